@@ -1,0 +1,11 @@
+package main
+
+import "github.com/spf13/cobra"
+
+// subcommands lists every subcommand, each built by its own new…Command
+// constructor in its own file. There is no init() registration.
+func subcommands(g *globals) []*cobra.Command {
+	return []*cobra.Command{
+		newVersionCommand(),
+	}
+}

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes: 0 ok, 1 the checked thing failed (invalid, breaking, not
+// converged), 2 usage or environment error.
+const (
+	exitOK     = 0
+	exitFailed = 1
+	exitUsage  = 2
+)
+
+// errFailed wraps an error that means "the checked thing failed" (exit 1);
+// any other error is a usage or environment error (exit 2).
+type errFailed struct{ err error }
+
+func (e errFailed) Error() string { return e.err.Error() }
+func (e errFailed) Unwrap() error { return e.err }
+
+// failed returns an exit-1 error; a nil-safe helper for commands.
+func failed(format string, args ...any) error {
+	return errFailed{fmt.Errorf(format, args...)}
+}
+
+// errSilent is returned when the command already printed why it failed.
+var errSilent = errors.New("")
+
+// globals are the flags every command shares.
+type globals struct {
+	state  string // --state: the store's directory
+	repo   string // --repo: local path or URL
+	path   string // --path: sub-directory of the repository
+	ref    string // --ref: branch
+	output string // -o: table|json|yaml (commands that print data)
+}
+
+// Main runs the CLI with os.Args and returns the process exit code.
+func Main() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := newRootCommand()
+	root.SetArgs(os.Args[1:])
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	var f errFailed
+	if errors.As(err, &f) {
+		if f.err != errSilent && f.err.Error() != "" {
+			fmt.Fprintln(os.Stderr, "converge:", f.err)
+		}
+		return exitFailed
+	}
+	if err != errSilent {
+		fmt.Fprintln(os.Stderr, "converge:", err)
+	}
+	return exitUsage
+}
+
+func newRootCommand() *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:           "converge",
+		Short:         "converge drives a git repository of BOM files to its declared state",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.state, "state", "", "state directory (default .converge/ at the repository root)")
+	pf.StringVar(&g.repo, "repo", ".", "repository: a local path or a URL")
+	pf.StringVar(&g.path, "path", "", "sub-directory of the repository holding the documents")
+	pf.StringVar(&g.ref, "ref", "", "branch to follow (default: the repository's HEAD branch)")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return fmt.Errorf("%w\n%s", err, c.UsageString()) })
+	for _, c := range subcommands(g) {
+		root.AddCommand(c)
+	}
+	return root
+}

@@ -1,0 +1,411 @@
+package converge
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ID is a resource's identity within a store: "kind/name". It does not
+// carry the kind version: a resource keeps its ID (and its UID) when it
+// flips from one kind version to another.
+type ID string
+
+// NewID returns the ID of the resource kind/name.
+func NewID(kind, name string) ID { return ID(kind + "/" + name) }
+
+// ParseID splits "kind/name"; it returns an error if s is not of that form.
+func ParseID(s string) (ID, error) {
+	k, n, ok := strings.Cut(s, "/")
+	if !ok || k == "" || n == "" || strings.Contains(n, "/") {
+		return "", fmt.Errorf("resource %q: want KIND/NAME", s)
+	}
+	return ID(s), nil
+}
+
+// Kind returns the kind part of the ID.
+func (id ID) Kind() string { k, _, _ := strings.Cut(string(id), "/"); return k }
+
+// Name returns the name part of the ID.
+func (id ID) Name() string { _, n, _ := strings.Cut(string(id), "/"); return n }
+
+// KindRef names one version of a kind. Routing, schemas, provider configs,
+// max_inflight and task_deadline are all keyed by KindRef: strict equality of
+// kind and version, never "the nearest version".
+type KindRef struct {
+	Kind    string
+	Version int
+}
+
+// String returns "kind/vN", the form used in every message.
+func (r KindRef) String() string { return r.Kind + "/v" + strconv.Itoa(r.Version) }
+
+// Phase is where a resource is in its life.
+type Phase string
+
+// The phases. A resource starts Pending, is Running while a task for it is
+// leased to a worker, and ends Ready or Failed; Deleting marks a resource in
+// a teardown tree until its row is removed.
+const (
+	PhasePending  Phase = "Pending"
+	PhaseRunning  Phase = "Running"
+	PhaseReady    Phase = "Ready"
+	PhaseFailed   Phase = "Failed"
+	PhaseDeleting Phase = "Deleting"
+)
+
+// Phases lists every phase in display order.
+var Phases = []Phase{PhasePending, PhaseRunning, PhaseReady, PhaseFailed, PhaseDeleting}
+
+// The reactions the engine itself dispatches. Any other reaction a kind
+// declares is an operator verb (for example "enable_flow_logs").
+const (
+	ReactionReconcile = "reconcile"
+	ReactionCompose   = "compose"
+	ReactionTeardown  = "teardown"
+	ReactionReact     = "react"
+)
+
+// IsVerb reports whether reaction is an operator verb rather than one of
+// the engine's own reactions.
+func IsVerb(reaction string) bool {
+	switch reaction {
+	case ReactionReconcile, ReactionCompose, ReactionTeardown, ReactionReact:
+		return false
+	}
+	return true
+}
+
+// Transitions a binding can subscribe to.
+const (
+	// TransitionSynced fires when a resource and its whole subtree reach
+	// Ready for the resource's current generation.
+	TransitionSynced = "synced"
+	// TransitionFailed fires when a resource fails permanently.
+	TransitionFailed = "failed"
+	// TransitionDeleted fires when a resource's row is removed.
+	TransitionDeleted = "deleted"
+)
+
+// Kind is one (kind, kind_version) manifest: its schemas as CUE source and
+// the operational settings the scheduler honours.
+type Kind struct {
+	Name    string `json:"kind"`
+	Version int    `json:"kind_version"`
+	// Reactions the kind's worker implements: reconcile, compose, teardown,
+	// react, and operator verbs.
+	Reactions []string `json:"reactions"`
+	// Finalizer: deleting a resource of this kind runs its teardown
+	// reaction before the row is removed.
+	Finalizer        bool          `json:"finalizer"`
+	ResyncInterval   time.Duration `json:"resync_interval"`
+	ResyncRecomposes bool          `json:"resync_recomposes"`
+	MaxInflight      int           `json:"max_inflight"`
+	TaskDeadline     time.Duration `json:"task_deadline"`
+	// SpecSchema, StatusSchema and ConfigSchema are CUE source, each the
+	// body of a definition (`{ cidr: string, ... }`).
+	SpecSchema   string `json:"spec_schema"`
+	StatusSchema string `json:"status_schema"`
+	ConfigSchema string `json:"config_schema"`
+	// Secret lists spec, status and config field paths (dotted) whose
+	// values are never written to the site, events or logs.
+	Secret []string `json:"secret,omitempty"`
+	// Source is "file:line" of the manifest in the repository.
+	Source string `json:"source,omitempty"`
+}
+
+// Ref returns the kind's KindRef.
+func (k *Kind) Ref() KindRef { return KindRef{k.Name, k.Version} }
+
+// Has reports whether the kind declares reaction.
+func (k *Kind) Has(reaction string) bool {
+	for _, r := range k.Reactions {
+		if r == reaction {
+			return true
+		}
+	}
+	return false
+}
+
+// Origin says who declared a resource.
+type Origin string
+
+const (
+	// OriginGit: declared by a document in the repository.
+	OriginGit Origin = "git"
+	// OriginComposed: emitted by its owner's compose reaction.
+	OriginComposed Origin = "composed"
+)
+
+// Resource is one node of the resource graph, as stored.
+type Resource struct {
+	UID         string `json:"uid"`
+	Kind        string `json:"kind"`
+	KindVersion int    `json:"kind_version"`
+	Name        string `json:"name"`
+	// Declared is the spec as its author wrote it (a repository document
+	// or the owner's composer), without flowed values.
+	Declared json.RawMessage `json:"declared,omitempty"`
+	// Spec is Declared with every value flow applied: what workers see.
+	Spec   json.RawMessage `json:"spec"`
+	Status json.RawMessage `json:"status,omitempty"`
+	Phase  Phase           `json:"phase"`
+	Reason string          `json:"reason,omitempty"`
+	// Generation counts changes of Spec; ObservedGeneration is the
+	// generation the last successful reconcile saw.
+	Generation         int64  `json:"generation"`
+	ObservedGeneration int64  `json:"observed_generation"`
+	Owner              ID     `json:"owner,omitempty"`
+	Origin             Origin `json:"origin"`
+	ProviderConfigRef  string `json:"provider_config_ref,omitempty"`
+	// Attempts counts tries of the current generation's task; LastError
+	// is the newest failure message.
+	Attempts    int       `json:"attempts"`
+	LastError   string    `json:"last_error,omitempty"`
+	NextAttempt time.Time `json:"next_attempt,omitzero"`
+	// Deleting is set once the resource is in a teardown tree.
+	Deleting  bool      `json:"deleting,omitempty"`
+	DeletedAt time.Time `json:"deleted_at,omitzero"`
+	// Lease is the claim of a worker on the resource's current task.
+	Lease *Lease `json:"lease,omitempty"`
+	// Source is "file:line" of the declaring document (git resources).
+	Source    string    `json:"source,omitempty"`
+	CreatedAt time.Time `json:"created_at,omitzero"`
+	UpdatedAt time.Time `json:"updated_at,omitzero"`
+}
+
+// ID returns the resource's identity.
+func (r *Resource) ID() ID { return NewID(r.Kind, r.Name) }
+
+// Ref returns the resource's KindRef.
+func (r *Resource) Ref() KindRef { return KindRef{r.Kind, r.KindVersion} }
+
+// Lease is a worker's time-bounded claim on a task. A lease that expires
+// (worker or control plane gone) makes the task eligible again.
+type Lease struct {
+	TaskID   string    `json:"task_id"`
+	Reaction string    `json:"reaction"`
+	Worker   string    `json:"worker"`
+	Expires  time.Time `json:"expires"`
+}
+
+// ValueFlow copies producer.status.From into consumer.spec.To. Paths are
+// dotted field paths ("account_id", "net.vpc_id").
+type ValueFlow struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
+// Edge says Consumer depends on Producer: the consumer is gated until the
+// producer is Ready at its current generation, then Flows are applied.
+type Edge struct {
+	Consumer ID          `json:"consumer"`
+	Producer ID          `json:"producer"`
+	Flows    []ValueFlow `json:"flows,omitempty"`
+}
+
+// ProviderConfig is an operator-owned document a worker receives with each
+// task of a resource that uses it. Names are globally unique; a config
+// belongs to exactly one KindRef.
+type ProviderConfig struct {
+	Name        string          `json:"name"`
+	Kind        string          `json:"kind"`
+	KindVersion int             `json:"kind_version"`
+	IsDefault   bool            `json:"is_default"`
+	Config      json.RawMessage `json:"config"`
+	Source      string          `json:"source,omitempty"`
+}
+
+// Ref returns the KindRef the config belongs to.
+func (c *ProviderConfig) Ref() KindRef { return KindRef{c.Kind, c.KindVersion} }
+
+// Binding subscribes a reactor kind to a transition of resources of a kind.
+type Binding struct {
+	Name       string `json:"name"`
+	Kind       string `json:"kind"`
+	Transition string `json:"transition"`
+	Reactor    string `json:"reactor"`
+	// ReactorVersion is the reactor kind's version (default 1).
+	ReactorVersion int    `json:"reactor_version"`
+	Source         string `json:"source,omitempty"`
+}
+
+// Settings are a repository's converge.cue.
+type Settings struct {
+	// ResyncInterval is the default for kinds that set none.
+	ResyncInterval time.Duration `json:"resync_interval"`
+	// PruneLimit is the largest share (0..1) of resources one revision may
+	// delete before the prune guard holds it; 0 means the default.
+	PruneLimit float64 `json:"prune_limit"`
+	// AllowPruneAll lets a revision delete every resource.
+	AllowPruneAll bool `json:"allow_prune_all"`
+	// Workers are the worker processes a local repository asks for.
+	Workers []WorkerSpec `json:"workers"`
+}
+
+// WorkerSpec is a worker process converge starts for a local repository.
+type WorkerSpec struct {
+	Name string `json:"name"`
+	// Builtin names a worker compiled into the converge binary
+	// ("classic"); it is started as `converge worker NAME`.
+	Builtin string `json:"builtin,omitempty"`
+	// Command is argv of an external worker, relative to the repository.
+	Command  []string          `json:"command,omitempty"`
+	Env      map[string]string `json:"env,omitempty"`
+	Replicas int               `json:"replicas"`
+}
+
+// Desired is the whole desired state read from one revision: what a sync
+// applies.
+type Desired struct {
+	Revision  Revision
+	Settings  Settings
+	Kinds     []*Kind
+	Configs   []*ProviderConfig
+	Bindings  []*Binding
+	Resources []*Resource // Origin git, Declared and Source set
+}
+
+// Revision is one commit of the source (or a dirty working tree in dev
+// mode).
+type Revision struct {
+	Ref  string `json:"ref"`  // branch, e.g. "main"
+	Hash string `json:"hash"` // full hex
+	// Dirty marks uncommitted working-tree content (sync --watch).
+	Dirty   bool      `json:"dirty,omitempty"`
+	Time    time.Time `json:"time,omitzero"`
+	Subject string    `json:"subject,omitempty"`
+}
+
+// String returns "main@sha1:<hex>" (Flux's form), or "main@dirty" for a
+// working tree.
+func (r Revision) String() string {
+	if r.Dirty {
+		return r.Ref + "@dirty"
+	}
+	return r.Ref + "@sha1:" + r.Hash
+}
+
+// Event is one entry of a resource's history.
+type Event struct {
+	Seq      uint64    `json:"seq"`
+	Time     time.Time `json:"time"`
+	Resource ID        `json:"resource"`
+	Type     string    `json:"type"`
+	Message  string    `json:"message"`
+}
+
+// Outcome classifies a task result. The scheduler branches on it, never on
+// message text.
+type Outcome int
+
+const (
+	// OutcomeOK: the reaction succeeded.
+	OutcomeOK Outcome = iota
+	// OutcomeTransient: retry with backoff.
+	OutcomeTransient
+	// OutcomePermanent: stop until the spec changes.
+	OutcomePermanent
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case OutcomeOK:
+		return "ok"
+	case OutcomeTransient:
+		return "transient"
+	case OutcomePermanent:
+		return "permanent"
+	}
+	return "outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Task is one reaction the control plane asks a worker to run.
+type Task struct {
+	ID string
+	// Key is the idempotency key: uid, generation and reaction. A worker
+	// may see the same key twice (at-least-once); the reaction must be
+	// safe to repeat.
+	Key         string
+	Reaction    string
+	UID         string
+	Kind        string
+	KindVersion int
+	Name        string
+	Generation  int64
+	Spec        json.RawMessage
+	Status      json.RawMessage
+	Config      json.RawMessage // the resolved provider config, or nil
+	Args        map[string]string
+	Deadline    time.Time
+	// Subject is set for react: the resource whose transition fired.
+	Subject *Subject
+}
+
+// Ref returns the task's KindRef.
+func (t *Task) Ref() KindRef { return KindRef{t.Kind, t.KindVersion} }
+
+// Subject describes the transition a react task is about.
+type Subject struct {
+	Resource   ID              `json:"resource"`
+	UID        string          `json:"uid"`
+	Generation int64           `json:"generation"`
+	Transition string          `json:"transition"`
+	Status     json.RawMessage `json:"status,omitempty"`
+}
+
+// Result is a worker's answer to a Task.
+type Result struct {
+	TaskID  string
+	Worker  string
+	Outcome Outcome
+	Message string
+	// Status replaces the resource's status when non-nil.
+	Status json.RawMessage
+	// Children and Edges are a compose reaction's output.
+	Children []Child
+	Edges    []Edge
+}
+
+// Child is one resource a composer emits.
+type Child struct {
+	Kind              string          `json:"kind"`
+	KindVersion       int             `json:"kind_version"`
+	Name              string          `json:"name"`
+	Spec              json.RawMessage `json:"spec"`
+	ProviderConfigRef string          `json:"provider_config_ref,omitempty"`
+}
+
+// Counts tallies resources by phase; a composition root's rollup.
+type Counts struct {
+	Total    int `json:"total"`
+	Ready    int `json:"ready"`
+	Failed   int `json:"failed"`
+	Pending  int `json:"pending"`
+	Running  int `json:"running"`
+	Deleting int `json:"deleting"`
+}
+
+// Add counts one resource in phase p.
+func (c *Counts) Add(p Phase) {
+	c.Total++
+	switch p {
+	case PhaseReady:
+		c.Ready++
+	case PhaseFailed:
+		c.Failed++
+	case PhasePending:
+		c.Pending++
+	case PhaseRunning:
+		c.Running++
+	case PhaseDeleting:
+		c.Deleting++
+	}
+}
+
+// ErrNoWorker is returned (wrapped) when no connected worker serves a
+// task's kind version and reaction, or all that do are at capacity.
+var ErrNoWorker = errors.New("no worker")

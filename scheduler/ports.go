@@ -1,0 +1,42 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/convergehq/converge"
+)
+
+// Store is the durable state the scheduler writes through. The state
+// package implements it over bbolt; a Batch is one transaction.
+type Store interface {
+	// Load returns everything stored.
+	Load() (*converge.Snapshot, error)
+	// Commit applies b atomically and durably.
+	Commit(b *converge.Batch) error
+}
+
+// Dispatcher delivers tasks to workers and their results back. The
+// providers package implements it over gRPC; tests may fake it.
+type Dispatcher interface {
+	// Serves reports whether a connected worker serves reaction for ref.
+	Serves(ref converge.KindRef, reaction string) bool
+	// Dispatch hands t to a worker serving t's KindRef and reaction. It
+	// returns converge.ErrNoWorker (wrapped) when none is connected or all are at
+	// capacity; it never blocks on a worker.
+	Dispatch(ctx context.Context, t *converge.Task) error
+	// Results delivers every result, once per dispatched task at most.
+	// A task whose worker vanished gets no result: its lease expires.
+	Results() <-chan *converge.Result
+	// Changed is signalled (non-blocking, coalesced) when workers connect,
+	// disconnect or free capacity.
+	Changed() <-chan struct{}
+}
+
+// Validator checks specs against a kind version's schema. The cue package
+// implements it; the scheduler uses it for composed children.
+type Validator interface {
+	// ValidateSpec returns an error naming the field path if spec does not
+	// satisfy ref's spec schema, or if ref is unknown.
+	ValidateSpec(ref converge.KindRef, spec json.RawMessage) error
+}
