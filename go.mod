@@ -1,6 +1,6 @@
 module github.com/convergehq/converge
 
-go 1.26
+go 1.26.0
 
 require (
 	cuelabs.dev/go/oci/ociregistry v0.0.0-20260601085548-328ff8e2c943 // indirect
