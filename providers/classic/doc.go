@@ -1,0 +1,36 @@
+// Package classic is the example provider set of examples/classic: the
+// classicbom composer and the fake cloud leaves it fans out into. It
+// imports only the standard library, providers/sdk and the root converge
+// package — exactly what an external team ships.
+//
+// Read first: [Providers], which lists every (kind, kind_version) served,
+// and [Options], the chaos knobs the leaves consult.
+//
+// # Kinds
+//
+//   - classicbom v1: the composer. Per functional domain with networking it
+//     emits a tgw and a tgw-host account (edge tgw → account); per service
+//     team an account, a vpc (edge vpc → account flowing account_id) and,
+//     when its domain has networking, a route (edges route → vpc and
+//     route → tgw flowing vpc_id and tgw_id). See [ComposeBOM].
+//   - account v1: status.account_id, 12 digits derived from team_name.
+//   - vpc v1 and v2: status.vpc_id; v2 requires region and echoes it into
+//     status.region. Verb enable_flow_logs records status.flow_logs using
+//     the provider config's flow_logs_bucket.
+//   - tgw v1: status.tgw_id. route v1: status.route_id.
+//   - statussink v1: a reactor; it writes the subject's rolled-up status
+//     into a local "object store" directory, once per delivery key.
+//
+// # Caveats
+//
+// Every fake id is a pure function of the spec (and name), so a reaction
+// run twice yields the same status: all reactions are idempotent.
+// Composed children are validated against their schemas before value flows
+// fill them, so the composer writes schema-valid placeholders
+// ([PlaceholderAccountID], [PlaceholderID]) that the flows overwrite. A
+// leaf that still sees a placeholder fails permanently: a flow that never
+// arrived is never silently accepted.
+//
+// Fault injection ([Options.FaultRate]) hits only leaf reconciles, never
+// the composer and never a teardown, unless [Options.TeardownFail] matches.
+package classic

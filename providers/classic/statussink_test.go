@@ -1,0 +1,124 @@
+package classic
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/providers/sdk"
+)
+
+func reactRequest(t *testing.T, bucket string, gen int64) *sdk.Request {
+	t.Helper()
+	return &sdk.Request{
+		TaskID: "t1", Key: "uid-org/" + string(rune('0'+gen)) + "/synced/statussink", Reaction: "react",
+		UID: "uid-sink", Kind: "statussink", KindVersion: 1, Name: "sink",
+		Config: mustJSON(t, StatusSinkConfig{BucketDir: bucket}),
+		Subject: &converge.Subject{
+			Resource: "classicbom/org", UID: "uid-org", Generation: gen, Transition: converge.TransitionSynced,
+			Status: json.RawMessage(`{"total":3644,"ready":3644}`),
+		},
+	}
+}
+
+func TestStatusSinkIdempotent(t *testing.T) {
+	dir := t.TempDir()
+	sink := find(t, Providers(Options{}), "statussink", 1)
+	if sink.React == nil {
+		t.Fatal("statussink has no React")
+	}
+	r := reactRequest(t, dir, 1)
+	for range 2 {
+		if err := sink.React(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var objects []string
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && filepath.Base(p) != InvocationsLog {
+			rel, _ := filepath.Rel(dir, p)
+			objects = append(objects, rel)
+		}
+		return err
+	})
+	if want := ObjectPath("classicbom", "org", 1, "synced"); len(objects) != 1 || objects[0] != want {
+		t.Fatalf("objects = %q, want only %q", objects, want)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, objects[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got converge.Subject
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatalf("object is not a subject: %v\n%s", err, b)
+	}
+	var status bytes.Buffer
+	if err := json.Compact(&status, got.Status); err != nil {
+		t.Fatal(err)
+	}
+	if got.Resource != "classicbom/org" || got.Generation != 1 || status.String() != `{"total":3644,"ready":3644}` {
+		t.Errorf("object = %+v, want the subject with its status", got)
+	}
+	log, err := os.ReadFile(filepath.Join(dir, InvocationsLog))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(log)), "\n")
+	if got, want := len(lines), 2; got != want {
+		t.Fatalf("invocations.log has %d lines, want %d:\n%s", got, want, log)
+	}
+	for _, l := range lines {
+		if !strings.HasPrefix(l, r.Key+" ") {
+			t.Errorf("log line %q does not start with the key %q", l, r.Key)
+		}
+	}
+	// A new generation is a new object.
+	if err := sink.React(context.Background(), reactRequest(t, dir, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ObjectPath("classicbom", "org", 2, "synced"))); err != nil {
+		t.Errorf("generation 2 object: %v", err)
+	}
+}
+
+func TestStatusSinkRelativeBucket(t *testing.T) {
+	state := t.TempDir()
+	sink := find(t, Providers(Options{StateDir: state}), "statussink", 1)
+	if err := sink.React(context.Background(), reactRequest(t, "bucket", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(state, "bucket", ObjectPath("classicbom", "org", 1, "synced"))); err != nil {
+		t.Errorf("relative bucket_dir not under StateDir: %v", err)
+	}
+}
+
+func TestStatusSinkErrors(t *testing.T) {
+	dir := t.TempDir()
+	sink := find(t, Providers(Options{}), "statussink", 1)
+	tests := []struct {
+		name   string
+		modify func(r *sdk.Request)
+	}{
+		{"no subject", func(r *sdk.Request) { r.Subject = nil }},
+		{"no bucket", func(r *sdk.Request) { r.Config = nil }},
+		{"escaping transition", func(r *sdk.Request) { r.Subject.Transition = "../../x" }},
+		{"dot-dot name", func(r *sdk.Request) { r.Subject.Resource = "classicbom/.." }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := reactRequest(t, dir, 1)
+			tt.modify(r)
+			if err := sink.React(context.Background(), r); !isPermanent(err) {
+				t.Errorf("err = %v, want permanent", err)
+			}
+		})
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("bad deliveries wrote %d entries into the bucket", len(entries))
+	}
+}
