@@ -1,0 +1,385 @@
+package state
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+
+	"github.com/convergehq/converge"
+)
+
+// Commit applies b in one bbolt transaction, durably (fsync) unless the
+// store was opened with NoSync: all of it or, on error, none of it. The
+// rules it enforces are in the package documentation ("Rules a Batch must
+// follow"). Commit sets the Seq of each event of b whose Seq is 0 to the
+// next sequence number; nonzero Seqs must increase and exceed every stored
+// one. An empty batch commits nothing.
+func (s *Store) Commit(b *converge.Batch) error {
+	if b == nil || b.Empty() {
+		return nil
+	}
+	if err := validate(b); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	err := s.update(func(w *writer) error { return s.apply(w, b) })
+	if err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// validate checks what can be checked without reading the store.
+func validate(b *converge.Batch) error {
+	deleted := make(map[converge.ID]bool, len(b.DeletedResources))
+	for _, id := range b.DeletedResources {
+		if err := checkID(id); err != nil {
+			return fmt.Errorf("delete: %w", err)
+		}
+		deleted[id] = true
+	}
+	for i, r := range b.Resources {
+		if r == nil {
+			return fmt.Errorf("resource %d: nil", i)
+		}
+		if err := checkName("kind", r.Kind); err != nil {
+			return fmt.Errorf("resource %d (%s): %w", i, r.ID(), err)
+		}
+		if err := checkName("name", r.Name); err != nil {
+			return fmt.Errorf("resource %d (%s): %w", i, r.ID(), err)
+		}
+		if r.Owner != "" {
+			if err := checkID(r.Owner); err != nil {
+				return fmt.Errorf("resource %s: owner: %w", r.ID(), err)
+			}
+			if r.Owner == r.ID() {
+				return fmt.Errorf("resource %s: owns itself", r.ID())
+			}
+		}
+		if deleted[r.ID()] {
+			return fmt.Errorf("resource %s: both put and deleted", r.ID())
+		}
+	}
+	type pair struct{ c, p converge.ID }
+	delEdges := make(map[pair]bool, len(b.DeletedEdges))
+	for _, e := range b.DeletedEdges {
+		if err := checkEdge(e); err != nil {
+			return fmt.Errorf("delete %w", err)
+		}
+		delEdges[pair{e.Consumer, e.Producer}] = true
+	}
+	for _, e := range b.Edges {
+		if err := checkEdge(e); err != nil {
+			return err
+		}
+		if delEdges[pair{e.Consumer, e.Producer}] {
+			return fmt.Errorf("edge %s→%s: both put and deleted", e.Consumer, e.Producer)
+		}
+	}
+	for i, k := range b.Kinds {
+		if k == nil || k.Name == "" {
+			return fmt.Errorf("kind %d: empty name", i)
+		}
+	}
+	for i, c := range b.Configs {
+		if c == nil || c.Name == "" {
+			return fmt.Errorf("provider config %d: empty name", i)
+		}
+	}
+	for i, bd := range b.Bindings {
+		if bd == nil || bd.Name == "" {
+			return fmt.Errorf("binding %d: empty name", i)
+		}
+	}
+	for i, d := range b.Deliveries {
+		if d == nil || d.Key == "" {
+			return fmt.Errorf("delivery %d: empty key", i)
+		}
+	}
+	if b.Applied != nil && b.Applied.Hash == "" && !b.Applied.Dirty {
+		return fmt.Errorf("applied revision: empty hash")
+	}
+	return nil
+}
+
+func checkEdge(e converge.Edge) error {
+	if err := checkID(e.Consumer); err != nil {
+		return fmt.Errorf("edge %s→%s: consumer: %w", e.Consumer, e.Producer, err)
+	}
+	if err := checkID(e.Producer); err != nil {
+		return fmt.Errorf("edge %s→%s: producer: %w", e.Consumer, e.Producer, err)
+	}
+	if e.Consumer == e.Producer {
+		return fmt.Errorf("edge %s→%s: depends on itself", e.Consumer, e.Producer)
+	}
+	return nil
+}
+
+// apply writes b through w. Order: resources, edges, deleted edges,
+// deleted resources (with their index entries and edges), then the
+// orphan checks, then kinds, configs, bindings, deliveries, events and the
+// applied revision.
+func (s *Store) apply(w *writer, b *converge.Batch) error {
+	res := w.bucket(bResources)
+
+	// Resources, last put of an ID wins.
+	last := make(map[converge.ID]int, len(b.Resources))
+	for i, r := range b.Resources {
+		last[r.ID()] = i
+	}
+	for i, r := range b.Resources {
+		id := r.ID()
+		if last[id] != i {
+			continue
+		}
+		v, err := encodeResource(r)
+		if err != nil {
+			return fmt.Errorf("resource %s: encode: %w", id, err)
+		}
+		key := []byte(id)
+		var oldOwner converge.ID
+		old := res.Get(key)
+		if old != nil {
+			if string(old) == string(v) {
+				continue
+			}
+			if oldOwner, _, err = splitResource(old); err != nil {
+				return fmt.Errorf("resource %s: stored: %w", id, err)
+			}
+		}
+		if err := w.put(bResources, key, v); err != nil {
+			return err
+		}
+		if old != nil && oldOwner == r.Owner {
+			continue
+		}
+		if oldOwner != "" {
+			if err := w.del(bOwners, pairKey(oldOwner, id)); err != nil {
+				return err
+			}
+		}
+		if r.Owner != "" {
+			if err := w.put(bOwners, pairKey(r.Owner, id), empty); err != nil {
+				return err
+			}
+		}
+	}
+
+	// Edges.
+	for _, e := range b.Edges {
+		if !has(res, []byte(e.Consumer)) {
+			return fmt.Errorf("edge %s→%s: consumer %s does not exist", e.Consumer, e.Producer, e.Consumer)
+		}
+		v, err := encodeFlows(e.Flows)
+		if err != nil {
+			return fmt.Errorf("edge %s→%s: encode: %w", e.Consumer, e.Producer, err)
+		}
+		wrote, err := w.putIfChanged(bEdges, pairKey(e.Consumer, e.Producer), v)
+		if err != nil {
+			return err
+		}
+		if wrote && !has(w.bucket(bProducers), pairKey(e.Producer, e.Consumer)) {
+			if err := w.put(bProducers, pairKey(e.Producer, e.Consumer), empty); err != nil {
+				return err
+			}
+		}
+	}
+	for _, e := range b.DeletedEdges {
+		if err := deleteEdge(w, e.Consumer, e.Producer); err != nil {
+			return err
+		}
+	}
+
+	// Deleted resources, with their owner-index entry and all their edges.
+	for _, id := range b.DeletedResources {
+		if err := deleteResource(w, id); err != nil {
+			return err
+		}
+	}
+
+	// No orphans: owners of put resources exist, deleted ones own nothing.
+	for i, r := range b.Resources {
+		if r.Owner == "" || last[r.ID()] != i {
+			continue
+		}
+		if !has(res, []byte(r.Owner)) {
+			return fmt.Errorf("resource %s: owner %s does not exist", r.ID(), r.Owner)
+		}
+	}
+	owners := w.bucket(bOwners)
+	for _, id := range b.DeletedResources {
+		p := prefixKey(id)
+		if k, _ := owners.Cursor().Seek(p); k != nil && hasPrefix(k, p) {
+			_, child, _ := splitPair(k)
+			return fmt.Errorf("delete %s: it still owns %s (delete the children first or in the same batch)", id, child)
+		}
+	}
+
+	// Kinds, configs, bindings, deliveries.
+	for _, k := range b.Kinds {
+		if err := putJSON(w, bKinds, kindKey(k.Ref()), k); err != nil {
+			return fmt.Errorf("kind %s: %w", k.Ref(), err)
+		}
+	}
+	for _, ref := range b.DeletedKinds {
+		if err := w.del(bKinds, kindKey(ref)); err != nil {
+			return err
+		}
+	}
+	for _, c := range b.Configs {
+		if err := putJSON(w, bConfigs, []byte(c.Name), c); err != nil {
+			return fmt.Errorf("provider config %s: %w", c.Name, err)
+		}
+	}
+	for _, name := range b.DeletedConfigs {
+		if err := w.del(bConfigs, []byte(name)); err != nil {
+			return err
+		}
+	}
+	for _, bd := range b.Bindings {
+		if err := putJSON(w, bBindings, []byte(bd.Name), bd); err != nil {
+			return fmt.Errorf("binding %s: %w", bd.Name, err)
+		}
+	}
+	for _, name := range b.DeletedBindings {
+		if err := w.del(bBindings, []byte(name)); err != nil {
+			return err
+		}
+	}
+	for _, d := range b.Deliveries {
+		if err := putJSON(w, bDeliveries, []byte(d.Key), d); err != nil {
+			return fmt.Errorf("delivery %s: %w", d.Key, err)
+		}
+	}
+
+	if len(b.Events) > 0 {
+		if err := s.appendEvents(w, b.Events); err != nil {
+			return err
+		}
+	}
+	if b.Applied != nil {
+		if err := putJSON(w, bMeta, mApplied, b.Applied); err != nil {
+			return fmt.Errorf("applied revision: %w", err)
+		}
+	}
+	return nil
+}
+
+// deleteEdge removes consumer→producer from both edge indexes.
+func deleteEdge(w *writer, consumer, producer converge.ID) error {
+	if err := w.del(bEdges, pairKey(consumer, producer)); err != nil {
+		return err
+	}
+	return w.del(bProducers, pairKey(producer, consumer))
+}
+
+// deleteResource removes id, its owner-index entry and its edges in both
+// directions. Deleting an absent resource removes any edges that name it.
+func deleteResource(w *writer, id converge.ID) error {
+	key := []byte(id)
+	if old := w.bucket(bResources).Get(key); old != nil {
+		owner, _, err := splitResource(old)
+		if err != nil {
+			return fmt.Errorf("resource %s: stored: %w", id, err)
+		}
+		if err := w.del(bResources, key); err != nil {
+			return err
+		}
+		if owner != "" {
+			if err := w.del(bOwners, pairKey(owner, id)); err != nil {
+				return err
+			}
+		}
+	}
+	// Collect first: deleting under a live cursor skips keys.
+	consumes := pairsWithPrefix(w.bucket(bEdges), id)
+	for _, p := range consumes {
+		if err := deleteEdge(w, id, p); err != nil {
+			return err
+		}
+	}
+	for _, c := range pairsWithPrefix(w.bucket(bProducers), id) {
+		if err := deleteEdge(w, c, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// appendEvents numbers evs, stores them as one chunk keyed by the first
+// Seq, updates the events meta and trims the oldest chunks beyond
+// MaxEvents.
+func (s *Store) appendEvents(w *writer, evs []converge.Event) error {
+	lastSeq, count := eventsMeta(w.bucket(bMeta))
+	for i := range evs {
+		e := &evs[i]
+		if e.Seq == 0 {
+			e.Seq = lastSeq + 1
+		} else if e.Seq <= lastSeq {
+			return fmt.Errorf("event %d (%s %s): seq %d not above %d", i, e.Resource, e.Type, e.Seq, lastSeq)
+		}
+		lastSeq = e.Seq
+	}
+	v, err := encodeChunk(evs)
+	if err != nil {
+		return fmt.Errorf("events: encode: %w", err)
+	}
+	if err := w.put(bEvents, u64(evs[0].Seq), v); err != nil {
+		return err
+	}
+	count += uint64(len(evs))
+
+	// Trim whole chunks from the oldest; cut the last one to size.
+	max := uint64(s.maxEvents)
+	eb := w.bucket(bEvents)
+	for count > max {
+		k, v := eb.Cursor().First()
+		n, err := chunkLen(v)
+		if err != nil {
+			return fmt.Errorf("events: chunk %d: %w", binary.BigEndian.Uint64(k), err)
+		}
+		key := append([]byte(nil), k...)
+		if count-uint64(n) >= max {
+			if err := w.del(bEvents, key); err != nil {
+				return err
+			}
+			count -= uint64(n)
+			continue
+		}
+		old, err := decodeChunk(v)
+		if err != nil {
+			return fmt.Errorf("events: chunk %d: %w", binary.BigEndian.Uint64(k), err)
+		}
+		keep := old[count-max:]
+		nv, err := encodeChunk(keep)
+		if err != nil {
+			return fmt.Errorf("events: encode: %w", err)
+		}
+		if err := w.del(bEvents, key); err != nil {
+			return err
+		}
+		if err := w.put(bEvents, u64(keep[0].Seq), nv); err != nil {
+			return err
+		}
+		count = max
+	}
+	meta := binary.BigEndian.AppendUint64(u64(lastSeq), count)
+	return w.put(bMeta, mEvents, meta)
+}
+
+// putJSON puts key=JSON(v) unless the stored value is equal.
+func putJSON(w *writer, bucket, key []byte, v any) error {
+	j, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode: %w", err)
+	}
+	_, err = w.putIfChanged(bucket, key, j)
+	return err
+}
+
+// encodeFlows returns an edges value: the JSON flows, or empty for none.
+func encodeFlows(f []converge.ValueFlow) ([]byte, error) {
+	if len(f) == 0 {
+		return empty, nil
+	}
+	return json.Marshal(f)
+}

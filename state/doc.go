@@ -1,0 +1,57 @@
+// Package state is converge's durable store: every fact the control plane
+// must not lose, in one bbolt file, each change one transaction. It is the
+// only package that imports go.etcd.io/bbolt; no *bbolt.Tx ever leaves it.
+//
+// Read first: Store (Open, Commit, Load) and Options. Store implements the
+// scheduler's Store port: Load returns a converge.Snapshot, Commit applies
+// one converge.Batch atomically and durably.
+//
+// # Basics
+//
+// The store lives in DIR/state.db (mode 0600, DIR 0700) and is locked by
+// one process (bbolt's flock); a second Open waits Options.LockTimeout and
+// then returns ErrLocked. Buckets:
+//
+//	resources   ID -> resource           (value: owner prefix + JSON, see encodeResource)
+//	owners      owner\x00child -> empty  (the owner index)
+//	edges       consumer\x00producer -> JSON flows
+//	producers   producer\x00consumer -> empty (the reverse edge index)
+//	kinds       kind\x00version(8 bytes big-endian) -> JSON kind
+//	configs     name -> JSON provider config
+//	bindings    name -> JSON binding
+//	deliveries  key -> JSON delivery (the reactor outbox)
+//	events      first seq (8 bytes big-endian) -> one chunk: every event of one Batch
+//	revisions   hash -> JSON revision record
+//	meta        format, applied, events (last seq and count)
+//
+// The scheduler group-commits: it coalesces many changes into one Batch
+// every few milliseconds. The store keeps a big batch cheap: a put whose
+// bytes equal what is stored is skipped, the owner index is written only
+// when a resource's owner changes, a resource put several times in one
+// batch is written once, and the events of one batch are one value.
+// Stats counts commits, puts, deletes and bytes exactly.
+//
+// # Rules a Batch must follow
+//
+// Commit rejects, with an error naming the offender and leaving nothing
+// behind: a resource with an empty kind or name, a kind containing "/", a
+// name containing "/", or either containing NUL; an ID both put and
+// deleted; an edge with an invalid endpoint, a self edge, or an edge both
+// put and deleted; an edge whose consumer does not exist after the batch;
+// a resource whose owner does not exist after the batch; deleting a
+// resource that still owns a resource after the batch; an event Seq not
+// above the stored last Seq. Puts are applied before deletes. Deleting a
+// resource also removes its owner-index entry and all its edges, in both
+// directions; deleting what is absent is a no-op.
+//
+// An edge's producer need not exist: a consumer may depend on something
+// not (yet) declared and stays gated, visibly. Check therefore requires an
+// edge's consumer to exist, and not its producer.
+//
+// # Caveats
+//
+// Reads (Resources, Events, Revisions, …) each run in their own read
+// transaction; two reads are not one snapshot unless you call Load. Events
+// and Revisions scan their buckets: fine for the CLI and the site, not for
+// a hot loop.
+package state

@@ -1,0 +1,147 @@
+package state
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/convergehq/converge"
+)
+
+// resourceFormat is the first byte of every resources value.
+const resourceFormat = 1
+
+// encodeResource returns a resources value: a format byte, the owner ID
+// as a uvarint-length-prefixed string, then the resource's JSON. The owner
+// prefix lets Commit maintain the owner index without decoding JSON.
+func encodeResource(r *converge.Resource) ([]byte, error) {
+	j, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 0, 1+binary.MaxVarintLen64+len(r.Owner)+len(j))
+	buf = append(buf, resourceFormat)
+	buf = binary.AppendUvarint(buf, uint64(len(r.Owner)))
+	buf = append(buf, r.Owner...)
+	return append(buf, j...), nil
+}
+
+// splitResource returns the owner and JSON parts of a resources value.
+func splitResource(v []byte) (owner converge.ID, j []byte, err error) {
+	if len(v) < 2 || v[0] != resourceFormat {
+		return "", nil, fmt.Errorf("malformed resource value")
+	}
+	n, w := binary.Uvarint(v[1:])
+	if w <= 0 || uint64(len(v)-1-w) < n {
+		return "", nil, fmt.Errorf("malformed resource value")
+	}
+	o := v[1+w : 1+w+int(n)]
+	return converge.ID(o), v[1+w+int(n):], nil
+}
+
+// decodeResource decodes a resources value.
+func decodeResource(v []byte) (*converge.Resource, error) {
+	_, j, err := splitResource(v)
+	if err != nil {
+		return nil, err
+	}
+	r := new(converge.Resource)
+	if err := json.Unmarshal(j, r); err != nil {
+		return nil, fmt.Errorf("decode resource: %w", err)
+	}
+	return r, nil
+}
+
+// pairKey returns a\x00b, the key of the owner index and both edge indexes.
+func pairKey(a, b converge.ID) []byte {
+	k := make([]byte, 0, len(a)+1+len(b))
+	k = append(k, a...)
+	k = append(k, 0)
+	return append(k, b...)
+}
+
+// prefixKey returns a\x00, the prefix of every pair key starting with a.
+func prefixKey(a converge.ID) []byte { return append([]byte(a), 0) }
+
+// splitPair splits a pair key.
+func splitPair(k []byte) (a, b converge.ID, ok bool) {
+	i := bytes.IndexByte(k, 0)
+	if i < 0 {
+		return "", "", false
+	}
+	return converge.ID(k[:i]), converge.ID(k[i+1:]), true
+}
+
+// kindKey returns kind\x00version with the version big-endian, so a kind's
+// versions sort numerically.
+func kindKey(ref converge.KindRef) []byte {
+	k := make([]byte, 0, len(ref.Kind)+9)
+	k = append(k, ref.Kind...)
+	k = append(k, 0)
+	return binary.BigEndian.AppendUint64(k, uint64(int64(ref.Version)))
+}
+
+// encodeChunk returns an events value: the event count as a uvarint, then
+// the JSON array of the events.
+func encodeChunk(evs []converge.Event) ([]byte, error) {
+	j, err := json.Marshal(evs)
+	if err != nil {
+		return nil, err
+	}
+	buf := binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64+len(j)), uint64(len(evs)))
+	return append(buf, j...), nil
+}
+
+// chunkLen returns the number of events in an events value.
+func chunkLen(v []byte) (int, error) {
+	n, w := binary.Uvarint(v)
+	if w <= 0 {
+		return 0, fmt.Errorf("malformed event chunk")
+	}
+	return int(n), nil
+}
+
+// decodeChunk decodes an events value.
+func decodeChunk(v []byte) ([]converge.Event, error) {
+	n, w := binary.Uvarint(v)
+	if w <= 0 {
+		return nil, fmt.Errorf("malformed event chunk")
+	}
+	evs := make([]converge.Event, 0, n)
+	if err := json.Unmarshal(v[w:], &evs); err != nil {
+		return nil, fmt.Errorf("decode event chunk: %w", err)
+	}
+	if uint64(len(evs)) != n {
+		return nil, fmt.Errorf("event chunk: header says %d events, holds %d", n, len(evs))
+	}
+	return evs, nil
+}
+
+// checkName returns an error if a kind or name part of an ID is empty or
+// holds "/" or NUL.
+func checkName(what, s string) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("empty %s", what)
+	case strings.ContainsAny(s, "/\x00"):
+		return fmt.Errorf("%s %q contains %q or NUL", what, s, "/")
+	}
+	return nil
+}
+
+// checkID returns an error unless id is a well-formed "kind/name".
+func checkID(id converge.ID) error {
+	k, n, ok := strings.Cut(string(id), "/")
+	if !ok {
+		return fmt.Errorf("resource %q: want KIND/NAME", id)
+	}
+	if err := checkName("kind", k); err != nil {
+		return fmt.Errorf("resource %q: %w", id, err)
+	}
+	if err := checkName("name", n); err != nil {
+		return fmt.Errorf("resource %q: %w", id, err)
+	}
+	return nil
+}

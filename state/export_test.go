@@ -1,0 +1,37 @@
+package state
+
+import bolt "go.etcd.io/bbolt"
+
+// RawPut writes key=value into bucket, bypassing every invariant: tests
+// use it to corrupt a store on purpose.
+func (s *Store) RawPut(bucket, key, value []byte) error {
+	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Put(key, value) })
+}
+
+// RawDelete deletes key from bucket, bypassing every invariant.
+func (s *Store) RawDelete(bucket, key []byte) error {
+	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Delete(key) })
+}
+
+// Bucket names and key encodings for tests.
+var (
+	BucketResources = bResources
+	BucketOwners    = bOwners
+	BucketEdges     = bEdges
+	BucketProducers = bProducers
+	BucketEvents    = bEvents
+	BucketMeta      = bMeta
+	MetaFormat      = mFormat
+	PairKey         = pairKey
+	U64             = u64
+)
+
+// RawGet returns a copy of bucket[key].
+func (s *Store) RawGet(bucket, key []byte) ([]byte, error) {
+	var v []byte
+	err := s.db.View(func(tx *bolt.Tx) error {
+		v = append([]byte(nil), tx.Bucket(bucket).Get(key)...)
+		return nil
+	})
+	return v, err
+}

@@ -1,0 +1,404 @@
+package state
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/convergehq/converge"
+	bolt "go.etcd.io/bbolt"
+)
+
+// Load returns everything the scheduler needs, read in one transaction:
+// resources sorted by ID, edges sorted by consumer then producer, kinds,
+// configs, bindings, deliveries, the applied revision and the last event
+// Seq. It implements the scheduler's Store port.
+func (s *Store) Load() (*converge.Snapshot, error) {
+	snap := new(converge.Snapshot)
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		if snap.Resources, err = scanResources(tx.Bucket(bResources).Cursor(), nil, nil, 0); err != nil {
+			return err
+		}
+		if snap.Edges, err = scanEdges(tx.Bucket(bEdges), nil); err != nil {
+			return err
+		}
+		if snap.Kinds, err = scanJSON[converge.Kind](tx.Bucket(bKinds)); err != nil {
+			return err
+		}
+		if snap.Configs, err = scanJSON[converge.ProviderConfig](tx.Bucket(bConfigs)); err != nil {
+			return err
+		}
+		if snap.Bindings, err = scanJSON[converge.Binding](tx.Bucket(bBindings)); err != nil {
+			return err
+		}
+		if snap.Deliveries, err = scanJSON[converge.Delivery](tx.Bucket(bDeliveries)); err != nil {
+			return err
+		}
+		if snap.Applied, err = applied(tx); err != nil {
+			return err
+		}
+		snap.LastEventSeq, _ = eventsMeta(tx.Bucket(bMeta))
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load state: %w", err)
+	}
+	return snap, nil
+}
+
+// Resource returns the resource id, or ErrNotFound (wrapped).
+func (s *Store) Resource(id converge.ID) (*converge.Resource, error) {
+	var r *converge.Resource
+	err := s.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bResources).Get([]byte(id))
+		if v == nil {
+			return ErrNotFound
+		}
+		var err error
+		r, err = decodeResource(v)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get resource %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// Filter selects resources. Zero fields match everything.
+type Filter struct {
+	Kind  string
+	Phase converge.Phase
+	// Owner selects the direct children of Owner.
+	Owner converge.ID
+	// RootsOnly selects resources without an owner.
+	RootsOnly bool
+	// Limit caps the result; 0 means no cap.
+	Limit int
+}
+
+// Resources returns the resources matching f, sorted by ID.
+func (s *Store) Resources(f Filter) ([]*converge.Resource, error) {
+	match := func(r *converge.Resource) bool {
+		return (f.Kind == "" || r.Kind == f.Kind) &&
+			(f.Phase == "" || r.Phase == f.Phase) &&
+			(!f.RootsOnly || r.Owner == "") &&
+			(f.Owner == "" || r.Owner == f.Owner)
+	}
+	var out []*converge.Resource
+	err := s.db.View(func(tx *bolt.Tx) error {
+		res := tx.Bucket(bResources)
+		if f.Owner != "" {
+			for _, child := range pairsWithPrefix(tx.Bucket(bOwners), f.Owner) {
+				v := res.Get([]byte(child))
+				if v == nil {
+					return fmt.Errorf("owner index: %s → %s: child does not exist", f.Owner, child)
+				}
+				r, err := decodeResource(v)
+				if err != nil {
+					return fmt.Errorf("resource %s: %w", child, err)
+				}
+				if match(r) {
+					out = append(out, r)
+					if f.Limit > 0 && len(out) >= f.Limit {
+						break
+					}
+				}
+			}
+			return nil
+		}
+		var prefix []byte
+		if f.Kind != "" {
+			prefix = []byte(f.Kind + "/")
+		}
+		var err error
+		out, err = scanResources(res.Cursor(), prefix, match, f.Limit)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list resources: %w", err)
+	}
+	return out, nil
+}
+
+// Children returns the IDs of the resources owner owns directly, sorted.
+func (s *Store) Children(owner converge.ID) ([]converge.ID, error) {
+	var out []converge.ID
+	err := s.db.View(func(tx *bolt.Tx) error {
+		out = pairsWithPrefix(tx.Bucket(bOwners), owner)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list children of %s: %w", owner, err)
+	}
+	return out, nil
+}
+
+// Counts returns the phase counts of the resources owner owns directly.
+func (s *Store) Counts(owner converge.ID) (converge.Counts, error) {
+	rs, err := s.Resources(Filter{Owner: owner})
+	if err != nil {
+		return converge.Counts{}, err
+	}
+	var c converge.Counts
+	for _, r := range rs {
+		c.Add(r.Phase)
+	}
+	return c, nil
+}
+
+// EdgesOf returns the edges id consumes (id is their Consumer) and the
+// edges it is produced for (id is their Producer), each sorted by the other
+// endpoint. An unknown id has no edges; that is not an error.
+func (s *Store) EdgesOf(id converge.ID) (consumes, producedFor []converge.Edge, err error) {
+	err = s.db.View(func(tx *bolt.Tx) error {
+		edges := tx.Bucket(bEdges)
+		var err error
+		if consumes, err = scanEdges(edges, prefixKey(id)); err != nil {
+			return err
+		}
+		for _, c := range pairsWithPrefix(tx.Bucket(bProducers), id) {
+			k := pairKey(c, id)
+			v := edges.Get(k)
+			if v == nil && !has(edges, k) {
+				return fmt.Errorf("reverse edge index: %s→%s: no forward edge", c, id)
+			}
+			e, err := decodeEdge(k, v)
+			if err != nil {
+				return err
+			}
+			producedFor = append(producedFor, e)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list edges of %s: %w", id, err)
+	}
+	return consumes, producedFor, nil
+}
+
+// Events returns the newest limit events of resource (all resources if
+// resource is ""), oldest first. limit 0 returns every event kept.
+func (s *Store) Events(resource converge.ID, limit int) ([]converge.Event, error) {
+	var rev []converge.Event // newest first
+	err := s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bEvents).Cursor()
+		for k, v := c.Last(); k != nil; k, v = c.Prev() {
+			evs, err := decodeChunk(v)
+			if err != nil {
+				return fmt.Errorf("chunk %d: %w", binary.BigEndian.Uint64(k), err)
+			}
+			for i := len(evs) - 1; i >= 0; i-- {
+				if resource != "" && evs[i].Resource != resource {
+					continue
+				}
+				rev = append(rev, evs[i])
+				if limit > 0 && len(rev) >= limit {
+					return nil
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	slices.Reverse(rev)
+	return rev, nil
+}
+
+// Kinds returns every kind, sorted by name then version.
+func (s *Store) Kinds() ([]*converge.Kind, error) {
+	return viewJSON[converge.Kind](s, bKinds, "list kinds")
+}
+
+// Configs returns every provider config, sorted by name.
+func (s *Store) Configs() ([]*converge.ProviderConfig, error) {
+	return viewJSON[converge.ProviderConfig](s, bConfigs, "list provider configs")
+}
+
+// Bindings returns every binding, sorted by name.
+func (s *Store) Bindings() ([]*converge.Binding, error) {
+	return viewJSON[converge.Binding](s, bBindings, "list bindings")
+}
+
+// Deliveries returns every reactor delivery, sorted by key.
+func (s *Store) Deliveries() ([]*converge.Delivery, error) {
+	return viewJSON[converge.Delivery](s, bDeliveries, "list deliveries")
+}
+
+// Applied returns the applied revision, or nil and no error if none was
+// ever applied.
+func (s *Store) Applied() (*converge.Revision, error) {
+	var r *converge.Revision
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		r, err = applied(tx)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get applied revision: %w", err)
+	}
+	return r, nil
+}
+
+// PutRevision stores rec, keyed by its Revision.Hash, in its own
+// transaction, replacing any record of the same hash.
+func (s *Store) PutRevision(rec *converge.RevisionRecord) error {
+	if rec == nil || rec.Revision.Hash == "" {
+		return fmt.Errorf("put revision: empty hash")
+	}
+	err := s.update(func(w *writer) error {
+		return putJSON(w, bRevisions, []byte(rec.Revision.Hash), rec)
+	})
+	if err != nil {
+		return fmt.Errorf("put revision %s: %w", rec.Revision.Hash, err)
+	}
+	return nil
+}
+
+// Revision returns the record of hash, or ErrNotFound (wrapped).
+func (s *Store) Revision(hash string) (*converge.RevisionRecord, error) {
+	rec := new(converge.RevisionRecord)
+	err := s.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bRevisions).Get([]byte(hash))
+		if v == nil {
+			return ErrNotFound
+		}
+		return json.Unmarshal(v, rec)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get revision %s: %w", hash, err)
+	}
+	return rec, nil
+}
+
+// Revisions returns the newest limit revision records by Seen (ties by
+// hash), newest first; limit 0 returns all.
+func (s *Store) Revisions(limit int) ([]*converge.RevisionRecord, error) {
+	recs, err := viewJSON[converge.RevisionRecord](s, bRevisions, "list revisions")
+	if err != nil {
+		return nil, err
+	}
+	sort.SliceStable(recs, func(i, j int) bool {
+		if !recs[i].Seen.Equal(recs[j].Seen) {
+			return recs[i].Seen.After(recs[j].Seen)
+		}
+		return recs[i].Revision.Hash < recs[j].Revision.Hash
+	})
+	if limit > 0 && len(recs) > limit {
+		recs = recs[:limit]
+	}
+	return recs, nil
+}
+
+// scanResources decodes the resources under prefix (all if nil) that keep
+// accepts (all if nil), up to max (0: no limit).
+func scanResources(c *bolt.Cursor, prefix []byte, keep func(*converge.Resource) bool, max int) ([]*converge.Resource, error) {
+	var out []*converge.Resource
+	for k, v := c.Seek(prefix); k != nil && hasPrefix(k, prefix); k, v = c.Next() {
+		r, err := decodeResource(v)
+		if err != nil {
+			return nil, fmt.Errorf("resource %s: %w", k, err)
+		}
+		if keep != nil && !keep(r) {
+			continue
+		}
+		out = append(out, r)
+		if max > 0 && len(out) >= max {
+			break
+		}
+	}
+	return out, nil
+}
+
+// scanEdges decodes the forward edges whose key starts with prefix.
+func scanEdges(b *bolt.Bucket, prefix []byte) ([]converge.Edge, error) {
+	var out []converge.Edge
+	c := b.Cursor()
+	for k, v := c.Seek(prefix); k != nil && hasPrefix(k, prefix); k, v = c.Next() {
+		e, err := decodeEdge(k, v)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+func decodeEdge(k, v []byte) (converge.Edge, error) {
+	c, p, ok := splitPair(k)
+	if !ok {
+		return converge.Edge{}, fmt.Errorf("edge key %q: malformed", k)
+	}
+	e := converge.Edge{Consumer: c, Producer: p}
+	if len(v) > 0 {
+		if err := json.Unmarshal(v, &e.Flows); err != nil {
+			return converge.Edge{}, fmt.Errorf("edge %s→%s: %w", c, p, err)
+		}
+	}
+	return e, nil
+}
+
+// pairsWithPrefix returns b for every key a\x00b of bucket.
+func pairsWithPrefix(bucket *bolt.Bucket, a converge.ID) []converge.ID {
+	var out []converge.ID
+	p := prefixKey(a)
+	c := bucket.Cursor()
+	for k, _ := c.Seek(p); k != nil && hasPrefix(k, p); k, _ = c.Next() {
+		out = append(out, converge.ID(k[len(p):]))
+	}
+	return out
+}
+
+func scanJSON[T any](b *bolt.Bucket) ([]*T, error) {
+	var out []*T
+	err := b.ForEach(func(k, v []byte) error {
+		t := new(T)
+		if err := json.Unmarshal(v, t); err != nil {
+			return fmt.Errorf("%q: %w", k, err)
+		}
+		out = append(out, t)
+		return nil
+	})
+	return out, err
+}
+
+func viewJSON[T any](s *Store, bucket []byte, op string) ([]*T, error) {
+	var out []*T
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		out, err = scanJSON[T](tx.Bucket(bucket))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	return out, nil
+}
+
+func applied(tx *bolt.Tx) (*converge.Revision, error) {
+	v := tx.Bucket(bMeta).Get(mApplied)
+	if v == nil {
+		return nil, nil
+	}
+	r := new(converge.Revision)
+	if err := json.Unmarshal(v, r); err != nil {
+		return nil, fmt.Errorf("applied revision: %w", err)
+	}
+	return r, nil
+}
+
+// eventsMeta returns the last event Seq and the number of events kept.
+func eventsMeta(meta *bolt.Bucket) (lastSeq, count uint64) {
+	v := meta.Get(mEvents)
+	if len(v) != 16 {
+		return 0, 0
+	}
+	return binary.BigEndian.Uint64(v), binary.BigEndian.Uint64(v[8:])
+}
+
+func hasPrefix(k, p []byte) bool { return bytes.HasPrefix(k, p) }

@@ -1,0 +1,253 @@
+package state
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+)
+
+// FormatVersion is the version of the store's on-disk layout that this
+// build writes. Open refuses a store written by a newer format.
+const FormatVersion = 1
+
+// FileName is the name of the database file inside the store directory.
+const FileName = "state.db"
+
+// ErrLocked is returned when another process (or another Store in this
+// process) holds the store. The wrapping error names the file.
+var ErrLocked = errors.New("store is locked by another process")
+
+// ErrNotFound is returned when a resource, revision or other keyed record
+// does not exist.
+var ErrNotFound = errors.New("not found")
+
+// ErrNewerFormat is returned by Open when the store was written by a newer
+// converge whose format this build does not understand.
+var ErrNewerFormat = errors.New("store format is newer than this converge supports")
+
+// Options tune Open. The zero value is the production default.
+type Options struct {
+	// LockTimeout is how long Open waits for another process to release
+	// the store before returning ErrLocked; default 1s.
+	LockTimeout time.Duration
+	// MaxEvents is how many events the store keeps; older ones are
+	// trimmed. Default 200000.
+	MaxEvents int
+	// NoSync skips fsync on commit: a crash may lose or corrupt the store.
+	// For tests and benchmarks only.
+	NoSync bool
+}
+
+const (
+	defaultLockTimeout = time.Second
+	defaultMaxEvents   = 200000
+)
+
+// Store is converge's durable state over one bbolt file. It is safe for
+// concurrent use: bbolt serialises writers and lets readers run alongside.
+type Store struct {
+	db        *bolt.DB
+	path      string
+	maxEvents int
+
+	mu    sync.Mutex // guards stats
+	stats Stats
+}
+
+// Stats are counters of committed write transactions since Open.
+type Stats struct {
+	// Commits counts write transactions (Commit, PutRevision).
+	Commits uint64
+	// Puts counts bucket Put calls; Deletes counts deletions of keys that
+	// existed.
+	Puts    uint64
+	Deletes uint64
+	// Bytes is the sum of key and value lengths put.
+	Bytes uint64
+}
+
+// Bucket names.
+var (
+	bResources  = []byte("resources")
+	bOwners     = []byte("owners")
+	bEdges      = []byte("edges")
+	bProducers  = []byte("producers")
+	bKinds      = []byte("kinds")
+	bConfigs    = []byte("configs")
+	bBindings   = []byte("bindings")
+	bDeliveries = []byte("deliveries")
+	bEvents     = []byte("events")
+	bRevisions  = []byte("revisions")
+	bMeta       = []byte("meta")
+
+	allBuckets = [][]byte{bResources, bOwners, bEdges, bProducers, bKinds, bConfigs,
+		bBindings, bDeliveries, bEvents, bRevisions, bMeta}
+)
+
+// Meta keys.
+var (
+	mFormat  = []byte("format")
+	mApplied = []byte("applied")
+	mEvents  = []byte("events") // last seq (8) + count (8), big-endian
+)
+
+// Open opens the store in dir, creating dir (0700) and dir/state.db (0600)
+// if needed. It returns ErrLocked (wrapped, naming the file) if another
+// process holds the store for longer than opts.LockTimeout, and
+// ErrNewerFormat if the file was written by a newer format.
+func Open(dir string, opts Options) (*Store, error) {
+	if opts.LockTimeout <= 0 {
+		opts.LockTimeout = defaultLockTimeout
+	}
+	if opts.MaxEvents <= 0 {
+		opts.MaxEvents = defaultMaxEvents
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("open state: %w", err)
+	}
+	path := filepath.Join(dir, FileName)
+	db, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:      opts.LockTimeout,
+		NoSync:       opts.NoSync,
+		FreelistType: bolt.FreelistMapType,
+	})
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return nil, fmt.Errorf("open state: %s: %w (waited %v)", path, ErrLocked, opts.LockTimeout)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open state: %s: %w", path, err)
+	}
+	if err := db.Update(initBuckets); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open state: %s: %w", path, err)
+	}
+	return &Store{db: db, path: path, maxEvents: opts.MaxEvents}, nil
+}
+
+// initBuckets creates missing buckets and checks or writes the format.
+func initBuckets(tx *bolt.Tx) error {
+	if m := tx.Bucket(bMeta); m != nil {
+		v := m.Get(mFormat)
+		if len(v) != 8 {
+			return fmt.Errorf("meta: format: malformed value %x", v)
+		}
+		if f := binary.BigEndian.Uint64(v); f > FormatVersion {
+			return fmt.Errorf("format %d: %w (%d)", f, ErrNewerFormat, FormatVersion)
+		}
+	}
+	for _, name := range allBuckets {
+		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+			return fmt.Errorf("create bucket %s: %w", name, err)
+		}
+	}
+	m := tx.Bucket(bMeta)
+	if m.Get(mFormat) == nil {
+		if err := m.Put(mFormat, u64(FormatVersion)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Path returns the database file's path.
+func (s *Store) Path() string { return s.path }
+
+// Close releases the store and its lock. Later calls return an error.
+func (s *Store) Close() error {
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("close state: %w", err)
+	}
+	return nil
+}
+
+// Stats returns the counters of committed write transactions since Open.
+func (s *Store) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+// update runs fn in one write transaction through a counting writer and
+// adds its counters to Stats if it commits.
+func (s *Store) update(fn func(w *writer) error) error {
+	var w writer
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		w = writer{tx: tx}
+		return fn(&w)
+	})
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.stats.Commits++
+	s.stats.Puts += w.puts
+	s.stats.Deletes += w.dels
+	s.stats.Bytes += w.bytes
+	s.mu.Unlock()
+	return nil
+}
+
+// writer wraps a write transaction and counts what it does.
+type writer struct {
+	tx    *bolt.Tx
+	puts  uint64
+	dels  uint64
+	bytes uint64
+}
+
+func (w *writer) bucket(name []byte) *bolt.Bucket { return w.tx.Bucket(name) }
+
+// put stores key=value in bucket; it is the only way the store writes.
+func (w *writer) put(bucket, key, value []byte) error {
+	if err := w.tx.Bucket(bucket).Put(key, value); err != nil {
+		return fmt.Errorf("put %s/%q: %w", bucket, key, err)
+	}
+	w.puts++
+	w.bytes += uint64(len(key) + len(value))
+	return nil
+}
+
+// putIfChanged puts key=value unless the stored value is already equal.
+// It reports whether it wrote.
+func (w *writer) putIfChanged(bucket, key, value []byte) (bool, error) {
+	if k, old := w.tx.Bucket(bucket).Cursor().Seek(key); k != nil && string(k) == string(key) && string(old) == string(value) {
+		return false, nil
+	}
+	return true, w.put(bucket, key, value)
+}
+
+// del removes key from bucket if present.
+func (w *writer) del(bucket, key []byte) error {
+	b := w.tx.Bucket(bucket)
+	if !has(b, key) {
+		return nil
+	}
+	if err := b.Delete(key); err != nil {
+		return fmt.Errorf("delete %s/%q: %w", bucket, key, err)
+	}
+	w.dels++
+	return nil
+}
+
+// has reports whether key exists in b, even with an empty value (Get
+// cannot tell an empty value put in this transaction from a missing key).
+func has(b *bolt.Bucket, key []byte) bool {
+	k, _ := b.Cursor().Seek(key)
+	return k != nil && string(k) == string(key)
+}
+
+// empty is the value of index entries. It is non-nil on purpose.
+var empty = []byte{}
+
+func u64(v uint64) []byte {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], v)
+	return b[:]
+}

@@ -1,0 +1,641 @@
+package state_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/state"
+	"github.com/convergehq/converge/state/statetest"
+)
+
+var t0 = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+
+// res returns a Pending resource kind/name owned by owner ("" for none).
+func res(kind, name string, owner converge.ID) *converge.Resource {
+	return &converge.Resource{
+		UID: "uid-" + kind + "-" + name, Kind: kind, KindVersion: 1, Name: name,
+		Declared: json.RawMessage(`{"cidr":"10.0.0.0/16"}`),
+		Spec:     json.RawMessage(`{"cidr":"10.0.0.0/16"}`),
+		Phase:    converge.PhasePending, Generation: 1, Owner: owner,
+		Origin: converge.OriginComposed, CreatedAt: t0, UpdatedAt: t0,
+	}
+}
+
+func edge(c, p converge.ID, flows ...converge.ValueFlow) converge.Edge {
+	return converge.Edge{Consumer: c, Producer: p, Flows: flows}
+}
+
+func commit(t *testing.T, s *state.Store, b *converge.Batch) {
+	t.Helper()
+	if err := s.Commit(b); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+}
+
+func load(t *testing.T, s *state.Store) *converge.Snapshot {
+	t.Helper()
+	snap, err := s.Load()
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	return snap
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.MarshalIndent(v, "", " ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// fullBatch touches every bucket Commit writes.
+func fullBatch() *converge.Batch {
+	root := res("bom", "classic", "")
+	root.Origin = converge.OriginGit
+	root.Source = "resources/bom.cue:3"
+	acct := res("account", "team-a", "bom/classic")
+	vpc := res("vpc", "team-a", "bom/classic")
+	vpc.Status = json.RawMessage(`{"vpc_id":"vpc-1"}`)
+	vpc.Phase = converge.PhaseRunning
+	vpc.Attempts = 2
+	vpc.LastError = "throttled"
+	vpc.NextAttempt = t0.Add(time.Minute)
+	vpc.Lease = &converge.Lease{TaskID: "t1", Reaction: "reconcile", Worker: "w1", Expires: t0.Add(time.Hour)}
+	return &converge.Batch{
+		Resources: []*converge.Resource{root, acct, vpc},
+		Edges: []converge.Edge{
+			edge("vpc/team-a", "account/team-a", converge.ValueFlow{From: "account_id", To: "account_id"}),
+			edge("account/team-a", "tgw/missing"),
+		},
+		Events: []converge.Event{
+			{Time: t0, Resource: "bom/classic", Type: "Created", Message: "declared"},
+			{Time: t0, Resource: "vpc/team-a", Type: "Created", Message: "composed"},
+		},
+		Kinds: []*converge.Kind{
+			{Name: "vpc", Version: 2, Reactions: []string{"reconcile"}, SpecSchema: "{cidr: string}", ResyncInterval: time.Minute},
+			{Name: "vpc", Version: 1, Reactions: []string{"reconcile", "teardown"}, Finalizer: true},
+		},
+		Configs:    []*converge.ProviderConfig{{Name: "aws", Kind: "vpc", KindVersion: 1, IsDefault: true, Config: json.RawMessage(`{"region":"eu"}`)}},
+		Bindings:   []*converge.Binding{{Name: "notify", Kind: "vpc", Transition: converge.TransitionSynced, Reactor: "slack", ReactorVersion: 1}},
+		Deliveries: []*converge.Delivery{{Key: "notify/uid/1/synced", Binding: "notify", Reactor: converge.KindRef{Kind: "slack", Version: 1}, Subject: converge.Subject{Resource: "vpc/team-a", UID: "u", Generation: 1, Transition: "synced"}, Created: t0}},
+		Applied:    &converge.Revision{Ref: "main", Hash: "abc123", Time: t0, Subject: "first"},
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	s := statetest.Open(t)
+	b := fullBatch()
+	commit(t, s, b)
+	snap := load(t, s)
+
+	t.Run("resources", func(t *testing.T) {
+		want := []*converge.Resource{b.Resources[1], b.Resources[0], b.Resources[2]} // by ID
+		if got, want := mustJSON(t, snap.Resources), mustJSON(t, want); got != want {
+			t.Errorf("Load().Resources =\n%s\nwant\n%s", got, want)
+		}
+		if !reflect.DeepEqual(snap.Resources, want) {
+			t.Errorf("Load().Resources not deeply equal to what was committed")
+		}
+		got, err := s.Resource("vpc/team-a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, b.Resources[2]) {
+			t.Errorf("Resource(vpc/team-a) = %s, want %s", mustJSON(t, got), mustJSON(t, b.Resources[2]))
+		}
+		if _, err := s.Resource("vpc/nope"); !errors.Is(err, state.ErrNotFound) {
+			t.Errorf("Resource(vpc/nope) error = %v, want ErrNotFound", err)
+		}
+	})
+	t.Run("edges", func(t *testing.T) {
+		want := []converge.Edge{b.Edges[1], b.Edges[0]}
+		if !reflect.DeepEqual(snap.Edges, want) {
+			t.Errorf("Load().Edges = %v, want %v", snap.Edges, want)
+		}
+		consumes, producedFor, err := s.EdgesOf("account/team-a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := consumes, []converge.Edge{b.Edges[1]}; !reflect.DeepEqual(got, want) {
+			t.Errorf("EdgesOf consumes = %v, want %v", got, want)
+		}
+		if got, want := producedFor, []converge.Edge{b.Edges[0]}; !reflect.DeepEqual(got, want) {
+			t.Errorf("EdgesOf producedFor = %v, want %v", got, want)
+		}
+	})
+	t.Run("children", func(t *testing.T) {
+		got, err := s.Children("bom/classic")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []converge.ID{"account/team-a", "vpc/team-a"}; !reflect.DeepEqual(got, want) {
+			t.Errorf("Children = %v, want %v", got, want)
+		}
+		c, err := s.Counts("bom/classic")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := c, (converge.Counts{Total: 2, Pending: 1, Running: 1}); got != want {
+			t.Errorf("Counts = %+v, want %+v", got, want)
+		}
+	})
+	t.Run("kinds", func(t *testing.T) {
+		want := []*converge.Kind{b.Kinds[1], b.Kinds[0]} // version order
+		if !reflect.DeepEqual(snap.Kinds, want) {
+			t.Errorf("Load().Kinds = %s, want %s", mustJSON(t, snap.Kinds), mustJSON(t, want))
+		}
+		got, err := s.Kinds()
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("Kinds() = %s, %v; want %s", mustJSON(t, got), err, mustJSON(t, want))
+		}
+	})
+	t.Run("configs bindings deliveries", func(t *testing.T) {
+		if !reflect.DeepEqual(snap.Configs, b.Configs) || !reflect.DeepEqual(snap.Bindings, b.Bindings) || !reflect.DeepEqual(snap.Deliveries, b.Deliveries) {
+			t.Errorf("Load() configs/bindings/deliveries = %s %s %s", mustJSON(t, snap.Configs), mustJSON(t, snap.Bindings), mustJSON(t, snap.Deliveries))
+		}
+		cs, err1 := s.Configs()
+		bs, err2 := s.Bindings()
+		ds, err3 := s.Deliveries()
+		if err := errors.Join(err1, err2, err3); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(cs, b.Configs) || !reflect.DeepEqual(bs, b.Bindings) || !reflect.DeepEqual(ds, b.Deliveries) {
+			t.Errorf("Configs/Bindings/Deliveries differ from what was committed")
+		}
+	})
+	t.Run("applied", func(t *testing.T) {
+		got, err := s.Applied()
+		if err != nil || !reflect.DeepEqual(got, b.Applied) || !reflect.DeepEqual(snap.Applied, b.Applied) {
+			t.Errorf("Applied() = %v, %v; Load().Applied = %v; want %v", got, err, snap.Applied, b.Applied)
+		}
+	})
+	t.Run("events", func(t *testing.T) {
+		if got, want := snap.LastEventSeq, uint64(2); got != want {
+			t.Errorf("LastEventSeq = %d, want %d", got, want)
+		}
+		if got, want := b.Events[1].Seq, uint64(2); got != want {
+			t.Errorf("Commit set Seq %d, want %d", got, want)
+		}
+		got, err := s.Events("", 0)
+		if err != nil || !reflect.DeepEqual(got, b.Events) {
+			t.Errorf("Events() = %v, %v; want %v", got, err, b.Events)
+		}
+	})
+}
+
+func TestEmptyStore(t *testing.T) {
+	s := statetest.Open(t)
+	snap := load(t, s)
+	if !reflect.DeepEqual(snap, &converge.Snapshot{}) {
+		t.Errorf("Load() of an empty store = %+v, want zero", snap)
+	}
+	if a, err := s.Applied(); a != nil || err != nil {
+		t.Errorf("Applied() = %v, %v; want nil, nil", a, err)
+	}
+	if err := s.Commit(&converge.Batch{}); err != nil {
+		t.Errorf("Commit(empty) = %v", err)
+	}
+	if got, want := s.Stats().Commits, uint64(0); got != want {
+		t.Errorf("Commits after an empty batch = %d, want %d", got, want)
+	}
+}
+
+func TestRevisions(t *testing.T) {
+	s := statetest.Open(t)
+	if a, err := s.Applied(); a != nil || err != nil {
+		t.Fatalf("Applied() = %v, %v; want nil, nil", a, err)
+	}
+	var recs []*converge.RevisionRecord
+	for i, h := range []string{"c3", "a1", "b2"} {
+		r := &converge.RevisionRecord{
+			Revision: converge.Revision{Ref: "main", Hash: h},
+			Statuses: []converge.CommitStatus{{Context: converge.ContextValidate, State: converge.StateSuccess, Time: t0}},
+			Errors:   []converge.Finding{{File: "a.cue", Line: 1, Column: 2, Path: "spec.x", Rule: "TYPE_CHANGED", Message: "m"}},
+			Seen:     t0.Add(time.Duration(i) * time.Second),
+		}
+		recs = append(recs, r)
+		if err := s.PutRevision(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.Revisions(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []*converge.RevisionRecord{recs[2], recs[1]}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Revisions(2) = %s, want %s", mustJSON(t, got), mustJSON(t, want))
+	}
+	one, err := s.Revision("a1")
+	if err != nil || !reflect.DeepEqual(one, recs[1]) {
+		t.Errorf("Revision(a1) = %v, %v; want %v", one, err, recs[1])
+	}
+	if _, err := s.Revision("zz"); !errors.Is(err, state.ErrNotFound) {
+		t.Errorf("Revision(zz) error = %v, want ErrNotFound", err)
+	}
+	if err := s.PutRevision(&converge.RevisionRecord{}); err == nil {
+		t.Errorf("PutRevision with no hash: no error")
+	}
+}
+
+func TestResourcesFilter(t *testing.T) {
+	s := statetest.Open(t)
+	root := res("bom", "classic", "")
+	other := res("bom", "other", "")
+	a := res("account", "a", "bom/classic")
+	a.Phase = converge.PhaseReady
+	v1 := res("vpc", "a", "bom/classic")
+	v2 := res("vpc", "b", "bom/other")
+	v2.Phase = converge.PhaseReady
+	commit(t, s, &converge.Batch{Resources: []*converge.Resource{root, other, a, v1, v2}})
+	tests := []struct {
+		name    string
+		filter  state.Filter
+		wantIDs string
+	}{
+		{name: "all", wantIDs: "account/a bom/classic bom/other vpc/a vpc/b"},
+		{name: "kind", filter: state.Filter{Kind: "vpc"}, wantIDs: "vpc/a vpc/b"},
+		{name: "kind prefix is not a kind", filter: state.Filter{Kind: "vp"}, wantIDs: ""},
+		{name: "phase", filter: state.Filter{Phase: converge.PhaseReady}, wantIDs: "account/a vpc/b"},
+		{name: "owner", filter: state.Filter{Owner: "bom/classic"}, wantIDs: "account/a vpc/a"},
+		{name: "owner and phase", filter: state.Filter{Owner: "bom/classic", Phase: converge.PhasePending}, wantIDs: "vpc/a"},
+		{name: "roots", filter: state.Filter{RootsOnly: true}, wantIDs: "bom/classic bom/other"},
+		{name: "limit", filter: state.Filter{Limit: 2}, wantIDs: "account/a bom/classic"},
+		{name: "owner limit", filter: state.Filter{Owner: "bom/classic", Limit: 1}, wantIDs: "account/a"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rs, err := s.Resources(tt.filter)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, r := range rs {
+				ids = append(ids, string(r.ID()))
+			}
+			if got := strings.Join(ids, " "); got != tt.wantIDs {
+				t.Errorf("Resources(%+v) = %q, want %q", tt.filter, got, tt.wantIDs)
+			}
+		})
+	}
+}
+
+func TestCommitRejects(t *testing.T) {
+	tests := []struct {
+		name    string
+		batch   *converge.Batch
+		wantErr string
+	}{
+		{name: "empty kind", batch: &converge.Batch{Resources: []*converge.Resource{res("", "x", "")}}, wantErr: "empty kind"},
+		{name: "empty name", batch: &converge.Batch{Resources: []*converge.Resource{res("vpc", "", "")}}, wantErr: "empty name"},
+		{name: "slash in name", batch: &converge.Batch{Resources: []*converge.Resource{res("vpc", "a/b", "")}}, wantErr: `name "a/b" contains`},
+		{name: "NUL in kind", batch: &converge.Batch{Resources: []*converge.Resource{res("v\x00pc", "a", "")}}, wantErr: "contains"},
+		{name: "nil resource", batch: &converge.Batch{Resources: []*converge.Resource{nil}}, wantErr: "resource 1: nil"},
+		{name: "put and delete", batch: &converge.Batch{Resources: []*converge.Resource{res("vpc", "new", "")}, DeletedResources: []converge.ID{"vpc/new"}}, wantErr: "both put and deleted"},
+		{name: "owner missing", batch: &converge.Batch{Resources: []*converge.Resource{res("vpc", "new", "bom/nope")}}, wantErr: "owner bom/nope does not exist"},
+		{name: "owns itself", batch: &converge.Batch{Resources: []*converge.Resource{res("vpc", "new", "vpc/new")}}, wantErr: "owns itself"},
+		{name: "delete an owner", batch: &converge.Batch{DeletedResources: []converge.ID{"bom/root"}}, wantErr: "still owns account/kept"},
+		{name: "edge consumer missing", batch: &converge.Batch{Edges: []converge.Edge{edge("vpc/nope", "account/kept")}}, wantErr: "consumer vpc/nope does not exist"},
+		{name: "edge to itself", batch: &converge.Batch{Edges: []converge.Edge{edge("account/kept", "account/kept")}}, wantErr: "depends on itself"},
+		{name: "edge malformed", batch: &converge.Batch{Edges: []converge.Edge{edge("account", "bom/root")}}, wantErr: "want KIND/NAME"},
+		{name: "edge put and delete", batch: &converge.Batch{Edges: []converge.Edge{edge("account/kept", "bom/root")}, DeletedEdges: []converge.Edge{edge("account/kept", "bom/root")}}, wantErr: "both put and deleted"},
+		{name: "event seq not increasing", batch: &converge.Batch{Events: []converge.Event{{Seq: 1, Type: "x"}}}, wantErr: "seq 1 not above 1"},
+		{name: "kind without name", batch: &converge.Batch{Kinds: []*converge.Kind{{Version: 1}}}, wantErr: "kind 0: empty name"},
+		{name: "delivery without key", batch: &converge.Batch{Deliveries: []*converge.Delivery{{}}}, wantErr: "delivery 0: empty key"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := statetest.Open(t)
+			commit(t, s, &converge.Batch{
+				Resources: []*converge.Resource{res("bom", "root", ""), res("account", "kept", "bom/root")},
+				Events:    []converge.Event{{Resource: "bom/root", Type: "Created"}},
+			})
+			before, stats := mustJSON(t, load(t, s)), s.Stats()
+			// Valid changes ride along: none of them may survive.
+			tt.batch.Resources = append([]*converge.Resource{res("vpc", "rider", "")}, tt.batch.Resources...)
+			tt.batch.Events = append(tt.batch.Events, converge.Event{Resource: "vpc/rider", Type: "Created"})
+			tt.batch.Configs = []*converge.ProviderConfig{{Name: "rider"}}
+			err := s.Commit(tt.batch)
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("Commit error = %v, want one containing %q", err, tt.wantErr)
+			}
+			if !strings.HasPrefix(err.Error(), "commit: ") {
+				t.Errorf("Commit error %q does not start with \"commit: \"", err)
+			}
+			if got := mustJSON(t, load(t, s)); got != before {
+				t.Errorf("a rejected batch changed the store:\n%s\nwant\n%s", got, before)
+			}
+			if got, want := s.Stats(), stats; got != want {
+				t.Errorf("Stats after a rejected batch = %+v, want %+v", got, want)
+			}
+		})
+	}
+}
+
+func TestDeleteCascade(t *testing.T) {
+	s := statetest.Open(t)
+	commit(t, s, &converge.Batch{
+		Resources: []*converge.Resource{res("bom", "r", ""), res("account", "a", "bom/r"), res("vpc", "a", "bom/r"), res("route", "a", "bom/r")},
+		Edges:     []converge.Edge{edge("vpc/a", "account/a"), edge("route/a", "vpc/a"), edge("route/a", "tgw/x")},
+	})
+	// Delete the vpc: its edges go in both directions, without DeletedEdges.
+	commit(t, s, &converge.Batch{DeletedResources: []converge.ID{"vpc/a"}})
+	snap := load(t, s)
+	if got, want := snap.Edges, []converge.Edge{edge("route/a", "tgw/x")}; !reflect.DeepEqual(got, want) {
+		t.Errorf("edges after deleting vpc/a = %v, want %v", got, want)
+	}
+	if got, err := s.Children("bom/r"); err != nil || !reflect.DeepEqual(got, []converge.ID{"account/a", "route/a"}) {
+		t.Errorf("Children(bom/r) = %v, %v; want [account/a route/a]", got, err)
+	}
+	for _, id := range []converge.ID{"account/a", "vpc/a"} {
+		c, p, err := s.EdgesOf(id)
+		if err != nil || len(c)+len(p) != 0 {
+			t.Errorf("EdgesOf(%s) = %v, %v, %v; want none", id, c, p, err)
+		}
+	}
+	// Deleting again, and deleting edges that are gone, is a no-op.
+	stats := s.Stats()
+	commit(t, s, &converge.Batch{DeletedResources: []converge.ID{"vpc/a"}, DeletedEdges: []converge.Edge{edge("vpc/a", "account/a")}})
+	if got, want := s.Stats().Deletes, stats.Deletes; got != want {
+		t.Errorf("Deletes after an idempotent delete = %d, want %d", got, want)
+	}
+	// A whole tree goes in one batch, owner included.
+	commit(t, s, &converge.Batch{DeletedResources: []converge.ID{"bom/r", "account/a", "route/a"}})
+	if snap := load(t, s); len(snap.Resources)+len(snap.Edges) != 0 {
+		t.Errorf("after deleting the tree: %d resources, %d edges; want none", len(snap.Resources), len(snap.Edges))
+	}
+}
+
+func TestReparentMovesOwnerIndex(t *testing.T) {
+	s := statetest.Open(t)
+	commit(t, s, &converge.Batch{Resources: []*converge.Resource{res("bom", "a", ""), res("bom", "b", ""), res("vpc", "x", "bom/a")}})
+	commit(t, s, &converge.Batch{Resources: []*converge.Resource{res("vpc", "x", "bom/b")}})
+	for owner, want := range map[converge.ID]int{"bom/a": 0, "bom/b": 1} {
+		if got, err := s.Children(owner); err != nil || len(got) != want {
+			t.Errorf("Children(%s) = %v, %v; want %d", owner, got, err, want)
+		}
+	}
+	commit(t, s, &converge.Batch{Resources: []*converge.Resource{res("vpc", "x", "")}})
+	if got, _ := s.Children("bom/b"); len(got) != 0 {
+		t.Errorf("Children(bom/b) after orphaning on purpose = %v, want none", got)
+	}
+}
+
+// TestPutsPerResource pins the write cost of one resource's life:
+// create (resource + owner index), dispatch, Ready: 4 puts, plus one event
+// chunk and one events meta put per batch; a resend of what is stored is
+// free.
+func TestPutsPerResource(t *testing.T) {
+	s := statetest.Open(t)
+	commit(t, s, &converge.Batch{Resources: []*converge.Resource{res("bom", "r", "")}})
+	base := s.Stats()
+	r := res("vpc", "a", "bom/r")
+	ev := func() []converge.Event { return []converge.Event{{Resource: "vpc/a", Type: "x"}} }
+	commit(t, s, &converge.Batch{Resources: []*converge.Resource{r}, Events: ev()})
+	r.Phase, r.Lease = converge.PhaseRunning, &converge.Lease{TaskID: "t", Worker: "w", Expires: t0}
+	commit(t, s, &converge.Batch{Resources: []*converge.Resource{r}, Events: ev()})
+	r.Phase, r.Lease, r.ObservedGeneration = converge.PhaseReady, nil, 1
+	commit(t, s, &converge.Batch{Resources: []*converge.Resource{r, r}, Events: ev()}) // twice: written once
+	commit(t, s, &converge.Batch{Resources: []*converge.Resource{r}})                  // unchanged: no put
+	got := s.Stats()
+	if got, want := got.Puts-base.Puts, uint64(4+2*3); got != want {
+		t.Errorf("puts for one resource's life = %d, want %d (4 resource/index + 2 per event batch)", got, want)
+	}
+	if got, want := got.Commits-base.Commits, uint64(4); got != want {
+		t.Errorf("commits = %d, want %d", got, want)
+	}
+	if got.Bytes <= base.Bytes {
+		t.Errorf("Bytes did not grow: %d → %d", base.Bytes, got.Bytes)
+	}
+}
+
+func TestReopen(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	s, err := state.Open(dir, state.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := fullBatch()
+	commit(t, s, b)
+	want := mustJSON(t, load(t, s))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for name, wantMode := range map[string]os.FileMode{dir: 0o700 | os.ModeDir, filepath.Join(dir, state.FileName): 0o600} {
+		fi, err := os.Stat(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode(); got != wantMode {
+			t.Errorf("mode of %s = %v, want %v", name, got, wantMode)
+		}
+	}
+	s2 := statetest.OpenDir(t, dir, state.Options{})
+	if got := mustJSON(t, load(t, s2)); got != want {
+		t.Errorf("Load after reopen =\n%s\nwant\n%s", got, want)
+	}
+	// Sequence numbers continue across the reopen.
+	evs := []converge.Event{{Resource: "vpc/team-a", Type: "Ready"}}
+	commit(t, s2, &converge.Batch{Events: evs})
+	if got, want := evs[0].Seq, uint64(3); got != want {
+		t.Errorf("first Seq after reopen = %d, want %d", got, want)
+	}
+}
+
+func TestNewerFormatRefused(t *testing.T) {
+	dir := t.TempDir()
+	s, err := state.Open(dir, state.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RawPut(state.BucketMeta, state.MetaFormat, state.U64(state.FormatVersion+1)); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	_, err = state.Open(dir, state.Options{})
+	if !errors.Is(err, state.ErrNewerFormat) {
+		t.Fatalf("Open of a newer format: error = %v, want ErrNewerFormat", err)
+	}
+	if want := fmt.Sprintf("format %d", state.FormatVersion+1); !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q does not name %q", err, want)
+	}
+}
+
+func TestEventsTrimmed(t *testing.T) {
+	s := statetest.OpenDir(t, t.TempDir(), state.Options{NoSync: true, MaxEvents: 10})
+	for i := range 5 {
+		var evs []converge.Event
+		for j := range 3 {
+			evs = append(evs, converge.Event{Time: t0, Resource: converge.ID(fmt.Sprintf("vpc/%d", j)), Type: "T", Message: fmt.Sprint(i)})
+		}
+		commit(t, s, &converge.Batch{Events: evs})
+	}
+	all, err := s.Events("", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []uint64
+	for _, e := range all {
+		seqs = append(seqs, e.Seq)
+	}
+	if got, want := fmt.Sprint(seqs), "[6 7 8 9 10 11 12 13 14 15]"; got != want {
+		t.Errorf("kept seqs = %s, want %s", got, want)
+	}
+	tests := []struct {
+		name     string
+		resource converge.ID
+		limit    int
+		wantSeqs string
+	}{
+		{name: "one resource", resource: "vpc/0", wantSeqs: "[7 10 13]"},
+		{name: "one resource newest 2", resource: "vpc/0", limit: 2, wantSeqs: "[10 13]"},
+		{name: "all newest 4", limit: 4, wantSeqs: "[12 13 14 15]"},
+		{name: "unknown", resource: "vpc/9", wantSeqs: "[]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			evs, err := s.Events(tt.resource, tt.limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seqs := []uint64{}
+			for _, e := range evs {
+				seqs = append(seqs, e.Seq)
+			}
+			if got := fmt.Sprint(seqs); got != tt.wantSeqs {
+				t.Errorf("Events(%q, %d) seqs = %s, want %s", tt.resource, tt.limit, got, tt.wantSeqs)
+			}
+		})
+	}
+	if got, want := load(t, s).LastEventSeq, uint64(15); got != want {
+		t.Errorf("LastEventSeq = %d, want %d", got, want)
+	}
+	// A batch larger than MaxEvents keeps only its newest MaxEvents.
+	var big []converge.Event
+	for range 25 {
+		big = append(big, converge.Event{Type: "T"})
+	}
+	commit(t, s, &converge.Batch{Events: big})
+	all, _ = s.Events("", 0)
+	if got, want := len(all), 10; got != want || all[0].Seq != 31 {
+		t.Errorf("after a 25-event batch: %d events from seq %d, want %d from 31", got, all[0].Seq, want)
+	}
+}
+
+func TestLocked(t *testing.T) {
+	dir := t.TempDir()
+	s := statetest.OpenDir(t, dir, state.Options{NoSync: true})
+	_ = s
+	start := time.Now()
+	_, err := state.Open(dir, state.Options{LockTimeout: 100 * time.Millisecond})
+	if !errors.Is(err, state.ErrLocked) {
+		t.Fatalf("second Open in one process: error = %v, want ErrLocked", err)
+	}
+	if !strings.Contains(err.Error(), filepath.Join(dir, state.FileName)) {
+		t.Errorf("error %q does not name the file", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("second Open took %v with a 100ms timeout", d)
+	}
+
+	// And from another process: this test binary, re-executed.
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLockHelperProcess$")
+	cmd.Env = append(os.Environ(), "STATE_LOCK_HELPER_DIR="+dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("helper process: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "locked: true") {
+		t.Errorf("helper process output = %q, want it to report ErrLocked", out)
+	}
+}
+
+// TestLockHelperProcess is not a test: TestLocked runs it in a second
+// process to open a store the first process holds.
+func TestLockHelperProcess(t *testing.T) {
+	dir := os.Getenv("STATE_LOCK_HELPER_DIR")
+	if dir == "" {
+		t.Skip("helper process for TestLocked; runs only when re-executed by it")
+	}
+	_, err := state.Open(dir, state.Options{LockTimeout: 100 * time.Millisecond})
+	fmt.Printf("locked: %v (%v)\n", errors.Is(err, state.ErrLocked), err)
+}
+
+func TestCheckCatchesCorruption(t *testing.T) {
+	k := state.PairKey
+	tests := []struct {
+		name    string
+		corrupt func(s *state.Store) error
+		wantErr string
+	}{
+		{name: "owner index entry missing", wantErr: "owner index lacks bom/r → vpc/a",
+			corrupt: func(s *state.Store) error { return s.RawDelete(state.BucketOwners, k("bom/r", "vpc/a")) }},
+		{name: "owner index entry extra", wantErr: "owner index: bom/r → vpc/ghost: child does not exist",
+			corrupt: func(s *state.Store) error { return s.RawPut(state.BucketOwners, k("bom/r", "vpc/ghost"), nil) }},
+		{name: "owner index wrong owner", wantErr: `child's owner is "bom/r"`,
+			corrupt: func(s *state.Store) error { return s.RawPut(state.BucketOwners, k("account/a", "vpc/a"), nil) }},
+		{name: "owner missing", wantErr: "owner bom/r does not exist",
+			corrupt: func(s *state.Store) error { return s.RawDelete(state.BucketResources, []byte("bom/r")) }},
+		{name: "reverse edge missing", wantErr: "vpc/a→account/a: missing from the reverse index",
+			corrupt: func(s *state.Store) error { return s.RawDelete(state.BucketProducers, k("account/a", "vpc/a")) }},
+		{name: "forward edge missing", wantErr: "reverse edge index: vpc/a→account/a: no forward edge",
+			corrupt: func(s *state.Store) error { return s.RawDelete(state.BucketEdges, k("vpc/a", "account/a")) }},
+		{name: "edge consumer missing", wantErr: "edge route/x→vpc/a: consumer does not exist",
+			corrupt: func(s *state.Store) error {
+				return errors.Join(s.RawPut(state.BucketEdges, k("route/x", "vpc/a"), nil), s.RawPut(state.BucketProducers, k("vpc/a", "route/x"), nil))
+			}},
+		{name: "resource under the wrong key", wantErr: "resource vpc/b: value is vpc/a",
+			corrupt: func(s *state.Store) error { return copyKey(s, state.BucketResources, "vpc/a", "vpc/b") }},
+		{name: "event chunk out of order", wantErr: "seq 1 not above 2",
+			corrupt: func(s *state.Store) error {
+				return copyKey(s, state.BucketEvents, string(state.U64(1)), string(state.U64(9)))
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := state.Open(t.TempDir(), state.Options{NoSync: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			commit(t, s, &converge.Batch{
+				Resources: []*converge.Resource{res("bom", "r", ""), res("account", "a", "bom/r"), res("vpc", "a", "bom/r")},
+				Edges:     []converge.Edge{edge("vpc/a", "account/a")},
+				Events:    []converge.Event{{Type: "a"}, {Type: "b"}},
+			})
+			if err := s.Check(); err != nil {
+				t.Fatalf("Check before corruption: %v", err)
+			}
+			if err := tt.corrupt(s); err != nil {
+				t.Fatal(err)
+			}
+			err = s.Check()
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("Check() = %v, want an error containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// copyKey copies bucket[from] to bucket[to] through the raw hooks.
+func copyKey(s *state.Store, bucket []byte, from, to string) error {
+	snapVal, err := rawGet(s, bucket, from)
+	if err != nil {
+		return err
+	}
+	return s.RawPut(bucket, []byte(to), snapVal)
+}
+
+func rawGet(s *state.Store, bucket []byte, key string) ([]byte, error) {
+	return s.RawGet(bucket, []byte(key))
+}
