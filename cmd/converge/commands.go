@@ -7,5 +7,6 @@ import "github.com/spf13/cobra"
 func subcommands(g *globals) []*cobra.Command {
 	return []*cobra.Command{
 		newVersionCommand(),
+		newValidateCommand(g),
 	}
 }

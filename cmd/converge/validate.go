@@ -1,0 +1,93 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cue"
+)
+
+// validateReport is the JSON of `converge validate -o json` (DESIGN.md
+// section 6): add fields freely, never rename these.
+type validateReport struct {
+	Errors    []converge.Finding `json:"errors"`
+	Documents int                `json:"documents"`
+	Kinds     int                `json:"kinds"`
+	Files     int                `json:"files"`
+}
+
+// newValidateCommand builds `converge validate [DIR]`: load every document
+// under DIR (default ".") from the working tree and check it. Exit 0 when
+// valid, 1 when any finding, 2 when DIR cannot be read.
+func newValidateCommand(g *globals) *cobra.Command {
+	var maxFileSize int64
+	c := &cobra.Command{
+		Use:   "validate [DIR]",
+		Short: "Check every document of a repository directory against its kind's schema",
+		Long: `Validate reads every *.cue, *.json, *.yaml and *.yml document under DIR
+(default: the current directory), compiles the kinds' CUE schemas and checks
+every resource, provider config and binding. Each problem prints as
+file:line:col: path: message, relative to DIR; a summary line follows.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			dir := "."
+			if len(args) == 1 {
+				dir = args[0]
+			}
+			out := g.output
+			if out == "" {
+				out = "text"
+			}
+			if out != "text" && out != "json" {
+				return fmt.Errorf("output %q: want text or json", out)
+			}
+			st, err := os.Stat(dir)
+			if err != nil {
+				return fmt.Errorf("validate: %w", err)
+			}
+			if !st.IsDir() {
+				return fmt.Errorf("validate %s: not a directory", dir)
+			}
+			res, err := cue.Load(os.DirFS(dir), ".", cue.Options{MaxFileSize: maxFileSize})
+			if err != nil {
+				return fmt.Errorf("validate: %w", err)
+			}
+			rep := validateReport{Errors: res.Findings, Documents: res.Documents, Kinds: len(res.Desired.Kinds), Files: res.Files}
+			if rep.Errors == nil {
+				rep.Errors = []converge.Finding{}
+			}
+			if err := printValidate(c.OutOrStdout(), out, rep); err != nil {
+				return err
+			}
+			if len(rep.Errors) > 0 {
+				return errFailed{errSilent}
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVarP(&g.output, "output", "o", "text", "output format: text or json")
+	c.Flags().Int64Var(&maxFileSize, "max-file-size", cue.DefaultMaxFileSize, "refuse files larger than this many bytes")
+	return c
+}
+
+func printValidate(w io.Writer, format string, rep validateReport) error {
+	if format == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	for _, f := range rep.Errors {
+		fmt.Fprintln(w, f.String())
+	}
+	errs := "errors"
+	if len(rep.Errors) == 1 {
+		errs = "error"
+	}
+	_, err := fmt.Fprintf(w, "%d documents, %d kinds, %d %s\n", rep.Documents, rep.Kinds, len(rep.Errors), errs)
+	return err
+}

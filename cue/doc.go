@@ -1,0 +1,25 @@
+// Package cue loads a converge repository's documents and validates them
+// with CUE. Its one job: turn the files under a directory of any fs.FS (a
+// working tree, a git tree at a revision) into a converge.Desired plus a
+// sorted list of findings, each naming file, line, column and field path.
+//
+// Read first: Load and Result (one pass over a directory), then Schemas (the
+// compiled kind schemas, also rebuilt from the store with Compile).
+//
+// # Basics
+//
+// Every document says what it is with type: kind, resource, providerconfig
+// or binding. A .cue file is one document, a .json file one, a .yaml file
+// any number separated by ---. converge.cue at the root holds the repository
+// settings. A kind's spec, status and config are CUE schemas, stored as
+// self-contained CUE source (imports and helper definitions included) and
+// compiled as closed definitions: unknown fields are rejected.
+//
+// # Caveats
+//
+// A cue.Context keeps every value built in it alive. Schemas therefore
+// validates through a small pool of evaluators (a context plus its compiled
+// schemas) and drops each after recycleAfter validations, which keeps
+// memory flat at a small recompile cost (docs/BENCHMARKS.md).
+// cuelang.org/go is imported by this package only.
+package cue

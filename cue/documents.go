@@ -1,0 +1,564 @@
+package cue
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	cuelang "cuelang.org/go/cue"
+	cueerrors "cuelang.org/go/cue/errors"
+	"cuelang.org/go/cue/format"
+	"cuelang.org/go/cue/token"
+
+	"github.com/convergehq/converge"
+)
+
+// The document types.
+const (
+	TypeKind           = "kind"
+	TypeResource       = "resource"
+	TypeProviderConfig = "providerconfig"
+	TypeBinding        = "binding"
+)
+
+// nameRE is a DNS label: what names of kinds, resources, provider configs
+// and bindings must look like.
+var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// ValidName reports whether s is DNS-label-like: lowercase letters, digits
+// and '-', starting and ending alphanumeric, at most 63 characters.
+func ValidName(s string) bool { return len(s) <= 63 && nameRE.MatchString(s) }
+
+// place is where a document was declared.
+type place struct {
+	file string
+	pos  token.Pos
+}
+
+func (p place) String() string {
+	if p.pos.IsValid() {
+		return fmt.Sprintf("%s:%d:%d", p.file, p.pos.Line(), p.pos.Column())
+	}
+	return p.file
+}
+
+// source renders "file:line" for converge.Resource.Source and friends.
+func (p place) source() string {
+	if p.pos.IsValid() {
+		return fmt.Sprintf("%s:%d", p.file, p.pos.Line())
+	}
+	return p.file
+}
+
+// check validates every document read, in dependency order: kinds first,
+// then provider configs, resources and bindings.
+func (l *loader) check() {
+	byType := map[string][]*document{}
+	for _, d := range l.docs {
+		t := d.v.LookupPath(cuelang.MakePath(cuelang.Str("type")))
+		if !t.Exists() {
+			l.addf(d.file, d.pos, "type", "TYPE_MISSING", `document has no type (want kind, resource, providerconfig or binding)`)
+			continue
+		}
+		s, err := t.String()
+		switch s {
+		case TypeKind, TypeResource, TypeProviderConfig, TypeBinding:
+		default:
+			if err != nil {
+				s = fmt.Sprint(t)
+			} else {
+				s = fmt.Sprintf("%q", s)
+			}
+			l.addf(d.file, posOf(t, d.pos), "type", "TYPE_UNKNOWN", "unknown type %s (want kind, resource, providerconfig or binding)", s)
+			continue
+		}
+		byType[s] = append(byType[s], d)
+	}
+	kindPlaces := map[converge.KindRef]place{}
+	for _, d := range byType[TypeKind] {
+		l.kind(d, kindPlaces)
+	}
+	configs := map[string]*converge.ProviderConfig{}
+	configPlaces := map[string]place{}
+	defaults := map[converge.KindRef]place{}
+	for _, d := range byType[TypeProviderConfig] {
+		l.providerConfig(d, configs, configPlaces, defaults)
+	}
+	resPlaces := map[converge.ID]place{}
+	for _, d := range byType[TypeResource] {
+		l.resource(d, configs, resPlaces)
+	}
+	bindPlaces := map[string]place{}
+	for _, d := range byType[TypeBinding] {
+		l.binding(d, bindPlaces)
+	}
+	ds := &l.res.Desired
+	ds.Kinds = l.schemas.Kinds()
+	sort.Slice(ds.Configs, func(i, j int) bool { return ds.Configs[i].Name < ds.Configs[j].Name })
+	sort.Slice(ds.Resources, func(i, j int) bool { return ds.Resources[i].ID() < ds.Resources[j].ID() })
+	sort.Slice(ds.Bindings, func(i, j int) bool { return ds.Bindings[i].Name < ds.Bindings[j].Name })
+}
+
+// kind validates and compiles one kind manifest.
+func (l *loader) kind(d *document, places map[converge.KindRef]place) {
+	r := l.reader(d)
+	r.allow("type", "kind", "kind_version", "reactions", "finalizer", "resync_interval", "resync_recomposes",
+		"max_inflight", "task_deadline", "secret", "spec", "status", "config", "description")
+	k := &converge.Kind{
+		Name:             r.name("kind"),
+		Version:          r.int("kind_version", 0, 1, true),
+		Reactions:        r.strs("reactions"),
+		Finalizer:        r.bool("finalizer"),
+		ResyncInterval:   r.duration("resync_interval"),
+		ResyncRecomposes: r.bool("resync_recomposes"),
+		MaxInflight:      r.int("max_inflight", 0, 0, false),
+		TaskDeadline:     r.duration("task_deadline"),
+		Secret:           r.strs("secret"),
+		Source:           place{d.file, d.pos}.source(),
+	}
+	if k.Finalizer && !k.Has(converge.ReactionTeardown) {
+		r.fail("finalizer", "KIND_INVALID", "a kind with a finalizer must declare the teardown reaction")
+	}
+	if k.ResyncRecomposes && !k.Has(converge.ReactionCompose) {
+		r.fail("resync_recomposes", "KIND_INVALID", "resync_recomposes needs the compose reaction")
+	}
+	// Absent schemas are stored explicitly: no spec or config fields
+	// allowed, any status.
+	k.SpecSchema, k.StatusSchema, k.ConfigSchema = "{}", "{...}", "{}"
+	srcs := map[string]*string{"spec": &k.SpecSchema, "status": &k.StatusSchema, "config": &k.ConfigSchema}
+	for _, part := range []string{"spec", "status", "config"} {
+		v, ok := r.lookup(part)
+		if !ok {
+			continue
+		}
+		src, err := schemaSource(v)
+		if err != nil {
+			r.fail(part, "SCHEMA_INVALID", "%v", err)
+			continue
+		}
+		*srcs[part] = src
+	}
+	if !r.ok {
+		return
+	}
+	ref := k.Ref()
+	if prev, dup := places[ref]; dup {
+		l.addf(d.file, d.pos, "kind", "DUPLICATE_KIND", "kind %s is already declared at %s", ref, prev)
+		return
+	}
+	places[ref] = place{d.file, d.pos}
+	if err := l.schemas.add(l.ev, k); err != nil {
+		l.addf(d.file, d.pos, "", "SCHEMA_INVALID", "%v", err)
+	}
+}
+
+// schemaSource returns a schema as self-contained CUE source: a string as
+// written (JSON and YAML kinds), or a CUE value exported with the imports
+// and definitions it refers to.
+func schemaSource(v cuelang.Value) (string, error) {
+	if v.Kind() == cuelang.StringKind {
+		return v.String()
+	}
+	if k := v.IncompleteKind(); k&cuelang.StructKind == 0 {
+		return "", fmt.Errorf("a schema must be a struct or a string of CUE source, not %v", k)
+	}
+	b, err := format.Node(v.Syntax(cuelang.Optional(true), cuelang.Definitions(true), cuelang.Docs(true)))
+	if err != nil {
+		return "", fmt.Errorf("export schema: %w", err)
+	}
+	return string(b), nil
+}
+
+// providerConfig validates one provider config.
+func (l *loader) providerConfig(d *document, configs map[string]*converge.ProviderConfig, places map[string]place, defaults map[converge.KindRef]place) {
+	r := l.reader(d)
+	r.allow("type", "name", "kind", "kind_version", "is_default", "config", "description")
+	c := &converge.ProviderConfig{
+		Name:        r.name("name"),
+		Kind:        r.str("kind", true),
+		KindVersion: r.int("kind_version", 0, 1, true),
+		IsDefault:   r.bool("is_default"),
+		Source:      place{d.file, d.pos}.source(),
+	}
+	if !r.ok {
+		return
+	}
+	here := place{d.file, d.pos}
+	if prev, dup := places[c.Name]; dup {
+		l.addf(d.file, posOf(r.get("name"), d.pos), "name", "DUPLICATE_CONFIG", "provider_config %q is already declared at %s", c.Name, prev)
+		return
+	}
+	places[c.Name] = here
+	configs[c.Name] = c
+	ref := c.Ref()
+	if _, ok := l.schemas.kinds[ref]; !ok {
+		l.unknownKind(d, r, "kind", ref)
+		return
+	}
+	if c.IsDefault {
+		if prev, dup := defaults[ref]; dup {
+			l.addf(d.file, posOf(r.get("is_default"), d.pos), "is_default", "DEFAULT_CONFIG_EXISTS",
+				"a default provider_config already exists for %s (at %s)", ref, prev)
+			r.ok = false
+		} else {
+			defaults[ref] = here
+		}
+	}
+	cfg, _ := r.lookup("config")
+	if !cfg.Exists() {
+		cfg = l.ev.ctx.CompileString("{}")
+	}
+	js, ok := l.validate(d, cfg, schemaKey{ref, "config"}, "config", "CONFIG_INVALID")
+	if !ok || !r.ok {
+		return
+	}
+	c.Config = js
+	l.res.Desired.Configs = append(l.res.Desired.Configs, c)
+}
+
+// resource validates one resource against its kind version.
+func (l *loader) resource(d *document, configs map[string]*converge.ProviderConfig, places map[converge.ID]place) {
+	r := l.reader(d)
+	r.allow("type", "kind", "kind_version", "name", "spec", "provider_config_ref", "description")
+	res := &converge.Resource{
+		Kind:              r.str("kind", true),
+		KindVersion:       r.int("kind_version", 0, 1, true),
+		Name:              r.name("name"),
+		ProviderConfigRef: r.str("provider_config_ref", false),
+		Origin:            converge.OriginGit,
+		Source:            place{d.file, d.pos}.source(),
+	}
+	spec, hasSpec := r.lookup("spec")
+	if !hasSpec && r.ok {
+		r.fail("spec", "FIELD_MISSING", "field is required but not present")
+	}
+	if !r.ok {
+		return
+	}
+	id := res.ID()
+	if prev, dup := places[id]; dup {
+		l.addf(d.file, posOf(r.get("name"), d.pos), "name", "DUPLICATE_RESOURCE", "resource %s is already declared at %s", id, prev)
+		return
+	}
+	places[id] = place{d.file, d.pos}
+	ref := res.Ref()
+	if _, ok := l.schemas.kinds[ref]; !ok {
+		l.unknownKind(d, r, "kind", ref)
+		return
+	}
+	if n := res.ProviderConfigRef; n != "" {
+		pos := posOf(r.get("provider_config_ref"), d.pos)
+		c, ok := configs[n]
+		switch {
+		case !ok:
+			l.addf(d.file, pos, "provider_config_ref", "CONFIG_REF_MISSING", "provider_config %q does not exist", n)
+			r.ok = false
+		case c.Ref() != ref:
+			l.addf(d.file, pos, "provider_config_ref", "CONFIG_REF_VERSION", "provider_config %q is for %s, not %s", n, c.Ref(), ref)
+			r.ok = false
+		}
+	}
+	js, ok := l.validate(d, spec, schemaKey{ref, "spec"}, "spec", "SPEC_INVALID")
+	if !ok || !r.ok {
+		return
+	}
+	res.Declared, res.Spec = js, js
+	l.res.Desired.Resources = append(l.res.Desired.Resources, res)
+}
+
+// binding validates one reactor binding.
+func (l *loader) binding(d *document, places map[string]place) {
+	r := l.reader(d)
+	r.allow("type", "name", "kind", "transition", "reactor", "reactor_version", "description")
+	b := &converge.Binding{
+		Name:           r.name("name"),
+		Kind:           r.str("kind", true),
+		Transition:     r.str("transition", true),
+		Reactor:        r.str("reactor", true),
+		ReactorVersion: r.int("reactor_version", 1, 1, false),
+		Source:         place{d.file, d.pos}.source(),
+	}
+	switch b.Transition {
+	case converge.TransitionSynced, converge.TransitionFailed, converge.TransitionDeleted, "":
+	default:
+		r.fail("transition", "FIELD_INVALID", "unknown transition %q (want synced, failed or deleted)", b.Transition)
+	}
+	if !r.ok {
+		return
+	}
+	if prev, dup := places[b.Name]; dup {
+		l.addf(d.file, posOf(r.get("name"), d.pos), "name", "DUPLICATE_BINDING", "binding %q is already declared at %s", b.Name, prev)
+		return
+	}
+	places[b.Name] = place{d.file, d.pos}
+	if !l.kindExists(b.Kind) {
+		r.fail("kind", "BINDING_KIND_UNKNOWN", "unknown kind %q", b.Kind)
+	}
+	reactor := converge.KindRef{Kind: b.Reactor, Version: b.ReactorVersion}
+	if k, ok := l.schemas.kinds[reactor]; !ok {
+		r.fail("reactor", "BINDING_KIND_UNKNOWN", "unknown reactor kind %s", reactor)
+	} else if !k.Has(converge.ReactionReact) {
+		r.fail("reactor", "BINDING_REACTOR_INVALID", "reactor kind %s does not declare the react reaction", reactor)
+	}
+	if r.ok {
+		l.res.Desired.Bindings = append(l.res.Desired.Bindings, b)
+	}
+}
+
+// kindExists reports whether any version of kind compiled.
+func (l *loader) kindExists(kind string) bool {
+	for ref := range l.schemas.kinds {
+		if ref.Kind == kind {
+			return true
+		}
+	}
+	return false
+}
+
+// unknownKind reports a reference to a kind version that is not declared.
+func (l *loader) unknownKind(d *document, r *reader, field string, ref converge.KindRef) {
+	var versions []string
+	for k := range l.schemas.kinds {
+		if k.Kind == ref.Kind {
+			versions = append(versions, k.String())
+		}
+	}
+	sort.Strings(versions)
+	if len(versions) == 0 {
+		l.addf(d.file, posOf(r.get(field), d.pos), field, "KIND_UNKNOWN", "unknown kind %q", ref.Kind)
+		return
+	}
+	l.addf(d.file, posOf(r.get("kind_version"), d.pos), "kind_version", "KIND_UNKNOWN",
+		"unknown kind version %s (declared: %s)", ref, strings.Join(versions, ", "))
+}
+
+// validate checks data against a schema and returns it as JSON. Violations
+// become findings under rule, positioned at the offending value in the
+// document where CUE knows it.
+func (l *loader) validate(d *document, data cuelang.Value, key schemaKey, root, rule string) (json.RawMessage, bool) {
+	sch, err := l.schemas.schema(l.ev, key)
+	if err != nil {
+		l.addf(d.file, d.pos, root, "SCHEMA_INVALID", "%v", err)
+		return nil, false
+	}
+	errs := check(sch, data)
+	for _, e := range errs {
+		l.addf(d.file, l.errPos(d, data, e), joinPath(root, e.path), rule, "%s", e.msg)
+	}
+	if len(errs) > 0 {
+		return nil, false
+	}
+	b, err := data.MarshalJSON()
+	if err != nil {
+		l.addf(d.file, posOf(data, d.pos), root, rule, "%s", strings.TrimSpace(cueerrors.Details(err, nil)))
+		return nil, false
+	}
+	return b, true
+}
+
+// errPos finds where a violation is in document d: a position CUE reports
+// in d's file, else the deepest existing value on the error's path, else
+// the checked value itself.
+func (l *loader) errPos(d *document, data cuelang.Value, e fieldError) token.Pos {
+	for _, p := range cueerrors.Positions(e.err) {
+		if p.Filename() == d.file {
+			return p
+		}
+	}
+	for n := len(e.path); n > 0; n-- {
+		sels := make([]cuelang.Selector, 0, n)
+		for _, s := range e.path[:n] {
+			sels = append(sels, cuelang.ParsePath(s).Selectors()...)
+		}
+		if v := data.LookupPath(cuelang.MakePath(sels...)); v.Exists() && v.Pos().IsValid() {
+			return v.Pos()
+		}
+	}
+	return posOf(data, d.pos)
+}
+
+// settings reads converge.cue.
+func (l *loader) settings(rel string, v cuelang.Value) {
+	var raw struct {
+		ResyncInterval string                `json:"resync_interval"`
+		PruneLimit     float64               `json:"prune_limit"`
+		AllowPruneAll  bool                  `json:"allow_prune_all"`
+		Workers        []converge.WorkerSpec `json:"workers"`
+	}
+	if err := v.Decode(&raw); err != nil {
+		l.cueErr(rel, "SETTINGS_INVALID", err)
+		return
+	}
+	s := converge.Settings{PruneLimit: raw.PruneLimit, AllowPruneAll: raw.AllowPruneAll, Workers: raw.Workers}
+	if raw.ResyncInterval != "" {
+		d, err := time.ParseDuration(raw.ResyncInterval)
+		if err != nil || d < 0 {
+			l.addf(rel, posOf(v.LookupPath(cuelang.ParsePath("resync_interval")), v.Pos()), "resync_interval", "SETTINGS_INVALID", "invalid duration %q", raw.ResyncInterval)
+			return
+		}
+		s.ResyncInterval = d
+	}
+	if s.PruneLimit < 0 || s.PruneLimit > 1 {
+		l.addf(rel, posOf(v.LookupPath(cuelang.ParsePath("prune_limit")), v.Pos()), "prune_limit", "SETTINGS_INVALID", "prune_limit %v is outside 0..1", s.PruneLimit)
+		return
+	}
+	for i, w := range s.Workers {
+		p := fmt.Sprintf("workers[%d]", i)
+		wv := v.LookupPath(cuelang.ParsePath(fmt.Sprintf("workers[%d]", i)))
+		switch {
+		case !ValidName(w.Name):
+			l.addf(rel, posOf(wv, v.Pos()), p+".name", "SETTINGS_INVALID", "worker name %q is not a DNS label", w.Name)
+			return
+		case (w.Builtin == "") == (len(w.Command) == 0):
+			l.addf(rel, posOf(wv, v.Pos()), p, "SETTINGS_INVALID", "a worker needs exactly one of builtin and command")
+			return
+		case w.Replicas < 0:
+			l.addf(rel, posOf(wv, v.Pos()), p+".replicas", "SETTINGS_INVALID", "replicas must be at least 0")
+			return
+		}
+		if w.Replicas == 0 {
+			s.Workers[i].Replicas = 1
+		}
+	}
+	l.res.Desired.Settings = s
+}
+
+// posOf returns v's position, or fallback.
+func posOf(v cuelang.Value, fallback token.Pos) token.Pos {
+	if v.Exists() {
+		if p := v.Pos(); p.IsValid() {
+			return p
+		}
+	}
+	return fallback
+}
+
+// reader decodes the metadata fields of one document, recording a finding
+// for each problem; ok turns false at the first.
+type reader struct {
+	l  *loader
+	d  *document
+	ok bool
+}
+
+func (l *loader) reader(d *document) *reader { return &reader{l: l, d: d, ok: true} }
+
+func (r *reader) fail(field, rule, format string, args ...any) {
+	r.ok = false
+	r.l.addf(r.d.file, posOf(r.get(field), r.d.pos), field, rule, format, args...)
+}
+
+func (r *reader) get(field string) cuelang.Value {
+	return r.d.v.LookupPath(cuelang.MakePath(cuelang.Str(field)))
+}
+
+func (r *reader) lookup(field string) (cuelang.Value, bool) {
+	v := r.get(field)
+	return v, v.Exists()
+}
+
+// allow reports every regular field not in names.
+func (r *reader) allow(names ...string) {
+	it, err := r.d.v.Fields()
+	if err != nil {
+		return
+	}
+	for it.Next() {
+		sel := it.Selector().String()
+		ok := false
+		for _, n := range names {
+			ok = ok || n == sel
+		}
+		if !ok {
+			r.ok = false
+			r.l.addf(r.d.file, posOf(it.Value(), r.d.pos), sel, "FIELD_UNKNOWN", "field not allowed in a %s document", r.kindName())
+		}
+	}
+}
+
+func (r *reader) kindName() string {
+	s, _ := r.get("type").String()
+	return s
+}
+
+func (r *reader) str(field string, required bool) string {
+	v, ok := r.lookup(field)
+	if !ok {
+		if required {
+			r.fail(field, "FIELD_MISSING", "field is required but not present")
+		}
+		return ""
+	}
+	s, err := v.String()
+	if err != nil {
+		r.fail(field, "FIELD_INVALID", "want a string, have %v", v)
+	}
+	return s
+}
+
+func (r *reader) name(field string) string {
+	s := r.str(field, true)
+	if s != "" && !ValidName(s) {
+		r.fail(field, "NAME_INVALID", "%q is not a DNS label (lowercase letters, digits and '-', at most 63 characters)", s)
+	}
+	return s
+}
+
+func (r *reader) int(field string, def, min int, required bool) int {
+	v, ok := r.lookup(field)
+	if !ok {
+		if required {
+			r.fail(field, "FIELD_MISSING", "field is required but not present")
+		}
+		return def
+	}
+	n, err := v.Int64()
+	if err != nil {
+		r.fail(field, "FIELD_INVALID", "want an integer, have %v", v)
+		return def
+	}
+	if n < int64(min) || n > 1<<31 {
+		r.fail(field, "FIELD_INVALID", "%d is out of range (want at least %d)", n, min)
+		return def
+	}
+	return int(n)
+}
+
+func (r *reader) bool(field string) bool {
+	v, ok := r.lookup(field)
+	if !ok {
+		return false
+	}
+	b, err := v.Bool()
+	if err != nil {
+		r.fail(field, "FIELD_INVALID", "want a bool, have %v", v)
+	}
+	return b
+}
+
+func (r *reader) strs(field string) []string {
+	v, ok := r.lookup(field)
+	if !ok {
+		return nil
+	}
+	var out []string
+	if err := v.Decode(&out); err != nil {
+		r.fail(field, "FIELD_INVALID", "want a list of strings")
+	}
+	return out
+}
+
+func (r *reader) duration(field string) time.Duration {
+	s := r.str(field, false)
+	if s == "" {
+		return 0
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		r.fail(field, "FIELD_INVALID", "invalid duration %q (want e.g. \"30s\", \"10m\")", s)
+	}
+	return d
+}

@@ -1,0 +1,323 @@
+package cue
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	cuelang "cuelang.org/go/cue"
+	"cuelang.org/go/cue/ast"
+	cueerrors "cuelang.org/go/cue/errors"
+	"cuelang.org/go/cue/parser"
+	"cuelang.org/go/cue/token"
+	cuejson "cuelang.org/go/encoding/json"
+	cueyaml "cuelang.org/go/encoding/yaml"
+
+	"github.com/convergehq/converge"
+)
+
+// Default limits (Options zero values).
+const (
+	DefaultMaxFileSize  = 1 << 20
+	DefaultMaxDocuments = 100000
+)
+
+// SettingsFile is the repository settings file at the root of a loaded
+// directory. It is not a typed document.
+const SettingsFile = "converge.cue"
+
+// Options bound what Load accepts from an untrusted repository.
+type Options struct {
+	// MaxFileSize refuses larger files (FILE_TOO_LARGE); 0 means 1 MiB.
+	MaxFileSize int64
+	// MaxDocuments stops loading after that many documents
+	// (TOO_MANY_DOCUMENTS); 0 means 100,000.
+	MaxDocuments int
+}
+
+// Result is everything Load read from one directory.
+type Result struct {
+	// Desired holds the settings and every document that was itself
+	// valid; documents with findings are left out. Resources have Origin
+	// git, Declared = Spec = the spec as JSON, Source "file:line".
+	Desired converge.Desired
+	// Schemas are the compiled schemas of Desired.Kinds (nil only if no
+	// kind compiled).
+	Schemas *Schemas
+	// Findings are all problems, sorted by file, line, column, rule; none
+	// means the directory is valid.
+	Findings []converge.Finding
+	// Files and Documents count what was read.
+	Files, Documents int
+}
+
+// Valid reports whether r has no findings.
+func (r *Result) Valid() bool { return len(r.Findings) == 0 }
+
+// Load reads every document under dir of fsys ("." for the root) and
+// validates them. Document problems are Findings, never an error; the error
+// is for an fsys whose dir cannot be read at all.
+//
+// Load reads only through fs.ReadDir and fs.ReadFile, so any fs.FS works
+// (os.DirFS, a git tree at a revision). Symlinks and other irregular entries
+// are refused (SYMLINK) and never followed; dot-directories (.git,
+// .converge) and files other than *.cue, *.json, *.yaml and *.yml are
+// skipped.
+func Load(fsys fs.FS, dir string, opts Options) (*Result, error) {
+	if opts.MaxFileSize <= 0 {
+		opts.MaxFileSize = DefaultMaxFileSize
+	}
+	if opts.MaxDocuments <= 0 {
+		opts.MaxDocuments = DefaultMaxDocuments
+	}
+	if dir == "" {
+		dir = "."
+	}
+	if !fs.ValidPath(dir) {
+		return nil, fmt.Errorf("load %q: invalid directory", dir)
+	}
+	entries, err := fs.ReadDir(fsys, dir)
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", dir, err)
+	}
+	schemas := newSchemas()
+	l := &loader{fsys: fsys, dir: dir, opts: opts, schemas: schemas, ev: schemas.newEvaluator(), res: &Result{}}
+	l.walk(dir, entries)
+	l.check()
+	sortFindings(l.res.Findings)
+	if len(schemas.kinds) > 0 {
+		l.res.Schemas = schemas
+	}
+	return l.res, nil
+}
+
+// loader is the state of one Load.
+type loader struct {
+	fsys    fs.FS
+	dir     string
+	opts    Options
+	schemas *Schemas
+	ev      *evaluator // holds every document value of this load
+	res     *Result
+	docs    []*document
+	full    bool // MaxDocuments reached
+}
+
+// document is one typed document.
+type document struct {
+	file string // relative to the loaded dir, slash-separated
+	v    cuelang.Value
+	pos  token.Pos // where the document starts
+}
+
+// rel returns p relative to the loaded dir.
+func (l *loader) rel(p string) string {
+	if l.dir == "." {
+		return p
+	}
+	return strings.TrimPrefix(p, l.dir+"/")
+}
+
+// walk visits the entries of directory d (already read), depth first in
+// name order.
+func (l *loader) walk(d string, entries []fs.DirEntry) {
+	for _, e := range entries {
+		if l.full {
+			return
+		}
+		name := e.Name()
+		p := path.Join(d, name)
+		rel := l.rel(p)
+		if !fs.ValidPath(p) || strings.Contains(name, "/") || name == ".." {
+			l.addf(rel, token.NoPos, "", "PATH_INVALID", "path leaves the repository; refused")
+			continue
+		}
+		t := e.Type()
+		switch {
+		case t&fs.ModeSymlink != 0:
+			l.addf(rel, token.NoPos, "", "SYMLINK", "symbolic link refused (never followed)")
+			continue
+		case e.IsDir():
+			if strings.HasPrefix(name, ".") {
+				continue
+			}
+			sub, err := fs.ReadDir(l.fsys, p)
+			if err != nil {
+				l.addf(rel, token.NoPos, "", "READ_ERROR", "read directory: %v", err)
+			}
+			l.walk(p, sub)
+			continue
+		case !t.IsRegular():
+			if strings.HasPrefix(name, ".") {
+				continue
+			}
+			l.addf(rel, token.NoPos, "", "SYMLINK", "irregular file (%v) refused", t)
+			continue
+		}
+		ext := path.Ext(name)
+		if strings.HasPrefix(name, ".") || (ext != ".cue" && ext != ".json" && ext != ".yaml" && ext != ".yml") {
+			continue
+		}
+		l.file(p, rel, e, ext)
+	}
+}
+
+// file reads and parses one candidate file.
+func (l *loader) file(p, rel string, e fs.DirEntry, ext string) {
+	if info, err := e.Info(); err == nil && info.Size() > l.opts.MaxFileSize {
+		l.addf(rel, token.NoPos, "", "FILE_TOO_LARGE", "file is %d bytes, over the limit of %d", info.Size(), l.opts.MaxFileSize)
+		return
+	}
+	b, err := fs.ReadFile(l.fsys, p)
+	if err != nil {
+		l.addf(rel, token.NoPos, "", "READ_ERROR", "read file: %v", err)
+		return
+	}
+	if int64(len(b)) > l.opts.MaxFileSize {
+		l.addf(rel, token.NoPos, "", "FILE_TOO_LARGE", "file is %d bytes, over the limit of %d", len(b), l.opts.MaxFileSize)
+		return
+	}
+	l.res.Files++
+	switch ext {
+	case ".cue":
+		f, err := parser.ParseFile(rel, b, parser.ParseComments)
+		if err != nil {
+			l.cueErr(rel, "SYNTAX", err)
+			return
+		}
+		v := l.ev.ctx.BuildFile(f)
+		if err := v.Err(); err != nil {
+			l.cueErr(rel, "CUE_INVALID", err)
+			return
+		}
+		if rel == SettingsFile {
+			l.settings(rel, v)
+			return
+		}
+		l.doc(rel, v, token.NoPos)
+	case ".json":
+		expr, err := cuejson.Extract(rel, b)
+		if err != nil {
+			l.cueErr(rel, "SYNTAX", err)
+			return
+		}
+		l.expr(rel, expr)
+	default: // YAML: a stream of documents
+		dec := cueyaml.NewDecoder(rel, bytes.NewReader(b))
+		for !l.full {
+			expr, err := dec.Extract()
+			if err == io.EOF {
+				return
+			}
+			if err != nil {
+				l.yamlErr(rel, err)
+				return
+			}
+			l.expr(rel, expr)
+		}
+	}
+}
+
+// expr builds one JSON or YAML document.
+func (l *loader) expr(rel string, expr ast.Expr) {
+	if lit, ok := expr.(*ast.BasicLit); ok && lit.Kind == token.NULL {
+		return // an empty YAML document
+	}
+	v := l.ev.ctx.BuildExpr(expr)
+	if err := v.Err(); err != nil {
+		l.cueErr(rel, "SYNTAX", err)
+		return
+	}
+	l.doc(rel, v, expr.Pos())
+}
+
+// doc records one document.
+func (l *loader) doc(rel string, v cuelang.Value, pos token.Pos) {
+	if l.res.Documents >= l.opts.MaxDocuments {
+		l.addf(rel, pos, "", "TOO_MANY_DOCUMENTS", "more than %d documents; loading stopped", l.opts.MaxDocuments)
+		l.full = true
+		return
+	}
+	l.res.Documents++
+	if !pos.IsValid() {
+		pos = v.Pos()
+	}
+	if v.IncompleteKind() != cuelang.StructKind {
+		l.addf(rel, pos, "", "DOCUMENT_INVALID", "a document must be a struct (object), not %v", v.IncompleteKind())
+		return
+	}
+	l.docs = append(l.docs, &document{file: rel, v: v, pos: pos})
+}
+
+// cueErr turns a CUE parse or build error into findings.
+func (l *loader) cueErr(rel, rule string, err error) {
+	for _, e := range cueerrors.Errors(err) {
+		format, args := e.Msg()
+		msg := fmt.Sprintf(format, args...)
+		pos := e.Position()
+		if !pos.IsValid() {
+			for _, p := range cueerrors.Positions(e) {
+				if p.Filename() == rel {
+					pos = p
+					break
+				}
+			}
+		}
+		path := ""
+		if p := e.Path(); len(p) > 0 {
+			path = joinPath("", p)
+		}
+		l.addf(rel, pos, path, rule, "%s", msg)
+	}
+}
+
+// yamlLine matches the YAML decoder's "file:line: message" errors.
+var yamlLine = regexp.MustCompile(`^(?:yaml: )?(?:.*?):(\d+): (.*)$`)
+
+func (l *loader) yamlErr(rel string, err error) {
+	if ps := cueerrors.Positions(err); len(ps) > 0 {
+		l.cueErr(rel, "SYNTAX", err)
+		return
+	}
+	f := converge.Finding{File: rel, Rule: "SYNTAX", Message: err.Error()}
+	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+		f.Line, _ = strconv.Atoi(m[1])
+		f.Column = 1
+		f.Message = m[2]
+	}
+	l.res.Findings = append(l.res.Findings, f)
+}
+
+// addf appends a finding at pos (line 0 if pos is unknown).
+func (l *loader) addf(file string, pos token.Pos, path, rule, format string, args ...any) {
+	f := converge.Finding{File: file, Path: path, Rule: rule, Message: fmt.Sprintf(format, args...)}
+	if pos.IsValid() {
+		f.Line, f.Column = pos.Line(), pos.Column()
+	}
+	l.res.Findings = append(l.res.Findings, f)
+}
+
+func sortFindings(fs []converge.Finding) {
+	sort.SliceStable(fs, func(i, j int) bool {
+		a, b := fs[i], fs[j]
+		switch {
+		case a.File != b.File:
+			return a.File < b.File
+		case a.Line != b.Line:
+			return a.Line < b.Line
+		case a.Column != b.Column:
+			return a.Column < b.Column
+		case a.Rule != b.Rule:
+			return a.Rule < b.Rule
+		case a.Path != b.Path:
+			return a.Path < b.Path
+		}
+		return a.Message < b.Message
+	})
+}

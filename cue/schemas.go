@@ -1,0 +1,360 @@
+package cue
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	cuelang "cuelang.org/go/cue"
+	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/cuecontext"
+	cueerrors "cuelang.org/go/cue/errors"
+	"cuelang.org/go/cue/parser"
+	cuejson "cuelang.org/go/encoding/json"
+
+	"github.com/convergehq/converge"
+)
+
+// ErrUnknownKind is returned (wrapped) by the Validate methods when the
+// KindRef names no compiled kind.
+var ErrUnknownKind = errors.New("unknown kind")
+
+// recycleAfter is how many validations one evaluator serves before it is
+// dropped with its cue.Context. A CUE context keeps every value built in it
+// alive, so a long-lived one grows without bound; recycling keeps memory
+// flat at the price of recompiling the schemas (a few hundred
+// microseconds) every recycleAfter validations. See docs/BENCHMARKS.md.
+const recycleAfter = 20000
+
+// Schemas holds the compiled schemas of a set of kinds. It implements
+// scheduler.Validator. It is safe for concurrent use: each goroutine
+// validates through its own evaluator (a cue.Context with the schemas
+// compiled into it) taken from a pool.
+type Schemas struct {
+	kinds map[converge.KindRef]*converge.Kind
+	files map[schemaKey]*ast.File // parsed, wrapped schema sources
+
+	pool chan *evaluator // idle evaluators; never blocks
+}
+
+// schemaKey names one schema of one kind version.
+type schemaKey struct {
+	ref  converge.KindRef
+	part string // "spec", "status" or "config"
+}
+
+// evaluator is one cue.Context and the schemas compiled into it. It is
+// used by one goroutine at a time.
+type evaluator struct {
+	ctx     *cuelang.Context
+	schemas map[schemaKey]cuelang.Value
+	uses    int
+}
+
+// Compile compiles the spec, status and config schemas of kinds (as stored:
+// CUE source strings). It returns an error naming every schema that does not
+// compile; the returned Schemas then holds the kinds that did (nil if none).
+func Compile(kinds []*converge.Kind) (*Schemas, error) {
+	s := newSchemas()
+	ev := s.newEvaluator()
+	var errs []error
+	for _, k := range kinds {
+		if err := s.add(ev, k); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(s.kinds) == 0 {
+		return nil, errors.Join(errs...)
+	}
+	s.put(ev)
+	return s, errors.Join(errs...)
+}
+
+func newSchemas() *Schemas {
+	return &Schemas{
+		kinds: map[converge.KindRef]*converge.Kind{},
+		files: map[schemaKey]*ast.File{},
+		pool:  make(chan *evaluator, 8),
+	}
+}
+
+// add parses and compiles k's schemas into ev and registers k. It returns
+// an error (and registers nothing) if one of them does not compile.
+func (s *Schemas) add(ev *evaluator, k *converge.Kind) error {
+	ref := k.Ref()
+	parts := [...]struct{ name, src string }{{"spec", k.SpecSchema}, {"status", k.StatusSchema}, {"config", k.ConfigSchema}}
+	files := map[schemaKey]*ast.File{}
+	for _, p := range parts {
+		key := schemaKey{ref, p.name}
+		f, err := wrapSchema(ref.String()+" "+p.name, p.src, p.name == "status")
+		if err != nil {
+			return fmt.Errorf("compile %s %s schema: %w", ref, p.name, err)
+		}
+		v, err := build(ev.ctx, f)
+		if err != nil {
+			return fmt.Errorf("compile %s %s schema: %w", ref, p.name, err)
+		}
+		files[key] = f
+		ev.schemas[key] = v
+	}
+	for key, f := range files {
+		s.files[key] = f
+	}
+	s.kinds[ref] = k
+	return nil
+}
+
+// wrapSchema parses src (a CUE file body or expression, possibly with
+// imports) and returns a file declaring it as the closed definition #S.
+// An empty src means "{}" (nothing allowed), or "{...}" when open.
+func wrapSchema(name, src string, open bool) (*ast.File, error) {
+	if strings.TrimSpace(src) == "" {
+		src = "{}"
+		if open {
+			src = "{...}"
+		}
+	}
+	f, err := parser.ParseFile(name, src)
+	if err != nil {
+		return nil, errors.New(cueerrors.Details(err, nil))
+	}
+	var imports, body []ast.Decl
+	for _, d := range f.Decls {
+		switch d.(type) {
+		case *ast.ImportDecl:
+			imports = append(imports, d)
+		case *ast.Package:
+			// A package clause carries no meaning in a schema.
+		default:
+			body = append(body, d)
+		}
+	}
+	def := &ast.Field{Label: ast.NewIdent("#S"), Value: &ast.StructLit{Elts: body}}
+	return &ast.File{Filename: name, Decls: append(imports, def)}, nil
+}
+
+// build compiles a wrapped schema file in ctx and returns #S.
+func build(ctx *cuelang.Context, f *ast.File) (cuelang.Value, error) {
+	v := ctx.BuildFile(f)
+	if err := v.Err(); err != nil {
+		return v, errors.New(strings.TrimSpace(cueerrors.Details(err, nil)))
+	}
+	v = v.LookupPath(cuelang.MakePath(cuelang.Def("#S")))
+	if err := v.Validate(); err != nil {
+		return v, errors.New(strings.TrimSpace(cueerrors.Details(err, nil)))
+	}
+	return v, nil
+}
+
+func (s *Schemas) newEvaluator() *evaluator {
+	return &evaluator{ctx: cuecontext.New(), schemas: map[schemaKey]cuelang.Value{}}
+}
+
+// get returns an idle evaluator or a fresh one.
+func (s *Schemas) get() *evaluator {
+	select {
+	case ev := <-s.pool:
+		return ev
+	default:
+		return s.newEvaluator()
+	}
+}
+
+// put returns ev to the pool unless it is worn out or the pool is full.
+func (s *Schemas) put(ev *evaluator) {
+	if ev.uses >= recycleAfter {
+		return
+	}
+	select {
+	case s.pool <- ev:
+	default:
+	}
+}
+
+// schema returns key's compiled schema in ev, compiling it on first use.
+func (s *Schemas) schema(ev *evaluator, key schemaKey) (cuelang.Value, error) {
+	if v, ok := ev.schemas[key]; ok {
+		return v, nil
+	}
+	f, ok := s.files[key]
+	if !ok {
+		return cuelang.Value{}, fmt.Errorf("%w %s", ErrUnknownKind, key.ref)
+	}
+	v, err := build(ev.ctx, f)
+	if err != nil {
+		return v, fmt.Errorf("compile %s %s schema: %w", key.ref, key.part, err)
+	}
+	ev.schemas[key] = v
+	return v, nil
+}
+
+// Kind returns the kind ref names.
+func (s *Schemas) Kind(ref converge.KindRef) (*converge.Kind, bool) {
+	if s == nil {
+		return nil, false
+	}
+	k, ok := s.kinds[ref]
+	return k, ok
+}
+
+// Kinds returns every compiled kind, sorted by name and version.
+func (s *Schemas) Kinds() []*converge.Kind {
+	if s == nil {
+		return nil
+	}
+	out := make([]*converge.Kind, 0, len(s.kinds))
+	for _, k := range s.kinds {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return refLess(out[i].Ref(), out[j].Ref()) })
+	return out
+}
+
+func refLess(a, b converge.KindRef) bool {
+	if a.Kind != b.Kind {
+		return a.Kind < b.Kind
+	}
+	return a.Version < b.Version
+}
+
+// ValidateSpec returns an error naming the field path (spec.cidr: …) if
+// spec does not satisfy ref's spec schema, or wrapping ErrUnknownKind if
+// ref is not compiled.
+func (s *Schemas) ValidateSpec(ref converge.KindRef, spec json.RawMessage) error {
+	return s.validate(schemaKey{ref, "spec"}, spec)
+}
+
+// ValidateStatus is ValidateSpec for a status (paths start with status.).
+func (s *Schemas) ValidateStatus(ref converge.KindRef, status json.RawMessage) error {
+	return s.validate(schemaKey{ref, "status"}, status)
+}
+
+// ValidateConfig is ValidateSpec for a provider config (paths start with
+// config.).
+func (s *Schemas) ValidateConfig(ref converge.KindRef, config json.RawMessage) error {
+	return s.validate(schemaKey{ref, "config"}, config)
+}
+
+func (s *Schemas) validate(key schemaKey, data json.RawMessage) error {
+	if s == nil {
+		return fmt.Errorf("%w %s", ErrUnknownKind, key.ref)
+	}
+	if _, ok := s.kinds[key.ref]; !ok {
+		return fmt.Errorf("%w %s", ErrUnknownKind, key.ref)
+	}
+	if len(data) == 0 {
+		data = json.RawMessage("{}")
+	}
+	ev := s.get()
+	defer s.put(ev)
+	ev.uses++
+	sch, err := s.schema(ev, key)
+	if err != nil {
+		return err
+	}
+	expr, err := cuejson.Extract(key.part, data)
+	if err != nil {
+		return fmt.Errorf("%s: %s", key.part, strings.TrimSpace(cueerrors.Details(err, nil)))
+	}
+	v := ev.ctx.BuildExpr(expr)
+	if err := v.Err(); err != nil {
+		return fmt.Errorf("%s: %s", key.part, strings.TrimSpace(cueerrors.Details(err, nil)))
+	}
+	errs := check(sch, v)
+	if len(errs) == 0 {
+		return nil
+	}
+	msgs := make([]string, 0, len(errs))
+	for _, e := range errs {
+		msgs = append(msgs, joinPath(key.part, e.path)+": "+e.msg)
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}
+
+// fieldError is one schema violation: the field path below the checked
+// value, the message, and where in the data it is (if known).
+type fieldError struct {
+	path []string
+	msg  string
+	err  cueerrors.Error
+}
+
+// check unifies data with the schema sch and returns its violations,
+// deduplicated and with the disjunction noise folded into one message per
+// path, in CUE's order.
+func check(sch, data cuelang.Value) []fieldError {
+	err := sch.Unify(data).Validate(cuelang.Concrete(true), cuelang.Final())
+	if err == nil {
+		return nil
+	}
+	var out []fieldError
+	seen := map[string]int{}
+	for _, e := range cueerrors.Errors(err) {
+		p := e.Path()
+		if len(p) > 0 && p[0] == "#S" {
+			p = p[1:]
+		}
+		format, args := e.Msg()
+		msg := fmt.Sprintf(format, args...)
+		key := strings.Join(p, "\x00")
+		if i, ok := seen[key]; ok {
+			// Fold the alternatives of an empty disjunction into one
+			// message: `conflicting values "a" and "c"; "b" and "c"`.
+			if strings.Contains(out[i].msg, "empty disjunction") {
+				out[i].msg = strings.TrimSuffix(out[i].msg, ":")
+				if !strings.Contains(out[i].msg, ": ") {
+					out[i].msg += ": " + msg
+				} else {
+					out[i].msg += "; " + msg
+				}
+			}
+			continue
+		}
+		seen[key] = len(out)
+		out = append(out, fieldError{path: p, msg: msg, err: e})
+	}
+	return out
+}
+
+// joinPath renders a CUE error path below root as a field path:
+// spec.service_teams[3].name, spec.tags["a.b"].
+func joinPath(root string, p []string) string {
+	var b strings.Builder
+	b.WriteString(root)
+	for _, sel := range p {
+		if _, err := strconv.Atoi(sel); err == nil {
+			b.WriteString("[" + sel + "]")
+			continue
+		}
+		if isIdent(sel) {
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(sel)
+			continue
+		}
+		if uq, err := strconv.Unquote(sel); err == nil {
+			sel = uq
+		}
+		b.WriteString("[" + strconv.Quote(sel) + "]")
+	}
+	return b.String()
+}
+
+func isIdent(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case r == '_' || r == '#' || r == '$' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z'):
+		case i > 0 && r >= '0' && r <= '9':
+		default:
+			return false
+		}
+	}
+	return true
+}
