@@ -23,12 +23,13 @@ type AccountStatus struct {
 }
 
 // VPCSpec is the spec of a vpc v1 and v2. Region is required by v2 and
-// ignored by v1; Tags is v1's optional additive field.
+// ignored by v1. Fields the fake does not use (v1's optional tags, an
+// additive owner) are accepted and ignored, so additive schema changes
+// need no provider change.
 type VPCSpec struct {
-	AccountID string            `json:"account_id"`
-	CIDR      string            `json:"cidr"`
-	Region    string            `json:"region,omitempty"`
-	Tags      map[string]string `json:"tags,omitempty"`
+	AccountID string `json:"account_id"`
+	CIDR      string `json:"cidr"`
+	Region    string `json:"region,omitempty"`
 }
 
 // VPCConfig is a vpc provider config. DefaultRegion exists only in v2's

@@ -276,3 +276,44 @@ func TestDelays(t *testing.T) {
 		t.Errorf("teardown past its deadline: err = %v, want transient", err)
 	}
 }
+
+// TestVPCIgnoresAdditiveFields: v1's optional tags and an additive owner
+// field need no provider change.
+func TestVPCIgnoresAdditiveFields(t *testing.T) {
+	p := find(t, Providers(Options{}), "vpc", 1)
+	r := request(t, "vpc", 1, "sample-vpc-tagged", nil)
+	r.Spec = json.RawMessage(`{"account_id":"123456789012","cidr":"10.0.0.0/24","tags":{"env":"dev"},"owner":"platform"}`)
+	st, err := p.Reconcile(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := roundTrip[VPCStatus](t, st); got.VPCID == "" {
+		t.Errorf("status = %+v, want a vpc_id", got)
+	}
+}
+
+// TestFaultConcurrent: handlers are called from many goroutines at once;
+// the shared fault source must stay consistent (run with -race).
+func TestFaultConcurrent(t *testing.T) {
+	acct := find(t, Providers(Options{FaultRate: 0.5, Rand: rand.New(rand.NewPCG(3, 4))}), "account", 1)
+	const workers, each = 8, 200
+	faults := make(chan int, workers)
+	for range workers {
+		go func() {
+			n := 0
+			for range each {
+				if _, err := acct.Reconcile(context.Background(), request(t, "account", 1, "a", AccountSpec{TeamName: "a"})); errors.Is(err, ErrInjectedFault) {
+					n++
+				}
+			}
+			faults <- n
+		}()
+	}
+	total := 0
+	for range workers {
+		total += <-faults
+	}
+	if total == 0 || total == workers*each {
+		t.Errorf("faults = %d of %d at rate 0.5, want some but not all", total, workers*each)
+	}
+}

@@ -122,3 +122,45 @@ func TestStatusSinkErrors(t *testing.T) {
 		t.Errorf("bad deliveries wrote %d entries into the bucket", len(entries))
 	}
 }
+
+// TestStatusSinkConcurrentRepeats: eight concurrent deliveries of the same
+// key (a retried react racing the original) leave one whole object and
+// eight whole log lines.
+func TestStatusSinkConcurrentRepeats(t *testing.T) {
+	dir := t.TempDir()
+	sink := find(t, Providers(Options{}), "statussink", 1)
+	const n = 8
+	errs := make(chan error, n)
+	for range n {
+		go func() { errs <- sink.React(context.Background(), reactRequest(t, dir, 1)) }()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries, err := os.ReadDir(filepath.Join(dir, "classicbom", "org"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Errorf("object directory holds %q, want one object and no temporary files", names)
+	}
+	log, err := os.ReadFile(filepath.Join(dir, InvocationsLog))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(log), "\n"), "\n")
+	if got, want := len(lines), n; got != want {
+		t.Fatalf("invocations.log has %d lines, want %d", got, want)
+	}
+	for _, l := range lines {
+		if got, want := len(strings.Fields(l)), 3; got != want {
+			t.Errorf("log line %q has %d fields, want %d (key time object)", l, got, want)
+		}
+	}
+}
