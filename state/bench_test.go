@@ -1,0 +1,236 @@
+package state_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/state"
+	bolt "go.etcd.io/bbolt"
+)
+
+// The benchmarks below measure the store against raw bbolt on the same
+// disk in the same run. Run: go test -run '^$' -bench . -benchtime 3x ./state/
+
+// benchValue is a value the size of a stored resource (~500 bytes).
+var benchValue = func() []byte {
+	r := lifeResource("vpc", "team-00001", "bom/classic")
+	r.Status = json.RawMessage(`{"vpc_id":"vpc-0123456789abcdef0","region":"eu-west-1"}`)
+	v, _ := json.Marshal(r)
+	return v
+}()
+
+// rawPuts commits txns transactions of perTxn puts each to a fresh bbolt
+// file with fsync and returns the elapsed time.
+func rawPuts(tb testing.TB, txns, perTxn int) time.Duration {
+	db, err := bolt.Open(filepath.Join(tb.TempDir(), "raw.db"), 0o600, &bolt.Options{FreelistType: bolt.FreelistMapType})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer db.Close()
+	start := time.Now()
+	n := 0
+	for range txns {
+		err := db.Update(func(tx *bolt.Tx) error {
+			b, err := tx.CreateBucketIfNotExists([]byte("b"))
+			if err != nil {
+				return err
+			}
+			for range perTxn {
+				n++
+				if err := b.Put(fmt.Appendf(nil, "vpc/team-%08d", n), benchValue); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return time.Since(start)
+}
+
+// BenchmarkBoltBaseline is raw bbolt with fsync: one put per transaction
+// (the cost of committing each write alone) and 1,000 per transaction.
+func BenchmarkBoltBaseline(b *testing.B) {
+	for _, perTxn := range []int{1, 1000} {
+		b.Run(fmt.Sprintf("puts=%d", perTxn), func(b *testing.B) {
+			d := rawPuts(b, b.N, perTxn)
+			b.ReportMetric(float64(b.N)/d.Seconds(), "txn/s")
+			b.ReportMetric(float64(b.N*perTxn)/d.Seconds(), "puts/s")
+		})
+	}
+}
+
+const (
+	lifeResources = 5400
+	lifeBatch     = 500
+)
+
+func lifeResource(kind, name string, owner converge.ID) *converge.Resource {
+	return &converge.Resource{
+		UID: "6f1c2a9e-" + kind + "-" + name, Kind: kind, KindVersion: 1, Name: name,
+		Declared: json.RawMessage(`{"cidr":"10.12.0.0/16","team":"` + name + `","tags":{"cost-center":"platform"}}`),
+		Spec:     json.RawMessage(`{"cidr":"10.12.0.0/16","team":"` + name + `","tags":{"cost-center":"platform"}}`),
+		Phase:    converge.PhasePending, Reason: "waiting for dependencies", Generation: 1,
+		Owner: owner, Origin: converge.OriginComposed, CreatedAt: t0, UpdatedAt: t0,
+	}
+}
+
+// classicGraph returns n resources shaped like the classic BOM: a root;
+// networking domains with a tgw and its host account (tgw → account); and
+// teams with account, vpc (vpc → account, flowing account_id) and route
+// (route → vpc, route → tgw). Everything but the root is owned by it.
+func classicGraph(n int) ([]*converge.Resource, []converge.Edge) {
+	const root = converge.ID("bom/classic")
+	rs := []*converge.Resource{lifeResource("bom", "classic", "")}
+	var es []converge.Edge
+	flow := func(c, p converge.ID, f string) converge.Edge {
+		return converge.Edge{Consumer: c, Producer: p, Flows: []converge.ValueFlow{{From: f, To: f}}}
+	}
+	const domains = 6
+	for d := range domains {
+		tgw, host := fmt.Sprintf("net-%d", d), fmt.Sprintf("net-%d-host", d)
+		rs = append(rs, lifeResource("tgw", tgw, root), lifeResource("account", host, root))
+		es = append(es, flow(converge.NewID("tgw", tgw), converge.NewID("account", host), "account_id"))
+	}
+	for team := 0; len(rs) < n; team++ {
+		name := fmt.Sprintf("team-%05d", team)
+		acct, vpc, route := converge.NewID("account", name), converge.NewID("vpc", name), converge.NewID("route", name)
+		rs = append(rs, lifeResource("account", name, root))
+		if len(rs) < n {
+			rs = append(rs, lifeResource("vpc", name, root))
+			es = append(es, flow(vpc, acct, "account_id"))
+		}
+		if len(rs) < n {
+			rs = append(rs, lifeResource("route", name, root))
+			es = append(es, flow(route, vpc, "vpc_id"), flow(route, converge.NewID("tgw", fmt.Sprintf("net-%d", team%domains)), "tgw_id"))
+		}
+	}
+	return rs, es
+}
+
+// lifecycle commits the life of rs: created (with edges) in batches of
+// lifeBatch, then dispatched (Running, leased), then Ready with a status,
+// one event per resource per step.
+func lifecycle(b *testing.B, s *state.Store, rs []*converge.Resource, es []converge.Edge) {
+	byConsumer := map[converge.ID][]converge.Edge{}
+	for _, e := range es {
+		byConsumer[e.Consumer] = append(byConsumer[e.Consumer], e)
+	}
+	steps := []struct {
+		event  string
+		change func(r *converge.Resource)
+	}{
+		{"Created", func(r *converge.Resource) {}},
+		{"Dispatched", func(r *converge.Resource) {
+			r.Phase, r.Reason = converge.PhaseRunning, ""
+			r.Lease = &converge.Lease{TaskID: "task-" + r.UID, Reaction: "reconcile", Worker: "classic-1", Expires: t0.Add(time.Minute)}
+		}},
+		{"Ready", func(r *converge.Resource) {
+			r.Phase, r.Lease, r.ObservedGeneration = converge.PhaseReady, nil, 1
+			r.Status = json.RawMessage(`{"id":"` + r.Name + `-0123456789abcdef","region":"eu-west-1"}`)
+		}},
+	}
+	for _, step := range steps {
+		for i := 0; i < len(rs); i += lifeBatch {
+			batch := &converge.Batch{}
+			for _, r := range rs[i:min(i+lifeBatch, len(rs))] {
+				c := *r
+				step.change(&c)
+				*r = c
+				batch.Resources = append(batch.Resources, &c)
+				batch.Events = append(batch.Events, converge.Event{Time: t0, Resource: c.ID(), Type: step.event, Message: string(c.Phase)})
+				if step.event == "Created" {
+					batch.Edges = append(batch.Edges, byConsumer[c.ID()]...)
+				}
+			}
+			if err := s.Commit(batch); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+// BenchmarkCommitLifecycle drives 5,400 classic-shaped resources from
+// created to Ready through Commit (fsync on), in batches of 500, and
+// compares the rate with raw bbolt measured in the same run.
+func BenchmarkCommitLifecycle(b *testing.B) {
+	rawDur1 := rawPuts(b, 50, 1)
+	rawDur1000 := rawPuts(b, 20, 1000)
+	rawTxnRate := 50 / rawDur1.Seconds()
+	rawPutRate := 20 * 1000 / rawDur1000.Seconds()
+	for _, noSync := range []bool{false, true} {
+		b.Run(fmt.Sprintf("fsync=%v", !noSync), func(b *testing.B) {
+			var total state.Stats
+			var elapsed time.Duration
+			for range b.N {
+				b.StopTimer()
+				rs, es := classicGraph(lifeResources)
+				s, err := state.Open(b.TempDir(), state.Options{NoSync: noSync})
+				if err != nil {
+					b.Fatal(err)
+				}
+				start := time.Now()
+				b.StartTimer()
+				lifecycle(b, s, rs, es)
+				b.StopTimer()
+				elapsed += time.Since(start)
+				st := s.Stats()
+				total.Commits += st.Commits
+				total.Puts += st.Puts
+				total.Bytes += st.Bytes
+				if err := s.Check(); err != nil {
+					b.Fatal(err)
+				}
+				s.Close()
+				b.StartTimer()
+			}
+			n := float64(b.N * lifeResources)
+			rate := n / elapsed.Seconds()
+			b.ReportMetric(float64(total.Puts)/n, "puts/resource")
+			b.ReportMetric(float64(total.Commits)/n, "commits/resource")
+			b.ReportMetric(float64(total.Bytes)/n, "bytes/resource")
+			b.ReportMetric(rate, "resources/s")
+			b.ReportMetric(float64(total.Puts)/elapsed.Seconds()/rawPutRate, "x_raw_batched_puts/s")
+			b.ReportMetric(rate/rawTxnRate, "x_raw_fsynced_txn/s")
+		})
+	}
+}
+
+// BenchmarkLoad measures Load of a store holding 5,400 Ready resources.
+func BenchmarkLoad(b *testing.B) {
+	s, err := state.Open(b.TempDir(), state.Options{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	rs, es := classicGraph(lifeResources)
+	lifecycle(b, s, rs, es)
+	b.ResetTimer()
+	for range b.N {
+		snap, err := s.Load()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(snap.Resources) != lifeResources {
+			b.Fatalf("loaded %d resources, want %d", len(snap.Resources), lifeResources)
+		}
+	}
+}
+
+// BenchmarkEncodeResource is the JSON cost of one resource value.
+func BenchmarkEncodeResource(b *testing.B) {
+	r := lifeResource("vpc", "team-00001", "bom/classic")
+	r.Status = json.RawMessage(`{"vpc_id":"vpc-0123456789abcdef0","region":"eu-west-1"}`)
+	b.ReportAllocs()
+	for range b.N {
+		if _, err := json.Marshal(r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
