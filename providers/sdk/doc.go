@@ -1,0 +1,53 @@
+// Package sdk is what provider authors import to write a converge worker:
+// plain Go handlers per kind and version, served over the worker protocol.
+//
+// Read first: Provider (the handlers of one kind version), Request (one
+// task), Serve (the worker's main loop), Transient and Permanent (typed
+// outcomes).
+//
+// # Basics
+//
+// A worker main is a handful of lines:
+//
+//	func main() {
+//		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+//		defer stop()
+//		err := sdk.Serve(ctx, sdk.Provider{
+//			Kind: "vpc", Version: 1,
+//			Reconcile: func(ctx context.Context, r *sdk.Request) (any, error) {
+//				var spec struct{ CIDR string `json:"cidr"` }
+//				if err := r.DecodeSpec(&spec); err != nil {
+//					return nil, err
+//				}
+//				return map[string]string{"vpc_id": "vpc-" + r.UID}, nil
+//			},
+//		})
+//		if err != nil {
+//			log.Fatal(err)
+//		}
+//	}
+//
+// Serve reads CONVERGE_ADDR, CONVERGE_TOKEN, CONVERGE_WORKER_NAME and
+// CONVERGE_CONCURRENCY (the supervisor in package providers sets them),
+// registers the (kind, version, reactions) derived from the non-nil
+// handlers, and runs each task in its own goroutine, at most Concurrency at
+// once, with the task's deadline on its context. It reconnects with backoff
+// when the control plane goes away and returns nil when ctx is done.
+//
+// # Outcomes
+//
+// A nil error is OK. Wrap an error with Permanent to stop retrying until the
+// resource's spec changes, or with Transient to retry with backoff; any
+// other error is transient, and so is a panic (recovered and logged). A
+// handler that outlives its deadline is answered transient at the deadline
+// and its later return is ignored. A status of nil means "no change";
+// anything else is JSON-encoded (json.RawMessage and []byte are sent as is).
+//
+// # Caveats
+//
+// Delivery is at least once: the same Request.Key may arrive twice (after a
+// lease expiry or a reconnect), so every handler must be safe to repeat.
+// Tasks in flight when the stream breaks are abandoned (their contexts are
+// cancelled); the control plane re-dispatches them when their leases expire.
+// Package sdktest is the conformance suite every worker should run.
+package sdk

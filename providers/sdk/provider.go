@@ -1,0 +1,141 @@
+package sdk
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/convergehq/converge"
+)
+
+// Request is one task as a handler sees it.
+type Request struct {
+	TaskID, Key, Reaction string
+	UID, Kind             string
+	KindVersion           int
+	Name                  string
+	Generation            int64
+	// Spec is the resource's spec with every value flow applied; Status
+	// its current status; Config the resolved provider config (nil if none).
+	Spec, Status, Config json.RawMessage
+	// Args are an operator verb's arguments.
+	Args map[string]string
+	// Subject is set for react: the resource whose transition fired.
+	Subject *converge.Subject
+}
+
+// DecodeSpec unmarshals the spec into v.
+func (r *Request) DecodeSpec(v any) error { return decode("spec", r.Spec, v) }
+
+// DecodeStatus unmarshals the current status into v; an absent status
+// leaves v unchanged.
+func (r *Request) DecodeStatus(v any) error { return decode("status", r.Status, v) }
+
+// DecodeConfig unmarshals the provider config into v; an absent config
+// leaves v unchanged.
+func (r *Request) DecodeConfig(v any) error { return decode("config", r.Config, v) }
+
+func decode(what string, b json.RawMessage, v any) error {
+	if len(b) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return Permanent(fmt.Errorf("decode %s: %w", what, err))
+	}
+	return nil
+}
+
+// Composition is a compose reaction's output: the children the resource
+// owns and the dependency edges between them (and to other resources).
+type Composition struct {
+	Children []converge.Child
+	Edges    []converge.Edge
+}
+
+// Provider implements one (kind, kind_version). Set the handlers the kind
+// declares; the worker advertises exactly the non-nil ones (and the verb
+// names), so the control plane never routes anything else to it.
+//
+// Every handler must be safe to run twice for the same Request.Key: the
+// control plane delivers at least once.
+type Provider struct {
+	Kind    string
+	Version int
+	// Reconcile drives the real resource to the spec and returns its new
+	// status (JSON-encoded; nil means no change).
+	Reconcile func(ctx context.Context, r *Request) (status any, err error)
+	// Compose returns the children and edges the resource fans out into.
+	Compose func(ctx context.Context, r *Request) (*Composition, error)
+	// Teardown removes the real resource (a finalizer).
+	Teardown func(ctx context.Context, r *Request) error
+	// React handles a bound transition of r.Subject.
+	React func(ctx context.Context, r *Request) error
+	// Verbs are operator verbs by name (`converge do KIND/NAME VERB`).
+	Verbs map[string]func(ctx context.Context, r *Request) (status any, err error)
+}
+
+// Reactions returns the reactions p serves, sorted.
+func (p *Provider) Reactions() []string {
+	var out []string
+	if p.Reconcile != nil {
+		out = append(out, converge.ReactionReconcile)
+	}
+	if p.Compose != nil {
+		out = append(out, converge.ReactionCompose)
+	}
+	if p.Teardown != nil {
+		out = append(out, converge.ReactionTeardown)
+	}
+	if p.React != nil {
+		out = append(out, converge.ReactionReact)
+	}
+	for v, h := range p.Verbs {
+		if h != nil && converge.IsVerb(v) {
+			out = append(out, v)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// outcomeError carries a typed outcome through an error chain.
+type outcomeError struct {
+	outcome converge.Outcome
+	err     error
+}
+
+func (e *outcomeError) Error() string { return e.err.Error() }
+func (e *outcomeError) Unwrap() error { return e.err }
+
+// Transient marks err as worth retrying with backoff. Transient(nil) is nil.
+func Transient(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &outcomeError{converge.OutcomeTransient, err}
+}
+
+// Permanent marks err as final until the resource's spec changes.
+// Permanent(nil) is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &outcomeError{converge.OutcomePermanent, err}
+}
+
+// OutcomeOf classifies a handler's error: nil is OK; the outermost
+// Transient or Permanent mark in err's chain decides; any other error is
+// transient.
+func OutcomeOf(err error) converge.Outcome {
+	if err == nil {
+		return converge.OutcomeOK
+	}
+	var oe *outcomeError
+	if errors.As(err, &oe) {
+		return oe.outcome
+	}
+	return converge.OutcomeTransient
+}

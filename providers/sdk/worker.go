@@ -1,0 +1,501 @@
+package sdk
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/convergehq/converge"
+	convergev1 "github.com/convergehq/converge/proto/converge/v1"
+)
+
+// Environment variables Serve reads.
+const (
+	EnvAddr        = "CONVERGE_ADDR"        // "unix:///abs/path.sock" or "host:port"
+	EnvToken       = "CONVERGE_TOKEN"       // the control plane's bearer token
+	EnvWorkerName  = "CONVERGE_WORKER_NAME" // default: hostname-pid
+	EnvConcurrency = "CONVERGE_CONCURRENCY" // default 64
+)
+
+// DefaultConcurrency is how many tasks a worker runs at once by default.
+const DefaultConcurrency = 64
+
+const (
+	maxBatch     = 512     // results per ResultBatch message
+	maxBatchSize = 4 << 20 // approximate bytes per ResultBatch message
+	maxMsgSize   = 64 << 20
+)
+
+// Options configure Connect.
+type Options struct {
+	// Addr is the control plane: "unix:///abs/path.sock" or "host:port".
+	Addr string
+	// Token is the bearer token the control plane expects.
+	Token string
+	// Name identifies the worker in logs and results (default hostname-pid).
+	Name string
+	// Concurrency bounds the tasks run at once (default 64).
+	Concurrency int
+	// Logger receives connection events (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// OptionsFromEnv reads Options from CONVERGE_ADDR, CONVERGE_TOKEN,
+// CONVERGE_WORKER_NAME and CONVERGE_CONCURRENCY.
+func OptionsFromEnv() (Options, error) {
+	o := Options{Addr: os.Getenv(EnvAddr), Token: os.Getenv(EnvToken), Name: os.Getenv(EnvWorkerName)}
+	if s := os.Getenv(EnvConcurrency); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			return o, fmt.Errorf("%s=%q: want a positive integer", EnvConcurrency, s)
+		}
+		o.Concurrency = n
+	}
+	return o, nil
+}
+
+// Serve runs providers as a worker configured from the environment (see
+// OptionsFromEnv) until ctx is done, reconnecting with backoff whenever
+// the control plane goes away. It returns nil when ctx is done, and an
+// error if the configuration is invalid or the control plane refuses the
+// worker (a wrong token).
+func Serve(ctx context.Context, providers ...Provider) error {
+	o, err := OptionsFromEnv()
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return Connect(ctx, o, providers...)
+}
+
+// Connect is Serve with explicit options instead of the environment.
+func Connect(ctx context.Context, o Options, providers ...Provider) error {
+	c, err := newClient(o, providers)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	conn, err := grpc.NewClient(target(o.Addr),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize)),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
+			MinConnectTimeout: 2 * time.Second,
+		}),
+	)
+	if err != nil {
+		return fmt.Errorf("connect %s: %w", o.Addr, err)
+	}
+	defer conn.Close()
+	client := convergev1.NewControlClient(conn)
+
+	const minBackoff, maxBackoff = 50 * time.Millisecond, 5 * time.Second
+	wait := minBackoff
+	for {
+		registered, err := c.session(ctx, client)
+		if ctx.Err() != nil {
+			return nil
+		}
+		switch status.Code(err) {
+		case codes.Unauthenticated, codes.InvalidArgument, codes.PermissionDenied:
+			return fmt.Errorf("connect %s: %w", o.Addr, err)
+		}
+		if registered {
+			wait = minBackoff
+		}
+		c.log.Warn("worker disconnected; reconnecting", "worker", c.name, "err", err, "in", wait)
+		t := time.NewTimer(wait + rand.N(wait/2+1))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		wait = min(2*wait, maxBackoff)
+	}
+}
+
+func target(addr string) string {
+	if strings.HasPrefix(addr, "unix:") {
+		return addr
+	}
+	return "passthrough:///" + addr
+}
+
+type kindKey struct {
+	kind    string
+	version int
+}
+
+// client is one worker: its providers and its concurrency slots, shared by
+// successive sessions.
+type client struct {
+	name      string
+	token     string
+	log       *slog.Logger
+	providers map[kindKey]*Provider
+	caps      []*convergev1.Capability
+	sem       chan struct{} // one slot per running handler
+	waiting   atomic.Bool   // the receiver is blocked on sem
+}
+
+func newClient(o Options, providers []Provider) (*client, error) {
+	if o.Addr == "" {
+		return nil, fmt.Errorf("no control plane address (%s)", EnvAddr)
+	}
+	if o.Token == "" {
+		return nil, fmt.Errorf("no token (%s)", EnvToken)
+	}
+	if len(providers) == 0 {
+		return nil, errors.New("no providers")
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = DefaultConcurrency
+	}
+	if o.Name == "" {
+		h, _ := os.Hostname()
+		o.Name = h + "-" + strconv.Itoa(os.Getpid())
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	c := &client{
+		name: o.Name, token: o.Token, log: o.Logger,
+		providers: make(map[kindKey]*Provider),
+		sem:       make(chan struct{}, o.Concurrency),
+	}
+	for i := range providers {
+		p := &providers[i]
+		ref := converge.KindRef{Kind: p.Kind, Version: p.Version}
+		if p.Kind == "" || p.Version <= 0 {
+			return nil, fmt.Errorf("provider %s: want a kind and a version > 0", ref)
+		}
+		k := kindKey{p.Kind, p.Version}
+		if _, dup := c.providers[k]; dup {
+			return nil, fmt.Errorf("provider %s: declared twice", ref)
+		}
+		rs := p.Reactions()
+		if len(rs) == 0 {
+			return nil, fmt.Errorf("provider %s: no handlers", ref)
+		}
+		c.providers[k] = p
+		c.caps = append(c.caps, &convergev1.Capability{Kind: p.Kind, KindVersion: int32(p.Version), Reactions: rs})
+	}
+	return c, nil
+}
+
+// session holds one stream until it breaks or ctx is done. registered
+// reports whether the control plane accepted the worker.
+func (c *client) session(ctx context.Context, client convergev1.ControlClient) (registered bool, err error) {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sctx = metadata.AppendToOutgoingContext(sctx, "authorization", "Bearer "+c.token)
+	stream, err := client.Connect(sctx)
+	if err != nil {
+		return false, err
+	}
+	if err := stream.Send(&convergev1.WorkerMessage{Msg: &convergev1.WorkerMessage_Register{Register: &convergev1.Register{
+		Name: c.name, Capabilities: c.caps, Concurrency: int32(cap(c.sem)),
+	}}}); err != nil {
+		_, rerr := stream.Recv() // the server's status explains a refused send
+		return false, rerr
+	}
+	m, err := stream.Recv()
+	if err != nil {
+		return false, err
+	}
+	reg := m.GetRegistered()
+	if reg == nil {
+		return false, errors.New("control plane did not answer register")
+	}
+	interval := time.Duration(reg.GetHeartbeatIntervalMs()) * time.Millisecond
+	if interval <= 0 {
+		interval = 2 * time.Second
+	}
+	c.log.Info("worker registered", "worker", c.name, "id", reg.GetWorkerId())
+
+	out := &outbox{wake: make(chan struct{}, 1)}
+	var lastRecv atomic.Int64
+	lastRecv.Store(time.Now().UnixNano())
+	sendErr := make(chan error, 1)
+	go func() {
+		sendErr <- c.send(sctx, stream, out, interval, &lastRecv)
+		cancel()
+	}()
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			cancel()
+			if serr := <-sendErr; serr != nil && !errors.Is(serr, context.Canceled) {
+				return true, serr
+			}
+			return true, err
+		}
+		lastRecv.Store(time.Now().UnixNano())
+		for _, t := range m.GetTasks().GetTasks() {
+			if !c.acquire(sctx) {
+				break
+			}
+			go c.run(sctx, t, out)
+		}
+	}
+}
+
+// acquire takes a concurrency slot, waiting while all are busy; it returns
+// false if ctx is done first.
+func (c *client) acquire(ctx context.Context) bool {
+	select {
+	case c.sem <- struct{}{}:
+		return true
+	default:
+	}
+	c.waiting.Store(true)
+	defer c.waiting.Store(false)
+	select {
+	case c.sem <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// send writes results and heartbeats: the only goroutine calling
+// stream.Send after registration.
+func (c *client) send(ctx context.Context, stream convergev1.Control_ConnectClient, out *outbox, interval time.Duration, lastRecv *atomic.Int64) error {
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	batch := &convergev1.ResultBatch{}
+	msg := &convergev1.WorkerMessage{Msg: &convergev1.WorkerMessage_Results{Results: batch}}
+	var spare []*convergev1.Result
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case now := <-ticker.C:
+			if !c.waiting.Load() && now.Sub(time.Unix(0, lastRecv.Load())) > 3*interval {
+				return errors.New("control plane silent for 3 heartbeat intervals")
+			}
+			if err := stream.Send(&convergev1.WorkerMessage{Msg: &convergev1.WorkerMessage_Heartbeat{
+				Heartbeat: &convergev1.Heartbeat{InFlight: int32(len(c.sem))},
+			}}); err != nil {
+				return err
+			}
+			continue
+		case <-out.wake:
+		}
+		out.mu.Lock()
+		all := out.results
+		out.results = spare[:0]
+		out.mu.Unlock()
+		rs := all
+		for len(rs) > 0 {
+			n, size := 0, 0
+			for n < len(rs) && n < maxBatch && size < maxBatchSize {
+				if len(rs[n].Children) > 0 || len(rs[n].Edges) > 0 {
+					size += proto.Size(rs[n])
+				} else {
+					size += 64 + len(rs[n].Status) + len(rs[n].Message)
+				}
+				n++
+			}
+			batch.Results = rs[:n]
+			err := stream.Send(msg)
+			clear(rs[:n])
+			rs = rs[n:]
+			if err != nil {
+				return err
+			}
+		}
+		batch.Results = nil
+		spare = all[:0]
+	}
+}
+
+// outbox collects finished results for the sender.
+type outbox struct {
+	mu      sync.Mutex // guards results
+	results []*convergev1.Result
+	wake    chan struct{} // capacity 1: results is non-empty
+}
+
+func (o *outbox) add(r *convergev1.Result) {
+	o.mu.Lock()
+	o.results = append(o.results, r)
+	o.mu.Unlock()
+	select {
+	case o.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run answers one task exactly once: with the handler's result, or with a
+// transient "deadline exceeded" when the deadline passes first. Its
+// concurrency slot is held until the handler returns.
+func (c *client) run(sctx context.Context, t *convergev1.Task, out *outbox) {
+	defer func() { <-c.sem }()
+	req := requestFromProto(t)
+	ctx := sctx
+	var answered atomic.Bool
+	if dl := t.GetDeadlineUnixNano(); dl != 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(sctx, time.Unix(0, dl))
+		defer cancel()
+		stop := context.AfterFunc(ctx, func() {
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) && answered.CompareAndSwap(false, true) {
+				out.add(&convergev1.Result{TaskId: t.GetId(), Outcome: convergev1.Outcome_OUTCOME_TRANSIENT,
+					Message: fmt.Sprintf("%s %s/%s: deadline exceeded", t.GetReaction(), t.GetKind(), t.GetName())})
+			}
+		})
+		defer stop()
+	}
+	res := c.call(ctx, req)
+	if answered.CompareAndSwap(false, true) {
+		res.TaskId = t.GetId()
+		out.add(res)
+	}
+}
+
+// call runs the handler for req, turning its return (or panic) into a
+// result without a task id.
+func (c *client) call(ctx context.Context, req *Request) (res *convergev1.Result) {
+	defer func() {
+		if v := recover(); v != nil {
+			c.log.Error("handler panicked", "reaction", req.Reaction, "kind", req.Kind, "name", req.Name,
+				"panic", v, "stack", string(debug.Stack()))
+			res = &convergev1.Result{Outcome: convergev1.Outcome_OUTCOME_TRANSIENT, Message: fmt.Sprintf("panic: %v", v)}
+		}
+	}()
+	p := c.providers[kindKey{req.Kind, req.KindVersion}]
+	if p == nil {
+		return errResult(Permanent(fmt.Errorf("%s/v%d is not served by worker %s", req.Kind, req.KindVersion, c.name)))
+	}
+	notServed := func() *convergev1.Result {
+		return errResult(Permanent(fmt.Errorf("%s/v%d: reaction %q is not served by worker %s", req.Kind, req.KindVersion, req.Reaction, c.name)))
+	}
+	switch req.Reaction {
+	case converge.ReactionReconcile:
+		if p.Reconcile == nil {
+			return notServed()
+		}
+		return statusResult(p.Reconcile(ctx, req))
+	case converge.ReactionCompose:
+		if p.Compose == nil {
+			return notServed()
+		}
+		comp, err := p.Compose(ctx, req)
+		if err != nil {
+			return errResult(err)
+		}
+		return compositionResult(comp)
+	case converge.ReactionTeardown:
+		if p.Teardown == nil {
+			return notServed()
+		}
+		return errResult(p.Teardown(ctx, req))
+	case converge.ReactionReact:
+		if p.React == nil {
+			return notServed()
+		}
+		return errResult(p.React(ctx, req))
+	}
+	h := p.Verbs[req.Reaction]
+	if h == nil {
+		return notServed()
+	}
+	return statusResult(h(ctx, req))
+}
+
+func errResult(err error) *convergev1.Result {
+	if err == nil {
+		return &convergev1.Result{Outcome: convergev1.Outcome_OUTCOME_OK}
+	}
+	o := convergev1.Outcome_OUTCOME_TRANSIENT
+	if OutcomeOf(err) == converge.OutcomePermanent {
+		o = convergev1.Outcome_OUTCOME_PERMANENT
+	}
+	return &convergev1.Result{Outcome: o, Message: err.Error()}
+}
+
+func statusResult(st any, err error) *convergev1.Result {
+	if err != nil {
+		return errResult(err)
+	}
+	var b []byte
+	switch v := st.(type) {
+	case nil:
+	case json.RawMessage:
+		b = v
+	case []byte:
+		b = v
+	default:
+		if b, err = json.Marshal(v); err != nil {
+			return errResult(Permanent(fmt.Errorf("encode status: %w", err)))
+		}
+	}
+	if string(b) == "null" {
+		b = nil
+	}
+	return &convergev1.Result{Outcome: convergev1.Outcome_OUTCOME_OK, Status: b}
+}
+
+func compositionResult(comp *Composition) *convergev1.Result {
+	r := &convergev1.Result{Outcome: convergev1.Outcome_OUTCOME_OK}
+	if comp == nil {
+		return r
+	}
+	r.Children = make([]*convergev1.Child, len(comp.Children))
+	for i, ch := range comp.Children {
+		r.Children[i] = &convergev1.Child{Kind: ch.Kind, KindVersion: int32(ch.KindVersion), Name: ch.Name,
+			Spec: ch.Spec, ProviderConfigRef: ch.ProviderConfigRef}
+	}
+	r.Edges = make([]*convergev1.Edge, len(comp.Edges))
+	for i, e := range comp.Edges {
+		pe := &convergev1.Edge{Consumer: string(e.Consumer), Producer: string(e.Producer)}
+		for _, f := range e.Flows {
+			pe.Flows = append(pe.Flows, &convergev1.ValueFlow{From: f.From, To: f.To})
+		}
+		r.Edges[i] = pe
+	}
+	return r
+}
+
+func requestFromProto(t *convergev1.Task) *Request {
+	r := &Request{
+		TaskID: t.GetId(), Key: t.GetKey(), Reaction: t.GetReaction(),
+		UID: t.GetUid(), Kind: t.GetKind(), KindVersion: int(t.GetKindVersion()), Name: t.GetName(),
+		Generation: t.GetGeneration(), Args: t.GetArgs(),
+	}
+	if b := t.GetSpec(); len(b) > 0 {
+		r.Spec = b
+	}
+	if b := t.GetStatus(); len(b) > 0 {
+		r.Status = b
+	}
+	if b := t.GetConfig(); len(b) > 0 {
+		r.Config = b
+	}
+	if s := t.GetSubject(); s != nil {
+		r.Subject = &converge.Subject{Resource: converge.ID(s.GetResource()), UID: s.GetUid(),
+			Generation: s.GetGeneration(), Transition: s.GetTransition()}
+		if b := s.GetStatus(); len(b) > 0 {
+			r.Subject.Status = b
+		}
+	}
+	return r
+}

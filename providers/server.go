@@ -1,0 +1,555 @@
+package providers
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/convergehq/converge"
+	convergev1 "github.com/convergehq/converge/proto/converge/v1"
+)
+
+// Tuning of the stream senders.
+const (
+	// maxBatch caps the tasks sent in one TaskBatch message.
+	maxBatch = 512
+	// resultBuffer is the capacity of the Results channel.
+	resultBuffer = 8192
+	// maxMsgSize bounds one gRPC message either way: a compose result of
+	// a big BOM carries thousands of children.
+	maxMsgSize = 64 << 20
+)
+
+// ServerOptions configure a Server.
+type ServerOptions struct {
+	// Token is the bearer token every worker must present. An empty Token
+	// refuses every worker: there is no unauthenticated mode.
+	Token  string
+	Logger *slog.Logger
+	// HeartbeatInterval is how often workers send heartbeats and the
+	// server pings them (default 2s).
+	HeartbeatInterval time.Duration
+	// WorkerTimeout drops a worker that sent nothing for this long
+	// (default 3 × HeartbeatInterval).
+	WorkerTimeout time.Duration
+}
+
+// Server is the control plane's side of the worker protocol: the gRPC
+// Control service workers connect to, and the scheduler.Dispatcher that
+// routes tasks to them. It is safe for concurrent use.
+type Server struct {
+	opts    ServerOptions
+	log     *slog.Logger
+	grpc    *grpc.Server
+	results chan *converge.Result
+	changed chan struct{}
+	done    chan struct{}
+	close   sync.Once
+	ids     atomic.Uint64
+
+	// mu guards workers, routes, rr, and each worker's inflight, queue
+	// and spare.
+	mu      sync.Mutex
+	workers map[string]*worker // by id
+	routes  map[route][]*worker
+	rr      int
+}
+
+// route is what a task is routed by: strict equality of all three.
+type route struct {
+	kind     string
+	version  int
+	reaction string
+}
+
+// worker is one connected stream.
+type worker struct {
+	id, name string
+	caps     []Capability
+	capacity int
+	since    time.Time
+	// wake (capacity 1) tells the sender goroutine the queue is non-empty.
+	wake     chan struct{}
+	lastSeen atomic.Int64 // unix nanoseconds of the last message received
+
+	inflight map[string]struct{} // task ids sent or queued, not answered
+	queue    []*convergev1.Task  // tasks not yet sent
+	spare    []*convergev1.Task  // the sender's previous batch, for reuse
+}
+
+// Capability is one (kind, kind_version) a worker serves and its reactions.
+type Capability struct {
+	Kind      string
+	Version   int
+	Reactions []string
+}
+
+// WorkerInfo describes a connected worker.
+type WorkerInfo struct {
+	Name           string
+	ID             string
+	Capabilities   []Capability
+	InFlight       int
+	Capacity       int
+	ConnectedSince time.Time
+}
+
+// NewServer returns a Server; call Serve to accept workers.
+func NewServer(opts ServerOptions) *Server {
+	if opts.HeartbeatInterval <= 0 {
+		opts.HeartbeatInterval = 2 * time.Second
+	}
+	if opts.WorkerTimeout <= 0 {
+		opts.WorkerTimeout = 3 * opts.HeartbeatInterval
+	}
+	s := &Server{
+		opts:    opts,
+		log:     opts.Logger,
+		results: make(chan *converge.Result, resultBuffer),
+		changed: make(chan struct{}, 1),
+		done:    make(chan struct{}),
+		workers: make(map[string]*worker),
+		routes:  make(map[route][]*worker),
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.grpc = grpc.NewServer(
+		grpc.StreamInterceptor(s.authStream),
+		grpc.UnaryInterceptor(s.authUnary),
+		grpc.MaxRecvMsgSize(maxMsgSize),
+		grpc.MaxSendMsgSize(maxMsgSize),
+	)
+	convergev1.RegisterControlServer(s.grpc, controlService{s: s})
+	return s
+}
+
+// Serve accepts workers on l until Close. It may be called for several
+// listeners (a unix socket and a TCP port).
+func (s *Server) Serve(l net.Listener) error {
+	select {
+	case <-s.done:
+		return errors.New("serve: server closed")
+	default:
+	}
+	if err := s.grpc.Serve(l); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return nil
+}
+
+// Close disconnects every worker and stops serving. Tasks in flight get
+// no result.
+func (s *Server) Close() error {
+	s.close.Do(func() {
+		close(s.done)
+		s.grpc.Stop()
+	})
+	return nil
+}
+
+// ListenUnix listens on a unix socket at path with owner-only permissions
+// (0600), creating its parent directory (0700) if needed. A stale socket
+// left by a dead process is removed; a live one is an error, and so is a
+// path that exists and is not a socket.
+func ListenUnix(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("listen unix: %w", err)
+	}
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode().Type() != os.ModeSocket {
+			return nil, fmt.Errorf("listen unix: %s exists and is not a socket", path)
+		}
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("listen unix: %s is in use by a live server", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("listen unix: remove stale socket: %w", err)
+		}
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listen unix: %w", err)
+	}
+	// The parent directory is owner-only, so the moment between bind and
+	// chmod exposes nothing to other users when we created it.
+	if err := os.Chmod(path, 0o600); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("listen unix: %w", err)
+	}
+	return l, nil
+}
+
+// Workers returns the connected workers, sorted by name then id.
+func (s *Server) Workers() []WorkerInfo {
+	s.mu.Lock()
+	out := make([]WorkerInfo, 0, len(s.workers))
+	for _, w := range s.workers {
+		out = append(out, WorkerInfo{
+			Name: w.name, ID: w.id, Capabilities: w.caps,
+			InFlight: len(w.inflight), Capacity: w.capacity, ConnectedSince: w.since,
+		})
+	}
+	s.mu.Unlock()
+	slices.SortFunc(out, func(a, b WorkerInfo) int {
+		if c := strings.Compare(a.Name, b.Name); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out
+}
+
+// Serves reports whether a connected worker serves reaction for ref.
+func (s *Server) Serves(ref converge.KindRef, reaction string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.routes[route{ref.Kind, ref.Version, reaction}]) > 0
+}
+
+// Dispatch queues t for the connected worker serving t's kind, version and
+// reaction with the most free capacity (ties rotate). It never blocks: it
+// returns an error wrapping converge.ErrNoWorker when no worker serves t or
+// all are at capacity. The task is sent by the worker's stream sender in a
+// batch with others. t's byte slices are not copied: callers replace them,
+// never modify them in place, after Dispatch.
+func (s *Server) Dispatch(ctx context.Context, t *converge.Task) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("dispatch %s: %w", t.ID, err)
+	}
+	r := route{t.Kind, t.KindVersion, t.Reaction}
+	s.mu.Lock()
+	ws := s.routes[r]
+	if len(ws) == 0 {
+		s.mu.Unlock()
+		return fmt.Errorf("dispatch %s %s: %w serves it", t.Ref(), t.Reaction, converge.ErrNoWorker)
+	}
+	var best *worker
+	bestFree := 0
+	s.rr++
+	for i := range ws {
+		w := ws[(s.rr+i)%len(ws)]
+		if free := w.capacity - len(w.inflight); free > bestFree {
+			best, bestFree = w, free
+		}
+	}
+	if best == nil {
+		s.mu.Unlock()
+		return fmt.Errorf("dispatch %s %s: %w free: %d at capacity", t.Ref(), t.Reaction, converge.ErrNoWorker, len(ws))
+	}
+	best.inflight[t.ID] = struct{}{}
+	best.queue = append(best.queue, taskToProto(t))
+	s.mu.Unlock()
+	select {
+	case best.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// Results delivers every result, at most once per dispatched task.
+func (s *Server) Results() <-chan *converge.Result { return s.results }
+
+// Changed is signalled (coalesced) when workers connect, disconnect or
+// free capacity.
+func (s *Server) Changed() <-chan struct{} { return s.changed }
+
+func (s *Server) signal() {
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}
+
+// authorized reports whether ctx carries the server's bearer token.
+func (s *Server) authorized(ctx context.Context) error {
+	md, _ := metadata.FromIncomingContext(ctx)
+	vals := md.Get("authorization")
+	if s.opts.Token == "" || len(vals) != 1 {
+		return status.Error(codes.Unauthenticated, "missing or invalid token")
+	}
+	want := []byte("Bearer " + s.opts.Token)
+	if subtle.ConstantTimeCompare([]byte(vals[0]), want) != 1 {
+		return status.Error(codes.Unauthenticated, "missing or invalid token")
+	}
+	return nil
+}
+
+func (s *Server) authStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	if err := s.authorized(ss.Context()); err != nil {
+		s.log.Warn("worker refused", "err", err)
+		return err
+	}
+	return h(srv, ss)
+}
+
+func (s *Server) authUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if err := s.authorized(ctx); err != nil {
+		return nil, err
+	}
+	return h(ctx, req)
+}
+
+// controlService implements convergev1.ControlServer.
+type controlService struct {
+	convergev1.UnimplementedControlServer
+	s *Server
+}
+
+func (c controlService) Connect(stream convergev1.Control_ConnectServer) error {
+	return c.s.connect(stream)
+}
+
+// connect runs one worker stream: register, then send batches and pings
+// here while a second goroutine receives results and heartbeats.
+func (s *Server) connect(stream convergev1.Control_ConnectServer) error {
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	reg := first.GetRegister()
+	if reg == nil {
+		return status.Error(codes.InvalidArgument, "first message must be register")
+	}
+	w, err := s.newWorker(reg)
+	if err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	if err := stream.Send(&convergev1.ControlMessage{Msg: &convergev1.ControlMessage_Registered{
+		Registered: &convergev1.Registered{WorkerId: w.id, HeartbeatIntervalMs: s.opts.HeartbeatInterval.Milliseconds()},
+	}}); err != nil {
+		return err
+	}
+	s.add(w)
+	s.log.Info("worker connected", "worker", w.name, "id", w.id, "capacity", w.capacity)
+	defer func() {
+		s.remove(w)
+		s.log.Info("worker disconnected", "worker", w.name, "id", w.id)
+	}()
+
+	recvErr := make(chan error, 1)
+	go func() { recvErr <- s.receive(stream, w) }()
+
+	tick := min(s.opts.HeartbeatInterval, s.opts.WorkerTimeout/3)
+	ticker := time.NewTicker(tick)
+	defer ticker.Stop()
+	lastPing := time.Now()
+	batch := &convergev1.TaskBatch{}
+	msg := &convergev1.ControlMessage{Msg: &convergev1.ControlMessage_Tasks{Tasks: batch}}
+	for {
+		select {
+		case <-w.wake:
+		case now := <-ticker.C:
+			if now.Sub(time.Unix(0, w.lastSeen.Load())) > s.opts.WorkerTimeout {
+				s.log.Warn("worker timed out", "worker", w.name, "id", w.id)
+				return status.Error(codes.DeadlineExceeded, "no heartbeat within the worker timeout")
+			}
+			if now.Sub(lastPing) >= s.opts.HeartbeatInterval {
+				lastPing = now
+				if err := stream.Send(&convergev1.ControlMessage{Msg: &convergev1.ControlMessage_Ping{
+					Ping: &convergev1.Ping{UnixNano: now.UnixNano()},
+				}}); err != nil {
+					return err
+				}
+			}
+			continue
+		case err := <-recvErr:
+			return err
+		case <-s.done:
+			return status.Error(codes.Unavailable, "control plane closing")
+		case <-stream.Context().Done():
+			return stream.Context().Err()
+		}
+		s.mu.Lock()
+		all := w.queue
+		w.queue = w.spare[:0]
+		s.mu.Unlock()
+		tasks := all
+		for len(tasks) > 0 {
+			n := min(len(tasks), maxBatch)
+			batch.Tasks = tasks[:n]
+			err := stream.Send(msg)
+			clear(tasks[:n])
+			tasks = tasks[n:]
+			if err != nil {
+				return err
+			}
+		}
+		batch.Tasks = nil
+		s.mu.Lock()
+		w.spare = all[:0]
+		s.mu.Unlock()
+	}
+}
+
+// receive reads the worker's messages until the stream ends.
+func (s *Server) receive(stream convergev1.Control_ConnectServer, w *worker) error {
+	var out []*converge.Result
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		w.lastSeen.Store(time.Now().UnixNano())
+		switch msg := m.Msg.(type) {
+		case *convergev1.WorkerMessage_Results:
+			out = out[:0]
+			s.mu.Lock()
+			for _, r := range msg.Results.GetResults() {
+				if _, ok := w.inflight[r.GetTaskId()]; !ok {
+					continue // unknown or already answered: at most once
+				}
+				delete(w.inflight, r.GetTaskId())
+				out = append(out, resultFromProto(r, w.name))
+			}
+			s.mu.Unlock()
+			for _, r := range out {
+				select {
+				case s.results <- r:
+				case <-s.done:
+					return nil
+				case <-stream.Context().Done():
+					return stream.Context().Err()
+				}
+			}
+			clear(out)
+			s.signal()
+		case *convergev1.WorkerMessage_Heartbeat:
+		case *convergev1.WorkerMessage_Register:
+			return status.Error(codes.InvalidArgument, "register sent twice")
+		}
+	}
+}
+
+func (s *Server) newWorker(reg *convergev1.Register) (*worker, error) {
+	id := fmt.Sprintf("w%d", s.ids.Add(1))
+	w := &worker{
+		id:       id,
+		name:     reg.GetName(),
+		capacity: int(reg.GetConcurrency()),
+		since:    time.Now(),
+		wake:     make(chan struct{}, 1),
+		inflight: make(map[string]struct{}),
+	}
+	if w.name == "" {
+		w.name = id
+	}
+	if w.capacity <= 0 {
+		return nil, fmt.Errorf("register %s: concurrency %d, want > 0", w.name, w.capacity)
+	}
+	for _, c := range reg.GetCapabilities() {
+		if c.GetKind() == "" || c.GetKindVersion() <= 0 || len(c.GetReactions()) == 0 {
+			return nil, fmt.Errorf("register %s: capability %s/v%d needs a kind, a version > 0 and reactions",
+				w.name, c.GetKind(), c.GetKindVersion())
+		}
+		w.caps = append(w.caps, Capability{Kind: c.GetKind(), Version: int(c.GetKindVersion()), Reactions: slices.Clone(c.GetReactions())})
+	}
+	w.lastSeen.Store(w.since.UnixNano())
+	return w, nil
+}
+
+func (s *Server) add(w *worker) {
+	s.mu.Lock()
+	s.workers[w.id] = w
+	for _, c := range w.caps {
+		for _, r := range c.Reactions {
+			k := route{c.Kind, c.Version, r}
+			if !slices.Contains(s.routes[k], w) {
+				s.routes[k] = append(s.routes[k], w)
+			}
+		}
+	}
+	s.mu.Unlock()
+	s.signal()
+}
+
+// remove forgets w; its queued and in-flight tasks get no result.
+func (s *Server) remove(w *worker) {
+	s.mu.Lock()
+	delete(s.workers, w.id)
+	for _, c := range w.caps {
+		for _, r := range c.Reactions {
+			k := route{c.Kind, c.Version, r}
+			ws := slices.DeleteFunc(s.routes[k], func(x *worker) bool { return x == w })
+			if len(ws) == 0 {
+				delete(s.routes, k)
+			} else {
+				s.routes[k] = ws
+			}
+		}
+	}
+	w.inflight, w.queue, w.spare = map[string]struct{}{}, nil, nil
+	s.mu.Unlock()
+	s.signal()
+}
+
+func taskToProto(t *converge.Task) *convergev1.Task {
+	p := &convergev1.Task{
+		Id: t.ID, Key: t.Key, Reaction: t.Reaction, Uid: t.UID,
+		Kind: t.Kind, KindVersion: int32(t.KindVersion), Name: t.Name, Generation: t.Generation,
+		Spec: t.Spec, Status: t.Status, Config: t.Config, Args: t.Args,
+	}
+	if !t.Deadline.IsZero() {
+		p.DeadlineUnixNano = t.Deadline.UnixNano()
+	}
+	if sub := t.Subject; sub != nil {
+		p.Subject = &convergev1.Subject{
+			Resource: string(sub.Resource), Uid: sub.UID, Generation: sub.Generation,
+			Transition: sub.Transition, Status: sub.Status,
+		}
+	}
+	return p
+}
+
+func resultFromProto(p *convergev1.Result, worker string) *converge.Result {
+	r := &converge.Result{TaskID: p.GetTaskId(), Worker: worker, Message: p.GetMessage()}
+	switch p.GetOutcome() {
+	case convergev1.Outcome_OUTCOME_OK:
+		r.Outcome = converge.OutcomeOK
+	case convergev1.Outcome_OUTCOME_PERMANENT:
+		r.Outcome = converge.OutcomePermanent
+	default:
+		r.Outcome = converge.OutcomeTransient
+	}
+	if len(p.GetStatus()) > 0 {
+		r.Status = p.GetStatus()
+	}
+	if cs := p.GetChildren(); len(cs) > 0 {
+		r.Children = make([]converge.Child, len(cs))
+		for i, c := range cs {
+			r.Children[i] = converge.Child{
+				Kind: c.GetKind(), KindVersion: int(c.GetKindVersion()), Name: c.GetName(),
+				Spec: c.GetSpec(), ProviderConfigRef: c.GetProviderConfigRef(),
+			}
+		}
+	}
+	if es := p.GetEdges(); len(es) > 0 {
+		r.Edges = make([]converge.Edge, len(es))
+		for i, e := range es {
+			r.Edges[i] = converge.Edge{Consumer: converge.ID(e.GetConsumer()), Producer: converge.ID(e.GetProducer())}
+			if fs := e.GetFlows(); len(fs) > 0 {
+				r.Edges[i].Flows = make([]converge.ValueFlow, len(fs))
+				for j, f := range fs {
+					r.Edges[i].Flows[j] = converge.ValueFlow{From: f.GetFrom(), To: f.GetTo()}
+				}
+			}
+		}
+	}
+	return r
+}

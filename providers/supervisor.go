@@ -1,0 +1,215 @@
+package providers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/convergehq/converge"
+)
+
+// SupervisorOptions configure StartWorkers.
+type SupervisorOptions struct {
+	// Addr is the control plane workers dial: "unix:///abs/path.sock" or
+	// "host:port".
+	Addr  string
+	Token string
+	// Dir resolves relative command paths (the repository directory).
+	Dir string
+	// Self is the converge binary, started for Builtin workers.
+	Self           string
+	Stdout, Stderr io.Writer
+	// ExtraEnv is added to every worker's environment (KEY=VALUE).
+	ExtraEnv []string
+	Logger   *slog.Logger
+	// StopTimeout is how long Stop waits after SIGTERM before SIGKILL
+	// (default 5s).
+	StopTimeout time.Duration
+}
+
+// Supervisor keeps worker processes running: each crashed or killed
+// process is restarted with backoff until Stop.
+type Supervisor struct {
+	opts   SupervisorOptions
+	log    *slog.Logger
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	stop   sync.Once
+
+	mu    sync.Mutex // guards procs
+	procs map[string]*os.Process
+}
+
+// Restart backoff of a worker process.
+const (
+	minRestart = 100 * time.Millisecond
+	maxRestart = 5 * time.Second
+	// healthyRun resets the backoff: a process that ran this long was fine.
+	healthyRun = 10 * time.Second
+)
+
+// StartWorkers starts Replicas processes (at least one) of every spec and
+// keeps them running until Stop or until ctx is done. A Builtin spec runs
+// `Self worker BUILTIN` with argv[0] "converge"; a Command spec runs that
+// argv, a relative path resolved against Dir. Each process gets the
+// parent's environment plus CONVERGE_ADDR, CONVERGE_TOKEN,
+// CONVERGE_WORKER_NAME=<name>-<i>, ExtraEnv and the spec's Env. It returns
+// an error, starting nothing, if a spec is invalid; a process that fails to
+// start is retried like a crashed one.
+func StartWorkers(ctx context.Context, specs []converge.WorkerSpec, opts SupervisorOptions) (*Supervisor, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.StopTimeout <= 0 {
+		opts.StopTimeout = 5 * time.Second
+	}
+	type proc struct {
+		name string
+		path string
+		argv []string
+		env  []string
+	}
+	var procs []proc
+	seen := map[string]bool{}
+	for _, sp := range specs {
+		if sp.Name == "" {
+			return nil, errors.New("start workers: a worker has no name")
+		}
+		if seen[sp.Name] {
+			return nil, fmt.Errorf("start workers: worker %q declared twice", sp.Name)
+		}
+		seen[sp.Name] = true
+		var path string
+		var argv []string
+		switch {
+		case sp.Builtin != "" && len(sp.Command) > 0:
+			return nil, fmt.Errorf("start workers: worker %q: builtin and command are exclusive", sp.Name)
+		case sp.Builtin != "":
+			if opts.Self == "" {
+				return nil, fmt.Errorf("start workers: worker %q: builtin needs the converge binary (Self)", sp.Name)
+			}
+			path, argv = opts.Self, []string{"converge", "worker", sp.Builtin}
+		case len(sp.Command) > 0:
+			argv = slices.Clone(sp.Command)
+			path = argv[0]
+			if strings.ContainsRune(path, '/') {
+				if !filepath.IsAbs(path) {
+					path = filepath.Join(opts.Dir, path)
+				}
+			} else if p, err := exec.LookPath(path); err == nil {
+				path = p
+			} else {
+				return nil, fmt.Errorf("start workers: worker %q: %w", sp.Name, err)
+			}
+		default:
+			return nil, fmt.Errorf("start workers: worker %q: needs builtin or command", sp.Name)
+		}
+		env := append(os.Environ(), "CONVERGE_ADDR="+opts.Addr, "CONVERGE_TOKEN="+opts.Token)
+		env = append(env, opts.ExtraEnv...)
+		for _, k := range slices.Sorted(maps.Keys(sp.Env)) {
+			env = append(env, k+"="+sp.Env[k])
+		}
+		for i := range max(sp.Replicas, 1) {
+			name := sp.Name + "-" + strconv.Itoa(i)
+			procs = append(procs, proc{name, path, argv, append(slices.Clip(env), "CONVERGE_WORKER_NAME="+name)})
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	s := &Supervisor{opts: opts, log: opts.Logger, cancel: cancel, procs: map[string]*os.Process{}}
+	for _, p := range procs {
+		s.wg.Add(1)
+		go s.keep(ctx, p.name, p.path, p.argv, p.env)
+	}
+	return s, nil
+}
+
+// keep runs one worker process, restarting it with backoff until ctx is
+// done.
+func (s *Supervisor) keep(ctx context.Context, name, path string, argv, env []string) {
+	defer s.wg.Done()
+	wait := minRestart
+	for ctx.Err() == nil {
+		cmd := &exec.Cmd{Path: path, Args: argv, Env: env, Dir: s.opts.Dir,
+			Stdout: s.opts.Stdout, Stderr: s.opts.Stderr, SysProcAttr: sysProcAttr()}
+		start := time.Now()
+		err := cmd.Start()
+		if err == nil {
+			s.mu.Lock()
+			s.procs[name] = cmd.Process
+			s.mu.Unlock()
+			s.log.Info("worker started", "worker", name, "pid", cmd.Process.Pid)
+			done := make(chan struct{})
+			go func() {
+				select {
+				case <-ctx.Done():
+					s.terminate(cmd.Process, done)
+				case <-done:
+				}
+			}()
+			err = cmd.Wait()
+			close(done)
+			s.mu.Lock()
+			delete(s.procs, name)
+			s.mu.Unlock()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(start) > healthyRun {
+			wait = minRestart
+		}
+		s.log.Warn("worker exited; restarting", "worker", name, "err", err, "in", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		wait = min(2*wait, maxRestart)
+	}
+}
+
+// terminate sends SIGTERM, then SIGKILL if p has not exited (done closed)
+// within the stop timeout.
+func (s *Supervisor) terminate(p *os.Process, done <-chan struct{}) {
+	_ = p.Signal(syscall.SIGTERM)
+	t := time.NewTimer(s.opts.StopTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		_ = p.Kill()
+	}
+}
+
+// Pids returns the process ids of the running workers, sorted.
+func (s *Supervisor) Pids() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]int, 0, len(s.procs))
+	for _, p := range s.procs {
+		out = append(out, p.Pid)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Stop terminates every worker (SIGTERM, then SIGKILL after the stop
+// timeout), stops restarting them and waits until all have exited.
+func (s *Supervisor) Stop() {
+	s.stop.Do(s.cancel)
+	s.wg.Wait()
+}
