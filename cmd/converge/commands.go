@@ -7,6 +7,7 @@ import "github.com/spf13/cobra"
 func subcommands(g *globals) []*cobra.Command {
 	return []*cobra.Command{
 		newVersionCommand(),
+		newWorkerCommand(),
 		newValidateCommand(g),
 	}
 }

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/convergehq/converge/providers/classic"
+	"github.com/convergehq/converge/providers/sdk"
+	"github.com/spf13/cobra"
+)
+
+// builtinWorkerNames are the provider sets compiled into converge, by the
+// name a repository's converge.cue gives as a worker's `builtin`.
+const builtinWorkerNames = "classic"
+
+// newWorkerCommand returns the hidden `converge worker NAME`: it serves a
+// builtin provider set through sdk.Serve, exactly as a standalone worker
+// binary would (CONVERGE_ADDR, CONVERGE_TOKEN and CONVERGE_WORKER_NAME from
+// the environment; for classic also the FAKE_* chaos knobs). converge sync
+// starts it for a local repository whose converge.cue names a builtin
+// worker. An unknown name or a bad environment is a usage error (exit 2).
+func newWorkerCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:       "worker NAME",
+		Short:     "Serve a builtin provider set (" + builtinWorkerNames + ") to the control plane",
+		Hidden:    true,
+		Args:      cobra.ExactArgs(1),
+		ValidArgs: []string{"classic"},
+		RunE: func(c *cobra.Command, args []string) error {
+			var providers []sdk.Provider
+			switch args[0] {
+			case "classic":
+				o, err := classic.OptionsFromEnv()
+				if err != nil {
+					return fmt.Errorf("worker classic: %w", err)
+				}
+				providers = classic.Providers(o)
+			default:
+				return fmt.Errorf("worker %q: no such builtin worker (have %s)", args[0], builtinWorkerNames)
+			}
+			ctx := c.Context()
+			if err := sdk.Serve(ctx, providers...); err != nil && ctx.Err() == nil {
+				return fmt.Errorf("worker %s: %w", args[0], err)
+			}
+			return nil
+		},
+	}
+}
