@@ -327,3 +327,29 @@ func ExampleComposeBOM() {
 	// route/payments-ledger -> vpc/payments-ledger [{vpc_id vpc_id}]
 	// route/payments-ledger -> tgw/payments-tgw [{tgw_id tgw_id}]
 }
+
+// BenchmarkComposeBOM composes the classic example's shape: 58 networking
+// domains and 1,176 teams (3,644 children), from the spec's JSON as a
+// compose task carries it.
+func BenchmarkComposeBOM(b *testing.B) {
+	spec := largeBOM(58, 1176)
+	for i := range spec.FunctionalDomains {
+		spec.FunctionalDomains[i].Networking = true
+	}
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	compose := find(&testing.T{}, Providers(Options{}), "classicbom", 1).Compose
+	r := &sdk.Request{Kind: "classicbom", KindVersion: 1, Name: "classic", Spec: raw}
+	b.ReportAllocs()
+	for b.Loop() {
+		comp, err := compose(context.Background(), r)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(comp.Children) != 3644 {
+			b.Fatalf("children = %d, want 3644", len(comp.Children))
+		}
+	}
+}
