@@ -139,14 +139,10 @@ func NewServer(opts ServerOptions) *Server {
 	return s
 }
 
-// Serve accepts workers on l until Close. It may be called for several
-// listeners (a unix socket and a TCP port).
+// Serve accepts workers on l until Close, then returns nil (also when
+// called after Close). It may be called for several listeners (a unix
+// socket and a TCP port). l is closed when Serve returns.
 func (s *Server) Serve(l net.Listener) error {
-	select {
-	case <-s.done:
-		return errors.New("serve: server closed")
-	default:
-	}
 	if err := s.grpc.Serve(l); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 		return fmt.Errorf("serve: %w", err)
 	}
