@@ -18,8 +18,8 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/convergehq/converge"
-	"github.com/convergehq/converge/providers"
 	convergev1 "github.com/convergehq/converge/proto/converge/v1"
+	"github.com/convergehq/converge/providers"
 	"github.com/convergehq/converge/providers/sdk"
 	"github.com/convergehq/converge/scheduler"
 )

@@ -16,8 +16,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/convergehq/converge"
-	"github.com/convergehq/converge/providers"
 	convergev1 "github.com/convergehq/converge/proto/converge/v1"
+	"github.com/convergehq/converge/providers"
 	"github.com/convergehq/converge/providers/sdk"
 )
 
