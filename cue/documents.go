@@ -45,6 +45,24 @@ func (p place) String() string {
 	return p.file
 }
 
+// dupe reports a duplicate at here (field's position) naming prev, and
+// once at prev naming here: validation has no notion of which came first.
+func (l *loader) dupe(rule, field, what string, prev *namedPlace, here place) {
+	l.addf(here.file, here.pos, field, rule, "%s is already declared at %s", what, prev.place)
+	if !prev.flagged {
+		l.addf(prev.file, prev.pos, field, rule, "%s is also declared at %s", what, here)
+		prev.flagged = true
+	}
+}
+
+// namedPlace is a named document's place; flagged once a finding names
+// it.
+type namedPlace struct {
+	place
+	name    string
+	flagged bool
+}
+
 // source renders "file:line" for converge.Resource.Source and friends.
 func (p place) source() string {
 	if p.pos.IsValid() {
@@ -77,21 +95,21 @@ func (l *loader) check() {
 		}
 		byType[s] = append(byType[s], d)
 	}
-	kindPlaces := map[converge.KindRef]place{}
+	kindPlaces := map[converge.KindRef]*namedPlace{}
 	for _, d := range byType[TypeKind] {
 		l.kind(d, kindPlaces)
 	}
 	configs := map[string]*converge.ProviderConfig{}
-	configPlaces := map[string]place{}
-	defaults := map[converge.KindRef]place{}
+	configPlaces := map[string]*namedPlace{}
+	defaults := map[converge.KindRef]namedPlace{}
 	for _, d := range byType[TypeProviderConfig] {
 		l.providerConfig(d, configs, configPlaces, defaults)
 	}
-	resPlaces := map[converge.ID]place{}
+	resPlaces := map[converge.ID]*namedPlace{}
 	for _, d := range byType[TypeResource] {
 		l.resource(d, configs, resPlaces)
 	}
-	bindPlaces := map[string]place{}
+	bindPlaces := map[string]*namedPlace{}
 	for _, d := range byType[TypeBinding] {
 		l.binding(d, bindPlaces)
 	}
@@ -103,7 +121,7 @@ func (l *loader) check() {
 }
 
 // kind validates and compiles one kind manifest.
-func (l *loader) kind(d *document, places map[converge.KindRef]place) {
+func (l *loader) kind(d *document, places map[converge.KindRef]*namedPlace) {
 	r := l.reader(d)
 	r.allow("type", "kind", "kind_version", "reactions", "finalizer", "resync_interval", "resync_recomposes",
 		"max_inflight", "task_deadline", "secret", "spec", "status", "config", "description")
@@ -145,11 +163,12 @@ func (l *loader) kind(d *document, places map[converge.KindRef]place) {
 		return
 	}
 	ref := k.Ref()
+	here := place{d.file, posOf(r.get("kind"), d.pos)}
 	if prev, dup := places[ref]; dup {
-		l.addf(d.file, d.pos, "kind", "DUPLICATE_KIND", "kind %s is already declared at %s", ref, prev)
+		l.dupe("DUPLICATE_KIND", "kind", "kind "+ref.String(), prev, here)
 		return
 	}
-	places[ref] = place{d.file, d.pos}
+	places[ref] = &namedPlace{place: here}
 	if err := l.schemas.add(l.ev, k); err != nil {
 		l.addf(d.file, d.pos, "", "SCHEMA_INVALID", "%v", err)
 	}
@@ -173,7 +192,7 @@ func schemaSource(v cuelang.Value) (string, error) {
 }
 
 // providerConfig validates one provider config.
-func (l *loader) providerConfig(d *document, configs map[string]*converge.ProviderConfig, places map[string]place, defaults map[converge.KindRef]place) {
+func (l *loader) providerConfig(d *document, configs map[string]*converge.ProviderConfig, places map[string]*namedPlace, defaults map[converge.KindRef]namedPlace) {
 	r := l.reader(d)
 	r.allow("type", "name", "kind", "kind_version", "is_default", "config", "description")
 	c := &converge.ProviderConfig{
@@ -186,12 +205,12 @@ func (l *loader) providerConfig(d *document, configs map[string]*converge.Provid
 	if !r.ok {
 		return
 	}
-	here := place{d.file, d.pos}
+	here := place{d.file, posOf(r.get("name"), d.pos)}
 	if prev, dup := places[c.Name]; dup {
-		l.addf(d.file, posOf(r.get("name"), d.pos), "name", "DUPLICATE_CONFIG", "provider_config %q is already declared at %s", c.Name, prev)
+		l.dupe("DUPLICATE_CONFIG", "name", fmt.Sprintf("provider_config %q", c.Name), prev, here)
 		return
 	}
-	places[c.Name] = here
+	places[c.Name] = &namedPlace{place: here}
 	configs[c.Name] = c
 	ref := c.Ref()
 	if _, ok := l.schemas.kinds[ref]; !ok {
@@ -199,12 +218,20 @@ func (l *loader) providerConfig(d *document, configs map[string]*converge.Provid
 		return
 	}
 	if c.IsDefault {
+		here.pos = posOf(r.get("is_default"), d.pos)
 		if prev, dup := defaults[ref]; dup {
-			l.addf(d.file, posOf(r.get("is_default"), d.pos), "is_default", "DEFAULT_CONFIG_EXISTS",
-				"a default provider_config already exists for %s (at %s)", ref, prev)
+			// Flag both: validation has no notion of which came first.
+			l.addf(d.file, here.pos, "is_default", "DEFAULT_CONFIG_EXISTS",
+				"a default provider_config already exists for %s (%s at %s)", ref, prev.name, prev.place)
+			if !prev.flagged {
+				l.addf(prev.file, prev.pos, "is_default", "DEFAULT_CONFIG_EXISTS",
+					"a default provider_config already exists for %s (%s at %s)", ref, c.Name, here)
+				prev.flagged = true
+				defaults[ref] = prev
+			}
 			r.ok = false
 		} else {
-			defaults[ref] = here
+			defaults[ref] = namedPlace{here, c.Name, false}
 		}
 	}
 	cfg, _ := r.lookup("config")
@@ -220,7 +247,7 @@ func (l *loader) providerConfig(d *document, configs map[string]*converge.Provid
 }
 
 // resource validates one resource against its kind version.
-func (l *loader) resource(d *document, configs map[string]*converge.ProviderConfig, places map[converge.ID]place) {
+func (l *loader) resource(d *document, configs map[string]*converge.ProviderConfig, places map[converge.ID]*namedPlace) {
 	r := l.reader(d)
 	r.allow("type", "kind", "kind_version", "name", "spec", "provider_config_ref", "description")
 	res := &converge.Resource{
@@ -239,11 +266,12 @@ func (l *loader) resource(d *document, configs map[string]*converge.ProviderConf
 		return
 	}
 	id := res.ID()
+	here := place{d.file, posOf(r.get("name"), d.pos)}
 	if prev, dup := places[id]; dup {
-		l.addf(d.file, posOf(r.get("name"), d.pos), "name", "DUPLICATE_RESOURCE", "resource %s is already declared at %s", id, prev)
+		l.dupe("DUPLICATE_RESOURCE", "name", "resource "+string(id), prev, here)
 		return
 	}
-	places[id] = place{d.file, d.pos}
+	places[id] = &namedPlace{place: here}
 	ref := res.Ref()
 	if _, ok := l.schemas.kinds[ref]; !ok {
 		l.unknownKind(d, r, "kind", ref)
@@ -270,7 +298,7 @@ func (l *loader) resource(d *document, configs map[string]*converge.ProviderConf
 }
 
 // binding validates one reactor binding.
-func (l *loader) binding(d *document, places map[string]place) {
+func (l *loader) binding(d *document, places map[string]*namedPlace) {
 	r := l.reader(d)
 	r.allow("type", "name", "kind", "transition", "reactor", "reactor_version", "description")
 	b := &converge.Binding{
@@ -289,11 +317,12 @@ func (l *loader) binding(d *document, places map[string]place) {
 	if !r.ok {
 		return
 	}
+	here := place{d.file, posOf(r.get("name"), d.pos)}
 	if prev, dup := places[b.Name]; dup {
-		l.addf(d.file, posOf(r.get("name"), d.pos), "name", "DUPLICATE_BINDING", "binding %q is already declared at %s", b.Name, prev)
+		l.dupe("DUPLICATE_BINDING", "name", fmt.Sprintf("binding %q", b.Name), prev, here)
 		return
 	}
-	places[b.Name] = place{d.file, d.pos}
+	places[b.Name] = &namedPlace{place: here}
 	if !l.kindExists(b.Kind) {
 		r.fail("kind", "BINDING_KIND_UNKNOWN", "unknown kind %q", b.Kind)
 	}
@@ -369,11 +398,7 @@ func (l *loader) errPos(d *document, data cuelang.Value, e fieldError) token.Pos
 		}
 	}
 	for n := len(e.path); n > 0; n-- {
-		sels := make([]cuelang.Selector, 0, n)
-		for _, s := range e.path[:n] {
-			sels = append(sels, cuelang.ParsePath(s).Selectors()...)
-		}
-		if v := data.LookupPath(cuelang.MakePath(sels...)); v.Exists() && v.Pos().IsValid() {
+		if v := data.LookupPath(selectorPath(e.path[:n])); v.Exists() && v.Pos().IsValid() {
 			return v.Pos()
 		}
 	}

@@ -2,6 +2,7 @@ package cue
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -260,6 +261,12 @@ func (l *loader) cueErr(rel, rule string, err error) {
 	for _, e := range cueerrors.Errors(err) {
 		format, args := e.Msg()
 		msg := fmt.Sprintf(format, args...)
+		if strings.HasPrefix(msg, "invalid JSON for file") {
+			msg = "invalid JSON"
+		}
+		if u := errors.Unwrap(e); u != nil && !strings.Contains(msg, u.Error()) {
+			msg += ": " + u.Error()
+		}
 		pos := e.Position()
 		if !pos.IsValid() {
 			for _, p := range cueerrors.Positions(e) {

@@ -313,6 +313,10 @@ func check(sch, data cuelang.Value) []fieldError {
 			}
 			continue
 		}
+		if strings.HasPrefix(msg, "incomplete value") && !data.LookupPath(selectorPath(p)).Exists() {
+			// A regular (not optional) schema field the data lacks.
+			msg = "field is required but not present"
+		}
 		seen[key] = len(out)
 		out = append(out, fieldError{path: p, msg: msg, err: e})
 	}
@@ -357,4 +361,24 @@ func isIdent(s string) bool {
 		}
 	}
 	return true
+}
+
+// selectorPath turns a CUE error path into a cue.Path.
+func selectorPath(p []string) cuelang.Path {
+	sels := make([]cuelang.Selector, 0, len(p))
+	for _, sel := range p {
+		if n, err := strconv.Atoi(sel); err == nil {
+			sels = append(sels, cuelang.Index(n))
+			continue
+		}
+		if strings.HasPrefix(sel, "#") {
+			sels = append(sels, cuelang.Def(sel))
+			continue
+		}
+		if uq, err := strconv.Unquote(sel); err == nil {
+			sel = uq
+		}
+		sels = append(sels, cuelang.Str(sel))
+	}
+	return cuelang.MakePath(sels...)
 }
