@@ -15,10 +15,29 @@ const resourceFormat = 1
 
 // encodeResource returns a resources value: a format byte, the owner ID
 // as a uvarint-length-prefixed string, then the resource's JSON. The owner
-// prefix lets Commit maintain the owner index without decoding JSON.
+// prefix lets Commit maintain the owner index without decoding JSON. An
+// empty (non-nil) Declared, Spec or Status is stored as absent; invalid
+// JSON in one is an error naming the field.
 func encodeResource(r *converge.Resource) ([]byte, error) {
+	if (r.Declared != nil && len(r.Declared) == 0) || (r.Spec != nil && len(r.Spec) == 0) || (r.Status != nil && len(r.Status) == 0) {
+		c := *r
+		for _, m := range []*json.RawMessage{&c.Declared, &c.Spec, &c.Status} {
+			if len(*m) == 0 {
+				*m = nil
+			}
+		}
+		r = &c
+	}
 	j, err := json.Marshal(r)
 	if err != nil {
+		for _, f := range []struct {
+			name string
+			m    json.RawMessage
+		}{{"declared", r.Declared}, {"spec", r.Spec}, {"status", r.Status}} {
+			if f.m != nil && !json.Valid(f.m) {
+				return nil, fmt.Errorf("%s: invalid JSON", f.name)
+			}
+		}
 		return nil, err
 	}
 	buf := make([]byte, 0, 1+binary.MaxVarintLen64+len(r.Owner)+len(j))

@@ -639,3 +639,41 @@ func copyKey(s *state.Store, bucket []byte, from, to string) error {
 func rawGet(s *state.Store, bucket []byte, key string) ([]byte, error) {
 	return s.RawGet(bucket, []byte(key))
 }
+
+func TestResourceJSONFields(t *testing.T) {
+	tests := []struct {
+		name       string
+		change     func(r *converge.Resource)
+		wantErr    string
+		wantStatus string
+	}{
+		{name: "empty status is absent", change: func(r *converge.Resource) { r.Status = json.RawMessage{} }, wantStatus: ""},
+		{name: "status kept", change: func(r *converge.Resource) { r.Status = json.RawMessage(`{"a": 1}`) }, wantStatus: `{"a":1}`},
+		{name: "invalid spec named", change: func(r *converge.Resource) { r.Spec = json.RawMessage(`{"a":`) }, wantErr: "resource vpc/a: encode: spec: invalid JSON"},
+		{name: "invalid status named", change: func(r *converge.Resource) { r.Status = json.RawMessage(`nope`) }, wantErr: "status: invalid JSON"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := statetest.Open(t)
+			r := res("vpc", "a", "")
+			tt.change(r)
+			err := s.Commit(&converge.Batch{Resources: []*converge.Resource{r}})
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Commit error = %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.Resource("vpc/a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := string(got.Status), tt.wantStatus; got != want {
+				t.Errorf("stored status = %q, want %q", got, want)
+			}
+		})
+	}
+}
