@@ -1,0 +1,319 @@
+package scheduler
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"sort"
+
+	"github.com/convergehq/converge"
+)
+
+// PlanItem is one resource a plan changes.
+type PlanItem struct {
+	ID       converge.ID
+	From, To converge.KindRef
+	// Fields lists the changed top-level spec fields (Update, Flip), plus
+	// "provider_config_ref" when the resource's config reference changed.
+	Fields []string
+	// Reason says why an item is Refused, or notes a special case.
+	Reason string
+}
+
+// Plan is what applying a desired state does.
+type Plan struct {
+	Create, Update, Flip, Delete []PlanItem
+	// Refused lists declared resources Apply does not change: a flip whose
+	// spec does not validate under the new version, a name owned by a
+	// composer, a duplicate.
+	Refused []PlanItem
+}
+
+// Empty reports whether the plan changes no resource.
+func (p *Plan) Empty() bool {
+	return len(p.Create) == 0 && len(p.Update) == 0 && len(p.Flip) == 0 && len(p.Delete) == 0
+}
+
+// Diff returns what Apply would do to the resources of snap to reach d
+// (without validating flips). It changes nothing.
+func Diff(snap *converge.Snapshot, d *converge.Desired) *Plan {
+	byID := make(map[converge.ID]*converge.Resource, len(snap.Resources))
+	for _, r := range snap.Resources {
+		byID[r.ID()] = r
+	}
+	return diff(func(id converge.ID) *converge.Resource { return byID[id] },
+		func(f func(*converge.Resource)) {
+			for _, r := range snap.Resources {
+				f(r)
+			}
+		}, d)
+}
+
+func diff(get func(converge.ID) *converge.Resource, each func(func(*converge.Resource)), d *converge.Desired) *Plan {
+	p := &Plan{}
+	declared := make(map[converge.ID]bool, len(d.Resources))
+	for _, r := range d.Resources {
+		id := r.ID()
+		if declared[id] {
+			p.Refused = append(p.Refused, PlanItem{ID: id, To: r.Ref(), Reason: "declared twice"})
+			continue
+		}
+		declared[id] = true
+		e := get(id)
+		switch {
+		case e == nil:
+			p.Create = append(p.Create, PlanItem{ID: id, To: r.Ref()})
+		case e.Owner != "" || e.Origin == converge.OriginComposed:
+			p.Refused = append(p.Refused, PlanItem{ID: id, From: e.Ref(), To: r.Ref(), Reason: "already exists, owned by " + string(e.Owner)})
+		case e.Deleting:
+			p.Create = append(p.Create, PlanItem{ID: id, To: r.Ref(), Reason: "created again once its teardown finishes"})
+		case e.KindVersion != r.KindVersion:
+			p.Flip = append(p.Flip, PlanItem{ID: id, From: e.Ref(), To: r.Ref(), Fields: changedFields(e, r)})
+		case !jsonEqual(e.Declared, r.Declared) || e.ProviderConfigRef != r.ProviderConfigRef:
+			p.Update = append(p.Update, PlanItem{ID: id, From: e.Ref(), To: r.Ref(), Fields: changedFields(e, r)})
+		}
+	}
+	each(func(e *converge.Resource) {
+		if e.Origin == converge.OriginGit && e.Owner == "" && !e.Deleting && !declared[e.ID()] {
+			p.Delete = append(p.Delete, PlanItem{ID: e.ID(), From: e.Ref()})
+		}
+	})
+	for _, l := range []*[]PlanItem{&p.Create, &p.Update, &p.Flip, &p.Delete, &p.Refused} {
+		sort.Slice(*l, func(i, j int) bool { return (*l)[i].ID < (*l)[j].ID })
+	}
+	return p
+}
+
+func changedFields(e, r *converge.Resource) []string {
+	f := topLevelDiff(e.Declared, r.Declared)
+	if e.ProviderConfigRef != r.ProviderConfigRef {
+		f = append(f, "provider_config_ref")
+	}
+	return f
+}
+
+// Apply makes d the desired state: kinds, provider configs, bindings, the
+// git-declared resources and the applied revision, all committed in one
+// batch before it returns. New resources are created, changed ones get a
+// new generation, version changes flip in place (refused, with an event,
+// when v rejects the spec under the new version), and resources no longer
+// declared are cascade-deleted. Resources whose resolved provider config
+// changed run again. Nothing is dispatched for unchanged resources. It is
+// safe to call while Run runs.
+func (s *Scheduler) Apply(ctx context.Context, d *converge.Desired, v Validator) (*Plan, error) {
+	var plan *Plan
+	var err error
+	e := s.exec(ctx, func(s *Scheduler) {
+		plan = s.apply(d, v)
+		err = s.flush()
+	})
+	if e != nil {
+		return nil, e
+	}
+	return plan, err
+}
+
+func (s *Scheduler) apply(d *converge.Desired, v Validator) *Plan {
+	if v != nil {
+		s.validator = v
+	}
+	s.settings = d.Settings
+	s.applyKinds(d.Kinds)
+	oldConfigs, oldDefaults := s.applyConfigs(d.Configs)
+	s.applyBindings(d.Bindings)
+
+	plan := diff(func(id converge.ID) *converge.Resource {
+		if n := s.nodes[id]; n != nil {
+			return n.r
+		}
+		return nil
+	}, func(f func(*converge.Resource)) {
+		for _, n := range s.nodes {
+			f(n.r)
+		}
+	}, d)
+	desired := make(map[converge.ID]*converge.Resource, len(d.Resources))
+	for _, r := range d.Resources {
+		if _, ok := desired[r.ID()]; !ok {
+			desired[r.ID()] = r
+		}
+	}
+	touched := make(map[converge.ID]bool)
+	for _, it := range plan.Create {
+		r := desired[it.ID]
+		nr := &converge.Resource{
+			UID:               s.newUID(),
+			Kind:              r.Kind,
+			KindVersion:       r.KindVersion,
+			Name:              r.Name,
+			Declared:          converge.CloneJSON(r.Declared),
+			Generation:        1,
+			Phase:             converge.PhasePending,
+			Origin:            converge.OriginGit,
+			ProviderConfigRef: r.ProviderConfigRef,
+			Source:            r.Source,
+			CreatedAt:         s.now,
+		}
+		if e := s.nodes[it.ID]; e != nil {
+			e.recreate = nr
+			continue
+		}
+		s.addNode(nr, nil, "created from "+sourceOr(r.Source))
+		touched[it.ID] = true
+	}
+	flips := plan.Flip[:0:0]
+	for _, it := range plan.Flip {
+		r := desired[it.ID]
+		n := s.nodes[it.ID]
+		if s.validator != nil {
+			if err := s.validator.ValidateSpec(r.Ref(), r.Declared); err != nil {
+				it.Reason = "flip to " + r.Ref().String() + " refused: " + err.Error()
+				plan.Refused = append(plan.Refused, it)
+				s.event(it.ID, "FlipRefused", it.Reason)
+				if n.r.Phase == converge.PhaseReady {
+					s.setReason(n, it.Reason)
+				}
+				continue
+			}
+		}
+		flips = append(flips, it)
+		s.updateDeclared(n, r.KindVersion, converge.CloneJSON(r.Declared), r.ProviderConfigRef)
+		touched[it.ID] = true
+	}
+	plan.Flip = flips
+	sort.Slice(plan.Refused, func(i, j int) bool { return plan.Refused[i].ID < plan.Refused[j].ID })
+	for _, it := range plan.Update {
+		r := desired[it.ID]
+		n := s.nodes[it.ID]
+		if s.updateDeclared(n, r.KindVersion, converge.CloneJSON(r.Declared), r.ProviderConfigRef) {
+			s.event(it.ID, "Updated", "declared spec changed")
+		}
+		touched[it.ID] = true
+	}
+	for id, r := range desired {
+		if n := s.nodes[id]; n != nil && n.r.Origin == converge.OriginGit && n.r.Source != r.Source {
+			n.r.Source = r.Source
+			s.markDirty(n)
+		}
+	}
+	var del []*node
+	for _, it := range plan.Delete {
+		del = append(del, s.nodes[it.ID])
+	}
+	if len(del) > 0 {
+		s.cascade(del, "no longer declared")
+	}
+	// Re-run resources whose resolved provider config changed.
+	for _, n := range s.nodes {
+		r := n.r
+		if r.Deleting || touched[n.id] || r.ObservedGeneration == 0 {
+			continue
+		}
+		if !bytes.Equal(resolveWith(oldConfigs, oldDefaults, r), s.resolveConfig(r)) {
+			s.event(n.id, "ConfigChanged", "provider config changed")
+			s.bumpGeneration(n)
+		}
+	}
+	rev := d.Revision
+	s.applied = &rev
+	s.meta.Applied = &rev
+	s.armFlush()
+	return plan
+}
+
+func sourceOr(src string) string {
+	if src == "" {
+		return "git"
+	}
+	return src
+}
+
+func (s *Scheduler) applyKinds(ks []*converge.Kind) {
+	want := make(map[converge.KindRef]bool, len(ks))
+	for _, k := range ks {
+		ref := k.Ref()
+		want[ref] = true
+		delete(s.retiring, ref)
+		if old := s.kinds[ref]; old == nil || !sameJSON(old, k) {
+			s.meta.Kinds = append(s.meta.Kinds, k)
+		}
+		s.kinds[ref] = k
+	}
+	for ref := range s.kinds {
+		if want[ref] {
+			continue
+		}
+		if s.refState(ref).count > 0 {
+			s.retiring[ref] = true
+			continue
+		}
+		delete(s.kinds, ref)
+		s.meta.DeletedKinds = append(s.meta.DeletedKinds, ref)
+	}
+}
+
+// applyConfigs replaces the provider configs and returns the previous
+// ones (by name, and defaults by KindRef).
+func (s *Scheduler) applyConfigs(cs []*converge.ProviderConfig) (map[string]*converge.ProviderConfig, map[converge.KindRef]*converge.ProviderConfig) {
+	oldC := make(map[string]*converge.ProviderConfig, len(s.configs))
+	for k, v := range s.configs {
+		oldC[k] = v
+	}
+	oldD := make(map[converge.KindRef]*converge.ProviderConfig, len(s.defaults))
+	for k, v := range s.defaults {
+		oldD[k] = v
+	}
+	want := make(map[string]bool, len(cs))
+	for _, c := range cs {
+		want[c.Name] = true
+		if old := s.configs[c.Name]; old == nil || !sameJSON(old, c) {
+			s.meta.Configs = append(s.meta.Configs, c)
+		}
+		s.configs[c.Name] = c
+	}
+	for name := range s.configs {
+		if !want[name] {
+			delete(s.configs, name)
+			s.meta.DeletedConfigs = append(s.meta.DeletedConfigs, name)
+		}
+	}
+	s.rebuildDefaults()
+	return oldC, oldD
+}
+
+func resolveWith(cs map[string]*converge.ProviderConfig, ds map[converge.KindRef]*converge.ProviderConfig, r *converge.Resource) []byte {
+	if r.ProviderConfigRef != "" {
+		if c := cs[r.ProviderConfigRef]; c != nil {
+			return c.Config
+		}
+		return nil
+	}
+	if c := ds[r.Ref()]; c != nil {
+		return c.Config
+	}
+	return nil
+}
+
+func (s *Scheduler) applyBindings(bs []*converge.Binding) {
+	want := make(map[string]bool, len(bs))
+	for _, b := range bs {
+		want[b.Name] = true
+		if old := s.bindings[b.Name]; old == nil || *old != *b {
+			s.meta.Bindings = append(s.meta.Bindings, b)
+		}
+		s.bindings[b.Name] = b
+	}
+	for name := range s.bindings {
+		if !want[name] {
+			delete(s.bindings, name)
+			s.meta.DeletedBindings = append(s.meta.DeletedBindings, name)
+		}
+	}
+	s.rebuildByKind()
+}
+
+func sameJSON(a, b any) bool {
+	x, err1 := json.Marshal(a)
+	y, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && bytes.Equal(x, y)
+}

@@ -1,0 +1,369 @@
+package scheduler
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/convergehq/converge"
+)
+
+// composeResult applies a successful compose of generation rec.gen: it
+// validates every child, then creates, updates, keeps and prunes the
+// parent's children and replaces their edges. A bad child fails the
+// parent permanently and nothing of the composition is applied.
+func (s *Scheduler) composeResult(n *node, rec *taskRec, res *converge.Result) {
+	if rec.gen != n.r.Generation {
+		// A newer spec is pending; this composition is stale.
+		s.succeeded(n, rec) // re-enqueues
+		return
+	}
+	if err := s.checkComposition(n, res); err != nil {
+		s.failPermanent(n, err.Error())
+		return
+	}
+	kept, created, updated, pruned := 0, 0, 0, 0
+	emitted := make(map[converge.ID]*converge.Child, len(res.Children))
+	for i := range res.Children {
+		c := &res.Children[i]
+		emitted[converge.NewID(c.Kind, c.Name)] = c
+	}
+	// Edges first (so new children see their producers), then children.
+	oldEdges := make(map[edgeKey]*converge.Edge)
+	for id := range n.children {
+		for _, e := range s.producers[id] {
+			oldEdges[edgeKey{e.Consumer, e.Producer}] = e
+		}
+	}
+	for id := range emitted {
+		if _, ok := n.children[id]; ok {
+			continue
+		}
+		for _, e := range s.producers[id] {
+			oldEdges[edgeKey{e.Consumer, e.Producer}] = e
+		}
+	}
+	for i := range res.Edges {
+		e := res.Edges[i]
+		k := edgeKey{e.Consumer, e.Producer}
+		if old := oldEdges[k]; old != nil {
+			delete(oldEdges, k)
+			if flowsEqual(old.Flows, e.Flows) {
+				continue
+			}
+		}
+		ne := &converge.Edge{Consumer: e.Consumer, Producer: e.Producer, Flows: append([]converge.ValueFlow(nil), e.Flows...)}
+		s.addEdge(ne)
+		s.putEdge(ne)
+		if c := s.nodes[e.Consumer]; c != nil {
+			c.flowsDirty = true
+			s.enqueue(c)
+		}
+	}
+	for _, e := range oldEdges {
+		s.removeEdge(e)
+		s.delEdge(e)
+		if c := s.nodes[e.Consumer]; c != nil {
+			c.flowsDirty = true
+			s.enqueue(c)
+		}
+	}
+	for i := range res.Children {
+		c := &res.Children[i]
+		id := converge.NewID(c.Kind, c.Name)
+		ex := s.nodes[id]
+		switch {
+		case ex == nil:
+			s.createChild(n, c)
+			created++
+		case ex.r.Deleting:
+			// Torn down right now; a later recompose brings it back.
+		default:
+			if s.updateDeclared(ex, c.KindVersion, c.Spec, c.ProviderConfigRef) {
+				updated++
+			} else {
+				kept++
+			}
+		}
+	}
+	var prune []*node
+	for id, ch := range n.children {
+		if _, ok := emitted[id]; !ok && !ch.r.Deleting {
+			prune = append(prune, ch)
+		}
+	}
+	pruned = len(prune)
+	if pruned > 0 {
+		s.cascade(prune, "pruned by "+string(n.id))
+	}
+	if res.Status != nil && !bytes.Equal(res.Status, n.composeStatus) {
+		n.composeStatus = res.Status
+		s.markRollup(n)
+	}
+	if created+updated+pruned > 0 || n.r.ObservedGeneration != rec.gen {
+		s.event(n.id, "Composed", fmt.Sprintf("composed %d children (%d created, %d updated, %d kept, %d pruned)",
+			len(res.Children), created, updated, kept, pruned))
+	}
+	s.succeeded(n, rec)
+	wasReady := n.r.Phase == converge.PhaseReady
+	if n.r.Phase == converge.PhaseRunning || n.r.Phase == converge.PhaseFailed {
+		s.setReason(n, "")
+		s.setPhase(n, converge.PhasePending)
+	}
+	s.evalComposer(n)
+	if wasReady && n.r.Phase == converge.PhaseReady {
+		s.scheduleResync(n)
+	}
+}
+
+// checkComposition validates a compose result without changing anything.
+func (s *Scheduler) checkComposition(n *node, res *converge.Result) error {
+	if len(res.Children) > maxChildren {
+		return fmt.Errorf("%d children: more than %d", len(res.Children), maxChildren)
+	}
+	seen := make(map[converge.ID]bool, len(res.Children))
+	for i := range res.Children {
+		c := &res.Children[i]
+		id := converge.NewID(c.Kind, c.Name)
+		if _, err := converge.ParseID(string(id)); err != nil {
+			return fmt.Errorf("child %q: %w", id, err)
+		}
+		if seen[id] {
+			return fmt.Errorf("%s: emitted twice", id)
+		}
+		seen[id] = true
+		if id == n.id {
+			return fmt.Errorf("%s: a composer cannot emit itself", id)
+		}
+		if ex := s.nodes[id]; ex != nil && ex.r.Owner != n.id {
+			owner := string(ex.r.Owner)
+			if owner == "" {
+				owner = "git"
+			}
+			return fmt.Errorf("%s: already exists, owned by %s", id, owner)
+		}
+		if s.validator != nil {
+			if err := s.validator.ValidateSpec(converge.KindRef{Kind: c.Kind, Version: c.KindVersion}, c.Spec); err != nil {
+				return fmt.Errorf("%s: %w", id, err)
+			}
+		}
+	}
+	for _, e := range res.Edges {
+		if !seen[e.Consumer] {
+			return fmt.Errorf("edge %s -> %s: consumer is not a child of %s", e.Consumer, e.Producer, n.id)
+		}
+		if e.Consumer == e.Producer {
+			return fmt.Errorf("edge %s -> %s: a resource cannot consume itself", e.Consumer, e.Producer)
+		}
+	}
+	if cyc := findCycle(res.Edges); cyc != "" {
+		return fmt.Errorf("edges form a cycle through %s", cyc)
+	}
+	return nil
+}
+
+// findCycle returns a resource on a cycle of edges, or "".
+func findCycle(edges []converge.Edge) converge.ID {
+	if len(edges) == 0 {
+		return ""
+	}
+	out := make(map[converge.ID][]converge.ID)
+	indeg := make(map[converge.ID]int)
+	for _, e := range edges {
+		out[e.Producer] = append(out[e.Producer], e.Consumer)
+		indeg[e.Consumer]++
+		if _, ok := indeg[e.Producer]; !ok {
+			indeg[e.Producer] = 0
+		}
+	}
+	var q []converge.ID
+	for id, d := range indeg {
+		if d == 0 {
+			q = append(q, id)
+		}
+	}
+	done := 0
+	for len(q) > 0 {
+		id := q[len(q)-1]
+		q = q[:len(q)-1]
+		done++
+		for _, c := range out[id] {
+			indeg[c]--
+			if indeg[c] == 0 {
+				q = append(q, c)
+			}
+		}
+	}
+	if done == len(indeg) {
+		return ""
+	}
+	var best converge.ID
+	for id, d := range indeg {
+		if d > 0 && (best == "" || id < best) {
+			best = id
+		}
+	}
+	return best
+}
+
+func flowsEqual(a, b []converge.ValueFlow) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// createChild adds a resource composed by parent.
+func (s *Scheduler) createChild(parent *node, c *converge.Child) *node {
+	r := &converge.Resource{
+		UID:               s.newUID(),
+		Kind:              c.Kind,
+		KindVersion:       c.KindVersion,
+		Name:              c.Name,
+		Declared:          c.Spec,
+		Generation:        1,
+		Phase:             converge.PhasePending,
+		Owner:             parent.id,
+		Origin:            converge.OriginComposed,
+		ProviderConfigRef: c.ProviderConfigRef,
+		CreatedAt:         s.now,
+	}
+	return s.addNode(r, parent, "created by "+string(parent.id))
+}
+
+// addNode inserts a new resource row (Phase Pending) into the graph.
+func (s *Scheduler) addNode(r *converge.Resource, parent *node, msg string) *node {
+	n := &node{r: r, id: r.ID(), owner: parent}
+	if parent != nil {
+		if parent.children == nil {
+			parent.children = make(map[converge.ID]*node)
+		}
+		parent.children[n.id] = n
+	}
+	s.nodes[n.id] = n
+	delete(s.delRes, n.id)
+	s.refState(r.Ref()).count++
+	r.Spec = s.computeSpec(n)
+	n.flowsDirty = len(s.producers[n.id]) > 0
+	s.markDirty(n)
+	s.addCounted(n)
+	s.event(n.id, "Created", msg)
+	s.enqueue(n)
+	return n
+}
+
+// updateDeclared changes n's version, declared spec and config ref; it
+// reports whether anything changed (and then bumps the generation).
+func (s *Scheduler) updateDeclared(n *node, version int, declared json.RawMessage, configRef string) bool {
+	r := n.r
+	sameSpec := jsonEqual(r.Declared, declared)
+	if r.KindVersion == version && sameSpec && r.ProviderConfigRef == configRef {
+		return false
+	}
+	if r.KindVersion != version {
+		from := r.Ref()
+		s.refState(from).count--
+		r.KindVersion = version
+		s.refState(r.Ref()).count++
+		s.retireCheck(from)
+		if r.Lease != nil {
+			// A task of the old version: its result is stale.
+			s.dropTask(r.Lease.TaskID)
+			r.Lease = nil
+			if r.Phase == converge.PhaseRunning {
+				s.setPhase(n, converge.PhasePending)
+			}
+		}
+		s.event(n.id, "Flipped", "flipped "+from.String()+" to "+r.Ref().String())
+	}
+	if !sameSpec {
+		r.Declared = declared
+	}
+	r.ProviderConfigRef = configRef
+	r.Spec = s.computeSpec(n)
+	if r.Phase == converge.PhaseFailed && r.NextAttempt.IsZero() {
+		// permanent failure of the previous generation: a new start
+		s.setReason(n, "")
+	}
+	s.bumpGeneration(n)
+	return true
+}
+
+// evalComposer sets a composer's phase from its rollup once its compose
+// succeeded for the current generation.
+func (s *Scheduler) evalComposer(n *node) {
+	r := n.r
+	if r.Deleting || r.Phase == converge.PhaseRunning || r.Phase == converge.PhaseFailed ||
+		r.ObservedGeneration < r.Generation || n.parked {
+		return
+	}
+	s.markRollup(n)
+	if n.counts.Ready == n.counts.Total {
+		if r.Phase != converge.PhaseReady {
+			r.Reason = ""
+			s.setPhase(n, converge.PhaseReady)
+			s.becameReady(n)
+		}
+		return
+	}
+	if r.Phase != converge.PhasePending {
+		s.setPhase(n, converge.PhasePending)
+	}
+}
+
+// writeRollup writes a composer's status (its compose status with the
+// rollup merged in) and its "x/y children ready" reason. It runs once per
+// flush for each composer whose subtree changed.
+func (s *Scheduler) writeRollup(n *node) {
+	if !s.isComposer(n) {
+		return
+	}
+	st := s.rollupStatus(n)
+	if !bytes.Equal(st, n.r.Status) {
+		n.r.Status = st
+		s.markDirty(n)
+	}
+	r := n.r
+	if !r.Deleting && r.Phase == converge.PhasePending && r.ObservedGeneration == r.Generation && r.Lease == nil {
+		s.setReason(n, strconv.Itoa(n.counts.Ready)+"/"+strconv.Itoa(n.counts.Total)+" children ready")
+	}
+}
+
+// rollupStatus merges {"rollup": counts} into the composer's status.
+func (s *Scheduler) rollupStatus(n *node) json.RawMessage {
+	m := map[string]json.RawMessage{}
+	if len(n.composeStatus) > 0 {
+		if err := json.Unmarshal(n.composeStatus, &m); err != nil || m == nil {
+			m = map[string]json.RawMessage{}
+		}
+	}
+	c := n.counts
+	m["rollup"] = json.RawMessage(`{"total":` + strconv.Itoa(c.Total) + `,"ready":` + strconv.Itoa(c.Ready) +
+		`,"failed":` + strconv.Itoa(c.Failed) + `,"pending":` + strconv.Itoa(c.Pending) +
+		`,"running":` + strconv.Itoa(c.Running) + `,"deleting":` + strconv.Itoa(c.Deleting) + `}`)
+	b, err := json.Marshal(m)
+	if err != nil {
+		return n.r.Status
+	}
+	return b
+}
+
+// stripRollup returns st without its "rollup" field.
+func stripRollup(st json.RawMessage) []byte {
+	m := map[string]json.RawMessage{}
+	if err := json.Unmarshal(st, &m); err != nil {
+		return st
+	}
+	delete(m, "rollup")
+	b, err := json.Marshal(m)
+	if err != nil {
+		return st
+	}
+	return b
+}

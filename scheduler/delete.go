@@ -1,0 +1,283 @@
+package scheduler
+
+import (
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/convergehq/converge"
+)
+
+// cascade marks the teardown tree of roots: the roots, everything they
+// own (transitively) and everything that consumes any of those (and what
+// that owns). Marked resources are torn down in reverse dependency order
+// by considerTeardown.
+func (s *Scheduler) cascade(roots []*node, reason string) {
+	marked := make(map[*node]bool, len(roots))
+	q := make([]*node, 0, len(roots))
+	for _, n := range roots {
+		if !marked[n] {
+			marked[n] = true
+			q = append(q, n)
+		}
+	}
+	for i := 0; i < len(q); i++ {
+		n := q[i]
+		for _, c := range n.children {
+			if !marked[c] {
+				marked[c] = true
+				q = append(q, c)
+			}
+		}
+		for _, e := range s.consumers[n.id] {
+			if c := s.nodes[e.Consumer]; c != nil && !marked[c] {
+				marked[c] = true
+				q = append(q, c)
+			}
+		}
+	}
+	for _, n := range q {
+		if n.r.Deleting {
+			continue
+		}
+		s.markDeleting(n, reason)
+	}
+	for _, n := range q {
+		s.enqueue(n)
+	}
+}
+
+// markDeleting puts n in Deleting; any in-flight task of n is forgotten.
+func (s *Scheduler) markDeleting(n *node, reason string) {
+	r := n.r
+	if r.Lease != nil {
+		s.dropTask(r.Lease.TaskID)
+		r.Lease = nil
+	}
+	if n.inBackoff {
+		n.inBackoff = false
+		s.backoffN--
+	}
+	if n.parked {
+		n.parked = false // stays in s.parked until the next Changed: harmless
+	}
+	n.resync = false
+	r.Deleting = true
+	r.DeletedAt = s.now
+	r.Attempts = 0
+	r.LastError = ""
+	r.NextAttempt = timeZero
+	r.Reason = "deleting: " + reason
+	s.setPhase(n, converge.PhaseDeleting)
+	s.markDirty(n)
+}
+
+// considerTeardown tears n down once nothing marked consumes it and none
+// of its children remain.
+func (s *Scheduler) considerTeardown(n *node) {
+	r := n.r
+	if r.Lease != nil || n.inBackoff || n.stuck {
+		return
+	}
+	if len(n.children) > 0 || s.hasLiveConsumer(n) {
+		s.markReason(n)
+		return
+	}
+	k := s.kinds[r.Ref()]
+	if k != nil && k.Finalizer && k.Has(converge.ReactionTeardown) {
+		s.dispatchNode(n, converge.ReactionTeardown, taskTeardown)
+		if n.r.Lease != nil && n.r.Reason != "tearing down" {
+			n.r.Reason = "tearing down"
+			s.markDirty(n)
+		}
+		return
+	}
+	s.remove(n)
+}
+
+func (s *Scheduler) hasLiveConsumer(n *node) bool {
+	for _, e := range s.consumers[n.id] {
+		if s.nodes[e.Consumer] != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// teardownResult handles the result of n's teardown task.
+func (s *Scheduler) teardownResult(n *node, res *converge.Result) {
+	switch res.Outcome {
+	case converge.OutcomeOK:
+		s.remove(n)
+	case converge.OutcomePermanent:
+		s.failPermanent(n, "teardown: "+res.Message)
+	default:
+		msg := res.Message
+		if msg == "" {
+			msg = "transient error"
+		}
+		s.failTransient(n, msg)
+	}
+}
+
+// blockersChanged refreshes the waiting reasons of those whose teardown
+// waits for n.
+func (s *Scheduler) blockersChanged(n *node) {
+	if n.owner != nil && n.owner.r.Deleting {
+		s.markReason(n.owner)
+	}
+	for _, e := range s.producers[n.id] {
+		if p := s.nodes[e.Producer]; p != nil && p.r.Deleting {
+			s.markReason(p)
+		}
+	}
+}
+
+// teardownReason names what n's teardown waits for, preferring a blocker
+// whose own teardown is failing.
+func (s *Scheduler) teardownReason(n *node) string {
+	var blockers []*node
+	for _, c := range n.children {
+		blockers = append(blockers, c)
+	}
+	for _, e := range s.consumers[n.id] {
+		if c := s.nodes[e.Consumer]; c != nil {
+			blockers = append(blockers, c)
+		}
+	}
+	if len(blockers) == 0 {
+		return n.r.Reason
+	}
+	best := blockers[0]
+	for _, b := range blockers[1:] {
+		bf, cf := b.r.Attempts > 0 || b.stuck, best.r.Attempts > 0 || best.stuck
+		if bf && !cf || bf == cf && b.id < best.id {
+			best = b
+		}
+	}
+	reason := "waiting for teardown of " + string(best.id)
+	if best.r.Attempts > 0 || best.stuck {
+		since := best.r.DeletedAt
+		if since.IsZero() {
+			since = s.now
+		}
+		reason += " (stuck " + s.now.Sub(since).Round(time.Second).String() + ")"
+	}
+	if len(blockers) > 1 {
+		reason += " (+" + strconv.Itoa(len(blockers)-1) + " more)"
+	}
+	return reason
+}
+
+// remove deletes n's row and edges, emits the deleted transition and
+// wakes what waited for it.
+func (s *Scheduler) remove(n *node) {
+	r := n.r
+	if r.Lease != nil {
+		s.dropTask(r.Lease.TaskID)
+		r.Lease = nil
+	}
+	if n.inBackoff {
+		n.inBackoff = false
+		s.backoffN--
+	}
+	s.fire(n, converge.TransitionDeleted)
+	s.subCounted(n)
+	n.removed = true
+	delete(s.nodes, n.id)
+	s.delRes[n.id] = true
+	s.armFlush()
+	rs := s.refState(r.Ref())
+	rs.count--
+	s.retireCheck(r.Ref())
+	var wake []*node
+	for _, e := range append([]*converge.Edge(nil), s.producers[n.id]...) {
+		s.removeEdge(e)
+		s.delEdge(e)
+		if p := s.nodes[e.Producer]; p != nil {
+			wake = append(wake, p)
+		}
+	}
+	for _, e := range append([]*converge.Edge(nil), s.consumers[n.id]...) {
+		s.removeEdge(e)
+		s.delEdge(e)
+	}
+	if o := n.owner; o != nil {
+		delete(o.children, n.id)
+		wake = append(wake, o)
+		s.ownerChanged(o)
+	}
+	s.event(n.id, "Deleted", "deleted")
+	for _, w := range wake {
+		s.enqueue(w)
+	}
+	if n.recreate != nil && s.nodes[n.id] == nil {
+		nr := n.recreate
+		s.addNode(nr, nil, "created from "+nr.Source)
+	}
+}
+
+// retireCheck drops a kind that left the desired state once its last
+// resource is gone.
+func (s *Scheduler) retireCheck(ref converge.KindRef) {
+	if !s.retiring[ref] || s.refState(ref).count > 0 {
+		return
+	}
+	delete(s.retiring, ref)
+	delete(s.kinds, ref)
+	s.meta.DeletedKinds = append(s.meta.DeletedKinds, ref)
+	s.armFlush()
+}
+
+// problems lists non-Ready resources, most severe first.
+func (s *Scheduler) problems() []Problem {
+	type ranked struct {
+		p    Problem
+		rank int
+	}
+	var out []ranked
+	for _, n := range s.nodes {
+		r := n.r
+		if r.Phase == converge.PhaseReady {
+			continue
+		}
+		p := Problem{ID: n.id, Phase: r.Phase, Reason: r.Reason}
+		rank := 5
+		switch {
+		case r.Deleting && n.stuck:
+			rank, p.Permanent = 0, true
+		case permanent(r):
+			rank, p.Permanent = 0, true
+		case n.parked:
+			rank, p.Permanent = 1, true
+		case r.Deleting && r.Attempts > 0:
+			rank = 2
+		case r.Phase == converge.PhaseFailed:
+			rank = 2
+		case r.Deleting:
+			rank = 3
+			if len(n.children) > 0 || s.hasLiveConsumer(n) {
+				p.Reason = s.teardownReason(n)
+			}
+		case r.Phase == converge.PhaseRunning:
+			rank = 6
+		}
+		out = append(out, ranked{p, rank})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].rank != out[j].rank {
+			return out[i].rank < out[j].rank
+		}
+		return out[i].p.ID < out[j].p.ID
+	})
+	if len(out) > maxProblems {
+		out = out[:maxProblems]
+	}
+	ps := make([]Problem, len(out))
+	for i := range out {
+		ps[i] = out[i].p
+	}
+	return ps
+}
+
+var timeZero time.Time

@@ -1,0 +1,518 @@
+package scheduler
+
+import (
+	"bytes"
+	"errors"
+	"strconv"
+
+	"github.com/convergehq/converge"
+)
+
+// pump dispatches everything eligible: the ready queue first, then the
+// waiters of KindRefs that got room.
+func (s *Scheduler) pump() {
+	for {
+		for s.queueHead < len(s.queue) {
+			n := s.queue[s.queueHead]
+			s.queue[s.queueHead] = nil
+			s.queueHead++
+			n.queued = false
+			s.consider(n)
+		}
+		s.queue = s.queue[:0]
+		s.queueHead = 0
+		for len(s.delivQueue) > 0 {
+			d := s.delivQueue[0]
+			s.delivQueue[0] = nil
+			s.delivQueue = s.delivQueue[1:]
+			s.considerDelivery(d)
+		}
+		if len(s.roomy) == 0 {
+			return
+		}
+		roomy := s.roomy
+		s.roomy = nil
+		for _, rs := range roomy {
+			rs.inRoomy = false
+			for len(rs.waiting) > 0 && !rs.noWorker && rs.inflight < s.maxInflight(rs.ref) {
+				w := rs.waiting[0]
+				rs.waiting[0] = waitItem{}
+				rs.waiting = rs.waiting[1:]
+				if w.n != nil {
+					w.n.blocked = false
+					s.consider(w.n)
+				} else {
+					s.considerDelivery(w.d)
+				}
+			}
+		}
+		if s.queueHead == len(s.queue) && len(s.delivQueue) == 0 && len(s.roomy) == 0 {
+			return
+		}
+	}
+}
+
+func (s *Scheduler) room(rs *refState) {
+	if rs.inRoomy || len(rs.waiting) == 0 {
+		return
+	}
+	rs.inRoomy = true
+	s.roomy = append(s.roomy, rs)
+}
+
+// onChanged reacts to workers connecting, leaving or freeing capacity:
+// routing is re-checked for every parked resource.
+func (s *Scheduler) onChanged() {
+	clear(s.serves)
+	for _, rs := range s.refs {
+		rs.noWorker = false
+		s.room(rs)
+	}
+	parked := s.parked
+	s.parked = nil
+	for _, n := range parked {
+		n.parked = false
+		s.enqueue(n)
+	}
+	pd := s.parkedDel
+	s.parkedDel = nil
+	s.delivQueue = append(s.delivQueue, pd...)
+}
+
+func (s *Scheduler) servesRef(ref converge.KindRef, reaction string) bool {
+	k := servesKey{ref, reaction}
+	v, ok := s.serves[k]
+	if !ok {
+		v = s.disp.Serves(ref, reaction)
+		s.serves[k] = v
+	}
+	return v
+}
+
+// permanent reports whether n failed permanently at its generation.
+func permanent(r *converge.Resource) bool {
+	return r.Phase == converge.PhaseFailed && r.NextAttempt.IsZero()
+}
+
+// needsRun reports whether n's main reaction must run.
+func (s *Scheduler) needsRun(n *node) bool {
+	r := n.r
+	if n.resync || r.ObservedGeneration < r.Generation || r.Phase == converge.PhaseFailed {
+		return true
+	}
+	return r.Phase != converge.PhaseReady && !s.isComposer(n)
+}
+
+// consider dispatches n's next task if it is eligible, or records why
+// not.
+func (s *Scheduler) consider(n *node) {
+	if n.removed || n.parked || n.blocked {
+		return
+	}
+	r := n.r
+	if r.Deleting {
+		s.considerTeardown(n)
+		return
+	}
+	if r.Lease != nil || n.inBackoff || permanent(r) {
+		return
+	}
+	if prods := s.producers[n.id]; len(prods) > 0 {
+		var first converge.ID
+		waiting := 0
+		for _, e := range prods {
+			p := s.nodes[e.Producer]
+			if p == nil || p.r.Deleting || p.r.Phase != converge.PhaseReady || p.r.ObservedGeneration != p.r.Generation {
+				if waiting == 0 {
+					first = e.Producer
+				}
+				waiting++
+			}
+		}
+		if waiting > 0 {
+			if s.needsRun(n) {
+				reason := "waiting for " + string(first)
+				if waiting > 1 {
+					reason += " (+" + strconv.Itoa(waiting-1) + " more)"
+				}
+				s.setReason(n, reason)
+				s.setPhase(n, converge.PhasePending)
+			}
+			return
+		}
+		if n.flowsDirty {
+			n.flowsDirty = false
+			s.applyFlows(n)
+		}
+	}
+	if !s.needsRun(n) {
+		return
+	}
+	s.dispatchMain(n)
+}
+
+// applyFlows recomputes n's Spec from Declared and its producers'
+// statuses. A changed spec of a resource that ran before bumps its
+// generation, so it runs again.
+func (s *Scheduler) applyFlows(n *node) {
+	spec := s.computeSpec(n)
+	if bytes.Equal(spec, n.r.Spec) {
+		return
+	}
+	n.r.Spec = spec
+	if n.r.ObservedGeneration > 0 || n.r.Attempts > 0 {
+		s.bumpGeneration(n)
+	}
+	s.markDirty(n)
+}
+
+// bumpGeneration starts a new generation of n: attempts reset, Pending.
+func (s *Scheduler) bumpGeneration(n *node) {
+	n.r.Generation++
+	n.r.Attempts = 0
+	n.r.NextAttempt = timeZero
+	if n.inBackoff {
+		n.inBackoff = false
+		s.backoffN--
+	}
+	if n.r.Lease == nil && !n.r.Deleting {
+		s.setReason(n, "")
+		s.setPhase(n, converge.PhasePending)
+	}
+	s.markDirty(n)
+	s.enqueue(n)
+}
+
+// computeSpec is Declared with every value flow of n's edges applied.
+func (s *Scheduler) computeSpec(n *node) []byte {
+	prods := s.producers[n.id]
+	hasFlows := false
+	for _, e := range prods {
+		if len(e.Flows) > 0 {
+			hasFlows = true
+			break
+		}
+	}
+	if !hasFlows {
+		return n.r.Declared
+	}
+	var sets []flowSet
+	for _, e := range prods {
+		if len(e.Flows) == 0 {
+			continue
+		}
+		p := s.nodes[e.Producer]
+		if p == nil || len(p.r.Status) == 0 {
+			continue
+		}
+		for _, f := range e.Flows {
+			if v, ok := getField(p.r.Status, f.From); ok {
+				sets = append(sets, flowSet{f.To, v})
+			}
+		}
+	}
+	if len(sets) == 0 {
+		return n.r.Declared
+	}
+	out, err := setFields(n.r.Declared, sets)
+	if err != nil {
+		s.log.Warn("apply value flows", "resource", n.id, "err", err)
+		return n.r.Declared
+	}
+	return out
+}
+
+func (s *Scheduler) mainReaction(n *node) string {
+	if s.isComposer(n) {
+		return converge.ReactionCompose
+	}
+	return converge.ReactionReconcile
+}
+
+// park records that no worker serves n's KindRef and reaction.
+func (s *Scheduler) park(n *node) {
+	n.parked = true
+	s.parked = append(s.parked, n)
+	if n.r.Phase == converge.PhaseReady && !n.r.Deleting {
+		return // a resync waits quietly
+	}
+	s.setReason(n, "no worker serves "+n.r.Ref().String())
+	if !n.r.Deleting {
+		s.setPhase(n, converge.PhasePending)
+	}
+}
+
+// block queues n until its KindRef has room.
+func (s *Scheduler) block(n *node, rs *refState) {
+	n.blocked = true
+	rs.waiting = append(rs.waiting, waitItem{n: n})
+}
+
+func (s *Scheduler) dispatchMain(n *node) {
+	s.dispatchNode(n, s.mainReaction(n), taskMain)
+}
+
+// dispatchNode hands n's reaction to a worker, leasing it.
+func (s *Scheduler) dispatchNode(n *node, reaction string, kind taskKind) {
+	r := n.r
+	ref := r.Ref()
+	if !s.servesRef(ref, reaction) {
+		s.park(n)
+		return
+	}
+	rs := s.refState(ref)
+	if rs.noWorker || rs.inflight >= s.maxInflight(ref) {
+		s.block(n, rs)
+		return
+	}
+	resync := kind == taskMain && r.Phase == converge.PhaseReady && r.ObservedGeneration == r.Generation
+	ttl := s.leaseTTL(ref)
+	t := &converge.Task{
+		ID:          s.newTaskID(),
+		Key:         r.UID + "/" + itoa(r.Generation) + "/" + reaction,
+		Reaction:    reaction,
+		UID:         r.UID,
+		Kind:        r.Kind,
+		KindVersion: r.KindVersion,
+		Name:        r.Name,
+		Generation:  r.Generation,
+		Spec:        r.Spec,
+		Status:      r.Status,
+		Config:      s.resolveConfig(r),
+		Deadline:    s.now.Add(ttl),
+	}
+	if err := s.disp.Dispatch(s.ctx, t); err != nil {
+		if errors.Is(err, converge.ErrNoWorker) {
+			rs.noWorker = true
+			s.block(n, rs)
+			return
+		}
+		s.failTransient(n, "dispatch: "+err.Error())
+		return
+	}
+	s.dispatched++
+	rs.inflight++
+	s.inflight++
+	n.resync = false
+	s.tasks[t.ID] = &taskRec{kind: kind, id: n.id, gen: r.Generation, ref: ref, reaction: reaction, resync: resync, counted: true}
+	r.Lease = &converge.Lease{TaskID: t.ID, Reaction: reaction, Expires: t.Deadline}
+	s.addTimer(t.Deadline, timerLease, n.id, t.ID)
+	if kind == taskMain && !resync {
+		if r.Reason != "" {
+			r.Reason = ""
+		}
+		s.setPhase(n, converge.PhaseRunning)
+		s.markDirty(n)
+	}
+}
+
+// release frees the inflight slot a task held.
+func (s *Scheduler) release(rec *taskRec) {
+	if !rec.counted {
+		return
+	}
+	rec.counted = false
+	rs := s.refState(rec.ref)
+	rs.inflight--
+	s.inflight--
+	s.room(rs)
+}
+
+// dropTask forgets a task: its result, if any comes, is ignored.
+func (s *Scheduler) dropTask(taskID string) {
+	if rec := s.tasks[taskID]; rec != nil {
+		s.release(rec)
+		delete(s.tasks, taskID)
+	}
+}
+
+// failTransient schedules a retry of n's current task with backoff.
+func (s *Scheduler) failTransient(n *node, msg string) {
+	r := n.r
+	r.Attempts++
+	r.LastError = msg
+	d := s.backoff(r.Attempts)
+	r.NextAttempt = s.now.Add(d)
+	if !n.inBackoff {
+		n.inBackoff = true
+		s.backoffN++
+	}
+	s.addTimer(r.NextAttempt, timerRetry, n.id, "")
+	if r.Deleting {
+		s.setReason(n, "teardown retrying in "+fmtDelay(d)+": "+msg)
+		s.markDirty(n)
+		s.blockersChanged(n)
+		return
+	}
+	r.Reason = "retrying in " + fmtDelay(d) + ": " + msg
+	if r.Phase == converge.PhaseFailed {
+		s.event(n.id, "Retrying", r.Reason)
+	}
+	s.setPhase(n, converge.PhaseFailed)
+	s.markDirty(n)
+}
+
+// failPermanent stops n until its spec changes.
+func (s *Scheduler) failPermanent(n *node, msg string) {
+	r := n.r
+	r.Attempts++
+	r.LastError = msg
+	r.NextAttempt = timeZero
+	if n.inBackoff {
+		n.inBackoff = false
+		s.backoffN--
+	}
+	r.Reason = "permanent: " + msg
+	s.markDirty(n)
+	if r.Deleting {
+		n.stuck = true
+		s.event(n.id, "TeardownFailed", r.Reason)
+		s.blockersChanged(n)
+		return
+	}
+	s.setPhase(n, converge.PhaseFailed)
+	s.fire(n, converge.TransitionFailed)
+}
+
+// onResult handles one worker result.
+func (s *Scheduler) onResult(res *converge.Result) {
+	if res == nil {
+		return
+	}
+	rec := s.tasks[res.TaskID]
+	if rec == nil {
+		return // unknown or stale task
+	}
+	delete(s.tasks, res.TaskID)
+	s.release(rec)
+	s.completed++
+	switch rec.kind {
+	case taskReact:
+		s.deliveryResult(rec, res)
+		return
+	case taskVerb:
+		s.verbResult(rec, res)
+		return
+	}
+	n := s.nodes[rec.id]
+	if n == nil || n.r.Lease == nil || n.r.Lease.TaskID != res.TaskID {
+		return
+	}
+	n.r.Lease = nil
+	if rec.kind == taskTeardown {
+		s.teardownResult(n, res)
+		return
+	}
+	if n.r.Deleting {
+		return
+	}
+	switch res.Outcome {
+	case converge.OutcomeOK:
+		if rec.reaction == converge.ReactionCompose {
+			s.composeResult(n, rec, res)
+			return
+		}
+		s.reconcileOK(n, rec, res)
+	case converge.OutcomePermanent:
+		if rec.gen != n.r.Generation {
+			s.enqueue(n)
+			return
+		}
+		s.failPermanent(n, res.Message)
+	default:
+		msg := res.Message
+		if msg == "" {
+			msg = "transient error"
+		}
+		s.failTransient(n, msg)
+	}
+}
+
+// reconcileOK records a successful reconcile of generation rec.gen.
+func (s *Scheduler) reconcileOK(n *node, rec *taskRec, res *converge.Result) {
+	r := n.r
+	statusChanged := false
+	if res.Status != nil && !bytes.Equal(res.Status, r.Status) {
+		r.Status = res.Status
+		statusChanged = true
+		s.markDirty(n)
+	}
+	s.succeeded(n, rec)
+	if statusChanged {
+		s.consumersChanged(n)
+	}
+}
+
+// succeeded resets failure state after an OK result and moves a leaf to
+// Ready (or to its next generation).
+func (s *Scheduler) succeeded(n *node, rec *taskRec) {
+	r := n.r
+	if r.ObservedGeneration != rec.gen || r.Attempts != 0 || r.LastError != "" || !r.NextAttempt.IsZero() {
+		r.ObservedGeneration = rec.gen
+		r.Attempts = 0
+		r.LastError = ""
+		r.NextAttempt = timeZero
+		s.markDirty(n)
+	}
+	if rec.gen != r.Generation {
+		// The spec changed meanwhile: run again.
+		s.setPhase(n, converge.PhasePending)
+		s.enqueue(n)
+		return
+	}
+	if s.isComposer(n) {
+		return
+	}
+	s.setReason(n, "")
+	if r.Phase != converge.PhaseReady {
+		s.setPhase(n, converge.PhaseReady)
+		s.becameReady(n)
+	} else {
+		s.scheduleResync(n)
+	}
+}
+
+// becameReady runs after n reached Ready at its generation.
+func (s *Scheduler) becameReady(n *node) {
+	s.scheduleResync(n)
+	s.consumersChanged(n)
+	s.fire(n, converge.TransitionSynced)
+}
+
+// consumersChanged re-evaluates n's consumers' flows and gates.
+func (s *Scheduler) consumersChanged(n *node) {
+	for _, e := range s.consumers[n.id] {
+		if c := s.nodes[e.Consumer]; c != nil {
+			if len(e.Flows) > 0 {
+				c.flowsDirty = true
+			}
+			s.enqueue(c)
+		}
+	}
+}
+
+// leaseExpired handles a lease timer for taskID.
+func (s *Scheduler) leaseExpired(taskID string) {
+	rec := s.tasks[taskID]
+	if rec == nil {
+		return
+	}
+	switch rec.kind {
+	case taskReact:
+		s.dropTask(taskID)
+		s.deliveryLeaseExpired(rec, taskID)
+		return
+	case taskVerb:
+		delete(s.tasks, taskID)
+		s.event(rec.id, "Verb", "verb "+rec.reaction+": timed out")
+		rec.verb <- verbOutcome{err: errors.New("verb " + rec.reaction + ": timed out")}
+		return
+	}
+	s.dropTask(taskID)
+	n := s.nodes[rec.id]
+	if n == nil || n.r.Lease == nil || n.r.Lease.TaskID != taskID {
+		return
+	}
+	n.r.Lease = nil
+	s.failTransient(n, "lease expired")
+}

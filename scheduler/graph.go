@@ -1,0 +1,508 @@
+package scheduler
+
+import (
+	"container/heap"
+	"time"
+
+	"github.com/convergehq/converge"
+)
+
+// node is one resource in memory with its derived, non-durable state.
+type node struct {
+	r        *converge.Resource
+	id       converge.ID
+	owner    *node
+	children map[converge.ID]*node
+	// counts tallies every descendant by phase (kept for every node;
+	// meaningful for composers).
+	counts converge.Counts
+	// composeStatus is the status the composer returned, before the
+	// rollup is merged in.
+	composeStatus []byte
+
+	queued, dirty, rollupDirty, reasonDirty bool
+	flowsDirty, resync, parked, blocked      bool
+	inBackoff, removed, stuck               bool
+	resyncSeq                               uint64
+	// recreate is a git resource re-declared while this row was being
+	// torn down: it is created again once the row is gone.
+	recreate *converge.Resource
+}
+
+// isComposer reports whether n's kind declares compose.
+func (s *Scheduler) isComposer(n *node) bool {
+	k := s.kinds[n.r.Ref()]
+	return k != nil && k.Has(converge.ReactionCompose)
+}
+
+func (s *Scheduler) refState(ref converge.KindRef) *refState {
+	rs := s.refs[ref]
+	if rs == nil {
+		rs = &refState{ref: ref}
+		s.refs[ref] = rs
+	}
+	return rs
+}
+
+func (s *Scheduler) maxInflight(ref converge.KindRef) int {
+	if k := s.kinds[ref]; k != nil && k.MaxInflight > 0 {
+		return k.MaxInflight
+	}
+	return s.cfg.DefaultMaxInflight
+}
+
+func (s *Scheduler) leaseTTL(ref converge.KindRef) time.Duration {
+	if k := s.kinds[ref]; k != nil && k.TaskDeadline > 0 {
+		return k.TaskDeadline
+	}
+	return s.cfg.LeaseTTL
+}
+
+func (s *Scheduler) resyncInterval(n *node) time.Duration {
+	k := s.kinds[n.r.Ref()]
+	if k == nil {
+		return 0
+	}
+	if k.Has(converge.ReactionCompose) && !k.ResyncRecomposes {
+		return 0
+	}
+	if k.ResyncInterval > 0 {
+		return k.ResyncInterval
+	}
+	return s.settings.ResyncInterval
+}
+
+// load builds the in-memory graph from a snapshot.
+func (s *Scheduler) load(snap *converge.Snapshot) {
+	for _, k := range snap.Kinds {
+		s.kinds[k.Ref()] = k
+	}
+	for _, c := range snap.Configs {
+		s.configs[c.Name] = c
+	}
+	s.rebuildDefaults()
+	for _, b := range snap.Bindings {
+		s.bindings[b.Name] = b
+	}
+	s.rebuildByKind()
+	for _, r := range snap.Resources {
+		n := &node{r: r, id: r.ID()}
+		s.nodes[n.id] = n
+		s.refState(r.Ref()).count++
+	}
+	for _, n := range s.nodes {
+		if n.r.Owner != "" {
+			if o := s.nodes[n.r.Owner]; o != nil {
+				n.owner = o
+				if o.children == nil {
+					o.children = make(map[converge.ID]*node)
+				}
+				o.children[n.id] = n
+			}
+		}
+	}
+	for i := range snap.Edges {
+		e := snap.Edges[i]
+		s.addEdge(&e)
+	}
+	for _, n := range s.nodes {
+		r := n.r
+		if r.Lease != nil {
+			// The previous process's lease: treat as expired.
+			r.Lease = nil
+			if r.Phase == converge.PhaseRunning {
+				r.Phase = converge.PhasePending
+			}
+			s.markDirty(n)
+		}
+		if r.Deleting {
+			r.Phase = converge.PhaseDeleting
+		}
+		if s.isComposer(n) {
+			if n.composeStatus == nil && r.Status != nil {
+				n.composeStatus = stripRollup(r.Status)
+			}
+		}
+		s.counts.Add(r.Phase)
+		for a := n.owner; a != nil; a = a.owner {
+			a.counts.Add(r.Phase)
+		}
+		n.flowsDirty = len(s.producers[n.id]) > 0
+		if r.Phase == converge.PhaseFailed && !r.NextAttempt.IsZero() {
+			n.inBackoff = true
+			s.backoffN++
+			s.addTimer(r.NextAttempt, timerRetry, n.id, "")
+		}
+		if r.Phase == converge.PhaseDeleting && !r.NextAttempt.IsZero() {
+			n.inBackoff = true
+			s.backoffN++
+			s.addTimer(r.NextAttempt, timerRetry, n.id, "")
+		}
+		if r.Phase == converge.PhaseReady && r.ObservedGeneration == r.Generation {
+			s.scheduleResync(n)
+		}
+	}
+	// Composer phases follow their (now counted) subtrees.
+	for _, n := range s.nodes {
+		if s.isComposer(n) {
+			s.evalComposer(n)
+			n.rollupDirty = false
+		}
+	}
+	for _, n := range s.nodes {
+		s.enqueue(n)
+	}
+	for _, d := range snap.Deliveries {
+		s.deliveries[d.Key] = d
+		if !d.Done {
+			s.owedDeliv++
+			if !d.NextAttempt.IsZero() && d.NextAttempt.After(s.now) {
+				s.addTimer(d.NextAttempt, timerDelivRetry, "", d.Key)
+			} else {
+				s.delivQueue = append(s.delivQueue, d)
+			}
+		}
+	}
+	s.dirty = s.dirty[:0]
+	for _, n := range s.nodes {
+		if n.dirty {
+			s.dirty = append(s.dirty, n)
+		}
+	}
+}
+
+func (s *Scheduler) rebuildDefaults() {
+	clear(s.defaults)
+	for _, c := range s.configs {
+		if c.IsDefault {
+			s.defaults[c.Ref()] = c
+		}
+	}
+}
+
+func (s *Scheduler) rebuildByKind() {
+	clear(s.byKind)
+	for _, b := range s.bindings {
+		s.byKind[b.Kind] = append(s.byKind[b.Kind], b)
+	}
+}
+
+// resolveConfig returns the config r's tasks carry.
+func (s *Scheduler) resolveConfig(r *converge.Resource) []byte {
+	if r.ProviderConfigRef != "" {
+		if c := s.configs[r.ProviderConfigRef]; c != nil {
+			return c.Config
+		}
+		return nil
+	}
+	if c := s.defaults[r.Ref()]; c != nil {
+		return c.Config
+	}
+	return nil
+}
+
+func (s *Scheduler) addEdge(e *converge.Edge) {
+	k := edgeKey{e.Consumer, e.Producer}
+	if old := s.edges[k]; old != nil {
+		s.removeEdge(old)
+	}
+	s.edges[k] = e
+	s.producers[e.Consumer] = append(s.producers[e.Consumer], e)
+	s.consumers[e.Producer] = append(s.consumers[e.Producer], e)
+}
+
+func (s *Scheduler) removeEdge(e *converge.Edge) {
+	k := edgeKey{e.Consumer, e.Producer}
+	if s.edges[k] != e {
+		return
+	}
+	delete(s.edges, k)
+	s.producers[e.Consumer] = dropEdge(s.producers[e.Consumer], e)
+	if len(s.producers[e.Consumer]) == 0 {
+		delete(s.producers, e.Consumer)
+	}
+	s.consumers[e.Producer] = dropEdge(s.consumers[e.Producer], e)
+	if len(s.consumers[e.Producer]) == 0 {
+		delete(s.consumers, e.Producer)
+	}
+}
+
+func dropEdge(l []*converge.Edge, e *converge.Edge) []*converge.Edge {
+	for i, x := range l {
+		if x == e {
+			l[i] = l[len(l)-1]
+			l[len(l)-1] = nil
+			return l[:len(l)-1]
+		}
+	}
+	return l
+}
+
+// putEdge records e as a pending write.
+func (s *Scheduler) putEdge(e *converge.Edge) {
+	k := edgeKey{e.Consumer, e.Producer}
+	delete(s.edgeDel, k)
+	s.edgePut[k] = e
+	s.armFlush()
+}
+
+// delEdge records the deletion of e as a pending write.
+func (s *Scheduler) delEdge(e *converge.Edge) {
+	k := edgeKey{e.Consumer, e.Producer}
+	delete(s.edgePut, k)
+	s.edgeDel[k] = true
+	s.armFlush()
+}
+
+func (s *Scheduler) markDirty(n *node) {
+	n.r.UpdatedAt = s.now
+	if n.dirty || n.removed {
+		return
+	}
+	n.dirty = true
+	s.dirty = append(s.dirty, n)
+	s.armFlush()
+}
+
+func (s *Scheduler) markRollup(n *node) {
+	if n.rollupDirty || n.removed {
+		return
+	}
+	n.rollupDirty = true
+	s.rollupDirty = append(s.rollupDirty, n)
+	s.armFlush()
+}
+
+func (s *Scheduler) markReason(n *node) {
+	if n.reasonDirty || n.removed {
+		return
+	}
+	n.reasonDirty = true
+	s.reasonDirty = append(s.reasonDirty, n)
+	s.armFlush()
+}
+
+func (s *Scheduler) enqueue(n *node) {
+	if n == nil || n.queued || n.removed {
+		return
+	}
+	n.queued = true
+	s.queue = append(s.queue, n)
+}
+
+// setReason sets the reason, marking the row dirty when it changes.
+func (s *Scheduler) setReason(n *node, reason string) {
+	if n.r.Reason != reason {
+		n.r.Reason = reason
+		s.markDirty(n)
+	}
+}
+
+// setPhase moves n to phase p, keeping the global and every ancestor's
+// counts exact and re-evaluating ancestors' rollups.
+func (s *Scheduler) setPhase(n *node, p converge.Phase) {
+	old := n.r.Phase
+	if old == p {
+		return
+	}
+	n.r.Phase = p
+	s.markDirty(n)
+	subPhase(&s.counts, old)
+	addPhase(&s.counts, p)
+	for a := n.owner; a != nil; a = a.owner {
+		subPhase(&a.counts, old)
+		addPhase(&a.counts, p)
+	}
+	switch p {
+	case converge.PhaseReady:
+		s.event(n.id, "Ready", "ready at generation "+itoa(n.r.Generation))
+	case converge.PhaseFailed:
+		s.event(n.id, "Failed", n.r.Reason)
+	case converge.PhaseDeleting:
+		s.event(n.id, "Deleting", n.r.Reason)
+	case converge.PhasePending:
+		if old == converge.PhaseReady || old == converge.PhaseFailed {
+			s.event(n.id, "Pending", "pending at generation "+itoa(n.r.Generation))
+		}
+	}
+	if n.owner != nil {
+		s.ownerChanged(n.owner)
+	}
+}
+
+// ownerChanged re-evaluates the rollup of a (and, through setPhase, its
+// ancestors) after a descendant changed.
+func (s *Scheduler) ownerChanged(a *node) {
+	for ; a != nil; a = a.owner {
+		s.markRollup(a)
+		if s.isComposer(a) && !a.r.Deleting {
+			before := a.r.Phase
+			s.evalComposer(a)
+			if a.r.Phase != before {
+				return // setPhase walked the rest of the chain
+			}
+		}
+	}
+}
+
+func addPhase(c *converge.Counts, p converge.Phase) {
+	switch p {
+	case converge.PhaseReady:
+		c.Ready++
+	case converge.PhaseFailed:
+		c.Failed++
+	case converge.PhasePending:
+		c.Pending++
+	case converge.PhaseRunning:
+		c.Running++
+	case converge.PhaseDeleting:
+		c.Deleting++
+	}
+}
+
+func subPhase(c *converge.Counts, p converge.Phase) {
+	switch p {
+	case converge.PhaseReady:
+		c.Ready--
+	case converge.PhaseFailed:
+		c.Failed--
+	case converge.PhasePending:
+		c.Pending--
+	case converge.PhaseRunning:
+		c.Running--
+	case converge.PhaseDeleting:
+		c.Deleting--
+	}
+}
+
+// addCounted counts a new node (in phase r.Phase) in the totals and in
+// every ancestor.
+func (s *Scheduler) addCounted(n *node) {
+	s.counts.Add(n.r.Phase)
+	for a := n.owner; a != nil; a = a.owner {
+		a.counts.Add(n.r.Phase)
+	}
+	if n.owner != nil {
+		s.ownerChanged(n.owner)
+	}
+}
+
+// subCounted removes a node from the totals and its ancestors.
+func (s *Scheduler) subCounted(n *node) {
+	s.counts.Total--
+	subPhase(&s.counts, n.r.Phase)
+	for a := n.owner; a != nil; a = a.owner {
+		a.counts.Total--
+		subPhase(&a.counts, n.r.Phase)
+	}
+}
+
+// ---- timers ----
+
+type timerKind uint8
+
+const (
+	timerRetry timerKind = iota
+	timerLease
+	timerResync
+	timerDelivRetry
+)
+
+type timerEntry struct {
+	at   time.Time
+	kind timerKind
+	id   converge.ID
+	key  string // task id (lease) or delivery key
+	seq  uint64
+}
+
+type timerHeap []timerEntry
+
+func (h timerHeap) Len() int { return len(h) }
+func (h timerHeap) Less(i, j int) bool {
+	if h[i].at.Equal(h[j].at) {
+		return h[i].seq < h[j].seq
+	}
+	return h[i].at.Before(h[j].at)
+}
+func (h timerHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *timerHeap) Push(x any)   { *h = append(*h, x.(timerEntry)) }
+func (h *timerHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+func (s *Scheduler) addTimer(at time.Time, kind timerKind, id converge.ID, key string) uint64 {
+	s.timerSeq++
+	heap.Push(&s.timers, timerEntry{at: at, kind: kind, id: id, key: key, seq: s.timerSeq})
+	return s.timerSeq
+}
+
+func (s *Scheduler) fireTimers() {
+	for len(s.timers) > 0 && !s.timers[0].at.After(s.now) {
+		e := heap.Pop(&s.timers).(timerEntry)
+		switch e.kind {
+		case timerRetry:
+			n := s.nodes[e.id]
+			if n == nil || !n.inBackoff || n.r.NextAttempt.After(s.now) {
+				continue
+			}
+			n.inBackoff = false
+			s.backoffN--
+			s.enqueue(n)
+		case timerLease:
+			s.leaseExpired(e.key)
+		case timerResync:
+			n := s.nodes[e.id]
+			if n == nil || n.resyncSeq != e.seq || n.r.Deleting || n.r.Phase != converge.PhaseReady {
+				continue
+			}
+			n.resync = true
+			s.enqueue(n)
+		case timerDelivRetry:
+			d := s.deliveries[e.key]
+			if d == nil || d.Done || d.NextAttempt.After(s.now) {
+				continue
+			}
+			s.delivQueue = append(s.delivQueue, d)
+		}
+	}
+	if !s.flushAt.IsZero() && !s.flushAt.After(s.now) {
+		if err := s.flush(); err != nil {
+			s.log.Error("flush", "err", err)
+		}
+	}
+}
+
+func (s *Scheduler) scheduleResync(n *node) {
+	iv := s.resyncInterval(n)
+	if iv <= 0 {
+		return
+	}
+	n.resyncSeq = s.addTimer(s.now.Add(iv), timerResync, n.id, "")
+}
+
+func itoa(v int64) string {
+	const digits = "0123456789"
+	if v == 0 {
+		return "0"
+	}
+	var b [20]byte
+	i := len(b)
+	neg := v < 0
+	if neg {
+		v = -v
+	}
+	for v > 0 {
+		i--
+		b[i] = digits[v%10]
+		v /= 10
+	}
+	if neg {
+		i--
+		b[i] = '-'
+	}
+	return string(b[i:])
+}

@@ -1,0 +1,231 @@
+package scheduler
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/convergehq/converge"
+)
+
+// fire records the deliveries owed for n's transition. A delivery whose
+// key (binding/uid/generation/transition) exists already is not created
+// again: that is the dedup that makes reactors fire once per transition.
+func (s *Scheduler) fire(n *node, transition string) {
+	bs := s.byKind[n.r.Kind]
+	if len(bs) == 0 {
+		return
+	}
+	for _, b := range bs {
+		if b.Transition != transition {
+			continue
+		}
+		key := b.Name + "/" + n.r.UID + "/" + itoa(n.r.Generation) + "/" + transition
+		if _, ok := s.deliveries[key]; ok {
+			continue
+		}
+		status := n.r.Status
+		if s.isComposer(n) {
+			status = s.rollupStatus(n)
+		}
+		v := b.ReactorVersion
+		if v == 0 {
+			v = 1
+		}
+		d := &converge.Delivery{
+			Key:     key,
+			Binding: b.Name,
+			Reactor: converge.KindRef{Kind: b.Reactor, Version: v},
+			Subject: converge.Subject{
+				Resource:   n.id,
+				UID:        n.r.UID,
+				Generation: n.r.Generation,
+				Transition: transition,
+				Status:     converge.CloneJSON(status),
+			},
+			Created: s.now,
+		}
+		s.deliveries[key] = d
+		s.owedDeliv++
+		s.delivDirty[key] = d
+		s.delivQueue = append(s.delivQueue, d)
+		s.event(n.id, "Transition", transition+": delivery to "+d.Reactor.String()+" via "+b.Name)
+	}
+}
+
+// considerDelivery dispatches a react task for d if it is owed now.
+func (s *Scheduler) considerDelivery(d *converge.Delivery) {
+	if d.Done || s.delivLease[d.Key] != "" || d.NextAttempt.After(s.now) {
+		return
+	}
+	ref := d.Reactor
+	if !s.servesRef(ref, converge.ReactionReact) {
+		if !s.delivParked(d) {
+			s.parkedDel = append(s.parkedDel, d)
+		}
+		return
+	}
+	rs := s.refState(ref)
+	if rs.noWorker || rs.inflight >= s.maxInflight(ref) {
+		rs.waiting = append(rs.waiting, waitItem{d: d})
+		return
+	}
+	subj := d.Subject
+	var cfg []byte
+	if c := s.defaults[ref]; c != nil {
+		cfg = c.Config
+	}
+	t := &converge.Task{
+		ID:          s.newTaskID(),
+		Key:         d.Key,
+		Reaction:    converge.ReactionReact,
+		UID:         d.Subject.UID,
+		Kind:        ref.Kind,
+		KindVersion: ref.Version,
+		Name:        d.Binding,
+		Generation:  d.Subject.Generation,
+		Config:      cfg,
+		Deadline:    s.now.Add(s.leaseTTL(ref)),
+		Subject:     &subj,
+	}
+	if err := s.disp.Dispatch(s.ctx, t); err != nil {
+		if errors.Is(err, converge.ErrNoWorker) {
+			rs.noWorker = true
+			rs.waiting = append(rs.waiting, waitItem{d: d})
+			return
+		}
+		s.deliveryFailed(d, "dispatch: "+err.Error())
+		return
+	}
+	s.dispatched++
+	rs.inflight++
+	s.inflight++
+	s.tasks[t.ID] = &taskRec{kind: taskReact, ref: ref, reaction: converge.ReactionReact, key: d.Key, counted: true}
+	s.delivLease[d.Key] = t.ID
+	s.addTimer(t.Deadline, timerLease, "", t.ID)
+}
+
+func (s *Scheduler) deliveryResult(rec *taskRec, res *converge.Result) {
+	d := s.deliveries[rec.key]
+	if d == nil || s.delivLease[rec.key] != res.TaskID {
+		return
+	}
+	delete(s.delivLease, rec.key)
+	switch res.Outcome {
+	case converge.OutcomeOK:
+		d.Done = true
+		d.LastError = ""
+		d.NextAttempt = timeZero
+		s.owedDeliv--
+		s.delivDirty[d.Key] = d
+		s.armFlush()
+		s.event(d.Subject.Resource, "Reacted", d.Reactor.String()+" via "+d.Binding+": ok")
+	case converge.OutcomePermanent:
+		d.Attempts++
+		d.Done = true
+		d.LastError = "permanent: " + res.Message
+		d.NextAttempt = timeZero
+		s.owedDeliv--
+		s.delivDirty[d.Key] = d
+		s.armFlush()
+		s.event(d.Subject.Resource, "ReactFailed", d.Reactor.String()+" via "+d.Binding+": "+d.LastError)
+	default:
+		s.deliveryFailed(d, res.Message)
+	}
+}
+
+func (s *Scheduler) deliveryFailed(d *converge.Delivery, msg string) {
+	d.Attempts++
+	d.LastError = msg
+	d.NextAttempt = s.now.Add(s.backoff(d.Attempts))
+	s.delivDirty[d.Key] = d
+	s.armFlush()
+	s.addTimer(d.NextAttempt, timerDelivRetry, "", d.Key)
+}
+
+func (s *Scheduler) deliveryLeaseExpired(rec *taskRec, taskID string) {
+	d := s.deliveries[rec.key]
+	if d == nil || s.delivLease[rec.key] != taskID {
+		return
+	}
+	delete(s.delivLease, rec.key)
+	d.Attempts++
+	d.LastError = "lease expired"
+	s.delivDirty[d.Key] = d
+	s.armFlush()
+	s.delivQueue = append(s.delivQueue, d)
+}
+
+// startVerb dispatches an operator verb; the returned channel receives
+// its outcome.
+func (s *Scheduler) startVerb(id converge.ID, verb string, args map[string]string) (chan verbOutcome, error) {
+	n := s.nodes[id]
+	if n == nil {
+		return nil, fmt.Errorf("do %s %s: %w", id, verb, ErrNotFound)
+	}
+	r := n.r
+	ref := r.Ref()
+	k := s.kinds[ref]
+	if k == nil || !converge.IsVerb(verb) || !k.Has(verb) {
+		var verbs []string
+		if k != nil {
+			for _, x := range k.Reactions {
+				if converge.IsVerb(x) {
+					verbs = append(verbs, x)
+				}
+			}
+		}
+		list := "none"
+		if len(verbs) > 0 {
+			list = strings.Join(verbs, ", ")
+		}
+		return nil, fmt.Errorf("do %s %s: %w: %s declares verbs: %s", id, verb, ErrUndeclaredVerb, ref, list)
+	}
+	if r.Deleting {
+		return nil, fmt.Errorf("do %s %s: resource is being deleted", id, verb)
+	}
+	if !s.disp.Serves(ref, verb) {
+		return nil, fmt.Errorf("do %s %s: %w serves %s %s", id, verb, converge.ErrNoWorker, ref, verb)
+	}
+	t := &converge.Task{
+		ID:          s.newTaskID(),
+		Key:         r.UID + "/" + itoa(r.Generation) + "/" + verb + "/" + itoa(int64(s.taskSeq)),
+		Reaction:    verb,
+		UID:         r.UID,
+		Kind:        r.Kind,
+		KindVersion: r.KindVersion,
+		Name:        r.Name,
+		Generation:  r.Generation,
+		Spec:        r.Spec,
+		Status:      r.Status,
+		Config:      s.resolveConfig(r),
+		Args:        args,
+		Deadline:    s.now.Add(s.leaseTTL(ref)),
+	}
+	if err := s.disp.Dispatch(s.ctx, t); err != nil {
+		return nil, fmt.Errorf("do %s %s: %w", id, verb, err)
+	}
+	s.dispatched++
+	ch := make(chan verbOutcome, 1)
+	s.tasks[t.ID] = &taskRec{kind: taskVerb, id: id, ref: ref, reaction: verb, verb: ch}
+	s.addTimer(t.Deadline, timerLease, id, t.ID)
+	return ch, nil
+}
+
+func (s *Scheduler) verbResult(rec *taskRec, res *converge.Result) {
+	msg := "verb " + rec.reaction + ": " + res.Outcome.String()
+	if res.Message != "" {
+		msg += ": " + res.Message
+	}
+	s.event(rec.id, "Verb", msg)
+	if n := s.nodes[rec.id]; n != nil && res.Outcome == converge.OutcomeOK && res.Status != nil && !s.isComposer(n) && !n.r.Deleting {
+		n.r.Status = res.Status
+		s.markDirty(n)
+		s.consumersChanged(n)
+	}
+	var err error
+	if res.Outcome != converge.OutcomeOK {
+		err = fmt.Errorf("verb %s: %s: %s", rec.reaction, res.Outcome, res.Message)
+	}
+	rec.verb <- verbOutcome{res: res, err: err}
+}

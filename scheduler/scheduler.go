@@ -1,0 +1,661 @@
+package scheduler
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/convergehq/converge"
+)
+
+// ErrNotFound is returned when a command names a resource that does not
+// exist.
+var ErrNotFound = errors.New("resource not found")
+
+// ErrNotRunning is returned by Do when Run is not running: nobody would
+// receive the verb's result.
+var ErrNotRunning = errors.New("scheduler not running")
+
+// ErrUndeclaredVerb is returned (wrapped, naming the kind's verbs) when Do
+// asks for a verb the resource's kind does not declare.
+var ErrUndeclaredVerb = errors.New("undeclared verb")
+
+// Config tunes a Scheduler. The zero value is usable: every field has a
+// default.
+type Config struct {
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// FlushInterval is the group-commit period (default 5ms).
+	FlushInterval time.Duration
+	// MaxBatch flushes early when this many resources are pending
+	// (default 2000).
+	MaxBatch int
+	// LeaseTTL is the lease of a task whose kind sets no task_deadline
+	// (default 30s).
+	LeaseTTL time.Duration
+	// BackoffBase and BackoffMax bound the exponential backoff with full
+	// jitter (defaults 200ms, 30s).
+	BackoffBase, BackoffMax time.Duration
+	// DefaultMaxInflight caps tasks per (kind, version) when the kind sets
+	// no max_inflight (default 256).
+	DefaultMaxInflight int
+	// Rand is the jitter source (default: randomly seeded).
+	Rand *mrand.Rand
+	// Logger receives operational logs (default: discarded).
+	Logger *slog.Logger
+	// Validator checks composed children until Apply passes one; nil
+	// accepts every child.
+	Validator Validator
+}
+
+func (c *Config) defaults() {
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.FlushInterval <= 0 {
+		c.FlushInterval = 5 * time.Millisecond
+	}
+	if c.MaxBatch <= 0 {
+		c.MaxBatch = 2000
+	}
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = 30 * time.Second
+	}
+	if c.BackoffBase <= 0 {
+		c.BackoffBase = 200 * time.Millisecond
+	}
+	if c.BackoffMax <= 0 {
+		c.BackoffMax = 30 * time.Second
+	}
+	if c.BackoffMax < c.BackoffBase {
+		c.BackoffMax = c.BackoffBase
+	}
+	if c.DefaultMaxInflight <= 0 {
+		c.DefaultMaxInflight = 256
+	}
+	if c.Rand == nil {
+		var seed [16]byte
+		_, _ = rand.Read(seed[:])
+		c.Rand = mrand.New(mrand.NewPCG(leUint64(seed[:8]), leUint64(seed[8:])))
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+func leUint64(b []byte) uint64 {
+	var v uint64
+	for i := 7; i >= 0; i-- {
+		v = v<<8 | uint64(b[i])
+	}
+	return v
+}
+
+// Settled says whether `converge sync` can stop waiting.
+type Settled int
+
+const (
+	// Working: something is running, scheduled or eligible.
+	Working Settled = iota
+	// Converged: every resource is Ready, nothing is Deleting and no
+	// reactor delivery is owed.
+	Converged
+	// Stuck: nothing can progress without an outside change (a spec
+	// change, a worker connecting): every non-Ready resource is
+	// permanently failed, parked, or waiting on one that is.
+	Stuck
+)
+
+func (s Settled) String() string {
+	switch s {
+	case Working:
+		return "working"
+	case Converged:
+		return "converged"
+	case Stuck:
+		return "stuck"
+	}
+	return "settled(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Progress is a point-in-time view of the engine for progress displays.
+type Progress struct {
+	// Counts tallies every resource by phase.
+	Counts converge.Counts
+	// Dispatched and Completed count tasks since New.
+	Dispatched, Completed uint64
+	// Rate is completed tasks per second over the last few seconds.
+	Rate float64
+	// Inflight is the number of tasks leased to workers now.
+	Inflight int
+	// Deliveries is the number of reactor deliveries still owed.
+	Deliveries int
+	Settled    Settled
+}
+
+// Problem is one resource that keeps the graph from Ready.
+type Problem struct {
+	ID     converge.ID
+	Phase  converge.Phase
+	Reason string
+	// Permanent: it will not change without an outside change (permanent
+	// failure, parked with no worker, teardown failed permanently).
+	Permanent bool
+}
+
+// maxProblems bounds Problems.
+const maxProblems = 100
+
+// maxChildren bounds one composition.
+const maxChildren = 100_000
+
+// Scheduler drives the resource graph. All mutable state is owned by the
+// Run loop; the exported methods talk to it through a channel (or run
+// directly while Run is not running).
+type Scheduler struct {
+	cfg   Config
+	store Store
+	disp  Dispatcher
+	log   *slog.Logger
+
+	// runMu guards running and runDone.
+	runMu   sync.Mutex
+	running bool
+	runDone chan struct{}
+	cmds    chan command
+
+	// progMu guards prog.
+	progMu sync.Mutex
+	prog   Progress
+
+	// Everything below is owned by the Run loop (or by a command run
+	// while Run is not running, under runMu).
+	ctx       context.Context
+	inline    bool // a command runs outside Run
+	now       time.Time
+	validator Validator
+	settings  converge.Settings
+
+	nodes     map[converge.ID]*node
+	edges     map[edgeKey]*converge.Edge
+	producers map[converge.ID][]*converge.Edge // by consumer
+	consumers map[converge.ID][]*converge.Edge // by producer
+
+	kinds      map[converge.KindRef]*converge.Kind
+	retiring   map[converge.KindRef]bool
+	configs    map[string]*converge.ProviderConfig
+	defaults   map[converge.KindRef]*converge.ProviderConfig
+	bindings   map[string]*converge.Binding
+	byKind     map[string][]*converge.Binding
+	deliveries map[string]*converge.Delivery
+	applied    *converge.Revision
+
+	refs   map[converge.KindRef]*refState
+	roomy  []*refState
+	serves map[servesKey]bool
+
+	queue      []*node
+	queueHead  int
+	delivQueue []*converge.Delivery
+	parked     []*node
+	parkedDel  []*converge.Delivery
+	delivLease map[string]string // delivery key -> task id
+
+	tasks     map[string]*taskRec
+	taskPref  string
+	taskSeq   uint64
+	timers    timerHeap
+	timerSeq  uint64
+	backoffN  int
+	inflight  int
+	counts    converge.Counts
+	owedDeliv int
+
+	// pending writes
+	dirty       []*node
+	rollupDirty []*node
+	reasonDirty []*node
+	delRes      map[converge.ID]bool
+	edgePut     map[edgeKey]*converge.Edge
+	edgeDel     map[edgeKey]bool
+	delivDirty  map[string]*converge.Delivery
+	meta        converge.Batch // kinds, configs, bindings, applied
+	events      []converge.Event
+	eventSeq    uint64
+	flushAt     time.Time
+
+	uidBuf []byte
+
+	dispatched, completed uint64
+	rateSamples           []rateSample
+}
+
+type rateSample struct {
+	at        time.Time
+	completed uint64
+}
+
+type servesKey struct {
+	ref      converge.KindRef
+	reaction string
+}
+
+type edgeKey struct{ consumer, producer converge.ID }
+
+// refState is the dispatch state of one KindRef.
+type refState struct {
+	ref      converge.KindRef
+	inflight int
+	noWorker bool
+	inRoomy  bool
+	waiting  []waitItem
+	count    int // resources of this ref
+}
+
+type waitItem struct {
+	n *node
+	d *converge.Delivery
+}
+
+type taskKind uint8
+
+const (
+	taskMain taskKind = iota
+	taskTeardown
+	taskReact
+	taskVerb
+)
+
+type taskRec struct {
+	kind     taskKind
+	id       converge.ID
+	gen      int64
+	ref      converge.KindRef
+	reaction string
+	resync   bool
+	key      string // delivery key
+	verb     chan verbOutcome
+	counted  bool // holds an inflight slot
+}
+
+type verbOutcome struct {
+	res *converge.Result
+	err error
+}
+
+// New loads the store's snapshot and returns a scheduler ready to Run.
+// Leases held by a previous process are treated as expired: their tasks
+// are dispatched again.
+func New(store Store, disp Dispatcher, cfg Config) (*Scheduler, error) {
+	cfg.defaults()
+	snap, err := store.Load()
+	if err != nil {
+		return nil, fmt.Errorf("load state: %w", err)
+	}
+	var pref [6]byte
+	_, _ = rand.Read(pref[:])
+	s := &Scheduler{
+		cfg:        cfg,
+		store:      store,
+		disp:       disp,
+		log:        cfg.Logger,
+		cmds:       make(chan command),
+		ctx:        context.Background(),
+		validator:  cfg.Validator,
+		nodes:      make(map[converge.ID]*node, len(snap.Resources)),
+		edges:      make(map[edgeKey]*converge.Edge, len(snap.Edges)),
+		producers:  make(map[converge.ID][]*converge.Edge),
+		consumers:  make(map[converge.ID][]*converge.Edge),
+		kinds:      make(map[converge.KindRef]*converge.Kind),
+		retiring:   make(map[converge.KindRef]bool),
+		configs:    make(map[string]*converge.ProviderConfig),
+		defaults:   make(map[converge.KindRef]*converge.ProviderConfig),
+		bindings:   make(map[string]*converge.Binding),
+		byKind:     make(map[string][]*converge.Binding),
+		deliveries: make(map[string]*converge.Delivery),
+		refs:       make(map[converge.KindRef]*refState),
+		serves:     make(map[servesKey]bool),
+		delivLease: make(map[string]string),
+		tasks:      make(map[string]*taskRec),
+		taskPref:   hex.EncodeToString(pref[:]) + "-",
+		delRes:     make(map[converge.ID]bool),
+		edgePut:    make(map[edgeKey]*converge.Edge),
+		edgeDel:    make(map[edgeKey]bool),
+		delivDirty: make(map[string]*converge.Delivery),
+		eventSeq:   snap.LastEventSeq,
+		applied:    snap.Applied,
+	}
+	s.now = cfg.Now()
+	s.load(snap)
+	s.publish()
+	return s, nil
+}
+
+// command is a closure run by the loop (or inline while Run is stopped).
+type command func(s *Scheduler)
+
+// exec runs c on the state owner and waits for it.
+func (s *Scheduler) exec(ctx context.Context, c command) error {
+	for {
+		s.runMu.Lock()
+		if !s.running {
+			s.now = s.cfg.Now()
+			s.inline = true
+			c(s)
+			s.inline = false
+			s.publish()
+			s.runMu.Unlock()
+			return nil
+		}
+		done := s.runDone
+		s.runMu.Unlock()
+		ran := make(chan struct{})
+		wrapped := func(s *Scheduler) {
+			c(s)
+			s.pump()
+			s.publish()
+			close(ran)
+		}
+		select {
+		case s.cmds <- wrapped:
+			select {
+			case <-ran:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		case <-done:
+			// Run stopped; run inline.
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Run is the single event loop: it dispatches eligible tasks, handles
+// results, worker changes, timers and commands, and group-commits state.
+// It flushes everything pending before returning ctx's error (nil on a
+// clean cancel is not distinguished: it returns the flush error, if any,
+// else nil).
+func (s *Scheduler) Run(ctx context.Context) error {
+	s.runMu.Lock()
+	if s.running {
+		s.runMu.Unlock()
+		return errors.New("run scheduler: already running")
+	}
+	s.running = true
+	s.runDone = make(chan struct{})
+	s.ctx = ctx
+	s.runMu.Unlock()
+	defer func() {
+		s.runMu.Lock()
+		s.running = false
+		s.ctx = context.Background()
+		close(s.runDone)
+		s.runMu.Unlock()
+	}()
+
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	results := s.disp.Results()
+	changed := s.disp.Changed()
+	s.now = s.cfg.Now()
+	s.onChanged() // a fresh start: re-check every parked resource
+	for {
+		s.pump()
+		if len(s.dirty) >= s.cfg.MaxBatch {
+			if err := s.flush(); err != nil {
+				s.log.Error("flush", "err", err)
+			}
+		}
+		s.publish()
+		wake := s.nextWake()
+		if !wake.IsZero() {
+			d := wake.Sub(s.cfg.Now())
+			if d < 0 {
+				d = 0
+			}
+			timer.Reset(d)
+		} else {
+			timer.Stop()
+		}
+		select {
+		case <-ctx.Done():
+			s.now = s.cfg.Now()
+			err := s.flush()
+			s.publish()
+			return err
+		case r := <-results:
+			s.now = s.cfg.Now()
+			s.onResult(r)
+		drain:
+			for i := 0; i < 4096; i++ {
+				select {
+				case r = <-results:
+					s.onResult(r)
+				default:
+					break drain
+				}
+			}
+		case <-changed:
+			s.now = s.cfg.Now()
+			s.onChanged()
+		case c := <-s.cmds:
+			s.now = s.cfg.Now()
+			c(s)
+		case <-timer.C:
+			s.now = s.cfg.Now()
+			s.fireTimers()
+		}
+	}
+}
+
+func (s *Scheduler) nextWake() time.Time {
+	var w time.Time
+	if len(s.timers) > 0 {
+		w = s.timers[0].at
+	}
+	if !s.flushAt.IsZero() && (w.IsZero() || s.flushAt.Before(w)) {
+		w = s.flushAt
+	}
+	return w
+}
+
+// Flush commits everything pending now.
+func (s *Scheduler) Flush(ctx context.Context) error {
+	var err error
+	if e := s.exec(ctx, func(s *Scheduler) { err = s.flush() }); e != nil {
+		return e
+	}
+	return err
+}
+
+// Progress returns the newest published progress; safe from any
+// goroutine.
+func (s *Scheduler) Progress() Progress {
+	s.progMu.Lock()
+	defer s.progMu.Unlock()
+	return s.prog
+}
+
+// Problems lists what keeps the graph from Ready, most severe first, at
+// most 100 entries.
+func (s *Scheduler) Problems() []Problem {
+	var out []Problem
+	_ = s.exec(context.Background(), func(s *Scheduler) { out = s.problems() })
+	return out
+}
+
+// Delete marks the teardown tree of id (id, everything it owns and
+// everything depending on any of those) and starts tearing it down in
+// reverse dependency order. It returns ErrNotFound if id does not exist.
+// The owner of a composed resource is not recomposed: the delete is
+// honoured until the owner's next recompose.
+func (s *Scheduler) Delete(ctx context.Context, id converge.ID) error {
+	var err error
+	e := s.exec(ctx, func(s *Scheduler) {
+		n := s.nodes[id]
+		if n == nil {
+			err = fmt.Errorf("delete %s: %w", id, ErrNotFound)
+			return
+		}
+		s.cascade([]*node{n}, "deleted by operator")
+		err = s.flush()
+	})
+	if e != nil {
+		return e
+	}
+	return err
+}
+
+// Do runs the operator verb on id's worker with args and waits for its
+// result. The outcome is recorded as an event. It refuses a verb the
+// kind does not declare (ErrUndeclaredVerb) and returns ErrNoWorker
+// (wrapped) when no worker serves it.
+func (s *Scheduler) Do(ctx context.Context, id converge.ID, verb string, args map[string]string) (*converge.Result, error) {
+	var ch chan verbOutcome
+	var err error
+	e := s.exec(ctx, func(s *Scheduler) {
+		if s.inline {
+			err = ErrNotRunning
+			return
+		}
+		ch, err = s.startVerb(id, verb, args)
+	})
+	if e != nil {
+		return nil, e
+	}
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case o := <-ch:
+		return o.res, o.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// publish copies the loop's counters into the shared Progress.
+func (s *Scheduler) publish() {
+	p := Progress{
+		Counts:     s.counts,
+		Dispatched: s.dispatched,
+		Completed:  s.completed,
+		Inflight:   s.inflight,
+		Deliveries: s.owedDeliv,
+	}
+	// rate over a sliding window of about 5s
+	if n := len(s.rateSamples); n == 0 || s.now.Sub(s.rateSamples[n-1].at) >= 250*time.Millisecond {
+		s.rateSamples = append(s.rateSamples, rateSample{s.now, s.completed})
+		for len(s.rateSamples) > 2 && s.now.Sub(s.rateSamples[0].at) > 5*time.Second {
+			s.rateSamples = s.rateSamples[1:]
+		}
+	}
+	if first := s.rateSamples[0]; s.now.After(first.at) {
+		p.Rate = float64(s.completed-first.completed) / s.now.Sub(first.at).Seconds()
+	}
+	switch {
+	case s.counts.Total == s.counts.Ready && s.owedDeliv == 0:
+		p.Settled = Converged
+	case s.inflight == 0 && s.backoffN == 0 && s.queueHead == len(s.queue) &&
+		len(s.delivLease) == 0 && !s.delivWorkPending():
+		p.Settled = Stuck
+	default:
+		p.Settled = Working
+	}
+	s.progMu.Lock()
+	s.prog = p
+	s.progMu.Unlock()
+}
+
+// delivWorkPending reports whether an owed delivery can still progress
+// without an outside change.
+func (s *Scheduler) delivWorkPending() bool {
+	if s.owedDeliv == 0 {
+		return false
+	}
+	for _, d := range s.deliveries {
+		if d.Done {
+			continue
+		}
+		if s.delivParked(d) {
+			continue
+		}
+		return true
+	}
+	return false
+}
+
+func (s *Scheduler) delivParked(d *converge.Delivery) bool {
+	for _, p := range s.parkedDel {
+		if p == d {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Scheduler) newTaskID() string {
+	s.taskSeq++
+	b := make([]byte, 0, len(s.taskPref)+12)
+	b = append(b, s.taskPref...)
+	b = strconv.AppendUint(b, s.taskSeq, 36)
+	return string(b)
+}
+
+// newUID returns 16 random bytes in hex.
+func (s *Scheduler) newUID() string {
+	if len(s.uidBuf) < 16 {
+		s.uidBuf = make([]byte, 16*256)
+		if _, err := rand.Read(s.uidBuf); err != nil {
+			panic("crypto/rand: " + err.Error())
+		}
+	}
+	u := hex.EncodeToString(s.uidBuf[:16])
+	s.uidBuf = s.uidBuf[16:]
+	return u
+}
+
+// backoff returns the delay before attempt number attempts+1.
+func (s *Scheduler) backoff(attempts int) time.Duration {
+	d := s.cfg.BackoffBase
+	for i := 1; i < attempts && d < s.cfg.BackoffMax; i++ {
+		d *= 2
+	}
+	if d > s.cfg.BackoffMax {
+		d = s.cfg.BackoffMax
+	}
+	j := time.Duration(s.cfg.Rand.Int64N(int64(d) + 1))
+	if j < time.Millisecond {
+		j = time.Millisecond
+	}
+	return j
+}
+
+// fmtDelay renders a retry delay: "1.2s", "350ms".
+func fmtDelay(d time.Duration) string {
+	if d >= time.Second {
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+func (s *Scheduler) event(id converge.ID, typ, msg string) {
+	s.eventSeq++
+	s.events = append(s.events, converge.Event{Seq: s.eventSeq, Time: s.now, Resource: id, Type: typ, Message: msg})
+	s.armFlush()
+}
+
+func (s *Scheduler) armFlush() {
+	if s.flushAt.IsZero() {
+		s.flushAt = s.now.Add(s.cfg.FlushInterval)
+	}
+}
