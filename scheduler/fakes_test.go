@@ -467,8 +467,12 @@ func classicHandler(t *converge.Task) *converge.Result {
 	var spec map[string]any
 	_ = json.Unmarshal(t.Spec, &spec)
 	str := func(k string) string { s, _ := spec[k].(string); return s }
-	ok := func(st any) *converge.Result { return &converge.Result{Outcome: converge.OutcomeOK, Status: mustJSON(st)} }
-	perm := func(msg string) *converge.Result { return &converge.Result{Outcome: converge.OutcomePermanent, Message: msg} }
+	ok := func(st any) *converge.Result {
+		return &converge.Result{Outcome: converge.OutcomeOK, Status: mustJSON(st)}
+	}
+	perm := func(msg string) *converge.Result {
+		return &converge.Result{Outcome: converge.OutcomePermanent, Message: msg}
+	}
 	switch t.Reaction {
 	case converge.ReactionTeardown:
 		return &converge.Result{Outcome: converge.OutcomeOK}
@@ -545,7 +549,9 @@ func classicDesired(b bomSpec, rev string) *converge.Desired {
 // validatorFunc adapts a func to scheduler.Validator.
 type validatorFunc func(ref converge.KindRef, spec json.RawMessage) error
 
-func (f validatorFunc) ValidateSpec(ref converge.KindRef, spec json.RawMessage) error { return f(ref, spec) }
+func (f validatorFunc) ValidateSpec(ref converge.KindRef, spec json.RawMessage) error {
+	return f(ref, spec)
+}
 
 // classicValidator requires cidr on vpcs, and region on vpc/v2.
 var classicValidator = validatorFunc(func(ref converge.KindRef, spec json.RawMessage) error {

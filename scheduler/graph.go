@@ -21,7 +21,7 @@ type node struct {
 	composeStatus []byte
 
 	queued, dirty, rollupDirty, reasonDirty bool
-	flowsDirty, resync, parked, blocked      bool
+	flowsDirty, resync, parked, blocked     bool
 	inBackoff, removed, stuck               bool
 	resyncSeq                               uint64
 	// recreate is a git resource re-declared while this row was being
