@@ -1,0 +1,736 @@
+package site
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"runtime"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/state"
+)
+
+// Options tune a Builder. The zero value is usable.
+type Options struct {
+	// Title names the site in every page header; default "converge".
+	Title string
+	// BaseURL is the absolute URL the site is served at; when set, each
+	// page carries a canonical link. Links between pages stay relative.
+	BaseURL string
+	// PageSize is the number of rows of a list page; default 500.
+	PageSize int
+	// Events is the number of newest events a resource page shows;
+	// default 50.
+	Events int
+	// Revisions is the number of newest revisions on the index; default 50.
+	Revisions int
+	// Roots is the number of roots on the index and in summary.json;
+	// default 500.
+	Roots int
+	// Children is the number of children linked from a resource page;
+	// default 500.
+	Children int
+	// GraphNodes is the largest subtree drawn node by node; a bigger one
+	// is drawn as one box per kind. Default 150.
+	GraphNodes int
+	// Now returns the time stamped on pages; default time.Now.
+	Now func() time.Time
+}
+
+func (o Options) withDefaults() Options {
+	if o.Title == "" {
+		o.Title = "converge"
+	}
+	if o.PageSize <= 0 {
+		o.PageSize = 500
+	}
+	if o.Events <= 0 {
+		o.Events = 50
+	}
+	if o.Revisions <= 0 {
+		o.Revisions = 50
+	}
+	if o.Roots <= 0 {
+		o.Roots = 500
+	}
+	if o.Children <= 0 {
+		o.Children = 500
+	}
+	if o.GraphNodes <= 0 {
+		o.GraphNodes = 150
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// Stats says what one Build or Update did.
+type Stats struct {
+	// Resources is the number of resources in the store.
+	Resources int
+	// Files counts files written; Removed, files removed.
+	Files, Removed int
+	// Bytes is the total size of the files written.
+	Bytes int64
+	// Elapsed is the wall time of the call.
+	Elapsed time.Duration
+}
+
+// Builder writes the site of one store into one directory and keeps an
+// in-memory picture of the store so Update rewrites only what changed. It
+// is safe for concurrent use; calls are serialized.
+type Builder struct {
+	r    Reader
+	dir  string
+	opts Options
+
+	mu  sync.Mutex // guards m and now
+	m   *model     // nil until the first Build
+	now time.Time  // the stamp of the call in progress
+}
+
+// NewBuilder returns a Builder that reads r and writes into dir.
+func NewBuilder(r Reader, dir string, opts Options) *Builder {
+	return &Builder{r: r, dir: dir, opts: opts.withDefaults()}
+}
+
+// Build writes the whole site of r into dir and returns what it did. dir
+// must be absent, empty, or a site an earlier Build wrote (ErrNotSite
+// otherwise); files of an earlier build that are no longer part of the
+// site are removed.
+func Build(r Reader, dir string, opts Options) (*Stats, error) {
+	return NewBuilder(r, dir, opts).Build()
+}
+
+// Build writes the whole site, as the package-level Build does, and keeps
+// the picture Update needs.
+func (b *Builder) Build() (*Stats, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.build()
+}
+
+func (b *Builder) build() (*Stats, error) {
+	start := time.Now()
+	b.now = b.opts.Now()
+	if err := prepare(b.dir); err != nil {
+		return nil, fmt.Errorf("build site: %w", err)
+	}
+	m := newModel()
+	kinds, err := b.r.Kinds()
+	if err != nil {
+		return nil, fmt.Errorf("build site: %w", err)
+	}
+	m.secrets = secretsByKind(kinds)
+	all, err := b.r.Resources(state.Filter{})
+	if err != nil {
+		return nil, fmt.Errorf("build site: %w", err)
+	}
+	kindSet := make(map[string]bool)
+	for _, k := range kinds {
+		kindSet[k.Name] = true
+	}
+	for _, r := range all { // sorted by ID, so every slice below is sorted
+		id := r.ID()
+		e := &entry{id: id, phase: r.Phase, owner: r.Owner, updated: r.UpdatedAt}
+		m.res[id] = e
+		kindSet[r.Kind] = true
+		if r.Owner != "" {
+			m.children[r.Owner] = append(m.children[r.Owner], id)
+		}
+		for _, k := range keysOf(e) {
+			m.lists[k] = append(m.lists[k], id)
+		}
+		consumes, _, err := b.r.EdgesOf(id)
+		if err != nil {
+			return nil, fmt.Errorf("build site: %w", err)
+		}
+		if len(consumes) > 0 {
+			m.consumes[id] = consumes
+		}
+		for _, e := range consumes {
+			m.producedFor[e.Producer] = append(m.producedFor[e.Producer], id)
+		}
+	}
+	for k := range kindSet {
+		m.kindNames = append(m.kindNames, k)
+	}
+	sort.Strings(m.kindNames)
+	evs, err := b.r.Events("", 0)
+	if err != nil {
+		return nil, fmt.Errorf("build site: %w", err)
+	}
+	m.addEvents(evs, b.opts.Events)
+	if err := b.readRevisions(m); err != nil {
+		return nil, err
+	}
+	for _, r := range all {
+		if vals := m.secretValues(r); len(vals) > 0 {
+			m.setSecrets(m.res[r.ID()], vals)
+		}
+	}
+	m.scrub = newScrubber(m.secretVals)
+	for _, r := range all {
+		m.res[r.ID()].reason = m.clean(shortReason(r.Reason))
+	}
+	m.tally()
+	b.m = m
+
+	w := &writer{dir: b.dir}
+	keep := make(map[string]bool)
+	if err := b.writeResources(w, all, keep); err != nil {
+		b.m = nil
+		return nil, err
+	}
+	var keys []listKey
+	for _, k := range m.kindNames {
+		keys = append(keys, listKey{Kind: k})
+		for _, ph := range converge.Phases {
+			keys = append(keys, listKey{Kind: k, Phase: ph})
+		}
+	}
+	for _, ph := range converge.Phases {
+		keys = append(keys, listKey{Phase: ph})
+	}
+	for _, k := range keys {
+		for p := 1; p <= b.pageCount(len(m.lists[k])); p++ {
+			if err := b.writeList(w, k, p); err != nil {
+				b.m = nil
+				return nil, err
+			}
+			keep[k.path(p)] = true
+		}
+	}
+	for _, id := range m.roots {
+		if m.isGraphRoot(id) {
+			if err := b.writeGraph(w, id); err != nil {
+				b.m = nil
+				return nil, err
+			}
+			keep[GraphPath(id)] = true
+		}
+	}
+	if err := b.writeTop(w, true); err != nil {
+		b.m = nil
+		return nil, err
+	}
+	removed, err := prune(b.dir, keep)
+	if err != nil {
+		b.m = nil
+		return nil, err
+	}
+	return &Stats{Resources: len(all), Files: w.files, Removed: removed, Bytes: w.bytes, Elapsed: time.Since(start)}, nil
+}
+
+// secretValues returns the secret strings in r's spec and status.
+func (m *model) secretValues(r *converge.Resource) []string {
+	var vals []string
+	if p := m.specPaths(r.ID()); len(p) > 0 {
+		_, v := redact(r.Spec, p)
+		vals = append(vals, v...)
+		_, v = redact(r.Declared, p)
+		vals = append(vals, v...)
+	}
+	if p := m.statusPaths(r.ID()); len(p) > 0 {
+		_, v := redact(r.Status, p)
+		vals = append(vals, v...)
+	}
+	return vals
+}
+
+func (b *Builder) readRevisions(m *model) error {
+	var err error
+	if m.revisions, err = b.r.Revisions(b.opts.Revisions); err != nil {
+		return fmt.Errorf("build site: %w", err)
+	}
+	if m.applied, err = b.r.Applied(); err != nil {
+		return fmt.Errorf("build site: %w", err)
+	}
+	return nil
+}
+
+// writeResources renders and writes the pages of rs on every core.
+func (b *Builder) writeResources(w *writer, rs []*converge.Resource, keep map[string]bool) error {
+	workers := min(runtime.GOMAXPROCS(0), 4)
+	if len(rs) < 64 {
+		workers = 1
+	}
+	var (
+		wg    sync.WaitGroup
+		errMu sync.Mutex // guards first
+		first error
+	)
+	ws := make([]*writer, workers)
+	for i := range workers {
+		ws[i] = &writer{dir: b.dir}
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			for j := i; j < len(rs); j += workers {
+				page, err := b.renderResource(rs[j])
+				if err == nil {
+					err = ws[i].write(ResourcePath(rs[j].ID()), page)
+				}
+				if err != nil {
+					errMu.Lock()
+					if first == nil {
+						first = fmt.Errorf("build site: %w", err)
+					}
+					errMu.Unlock()
+					return
+				}
+			}
+		}(i)
+	}
+	wg.Wait()
+	for _, x := range ws {
+		w.files += x.files
+		w.bytes += x.bytes
+	}
+	if first != nil {
+		return first
+	}
+	for _, r := range rs {
+		keep[ResourcePath(r.ID())] = true
+	}
+	return nil
+}
+
+func (b *Builder) writeList(w *writer, k listKey, page int) error {
+	out, err := b.renderList(k, page)
+	if err == nil {
+		err = w.write(k.path(page), out)
+	}
+	if err != nil {
+		return fmt.Errorf("build site: %w", err)
+	}
+	return nil
+}
+
+func (b *Builder) writeGraph(w *writer, id converge.ID) error {
+	rel := GraphPath(id)
+	if err := w.write(rel, b.m.graphSVG(id, b.opts.GraphNodes, upTo(rel))); err != nil {
+		return fmt.Errorf("build site: %w", err)
+	}
+	return nil
+}
+
+// writeTop writes index.html and summary.json, and the assets if asked.
+func (b *Builder) writeTop(w *writer, assets bool) error {
+	if assets {
+		for _, name := range []string{"assets/site.css", "assets/site.js"} {
+			data, err := assetFS.ReadFile(name)
+			if err != nil {
+				return fmt.Errorf("build site: %w", err)
+			}
+			if err := w.write(name, data); err != nil {
+				return fmt.Errorf("build site: %w", err)
+			}
+		}
+	}
+	idx, err := b.renderIndex()
+	if err == nil {
+		err = w.write("index.html", idx)
+	}
+	if err != nil {
+		return fmt.Errorf("build site: %w", err)
+	}
+	sum, err := b.renderSummary()
+	if err == nil {
+		err = w.write("summary.json", sum)
+	}
+	if err != nil {
+		return fmt.Errorf("build site: %w", err)
+	}
+	return nil
+}
+
+// Update re-reads the resources ids (and every event newer than the last
+// Build or Update) and rewrites only what they touch: their pages (removed
+// for a resource that is gone), the pages that link to a resource that
+// appeared or disappeared, the list pages they are on, the graphs of their
+// roots, index.html and summary.json. ids must name every resource that
+// changed, including the consumer of a changed edge. Update without an
+// earlier Build, or after a kind's Secret paths changed, runs Build.
+func (b *Builder) Update(ids []converge.ID) (*Stats, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.m == nil {
+		return b.build()
+	}
+	start := time.Now()
+	b.now = b.opts.Now()
+	m := b.m
+	kinds, err := b.r.Kinds()
+	if err != nil {
+		return nil, fmt.Errorf("update site: %w", err)
+	}
+	if !reflect.DeepEqual(secretsByKind(kinds), m.secrets) {
+		return b.build()
+	}
+	newKinds := make(map[string]bool)
+	for _, k := range kinds {
+		if _, ok := slices.BinarySearch(m.kindNames, k.Name); !ok {
+			newKinds[k.Name] = true
+		}
+	}
+
+	u := &update{
+		rewrite: make(map[converge.ID]bool),
+		fetched: make(map[converge.ID]*converge.Resource),
+		shift:   make(map[listKey]int),
+		dirty:   make(map[listKey][]converge.ID),
+		oldLen:  make(map[listKey]int),
+		roots:   make(map[converge.ID]bool),
+	}
+	touched, err := b.newEvents()
+	if err != nil {
+		return nil, fmt.Errorf("update site: %w", err)
+	}
+	for id := range touched {
+		u.rewrite[id] = true
+	}
+	secretsChanged := false
+	seen := make(map[converge.ID]bool)
+	for _, id := range ids {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		r, err := b.r.Resource(id)
+		if errors.Is(err, state.ErrNotFound) {
+			r = nil
+		} else if err != nil {
+			return nil, fmt.Errorf("update site: %w", err)
+		}
+		if r != nil {
+			if _, ok := slices.BinarySearch(m.kindNames, r.Kind); !ok {
+				newKinds[r.Kind] = true
+			}
+		}
+		changed, err := b.apply(u, id, r)
+		if err != nil {
+			return nil, fmt.Errorf("update site: %w", err)
+		}
+		secretsChanged = secretsChanged || changed
+	}
+	if secretsChanged {
+		m.scrub = newScrubber(m.secretVals)
+	}
+	for id, r := range u.fetched {
+		if r != nil {
+			m.res[id].reason = m.clean(shortReason(r.Reason))
+		}
+	}
+	for k := range newKinds {
+		m.kindNames = append(m.kindNames, k)
+		for _, lk := range []listKey{{Kind: k}, {Kind: k, Phase: converge.PhasePending}, {Kind: k, Phase: converge.PhaseRunning},
+			{Kind: k, Phase: converge.PhaseReady}, {Kind: k, Phase: converge.PhaseFailed}, {Kind: k, Phase: converge.PhaseDeleting}} {
+			u.shift[lk] = 0
+		}
+	}
+	sort.Strings(m.kindNames)
+	m.tally()
+	for id, r := range u.fetched {
+		if r != nil {
+			u.roots[m.rootOf(id)] = true
+		}
+	}
+	if err := b.readRevisions(m); err != nil {
+		return nil, err
+	}
+	return b.flush(u, start)
+}
+
+// update collects what one Update must rewrite.
+type update struct {
+	rewrite map[converge.ID]bool               // resource pages to rewrite
+	fetched map[converge.ID]*converge.Resource // read by Update; nil: gone
+	removed []converge.ID                      // resources gone
+	shift   map[listKey]int                    // list → first position whose row moved
+	dirty   map[listKey][]converge.ID          // list → rows changed in place
+	oldLen  map[listKey]int                    // list → length before the update
+	roots   map[converge.ID]bool               // roots whose graph to redraw
+}
+
+func (u *update) moved(k listKey, pos, oldLen int) {
+	if _, ok := u.oldLen[k]; !ok {
+		u.oldLen[k] = oldLen
+	}
+	if cur, ok := u.shift[k]; !ok || pos < cur {
+		u.shift[k] = pos
+	}
+}
+
+// apply folds the new state r of id (nil: gone) into the model and notes
+// what to rewrite. It reports whether the set of secret values changed.
+func (b *Builder) apply(u *update, id converge.ID, r *converge.Resource) (bool, error) {
+	m := b.m
+	old := m.res[id]
+	u.fetched[id] = r
+	if old == nil && r == nil {
+		return false, nil
+	}
+	if old != nil {
+		u.roots[m.rootOf(id)] = true
+	}
+	var consumes, producedFor []converge.Edge
+	if r != nil {
+		var err error
+		if consumes, producedFor, err = b.r.EdgesOf(id); err != nil {
+			return false, err
+		}
+	}
+	if (old == nil) != (r == nil) { // pages linking to id gain or lose a link
+		if old != nil {
+			u.rewrite[old.owner] = true
+		}
+		if r != nil {
+			u.rewrite[r.Owner] = true
+		}
+		for _, c := range m.children[id] {
+			u.rewrite[c] = true
+		}
+		for _, e := range m.consumes[id] {
+			u.rewrite[e.Producer] = true
+		}
+		for _, e := range consumes {
+			u.rewrite[e.Producer] = true
+		}
+		for _, c := range m.producedFor[id] {
+			u.rewrite[c] = true
+		}
+		for _, e := range producedFor {
+			u.rewrite[e.Consumer] = true
+		}
+	}
+	// Ownership.
+	newOwner := converge.ID("")
+	if r != nil {
+		newOwner = r.Owner
+	}
+	if old != nil && (r == nil || old.owner != newOwner) && old.owner != "" {
+		m.children[old.owner] = removeSorted(m.children[old.owner], id)
+		u.rewrite[old.owner] = true
+		u.roots[m.rootOf(old.owner)] = true
+	}
+	if r != nil && (old == nil || old.owner != newOwner) && newOwner != "" {
+		m.children[newOwner] = insertSorted(m.children[newOwner], id)
+		u.rewrite[newOwner] = true
+	}
+	// Edges id consumes.
+	for _, e := range m.consumes[id] {
+		m.producedFor[e.Producer] = removeSorted(m.producedFor[e.Producer], id)
+	}
+	delete(m.consumes, id)
+	if len(consumes) > 0 {
+		m.consumes[id] = consumes
+	}
+	for _, e := range consumes {
+		m.producedFor[e.Producer] = insertSorted(m.producedFor[e.Producer], id)
+	}
+	// Edges id is produced for: make each consumer's view agree.
+	now := make(map[converge.ID]converge.Edge, len(producedFor))
+	for _, e := range producedFor {
+		now[e.Consumer] = e
+	}
+	for _, c := range slices.Clone(m.producedFor[id]) {
+		if _, ok := now[c]; !ok {
+			m.consumes[c] = slices.DeleteFunc(m.consumes[c], func(e converge.Edge) bool { return e.Producer == id })
+			m.producedFor[id] = removeSorted(m.producedFor[id], c)
+			u.rewrite[c] = true
+		}
+	}
+	for c, e := range now {
+		i := slices.IndexFunc(m.consumes[c], func(x converge.Edge) bool { return x.Producer == id })
+		switch {
+		case i < 0:
+			m.consumes[c] = append(m.consumes[c], e)
+			slices.SortFunc(m.consumes[c], func(a, b converge.Edge) int {
+				return compareID(a.Producer, b.Producer)
+			})
+			u.rewrite[c] = true
+		case !reflect.DeepEqual(m.consumes[c][i].Flows, e.Flows):
+			m.consumes[c][i] = e
+			u.rewrite[c] = true
+		}
+		m.producedFor[id] = insertSorted(m.producedFor[id], c)
+	}
+	if r == nil {
+		delete(m.producedFor, id)
+	}
+	// Lists.
+	var oldKeys, newKeys []listKey
+	var ne *entry
+	if old != nil {
+		oldKeys = keysOf(old)
+	}
+	if r != nil {
+		ne = &entry{id: id, phase: r.Phase, owner: r.Owner, updated: r.UpdatedAt}
+		newKeys = keysOf(ne)
+	}
+	for _, k := range oldKeys {
+		if !slices.Contains(newKeys, k) {
+			pos, _ := slices.BinarySearch(m.lists[k], id)
+			u.moved(k, pos, len(m.lists[k]))
+			m.lists[k] = removeSorted(m.lists[k], id)
+		}
+	}
+	for _, k := range newKeys {
+		if slices.Contains(oldKeys, k) {
+			u.dirty[k] = append(u.dirty[k], id)
+			continue
+		}
+		pos, _ := slices.BinarySearch(m.lists[k], id)
+		u.moved(k, pos, len(m.lists[k]))
+		m.lists[k] = insertSorted(m.lists[k], id)
+	}
+	// The entry.
+	if r == nil {
+		changed := m.setSecrets(old, nil)
+		delete(m.res, id)
+		delete(m.events, id)
+		delete(m.children, id)
+		u.removed = append(u.removed, id)
+		delete(u.rewrite, id)
+		return changed, nil
+	}
+	if old != nil {
+		ne.secrets = old.secrets
+	}
+	m.res[id] = ne
+	u.rewrite[id] = true
+	return m.setSecrets(ne, m.secretValues(r)), nil
+}
+
+func compareID(a, b converge.ID) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// newEvents merges the events committed since the last call into the
+// model and returns the resources that got some. It asks the store for
+// the newest n events, doubling n until it reaches an event it has seen.
+func (b *Builder) newEvents() (map[converge.ID]bool, error) {
+	m := b.m
+	for n := 64; ; n *= 4 {
+		evs, err := b.r.Events("", n)
+		if err != nil {
+			return nil, err
+		}
+		if len(evs) < n || len(evs) == 0 || evs[0].Seq <= m.lastSeq {
+			var fresh []converge.Event
+			for _, ev := range evs {
+				if ev.Seq > m.lastSeq {
+					fresh = append(fresh, ev)
+				}
+			}
+			touched := m.addEvents(fresh, b.opts.Events)
+			for id := range touched {
+				if m.res[id] == nil {
+					delete(touched, id)
+					delete(m.events, id)
+				}
+			}
+			return touched, nil
+		}
+	}
+}
+
+// flush writes what u collected.
+func (b *Builder) flush(u *update, start time.Time) (*Stats, error) {
+	m := b.m
+	w := &writer{dir: b.dir}
+	removed := 0
+	for _, id := range u.removed {
+		if err := w.remove(ResourcePath(id)); err != nil {
+			return nil, fmt.Errorf("update site: %w", err)
+		}
+		removed++
+	}
+	for id := range u.roots {
+		if m.res[id] != nil && len(m.children[id]) > 0 {
+			u.rewrite[id] = true // its page shows the subtree's rollup
+		}
+	}
+	var rs []*converge.Resource
+	for id := range u.rewrite {
+		if id == "" || m.res[id] == nil {
+			continue
+		}
+		r := u.fetched[id]
+		if r == nil {
+			var err error
+			if r, err = b.r.Resource(id); err != nil {
+				return nil, fmt.Errorf("update site: %w", err)
+			}
+		}
+		rs = append(rs, r)
+	}
+	sort.Slice(rs, func(i, j int) bool { return rs[i].ID() < rs[j].ID() })
+	if err := b.writeResources(w, rs, map[string]bool{}); err != nil {
+		return nil, err
+	}
+	pages := make(map[listKey]map[int]bool)
+	add := func(k listKey, p int) {
+		if pages[k] == nil {
+			pages[k] = make(map[int]bool)
+		}
+		pages[k][p] = true
+	}
+	for k, pos := range u.shift {
+		n := b.pageCount(len(m.lists[k]))
+		from := pos/b.opts.PageSize + 1
+		if old, ok := u.oldLen[k]; ok && b.pageCount(old) != n {
+			from = 1 // "page X of Y" changed on every page
+			for p := n + 1; p <= b.pageCount(old); p++ {
+				if err := w.remove(k.path(p)); err != nil {
+					return nil, fmt.Errorf("update site: %w", err)
+				}
+				removed++
+			}
+		}
+		for p := from; p <= n; p++ {
+			add(k, p)
+		}
+	}
+	for k, ids := range u.dirty {
+		for _, id := range ids {
+			if pos, ok := slices.BinarySearch(m.lists[k], id); ok {
+				add(k, pos/b.opts.PageSize+1)
+			}
+		}
+	}
+	for k, ps := range pages {
+		for p := range ps {
+			if err := b.writeList(w, k, p); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for id := range u.roots {
+		if m.isGraphRoot(id) {
+			if err := b.writeGraph(w, id); err != nil {
+				return nil, err
+			}
+		} else {
+			if err := w.remove(GraphPath(id)); err != nil {
+				return nil, fmt.Errorf("update site: %w", err)
+			}
+		}
+	}
+	if err := b.writeTop(w, false); err != nil {
+		return nil, err
+	}
+	return &Stats{Resources: len(m.res), Files: w.files, Removed: removed, Bytes: w.bytes, Elapsed: time.Since(start)}, nil
+}

@@ -1,0 +1,39 @@
+// Package site renders converge's state as a static web site a person can
+// watch converge: an index of revisions with their commit statuses, roots
+// with rollup counts and phase totals; paginated lists of resources by kind
+// and phase; one page per resource (spec, status, owner, children, edges
+// with value flows, events); an SVG composition graph per root; and a small
+// summary.json that open pages poll to update their counts without a
+// reload.
+//
+// Read first: Reader (what the site reads; *state.Store implements it),
+// Builder (Build writes everything, Update rewrites what changed) and
+// Handler (serves a built directory).
+//
+// # Basics
+//
+// Every page is rendered with html/template; SVG text is XML-escaped. Links
+// are relative, so the directory works from any static host and from
+// file://. File names are stable: r/KIND/NAME.html, graph/KIND/NAME.svg,
+// kinds/KIND.html (kinds/KIND-p2.html …), kinds/KIND.PHASE.html,
+// phases/PHASE.html. A kind or name that is not a plain DNS label
+// (lowercase letters, digits, inner hyphens, at most 100 bytes) is stored
+// under "_" and a hash of it instead, so no name can reach outside its
+// directory.
+//
+// Values at a kind's Secret paths are replaced by "(secret)" in spec and
+// status, including values that a flow copies from a secret producer field
+// into a consumer's spec; any secret string of three or more bytes is also
+// replaced wherever it appears in text the site writes (reasons, errors,
+// events, other resources' JSON). Provider configs are never read.
+//
+// # Caveats
+//
+// Update trusts its caller to name every resource that changed, including
+// both ends of a changed edge; a resource it is not told about keeps its
+// page. Neighbour pages show links, not phases, so a phase change rewrites
+// only the resource's own page, the list pages it appears on, its root's
+// graph, the index and summary.json. A new secret value found by Update is
+// scrubbed from the pages Update writes; pages written earlier are fixed by
+// the next Build.
+package site

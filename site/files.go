@@ -1,0 +1,173 @@
+package site
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/convergehq/converge"
+)
+
+// ErrNotSite is returned by Build when the output directory is not empty
+// and was not written by Build (it lacks the marker file), so Build will
+// not remove anything in it.
+var ErrNotSite = errors.New("output directory is not empty and holds no converge site")
+
+// markerFile marks a directory Build owns.
+const markerFile = ".converge-site"
+
+// seg returns s if it is a plain DNS label of at most 100 bytes, and
+// otherwise "_" followed by 32 hex digits of its SHA-256: a file name that
+// cannot climb out of its directory, collide with a label or confuse a
+// case-insensitive file system.
+func seg(s string) string {
+	if safeLabel(s) {
+		return s
+	}
+	h := sha256.Sum256([]byte(s))
+	return "_" + hex.EncodeToString(h[:16])
+}
+
+func safeLabel(s string) bool {
+	if s == "" || len(s) > 100 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// ResourcePath returns the path of id's page relative to the site root:
+// "r/KIND/NAME.html". The status reporters use it to build target URLs.
+func ResourcePath(id converge.ID) string {
+	return "r/" + seg(id.Kind()) + "/" + seg(id.Name()) + ".html"
+}
+
+// GraphPath returns the path of root's composition graph relative to the
+// site root: "graph/KIND/NAME.svg".
+func GraphPath(id converge.ID) string {
+	return "graph/" + seg(id.Kind()) + "/" + seg(id.Name()) + ".svg"
+}
+
+// listKey names one paginated list: a kind (Phase ""), a kind in one phase,
+// or one phase across kinds (Kind "").
+type listKey struct {
+	Kind  string
+	Phase converge.Phase
+}
+
+// path returns the list's page (1-based) relative to the site root.
+func (k listKey) path(page int) string {
+	var p string
+	switch {
+	case k.Kind == "":
+		p = "phases/" + strings.ToLower(string(k.Phase))
+	case k.Phase == "":
+		p = "kinds/" + seg(k.Kind)
+	default:
+		p = "kinds/" + seg(k.Kind) + "." + strings.ToLower(string(k.Phase))
+	}
+	if page > 1 {
+		p += "-p" + strconv.Itoa(page)
+	}
+	return p + ".html"
+}
+
+// writer writes files under a site directory, atomically (temporary file
+// and rename) so a served page is never seen half-written, and counts what
+// it wrote. It is used by one goroutine at a time, or guarded by its
+// caller.
+type writer struct {
+	dir   string
+	files int
+	bytes int64
+}
+
+func (w *writer) write(rel string, data []byte) error {
+	full := filepath.Join(w.dir, filepath.FromSlash(rel))
+	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+		return fmt.Errorf("write %s: %w", rel, err)
+	}
+	tmp := full + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", rel, err)
+	}
+	if err := os.Rename(tmp, full); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", rel, err)
+	}
+	w.files++
+	w.bytes += int64(len(data))
+	return nil
+}
+
+func (w *writer) remove(rel string) error {
+	err := os.Remove(filepath.Join(w.dir, filepath.FromSlash(rel)))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove %s: %w", rel, err)
+	}
+	return nil
+}
+
+// prepare makes dir ready for a full build: it creates it, or checks that
+// it is empty or holds the marker of an earlier build, and writes the
+// marker.
+func prepare(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create site directory: %w", err)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("read site directory: %w", err)
+	}
+	if len(ents) > 0 {
+		if _, err := os.Stat(filepath.Join(dir, markerFile)); err != nil {
+			return fmt.Errorf("%s: %w", dir, ErrNotSite)
+		}
+	}
+	return os.WriteFile(filepath.Join(dir, markerFile), []byte("written by converge site build; the whole directory is replaced on each build\n"), 0o644)
+}
+
+// prune removes, under the site's generated sub-directories, every file
+// that keep does not list (stale pages of resources that are gone).
+func prune(dir string, keep map[string]bool) (int, error) {
+	removed := 0
+	for _, sub := range []string{"r", "graph", "kinds", "phases"} {
+		root := filepath.Join(dir, sub)
+		err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err != nil {
+				if errors.Is(err, os.ErrNotExist) {
+					return nil
+				}
+				return err
+			}
+			if d.IsDir() {
+				return nil
+			}
+			rel, err := filepath.Rel(dir, p)
+			if err != nil {
+				return err
+			}
+			if !keep[filepath.ToSlash(rel)] {
+				if err := os.Remove(p); err != nil {
+					return err
+				}
+				removed++
+			}
+			return nil
+		})
+		if err != nil {
+			return removed, fmt.Errorf("prune site: %w", err)
+		}
+	}
+	return removed, nil
+}

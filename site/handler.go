@@ -1,0 +1,54 @@
+package site
+
+import (
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// csp is the Content-Security-Policy every response carries: the pages run
+// only the site's own script, load only the site's own files and post
+// nowhere.
+const csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; object-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'"
+
+// Handler serves the site built in dir (by Build or Builder) read-only:
+// "/" is index.html, directories are never listed, nothing outside dir is
+// reachable, and every response says not to cache it (pages change as the
+// store does) and carries a strict Content-Security-Policy. It serves what
+// is on disk; rebuilding is the Builder's job.
+func Handler(dir string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		h := w.Header()
+		h.Set("Content-Security-Policy", csp)
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Cache-Control", "no-cache")
+		p := path.Clean("/" + r.URL.Path)
+		if p == "/" {
+			p = "/index.html"
+		}
+		if strings.HasPrefix(path.Base(p), ".") || strings.HasSuffix(p, ".tmp") {
+			http.NotFound(w, r)
+			return
+		}
+		f, err := os.Open(filepath.Join(dir, filepath.FromSlash(p)))
+		if err != nil {
+			http.NotFound(w, r)
+			return
+		}
+		defer f.Close()
+		fi, err := f.Stat()
+		if err != nil || fi.IsDir() {
+			http.NotFound(w, r)
+			return
+		}
+		http.ServeContent(w, r, p, fi.ModTime(), f)
+	})
+}

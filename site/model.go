@@ -1,0 +1,247 @@
+package site
+
+import (
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/convergehq/converge"
+)
+
+// entry is what the site keeps in memory about one resource: enough to
+// render list rows, rollups and graphs without reading the store again.
+type entry struct {
+	id      converge.ID
+	phase   converge.Phase
+	owner   converge.ID
+	reason  string // scrubbed and shortened for list rows
+	updated time.Time
+	// secrets are the secret strings found in this resource's spec and
+	// status; they are scrubbed from everything the site writes.
+	secrets []string
+}
+
+// model is the Builder's in-memory picture of the store. It is guarded by
+// Builder.mu.
+type model struct {
+	res         map[converge.ID]*entry
+	children    map[converge.ID][]converge.ID // sorted
+	consumes    map[converge.ID][]converge.Edge
+	producedFor map[converge.ID][]converge.ID // producer → consumers, sorted
+	events      map[converge.ID][]converge.Event
+	lastSeq     uint64
+	lists       map[listKey][]converge.ID // sorted
+	kindNames   []string                  // kinds declared or in use, sorted
+	secrets     map[string]*secretPaths
+	secretVals  map[string]int // secret value → resources holding it
+	scrub       *strings.Replacer
+
+	// Filled by tally.
+	counts converge.Counts
+	byKind map[string]*converge.Counts
+	rollup map[converge.ID]*converge.Counts // per root: itself and its descendants
+	roots  []converge.ID                    // resources without owner, sorted
+
+	applied   *converge.Revision
+	revisions []*converge.RevisionRecord
+}
+
+func newModel() *model {
+	return &model{
+		res:         make(map[converge.ID]*entry),
+		children:    make(map[converge.ID][]converge.ID),
+		consumes:    make(map[converge.ID][]converge.Edge),
+		producedFor: make(map[converge.ID][]converge.ID),
+		events:      make(map[converge.ID][]converge.Event),
+		lists:       make(map[listKey][]converge.ID),
+		secretVals:  make(map[string]int),
+	}
+}
+
+// keysOf returns the lists e appears on.
+func keysOf(e *entry) []listKey {
+	k := e.id.Kind()
+	return []listKey{{Kind: k}, {Kind: k, Phase: e.phase}, {Phase: e.phase}}
+}
+
+// insertSorted inserts id into s (sorted) unless present.
+func insertSorted(s []converge.ID, id converge.ID) []converge.ID {
+	i, ok := slices.BinarySearch(s, id)
+	if ok {
+		return s
+	}
+	return slices.Insert(s, i, id)
+}
+
+// removeSorted removes id from s (sorted) if present.
+func removeSorted(s []converge.ID, id converge.ID) []converge.ID {
+	i, ok := slices.BinarySearch(s, id)
+	if !ok {
+		return s
+	}
+	return slices.Delete(s, i, i+1)
+}
+
+// specPaths returns the secret paths of id's spec: its kind's, plus every
+// flow target fed from a secret status path of a producer.
+func (m *model) specPaths(id converge.ID) [][]string {
+	var paths [][]string
+	if sp := m.secrets[id.Kind()]; sp != nil {
+		paths = append(paths, sp.spec...)
+	}
+	for _, e := range m.consumes[id] {
+		psp := m.secrets[e.Producer.Kind()]
+		if psp == nil {
+			continue
+		}
+		for _, f := range e.Flows {
+			if hasPath(psp.status, f.From) {
+				paths = append(paths, strings.Split(f.To, "."))
+			}
+		}
+	}
+	return paths
+}
+
+func (m *model) statusPaths(id converge.ID) [][]string {
+	if sp := m.secrets[id.Kind()]; sp != nil {
+		return sp.status
+	}
+	return nil
+}
+
+// setSecrets records the secret values of e, keeping secretVals counted;
+// it reports whether the set of values changed.
+func (m *model) setSecrets(e *entry, vals []string) bool {
+	changed := false
+	for _, v := range e.secrets {
+		m.secretVals[v]--
+		if m.secretVals[v] <= 0 {
+			delete(m.secretVals, v)
+			changed = true
+		}
+	}
+	e.secrets = vals
+	for _, v := range vals {
+		if m.secretVals[v] == 0 {
+			changed = true
+		}
+		m.secretVals[v]++
+	}
+	return changed
+}
+
+// clean scrubs every secret value from s.
+func (m *model) clean(s string) string {
+	if m.scrub == nil || s == "" {
+		return s
+	}
+	return m.scrub.Replace(s)
+}
+
+// shortReason is the one-line reason shown in list rows.
+func shortReason(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i] + " …"
+	}
+	if len(s) > 160 {
+		cut := 160
+		for cut > 0 && !utf8Start(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
+}
+
+func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
+
+// rootOf returns the root of id's ownership chain (id itself when it has
+// no owner). A chain through a missing owner or a cycle ends where it
+// breaks.
+func (m *model) rootOf(id converge.ID) converge.ID {
+	for i := 0; i < 256; i++ {
+		e := m.res[id]
+		if e == nil || e.owner == "" || m.res[e.owner] == nil {
+			return id
+		}
+		id = e.owner
+	}
+	return id
+}
+
+// tally recomputes counts, per-kind counts, roots and rollups.
+func (m *model) tally() {
+	m.counts = converge.Counts{}
+	m.byKind = make(map[string]*converge.Counts)
+	m.rollup = make(map[converge.ID]*converge.Counts)
+	m.roots = m.roots[:0]
+	for id, e := range m.res {
+		m.counts.Add(e.phase)
+		k := id.Kind()
+		c := m.byKind[k]
+		if c == nil {
+			c = new(converge.Counts)
+			m.byKind[k] = c
+		}
+		c.Add(e.phase)
+		if e.owner == "" {
+			m.roots = append(m.roots, id)
+		}
+	}
+	sort.Slice(m.roots, func(i, j int) bool { return m.roots[i] < m.roots[j] })
+	for _, r := range m.roots {
+		m.rollup[r] = new(converge.Counts)
+	}
+	for id, e := range m.res {
+		if c := m.rollup[m.rootOf(id)]; c != nil {
+			c.Add(e.phase)
+		}
+	}
+}
+
+// subtree returns root and its descendants, breadth first.
+func (m *model) subtree(root converge.ID) []converge.ID {
+	out := []converge.ID{root}
+	seen := map[converge.ID]bool{root: true}
+	for i := 0; i < len(out); i++ {
+		for _, c := range m.children[out[i]] {
+			if !seen[c] {
+				seen[c] = true
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+// isGraphRoot reports whether id gets a composition graph: a root that
+// owns something.
+func (m *model) isGraphRoot(id converge.ID) bool {
+	e := m.res[id]
+	return e != nil && e.owner == "" && len(m.children[id]) > 0
+}
+
+// addEvents merges evs (oldest first) into the per-resource windows (at
+// most 2×keep events; pages show the newest keep) and returns the resources that got new ones.
+func (m *model) addEvents(evs []converge.Event, keep int) map[converge.ID]bool {
+	touched := make(map[converge.ID]bool)
+	for _, ev := range evs {
+		if ev.Seq <= m.lastSeq && m.lastSeq != 0 {
+			continue
+		}
+		w := append(m.events[ev.Resource], ev)
+		if len(w) > 2*keep {
+			w = append(w[:0:0], w[len(w)-keep:]...)
+		}
+		m.events[ev.Resource] = w
+		touched[ev.Resource] = true
+	}
+	for _, ev := range evs {
+		if ev.Seq > m.lastSeq {
+			m.lastSeq = ev.Seq
+		}
+	}
+	return touched
+}

@@ -1,0 +1,30 @@
+package site
+
+import (
+	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/state"
+)
+
+// Reader is what the site reads from the store. *state.Store implements
+// it; every call is its own read transaction.
+type Reader interface {
+	// Resources returns the resources matching f, sorted by ID.
+	Resources(f state.Filter) ([]*converge.Resource, error)
+	// Resource returns id, or an error wrapping state.ErrNotFound.
+	Resource(id converge.ID) (*converge.Resource, error)
+	// Children returns the IDs owner owns directly, sorted.
+	Children(owner converge.ID) ([]converge.ID, error)
+	// EdgesOf returns the edges id consumes and those it is produced for.
+	EdgesOf(id converge.ID) (consumes, producedFor []converge.Edge, err error)
+	// Events returns the newest limit events of resource ("" for all),
+	// oldest first; limit 0 returns every event kept.
+	Events(resource converge.ID, limit int) ([]converge.Event, error)
+	// Kinds returns every kind.
+	Kinds() ([]*converge.Kind, error)
+	// Revisions returns the newest limit revision records, newest first.
+	Revisions(limit int) ([]*converge.RevisionRecord, error)
+	// Applied returns the applied revision, or nil if none.
+	Applied() (*converge.Revision, error)
+}
+
+var _ Reader = (*state.Store)(nil)

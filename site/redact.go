@@ -1,0 +1,182 @@
+package site
+
+import (
+	"bytes"
+	"encoding/json"
+	"sort"
+	"strings"
+
+	"github.com/convergehq/converge"
+)
+
+// secretText replaces every secret value the site would otherwise write.
+const secretText = "(secret)"
+
+// minScrub is the shortest secret string that is also scrubbed from free
+// text; shorter values would mangle unrelated words.
+const minScrub = 3
+
+// secretPaths are the dotted paths of one kind (the union over its
+// versions) whose values the site never writes.
+type secretPaths struct {
+	spec, status [][]string
+}
+
+// secretsByKind reads each kind's Secret list. A path "spec.a.b" applies to
+// the spec, "status.a.b" to the status, "config.…" to the provider config
+// (never read by the site); a path without one of these prefixes applies
+// to both spec and status. Unprefixed paths are also applied literally,
+// so a field really named "spec" is covered too.
+func secretsByKind(kinds []*converge.Kind) map[string]*secretPaths {
+	out := make(map[string]*secretPaths)
+	for _, k := range kinds {
+		if len(k.Secret) == 0 {
+			continue
+		}
+		sp := out[k.Name]
+		if sp == nil {
+			sp = new(secretPaths)
+			out[k.Name] = sp
+		}
+		for _, p := range k.Secret {
+			parts := strings.Split(p, ".")
+			if len(parts) == 0 || parts[0] == "" {
+				continue
+			}
+			sp.spec = append(sp.spec, parts)
+			sp.status = append(sp.status, parts)
+			if len(parts) > 1 {
+				switch parts[0] {
+				case "spec":
+					sp.spec = append(sp.spec, parts[1:])
+				case "status":
+					sp.status = append(sp.status, parts[1:])
+				}
+			}
+		}
+	}
+	return out
+}
+
+// hasPath reports whether paths holds p.
+func hasPath(paths [][]string, p string) bool {
+	for _, q := range paths {
+		if strings.Join(q, ".") == p {
+			return true
+		}
+	}
+	return false
+}
+
+// redact returns raw indented for display, with the value at every path
+// replaced by "(secret)", and the secret strings it removed. A path
+// through a list applies to each element. Invalid JSON is shown as is (it
+// cannot hold a path).
+func redact(raw json.RawMessage, paths [][]string) (string, []string) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return "", nil
+	}
+	if len(paths) == 0 {
+		var buf bytes.Buffer
+		if err := json.Indent(&buf, raw, "", "  "); err != nil {
+			return string(raw), nil
+		}
+		return buf.String(), nil
+	}
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return string(raw), nil
+	}
+	var found []string
+	for _, p := range paths {
+		v = redactAt(v, p, &found)
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return secretText, found
+	}
+	return string(b), found
+}
+
+func redactAt(v any, path []string, found *[]string) any {
+	switch t := v.(type) {
+	case map[string]any:
+		if len(path) == 0 {
+			break
+		}
+		child, ok := t[path[0]]
+		if !ok {
+			return v
+		}
+		if len(path) == 1 {
+			collect(child, found)
+			t[path[0]] = secretText
+		} else {
+			t[path[0]] = redactAt(child, path[1:], found)
+		}
+	case []any:
+		for i := range t {
+			t[i] = redactAt(t[i], path, found)
+		}
+	}
+	return v
+}
+
+// collect appends every leaf of v, as text, to found.
+func collect(v any, found *[]string) {
+	switch t := v.(type) {
+	case string:
+		*found = append(*found, t)
+	case json.Number:
+		*found = append(*found, t.String())
+	case map[string]any:
+		for _, c := range t {
+			collect(c, found)
+		}
+	case []any:
+		for _, c := range t {
+			collect(c, found)
+		}
+	}
+}
+
+// newScrubber returns a replacer of every value of at least minScrub
+// bytes (and its JSON-escaped form) by "(secret)", longest first so a
+// secret containing another is replaced whole; nil if there is none.
+func newScrubber(values map[string]int) *strings.Replacer {
+	var vs []string
+	seen := make(map[string]bool)
+	for v, n := range values {
+		if n <= 0 || len(v) < minScrub {
+			continue
+		}
+		forms := []string{v}
+		if b, err := json.Marshal(v); err == nil {
+			if e := string(b[1 : len(b)-1]); e != v {
+				forms = append(forms, e)
+			}
+		}
+		for _, f := range forms {
+			if !seen[f] {
+				seen[f] = true
+				vs = append(vs, f)
+			}
+		}
+	}
+	if len(vs) == 0 {
+		return nil
+	}
+	sort.Slice(vs, func(i, j int) bool {
+		if len(vs[i]) != len(vs[j]) {
+			return len(vs[i]) > len(vs[j])
+		}
+		return vs[i] < vs[j]
+	})
+	pairs := make([]string, 0, 2*len(vs))
+	for _, v := range vs {
+		pairs = append(pairs, v, secretText)
+	}
+	return strings.NewReplacer(pairs...)
+}

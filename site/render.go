@@ -1,0 +1,395 @@
+package site
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"strings"
+	"time"
+
+	"github.com/convergehq/converge"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed assets/site.css assets/site.js
+var assetFS embed.FS
+
+// pages holds one parsed template set per page type; each defines
+// "content" and shares "layout".
+var pages = func() map[string]*template.Template {
+	fm := template.FuncMap{"lower": func(v any) string { return strings.ToLower(fmt.Sprint(v)) }}
+	base := template.Must(template.New("").Funcs(fm).ParseFS(templateFS, "templates/layout.html"))
+	out := make(map[string]*template.Template)
+	for _, p := range []string{"index", "list", "resource"} {
+		out[p] = template.Must(template.Must(base.Clone()).ParseFS(templateFS, "templates/"+p+".html"))
+	}
+	return out
+}()
+
+// base is what every page's layout shows.
+type base struct {
+	Title, Site string
+	Root        string // path from the page to the site root: "", "../", "../../"
+	Revision    string
+	Counts      converge.Counts
+	Generated   string
+	Canonical   string
+}
+
+// stamp formats t for pages ("" for the zero time).
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02 15:04:05Z")
+}
+
+func render(name string, data any) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := pages[name].ExecuteTemplate(&buf, "layout", data); err != nil {
+		return nil, fmt.Errorf("render %s page: %w", name, err)
+	}
+	return buf.Bytes(), nil
+}
+
+// upTo returns the path from a file at rel to the site root.
+func upTo(rel string) string { return strings.Repeat("../", strings.Count(rel, "/")) }
+
+func (b *Builder) base(rel, title string) base {
+	m := b.m
+	bs := base{Title: title, Site: b.opts.Title, Root: upTo(rel), Counts: m.counts, Generated: stamp(b.now)}
+	if m.applied != nil {
+		bs.Revision = m.applied.String()
+	}
+	if b.opts.BaseURL != "" {
+		bs.Canonical = strings.TrimSuffix(b.opts.BaseURL, "/") + "/" + rel
+	}
+	return bs
+}
+
+// href returns the link from the page at rel to resource id, or "" if id
+// does not exist (so no link dangles).
+func (b *Builder) href(rel string, id converge.ID) string {
+	if id == "" || b.m.res[id] == nil {
+		return ""
+	}
+	return upTo(rel) + ResourcePath(id)
+}
+
+// ---- index ----
+
+type phaseCell struct {
+	Phase converge.Phase
+	N     int
+	Href  string
+}
+
+type rootRow struct {
+	ID        converge.ID
+	Phase     converge.Phase
+	Rollup    converge.Counts
+	Href      string
+	GraphHref string
+}
+
+type statusCell struct{ State, Description string }
+
+type revRow struct {
+	Name, Hash, Subject, Seen, Held string
+	Applied                         bool
+	Statuses                        []statusCell
+	Errors, Findings                []string
+}
+
+type kindRow struct {
+	Name, Href string
+	Cells      []phaseCell
+	Total      int
+}
+
+type indexPage struct {
+	base
+	Phases     []phaseCell
+	PhaseNames []converge.Phase
+	Roots      []rootRow
+	MoreRoots  int
+	Revisions  []revRow
+	Kinds      []kindRow
+}
+
+func (b *Builder) renderIndex() ([]byte, error) {
+	m := b.m
+	const rel = "index.html"
+	p := indexPage{base: b.base(rel, "overview"), PhaseNames: converge.Phases}
+	for _, ph := range converge.Phases {
+		p.Phases = append(p.Phases, phaseCell{ph, phaseCount(&m.counts, ph), listKey{Phase: ph}.path(1)})
+	}
+	for i, id := range m.roots {
+		if i >= b.opts.Roots {
+			p.MoreRoots = len(m.roots) - i
+			break
+		}
+		r := rootRow{ID: id, Phase: m.res[id].phase, Rollup: *m.rollup[id], Href: ResourcePath(id)}
+		if m.isGraphRoot(id) {
+			r.GraphHref = GraphPath(id)
+		}
+		p.Roots = append(p.Roots, r)
+	}
+	for _, rec := range m.revisions {
+		rr := revRow{Name: rec.Revision.String(), Hash: rec.Revision.Hash, Subject: m.clean(rec.Revision.Subject),
+			Seen: stamp(rec.Seen), Held: m.clean(rec.Held), Applied: rec.Applied}
+		for _, c := range []string{converge.ContextValidate, converge.ContextLint, converge.ContextSync} {
+			s, _ := rec.Status(c)
+			rr.Statuses = append(rr.Statuses, statusCell{s.State, m.clean(s.Description)})
+		}
+		for _, f := range rec.Errors {
+			rr.Errors = append(rr.Errors, m.clean(f.String()))
+		}
+		for _, f := range rec.Findings {
+			rr.Findings = append(rr.Findings, m.clean(f.String()))
+		}
+		p.Revisions = append(p.Revisions, rr)
+	}
+	for _, k := range m.kindNames {
+		c := m.byKind[k]
+		if c == nil {
+			c = new(converge.Counts)
+		}
+		kr := kindRow{Name: k, Href: listKey{Kind: k}.path(1), Total: c.Total}
+		for _, ph := range converge.Phases {
+			kr.Cells = append(kr.Cells, phaseCell{ph, phaseCount(c, ph), listKey{Kind: k, Phase: ph}.path(1)})
+		}
+		p.Kinds = append(p.Kinds, kr)
+	}
+	return render("index", p)
+}
+
+// ---- summary.json ----
+
+// Summary is summary.json: what an open page polls.
+type Summary struct {
+	Revision  string          `json:"revision"`
+	Counts    converge.Counts `json:"counts"`
+	Roots     []SummaryRoot   `json:"roots"`
+	Generated time.Time       `json:"generated"`
+}
+
+// SummaryRoot is one root of summary.json: its phase and the counts of
+// its whole subtree, itself included.
+type SummaryRoot struct {
+	ID     converge.ID     `json:"id"`
+	Phase  converge.Phase  `json:"phase"`
+	Rollup converge.Counts `json:"rollup"`
+}
+
+func (b *Builder) renderSummary() ([]byte, error) {
+	m := b.m
+	s := Summary{Counts: m.counts, Roots: []SummaryRoot{}, Generated: b.now.UTC()}
+	if m.applied != nil {
+		s.Revision = m.applied.String()
+	}
+	for i, id := range m.roots {
+		if i >= b.opts.Roots {
+			break
+		}
+		s.Roots = append(s.Roots, SummaryRoot{id, m.res[id].phase, *m.rollup[id]})
+	}
+	out, err := json.MarshalIndent(s, "", " ")
+	if err != nil {
+		return nil, fmt.Errorf("render summary: %w", err)
+	}
+	return append(out, '\n'), nil
+}
+
+// ---- lists ----
+
+type listRow struct {
+	ID        converge.ID
+	Href      string
+	Phase     converge.Phase
+	Reason    string
+	Owner     converge.ID
+	OwnerHref string
+	Updated   string
+}
+
+type filter struct {
+	Label, Href string
+	Current     bool
+}
+
+type pager struct {
+	Page, Pages        int
+	PrevHref, NextHref string
+}
+
+type listPage struct {
+	base
+	Heading string
+	Filters []filter
+	Pager   pager
+	Rows    []listRow
+}
+
+// pageCount returns how many pages a list of n rows has (at least one).
+func (b *Builder) pageCount(n int) int {
+	if n == 0 {
+		return 1
+	}
+	return (n + b.opts.PageSize - 1) / b.opts.PageSize
+}
+
+func (b *Builder) renderList(k listKey, page int) ([]byte, error) {
+	m := b.m
+	rel := k.path(page)
+	ids := m.lists[k]
+	pages := b.pageCount(len(ids))
+	heading := "all " + k.Kind
+	switch {
+	case k.Kind == "":
+		heading = string(k.Phase) + " resources"
+	case k.Phase != "":
+		heading = k.Kind + " · " + string(k.Phase)
+	}
+	p := listPage{base: b.base(rel, heading), Heading: heading, Pager: pager{Page: page, Pages: pages}}
+	if page > 1 {
+		p.Pager.PrevHref = upTo(rel) + k.path(page-1)
+	}
+	if page < pages {
+		p.Pager.NextHref = upTo(rel) + k.path(page+1)
+	}
+	all := listKey{Kind: k.Kind}
+	if k.Kind != "" {
+		p.Filters = append(p.Filters, filter{"all", upTo(rel) + all.path(1), k.Phase == ""})
+	}
+	for _, ph := range converge.Phases {
+		fk := listKey{Kind: k.Kind, Phase: ph}
+		p.Filters = append(p.Filters, filter{string(ph), upTo(rel) + fk.path(1), k.Phase == ph})
+	}
+	lo := (page - 1) * b.opts.PageSize
+	hi := min(lo+b.opts.PageSize, len(ids))
+	for _, id := range ids[lo:hi] {
+		e := m.res[id]
+		p.Rows = append(p.Rows, listRow{ID: id, Href: upTo(rel) + ResourcePath(id), Phase: e.phase,
+			Reason: e.reason, Owner: e.owner, OwnerHref: b.href(rel, e.owner), Updated: stamp(e.updated)})
+	}
+	return render("list", p)
+}
+
+// ---- resource ----
+
+type link struct {
+	ID   converge.ID
+	Href string
+}
+
+type flowText struct{ From, To string }
+
+type edgeRow struct {
+	ID    converge.ID
+	Href  string
+	Flows []flowText
+}
+
+type eventRow struct{ Time, Type, Message string }
+
+type resourcePage struct {
+	base
+	ID                       converge.ID
+	Kind, Name, KindHref     string
+	Phase                    converge.Phase
+	Reason                   string
+	KindVersion              int
+	Generation, Observed     int64
+	Origin, Source           string
+	Owner                    converge.ID
+	OwnerHref                string
+	Rollup                   *converge.Counts
+	ProviderConfig           string
+	Attempts                 int
+	NextAttempt, LastError   string
+	Lease, Deleting          string
+	Created, Updated         string
+	GraphHref                string
+	Children                 []link
+	ChildCount, MoreChildren int
+	Consumes, ProducedFor    []edgeRow
+	Spec, Status             string
+	Events                   []eventRow
+}
+
+// renderResource renders r's page. It returns the secret values found in
+// r's spec and status too, so a caller can check them against the model.
+func (b *Builder) renderResource(r *converge.Resource) ([]byte, error) {
+	m := b.m
+	id := r.ID()
+	rel := ResourcePath(id)
+	up := upTo(rel)
+	spec, _ := redact(r.Spec, m.specPaths(id))
+	status, _ := redact(r.Status, m.statusPaths(id))
+	p := resourcePage{
+		base: b.base(rel, string(id)), ID: id, Kind: r.Kind, Name: r.Name,
+		KindHref: up + listKey{Kind: r.Kind}.path(1), Phase: r.Phase, Reason: m.clean(r.Reason),
+		KindVersion: r.KindVersion, Generation: r.Generation, Observed: r.ObservedGeneration,
+		Origin: string(r.Origin), Source: r.Source, Owner: r.Owner, OwnerHref: b.href(rel, r.Owner),
+		ProviderConfig: r.ProviderConfigRef, Attempts: r.Attempts, NextAttempt: stamp(r.NextAttempt),
+		LastError: m.clean(r.LastError), Created: stamp(r.CreatedAt), Updated: stamp(r.UpdatedAt),
+		Spec: m.clean(spec), Status: m.clean(status),
+	}
+	if r.Lease != nil {
+		p.Lease = fmt.Sprintf("%s by %s until %s", r.Lease.Reaction, r.Lease.Worker, stamp(r.Lease.Expires))
+	}
+	if r.Deleting {
+		p.Deleting = stamp(r.DeletedAt)
+		if p.Deleting == "" {
+			p.Deleting = "now"
+		}
+	}
+	if c := m.rollup[id]; c != nil && len(m.children[id]) > 0 {
+		p.Rollup = c
+	}
+	if m.isGraphRoot(id) {
+		p.GraphHref = up + GraphPath(id)
+	}
+	kids := m.children[id]
+	p.ChildCount = len(kids)
+	for i, c := range kids {
+		if i >= b.opts.Children {
+			p.MoreChildren = len(kids) - i
+			break
+		}
+		p.Children = append(p.Children, link{c, b.href(rel, c)})
+	}
+	for _, e := range m.consumes[id] {
+		row := edgeRow{ID: e.Producer, Href: b.href(rel, e.Producer)}
+		for _, f := range e.Flows {
+			row.Flows = append(row.Flows, flowText{string(e.Producer) + ".status." + f.From, "spec." + f.To})
+		}
+		p.Consumes = append(p.Consumes, row)
+	}
+	for _, c := range m.producedFor[id] {
+		row := edgeRow{ID: c, Href: b.href(rel, c)}
+		for _, e := range m.consumes[c] {
+			if e.Producer != id {
+				continue
+			}
+			for _, f := range e.Flows {
+				row.Flows = append(row.Flows, flowText{"status." + f.From, string(c) + ".spec." + f.To})
+			}
+		}
+		p.ProducedFor = append(p.ProducedFor, row)
+	}
+	evs := m.events[id]
+	if len(evs) > b.opts.Events {
+		evs = evs[len(evs)-b.opts.Events:]
+	}
+	for i := len(evs) - 1; i >= 0; i-- { // newest first
+		ev := evs[i]
+		p.Events = append(p.Events, eventRow{stamp(ev.Time), ev.Type, m.clean(ev.Message)})
+	}
+	return render("resource", p)
+}

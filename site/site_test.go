@@ -1,0 +1,450 @@
+package site
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"html"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/state"
+	"github.com/convergehq/converge/state/statetest"
+)
+
+// readSite returns every file of the site in dir by slash path.
+func readSite(t testing.TB, dir string) map[string][]byte {
+	t.Helper()
+	out := make(map[string][]byte)
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		b, err := os.ReadFile(p)
+		out[filepath.ToSlash(rel)] = b
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+var linkAttr = regexp.MustCompile(`\b(?:href|src|data)="([^"]*)"`)
+
+// checkLinks fails t for every href, src or data attribute of an HTML or
+// SVG file that does not resolve to a file of the site, and returns how
+// many links it checked.
+func checkLinks(t *testing.T, files map[string][]byte) int {
+	t.Helper()
+	n := 0
+	for name, body := range files {
+		if !strings.HasSuffix(name, ".html") && !strings.HasSuffix(name, ".svg") {
+			continue
+		}
+		for _, m := range linkAttr.FindAllSubmatch(body, -1) {
+			ref := html.UnescapeString(string(m[1]))
+			if strings.HasPrefix(ref, "#") || strings.HasPrefix(ref, "url(") {
+				continue
+			}
+			if strings.Contains(ref, ":") {
+				t.Errorf("%s: link %q is not relative", name, ref)
+				continue
+			}
+			ref, _, _ = strings.Cut(ref, "#")
+			target := path.Clean(path.Join(path.Dir(name), ref))
+			if _, ok := files[target]; !ok {
+				t.Errorf("%s: link %q resolves to missing %s", name, ref, target)
+			}
+			n++
+		}
+	}
+	return n
+}
+
+func buildFixture(t *testing.T, domains, teams int) (*state.Store, string, map[string][]byte) {
+	t.Helper()
+	s := statetest.Open(t)
+	fill(t, s, domains, teams)
+	dir := filepath.Join(t.TempDir(), "site")
+	if _, err := Build(s, dir, Options{Now: fixedNow, GraphNodes: 40, PageSize: 10}); err != nil {
+		t.Fatalf("build: %v", err)
+	}
+	return s, dir, readSite(t, dir)
+}
+
+func TestBuildLinksResolve(t *testing.T) {
+	s, _, files := buildFixture(t, 3, 6) // 1 + 3×20 + 2 = 63 resources, pages of 10
+	n := checkLinks(t, files)
+	rs, err := s.Resources(state.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pagesOf := 0
+	for name := range files {
+		if strings.HasPrefix(name, "r/") {
+			pagesOf++
+		}
+	}
+	if got, want := pagesOf, len(rs); got != want {
+		t.Errorf("resource pages = %d, want one per resource (%d)", got, want)
+	}
+	for _, r := range rs {
+		if _, ok := files[ResourcePath(r.ID())]; !ok {
+			t.Errorf("no page for %s", r.ID())
+		}
+	}
+	if n < 500 {
+		t.Errorf("checked only %d links; the link parser is broken", n)
+	}
+	for _, want := range []string{"index.html", "summary.json", "assets/site.js", "assets/site.css",
+		"graph/classicbom/classic.svg", "kinds/vpc.html", "kinds/vpc-p2.html", "kinds/vpc.failed.html", "phases/ready.html"} {
+		if _, ok := files[want]; !ok {
+			t.Errorf("missing %s", want)
+		}
+	}
+}
+
+func TestSummaryMatchesStore(t *testing.T) {
+	s, _, files := buildFixture(t, 2, 10)
+	var sum Summary
+	if err := json.Unmarshal(files["summary.json"], &sum); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := s.Resources(state.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want converge.Counts
+	rollup := make(map[converge.ID]*converge.Counts)
+	for _, r := range rs {
+		want.Add(r.Phase)
+		root := r.ID()
+		for {
+			x, err := s.Resource(root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if x.Owner == "" {
+				break
+			}
+			root = x.Owner
+		}
+		if rollup[root] == nil {
+			rollup[root] = new(converge.Counts)
+		}
+		rollup[root].Add(r.Phase)
+	}
+	if got := sum.Counts; got != want {
+		t.Errorf("summary counts = %+v, want the store's %+v", got, want)
+	}
+	if want.Failed == 0 || want.Pending == 0 || want.Ready == 0 {
+		t.Fatalf("fixture lacks phases: %+v", want)
+	}
+	if got, want := sum.Revision, "main@sha1:c0ffee0000000000000000000000000000000001"; got != want {
+		t.Errorf("summary revision = %q, want %q", got, want)
+	}
+	if got, want := len(sum.Roots), len(rollup); got != want {
+		t.Errorf("summary has %d roots, want %d", got, want)
+	}
+	for _, r := range sum.Roots {
+		if rollup[r.ID] == nil || r.Rollup != *rollup[r.ID] {
+			t.Errorf("root %s rollup = %+v, want %+v", r.ID, r.Rollup, rollup[r.ID])
+		}
+	}
+	if !sum.Generated.Equal(fixedNow()) {
+		t.Errorf("generated = %v, want %v", sum.Generated, fixedNow())
+	}
+}
+
+func TestSecretsNeverWritten(t *testing.T) {
+	_, _, files := buildFixture(t, 2, 4)
+	secrets := fixtureSecrets(2, 4)
+	for name, body := range files {
+		for _, sec := range secrets {
+			if bytes.Contains(body, []byte(sec)) {
+				t.Errorf("%s holds secret %q", name, sec)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name, page, want string
+	}{
+		{"kind secret in status", "r/account/fd0-team1.html", `&#34;root_password&#34;: &#34;(secret)&#34;`},
+		{"unprefixed path in status", "r/db/orders.html", `&#34;password&#34;: &#34;(secret)&#34;`},
+		{"flowed into a consumer spec", "r/app/shop.html", `&#34;db_password&#34;: &#34;(secret)&#34;`},
+		{"scrubbed from an event", "r/app/shop.html", `connected with (secret)`},
+		{"other fields kept", "r/db/orders.html", `db.local`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !bytes.Contains(files[tc.page], []byte(tc.want)) {
+				t.Errorf("%s lacks %s", tc.page, tc.want)
+			}
+		})
+	}
+}
+
+func TestEscaping(t *testing.T) {
+	s := statetest.Open(t)
+	fill(t, s, 2, 40)
+	// A name that is no DNS label: stored under a hashed file name.
+	weird := &converge.Resource{Kind: "weird", KindVersion: 1, Name: `<img src=x onerror=alert(1)>..`,
+		Phase: converge.PhaseFailed, Reason: nasty, Spec: json.RawMessage(`{"x":"` + strings.ReplaceAll(nasty, `"`, `\"`) + `"}`)}
+	if err := s.Commit(&converge.Batch{Resources: []*converge.Resource{weird}}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if _, err := Build(s, dir, Options{Now: fixedNow, Title: "site " + nasty}); err != nil {
+		t.Fatal(err)
+	}
+	files := readSite(t, dir)
+	checkLinks(t, files)
+	escaped := 0
+	for name, body := range files {
+		if strings.HasSuffix(name, ".js") {
+			continue
+		}
+		for _, bad := range []string{"<script>alert", "<img src=x", "onerror=alert(1)>"} {
+			if bytes.Contains(body, []byte(bad)) {
+				t.Errorf("%s holds unescaped %q", name, bad)
+			}
+		}
+		if bytes.Contains(body, []byte("&lt;script&gt;alert(1)&lt;/script&gt;")) {
+			escaped++
+		}
+		if strings.Contains(name, "<") || strings.Contains(name, "..") {
+			t.Errorf("unsafe file name %q", name)
+		}
+	}
+	if escaped == 0 {
+		t.Error("no page shows the nasty text escaped; the fixture lost it")
+	}
+	p := ResourcePath(weird.ID())
+	if !strings.HasPrefix(p, "r/weird/_") {
+		t.Errorf("weird name stored as %q, want a hashed name", p)
+	}
+	if !bytes.Contains(files[p], []byte("&lt;img src=x onerror=alert(1)&gt;..")) {
+		t.Errorf("%s does not show the name escaped", p)
+	}
+	for _, page := range []string{"index.html", "r/classicbom/classic.html"} {
+		if n := bytes.Count(files[page], []byte("<script")); n != 1 {
+			t.Errorf("%s has %d script elements, want only the site's own", page, n)
+		}
+	}
+}
+
+func TestBuildRefusesForeignDirectory(t *testing.T) {
+	s := statetest.Open(t)
+	dir := t.TempDir()
+	keep := filepath.Join(dir, "precious.txt")
+	if err := os.WriteFile(keep, []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Build(s, dir, Options{}); !errors.Is(err, ErrNotSite) {
+		t.Fatalf("build into a foreign directory: err = %v, want ErrNotSite", err)
+	}
+	if _, err := os.Stat(keep); err != nil {
+		t.Errorf("foreign file touched: %v", err)
+	}
+}
+
+func TestRebuildRemovesStalePages(t *testing.T) {
+	s := statetest.Open(t)
+	fill(t, s, 1, 3)
+	dir := t.TempDir()
+	if _, err := Build(s, dir, Options{Now: fixedNow}); err != nil {
+		t.Fatal(err)
+	}
+	gone := converge.ID("app/shop")
+	if err := s.Commit(&converge.Batch{DeletedResources: []converge.ID{gone}}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := Build(s, dir, Options{Now: fixedNow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ResourcePath(gone))); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("page of deleted %s still there (err %v)", gone, err)
+	}
+	if st.Removed != 1 {
+		t.Errorf("removed %d files, want 1", st.Removed)
+	}
+	checkLinks(t, readSite(t, dir))
+}
+
+// TestUpdateEqualsBuild changes the store in every way Update handles and
+// checks that the incrementally updated site is byte for byte the site a
+// full Build writes, and that Update wrote far fewer files.
+func TestUpdateEqualsBuild(t *testing.T) {
+	s := statetest.Open(t)
+	fill(t, s, 2, 30)
+	dir := t.TempDir()
+	bld := NewBuilder(s, dir, Options{Now: fixedNow, PageSize: 25, GraphNodes: 50})
+	full, err := bld.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(id converge.ID) *converge.Resource {
+		r, err := s.Resource(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	steps := []struct {
+		name   string
+		change func() (*converge.Batch, []converge.ID)
+	}{
+		{"phase change", func() (*converge.Batch, []converge.ID) {
+			r := get("vpc/fd0-team3")
+			r.Phase, r.Reason = converge.PhaseFailed, "quota "+nasty
+			return &converge.Batch{Resources: []*converge.Resource{r},
+				Events: []converge.Event{{Time: epoch, Resource: r.ID(), Type: "Failed", Message: "quota"}}}, []converge.ID{r.ID()}
+		}},
+		{"new resource with edge", func() (*converge.Batch, []converge.ID) {
+			r := &converge.Resource{Kind: "route", KindVersion: 1, Name: "fd1-extra", Owner: "classicbom/classic",
+				Phase: converge.PhasePending, Spec: json.RawMessage(`{}`)}
+			return &converge.Batch{Resources: []*converge.Resource{r},
+				Edges: []converge.Edge{{Consumer: r.ID(), Producer: "vpc/fd1-team2", Flows: []converge.ValueFlow{{From: "vpc_id", To: "vpc_id"}}}}}, []converge.ID{r.ID()}
+		}},
+		{"deleted consumer", func() (*converge.Batch, []converge.ID) {
+			return &converge.Batch{DeletedResources: []converge.ID{"route/fd0-team5"}}, []converge.ID{"route/fd0-team5"}
+		}},
+		{"deleted producer", func() (*converge.Batch, []converge.ID) {
+			return &converge.Batch{DeletedResources: []converge.ID{"route/fd0-team6", "vpc/fd0-team6"}}, []converge.ID{"vpc/fd0-team6", "route/fd0-team6"}
+		}},
+		{"new kind and root", func() (*converge.Batch, []converge.ID) {
+			r := &converge.Resource{Kind: "bucket", KindVersion: 1, Name: "logs", Phase: converge.PhaseReady, Spec: json.RawMessage(`{}`)}
+			return &converge.Batch{Resources: []*converge.Resource{r}}, []converge.ID{r.ID()}
+		}},
+		{"events only", func() (*converge.Batch, []converge.ID) {
+			return &converge.Batch{Events: []converge.Event{{Time: epoch, Resource: "tgw/fd1-tgw", Type: "Note", Message: "hello"}}}, nil
+		}},
+		{"many pending to ready", func() (*converge.Batch, []converge.ID) {
+			var rs []*converge.Resource
+			for _, r := range mustList(t, s, converge.PhasePending) {
+				r.Phase = converge.PhaseReady
+				rs = append(rs, r)
+			}
+			return &converge.Batch{Resources: rs}, idsOf(rs)
+		}},
+	}
+	for _, step := range steps {
+		t.Run(step.name, func(t *testing.T) {
+			batch, ids := step.change()
+			if err := s.Commit(batch); err != nil {
+				t.Fatal(err)
+			}
+			st, err := bld.Update(ids)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Files >= full.Files/2 {
+				t.Errorf("update wrote %d files, a full build %d: not incremental", st.Files, full.Files)
+			}
+			ref := t.TempDir()
+			if _, err := Build(s, ref, Options{Now: fixedNow, PageSize: 25, GraphNodes: 50}); err != nil {
+				t.Fatal(err)
+			}
+			got, want := readSite(t, dir), readSite(t, ref)
+			for name, w := range want {
+				if g, ok := got[name]; !ok {
+					t.Errorf("updated site lacks %s", name)
+				} else if !bytes.Equal(withoutHeader(g), withoutHeader(w)) {
+					t.Errorf("updated %s differs from a full build", name)
+				}
+			}
+			for name := range got {
+				if _, ok := want[name]; !ok {
+					t.Errorf("updated site has stale %s", name)
+				}
+			}
+		})
+	}
+}
+
+// withoutHeader drops the page header: its global counts are written
+// with each page and kept current by polling, so pages Update leaves alone
+// may show older ones.
+func withoutHeader(b []byte) []byte {
+	i := bytes.Index(b, []byte("<header>"))
+	j := bytes.Index(b, []byte("</header>"))
+	if i < 0 || j < i {
+		return b
+	}
+	return append(b[:i:i], b[j:]...)
+}
+
+func mustList(t *testing.T, s *state.Store, p converge.Phase) []*converge.Resource {
+	t.Helper()
+	rs, err := s.Resources(state.Filter{Phase: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+func idsOf(rs []*converge.Resource) []converge.ID {
+	var out []converge.ID
+	for _, r := range rs {
+		out = append(out, r.ID())
+	}
+	return out
+}
+
+func TestHandler(t *testing.T) {
+	_, dir, _ := buildFixture(t, 1, 2)
+	srv := httptest.NewServer(Handler(dir))
+	defer srv.Close()
+	tests := []struct {
+		name, method, path string
+		wantCode           int
+		wantType, wantBody string
+	}{
+		{"root is the index", "GET", "/", 200, "text/html; charset=utf-8", "<h2>Roots</h2>"},
+		{"index by name", "GET", "/index.html", 200, "text/html; charset=utf-8", "<h2>Revisions</h2>"},
+		{"summary", "GET", "/summary.json", 200, "application/json", `"counts"`},
+		{"graph", "GET", "/graph/classicbom/classic.svg", 200, "image/svg+xml", "<svg"},
+		{"resource", "GET", "/r/vpc/fd0-team1.html", 200, "text/html; charset=utf-8", "vpc"},
+		{"no directory listing", "GET", "/r/", 404, "", ""},
+		{"no marker", "GET", "/.converge-site", 404, "", ""},
+		{"no escape", "GET", "/../../etc/passwd", 404, "", ""},
+		{"missing", "GET", "/r/vpc/nope.html", 404, "", ""},
+		{"read only", "POST", "/index.html", 405, "", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tc.method, srv.URL+tc.path, nil)
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			var body bytes.Buffer
+			body.ReadFrom(res.Body)
+			if got, want := res.StatusCode, tc.wantCode; got != want {
+				t.Fatalf("status = %d, want %d", got, want)
+			}
+			if tc.wantType != "" {
+				if got, want := res.Header.Get("Content-Type"), tc.wantType; !strings.HasPrefix(got, want) {
+					t.Errorf("content type = %q, want %q", got, want)
+				}
+				if got := res.Header.Get("Content-Security-Policy"); !strings.Contains(got, "script-src 'self'") {
+					t.Errorf("CSP = %q", got)
+				}
+			}
+			if !strings.Contains(body.String(), tc.wantBody) {
+				t.Errorf("body lacks %q", tc.wantBody)
+			}
+		})
+	}
+}
