@@ -117,8 +117,9 @@ func (s *Scheduler) apply(d *converge.Desired, v Validator) *Plan {
 	if v != nil {
 		s.validator = v
 	}
+	resyncDefault := s.settings.ResyncInterval != d.Settings.ResyncInterval
 	s.settings = d.Settings
-	s.applyKinds(d.Kinds)
+	changedKinds := s.applyKinds(d.Kinds)
 	oldConfigs, oldDefaults := s.applyConfigs(d.Configs)
 	s.applyBindings(d.Bindings)
 
@@ -203,9 +204,13 @@ func (s *Scheduler) apply(d *converge.Desired, v Validator) *Plan {
 	if len(del) > 0 {
 		s.cascade(del, "no longer declared")
 	}
-	// Re-run resources whose resolved provider config changed.
+	// Re-run resources whose resolved provider config changed; re-arm
+	// resyncs whose interval changed.
 	for _, n := range s.nodes {
 		r := n.r
+		if (resyncDefault || changedKinds[r.Ref()]) && r.Phase == converge.PhaseReady && !r.Deleting {
+			s.scheduleResync(n)
+		}
 		if r.Deleting || touched[n.id] || r.ObservedGeneration == 0 {
 			continue
 		}
@@ -228,7 +233,9 @@ func sourceOr(src string) string {
 	return src
 }
 
-func (s *Scheduler) applyKinds(ks []*converge.Kind) {
+// applyKinds replaces the kinds and returns the refs that changed.
+func (s *Scheduler) applyKinds(ks []*converge.Kind) map[converge.KindRef]bool {
+	changed := make(map[converge.KindRef]bool)
 	want := make(map[converge.KindRef]bool, len(ks))
 	for _, k := range ks {
 		ref := k.Ref()
@@ -236,6 +243,7 @@ func (s *Scheduler) applyKinds(ks []*converge.Kind) {
 		delete(s.retiring, ref)
 		if old := s.kinds[ref]; old == nil || !sameJSON(old, k) {
 			s.meta.Kinds = append(s.meta.Kinds, k)
+			changed[ref] = true
 		}
 		s.kinds[ref] = k
 	}
@@ -250,6 +258,7 @@ func (s *Scheduler) applyKinds(ks []*converge.Kind) {
 		delete(s.kinds, ref)
 		s.meta.DeletedKinds = append(s.meta.DeletedKinds, ref)
 	}
+	return changed
 }
 
 // applyConfigs replaces the provider configs and returns the previous

@@ -30,14 +30,11 @@ func (s *Scheduler) composeResult(n *node, rec *taskRec, res *converge.Result) {
 		emitted[converge.NewID(c.Kind, c.Name)] = c
 	}
 	// Edges first (so new children see their producers), then children.
+	// Edges of pruned children stay until their rows are removed: the
+	// teardown order needs them.
 	oldEdges := make(map[edgeKey]*converge.Edge)
-	for id := range n.children {
-		for _, e := range s.producers[id] {
-			oldEdges[edgeKey{e.Consumer, e.Producer}] = e
-		}
-	}
 	for id := range emitted {
-		if _, ok := n.children[id]; ok {
+		if ex := s.nodes[id]; ex != nil && ex.r.Deleting {
 			continue
 		}
 		for _, e := range s.producers[id] {
@@ -46,6 +43,9 @@ func (s *Scheduler) composeResult(n *node, rec *taskRec, res *converge.Result) {
 	}
 	for i := range res.Edges {
 		e := res.Edges[i]
+		if ex := s.nodes[e.Consumer]; ex != nil && ex.r.Deleting {
+			continue // its edges go with its row
+		}
 		k := edgeKey{e.Consumer, e.Producer}
 		if old := oldEdges[k]; old != nil {
 			delete(oldEdges, k)
