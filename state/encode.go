@@ -19,6 +19,18 @@ const resourceFormat = 1
 // empty (non-nil) Declared, Spec or Status is stored as absent; invalid
 // JSON in one is an error naming the field.
 func encodeResource(r *converge.Resource) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.Grow(1 + binary.MaxVarintLen64 + len(r.Owner) + 512 + len(r.Declared) + len(r.Spec) + len(r.Status))
+	buf.WriteByte(resourceFormat)
+	var n [binary.MaxVarintLen64]byte
+	buf.Write(binary.AppendUvarint(n[:0], uint64(len(r.Owner))))
+	buf.WriteString(string(r.Owner))
+	head := buf.Len()
+	if appendResourceJSON(&buf, r) {
+		return buf.Bytes(), nil
+	}
+	// The slow path: encoding/json, which also names what is wrong.
+	buf.Truncate(head)
 	if (r.Declared != nil && len(r.Declared) == 0) || (r.Spec != nil && len(r.Spec) == 0) || (r.Status != nil && len(r.Status) == 0) {
 		c := *r
 		for _, m := range []*json.RawMessage{&c.Declared, &c.Spec, &c.Status} {
@@ -40,11 +52,8 @@ func encodeResource(r *converge.Resource) ([]byte, error) {
 		}
 		return nil, err
 	}
-	buf := make([]byte, 0, 1+binary.MaxVarintLen64+len(r.Owner)+len(j))
-	buf = append(buf, resourceFormat)
-	buf = binary.AppendUvarint(buf, uint64(len(r.Owner)))
-	buf = append(buf, r.Owner...)
-	return append(buf, j...), nil
+	buf.Write(j)
+	return buf.Bytes(), nil
 }
 
 // splitResource returns the owner and JSON parts of a resources value.

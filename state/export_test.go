@@ -35,3 +35,6 @@ func (s *Store) RawGet(bucket, key []byte) ([]byte, error) {
 	})
 	return v, err
 }
+
+// EncodeResource is encodeResource, for benchmarks.
+var EncodeResource = encodeResource
