@@ -86,9 +86,12 @@ func (s *Scheduler) considerTeardown(n *node) {
 	k := s.kinds[r.Ref()]
 	if k != nil && k.Finalizer && k.Has(converge.ReactionTeardown) {
 		s.dispatchNode(n, converge.ReactionTeardown, taskTeardown)
-		if n.r.Lease != nil && n.r.Reason != "tearing down" {
-			n.r.Reason = "tearing down"
-			s.markDirty(n)
+		if n.r.Lease != nil {
+			reason := "tearing down"
+			if r.Attempts > 0 {
+				reason += " (attempt " + strconv.Itoa(r.Attempts+1) + ", last error: " + r.LastError + ")"
+			}
+			s.setReason(n, reason)
 		}
 		return
 	}

@@ -206,24 +206,31 @@ func TestParkedVersionUnparks(t *testing.T) {
 
 func TestMaxInflightRespected(t *testing.T) {
 	store := newMemStore()
-	disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1", delay: 2 * time.Millisecond})
+	disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1", delay: 5 * time.Millisecond})
 	h := start(t, store, disp, testConfig())
-	d := classicDesired(makeBOM(1, 12), "c1")
-	for _, k := range d.Kinds {
-		if k.Name == "account" {
-			k.MaxInflight = 3
+	kinds := classicKinds()
+	for _, k := range kinds {
+		if k.Name == "vpc" && k.Version == 1 {
+			k.MaxInflight = 2
 		}
+	}
+	d := &converge.Desired{Kinds: kinds}
+	for i := 0; i < 8; i++ {
+		name := "s" + itoaT(i)
+		d.Resources = append(d.Resources,
+			sampleVPC(name, 1, `{"cidr":"10.0.0.0/16","account_id":"123456789012"}`),
+			&converge.Resource{Kind: "account", KindVersion: 1, Name: name, Origin: converge.OriginGit, Declared: json.RawMessage(`{}`)})
 	}
 	h.apply(d, classicValidator)
 	h.waitSettled(scheduler.Converged, 10*time.Second)
 	disp.mu.Lock()
-	acct, vpc := disp.maxInfl[converge.KindRef{Kind: "account", Version: 1}], disp.maxInfl[converge.KindRef{Kind: "vpc", Version: 1}]
+	vpc, acct := disp.maxInfl[converge.KindRef{Kind: "vpc", Version: 1}], disp.maxInfl[converge.KindRef{Kind: "account", Version: 1}]
 	disp.mu.Unlock()
-	if acct > 3 || acct < 2 {
-		t.Errorf("account max concurrent %d, want 2..3 (max_inflight 3)", acct)
+	if vpc != 2 {
+		t.Errorf("vpc max concurrent %d, want 2 (max_inflight 2)", vpc)
 	}
-	if vpc <= 3 {
-		t.Errorf("vpc max concurrent %d: the limit must be per kind version", vpc)
+	if acct <= 2 {
+		t.Errorf("account max concurrent %d: the limit must be per kind version", acct)
 	}
 }
 
@@ -874,5 +881,50 @@ func TestDiffIsPure(t *testing.T) {
 	}
 	if len(snap.Resources) != 5 || snap.Resources[3].Deleting {
 		t.Errorf("Diff changed its input")
+	}
+}
+
+func TestCrashMidTeardownResumesWithoutRecompose(t *testing.T) {
+	store := newMemStore()
+	disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1", delay: 2 * time.Millisecond, cap: 2})
+	h := start(t, store, disp, testConfig())
+	h.apply(classicDesired(makeBOM(2, 4), "c1"), classicValidator)
+	h.waitSettled(scheduler.Converged, 5*time.Second)
+	total := len(store.all())
+	if err := h.s.Delete(context.Background(), "classicbom/org"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "part of the tree to be gone", func() bool {
+		h.flush()
+		return len(store.all()) < total-4
+	})
+	store.crash()
+	h.stop()
+	store.restart()
+	left := store.all()
+	if len(left) == 0 {
+		t.Fatalf("everything was gone before the crash")
+	}
+	for _, r := range left {
+		if !r.Deleting {
+			t.Errorf("%s lost its Deleting mark", r.ID())
+		}
+	}
+	disp.resetLog()
+	h2 := start(t, store, disp, testConfig())
+	h2.waitSettled(scheduler.Converged, 5*time.Second)
+	h2.flush()
+	if n := len(store.all()); n != 0 {
+		t.Errorf("%d resources left after resuming the teardown", n)
+	}
+	var last string
+	for _, tk := range disp.tasks() {
+		if tk.Reaction != converge.ReactionTeardown {
+			t.Errorf("resumed teardown dispatched %s %s/%s", tk.Reaction, tk.Kind, tk.Name)
+		}
+		last = string(converge.NewID(tk.Kind, tk.Name))
+	}
+	if last != "classicbom/org" {
+		t.Errorf("last teardown %s, want the root", last)
 	}
 }

@@ -566,7 +566,7 @@ func (s *Scheduler) publish() {
 	case s.counts.Total == s.counts.Ready && s.owedDeliv == 0:
 		p.Settled = Converged
 	case s.inflight == 0 && s.backoffN == 0 && s.queueHead == len(s.queue) &&
-		len(s.delivLease) == 0 && !s.delivWorkPending():
+		len(s.delivLease) == 0 && !s.waitingForSlot() && !s.delivWorkPending():
 		p.Settled = Stuck
 	default:
 		p.Settled = Working
@@ -574,6 +574,18 @@ func (s *Scheduler) publish() {
 	s.progMu.Lock()
 	s.prog = p
 	s.progMu.Unlock()
+}
+
+// waitingForSlot reports whether a served KindRef has work queued for
+// capacity: a worker said it is full, which frees up without an outside
+// change.
+func (s *Scheduler) waitingForSlot() bool {
+	for _, rs := range s.refs {
+		if len(rs.waiting) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // delivWorkPending reports whether an owed delivery can still progress
