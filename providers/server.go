@@ -86,6 +86,9 @@ type worker struct {
 	// wake (capacity 1) tells the sender goroutine the queue is non-empty.
 	wake     chan struct{}
 	lastSeen atomic.Int64 // unix nanoseconds of the last message received
+	// delivering is set while the receiver waits for room on Results: the
+	// worker is not silent then, the scheduler is slow.
+	delivering atomic.Bool
 
 	inflight map[string]struct{} // task ids sent or queued, not answered
 	queue    []*convergev1.Task  // tasks not yet sent
@@ -352,7 +355,7 @@ func (s *Server) connect(stream convergev1.Control_ConnectServer) error {
 		select {
 		case <-w.wake:
 		case now := <-ticker.C:
-			if now.Sub(time.Unix(0, w.lastSeen.Load())) > s.opts.WorkerTimeout {
+			if !w.delivering.Load() && now.Sub(time.Unix(0, w.lastSeen.Load())) > s.opts.WorkerTimeout {
 				s.log.Warn("worker timed out", "worker", w.name, "id", w.id)
 				return status.Error(codes.DeadlineExceeded, "no heartbeat within the worker timeout")
 			}
@@ -418,11 +421,19 @@ func (s *Server) receive(stream convergev1.Control_ConnectServer, w *worker) err
 			for _, r := range out {
 				select {
 				case s.results <- r:
+					continue
+				default:
+				}
+				w.delivering.Store(true)
+				select {
+				case s.results <- r:
 				case <-s.done:
 					return nil
 				case <-stream.Context().Done():
 					return stream.Context().Err()
 				}
+				w.delivering.Store(false)
+				w.lastSeen.Store(time.Now().UnixNano())
 			}
 			clear(out)
 			s.signal()

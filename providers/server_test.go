@@ -504,3 +504,43 @@ func TestReconnectAfterServerRestart(t *testing.T) {
 		t.Fatalf("connect returned %v after ctx done, want nil", err)
 	}
 }
+
+// A scheduler that stops reading Results makes the receiver wait; the
+// worker is not silent then and must not be dropped as timed out.
+func TestSlowSchedulerKeepsWorker(t *testing.T) {
+	const n = 9000 // more than the Results buffer
+	s, addr := startServer(t, "unix", providers.ServerOptions{HeartbeatInterval: 50 * time.Millisecond, WorkerTimeout: 200 * time.Millisecond})
+	stream := rawStream(t, addr, testToken)
+	if err := stream.Send(register("raw", n, &convergev1.Capability{Kind: "vpc", KindVersion: 1, Reactions: []string{"reconcile"}})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 2*time.Second, "raw registered", func() bool { return hasWorker(s, "raw") })
+	for range n {
+		if err := s.Dispatch(context.Background(), task("vpc", 1, "reconcile")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rb := &convergev1.ResultBatch{}
+	for len(rb.Results) < n {
+		m, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tk := range m.GetTasks().GetTasks() {
+			rb.Results = append(rb.Results, &convergev1.Result{TaskId: tk.Id, Outcome: convergev1.Outcome_OUTCOME_OK})
+		}
+	}
+	if err := stream.Send(&convergev1.WorkerMessage{Msg: &convergev1.WorkerMessage_Results{Results: rb}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(600 * time.Millisecond) // three worker timeouts without reading Results
+	if !hasWorker(s, "raw") {
+		t.Fatal("worker dropped while the scheduler was slow")
+	}
+	for range n {
+		result(t, s, 5*time.Second)
+	}
+}
