@@ -120,6 +120,7 @@ func (s *Scheduler) apply(d *converge.Desired, v Validator) *Plan {
 	resyncDefault := s.settings.ResyncInterval != d.Settings.ResyncInterval
 	s.settings = d.Settings
 	changedKinds := s.applyKinds(d.Kinds)
+	s.refreshKinds()
 	oldConfigs, oldDefaults := s.applyConfigs(d.Configs)
 	s.applyBindings(d.Bindings)
 

@@ -239,7 +239,7 @@ func (s *Scheduler) createChild(parent *node, c *converge.Child) *node {
 
 // addNode inserts a new resource row (Phase Pending) into the graph.
 func (s *Scheduler) addNode(r *converge.Resource, parent *node, msg string) *node {
-	n := &node{r: r, id: r.ID(), owner: parent}
+	n := &node{r: r, id: r.ID(), owner: parent, rs: s.refState(r.Ref())}
 	if parent != nil {
 		if parent.children == nil {
 			parent.children = make(map[converge.ID]*node)
@@ -248,7 +248,7 @@ func (s *Scheduler) addNode(r *converge.Resource, parent *node, msg string) *nod
 	}
 	s.nodes[n.id] = n
 	delete(s.delRes, n.id)
-	s.refState(r.Ref()).count++
+	n.rs.count++
 	r.Spec = s.computeSpec(n)
 	n.flowsDirty = len(s.producers[n.id]) > 0
 	s.markDirty(n)
@@ -268,9 +268,10 @@ func (s *Scheduler) updateDeclared(n *node, version int, declared json.RawMessag
 	}
 	if r.KindVersion != version {
 		from := r.Ref()
-		s.refState(from).count--
+		n.rs.count--
 		r.KindVersion = version
-		s.refState(r.Ref()).count++
+		n.rs = s.refState(r.Ref())
+		n.rs.count++
 		s.retireCheck(from)
 		if r.Lease != nil {
 			// A task of the old version: its result is stale.

@@ -83,7 +83,7 @@ func (s *Scheduler) considerTeardown(n *node) {
 		s.markReason(n)
 		return
 	}
-	k := s.kinds[r.Ref()]
+	k := n.rs.kind
 	if k != nil && k.Finalizer && k.Has(converge.ReactionTeardown) {
 		s.dispatchNode(n, converge.ReactionTeardown, taskTeardown)
 		if n.r.Lease != nil {
@@ -190,8 +190,7 @@ func (s *Scheduler) remove(n *node) {
 	delete(s.nodes, n.id)
 	s.delRes[n.id] = true
 	s.armFlush()
-	rs := s.refState(r.Ref())
-	rs.count--
+	n.rs.count--
 	s.retireCheck(r.Ref())
 	var wake []*node
 	for _, e := range append([]*converge.Edge(nil), s.producers[n.id]...) {
@@ -228,6 +227,7 @@ func (s *Scheduler) retireCheck(ref converge.KindRef) {
 	}
 	delete(s.retiring, ref)
 	delete(s.kinds, ref)
+	s.refreshKind(s.refState(ref))
 	s.meta.DeletedKinds = append(s.meta.DeletedKinds, ref)
 	s.armFlush()
 }

@@ -34,7 +34,7 @@ func (s *Scheduler) pump() {
 		s.roomy = nil
 		for _, rs := range roomy {
 			rs.inRoomy = false
-			for len(rs.waiting) > 0 && !rs.noWorker && rs.inflight < s.maxInflight(rs.ref) {
+			for len(rs.waiting) > 0 && !rs.noWorker && rs.inflight < rs.max {
 				w := rs.waiting[0]
 				rs.waiting[0] = waitItem{}
 				rs.waiting = rs.waiting[1:]
@@ -260,8 +260,8 @@ func (s *Scheduler) dispatchNode(n *node, reaction string, kind taskKind) {
 		s.park(n)
 		return
 	}
-	rs := s.refState(ref)
-	if rs.noWorker || rs.inflight >= s.maxInflight(ref) {
+	rs := n.rs
+	if rs.noWorker || rs.inflight >= rs.max {
 		s.block(n, rs)
 		return
 	}

@@ -11,6 +11,7 @@ import (
 type node struct {
 	r        *converge.Resource
 	id       converge.ID
+	rs       *refState // of r.Ref(), kept current across flips
 	owner    *node
 	children map[converge.ID]*node
 	// counts tallies every descendant by phase (kept for every node;
@@ -30,36 +31,46 @@ type node struct {
 }
 
 // isComposer reports whether n's kind declares compose.
-func (s *Scheduler) isComposer(n *node) bool {
-	k := s.kinds[n.r.Ref()]
-	return k != nil && k.Has(converge.ReactionCompose)
-}
+func (s *Scheduler) isComposer(n *node) bool { return n.rs.composer }
 
+// refState returns the dispatch state of ref, creating it.
 func (s *Scheduler) refState(ref converge.KindRef) *refState {
 	rs := s.refs[ref]
 	if rs == nil {
 		rs = &refState{ref: ref}
 		s.refs[ref] = rs
+		s.refreshKind(rs)
 	}
 	return rs
 }
 
-func (s *Scheduler) maxInflight(ref converge.KindRef) int {
-	if k := s.kinds[ref]; k != nil && k.MaxInflight > 0 {
-		return k.MaxInflight
+// refreshKind caches ref's kind on its refState; it runs whenever the
+// kinds change.
+func (s *Scheduler) refreshKind(rs *refState) {
+	k := s.kinds[rs.ref]
+	rs.kind = k
+	rs.composer = k != nil && k.Has(converge.ReactionCompose)
+	rs.max = s.cfg.DefaultMaxInflight
+	if k != nil && k.MaxInflight > 0 {
+		rs.max = k.MaxInflight
 	}
-	return s.cfg.DefaultMaxInflight
+}
+
+func (s *Scheduler) refreshKinds() {
+	for _, rs := range s.refs {
+		s.refreshKind(rs)
+	}
 }
 
 func (s *Scheduler) leaseTTL(ref converge.KindRef) time.Duration {
-	if k := s.kinds[ref]; k != nil && k.TaskDeadline > 0 {
+	if k := s.refState(ref).kind; k != nil && k.TaskDeadline > 0 {
 		return k.TaskDeadline
 	}
 	return s.cfg.LeaseTTL
 }
 
 func (s *Scheduler) resyncInterval(n *node) time.Duration {
-	k := s.kinds[n.r.Ref()]
+	k := n.rs.kind
 	if k == nil {
 		return 0
 	}
@@ -86,9 +97,9 @@ func (s *Scheduler) load(snap *converge.Snapshot) {
 	}
 	s.rebuildByKind()
 	for _, r := range snap.Resources {
-		n := &node{r: r, id: r.ID()}
+		n := &node{r: r, id: r.ID(), rs: s.refState(r.Ref())}
 		s.nodes[n.id] = n
-		s.refState(r.Ref()).count++
+		n.rs.count++
 	}
 	for _, n := range s.nodes {
 		if n.r.Owner != "" {

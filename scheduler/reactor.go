@@ -66,7 +66,7 @@ func (s *Scheduler) considerDelivery(d *converge.Delivery) {
 		return
 	}
 	rs := s.refState(ref)
-	if rs.noWorker || rs.inflight >= s.maxInflight(ref) {
+	if rs.noWorker || rs.inflight >= rs.max {
 		rs.waiting = append(rs.waiting, waitItem{d: d})
 		return
 	}
@@ -165,7 +165,7 @@ func (s *Scheduler) startVerb(id converge.ID, verb string, args map[string]strin
 	}
 	r := n.r
 	ref := r.Ref()
-	k := s.kinds[ref]
+	k := n.rs.kind
 	if k == nil || !converge.IsVerb(verb) || !k.Has(verb) {
 		var verbs []string
 		if k != nil {

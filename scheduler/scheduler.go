@@ -257,6 +257,10 @@ type refState struct {
 	inRoomy  bool
 	waiting  []waitItem
 	count    int // resources of this ref
+	// cached from the kind (refreshKind)
+	kind     *converge.Kind
+	composer bool
+	max      int
 }
 
 type waitItem struct {
