@@ -2,7 +2,6 @@ package state
 
 import (
 	"bytes"
-	"encoding/json"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -13,7 +12,7 @@ import (
 // appendResourceJSON appends r's JSON to buf: the same document
 // encoding/json writes for converge.Resource (same keys, omitempty and
 // omitzero rules, string escaping), without reflection; raw JSON fields
-// are compacted like encoding/json does, but not HTML-escaped (a decoder
+// are compacted like json.Compact does (appendCompactJSON), not HTML-escaped (a decoder
 // sees no difference). It is Commit's hot path: a resource is encoded on every
 // write. It reports false, leaving buf's content undefined, when r needs
 // what it does not handle (invalid raw JSON, a time outside years
@@ -31,19 +30,19 @@ func appendResourceJSON(buf *bytes.Buffer, r *converge.Resource) bool {
 	appendString(buf, r.Name)
 	if len(r.Declared) > 0 {
 		buf.WriteString(`,"declared":`)
-		if json.Compact(buf, r.Declared) != nil {
+		if !appendRaw(buf, r.Declared) {
 			return false
 		}
 	}
 	buf.WriteString(`,"spec":`)
 	if r.Spec == nil {
 		buf.WriteString("null")
-	} else if json.Compact(buf, r.Spec) != nil {
+	} else if !appendRaw(buf, r.Spec) {
 		return false
 	}
 	if len(r.Status) > 0 {
 		buf.WriteString(`,"status":`)
-		if json.Compact(buf, r.Status) != nil {
+		if !appendRaw(buf, r.Status) {
 			return false
 		}
 	}
@@ -106,6 +105,15 @@ func appendResourceJSON(buf *bytes.Buffer, r *converge.Resource) bool {
 	}
 	buf.WriteByte('}')
 	return true
+}
+
+// appendRaw writes raw JSON compacted, or reports false if it is invalid.
+func appendRaw(buf *bytes.Buffer, raw []byte) bool {
+	b, ok := appendCompactJSON(buf.AvailableBuffer(), raw)
+	if ok {
+		buf.Write(b)
+	}
+	return ok
 }
 
 func appendInt(buf *bytes.Buffer, v int64) {
