@@ -12,7 +12,7 @@
 // one process (bbolt's flock); a second Open waits Options.LockTimeout and
 // then returns ErrLocked. Buckets:
 //
-//	resources   ID -> resource           (value: owner prefix + JSON, see encodeResource)
+//	resources   ID -> resource           (owner prefix + JSON, see encodeResource)
 //	owners      owner\x00child -> empty  (the owner index)
 //	edges       consumer\x00producer -> JSON flows
 //	producers   producer\x00consumer -> empty (the reverse edge index)
@@ -30,6 +30,12 @@
 // when a resource's owner changes, a resource put several times in one
 // batch is written once, and the events of one batch are one value.
 // Stats counts commits, puts, deletes and bytes exactly.
+//
+// Values are JSON of the domain types, so a store is readable with any
+// bbolt tool. Resources, written on every change, go through a
+// reflection-free encoder (resjson.go) whose output is byte-identical to
+// encoding/json and about 2.5 times cheaper; a test fails if
+// converge.Resource gains a field it does not know.
 //
 // # Rules a Batch must follow
 //

@@ -677,3 +677,70 @@ func TestResourceJSONFields(t *testing.T) {
 		})
 	}
 }
+
+// TestConcurrentCommitsAndReads commits from several goroutines while
+// others read: every read sees whole batches only (each batch adds a
+// resource, its edge and its event together).
+func TestConcurrentCommitsAndReads(t *testing.T) {
+	s := statetest.Open(t)
+	commit(t, s, &converge.Batch{Resources: []*converge.Resource{res("bom", "r", "")}})
+	const writers, perWriter = 3, 30
+	errc := make(chan error, writers+2)
+	done := make(chan struct{})
+	for w := range writers {
+		go func() {
+			for i := range perWriter {
+				name := fmt.Sprintf("w%d-%03d", w, i)
+				id := converge.NewID("vpc", name)
+				err := s.Commit(&converge.Batch{
+					Resources: []*converge.Resource{res("vpc", name, "bom/r")},
+					Edges:     []converge.Edge{edge(id, "account/shared")},
+					Events:    []converge.Event{{Resource: id, Type: "Created"}},
+				})
+				if err != nil {
+					errc <- err
+					return
+				}
+			}
+			errc <- nil
+		}()
+	}
+	for range 2 {
+		go func() {
+			for {
+				select {
+				case <-done:
+					errc <- nil
+					return
+				default:
+				}
+				snap, err := s.Load()
+				if err != nil {
+					errc <- err
+					return
+				}
+				if n := len(snap.Resources) - 1; n != len(snap.Edges) || uint64(n) != snap.LastEventSeq {
+					errc <- fmt.Errorf("torn read: %d resources, %d edges, last seq %d", n, len(snap.Edges), snap.LastEventSeq)
+					return
+				}
+			}
+		}()
+	}
+	for range writers {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(done)
+	for range 2 {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := s.Stats().Commits, uint64(1+writers*perWriter); got != want {
+		t.Errorf("Commits = %d, want %d", got, want)
+	}
+	if _, producedFor, err := s.EdgesOf("account/shared"); err != nil || len(producedFor) != writers*perWriter {
+		t.Errorf("EdgesOf(account/shared) producedFor = %d edges, %v; want %d", len(producedFor), err, writers*perWriter)
+	}
+}
