@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/convergehq/converge"
 )
@@ -19,15 +20,15 @@ func (s *Scheduler) composeResult(n *node, rec *taskRec, res *converge.Result) {
 		s.succeeded(n, rec) // re-enqueues
 		return
 	}
-	if err := s.checkComposition(n, res); err != nil {
+	ids, err := s.checkComposition(n, res)
+	if err != nil {
 		s.failPermanent(n, err.Error())
 		return
 	}
 	kept, created, updated, pruned := 0, 0, 0, 0
-	emitted := make(map[converge.ID]*converge.Child, len(res.Children))
-	for i := range res.Children {
-		c := &res.Children[i]
-		emitted[converge.NewID(c.Kind, c.Name)] = c
+	emitted := make(map[converge.ID]bool, len(res.Children))
+	for _, id := range ids {
+		emitted[id] = true
 	}
 	// Edges first (so new children see their producers), then children.
 	// Edges of pruned children stay until their rows are removed: the
@@ -69,13 +70,14 @@ func (s *Scheduler) composeResult(n *node, rec *taskRec, res *converge.Result) {
 			s.enqueue(c)
 		}
 	}
+	createdBy := "created by " + string(n.id)
 	for i := range res.Children {
 		c := &res.Children[i]
-		id := converge.NewID(c.Kind, c.Name)
+		id := ids[i]
 		ex := s.nodes[id]
 		switch {
 		case ex == nil:
-			s.createChild(n, c)
+			s.createChild(n, c, createdBy)
 			created++
 		case ex.r.Deleting:
 			// Torn down right now; a later recompose brings it back.
@@ -117,50 +119,56 @@ func (s *Scheduler) composeResult(n *node, rec *taskRec, res *converge.Result) {
 	}
 }
 
-// checkComposition validates a compose result without changing anything.
-func (s *Scheduler) checkComposition(n *node, res *converge.Result) error {
+// checkComposition validates a compose result without changing anything;
+// it returns the children's IDs.
+func (s *Scheduler) checkComposition(n *node, res *converge.Result) ([]converge.ID, error) {
 	if len(res.Children) > maxChildren {
-		return fmt.Errorf("%d children: more than %d", len(res.Children), maxChildren)
+		return nil, fmt.Errorf("%d children: more than %d", len(res.Children), maxChildren)
 	}
+	ids := make([]converge.ID, len(res.Children))
 	seen := make(map[converge.ID]bool, len(res.Children))
 	for i := range res.Children {
 		c := &res.Children[i]
 		id := converge.NewID(c.Kind, c.Name)
-		if _, err := converge.ParseID(string(id)); err != nil {
-			return fmt.Errorf("child %q: %w", id, err)
+		ids[i] = id
+		if _, err := converge.ParseID(string(id)); err != nil || strings.ContainsRune(string(id), 0) {
+			return nil, fmt.Errorf("child %q: want KIND/NAME without \"/\" or NUL in either", id)
+		}
+		if c.KindVersion < 1 {
+			return nil, fmt.Errorf("%s: kind_version %d: want >= 1", id, c.KindVersion)
 		}
 		if seen[id] {
-			return fmt.Errorf("%s: emitted twice", id)
+			return nil, fmt.Errorf("%s: emitted twice", id)
 		}
 		seen[id] = true
 		if id == n.id {
-			return fmt.Errorf("%s: a composer cannot emit itself", id)
+			return nil, fmt.Errorf("%s: a composer cannot emit itself", id)
 		}
 		if ex := s.nodes[id]; ex != nil && ex.r.Owner != n.id {
 			owner := string(ex.r.Owner)
 			if owner == "" {
 				owner = "git"
 			}
-			return fmt.Errorf("%s: already exists, owned by %s", id, owner)
+			return nil, fmt.Errorf("%s: already exists, owned by %s", id, owner)
 		}
 		if s.validator != nil {
 			if err := s.validator.ValidateSpec(converge.KindRef{Kind: c.Kind, Version: c.KindVersion}, c.Spec); err != nil {
-				return fmt.Errorf("%s: %w", id, err)
+				return nil, fmt.Errorf("%s: %w", id, err)
 			}
 		}
 	}
 	for _, e := range res.Edges {
 		if !seen[e.Consumer] {
-			return fmt.Errorf("edge %s -> %s: consumer is not a child of %s", e.Consumer, e.Producer, n.id)
+			return nil, fmt.Errorf("edge %s -> %s: consumer is not a child of %s", e.Consumer, e.Producer, n.id)
 		}
 		if e.Consumer == e.Producer {
-			return fmt.Errorf("edge %s -> %s: a resource cannot consume itself", e.Consumer, e.Producer)
+			return nil, fmt.Errorf("edge %s -> %s: a resource cannot consume itself", e.Consumer, e.Producer)
 		}
 	}
 	if cyc := findCycle(res.Edges); cyc != "" {
-		return fmt.Errorf("edges form a cycle through %s", cyc)
+		return nil, fmt.Errorf("edges form a cycle through %s", cyc)
 	}
-	return nil
+	return ids, nil
 }
 
 // findCycle returns a resource on a cycle of edges, or "".
@@ -168,40 +176,63 @@ func findCycle(edges []converge.Edge) converge.ID {
 	if len(edges) == 0 {
 		return ""
 	}
-	out := make(map[converge.ID][]converge.ID)
-	indeg := make(map[converge.ID]int)
-	for _, e := range edges {
-		out[e.Producer] = append(out[e.Producer], e.Consumer)
-		indeg[e.Consumer]++
-		if _, ok := indeg[e.Producer]; !ok {
-			indeg[e.Producer] = 0
+	index := make(map[converge.ID]int32, len(edges))
+	var names []converge.ID
+	idx := func(id converge.ID) int32 {
+		i, ok := index[id]
+		if !ok {
+			i = int32(len(names))
+			index[id] = i
+			names = append(names, id)
 		}
+		return i
 	}
-	var q []converge.ID
-	for id, d := range indeg {
-		if d == 0 {
-			q = append(q, id)
+	from := make([]int32, len(edges))
+	to := make([]int32, len(edges))
+	for i, e := range edges {
+		from[i], to[i] = idx(e.Producer), idx(e.Consumer)
+	}
+	n := len(names)
+	indeg := make([]int32, n)
+	start := make([]int32, n+1)
+	for i := range edges {
+		indeg[to[i]]++
+		start[from[i]+1]++
+	}
+	for i := 1; i <= n; i++ {
+		start[i] += start[i-1]
+	}
+	adj := make([]int32, len(edges))
+	fill := append([]int32(nil), start[:n]...)
+	for i := range edges {
+		adj[fill[from[i]]] = to[i]
+		fill[from[i]]++
+	}
+	q := make([]int32, 0, n)
+	for i := 0; i < n; i++ {
+		if indeg[i] == 0 {
+			q = append(q, int32(i))
 		}
 	}
 	done := 0
 	for len(q) > 0 {
-		id := q[len(q)-1]
+		v := q[len(q)-1]
 		q = q[:len(q)-1]
 		done++
-		for _, c := range out[id] {
+		for _, c := range adj[start[v]:start[v+1]] {
 			indeg[c]--
 			if indeg[c] == 0 {
 				q = append(q, c)
 			}
 		}
 	}
-	if done == len(indeg) {
+	if done == n {
 		return ""
 	}
 	var best converge.ID
-	for id, d := range indeg {
-		if d > 0 && (best == "" || id < best) {
-			best = id
+	for i, d := range indeg {
+		if d > 0 && (best == "" || names[i] < best) {
+			best = names[i]
 		}
 	}
 	return best
@@ -220,7 +251,7 @@ func flowsEqual(a, b []converge.ValueFlow) bool {
 }
 
 // createChild adds a resource composed by parent.
-func (s *Scheduler) createChild(parent *node, c *converge.Child) *node {
+func (s *Scheduler) createChild(parent *node, c *converge.Child, msg string) *node {
 	r := &converge.Resource{
 		UID:               s.newUID(),
 		Kind:              c.Kind,
@@ -234,7 +265,7 @@ func (s *Scheduler) createChild(parent *node, c *converge.Child) *node {
 		ProviderConfigRef: c.ProviderConfigRef,
 		CreatedAt:         s.now,
 	}
-	return s.addNode(r, parent, "created by "+string(parent.id))
+	return s.addNode(r, parent, msg)
 }
 
 // addNode inserts a new resource row (Phase Pending) into the graph.

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+
+	"github.com/convergehq/converge"
 )
 
 func TestSetFields(t *testing.T) {
@@ -67,6 +69,28 @@ func TestGetField(t *testing.T) {
 			got, ok := getField(doc, tt.path)
 			if ok != tt.wantOK || string(got) != tt.want {
 				t.Errorf("getField(%q) = %s, %v; want %s, %v", tt.path, got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+}
+
+func TestFindCycle(t *testing.T) {
+	e := func(c, p converge.ID) converge.Edge { return converge.Edge{Consumer: c, Producer: p} }
+	tests := []struct {
+		name  string
+		edges []converge.Edge
+		want  converge.ID
+	}{
+		{name: "none", edges: nil, want: ""},
+		{name: "chain", edges: []converge.Edge{e("r/1", "v/1"), e("v/1", "a/1"), e("r/1", "t/1")}, want: ""},
+		{name: "diamond", edges: []converge.Edge{e("d/1", "b/1"), e("d/1", "c/1"), e("b/1", "a/1"), e("c/1", "a/1")}, want: ""},
+		{name: "two-cycle", edges: []converge.Edge{e("a/1", "b/1"), e("b/1", "a/1"), e("c/1", "a/1")}, want: "a/1"},
+		{name: "long cycle", edges: []converge.Edge{e("x/2", "x/1"), e("x/3", "x/2"), e("x/1", "x/3")}, want: "x/1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := findCycle(tt.edges); got != tt.want {
+				t.Errorf("findCycle = %q, want %q", got, tt.want)
 			}
 		})
 	}
