@@ -240,15 +240,15 @@ func (l *loader) expr(rel string, expr ast.Expr) {
 
 // doc records one document.
 func (l *loader) doc(rel string, v cuelang.Value, pos token.Pos) {
+	if !pos.IsValid() {
+		pos = v.Pos()
+	}
 	if l.res.Documents >= l.opts.MaxDocuments {
 		l.addf(rel, pos, "", "TOO_MANY_DOCUMENTS", "more than %d documents; loading stopped", l.opts.MaxDocuments)
 		l.full = true
 		return
 	}
 	l.res.Documents++
-	if !pos.IsValid() {
-		pos = v.Pos()
-	}
 	if v.IncompleteKind() != cuelang.StructKind {
 		l.addf(rel, pos, "", "DOCUMENT_INVALID", "a document must be a struct (object), not %v", v.IncompleteKind())
 		return
