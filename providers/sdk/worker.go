@@ -364,6 +364,9 @@ func (c *client) run(sctx context.Context, t *convergev1.Task, out *outbox) {
 		})
 		defer stop()
 	}
+	if ctx.Err() != nil {
+		return // expired on arrival (answered above) or the session is gone
+	}
 	res := c.call(ctx, req)
 	if answered.CompareAndSwap(false, true) {
 		res.TaskId = t.GetId()

@@ -198,6 +198,7 @@ func jsonEqual(a, b json.RawMessage) (bool, error) {
 // probe is the suite's own provider, exercising the SDK's semantics.
 type probe struct {
 	running, peak atomic.Int64
+	expiredRan    atomic.Bool // the "expired" verb ran
 }
 
 func (p *probe) provider() sdk.Provider {
@@ -252,6 +253,10 @@ func (p *probe) provider() sdk.Provider {
 			"ignore_deadline": func(context.Context, *sdk.Request) (any, error) {
 				time.Sleep(1500 * time.Millisecond)
 				return "late", nil
+			},
+			"expired": func(context.Context, *sdk.Request) (any, error) {
+				p.expiredRan.Store(true)
+				return nil, nil
 			},
 			"hold": func(context.Context, *sdk.Request) (any, error) {
 				n := p.running.Add(1)
@@ -394,6 +399,18 @@ func testProbe(t *testing.T, h *Harness, pr *probe) {
 					t.Errorf("%s: answered twice (second: %s %s)", verb, r.Outcome, r.Message)
 				}
 			}
+		}
+	})
+
+	t.Run("expired on arrival", func(t *testing.T) {
+		task := probeTask("expired")
+		task.Deadline = time.Now().Add(-time.Second)
+		r := h.Do(t, task)
+		if got, want := r.Outcome, converge.OutcomeTransient; got != want {
+			t.Errorf("outcome = %s (%s), want %s", got, r.Message, want)
+		}
+		if pr.expiredRan.Load() {
+			t.Error("the handler ran for a task whose deadline had passed")
 		}
 	})
 
