@@ -191,3 +191,49 @@ func TestOutcomeOf(t *testing.T) {
 		t.Error("Permanent does not unwrap to its error")
 	}
 }
+
+// silentControl registers workers and then says nothing, counting
+// connections.
+type silentControl struct {
+	convergev1.UnimplementedControlServer
+	connects atomic.Int64
+}
+
+func (s *silentControl) Connect(stream convergev1.Control_ConnectServer) error {
+	s.connects.Add(1)
+	if _, err := stream.Recv(); err != nil {
+		return err
+	}
+	if err := stream.Send(&convergev1.ControlMessage{Msg: &convergev1.ControlMessage_Registered{
+		Registered: &convergev1.Registered{WorkerId: "w", HeartbeatIntervalMs: 50}}}); err != nil {
+		return err
+	}
+	for {
+		if _, err := stream.Recv(); err != nil { // heartbeats; never answered
+			return err
+		}
+	}
+}
+
+func TestWorkerLeavesSilentControlPlane(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := &silentControl{}
+	srv := grpc.NewServer()
+	convergev1.RegisterControlServer(srv, sc)
+	go srv.Serve(l)
+	defer srv.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	err = sdk.Connect(ctx, sdk.Options{Addr: l.Addr().String(), Token: "t", Logger: slog.New(slog.DiscardHandler)},
+		sdk.Provider{Kind: "vpc", Version: 1, Teardown: func(context.Context, *sdk.Request) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 3 × 50ms of silence ends a session; in 1.5s that happens several times.
+	if got := sc.connects.Load(); got < 3 {
+		t.Errorf("connected %d times in 1.5s, want the worker to give up on a silent control plane and reconnect", got)
+	}
+}
