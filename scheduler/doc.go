@@ -7,4 +7,75 @@
 // It imports no third-party module. It consumes three small interfaces
 // declared in ports.go: Store (durable state), Dispatcher (workers) and
 // Validator (schemas).
+//
+// Read first: Scheduler (New, Run, Apply, Delete, Do, Progress, Problems,
+// Flush), Config, Plan and Diff.
+//
+// # Basics
+//
+// One goroutine, Run, owns all mutable state. Apply, Delete, Do, Problems
+// and Flush send it a closure and wait (while Run is not running they run
+// the closure themselves); Progress reads a copy Run publishes after every
+// step. Run's inputs are the dispatcher's Results and Changed channels,
+// one timer (retries, lease expiry, resyncs, reactor retries, the next
+// flush) and those commands.
+//
+// Group commit: every change marks its resource dirty; dirty rows, edge
+// and delivery changes and events are written as one converge.Batch every
+// Config.FlushInterval, or as soon as Config.MaxBatch rows are dirty. A row
+// changed three times between flushes is written once; the classic graph
+// costs about 2.5 puts per resource from create to Ready.
+//
+// A resource is eligible when it is not Deleting, not leased, not in
+// backoff, not permanently failed at its generation, and every producer
+// it consumes is Ready at its current generation; it then runs its main
+// reaction (compose if its kind declares it, else reconcile). Before it
+// runs, its Spec is recomputed as Declared plus every value flow; a
+// changed Spec of a resource that ran before bumps its generation, so a
+// changed producer value re-triggers its consumers. A dispatched task
+// leases the resource until the kind's task_deadline (or Config.LeaseTTL);
+// a lease that expires counts as a transient failure. Leases are not
+// written before dispatch: after a crash every lease is treated as
+// expired and the task runs again (reactions are idempotent).
+//
+// Failures: a transient one is retried after exponential backoff with
+// full jitter (reason "retrying in 1.2s: msg"); a permanent one stops the
+// resource until its declared spec (generation) changes (reason
+// "permanent: msg"; stored as phase Failed with no NextAttempt). A
+// resource whose (kind, version) and reaction no connected worker serves
+// parks with reason "no worker serves vpc/v3" until Changed.
+//
+// Composition: a compose result is checked whole (every child validated,
+// no collision with a resource owned by someone else, no duplicate, no
+// edge cycle, at most 100,000 children) before anything of it is applied;
+// then children are created, updated (generation bump) or kept untouched,
+// the rest pruned through cascade delete, and the edges whose consumer is
+// one of the children replaced. A composer is Ready when its compose
+// succeeded for its generation and every descendant is Ready; its status
+// carries "rollup" counts of its whole subtree, kept incrementally on
+// every phase change and written at most once per flush.
+//
+// Reactors: a binding's transition (synced, failed, deleted) creates a
+// converge.Delivery keyed binding/uid/generation/transition in the same
+// batch as the transition; an existing key is never created again, so a
+// reactor fires once per transition (at least once: deliveries are
+// retried and survive restarts).
+//
+// Cascade delete marks a teardown tree (the resource, what it owns, what
+// consumes any of those, transitively); a marked resource is torn down
+// once nothing still consumes it and it owns nothing, through its kind's
+// teardown reaction when the kind has a finalizer.
+//
+// # Caveats
+//
+// A Store must not keep references into a Batch after Commit returns:
+// the rows are the scheduler's live ones. A failed Commit keeps
+// everything pending and is retried; it is logged, not fatal.
+//
+// Lease.Worker is left empty: the Dispatcher port does not say which
+// worker took a task.
+//
+// A composed child that is still being torn down when its owner
+// recomposes is not re-created by that compose: it comes back at the next
+// recompose or resync, as a child deleted by Delete does.
 package scheduler

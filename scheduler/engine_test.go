@@ -928,3 +928,23 @@ func TestCrashMidTeardownResumesWithoutRecompose(t *testing.T) {
 		t.Errorf("last teardown %s, want the root", last)
 	}
 }
+
+func TestCommitErrorIsRetried(t *testing.T) {
+	store := newMemStore()
+	disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1", delay: time.Millisecond})
+	h := start(t, store, disp, testConfig())
+	h.apply(classicDesired(makeBOM(1, 2), "c1"), classicValidator)
+	store.mu.Lock()
+	store.failNext = 3
+	store.mu.Unlock()
+	h.waitSettled(scheduler.Converged, 5*time.Second)
+	waitFor(t, 5*time.Second, "every row to be committed", func() bool {
+		_ = h.s.Flush(context.Background())
+		for _, r := range store.all() {
+			if r.Phase != converge.PhaseReady {
+				return false
+			}
+		}
+		return len(store.all()) == bomSize(1, 2)+1
+	})
+}

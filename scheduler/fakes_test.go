@@ -31,6 +31,7 @@ type memStore struct {
 	events     []converge.Event
 	lastSeq    uint64
 	crashed    bool
+	failNext   int // the next failNext commits fail
 
 	commits     int
 	puts        int
@@ -105,6 +106,10 @@ func (m *memStore) Commit(b *converge.Batch) error {
 	defer m.mu.Unlock()
 	if m.crashed {
 		return errCrashed
+	}
+	if m.failNext > 0 {
+		m.failNext--
+		return errors.New("disk full")
 	}
 	m.commits++
 	for _, r := range b.Resources {

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/convergehq/converge"
 )
@@ -55,7 +56,8 @@ func (s *Scheduler) flush() error {
 		return nil
 	}
 	if err := s.store.Commit(&b); err != nil {
-		s.armFlush()
+		// Everything stays pending; retry later, not in a hot loop.
+		s.flushAt = s.now.Add(max(s.cfg.FlushInterval, 100*time.Millisecond))
 		return fmt.Errorf("commit state: %w", err)
 	}
 	for _, n := range s.dirty {

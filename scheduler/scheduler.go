@@ -436,19 +436,31 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			err := s.flush()
 			s.publish()
 			return err
-		case r := <-results:
+		case r, ok := <-results:
+			if !ok {
+				results = nil // the dispatcher shut down
+				continue
+			}
 			s.now = s.cfg.Now()
 			s.onResult(r)
 		drain:
 			for i := 0; i < 4096; i++ {
 				select {
-				case r = <-results:
+				case r, ok = <-results:
+					if !ok {
+						results = nil
+						break drain
+					}
 					s.onResult(r)
 				default:
 					break drain
 				}
 			}
-		case <-changed:
+		case _, ok := <-changed:
+			if !ok {
+				changed = nil
+				continue
+			}
 			s.now = s.cfg.Now()
 			s.onChanged()
 		case c := <-s.cmds:
