@@ -4,7 +4,8 @@
 // starts local worker processes.
 //
 // Read first: Server (service and Dispatcher), Supervisor (worker
-// processes). Provider authors import providers/sdk instead; the example
+// processes). MeasureTransport measures the raw gRPC and the protocol's
+// round-trip rates, for benchmarks that report against them. Provider authors import providers/sdk instead; the example
 // providers live in providers/classic.
 //
 // # Basics
