@@ -532,6 +532,10 @@ func TestSlowSchedulerKeepsWorker(t *testing.T) {
 		for _, tk := range m.GetTasks().GetTasks() {
 			rb.Results = append(rb.Results, &convergev1.Result{TaskId: tk.Id, Outcome: convergev1.Outcome_OUTCOME_OK})
 		}
+		// Stay alive however slow this machine is.
+		if err := stream.Send(&convergev1.WorkerMessage{Msg: &convergev1.WorkerMessage_Heartbeat{Heartbeat: &convergev1.Heartbeat{}}}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := stream.Send(&convergev1.WorkerMessage{Msg: &convergev1.WorkerMessage_Results{Results: rb}}); err != nil {
 		t.Fatal(err)
