@@ -49,5 +49,8 @@
 // lease expiry or a reconnect), so every handler must be safe to repeat.
 // Tasks in flight when the stream breaks are abandoned (their contexts are
 // cancelled); the control plane re-dispatches them when their leases expire.
+// Serve and Connect return without waiting for a handler that ignores its
+// context. Deadlines are absolute times from the control plane, so a worker
+// on another machine needs a roughly synchronised clock.
 // Package sdktest is the conformance suite every worker should run.
 package sdk
