@@ -333,9 +333,12 @@ func (s *Store) appendEvents(w *writer, evs []converge.Event) error {
 	eb := w.bucket(bEvents)
 	for count > max {
 		k, v := eb.Cursor().First()
+		if k == nil {
+			return fmt.Errorf("events: meta counts %d events, no chunk holds them", count)
+		}
 		n, err := chunkLen(v)
 		if err != nil {
-			return fmt.Errorf("events: chunk %d: %w", binary.BigEndian.Uint64(k), err)
+			return fmt.Errorf("events: chunk %d: %w", chunkSeq(k), err)
 		}
 		key := append([]byte(nil), k...)
 		if count-uint64(n) >= max {
@@ -347,7 +350,7 @@ func (s *Store) appendEvents(w *writer, evs []converge.Event) error {
 		}
 		old, err := decodeChunk(v)
 		if err != nil {
-			return fmt.Errorf("events: chunk %d: %w", binary.BigEndian.Uint64(k), err)
+			return fmt.Errorf("events: chunk %d: %w", chunkSeq(k), err)
 		}
 		keep := old[count-max:]
 		nv, err := encodeChunk(keep)

@@ -173,3 +173,11 @@ func checkID(id converge.ID) error {
 	}
 	return nil
 }
+
+// chunkSeq returns the first Seq an events key names (0 if malformed).
+func chunkSeq(k []byte) uint64 {
+	if len(k) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(k)
+}

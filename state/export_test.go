@@ -38,3 +38,6 @@ func (s *Store) RawGet(bucket, key []byte) ([]byte, error) {
 
 // EncodeResource is encodeResource, for benchmarks.
 var EncodeResource = encodeResource
+
+// SetFillPercent changes the page fill for benchmarks; it returns the old.
+func SetFillPercent(f float64) float64 { old := fillPercent; fillPercent = f; return old }

@@ -189,7 +189,7 @@ func (s *Store) Events(resource converge.ID, limit int) ([]converge.Event, error
 		for k, v := c.Last(); k != nil; k, v = c.Prev() {
 			evs, err := decodeChunk(v)
 			if err != nil {
-				return fmt.Errorf("chunk %d: %w", binary.BigEndian.Uint64(k), err)
+				return fmt.Errorf("chunk %d: %w", chunkSeq(k), err)
 			}
 			for i := len(evs) - 1; i >= 0; i-- {
 				if resource != "" && evs[i].Resource != resource {
