@@ -8,9 +8,107 @@ import (
 	"github.com/convergehq/converge"
 )
 
-// flush writes every pending change as one Batch. On error everything
-// stays pending and the next flush retries it.
+// Group commit. Pending changes become one Batch of snapshots (shallow
+// copies: the scheduler never mutates JSON bytes or a Lease in place, it
+// replaces them), so the Batch can be committed while the loop goes on
+// changing the live rows. While Run runs, a committer goroutine commits
+// one batch at a time (flushAsync); Flush, Apply, Delete and Run's exit
+// commit synchronously (flush) after the one in flight. A batch that
+// fails is kept and committed again, before anything newer.
+
+// flush commits everything pending now and waits for it.
 func (s *Scheduler) flush() error {
+	if err := s.waitCommit(); err != nil {
+		return err
+	}
+	b := s.failed
+	if b == nil {
+		b = s.buildBatch()
+	}
+	s.flushAt = timeZero
+	if b == nil {
+		return nil
+	}
+	if err := s.store.Commit(b); err != nil {
+		s.failed = b
+		s.retryLater()
+		return fmt.Errorf("commit state: %w", err)
+	}
+	s.failed = nil
+	if s.hasPending() {
+		// Rollup or reason refreshes queued by building the batch.
+		return s.flush()
+	}
+	return nil
+}
+
+// flushAsync hands everything pending to the committer, unless a commit
+// is in flight (the next one starts when it ends).
+func (s *Scheduler) flushAsync() {
+	if s.commitReq == nil {
+		if err := s.flush(); err != nil {
+			s.log.Error("flush", "err", err)
+		}
+		return
+	}
+	if s.committing {
+		return
+	}
+	b := s.failed
+	if b == nil {
+		b = s.buildBatch()
+	}
+	s.flushAt = timeZero
+	if b == nil {
+		return
+	}
+	s.failed = b // until the committer says it is durable
+	s.committing = true
+	s.commitReq <- b
+}
+
+// commitEnded handles the committer's answer for the batch in flight.
+func (s *Scheduler) commitEnded(err error) {
+	s.committing = false
+	if err != nil {
+		s.log.Error("flush", "err", err)
+		s.retryLater()
+		return
+	}
+	s.failed = nil
+	if s.hasPending() && !s.flushAt.After(s.now) {
+		s.flushAsync()
+	}
+}
+
+// waitCommit waits for the commit in flight, if any.
+func (s *Scheduler) waitCommit() error {
+	if !s.committing {
+		return nil
+	}
+	err := <-s.commitRes
+	s.committing = false
+	if err != nil {
+		s.retryLater()
+		return fmt.Errorf("commit state: %w", err)
+	}
+	s.failed = nil
+	return nil
+}
+
+func (s *Scheduler) retryLater() {
+	s.flushAt = s.now.Add(max(s.cfg.FlushInterval, 100*time.Millisecond))
+}
+
+func (s *Scheduler) hasPending() bool {
+	return len(s.dirty) > 0 || len(s.rollupDirty) > 0 || len(s.reasonDirty) > 0 || len(s.delRes) > 0 ||
+		len(s.edgePut) > 0 || len(s.edgeDel) > 0 || len(s.delivDirty) > 0 || len(s.events) > 0 ||
+		!s.meta.Empty()
+}
+
+// buildBatch turns everything pending into one Batch of snapshots and
+// clears the pending sets; it returns nil if nothing is pending.
+func (s *Scheduler) buildBatch() *converge.Batch {
 	for _, n := range s.rollupDirty {
 		n.rollupDirty = false
 		if !n.removed {
@@ -28,10 +126,18 @@ func (s *Scheduler) flush() error {
 	s.reasonDirty = s.reasonDirty[:0]
 
 	b := s.meta
-	for _, n := range s.dirty {
-		if !n.removed {
-			b.Resources = append(b.Resources, n.r)
+	s.meta = converge.Batch{}
+	if len(s.dirty) > 0 {
+		rows := make([]converge.Resource, 0, len(s.dirty))
+		b.Resources = make([]*converge.Resource, 0, len(s.dirty))
+		for _, n := range s.dirty {
+			n.dirty = false
+			if !n.removed {
+				rows = append(rows, *n.r)
+				b.Resources = append(b.Resources, &rows[len(rows)-1])
+			}
 		}
+		s.dirty = s.dirty[:0]
 	}
 	if len(s.delRes) > 0 {
 		b.DeletedResources = make([]converge.ID, 0, len(s.delRes))
@@ -39,36 +145,25 @@ func (s *Scheduler) flush() error {
 			b.DeletedResources = append(b.DeletedResources, id)
 		}
 		sort.Slice(b.DeletedResources, func(i, j int) bool { return b.DeletedResources[i] < b.DeletedResources[j] })
+		clear(s.delRes)
 	}
 	for _, e := range s.edgePut {
 		b.Edges = append(b.Edges, *e)
 	}
+	clear(s.edgePut)
 	for k := range s.edgeDel {
 		b.DeletedEdges = append(b.DeletedEdges, converge.Edge{Consumer: k.consumer, Producer: k.producer})
 	}
+	clear(s.edgeDel)
 	b.Events = s.events
+	s.events = nil
 	for _, d := range s.delivDirty {
-		b.Deliveries = append(b.Deliveries, d)
+		c := *d
+		b.Deliveries = append(b.Deliveries, &c)
 	}
-	s.flushAt = timeZero
+	clear(s.delivDirty)
 	if b.Empty() {
-		s.dirty = s.dirty[:0]
 		return nil
 	}
-	if err := s.store.Commit(&b); err != nil {
-		// Everything stays pending; retry later, not in a hot loop.
-		s.flushAt = s.now.Add(max(s.cfg.FlushInterval, 100*time.Millisecond))
-		return fmt.Errorf("commit state: %w", err)
-	}
-	for _, n := range s.dirty {
-		n.dirty = false
-	}
-	s.dirty = s.dirty[:0]
-	clear(s.delRes)
-	clear(s.edgePut)
-	clear(s.edgeDel)
-	clear(s.delivDirty)
-	s.events = nil
-	s.meta = converge.Batch{}
-	return nil
+	return &b
 }

@@ -481,9 +481,7 @@ func (s *Scheduler) fireTimers() {
 		}
 	}
 	if !s.flushAt.IsZero() && !s.flushAt.After(s.now) {
-		if err := s.flush(); err != nil {
-			s.log.Error("flush", "err", err)
-		}
+		s.flushAsync()
 	}
 }
 

@@ -230,6 +230,12 @@ type Scheduler struct {
 	events      []converge.Event
 	eventSeq    uint64
 	flushAt     time.Time
+	// committing: a batch is with the committer goroutine (Run only);
+	// failed is that batch, or one whose commit failed, until durable.
+	committing bool
+	failed     *converge.Batch
+	commitReq  chan *converge.Batch
+	commitRes  chan error
 
 	uidBuf []byte
 
@@ -406,6 +412,17 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		s.runMu.Unlock()
 	}()
 
+	s.commitReq = make(chan *converge.Batch)
+	s.commitRes = make(chan error, 1)
+	go func(req <-chan *converge.Batch, res chan<- error) {
+		for b := range req {
+			res <- s.store.Commit(b)
+		}
+	}(s.commitReq, s.commitRes)
+	defer func() {
+		close(s.commitReq)
+		s.commitReq = nil
+	}()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	results := s.disp.Results()
@@ -415,9 +432,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	for {
 		s.pump()
 		if len(s.dirty) >= s.cfg.MaxBatch {
-			if err := s.flush(); err != nil {
-				s.log.Error("flush", "err", err)
-			}
+			s.flushAsync()
 		}
 		s.publish()
 		wake := s.nextWake()
@@ -466,6 +481,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		case c := <-s.cmds:
 			s.now = s.cfg.Now()
 			c(s)
+		case err := <-s.commitRes:
+			s.now = s.cfg.Now()
+			s.commitEnded(err)
 		case <-timer.C:
 			s.now = s.cfg.Now()
 			s.fireTimers()
@@ -478,7 +496,7 @@ func (s *Scheduler) nextWake() time.Time {
 	if len(s.timers) > 0 {
 		w = s.timers[0].at
 	}
-	if !s.flushAt.IsZero() && (w.IsZero() || s.flushAt.Before(w)) {
+	if !s.flushAt.IsZero() && !s.committing && (w.IsZero() || s.flushAt.Before(w)) {
 		w = s.flushAt
 	}
 	return w
