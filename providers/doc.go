@@ -28,5 +28,8 @@
 // expire and it re-dispatches them), and Changed is signalled. A result for
 // a task the worker does not hold (a duplicate, or one from before a
 // reconnect) is dropped, so Results delivers at most one result per task.
-// An empty ServerOptions.Token refuses every worker.
+// An empty ServerOptions.Token refuses every worker. With
+// ServerOptions.TLS, TCP listeners serve (mutual) TLS while unix sockets,
+// owner-only, stay plain; workers set CONVERGE_TLS_CA, CONVERGE_TLS_CERT
+// and CONVERGE_TLS_KEY (see providers/sdk).
 package providers

@@ -3,6 +3,7 @@ package providers
 import (
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -47,6 +49,10 @@ type ServerOptions struct {
 	// WorkerTimeout drops a worker that sent nothing for this long
 	// (default 3 × HeartbeatInterval).
 	WorkerTimeout time.Duration
+	// TLS, if set, secures every non-unix listener (set ClientAuth to
+	// tls.RequireAndVerifyClientCert for mutual TLS). Unix sockets are
+	// owner-only and stay plain, so local workers need no certificates.
+	TLS *tls.Config
 }
 
 // Server is the control plane's side of the worker protocol: the gRPC
@@ -55,7 +61,8 @@ type ServerOptions struct {
 type Server struct {
 	opts    ServerOptions
 	log     *slog.Logger
-	grpc    *grpc.Server
+	grpc    *grpc.Server // plain: unix sockets, and TCP when TLS is nil
+	tls     *grpc.Server // TCP when TLS is set, else nil
 	results chan *converge.Result
 	changed chan struct{}
 	done    chan struct{}
@@ -132,21 +139,31 @@ func NewServer(opts ServerOptions) *Server {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	s.grpc = grpc.NewServer(
+	common := []grpc.ServerOption{
 		grpc.StreamInterceptor(s.authStream),
 		grpc.UnaryInterceptor(s.authUnary),
 		grpc.MaxRecvMsgSize(maxMsgSize),
 		grpc.MaxSendMsgSize(maxMsgSize),
-	)
+	}
+	s.grpc = grpc.NewServer(common...)
 	convergev1.RegisterControlServer(s.grpc, controlService{s: s})
+	if opts.TLS != nil {
+		s.tls = grpc.NewServer(append(common, grpc.Creds(credentials.NewTLS(opts.TLS)))...)
+		convergev1.RegisterControlServer(s.tls, controlService{s: s})
+	}
 	return s
 }
 
 // Serve accepts workers on l until Close, then returns nil (also when
 // called after Close). It may be called for several listeners (a unix
-// socket and a TCP port). l is closed when Serve returns.
+// socket and a TCP port). l is closed when Serve returns. With
+// ServerOptions.TLS set, a listener that is not a unix socket serves TLS.
 func (s *Server) Serve(l net.Listener) error {
-	if err := s.grpc.Serve(l); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+	srv := s.grpc
+	if s.tls != nil && l.Addr().Network() != "unix" {
+		srv = s.tls
+	}
+	if err := srv.Serve(l); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 		return fmt.Errorf("serve: %w", err)
 	}
 	return nil
@@ -158,6 +175,9 @@ func (s *Server) Close() error {
 	s.close.Do(func() {
 		close(s.done)
 		s.grpc.Stop()
+		if s.tls != nil {
+			s.tls.Stop()
+		}
 	})
 	return nil
 }

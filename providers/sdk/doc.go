@@ -29,6 +29,8 @@
 //
 // Serve reads CONVERGE_ADDR, CONVERGE_TOKEN, CONVERGE_WORKER_NAME and
 // CONVERGE_CONCURRENCY (the supervisor in package providers sets them),
+// and for a control plane on TCP optionally CONVERGE_TLS_CA,
+// CONVERGE_TLS_CERT and CONVERGE_TLS_KEY (PEM files, for mutual TLS),
 // registers the (kind, version, reactions) derived from the non-nil
 // handlers, and runs each task in its own goroutine, at most Concurrency at
 // once, with the task's deadline on its context. It reconnects with backoff

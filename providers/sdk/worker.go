@@ -2,6 +2,8 @@ package sdk
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -33,6 +36,12 @@ const (
 	EnvToken       = "CONVERGE_TOKEN"       // the control plane's bearer token
 	EnvWorkerName  = "CONVERGE_WORKER_NAME" // default: hostname-pid
 	EnvConcurrency = "CONVERGE_CONCURRENCY" // default 64
+	// TLS to a control plane on TCP (ignored for unix sockets): the CA
+	// that signed the server's certificate, and for mutual TLS the
+	// worker's certificate and key, all PEM files.
+	EnvTLSCA   = "CONVERGE_TLS_CA"
+	EnvTLSCert = "CONVERGE_TLS_CERT"
+	EnvTLSKey  = "CONVERGE_TLS_KEY"
 )
 
 // DefaultConcurrency is how many tasks a worker runs at once by default.
@@ -56,6 +65,8 @@ type Options struct {
 	Concurrency int
 	// Logger receives connection events (default slog.Default()).
 	Logger *slog.Logger
+	// TLS, if set, secures a TCP connection (not a unix socket).
+	TLS *tls.Config
 }
 
 // OptionsFromEnv reads Options from CONVERGE_ADDR, CONVERGE_TOKEN,
@@ -68,6 +79,28 @@ func OptionsFromEnv() (Options, error) {
 			return o, fmt.Errorf("%s=%q: want a positive integer", EnvConcurrency, s)
 		}
 		o.Concurrency = n
+	}
+	ca, cert, key := os.Getenv(EnvTLSCA), os.Getenv(EnvTLSCert), os.Getenv(EnvTLSKey)
+	if ca == "" && cert == "" && key == "" {
+		return o, nil
+	}
+	o.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+	if ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return o, fmt.Errorf("%s: %w", EnvTLSCA, err)
+		}
+		o.TLS.RootCAs = x509.NewCertPool()
+		if !o.TLS.RootCAs.AppendCertsFromPEM(pem) {
+			return o, fmt.Errorf("%s: no PEM certificate in %s", EnvTLSCA, ca)
+		}
+	}
+	if cert != "" || key != "" {
+		c, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return o, fmt.Errorf("%s/%s: %w", EnvTLSCert, EnvTLSKey, err)
+		}
+		o.TLS.Certificates = []tls.Certificate{c}
 	}
 	return o, nil
 }
@@ -91,8 +124,12 @@ func Connect(ctx context.Context, o Options, providers ...Provider) error {
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
+	creds := insecure.NewCredentials()
+	if o.TLS != nil && !strings.HasPrefix(o.Addr, "unix:") {
+		creds = credentials.NewTLS(o.TLS)
+	}
 	conn, err := grpc.NewClient(target(o.Addr),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize)),
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
