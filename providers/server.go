@@ -187,6 +187,10 @@ func (s *Server) Close() error {
 // left by a dead process is removed; a live one is an error, and so is a
 // path that exists and is not a socket.
 func ListenUnix(path string) (net.Listener, error) {
+	// sun_path holds 108 bytes on Linux and 104 on the BSDs, with a NUL.
+	if len(path) > 103 {
+		return nil, fmt.Errorf("listen unix: socket path %s is %d bytes, over the 103 unix sockets allow", path, len(path))
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("listen unix: %w", err)
 	}

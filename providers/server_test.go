@@ -454,6 +454,13 @@ func TestListenUnix(t *testing.T) {
 			t.Fatal("second listener on a live socket succeeded")
 		}
 	})
+	t.Run("refuses a path too long for a socket", func(t *testing.T) {
+		path := filepath.Join(dir, strings.Repeat("d", 100), "w.sock")
+		_, err := providers.ListenUnix(path)
+		if err == nil || !strings.Contains(err.Error(), "bytes") {
+			t.Fatalf("err = %v, want the path length named", err)
+		}
+	})
 	t.Run("refuses a regular file", func(t *testing.T) {
 		path := filepath.Join(dir, "file")
 		if err := os.WriteFile(path, []byte("keep me"), 0o600); err != nil {
