@@ -3,6 +3,7 @@ package state_test
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -127,8 +128,9 @@ func classicGraph(n int) ([]*converge.Resource, []converge.Edge) {
 
 // lifecycle commits the life of rs: created (with edges) in batches of
 // lifeBatch, then dispatched (Running, leased), then Ready with a status,
-// one event per resource per step.
+// one event per resource per step; each batch shuffled.
 func lifecycle(b *testing.B, s *state.Store, rs []*converge.Resource, es []converge.Edge) {
+	rng := rand.New(rand.NewPCG(1, 2))
 	byConsumer := map[converge.ID][]converge.Edge{}
 	for _, e := range es {
 		byConsumer[e.Consumer] = append(byConsumer[e.Consumer], e)
@@ -160,6 +162,11 @@ func lifecycle(b *testing.B, s *state.Store, rs []*converge.Resource, es []conve
 					batch.Edges = append(batch.Edges, byConsumer[c.ID()]...)
 				}
 			}
+			// The scheduler's batches are in no particular order.
+			rng.Shuffle(len(batch.Resources), func(i, j int) {
+				batch.Resources[i], batch.Resources[j] = batch.Resources[j], batch.Resources[i]
+			})
+			rng.Shuffle(len(batch.Edges), func(i, j int) { batch.Edges[i], batch.Edges[j] = batch.Edges[j], batch.Edges[i] })
 			if err := s.Commit(batch); err != nil {
 				b.Fatal(err)
 			}

@@ -1,9 +1,11 @@
 package state
 
 import (
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/convergehq/converge"
 )
@@ -121,16 +123,23 @@ func checkEdge(e converge.Edge) error {
 func (s *Store) apply(w *writer, b *converge.Batch) error {
 	res := w.bucket(bResources)
 
-	// Resources, last put of an ID wins.
+	// Resources, last put of an ID wins, applied in key order: the
+	// B-tree is walked once left to right instead of at random.
+	ids := make([]converge.ID, len(b.Resources))
 	last := make(map[converge.ID]int, len(b.Resources))
 	for i, r := range b.Resources {
-		last[r.ID()] = i
+		ids[i] = r.ID()
+		last[ids[i]] = i
 	}
-	for i, r := range b.Resources {
-		id := r.ID()
-		if last[id] != i {
-			continue
+	order := make([]int, 0, len(last))
+	for i, id := range ids {
+		if last[id] == i {
+			order = append(order, i)
 		}
+	}
+	slices.SortFunc(order, func(x, y int) int { return cmp.Compare(ids[x], ids[y]) })
+	for _, i := range order {
+		r, id := b.Resources[i], ids[i]
 		v, err := encodeResource(r)
 		if err != nil {
 			return fmt.Errorf("resource %s: encode: %w", id, err)
@@ -164,8 +173,15 @@ func (s *Store) apply(w *writer, b *converge.Batch) error {
 		}
 	}
 
-	// Edges.
-	for _, e := range b.Edges {
+	// Edges, in key order.
+	edges := slices.Clone(b.Edges)
+	slices.SortStableFunc(edges, func(x, y converge.Edge) int {
+		if c := cmp.Compare(x.Consumer, y.Consumer); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.Producer, y.Producer)
+	})
+	for _, e := range edges {
 		if !has(res, []byte(e.Consumer)) {
 			return fmt.Errorf("edge %s→%s: consumer %s does not exist", e.Consumer, e.Producer, e.Consumer)
 		}
@@ -197,8 +213,9 @@ func (s *Store) apply(w *writer, b *converge.Batch) error {
 	}
 
 	// No orphans: owners of put resources exist, deleted ones own nothing.
-	for i, r := range b.Resources {
-		if r.Owner == "" || last[r.ID()] != i {
+	for _, i := range order {
+		r := b.Resources[i]
+		if r.Owner == "" {
 			continue
 		}
 		if !has(res, []byte(r.Owner)) {
