@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -188,8 +189,12 @@ func (s *Server) Close() error {
 // path that exists and is not a socket.
 func ListenUnix(path string) (net.Listener, error) {
 	// sun_path holds 108 bytes on Linux and 104 on the BSDs, with a NUL.
-	if len(path) > 103 {
-		return nil, fmt.Errorf("listen unix: socket path %s is %d bytes, over the 103 unix sockets allow", path, len(path))
+	limit := 103
+	if runtime.GOOS == "linux" {
+		limit = 107
+	}
+	if len(path) > limit {
+		return nil, fmt.Errorf("listen unix: socket path %s is %d bytes, over the %d unix sockets allow", path, len(path), limit)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("listen unix: %w", err)
