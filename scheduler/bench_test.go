@@ -38,6 +38,7 @@ func BenchmarkClassicBOM(b *testing.B) {
 	h := benchHandler()
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0 := cpuTime()
 	for i := 0; i < b.N; i++ {
 		store := &nopStore{}
 		disp := newFakeDisp(h, &fakeWorker{name: "w"})
@@ -67,7 +68,9 @@ func BenchmarkClassicBOM(b *testing.B) {
 		commits += store.commits
 	}
 	b.StopTimer()
+	cpu := cpuTime() - cpu0
 	el := b.Elapsed().Seconds() / float64(b.N)
+	b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "cpu-ms/op")
 	b.ReportMetric(float64(n)/el, "resources/s")
 	b.ReportMetric(float64(puts)/float64(b.N*n), "puts/resource")
 	b.ReportMetric(float64(commits)/float64(b.N), "commits/op")

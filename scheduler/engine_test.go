@@ -951,3 +951,176 @@ func TestCommitErrorIsRetried(t *testing.T) {
 		return len(store.all()) == bomSize(1, 2)+1
 	})
 }
+
+func TestNestedCompositionRollsUp(t *testing.T) {
+	store := newMemStore()
+	// A portfolio composes two classicboms, each of which composes leaves.
+	h0 := func(tk *converge.Task) *converge.Result {
+		if tk.Kind == "portfolio" {
+			return &converge.Result{Outcome: converge.OutcomeOK, Children: []converge.Child{
+				{Kind: "classicbom", KindVersion: 1, Name: "a", Spec: mustJSON(makeBOM(1, 2))},
+				{Kind: "classicbom", KindVersion: 1, Name: "b", Spec: mustJSON(makeBOM(2, 1))},
+			}}
+		}
+		res := classicHandler(tk)
+		if tk.Kind == "classicbom" && tk.Reaction == converge.ReactionCompose {
+			// prefix children names with the bom's name: unique across boms
+			for i := range res.Children {
+				res.Children[i].Name = tk.Name + "-" + res.Children[i].Name
+			}
+			for i := range res.Edges {
+				e := &res.Edges[i]
+				e.Consumer = converge.NewID(e.Consumer.Kind(), tk.Name+"-"+e.Consumer.Name())
+				e.Producer = converge.NewID(e.Producer.Kind(), tk.Name+"-"+e.Producer.Name())
+			}
+		}
+		return res
+	}
+	gate := make(chan struct{})
+	disp := newFakeDisp(func(tk *converge.Task) *converge.Result {
+		if tk.Kind == "route" && tk.Name == "b-fd-02-team-001" {
+			<-gate
+		}
+		return h0(tk)
+	}, &fakeWorker{name: "w1"})
+	h := start(t, store, disp, testConfig())
+	d := &converge.Desired{Kinds: append(classicKinds(), &converge.Kind{Name: "portfolio", Version: 1, Reactions: []string{"compose"}}),
+		Resources: []*converge.Resource{{Kind: "portfolio", KindVersion: 1, Name: "p", Origin: converge.OriginGit, Declared: json.RawMessage(`{}`)}}}
+	h.apply(d, classicValidator)
+	total := 2 + bomSize(1, 2) + bomSize(2, 1)
+	waitFor(t, 5*time.Second, "all but the gated route to be Ready", func() bool {
+		return h.s.Progress().Counts.Ready == total-2 // the route and bom b wait
+	})
+	h.flush()
+	p := store.get("portfolio/p")
+	if p.Phase != converge.PhasePending {
+		t.Errorf("portfolio %s, want Pending while a grandchild runs", p.Phase)
+	}
+	if got, want := rollupOf(t, p), (converge.Counts{Total: total, Ready: total - 2, Running: 1, Pending: 1}); got != want {
+		t.Errorf("portfolio rollup %+v, want %+v", got, want)
+	}
+	if got, want := p.Reason, itoaT(total-2)+"/"+itoaT(total)+" children ready"; got != want {
+		t.Errorf("portfolio reason %q, want %q", got, want)
+	}
+	close(gate)
+	h.waitSettled(scheduler.Converged, 5*time.Second)
+	h.flush()
+	if got, want := rollupOf(t, store.get("portfolio/p")), (converge.Counts{Total: total, Ready: total}); got != want {
+		t.Errorf("portfolio rollup %+v, want %+v", got, want)
+	}
+	if got, want := rollupOf(t, store.get("classicbom/b")).Total, bomSize(2, 1); got != want {
+		t.Errorf("bom b rollup total %d, want %d", got, want)
+	}
+}
+
+func TestReactorFailedAndDeletedTransitions(t *testing.T) {
+	store := newMemStore()
+	disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1"})
+	disp.setHook(func(tk *converge.Task) (*converge.Result, bool) {
+		if tk.Kind == "vpc" && tk.Name == "bad" && tk.Reaction == converge.ReactionReconcile {
+			return &converge.Result{Outcome: converge.OutcomePermanent, Message: "no capacity"}, false
+		}
+		return nil, false
+	})
+	h := start(t, store, disp, testConfig())
+	d := &converge.Desired{Kinds: classicKinds(),
+		Configs: []*converge.ProviderConfig{{Name: "sink", Kind: "statussink", KindVersion: 1, IsDefault: true, Config: json.RawMessage(`{}`)}},
+		Bindings: []*converge.Binding{
+			{Name: "vpc-failed", Kind: "vpc", Transition: "failed", Reactor: "statussink"},
+			{Name: "vpc-deleted", Kind: "vpc", Transition: "deleted", Reactor: "statussink", ReactorVersion: 1},
+		},
+		Resources: []*converge.Resource{
+			sampleVPC("bad", 1, `{"cidr":"10.0.0.0/16","account_id":"123456789012"}`),
+			sampleVPC("good", 1, `{"cidr":"10.0.0.0/16","account_id":"123456789012"}`),
+		}}
+	h.apply(d, classicValidator)
+	h.waitSettled(scheduler.Stuck, 5*time.Second)
+	d.Resources = d.Resources[:1]
+	h.apply(d, classicValidator)
+	h.waitSettled(scheduler.Stuck, 5*time.Second)
+	h.flush()
+	var got []string
+	for _, dl := range store.deliveryList() {
+		if !dl.Done {
+			t.Errorf("delivery %s not done", dl.Key)
+		}
+		got = append(got, dl.Binding+" "+string(dl.Subject.Resource)+" "+dl.Subject.Transition)
+	}
+	sortStrings(got)
+	if want := "vpc-deleted vpc/good deleted,vpc-failed vpc/bad failed"; strings.Join(got, ",") != want {
+		t.Errorf("deliveries %v, want %s", got, want)
+	}
+}
+
+func sortStrings(s []string) {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+}
+
+func TestRemovedKindStaysUntilItsResourcesAreGone(t *testing.T) {
+	store := newMemStore()
+	disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1"})
+	h := start(t, store, disp, testConfig())
+	d := &converge.Desired{Kinds: classicKinds(), Resources: []*converge.Resource{
+		sampleVPC("a", 1, `{"cidr":"10.0.0.0/16","account_id":"123456789012"}`)}}
+	h.apply(d, classicValidator)
+	h.waitSettled(scheduler.Converged, 5*time.Second)
+	disp.resetLog()
+	gate := make(chan struct{})
+	disp.setHook(func(tk *converge.Task) (*converge.Result, bool) {
+		if tk.Reaction == converge.ReactionTeardown {
+			<-gate
+		}
+		return nil, false
+	})
+	var kinds []*converge.Kind
+	for _, k := range classicKinds() {
+		if k.Name != "vpc" || k.Version != 1 {
+			kinds = append(kinds, k)
+		}
+	}
+	h.apply(&converge.Desired{Kinds: kinds}, classicValidator)
+	h.flush()
+	store.mu.Lock()
+	_, kept := store.kinds[converge.KindRef{Kind: "vpc", Version: 1}]
+	store.mu.Unlock()
+	if !kept {
+		t.Errorf("vpc/v1 dropped while vpc/a is still being torn down")
+	}
+	close(gate)
+	h.waitSettled(scheduler.Converged, 5*time.Second)
+	h.flush()
+	store.mu.Lock()
+	_, kept = store.kinds[converge.KindRef{Kind: "vpc", Version: 1}]
+	store.mu.Unlock()
+	if kept {
+		t.Errorf("vpc/v1 kept after its last resource is gone")
+	}
+	if got := reactionsOf(disp.tasks()); strings.Join(got, ",") != "teardown vpc/a" {
+		t.Errorf("dispatched %v: the finalizer of a removed kind must still run", got)
+	}
+}
+
+func TestFullWorkerDoesNotSpin(t *testing.T) {
+	store := newMemStore()
+	w := &fakeWorker{name: "w1", cap: 1, delay: time.Millisecond}
+	disp := newFakeDisp(classicHandler, w)
+	h := start(t, store, disp, testConfig())
+	d := &converge.Desired{Kinds: classicKinds()}
+	for i := 0; i < 20; i++ {
+		d.Resources = append(d.Resources, &converge.Resource{Kind: "account", KindVersion: 1, Name: "a" + itoaT(i),
+			Origin: converge.OriginGit, Declared: json.RawMessage(`{}`)})
+	}
+	h.apply(d, classicValidator)
+	h.waitSettled(scheduler.Converged, 10*time.Second)
+	disp.mu.Lock()
+	refused := disp.refused
+	disp.mu.Unlock()
+	// At most one refusal per freed slot (each result signals Changed).
+	if refused > 2*20 {
+		t.Errorf("%d refused dispatches for 20 tasks on a 1-slot worker: spinning", refused)
+	}
+}

@@ -249,6 +249,7 @@ type fakeDisp struct {
 	inflight map[converge.KindRef]int
 	maxInfl  map[converge.KindRef]int
 	instant  bool
+	refused  int // Dispatch calls answered ErrNoWorker
 
 	results chan *converge.Result
 	changed chan struct{}
@@ -296,6 +297,7 @@ func (d *fakeDisp) Dispatch(ctx context.Context, t *converge.Task) error {
 		}
 	}
 	if w == nil {
+		d.refused++
 		d.mu.Unlock()
 		return fmt.Errorf("dispatch %s: %w", t.Ref(), converge.ErrNoWorker)
 	}
