@@ -7,6 +7,9 @@ import (
 	"runtime"
 	"testing"
 
+	cuelang "cuelang.org/go/cue"
+	cuejson "cuelang.org/go/encoding/json"
+
 	"github.com/convergehq/converge"
 )
 
@@ -150,6 +153,59 @@ func BenchmarkValidateSpecMemory(b *testing.B) {
 			}
 			b.ReportMetric(float64(m.HeapAlloc)/(1<<20), "live-MiB")
 			b.ReportMetric(float64(b.N*total)/b.Elapsed().Seconds(), "validations/s")
+		})
+	}
+}
+
+// BenchmarkDecodePath compares the ways to turn a JSON spec into a CUE
+// value before unifying it with a compiled schema, on one evaluator: the
+// design choice behind Schemas.validate (docs/BENCHMARKS.md).
+func BenchmarkDecodePath(b *testing.B) {
+	s := classicSchemas(b)
+	refs, specs := childSpecs(5400)
+	ev := s.newEvaluator()
+	schs := make([]cuelang.Value, len(specs))
+	for i := range specs {
+		v, err := s.schema(ev, schemaKey{refs[i], "spec"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		schs[i] = v
+	}
+	paths := []struct {
+		name   string
+		decode func(spec []byte) (cuelang.Value, error)
+	}{
+		{"encode", func(spec []byte) (cuelang.Value, error) {
+			x, err := decodeJSON(spec)
+			return ev.ctx.Encode(x), err
+		}},
+		{"extract", func(spec []byte) (cuelang.Value, error) {
+			x, err := cuejson.Extract("spec", spec)
+			if err != nil {
+				return cuelang.Value{}, err
+			}
+			return ev.ctx.BuildExpr(x), nil
+		}},
+		{"compilebytes", func(spec []byte) (cuelang.Value, error) {
+			return ev.ctx.CompileBytes(spec), nil
+		}},
+	}
+	for _, p := range paths {
+		b.Run(p.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				for i := range specs {
+					v, err := p.decode(specs[i])
+					if err != nil {
+						b.Fatal(err)
+					}
+					if errs := check(schs[i], v); len(errs) > 0 {
+						b.Fatal(errs[0].msg)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.N*len(specs))/b.Elapsed().Seconds(), "validations/s")
 		})
 	}
 }
