@@ -7,6 +7,11 @@ import "github.com/spf13/cobra"
 func subcommands(g *globals) []*cobra.Command {
 	return []*cobra.Command{
 		newVersionCommand(),
+		newSyncCommand(g),
+		newGetCommand(g),
+		newListCommand(g),
+		newTreeCommand(g),
+		newEventsCommand(g),
 		newWorkerCommand(),
 		newValidateCommand(g),
 	}

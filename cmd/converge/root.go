@@ -85,3 +85,6 @@ func newRootCommand() *cobra.Command {
 	}
 	return root
 }
+
+// usageErr returns an exit-2 error.
+func usageErr(format string, args ...any) error { return fmt.Errorf(format, args...) }

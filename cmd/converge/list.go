@@ -1,0 +1,83 @@
+package main
+
+import (
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/state"
+)
+
+func newListCommand(g *globals) *cobra.Command {
+	var output string
+	var (
+		kind  string
+		phase string
+		all   bool
+		limit int
+	)
+	c := &cobra.Command{
+		Use:   "list",
+		Short: "List composition roots with child counts (--all: every resource)",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := checkOutput(output, "table", "json", "yaml"); err != nil {
+				return err
+			}
+			if phase != "" && !validPhase(converge.Phase(phase)) {
+				return usageErr("--phase %q: want one of %v", phase, converge.Phases)
+			}
+			rd, done, err := openReader(g)
+			if err != nil {
+				return err
+			}
+			defer done()
+			rs, err := rd.Resources(state.Filter{Kind: kind, Phase: converge.Phase(phase), RootsOnly: !all, Limit: limit})
+			if err != nil {
+				return err
+			}
+			views := make([]resourceView, 0, len(rs))
+			for _, r := range rs {
+				v := viewOf(r)
+				if !all {
+					kids, err := rd.Children(r.ID())
+					if err != nil {
+						return err
+					}
+					n := len(kids)
+					v.Children = &n
+				}
+				views = append(views, v)
+			}
+			if output != "table" {
+				return writeData(c.OutOrStdout(), output, map[string]any{"resources": views})
+			}
+			rows := [][]string{{"RESOURCE", "VERSION", "PHASE", "CHILDREN", "REASON"}}
+			for _, v := range views {
+				kids := "-"
+				if v.Children != nil {
+					kids = strconv.Itoa(*v.Children)
+				}
+				rows = append(rows, []string{v.Kind + "/" + v.Name, "v" + strconv.Itoa(v.KindVersion), string(v.Phase), kids, orDash(v.Reason)})
+			}
+			return table(c.OutOrStdout(), rows)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&kind, "kind", "", "only resources of this kind")
+	f.StringVar(&phase, "phase", "", "only resources in this phase")
+	f.BoolVar(&all, "all", false, "every resource, not only composition roots")
+	f.IntVar(&limit, "limit", 0, "at most this many resources (0: all)")
+	addOutputFlag(c, &output, "table")
+	return c
+}
+
+func validPhase(p converge.Phase) bool {
+	for _, q := range converge.Phases {
+		if p == q {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/convergehq/converge/scheduler"
+)
+
+// progress renders the scheduler's progress: one line rewritten in place
+// on a terminal, plain periodic lines otherwise.
+type progress struct {
+	w        io.Writer
+	tty      bool
+	last     time.Time
+	lastLine string
+	printed  bool
+}
+
+func newProgress(w io.Writer) *progress {
+	tty := false
+	if f, ok := w.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			tty = true
+		}
+	}
+	return &progress{w: w, tty: tty}
+}
+
+func (p *progress) line(s scheduler.Progress) string {
+	c := s.Counts
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d resources: %d Ready, %d Running, %d Pending, %d Failed", c.Total, c.Ready, c.Running, c.Pending, c.Failed)
+	if c.Deleting > 0 {
+		fmt.Fprintf(&b, ", %d Deleting", c.Deleting)
+	}
+	if s.Rate > 0 {
+		fmt.Fprintf(&b, " | %.0f/s", s.Rate)
+		if left := c.Total - c.Ready; left > 0 {
+			eta := time.Duration(float64(left) / s.Rate * float64(time.Second))
+			fmt.Fprintf(&b, " | ETA %s", eta.Round(100*time.Millisecond))
+		}
+	}
+	return b.String()
+}
+
+func (p *progress) show(s scheduler.Progress) {
+	now := time.Now()
+	line := p.line(s)
+	if p.tty {
+		if now.Sub(p.last) < 100*time.Millisecond {
+			return
+		}
+		fmt.Fprintf(p.w, "\r\033[K%s", line)
+		p.printed = true
+	} else {
+		if now.Sub(p.last) < 2*time.Second || line == p.lastLine {
+			return
+		}
+		fmt.Fprintln(p.w, line)
+	}
+	p.last, p.lastLine = now, line
+}
+
+func (p *progress) done() {
+	if p.tty && p.printed {
+		fmt.Fprintln(p.w)
+	}
+}

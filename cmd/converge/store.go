@@ -1,0 +1,98 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"github.com/convergehq/converge/state/stateapi"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/state"
+	gitsync "github.com/convergehq/converge/sync"
+)
+
+// reader is what the read commands need from the state: the store itself
+// or, while a daemon holds it, the daemon's admin API.
+type reader interface {
+	Resource(id converge.ID) (*converge.Resource, error)
+	Resources(f state.Filter) ([]*converge.Resource, error)
+	Children(owner converge.ID) ([]converge.ID, error)
+	EdgesOf(id converge.ID) (consumes, producedFor []converge.Edge, err error)
+	Events(resource converge.ID, limit int) ([]converge.Event, error)
+}
+
+// isRemote reports whether repo names a remote repository (a URL or an
+// scp-like ssh address) rather than a local path.
+func isRemote(repo string) bool {
+	if strings.Contains(repo, "://") {
+		return true
+	}
+	host, _, ok := strings.Cut(repo, ":")
+	return ok && strings.Contains(host, "@") && !strings.ContainsAny(host, `/\`)
+}
+
+// stateDir returns --state, or .converge/ at the root of the local
+// repository's work tree.
+func stateDir(g *globals) (string, error) {
+	if g.state != "" {
+		return filepath.Abs(g.state)
+	}
+	if isRemote(g.repo) {
+		return filepath.Abs(".converge")
+	}
+	src, err := gitsync.OpenLocal(g.repo, g.ref)
+	if err != nil {
+		return "", fmt.Errorf("find state directory: %w (or pass --state)", err)
+	}
+	if src.Root() == "" {
+		return "", errors.New("find state directory: bare repository: pass --state")
+	}
+	return filepath.Join(src.Root(), ".converge"), nil
+}
+
+// openReader opens the state for reading.
+func openReader(g *globals) (reader, func(), error) {
+	dir, err := stateDir(g)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ok, _ := exists(filepath.Join(dir, "state.db")); !ok {
+		return nil, nil, fmt.Errorf("no state in %s: run converge sync first", dir)
+	}
+	st, err := state.Open(dir, state.Options{LockTimeout: 200 * time.Millisecond})
+	if errors.Is(err, state.ErrLocked) {
+		if c, cerr := dialAdmin(dir); cerr == nil {
+			return c, func() {}, nil
+		}
+		return nil, nil, fmt.Errorf("open state: %w (a running converge holds it)", err)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("open state: %w", err)
+	}
+	return st, func() { st.Close() }, nil
+}
+
+// dialAdmin connects to the admin API of the converge holding dir.
+func dialAdmin(dir string) (*stateapi.Client, error) {
+	return stateapi.Dial(filepath.Join(dir, stateapi.SocketName))
+}
+
+// openStoreForWrite opens the store for a short write, failing fast when
+// another converge holds it.
+func openStoreForWrite(dir string) (*state.Store, error) {
+	return state.Open(dir, state.Options{LockTimeout: 200 * time.Millisecond})
+}
+
+func exists(path string) (bool, error) {
+	_, err := os.Stat(path)
+	if err == nil {
+		return true, nil
+	}
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	return false, err
+}

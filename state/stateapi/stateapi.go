@@ -1,0 +1,234 @@
+package stateapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/state"
+)
+
+// SocketName is the admin socket's file name inside the state directory.
+const SocketName = "admin.sock"
+
+// Reader is the read side of the state, as the read commands use it.
+// *state.Store and *Client implement it.
+type Reader interface {
+	Resource(id converge.ID) (*converge.Resource, error)
+	Resources(f state.Filter) ([]*converge.Resource, error)
+	Children(owner converge.ID) ([]converge.ID, error)
+	EdgesOf(id converge.ID) (consumes, producedFor []converge.Edge, err error)
+	Events(resource converge.ID, limit int) ([]converge.Event, error)
+}
+
+// Controller is the write side a daemon offers: cascade delete and
+// operator verbs, carried out by its running scheduler.
+type Controller interface {
+	Delete(ctx context.Context, id converge.ID) error
+	Do(ctx context.Context, id converge.ID, verb string, args map[string]string) (*converge.Result, error)
+}
+
+type edgesReply struct {
+	Consumes    []converge.Edge `json:"consumes"`
+	ProducedFor []converge.Edge `json:"produced_for"`
+}
+
+type doRequest struct {
+	Verb string            `json:"verb"`
+	Args map[string]string `json:"args"`
+}
+
+type doReply struct {
+	Outcome string          `json:"outcome"`
+	Message string          `json:"message"`
+	Status  json.RawMessage `json:"status,omitempty"`
+}
+
+type errorReply struct {
+	Error    string `json:"error"`
+	NotFound bool   `json:"not_found,omitempty"`
+}
+
+// Handler serves the admin API over rd and, if ctl is not nil, ctl.
+func Handler(rd Reader, ctl Controller) http.Handler {
+	mux := http.NewServeMux()
+	reply := func(w http.ResponseWriter, v any, err error) {
+		w.Header().Set("Content-Type", "application/json")
+		if err != nil {
+			code := http.StatusInternalServerError
+			if errors.Is(err, state.ErrNotFound) {
+				code = http.StatusNotFound
+			}
+			w.WriteHeader(code)
+			json.NewEncoder(w).Encode(errorReply{Error: err.Error(), NotFound: code == http.StatusNotFound})
+			return
+		}
+		json.NewEncoder(w).Encode(v)
+	}
+	id := func(r *http.Request) converge.ID { return converge.ID(r.URL.Query().Get("id")) }
+	mux.HandleFunc("GET /v1/resource", func(w http.ResponseWriter, r *http.Request) {
+		res, err := rd.Resource(id(r))
+		reply(w, res, err)
+	})
+	mux.HandleFunc("GET /v1/resources", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		limit, _ := strconv.Atoi(q.Get("limit"))
+		rs, err := rd.Resources(state.Filter{Kind: q.Get("kind"), Phase: converge.Phase(q.Get("phase")),
+			Owner: converge.ID(q.Get("owner")), RootsOnly: q.Get("roots") == "true", Limit: limit})
+		reply(w, rs, err)
+	})
+	mux.HandleFunc("GET /v1/children", func(w http.ResponseWriter, r *http.Request) {
+		ids, err := rd.Children(id(r))
+		reply(w, ids, err)
+	})
+	mux.HandleFunc("GET /v1/edges", func(w http.ResponseWriter, r *http.Request) {
+		c, p, err := rd.EdgesOf(id(r))
+		reply(w, edgesReply{c, p}, err)
+	})
+	mux.HandleFunc("GET /v1/events", func(w http.ResponseWriter, r *http.Request) {
+		limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+		evs, err := rd.Events(id(r), limit)
+		reply(w, evs, err)
+	})
+	mux.HandleFunc("POST /v1/delete", func(w http.ResponseWriter, r *http.Request) {
+		if ctl == nil {
+			reply(w, nil, errors.New("this daemon does not accept deletes"))
+			return
+		}
+		reply(w, map[string]bool{"ok": true}, ctl.Delete(r.Context(), id(r)))
+	})
+	mux.HandleFunc("POST /v1/do", func(w http.ResponseWriter, r *http.Request) {
+		if ctl == nil {
+			reply(w, nil, errors.New("this daemon does not accept verbs"))
+			return
+		}
+		var req doRequest
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
+			reply(w, nil, fmt.Errorf("decode request: %w", err))
+			return
+		}
+		res, err := ctl.Do(r.Context(), id(r), req.Verb, req.Args)
+		if err != nil {
+			reply(w, nil, err)
+			return
+		}
+		reply(w, doReply{Outcome: res.Outcome.String(), Message: res.Message, Status: res.Status}, nil)
+	})
+	return mux
+}
+
+// Client talks to a daemon's admin API over its unix socket.
+type Client struct {
+	hc *http.Client
+}
+
+// Dial returns a client for the socket at path after checking that a
+// daemon answers there.
+func Dial(path string) (*Client, error) {
+	c := &Client{hc: &http.Client{
+		Timeout: 5 * time.Minute,
+		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", path)
+		}},
+	}}
+	conn, err := net.DialTimeout("unix", path, time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("dial admin api: %w", err)
+	}
+	conn.Close()
+	return c, nil
+}
+
+func (c *Client) call(method, path string, q url.Values, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, "http://converge"+path+"?"+q.Encode(), rd)
+	if err != nil {
+		return err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("admin api: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var e errorReply
+		json.NewDecoder(resp.Body).Decode(&e)
+		if e.NotFound {
+			return fmt.Errorf("%s: %w", e.Error, state.ErrNotFound)
+		}
+		return fmt.Errorf("admin api: %s", e.Error)
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// Resource implements Reader.
+func (c *Client) Resource(id converge.ID) (*converge.Resource, error) {
+	var r converge.Resource
+	return &r, c.call("GET", "/v1/resource", url.Values{"id": {string(id)}}, nil, &r)
+}
+
+// Resources implements Reader.
+func (c *Client) Resources(f state.Filter) ([]*converge.Resource, error) {
+	q := url.Values{"kind": {f.Kind}, "phase": {string(f.Phase)}, "owner": {string(f.Owner)},
+		"roots": {strconv.FormatBool(f.RootsOnly)}, "limit": {strconv.Itoa(f.Limit)}}
+	var rs []*converge.Resource
+	return rs, c.call("GET", "/v1/resources", q, nil, &rs)
+}
+
+// Children implements Reader.
+func (c *Client) Children(owner converge.ID) ([]converge.ID, error) {
+	var ids []converge.ID
+	return ids, c.call("GET", "/v1/children", url.Values{"id": {string(owner)}}, nil, &ids)
+}
+
+// EdgesOf implements Reader.
+func (c *Client) EdgesOf(id converge.ID) ([]converge.Edge, []converge.Edge, error) {
+	var e edgesReply
+	err := c.call("GET", "/v1/edges", url.Values{"id": {string(id)}}, nil, &e)
+	return e.Consumes, e.ProducedFor, err
+}
+
+// Events implements Reader.
+func (c *Client) Events(resource converge.ID, limit int) ([]converge.Event, error) {
+	var evs []converge.Event
+	return evs, c.call("GET", "/v1/events", url.Values{"id": {string(resource)}, "limit": {strconv.Itoa(limit)}}, nil, &evs)
+}
+
+// Delete asks the daemon to cascade-delete id.
+func (c *Client) Delete(ctx context.Context, id converge.ID) error {
+	var out map[string]bool
+	return c.call("POST", "/v1/delete", url.Values{"id": {string(id)}}, struct{}{}, &out)
+}
+
+// Do asks the daemon to run verb on id and returns the worker's result.
+func (c *Client) Do(ctx context.Context, id converge.ID, verb string, args map[string]string) (*converge.Result, error) {
+	var out doReply
+	if err := c.call("POST", "/v1/do", url.Values{"id": {string(id)}}, doRequest{verb, args}, &out); err != nil {
+		return nil, err
+	}
+	res := &converge.Result{Message: out.Message, Status: out.Status}
+	switch out.Outcome {
+	case "transient":
+		res.Outcome = converge.OutcomeTransient
+	case "permanent":
+		res.Outcome = converge.OutcomePermanent
+	}
+	return res, nil
+}
