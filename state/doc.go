@@ -32,10 +32,11 @@
 // Stats counts commits, puts, deletes and bytes exactly.
 //
 // Values are JSON of the domain types, so a store is readable with any
-// bbolt tool. Resources, written on every change, go through a
-// reflection-free encoder (resjson.go) whose output is byte-identical to
-// encoding/json and about 2.5 times cheaper; a test fails if
-// converge.Resource gains a field it does not know.
+// bbolt tool. Resources and event chunks, written on every change, go
+// through a reflection-free encoder (resjson.go) whose output is
+// byte-identical to encoding/json and about 2.5 times cheaper; a test
+// fails if converge.Resource, Lease or Event gains a field it does not
+// know. Keys of one batch are applied in key order.
 //
 // # Rules a Batch must follow
 //

@@ -114,12 +114,21 @@ func kindKey(ref converge.KindRef) []byte {
 // encodeChunk returns an events value: the event count as a uvarint, then
 // the JSON array of the events.
 func encodeChunk(evs []converge.Event) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.Grow(binary.MaxVarintLen64 + 2 + 160*len(evs))
+	var n [binary.MaxVarintLen64]byte
+	buf.Write(binary.AppendUvarint(n[:0], uint64(len(evs))))
+	head := buf.Len()
+	if appendEventsJSON(&buf, evs) {
+		return buf.Bytes(), nil
+	}
+	buf.Truncate(head)
 	j, err := json.Marshal(evs)
 	if err != nil {
 		return nil, err
 	}
-	buf := binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64+len(j)), uint64(len(evs)))
-	return append(buf, j...), nil
+	buf.Write(j)
+	return buf.Bytes(), nil
 }
 
 // chunkLen returns the number of events in an events value.

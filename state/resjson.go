@@ -107,6 +107,34 @@ func appendResourceJSON(buf *bytes.Buffer, r *converge.Resource) bool {
 	return true
 }
 
+// appendEventsJSON appends the JSON array of evs as encoding/json writes
+// it, or reports false (see appendResourceJSON) for a time it would
+// refuse.
+func appendEventsJSON(buf *bytes.Buffer, evs []converge.Event) bool {
+	buf.WriteByte('[')
+	for i := range evs {
+		e := &evs[i]
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.WriteString(`{"seq":`)
+		var a [20]byte
+		buf.Write(strconv.AppendUint(a[:0], e.Seq, 10))
+		if !appendTime(buf, `,"time":`, e.Time) {
+			return false
+		}
+		buf.WriteString(`,"resource":`)
+		appendString(buf, string(e.Resource))
+		buf.WriteString(`,"type":`)
+		appendString(buf, e.Type)
+		buf.WriteString(`,"message":`)
+		appendString(buf, e.Message)
+		buf.WriteByte('}')
+	}
+	buf.WriteByte(']')
+	return true
+}
+
 // appendRaw writes raw JSON compacted, or reports false if it is invalid.
 func appendRaw(buf *bytes.Buffer, raw []byte) bool {
 	b, ok := appendCompactJSON(buf.AvailableBuffer(), raw)

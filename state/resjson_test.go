@@ -21,9 +21,9 @@ func jsonKeys(t reflect.Type) []string {
 	return keys
 }
 
-// TestResourceJSONFieldsKnown fails when converge.Resource or
-// converge.Lease changes shape: appendResourceJSON must then learn the
-// new field (and this list with it).
+// TestResourceJSONFieldsKnown fails when converge.Resource,
+// converge.Lease or converge.Event changes shape: appendResourceJSON or
+// appendEventsJSON must then learn the new field (and this list with it).
 func TestResourceJSONFieldsKnown(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -32,6 +32,7 @@ func TestResourceJSONFieldsKnown(t *testing.T) {
 	}{
 		{name: "Resource", typ: reflect.TypeFor[converge.Resource](), wantKeys: "uid kind kind_version name declared spec status phase reason generation observed_generation owner origin provider_config_ref attempts last_error next_attempt deleting deleted_at lease source created_at updated_at"},
 		{name: "Lease", typ: reflect.TypeFor[converge.Lease](), wantKeys: "task_id reaction worker expires"},
+		{name: "Event", typ: reflect.TypeFor[converge.Event](), wantKeys: "seq time resource type message"},
 	}
 	for _, tt := range tests {
 		if got := strings.Join(jsonKeys(tt.typ), " "); got != tt.wantKeys {
@@ -112,6 +113,36 @@ func TestResourceJSONFallsBack(t *testing.T) {
 			var buf bytes.Buffer
 			if appendResourceJSON(&buf, r) {
 				t.Errorf("appendResourceJSON accepted what it must leave to encoding/json: %s", buf.String())
+			}
+		})
+	}
+}
+
+func TestEventsJSONMatchesEncodingJSON(t *testing.T) {
+	tm := time.Date(2026, 11, 30, 9, 0, 0, 5, time.FixedZone("Y", -3600))
+	tests := []struct {
+		name string
+		evs  []converge.Event
+	}{
+		{name: "none", evs: []converge.Event{}},
+		{name: "zero", evs: []converge.Event{{}}},
+		{name: "several", evs: []converge.Event{
+			{Seq: 1, Time: tm, Resource: "vpc/a", Type: "Ready", Message: `status "ok" <b>`},
+			{Seq: 1<<64 - 1, Time: tm.UTC(), Resource: "route/b", Type: "Failed", Message: "é\n\x00"},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			if !appendEventsJSON(&buf, tt.evs) {
+				t.Fatal("appendEventsJSON refused")
+			}
+			want, err := json.Marshal(tt.evs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := buf.String(); got != string(want) {
+				t.Errorf("appendEventsJSON =\n%s\nencoding/json =\n%s", got, want)
 			}
 		})
 	}
