@@ -114,9 +114,11 @@ func (s *Scheduler) consider(n *node) {
 		s.considerTeardown(n)
 		return
 	}
-	if r.Lease != nil || n.inBackoff || permanent(r) {
+	if r.Lease != nil || n.inBackoff {
 		return
 	}
+	// A permanent failure waits for a new generation, which a changed
+	// flowed value also brings: flows are recomputed first.
 	if prods := s.producers[n.id]; len(prods) > 0 {
 		var first converge.ID
 		waiting := 0
@@ -130,7 +132,7 @@ func (s *Scheduler) consider(n *node) {
 			}
 		}
 		if waiting > 0 {
-			if s.needsRun(n) {
+			if s.needsRun(n) && !permanent(r) {
 				reason := "waiting for " + string(first)
 				if waiting > 1 {
 					reason += " (+" + strconv.Itoa(waiting-1) + " more)"
@@ -145,7 +147,7 @@ func (s *Scheduler) consider(n *node) {
 			s.applyFlows(n)
 		}
 	}
-	if !s.needsRun(n) {
+	if permanent(r) || !s.needsRun(n) {
 		return
 	}
 	s.dispatchMain(n)
@@ -246,6 +248,12 @@ func (s *Scheduler) park(n *node) {
 func (s *Scheduler) block(n *node, rs *refState) {
 	n.blocked = true
 	rs.waiting = append(rs.waiting, waitItem{n: n})
+	if n.r.Phase == converge.PhasePending {
+		if rs.queuedReason == "" {
+			rs.queuedReason = "queued for a " + rs.ref.String() + " worker"
+		}
+		s.setReason(n, rs.queuedReason)
+	}
 }
 
 func (s *Scheduler) dispatchMain(n *node) {

@@ -1124,3 +1124,29 @@ func TestFullWorkerDoesNotSpin(t *testing.T) {
 		t.Errorf("%d refused dispatches for 20 tasks on a 1-slot worker: spinning", refused)
 	}
 }
+
+func TestPermanentConsumerRecoversWhenFlowedValueChanges(t *testing.T) {
+	store := newMemStore()
+	disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1"})
+	disp.setHook(func(tk *converge.Task) (*converge.Result, bool) {
+		// The first account of team-001 forgets its account_id.
+		if tk.Kind == "account" && tk.Name == "fd-01-team-001" && !strings.Contains(string(tk.Spec), "rev") {
+			return &converge.Result{Outcome: converge.OutcomeOK, Status: json.RawMessage(`{}`)}, false
+		}
+		return nil, false
+	})
+	h := start(t, store, disp, testConfig())
+	bom := makeBOM(1, 2)
+	h.apply(classicDesired(bom, "c1"), classicValidator)
+	h.waitSettled(scheduler.Stuck, 5*time.Second)
+	if probs := h.s.Problems(); len(probs) == 0 || probs[0].ID != "vpc/fd-01-team-001" || !probs[0].Permanent {
+		t.Fatalf("problems %+v, want vpc/fd-01-team-001 failed permanently", probs)
+	}
+	bom.FDs[0].Teams[0].Rev = "2"
+	h.apply(classicDesired(bom, "c2"), classicValidator)
+	h.waitSettled(scheduler.Converged, 5*time.Second)
+	h.flush()
+	if got := statusField(t, store.get("vpc/fd-01-team-001").Spec, "account_id"); got != "acct-fd-01-team-001-2" {
+		t.Errorf("vpc spec account_id %v", got)
+	}
+}

@@ -267,6 +267,8 @@ type refState struct {
 	kind     *converge.Kind
 	composer bool
 	max      int
+
+	queuedReason string
 }
 
 type waitItem struct {
