@@ -24,6 +24,7 @@ import (
 //     service's Check), the baseline;
 //   - dispatch: a task through Server.Dispatch, the stream, an sdk worker
 //     running a no-op reconcile, and back out of Server.Results;
+//   - dispatch-unix: the same over a unix socket, as local workers connect;
 //
 // each with 1 and with 256 round trips in flight. Each reports rt/s, and
 // the parent logs dispatch/raw ratios for the same in-flight counts.
@@ -35,7 +36,10 @@ func BenchmarkRoundTrip(b *testing.B) {
 			rates["raw/"+name] = benchRaw(b, inflight)
 		})
 		b.Run("dispatch/"+name, func(b *testing.B) {
-			rates["dispatch/"+name] = benchDispatch(b, inflight)
+			rates["dispatch/"+name] = benchDispatch(b, "tcp", inflight)
+		})
+		b.Run("dispatch-unix/"+name, func(b *testing.B) {
+			benchDispatch(b, "unix", inflight)
 		})
 	}
 	for _, inflight := range []int{1, 256} {
@@ -96,8 +100,8 @@ func benchRaw(b *testing.B, inflight int) float64 {
 	return report(b, start)
 }
 
-func benchDispatch(b *testing.B, inflight int) float64 {
-	s, addr := startServer(b, "tcp", providers.ServerOptions{})
+func benchDispatch(b *testing.B, network string, inflight int) float64 {
+	s, addr := startServer(b, network, providers.ServerOptions{})
 	startWorker(b, s, addr, "bench", 512, noop("vpc", 1))
 	ctx := context.Background()
 	// One task per in-flight slot, re-dispatched under the same id once
