@@ -192,6 +192,9 @@ func (l *loader) file(p, rel string, e fs.DirEntry, ext string) {
 			l.cueErr(rel, "SYNTAX", err)
 			return
 		}
+		if emptyFile(f) && rel != SettingsFile {
+			return // only comments: no document
+		}
 		v := l.ev.ctx.BuildFile(f)
 		if err := v.Err(); err != nil {
 			l.cueErr(rel, "CUE_INVALID", err)
@@ -234,6 +237,9 @@ func (l *loader) expr(rel string, expr ast.Expr) {
 	if err := v.Err(); err != nil {
 		l.cueErr(rel, "SYNTAX", err)
 		return
+	}
+	if v.IncompleteKind() == cuelang.TopKind {
+		return // an empty YAML file
 	}
 	l.doc(rel, v, expr.Pos())
 }
@@ -327,4 +333,17 @@ func sortFindings(fs []converge.Finding) {
 		}
 		return a.Message < b.Message
 	})
+}
+
+// emptyFile reports whether f declares nothing but a package clause and
+// imports.
+func emptyFile(f *ast.File) bool {
+	for _, d := range f.Decls {
+		switch d.(type) {
+		case *ast.Package, *ast.ImportDecl, *ast.CommentGroup:
+		default:
+			return false
+		}
+	}
+	return true
 }

@@ -209,6 +209,11 @@ func TestLoadFindings(t *testing.T) {
 		{name: "dot directories and other files are ignored", files: map[string]string{
 			".git/x.cue": "{", ".converge/y.json": "[", "README.md": "# hi", "notes.txt": "{",
 		}},
+		{name: "empty files hold no documents", files: map[string]string{
+			"a.yml": "", "b.cue": "// nothing yet\n", "c.yaml": "---\n# only a comment\n---\n",
+		}},
+		{name: "a document must be an object", files: map[string]string{"l.yaml": "- a\n- b\n", "n.json": "3"},
+			want: []string{"l.yaml:1:1 DOCUMENT_INVALID ", "n.json:1:1 DOCUMENT_INVALID "}},
 		{name: "too many documents", files: map[string]string{
 			"c.yaml": "type: binding\nname: a\nkind: bucket\ntransition: synced\nreactor: bucket\n---\ntype: binding\nname: b\nkind: bucket\ntransition: synced\nreactor: bucket\n",
 		}, opts: Options{MaxDocuments: 4}, want: []string{"kinds/vpc.cue:1:1 TOO_MANY_DOCUMENTS "}},
