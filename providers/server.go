@@ -388,7 +388,7 @@ func (s *Server) connect(stream convergev1.Control_ConnectServer) error {
 				s.log.Warn("worker timed out", "worker", w.name, "id", w.id)
 				return status.Error(codes.DeadlineExceeded, "no heartbeat within the worker timeout")
 			}
-			if now.Sub(lastPing) >= s.opts.HeartbeatInterval {
+			if now.Sub(lastPing) >= s.opts.HeartbeatInterval-tick/2 { // tolerate ticker jitter
 				lastPing = now
 				if err := stream.Send(&convergev1.ControlMessage{Msg: &convergev1.ControlMessage_Ping{
 					Ping: &convergev1.Ping{UnixNano: now.UnixNano()},
