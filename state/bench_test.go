@@ -271,7 +271,7 @@ func BenchmarkEncodeResource(b *testing.B) {
 	b.Run("store", func(b *testing.B) {
 		b.ReportAllocs()
 		for range b.N {
-			if _, err := state.EncodeResource(r); err != nil {
+			if _, err := state.EncodeResource(r, nil); err != nil {
 				b.Fatal(err)
 			}
 		}

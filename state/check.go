@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/convergehq/converge"
 	bolt "go.etcd.io/bbolt"
@@ -20,8 +21,9 @@ const maxCheckErrors = 20
 //   - every owner-index entry owner\x00child names an existing child whose
 //     Owner is owner, and every owned resource has its entry;
 //   - every resource's owner exists;
-//   - the edges and producers indexes hold the same pairs, and every
-//     edge's consumer exists (its producer may not: see the package doc);
+//   - the edges in consumers' rows and the producers index hold the same
+//     pairs, edges sorted by producer (an edge's producer may not exist:
+//     see the package doc);
 //   - kinds, configs, bindings and deliveries are keyed by their content;
 //   - event chunks are keyed by their first Seq, Seqs increase across all
 //     chunks, and the meta event count and last Seq agree with them.
@@ -65,11 +67,12 @@ func checkResources(tx *bolt.Tx, report reportFunc) {
 	res := tx.Bucket(bResources)
 	owners := tx.Bucket(bOwners)
 	_ = res.ForEach(func(k, v []byte) error {
-		owner, _, err := splitResource(v)
+		rw, err := splitRow(v)
 		if err != nil {
 			report("resource %s: %v", k, err)
 			return nil
 		}
+		owner := rw.owner
 		r, err := decodeResource(v)
 		if err != nil {
 			report("resource %s: %v", k, err)
@@ -103,8 +106,8 @@ func checkResources(tx *bolt.Tx, report reportFunc) {
 			report("owner index: %s → %s: child does not exist", owner, child)
 			return nil
 		}
-		if o, _, err := splitResource(v); err == nil && o != owner {
-			report("owner index: %s → %s: child's owner is %q", owner, child, o)
+		if rw, err := splitRow(v); err == nil && rw.owner != owner {
+			report("owner index: %s → %s: child's owner is %q", owner, child, rw.owner)
 		}
 		return nil
 	})
@@ -112,19 +115,27 @@ func checkResources(tx *bolt.Tx, report reportFunc) {
 
 func checkEdges(tx *bolt.Tx, report reportFunc) {
 	res := tx.Bucket(bResources)
-	edges := tx.Bucket(bEdges)
 	producers := tx.Bucket(bProducers)
-	_ = edges.ForEach(func(k, v []byte) error {
-		e, err := decodeEdge(k, v)
+	_ = res.ForEach(func(k, v []byte) error {
+		rw, err := splitRow(v)
 		if err != nil {
-			report("edges: %v", err)
+			return nil // reported by checkResources
+		}
+		es, err := decodeEdges(rw.edges)
+		if err != nil {
+			report("resource %s: %v", k, err)
 			return nil
 		}
-		if !has(producers, pairKey(e.Producer, e.Consumer)) {
-			report("edge %s→%s: missing from the reverse index", e.Consumer, e.Producer)
-		}
-		if !has(res, []byte(e.Consumer)) {
-			report("edge %s→%s: consumer does not exist", e.Consumer, e.Producer)
+		for i, e := range es {
+			if err := checkID(e.Producer); err != nil || e.Producer == converge.ID(k) {
+				report("edge %s→%s: bad producer", k, e.Producer)
+			}
+			if i > 0 && es[i-1].Producer >= e.Producer {
+				report("resource %s: edges not sorted by producer at %s", k, e.Producer)
+			}
+			if !has(producers, pairKey(e.Producer, converge.ID(k))) {
+				report("edge %s→%s: missing from the reverse index", k, e.Producer)
+			}
 		}
 		return nil
 	})
@@ -134,7 +145,14 @@ func checkEdges(tx *bolt.Tx, report reportFunc) {
 			report("reverse edge index: malformed key %q", k)
 			return nil
 		}
-		if !has(edges, pairKey(c, p)) {
+		es, err := rowEdges(res, c)
+		if err != nil {
+			report("reverse edge index: %s→%s: %v", c, p, err)
+			return nil
+		}
+		if !has(res, []byte(c)) {
+			report("reverse edge index: %s→%s: consumer does not exist", c, p)
+		} else if !slices.ContainsFunc(es, func(e converge.Edge) bool { return e.Producer == p }) {
 			report("reverse edge index: %s→%s: no forward edge", c, p)
 		}
 		return nil

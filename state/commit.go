@@ -116,12 +116,30 @@ func checkEdge(e converge.Edge) error {
 	return nil
 }
 
-// apply writes b through w. Order: resources, edges, deleted edges,
-// deleted resources (with their index entries and edges), then the
-// orphan checks, then kinds, configs, bindings, deliveries, events and the
-// applied revision.
+// edgeOp is one change to a consumer's edges: put (with flows) or delete
+// the edge to producer.
+type edgeOp struct {
+	producer converge.ID
+	flows    []converge.ValueFlow
+	del      bool
+}
+
+// apply writes b through w. Order: resources (with the edges of the
+// resources put), the edges of other consumers, deleted resources (with
+// their index entries and edges), then the orphan checks, then kinds,
+// configs, bindings, deliveries, events and the applied revision.
 func (s *Store) apply(w *writer, b *converge.Batch) error {
 	res := w.bucket(bResources)
+
+	// Edge changes by consumer: puts, then deletes (validate refused a
+	// pair in both).
+	ops := make(map[converge.ID][]edgeOp)
+	for _, e := range b.Edges {
+		ops[e.Consumer] = append(ops[e.Consumer], edgeOp{producer: e.Producer, flows: e.Flows})
+	}
+	for _, e := range b.DeletedEdges {
+		ops[e.Consumer] = append(ops[e.Consumer], edgeOp{producer: e.Producer, del: true})
+	}
 
 	// Resources, last put of an ID wins, applied in key order: the
 	// B-tree is walked once left to right instead of at random.
@@ -140,29 +158,41 @@ func (s *Store) apply(w *writer, b *converge.Batch) error {
 	slices.SortFunc(order, func(x, y int) int { return cmp.Compare(ids[x], ids[y]) })
 	for _, i := range order {
 		r, id := b.Resources[i], ids[i]
-		v, err := encodeResource(r)
-		if err != nil {
-			return fmt.Errorf("resource %s: encode: %w", id, err)
-		}
 		key := []byte(id)
-		var oldOwner converge.ID
 		old := res.Get(key)
+		var oldRow row
 		if old != nil {
-			if string(old) == string(v) {
-				continue
-			}
-			if oldOwner, _, err = splitResource(old); err != nil {
+			var err error
+			if oldRow, err = splitRow(old); err != nil {
 				return fmt.Errorf("resource %s: stored: %w", id, err)
 			}
 		}
-		if err := w.put(bResources, key, v); err != nil {
+		edges := oldRow.edges
+		var added, removed []converge.ID
+		if o, ok := ops[id]; ok {
+			delete(ops, id)
+			var err error
+			if edges, added, removed, err = applyEdgeOps(id, oldRow.edges, o); err != nil {
+				return err
+			}
+		}
+		v, err := encodeResource(r, edges)
+		if err != nil {
+			return fmt.Errorf("resource %s: encode: %w", id, err)
+		}
+		if old == nil || string(old) != string(v) {
+			if err := w.put(bResources, key, v); err != nil {
+				return err
+			}
+		}
+		if err := reverseIndex(w, id, added, removed); err != nil {
 			return err
 		}
-		if old != nil && oldOwner == r.Owner {
+		if old != nil && oldRow.owner == r.Owner {
 			continue
 		}
-		if oldOwner != "" {
-			if err := w.del(bOwners, pairKey(oldOwner, id)); err != nil {
+		if oldRow.owner != "" {
+			if err := w.del(bOwners, pairKey(oldRow.owner, id)); err != nil {
 				return err
 			}
 		}
@@ -173,34 +203,14 @@ func (s *Store) apply(w *writer, b *converge.Batch) error {
 		}
 	}
 
-	// Edges, in key order.
-	edges := slices.Clone(b.Edges)
-	slices.SortStableFunc(edges, func(x, y converge.Edge) int {
-		if c := cmp.Compare(x.Consumer, y.Consumer); c != 0 {
-			return c
-		}
-		return cmp.Compare(x.Producer, y.Producer)
-	})
-	for _, e := range edges {
-		if !has(res, []byte(e.Consumer)) {
-			return fmt.Errorf("edge %s→%s: consumer %s does not exist", e.Consumer, e.Producer, e.Consumer)
-		}
-		v, err := encodeFlows(e.Flows)
-		if err != nil {
-			return fmt.Errorf("edge %s→%s: encode: %w", e.Consumer, e.Producer, err)
-		}
-		wrote, err := w.putIfChanged(bEdges, pairKey(e.Consumer, e.Producer), v)
-		if err != nil {
-			return err
-		}
-		if wrote && !has(w.bucket(bProducers), pairKey(e.Producer, e.Consumer)) {
-			if err := w.put(bProducers, pairKey(e.Producer, e.Consumer), empty); err != nil {
-				return err
-			}
-		}
+	// Edges of consumers not put in this batch, in key order.
+	consumers := make([]converge.ID, 0, len(ops))
+	for c := range ops {
+		consumers = append(consumers, c)
 	}
-	for _, e := range b.DeletedEdges {
-		if err := deleteEdge(w, e.Consumer, e.Producer); err != nil {
+	slices.Sort(consumers)
+	for _, c := range consumers {
+		if err := rewriteEdges(w, c, ops[c]); err != nil {
 			return err
 		}
 	}
@@ -219,7 +229,7 @@ func (s *Store) apply(w *writer, b *converge.Batch) error {
 			continue
 		}
 		if !has(res, []byte(r.Owner)) {
-			return fmt.Errorf("resource %s: owner %s does not exist", r.ID(), r.Owner)
+			return fmt.Errorf("resource %s: owner %s does not exist", ids[i], r.Owner)
 		}
 	}
 	owners := w.bucket(bOwners)
@@ -281,22 +291,111 @@ func (s *Store) apply(w *writer, b *converge.Batch) error {
 	return nil
 }
 
-// deleteEdge removes consumer→producer from both edge indexes.
-func deleteEdge(w *writer, consumer, producer converge.ID) error {
-	if err := w.del(bEdges, pairKey(consumer, producer)); err != nil {
+// applyEdgeOps applies ops to the edges section of consumer's row and
+// returns the new section and the producers added and removed.
+func applyEdgeOps(consumer converge.ID, section []byte, ops []edgeOp) (out []byte, added, removed []converge.ID, err error) {
+	es, err := decodeEdges(section)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("resource %s: stored: %w", consumer, err)
+	}
+	changed := false
+	for _, op := range ops {
+		i := slices.IndexFunc(es, func(e storedEdge) bool { return e.Producer == op.producer })
+		switch {
+		case op.del && i >= 0:
+			es = slices.Delete(es, i, i+1)
+			removed = append(removed, op.producer)
+			changed = true
+		case op.del:
+		case i < 0:
+			es = append(es, storedEdge{Producer: op.producer, Flows: op.flows})
+			added = append(added, op.producer)
+			changed = true
+		case !slices.Equal(es[i].Flows, op.flows):
+			es[i].Flows = op.flows
+			changed = true
+		}
+	}
+	if !changed {
+		return section, nil, nil, nil
+	}
+	out, err = encodeEdges(es)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("edges of %s: encode: %w", consumer, err)
+	}
+	return out, added, removed, nil
+}
+
+// reverseIndex adds and removes producer\x00consumer entries.
+func reverseIndex(w *writer, consumer converge.ID, added, removed []converge.ID) error {
+	for _, p := range added {
+		if k := pairKey(p, consumer); !has(w.bucket(bProducers), k) {
+			if err := w.put(bProducers, k, empty); err != nil {
+				return err
+			}
+		}
+	}
+	for _, p := range removed {
+		if err := w.del(bProducers, pairKey(p, consumer)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rewriteEdges applies ops to the stored row of consumer. A consumer that
+// does not exist may only lose edges (a no-op but for stray reverse
+// entries); giving it one is an error.
+func rewriteEdges(w *writer, consumer converge.ID, ops []edgeOp) error {
+	key := []byte(consumer)
+	old := w.bucket(bResources).Get(key)
+	if old == nil {
+		for _, op := range ops {
+			if !op.del {
+				return fmt.Errorf("edge %s→%s: consumer %s does not exist", consumer, op.producer, consumer)
+			}
+			if err := w.del(bProducers, pairKey(op.producer, consumer)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	rw, err := splitRow(old)
+	if err != nil {
+		return fmt.Errorf("resource %s: stored: %w", consumer, err)
+	}
+	edges, added, removed, err := applyEdgeOps(consumer, rw.edges, ops)
+	if err != nil {
 		return err
 	}
-	return w.del(bProducers, pairKey(producer, consumer))
+	if len(added)+len(removed) > 0 || string(edges) != string(rw.edges) {
+		if err := w.put(bResources, key, rw.withEdges(edges)); err != nil {
+			return err
+		}
+	}
+	return reverseIndex(w, consumer, added, removed)
 }
 
 // deleteResource removes id, its owner-index entry and its edges in both
-// directions. Deleting an absent resource removes any edges that name it.
+// directions: the reverse entries of the edges it consumes, and the edges
+// other resources consume from it (their rows are rewritten). Deleting an
+// absent resource still removes edges that name it as producer.
 func deleteResource(w *writer, id converge.ID) error {
 	key := []byte(id)
 	if old := w.bucket(bResources).Get(key); old != nil {
-		owner, _, err := splitResource(old)
+		rw, err := splitRow(old)
 		if err != nil {
 			return fmt.Errorf("resource %s: stored: %w", id, err)
+		}
+		es, err := decodeEdges(rw.edges)
+		if err != nil {
+			return fmt.Errorf("resource %s: stored: %w", id, err)
+		}
+		owner := rw.owner
+		for _, e := range es {
+			if err := w.del(bProducers, pairKey(e.Producer, id)); err != nil {
+				return err
+			}
 		}
 		if err := w.del(bResources, key); err != nil {
 			return err
@@ -307,15 +406,9 @@ func deleteResource(w *writer, id converge.ID) error {
 			}
 		}
 	}
-	// Collect first: deleting under a live cursor skips keys.
-	consumes := pairsWithPrefix(w.bucket(bEdges), id)
-	for _, p := range consumes {
-		if err := deleteEdge(w, id, p); err != nil {
-			return err
-		}
-	}
+	// Collect first: writing under a live cursor skips keys.
 	for _, c := range pairsWithPrefix(w.bucket(bProducers), id) {
-		if err := deleteEdge(w, c, id); err != nil {
+		if err := rewriteEdges(w, c, []edgeOp{{producer: id, del: true}}); err != nil {
 			return err
 		}
 	}
@@ -394,12 +487,4 @@ func putJSON(w *writer, bucket, key []byte, v any) error {
 	}
 	_, err = w.putIfChanged(bucket, key, j)
 	return err
-}
-
-// encodeFlows returns an edges value: the JSON flows, or empty for none.
-func encodeFlows(f []converge.ValueFlow) ([]byte, error) {
-	if len(f) == 0 {
-		return empty, nil
-	}
-	return json.Marshal(f)
 }

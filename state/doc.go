@@ -12,9 +12,8 @@
 // one process (bbolt's flock); a second Open waits Options.LockTimeout and
 // then returns ErrLocked. Buckets:
 //
-//	resources   ID -> resource           (owner prefix + JSON, see encodeResource)
+//	resources   ID -> row: owner, the edges it consumes (with flows), resource JSON
 //	owners      owner\x00child -> empty  (the owner index)
-//	edges       consumer\x00producer -> JSON flows
 //	producers   producer\x00consumer -> empty (the reverse edge index)
 //	kinds       kind\x00version(8 bytes big-endian) -> JSON kind
 //	configs     name -> JSON provider config
@@ -28,7 +27,9 @@
 // every few milliseconds. The store keeps a big batch cheap: a put whose
 // bytes equal what is stored is skipped, the owner index is written only
 // when a resource's owner changes, a resource put several times in one
-// batch is written once, and the events of one batch are one value.
+// batch is written once, the events of one batch are one value, and the
+// edges a resource consumes live in its own row, so an edge written with
+// its consumer costs one put (its reverse-index entry), not two.
 // Stats counts commits, puts, deletes and bytes exactly.
 //
 // Values are JSON of the domain types, so a store is readable with any

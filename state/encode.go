@@ -2,6 +2,8 @@ package state
 
 import (
 	"bytes"
+	"cmp"
+	"slices"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -13,18 +15,32 @@ import (
 // resourceFormat is the first byte of every resources value.
 const resourceFormat = 1
 
-// encodeResource returns a resources value: a format byte, the owner ID
-// as a uvarint-length-prefixed string, then the resource's JSON. The owner
-// prefix lets Commit maintain the owner index without decoding JSON. An
+// A resources value (a "row") is: a format byte; the owner ID as a
+// uvarint-length-prefixed string; the edges the resource consumes as a
+// uvarint-length-prefixed JSON array of storedEdge sorted by producer
+// (length 0: none); then the resource's JSON. The owner prefix lets
+// Commit maintain the owner index without decoding JSON; keeping a
+// consumer's edges in its row makes an edge cost no put of its own when
+// it is written with its consumer (the reverse index still costs one).
+type row struct {
+	owner converge.ID
+	edges []byte // JSON []storedEdge, or empty
+	json  []byte
+}
+
+// storedEdge is one edge inside its consumer's row.
+type storedEdge struct {
+	Producer converge.ID          `json:"producer"`
+	Flows    []converge.ValueFlow `json:"flows,omitempty"`
+}
+
+// encodeResource returns the row of r with the given edges section. An
 // empty (non-nil) Declared, Spec or Status is stored as absent; invalid
 // JSON in one is an error naming the field.
-func encodeResource(r *converge.Resource) ([]byte, error) {
+func encodeResource(r *converge.Resource, edges []byte) ([]byte, error) {
 	var buf bytes.Buffer
-	buf.Grow(1 + binary.MaxVarintLen64 + len(r.Owner) + 512 + len(r.Declared) + len(r.Spec) + len(r.Status))
-	buf.WriteByte(resourceFormat)
-	var n [binary.MaxVarintLen64]byte
-	buf.Write(binary.AppendUvarint(n[:0], uint64(len(r.Owner))))
-	buf.WriteString(string(r.Owner))
+	buf.Grow(2 + 2*binary.MaxVarintLen64 + len(r.Owner) + len(edges) + 512 + len(r.Declared) + len(r.Spec) + len(r.Status))
+	writeRowHead(&buf, r.Owner, edges)
 	head := buf.Len()
 	if appendResourceJSON(&buf, r) {
 		return buf.Bytes(), nil
@@ -56,30 +72,80 @@ func encodeResource(r *converge.Resource) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// splitResource returns the owner and JSON parts of a resources value.
-func splitResource(v []byte) (owner converge.ID, j []byte, err error) {
-	if len(v) < 2 || v[0] != resourceFormat {
-		return "", nil, fmt.Errorf("malformed resource value")
+func writeRowHead(buf *bytes.Buffer, owner converge.ID, edges []byte) {
+	var n [binary.MaxVarintLen64]byte
+	buf.WriteByte(resourceFormat)
+	buf.Write(binary.AppendUvarint(n[:0], uint64(len(owner))))
+	buf.WriteString(string(owner))
+	buf.Write(binary.AppendUvarint(n[:0], uint64(len(edges))))
+	buf.Write(edges)
+}
+
+// withEdges returns row with its edges section replaced.
+func (r row) withEdges(edges []byte) []byte {
+	var buf bytes.Buffer
+	buf.Grow(2 + 2*binary.MaxVarintLen64 + len(r.owner) + len(edges) + len(r.json))
+	writeRowHead(&buf, r.owner, edges)
+	buf.Write(r.json)
+	return buf.Bytes()
+}
+
+// splitRow splits a resources value into its parts (sharing v's memory).
+func splitRow(v []byte) (row, error) {
+	bad := fmt.Errorf("malformed resource value")
+	if len(v) < 3 || v[0] != resourceFormat {
+		return row{}, bad
 	}
-	n, w := binary.Uvarint(v[1:])
-	if w <= 0 || uint64(len(v)-1-w) < n {
-		return "", nil, fmt.Errorf("malformed resource value")
+	rest := v[1:]
+	part := func() ([]byte, bool) {
+		n, w := binary.Uvarint(rest)
+		if w <= 0 || uint64(len(rest)-w) < n {
+			return nil, false
+		}
+		p := rest[w : w+int(n)]
+		rest = rest[w+int(n):]
+		return p, true
 	}
-	o := v[1+w : 1+w+int(n)]
-	return converge.ID(o), v[1+w+int(n):], nil
+	owner, ok1 := part()
+	edges, ok2 := part()
+	if !ok1 || !ok2 {
+		return row{}, bad
+	}
+	return row{owner: converge.ID(owner), edges: edges, json: rest}, nil
 }
 
 // decodeResource decodes a resources value.
 func decodeResource(v []byte) (*converge.Resource, error) {
-	_, j, err := splitResource(v)
+	rw, err := splitRow(v)
 	if err != nil {
 		return nil, err
 	}
 	r := new(converge.Resource)
-	if err := json.Unmarshal(j, r); err != nil {
+	if err := json.Unmarshal(rw.json, r); err != nil {
 		return nil, fmt.Errorf("decode resource: %w", err)
 	}
 	return r, nil
+}
+
+// decodeEdges decodes a row's edges section.
+func decodeEdges(section []byte) ([]storedEdge, error) {
+	if len(section) == 0 {
+		return nil, nil
+	}
+	var es []storedEdge
+	if err := json.Unmarshal(section, &es); err != nil {
+		return nil, fmt.Errorf("decode edges: %w", err)
+	}
+	return es, nil
+}
+
+// encodeEdges encodes a row's edges section, sorted by producer.
+func encodeEdges(es []storedEdge) ([]byte, error) {
+	if len(es) == 0 {
+		return nil, nil
+	}
+	slices.SortFunc(es, func(a, b storedEdge) int { return cmp.Compare(a.Producer, b.Producer) })
+	return json.Marshal(es)
 }
 
 // pairKey returns a\x00b, the key of the owner index and both edge indexes.

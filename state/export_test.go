@@ -17,7 +17,6 @@ func (s *Store) RawDelete(bucket, key []byte) error {
 var (
 	BucketResources = bResources
 	BucketOwners    = bOwners
-	BucketEdges     = bEdges
 	BucketProducers = bProducers
 	BucketEvents    = bEvents
 	BucketMeta      = bMeta

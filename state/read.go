@@ -23,7 +23,7 @@ func (s *Store) Load() (*converge.Snapshot, error) {
 		if snap.Resources, err = scanResources(tx.Bucket(bResources).Cursor(), nil, nil, 0); err != nil {
 			return err
 		}
-		if snap.Edges, err = scanEdges(tx.Bucket(bEdges), nil); err != nil {
+		if snap.Edges, err = scanEdges(tx.Bucket(bResources)); err != nil {
 			return err
 		}
 		if snap.Kinds, err = scanJSON[converge.Kind](tx.Bucket(bKinds)); err != nil {
@@ -155,22 +155,21 @@ func (s *Store) Counts(owner converge.ID) (converge.Counts, error) {
 // endpoint. An unknown id has no edges; that is not an error.
 func (s *Store) EdgesOf(id converge.ID) (consumes, producedFor []converge.Edge, err error) {
 	err = s.db.View(func(tx *bolt.Tx) error {
-		edges := tx.Bucket(bEdges)
+		res := tx.Bucket(bResources)
 		var err error
-		if consumes, err = scanEdges(edges, prefixKey(id)); err != nil {
+		if consumes, err = rowEdges(res, id); err != nil {
 			return err
 		}
 		for _, c := range pairsWithPrefix(tx.Bucket(bProducers), id) {
-			k := pairKey(c, id)
-			v := edges.Get(k)
-			if v == nil && !has(edges, k) {
-				return fmt.Errorf("reverse edge index: %s→%s: no forward edge", c, id)
-			}
-			e, err := decodeEdge(k, v)
+			es, err := rowEdges(res, c)
 			if err != nil {
 				return err
 			}
-			producedFor = append(producedFor, e)
+			i := slices.IndexFunc(es, func(e converge.Edge) bool { return e.Producer == id })
+			if i < 0 {
+				return fmt.Errorf("reverse edge index: %s→%s: no such edge", c, id)
+			}
+			producedFor = append(producedFor, es[i])
 		}
 		return nil
 	})
@@ -315,32 +314,49 @@ func scanResources(c *bolt.Cursor, prefix []byte, keep func(*converge.Resource) 
 	return out, nil
 }
 
-// scanEdges decodes the forward edges whose key starts with prefix.
-func scanEdges(b *bolt.Bucket, prefix []byte) ([]converge.Edge, error) {
+// scanEdges returns every edge, from the rows of their consumers: sorted
+// by consumer, then producer.
+func scanEdges(res *bolt.Bucket) ([]converge.Edge, error) {
 	var out []converge.Edge
-	c := b.Cursor()
-	for k, v := c.Seek(prefix); k != nil && hasPrefix(k, prefix); k, v = c.Next() {
-		e, err := decodeEdge(k, v)
+	err := res.ForEach(func(k, v []byte) error {
+		rw, err := splitRow(v)
 		if err != nil {
-			return nil, err
+			return fmt.Errorf("resource %s: %w", k, err)
 		}
-		out = append(out, e)
-	}
-	return out, nil
+		if len(rw.edges) == 0 {
+			return nil
+		}
+		es, err := decodeEdges(rw.edges)
+		if err != nil {
+			return fmt.Errorf("resource %s: %w", k, err)
+		}
+		for _, e := range es {
+			out = append(out, converge.Edge{Consumer: converge.ID(k), Producer: e.Producer, Flows: e.Flows})
+		}
+		return nil
+	})
+	return out, err
 }
 
-func decodeEdge(k, v []byte) (converge.Edge, error) {
-	c, p, ok := splitPair(k)
-	if !ok {
-		return converge.Edge{}, fmt.Errorf("edge key %q: malformed", k)
+// rowEdges returns the edges id consumes (none if id does not exist).
+func rowEdges(res *bolt.Bucket, id converge.ID) ([]converge.Edge, error) {
+	v := res.Get([]byte(id))
+	if v == nil {
+		return nil, nil
 	}
-	e := converge.Edge{Consumer: c, Producer: p}
-	if len(v) > 0 {
-		if err := json.Unmarshal(v, &e.Flows); err != nil {
-			return converge.Edge{}, fmt.Errorf("edge %s→%s: %w", c, p, err)
-		}
+	rw, err := splitRow(v)
+	if err != nil {
+		return nil, fmt.Errorf("resource %s: %w", id, err)
 	}
-	return e, nil
+	es, err := decodeEdges(rw.edges)
+	if err != nil {
+		return nil, fmt.Errorf("resource %s: %w", id, err)
+	}
+	out := make([]converge.Edge, 0, len(es))
+	for _, e := range es {
+		out = append(out, converge.Edge{Consumer: id, Producer: e.Producer, Flows: e.Flows})
+	}
+	return out, nil
 }
 
 // pairsWithPrefix returns b for every key a\x00b of bucket.

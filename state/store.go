@@ -84,7 +84,6 @@ type Stats struct {
 var (
 	bResources  = []byte("resources")
 	bOwners     = []byte("owners")
-	bEdges      = []byte("edges")
 	bProducers  = []byte("producers")
 	bKinds      = []byte("kinds")
 	bConfigs    = []byte("configs")
@@ -94,7 +93,7 @@ var (
 	bRevisions  = []byte("revisions")
 	bMeta       = []byte("meta")
 
-	allBuckets = [][]byte{bResources, bOwners, bEdges, bProducers, bKinds, bConfigs,
+	allBuckets = [][]byte{bResources, bOwners, bProducers, bKinds, bConfigs,
 		bBindings, bDeliveries, bEvents, bRevisions, bMeta}
 )
 

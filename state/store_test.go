@@ -588,12 +588,10 @@ func TestCheckCatchesCorruption(t *testing.T) {
 			corrupt: func(s *state.Store) error { return s.RawDelete(state.BucketResources, []byte("bom/r")) }},
 		{name: "reverse edge missing", wantErr: "vpc/a→account/a: missing from the reverse index",
 			corrupt: func(s *state.Store) error { return s.RawDelete(state.BucketProducers, k("account/a", "vpc/a")) }},
-		{name: "forward edge missing", wantErr: "reverse edge index: vpc/a→account/a: no forward edge",
-			corrupt: func(s *state.Store) error { return s.RawDelete(state.BucketEdges, k("vpc/a", "account/a")) }},
-		{name: "edge consumer missing", wantErr: "edge route/x→vpc/a: consumer does not exist",
-			corrupt: func(s *state.Store) error {
-				return errors.Join(s.RawPut(state.BucketEdges, k("route/x", "vpc/a"), nil), s.RawPut(state.BucketProducers, k("vpc/a", "route/x"), nil))
-			}},
+		{name: "reverse entry without edge", wantErr: "reverse edge index: account/a→vpc/a: no forward edge",
+			corrupt: func(s *state.Store) error { return s.RawPut(state.BucketProducers, k("vpc/a", "account/a"), nil) }},
+		{name: "reverse entry without consumer", wantErr: "reverse edge index: route/x→vpc/a: consumer does not exist",
+			corrupt: func(s *state.Store) error { return s.RawPut(state.BucketProducers, k("vpc/a", "route/x"), nil) }},
 		{name: "resource under the wrong key", wantErr: "resource vpc/b: value is vpc/a",
 			corrupt: func(s *state.Store) error { return copyKey(s, state.BucketResources, "vpc/a", "vpc/b") }},
 		{name: "event chunk out of order", wantErr: "seq 1 not above 2",
@@ -742,5 +740,53 @@ func TestConcurrentCommitsAndReads(t *testing.T) {
 	}
 	if _, producedFor, err := s.EdgesOf("account/shared"); err != nil || len(producedFor) != writers*perWriter {
 		t.Errorf("EdgesOf(account/shared) producedFor = %d edges, %v; want %d", len(producedFor), err, writers*perWriter)
+	}
+}
+
+// TestEdgeWrites pins what edges cost and that their flows round-trip
+// through the consumer's row.
+func TestEdgeWrites(t *testing.T) {
+	s := statetest.Open(t)
+	commit(t, s, &converge.Batch{Resources: []*converge.Resource{res("account", "a", ""), res("tgw", "t", "")}})
+	puts := func() uint64 { return s.Stats().Puts }
+	flowA := converge.ValueFlow{From: "account_id", To: "account_id"}
+	flowB := converge.ValueFlow{From: "tgw_id", To: "tgw_id"}
+	tests := []struct {
+		name         string
+		batch        *converge.Batch
+		wantPuts     uint64
+		wantConsumes string
+	}{
+		{name: "created with its edge: row, reverse entry", wantPuts: 2, wantConsumes: "[{vpc/a account/a [{account_id account_id}]}]",
+			batch: &converge.Batch{Resources: []*converge.Resource{res("vpc", "a", "")}, Edges: []converge.Edge{edge("vpc/a", "account/a", flowA)}}},
+		{name: "same edge again: nothing", wantPuts: 0, wantConsumes: "[{vpc/a account/a [{account_id account_id}]}]",
+			batch: &converge.Batch{Edges: []converge.Edge{edge("vpc/a", "account/a", flowA)}}},
+		{name: "edge added to a stored consumer: row, reverse entry", wantPuts: 2, wantConsumes: "[{vpc/a account/a [{account_id account_id}]} {vpc/a tgw/t [{tgw_id tgw_id}]}]",
+			batch: &converge.Batch{Edges: []converge.Edge{edge("vpc/a", "tgw/t", flowB)}}},
+		{name: "flows changed: row only", wantPuts: 1, wantConsumes: "[{vpc/a account/a []} {vpc/a tgw/t [{tgw_id tgw_id}]}]",
+			batch: &converge.Batch{Edges: []converge.Edge{edge("vpc/a", "account/a")}}},
+		{name: "edge deleted: row", wantPuts: 1, wantConsumes: "[{vpc/a tgw/t [{tgw_id tgw_id}]}]",
+			batch: &converge.Batch{DeletedEdges: []converge.Edge{edge("vpc/a", "account/a")}}},
+		{name: "producer deleted: consumer row rewritten", wantPuts: 1, wantConsumes: "[]",
+			batch: &converge.Batch{DeletedResources: []converge.ID{"tgw/t"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := puts()
+			commit(t, s, tt.batch)
+			if got := puts() - before; got != tt.wantPuts {
+				t.Errorf("puts = %d, want %d", got, tt.wantPuts)
+			}
+			consumes, _, err := s.EdgesOf("vpc/a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fmt.Sprint(consumes); got != tt.wantConsumes && !(got == "[]" && tt.wantConsumes == "[]") {
+				t.Errorf("EdgesOf(vpc/a) consumes = %s, want %s", got, tt.wantConsumes)
+			}
+			if err := s.Check(); err != nil {
+				t.Errorf("Check: %v", err)
+			}
+		})
 	}
 }
