@@ -3,10 +3,10 @@ package state
 import (
 	"bytes"
 	"cmp"
-	"slices"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/convergehq/converge"
