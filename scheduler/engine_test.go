@@ -1150,3 +1150,66 @@ func TestPermanentConsumerRecoversWhenFlowedValueChanges(t *testing.T) {
 		t.Errorf("vpc spec account_id %v", got)
 	}
 }
+
+func TestResyncWritesNothingWithoutDrift(t *testing.T) {
+	store := newMemStore()
+	var mu sync.Mutex
+	drift := ""
+	disp := newFakeDisp(func(tk *converge.Task) *converge.Result {
+		res := classicHandler(tk)
+		mu.Lock()
+		defer mu.Unlock()
+		if tk.Kind == "account" && drift != "" {
+			res.Status = mustJSON(map[string]string{"account_id": drift})
+		}
+		return res
+	}, &fakeWorker{name: "w1"})
+	h := start(t, store, disp, testConfig())
+	kinds := classicKinds()
+	for _, k := range kinds {
+		if k.Name == "account" {
+			k.ResyncInterval = 5 * time.Millisecond
+		}
+	}
+	d := classicDesired(makeBOM(1, 1), "c1")
+	d.Kinds = kinds
+	h.apply(d, classicValidator)
+	h.waitSettled(scheduler.Converged, 5*time.Second)
+	h.flush()
+	store.mu.Lock()
+	puts := store.putsByID["account/fd-01-team-001"]
+	store.mu.Unlock()
+	waitFor(t, 5*time.Second, "resyncs", func() bool {
+		n := 0
+		for _, tk := range disp.tasks() {
+			if tk.Kind == "account" && tk.Name == "fd-01-team-001" {
+				n++
+			}
+		}
+		return n >= 4
+	})
+	h.flush()
+	store.mu.Lock()
+	after := store.putsByID["account/fd-01-team-001"]
+	store.mu.Unlock()
+	if after != puts {
+		t.Errorf("resyncs without drift wrote the account %d more times", after-puts)
+	}
+	if r := store.get("account/fd-01-team-001"); r.Generation != 1 {
+		t.Errorf("account generation %d after resyncs, want 1", r.Generation)
+	}
+
+	// Drift: the account's id changed out of band; the resync sees it and
+	// its consumer vpc runs again with the new value.
+	mu.Lock()
+	drift = "acct-drifted"
+	mu.Unlock()
+	waitFor(t, 5*time.Second, "the vpc to follow the drifted account id", func() bool {
+		h.flush()
+		v := store.get("vpc/fd-01-team-001")
+		return v.Phase == converge.PhaseReady && statusField(t, v.Status, "account_id") == "acct-drifted"
+	})
+	if v := store.get("vpc/fd-01-team-001"); v.Generation != 2 {
+		t.Errorf("vpc generation %d, want 2", v.Generation)
+	}
+}

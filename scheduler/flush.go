@@ -127,16 +127,26 @@ func (s *Scheduler) buildBatch() *converge.Batch {
 
 	b := s.meta
 	s.meta = converge.Batch{}
+	// Two buffer sets take turns: the one not in this batch belonged to
+	// the previous batch, which is durable (or this would not run) and no
+	// longer referenced by the store.
+	s.spare = 1 - s.spare
+	buf := &s.bufs[s.spare]
 	if len(s.dirty) > 0 {
-		rows := make([]converge.Resource, 0, len(s.dirty))
-		b.Resources = make([]*converge.Resource, 0, len(s.dirty))
+		rows := buf.rows[:0]
+		if cap(rows) < len(s.dirty) {
+			rows = make([]converge.Resource, 0, len(s.dirty)+len(s.dirty)/2)
+		}
+		ptrs := buf.ptrs[:0]
 		for _, n := range s.dirty {
 			n.dirty = false
 			if !n.removed {
 				rows = append(rows, *n.r)
-				b.Resources = append(b.Resources, &rows[len(rows)-1])
+				ptrs = append(ptrs, &rows[len(rows)-1])
 			}
 		}
+		buf.rows, buf.ptrs = rows, ptrs
+		b.Resources = ptrs
 		s.dirty = s.dirty[:0]
 	}
 	if len(s.delRes) > 0 {
@@ -156,7 +166,7 @@ func (s *Scheduler) buildBatch() *converge.Batch {
 	}
 	clear(s.edgeDel)
 	b.Events = s.events
-	s.events = nil
+	s.events, buf.events = buf.events[:0], s.events
 	for _, d := range s.delivDirty {
 		c := *d
 		b.Deliveries = append(b.Deliveries, &c)

@@ -234,6 +234,8 @@ type Scheduler struct {
 	// failed is that batch, or one whose commit failed, until durable.
 	committing bool
 	failed     *converge.Batch
+	bufs       [2]batchBufs
+	spare      int
 	commitReq  chan *converge.Batch
 	commitRes  chan error
 
@@ -241,6 +243,13 @@ type Scheduler struct {
 
 	dispatched, completed uint64
 	rateSamples           []rateSample
+}
+
+// batchBufs are reusable backing arrays of one Batch.
+type batchBufs struct {
+	rows   []converge.Resource
+	ptrs   []*converge.Resource
+	events []converge.Event
 }
 
 type rateSample struct {
