@@ -84,10 +84,14 @@ func printValidate(w io.Writer, format string, rep validateReport) error {
 	for _, f := range rep.Errors {
 		fmt.Fprintln(w, f.String())
 	}
-	errs := "errors"
-	if len(rep.Errors) == 1 {
-		errs = "error"
-	}
-	_, err := fmt.Fprintf(w, "%d documents, %d kinds, %d %s\n", rep.Documents, rep.Kinds, len(rep.Errors), errs)
+	_, err := fmt.Fprintf(w, "%s, %s, %s\n", plural(rep.Documents, "document"), plural(rep.Kinds, "kind"), plural(len(rep.Errors), "error"))
 	return err
+}
+
+// plural renders "1 error", "0 errors".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 %s", noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestValidateCommand runs `converge validate` in-process on the classic
+// example and on a broken copy of one of its files, checking the exit class
+// and both output formats.
+func TestValidateCommand(t *testing.T) {
+	root := repoRoot(t)
+	broken := t.TempDir()
+	if err := os.WriteFile(filepath.Join(broken, "r.yaml"), []byte("type: resource\nkind: nope\nkind_version: 1\nname: r\nspec: {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name       string
+		args       []string
+		wantFailed bool // exit 1
+		wantUsage  bool // exit 2
+		wantOut    string
+	}{
+		{name: "classic", args: []string{"validate", filepath.Join(root, "examples", "classic")}, wantOut: "21 documents, 7 kinds, 0 errors\n"},
+		{name: "invalid", args: []string{"validate", broken}, wantFailed: true,
+			wantOut: "r.yaml:2:1: kind: unknown kind \"nope\"\n1 document, 0 kinds, 1 error\n"},
+		{name: "missing dir", args: []string{"validate", filepath.Join(broken, "nope")}, wantUsage: true},
+		{name: "bad output", args: []string{"validate", "-o", "xml", broken}, wantUsage: true},
+		{name: "two dirs", args: []string{"validate", broken, broken}, wantUsage: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newRootCommand()
+			var out bytes.Buffer
+			c.SetArgs(tt.args)
+			c.SetOut(&out)
+			c.SetErr(&out)
+			err := c.Execute()
+			var f errFailed
+			if got, want := errors.As(err, &f), tt.wantFailed; got != want {
+				t.Errorf("failed (exit 1) = %v, want %v (err %v)", got, want, err)
+			}
+			if got, want := err != nil && !errors.As(err, &f), tt.wantUsage; got != want {
+				t.Errorf("usage error (exit 2) = %v, want %v (err %v)", got, want, err)
+			}
+			if tt.wantOut != "" {
+				if got := out.String(); got != tt.wantOut {
+					t.Errorf("output:\n%s\nwant:\n%s", got, tt.wantOut)
+				}
+			}
+		})
+	}
+
+	c := newRootCommand()
+	var out bytes.Buffer
+	c.SetArgs([]string{"validate", "-o", "json", broken})
+	c.SetOut(&out)
+	if err := c.Execute(); err == nil {
+		t.Fatal("want exit 1")
+	}
+	var rep struct {
+		Errors []struct {
+			File, Path, Rule, Message string
+			Line, Column              int
+		} `json:"errors"`
+		Documents, Kinds int
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("json output: %v\n%s", err, out.String())
+	}
+	if len(rep.Errors) != 1 || rep.Documents != 1 || rep.Kinds != 0 {
+		t.Fatalf("report = %+v", rep)
+	}
+	e := rep.Errors[0]
+	if got, want := strings.Join([]string{e.File, e.Path, e.Rule}, " "), "r.yaml kind KIND_UNKNOWN"; got != want || e.Line != 2 || e.Column != 1 {
+		t.Errorf("error = %+v, want r.yaml:2:1 kind KIND_UNKNOWN", e)
+	}
+}
