@@ -3,6 +3,7 @@ package site
 import (
 	"errors"
 	"fmt"
+	"html/template"
 	"reflect"
 	"runtime"
 	"slices"
@@ -35,7 +36,7 @@ type Options struct {
 	// default 500.
 	Children int
 	// GraphNodes is the largest subtree drawn node by node; a bigger one
-	// is drawn as one box per kind. Default 150.
+	// is drawn as one box per kind. Default 80.
 	GraphNodes int
 	// Now returns the time stamped on pages; default time.Now.
 	Now func() time.Time
@@ -61,7 +62,7 @@ func (o Options) withDefaults() Options {
 		o.Children = 500
 	}
 	if o.GraphNodes <= 0 {
-		o.GraphNodes = 150
+		o.GraphNodes = 80
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -89,9 +90,10 @@ type Builder struct {
 	dir  string
 	opts Options
 
-	mu  sync.Mutex // guards m and now
-	m   *model     // nil until the first Build
-	now time.Time  // the stamp of the call in progress
+	mu      sync.Mutex               // guards m, now and headers
+	m       *model                   // nil until the first Build
+	now     time.Time                // the stamp of the call in progress
+	headers map[string]template.HTML // page header by depth, for the call in progress
 }
 
 // NewBuilder returns a Builder that reads r and writes into dir.
@@ -180,6 +182,10 @@ func (b *Builder) build() (*Stats, error) {
 	}
 	m.tally()
 	b.m = m
+	if err := b.prepareHeaders(); err != nil {
+		b.m = nil
+		return nil, err
+	}
 
 	w := &writer{dir: b.dir}
 	keep := make(map[string]bool)
@@ -267,7 +273,7 @@ func (b *Builder) writeResources(w *writer, rs []*converge.Resource, keep map[st
 	)
 	ws := make([]*writer, workers)
 	for i := range workers {
-		ws[i] = &writer{dir: b.dir}
+		ws[i] = &writer{dir: b.dir, atomic: w.atomic}
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
@@ -442,6 +448,9 @@ func (b *Builder) Update(ids []converge.ID) (*Stats, error) {
 		}
 	}
 	if err := b.readRevisions(m); err != nil {
+		return nil, err
+	}
+	if err := b.prepareHeaders(); err != nil {
 		return nil, err
 	}
 	return b.flush(u, start)
@@ -650,7 +659,7 @@ func (b *Builder) newEvents() (map[converge.ID]bool, error) {
 // flush writes what u collected.
 func (b *Builder) flush(u *update, start time.Time) (*Stats, error) {
 	m := b.m
-	w := &writer{dir: b.dir}
+	w := &writer{dir: b.dir, atomic: true}
 	removed := 0
 	for _, id := range u.removed {
 		if err := w.remove(ResourcePath(id)); err != nil {

@@ -37,16 +37,15 @@ func clip(s string, n int) string {
 	return string(r[:n-1]) + "…"
 }
 
-// graph layout constants, in SVG user units.
+// graph layout constants, in SVG user units. Layers are columns, left to
+// right by dependency depth; nodes of a layer stack top to bottom.
 const (
-	nodeW   = 210
-	nodeH   = 46
-	gapX    = 22
-	gapY    = 30
-	layerY  = 60
-	perRow  = 8
+	nodeW   = 200
+	nodeH   = 40
+	gapX    = 90 // between columns, room for edges
+	gapY    = 12
 	marginX = 20
-	legendH = 40
+	legendH = 44
 )
 
 // graphSVG renders root's composition graph: every node and edge when the
@@ -137,31 +136,22 @@ func layers(nodes []string, deps func(string) []string) [][]string {
 	return out
 }
 
-// place lays out rows of at most perRow boxes of width w, layer after
-// layer, starting at y0; it returns positions, total width and height.
+// place lays out layers as columns of boxes of size w×h starting at y0;
+// it returns positions, total width and height.
 func place(ls [][]string, w, h, y0 int) (map[string]placed, int, int) {
 	at := make(map[string]placed)
-	width := 0
+	tall := 0
 	for _, l := range ls {
-		n := min(len(l), perRow)
-		if rw := n*w + (n-1)*gapX; rw > width {
-			width = rw
+		tall = max(tall, len(l)*(h+gapY))
+	}
+	for col, l := range ls {
+		x := marginX + col*(w+gapX)
+		y := y0 // top-aligned, so a chain of one team reads as one row
+		for i, n := range l {
+			at[n] = placed{x, y + i*(h+gapY)}
 		}
 	}
-	y := y0
-	for _, l := range ls {
-		for start := 0; start < len(l); start += perRow {
-			row := l[start:min(start+perRow, len(l))]
-			rw := len(row)*w + (len(row)-1)*gapX
-			x := marginX + (width-rw)/2
-			for i, n := range row {
-				at[n] = placed{x + i*(w+gapX), y}
-			}
-			y += h + gapY
-		}
-		y += layerY - gapY
-	}
-	return at, width + 2*marginX, y
+	return at, 2*marginX + len(ls)*w + (len(ls)-1)*gapX, y0 + tall + gapY
 }
 
 func svgOpen(b *strings.Builder, w, h int, title string) {
@@ -177,14 +167,13 @@ func svgOpen(b *strings.Builder, w, h int, title string) {
 }
 
 func edgeLine(b *strings.Builder, from, to placed, w, h int, title string, dashed bool) {
-	x1, y1 := from.x+w/2, from.y+h
-	x2, y2 := to.x+w/2, to.y
-	if to.y <= from.y { // same row or upward: connect the sides
-		y1, y2 = from.y+h/2, to.y+h/2
-		if to.x > from.x {
-			x1, x2 = from.x+w, to.x
-		} else {
-			x1, x2 = from.x, to.x+w
+	x1, y1 := from.x+w, from.y+h/2
+	x2, y2 := to.x, to.y+h/2
+	if to.x <= from.x { // same column or backwards: bottom to top
+		x1, y1 = from.x+w/2, from.y+h
+		x2, y2 = to.x+w/2, to.y
+		if to.y < from.y {
+			y1, y2 = from.y, to.y+h
 		}
 	}
 	dash := ""
@@ -246,8 +235,8 @@ func (m *model) fullGraph(root converge.ID, ids []converge.ID, up string) []byte
 		}
 		fmt.Fprintf(&b, `<a href="%s" target="_top"><g><title>%s: %s</title>`, esc(up+ResourcePath(id)), esc(string(id)), esc(string(e.phase)))
 		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" rx="6" fill="%s" stroke="#222" stroke-width="0.6"/>`, p.x, p.y, nodeW, nodeH, colorOf(e.phase))
-		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="%s" font-size="11">%s · %s</text>`, p.x+8, p.y+17, text, esc(clip(id.Kind(), 14)), esc(string(e.phase)))
-		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="%s" font-weight="bold">%s</text></g></a>`+"\n", p.x+8, p.y+35, text, esc(clip(id.Name(), 28)))
+		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="%s" font-size="11">%s · %s</text>`, p.x+8, p.y+15, text, esc(clip(id.Kind(), 14)), esc(string(e.phase)))
+		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="%s" font-weight="bold">%s</text></g></a>`+"\n", p.x+8, p.y+32, text, esc(clip(id.Name(), 26)))
 	}
 	b.WriteString("</svg>\n")
 	return []byte(b.String())
@@ -303,8 +292,8 @@ func (m *model) kindGraph(root converge.ID, ids []converge.ID, up string) []byte
 			continue
 		}
 		edgeLine(&b, from, to, w, h, fmt.Sprintf("%d edges: %s → %s", kindEdges[ke], ke[1], ke[0]), false)
-		mx, my := (from.x+to.x)/2+w/2, (from.y+h+to.y)/2
-		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="#333" font-size="11">%d</text>`+"\n", mx+4, my, kindEdges[ke])
+		mx, my := (from.x+w+to.x)/2, (from.y+to.y+h)/2
+		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="#333" font-size="11" text-anchor="middle">%d</text>`+"\n", mx, my-4, kindEdges[ke])
 	}
 	// The root.
 	re := m.res[root]

@@ -11,7 +11,7 @@ import (
 // csp is the Content-Security-Policy every response carries: the pages run
 // only the site's own script, load only the site's own files and post
 // nowhere.
-const csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; object-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'"
+const csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; object-src 'self'; frame-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'"
 
 // Handler serves the site built in dir (by Build or Builder) read-only:
 // "/" is index.html, directories are never listed, nothing outside dir is

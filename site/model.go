@@ -1,6 +1,7 @@
 package site
 
 import (
+	"html/template"
 	"slices"
 	"sort"
 	"strings"
@@ -20,6 +21,8 @@ type entry struct {
 	// secrets are the secret strings found in this resource's spec and
 	// status; they are scrubbed from everything the site writes.
 	secrets []string
+	// row is the rendered list row, "" until rendered (see Builder.row).
+	row template.HTML
 }
 
 // model is the Builder's in-memory picture of the store. It is guarded by

@@ -38,6 +38,9 @@ type base struct {
 	Counts      converge.Counts
 	Generated   string
 	Canonical   string
+	// Header is the rendered page header, the same for every page at one
+	// depth: rendered once per Build or Update (see prepareHeaders).
+	Header template.HTML
 }
 
 // stamp formats t for pages ("" for the zero time).
@@ -49,8 +52,8 @@ func stamp(t time.Time) string {
 }
 
 func render(name string, data any) ([]byte, error) {
-	var buf bytes.Buffer
-	if err := pages[name].ExecuteTemplate(&buf, "layout", data); err != nil {
+	buf := bytes.NewBuffer(make([]byte, 0, 16<<10))
+	if err := pages[name].ExecuteTemplate(buf, "layout", data); err != nil {
 		return nil, fmt.Errorf("render %s page: %w", name, err)
 	}
 	return buf.Bytes(), nil
@@ -61,7 +64,8 @@ func upTo(rel string) string { return strings.Repeat("../", strings.Count(rel, "
 
 func (b *Builder) base(rel, title string) base {
 	m := b.m
-	bs := base{Title: title, Site: b.opts.Title, Root: upTo(rel), Counts: m.counts, Generated: stamp(b.now)}
+	bs := base{Title: title, Site: b.opts.Title, Root: upTo(rel), Counts: m.counts, Generated: stamp(b.now),
+		Header: b.headers[upTo(rel)]}
 	if m.applied != nil {
 		bs.Revision = m.applied.String()
 	}
@@ -69,6 +73,21 @@ func (b *Builder) base(rel, title string) base {
 		bs.Canonical = strings.TrimSuffix(b.opts.BaseURL, "/") + "/" + rel
 	}
 	return bs
+}
+
+// prepareHeaders renders the page header for each page depth from the
+// current counts, before pages are rendered (concurrently) from it.
+func (b *Builder) prepareHeaders() error {
+	b.headers = make(map[string]template.HTML)
+	for _, root := range []string{"", "../", "../../"} {
+		bs := b.base(root+"x", "")
+		var buf bytes.Buffer
+		if err := pages["index"].ExecuteTemplate(&buf, "header", bs); err != nil {
+			return fmt.Errorf("render header: %w", err)
+		}
+		b.headers[root] = template.HTML(buf.String())
+	}
+	return nil
 }
 
 // href returns the link from the page at rel to resource id, or "" if id
@@ -112,7 +131,7 @@ type kindRow struct {
 }
 
 type indexPage struct {
-	base
+	Base       base
 	Phases     []phaseCell
 	PhaseNames []converge.Phase
 	Roots      []rootRow
@@ -124,7 +143,7 @@ type indexPage struct {
 func (b *Builder) renderIndex() ([]byte, error) {
 	m := b.m
 	const rel = "index.html"
-	p := indexPage{base: b.base(rel, "overview"), PhaseNames: converge.Phases}
+	p := indexPage{Base: b.base(rel, "overview"), PhaseNames: converge.Phases}
 	for _, ph := range converge.Phases {
 		p.Phases = append(p.Phases, phaseCell{ph, phaseCount(&m.counts, ph), listKey{Phase: ph}.path(1)})
 	}
@@ -228,11 +247,11 @@ type pager struct {
 }
 
 type listPage struct {
-	base
+	Base    base
 	Heading string
 	Filters []filter
 	Pager   pager
-	Rows    []listRow
+	Rows    []template.HTML
 }
 
 // pageCount returns how many pages a list of n rows has (at least one).
@@ -255,7 +274,7 @@ func (b *Builder) renderList(k listKey, page int) ([]byte, error) {
 	case k.Phase != "":
 		heading = k.Kind + " · " + string(k.Phase)
 	}
-	p := listPage{base: b.base(rel, heading), Heading: heading, Pager: pager{Page: page, Pages: pages}}
+	p := listPage{Base: b.base(rel, heading), Heading: heading, Pager: pager{Page: page, Pages: pages}}
 	if page > 1 {
 		p.Pager.PrevHref = upTo(rel) + k.path(page-1)
 	}
@@ -273,11 +292,30 @@ func (b *Builder) renderList(k listKey, page int) ([]byte, error) {
 	lo := (page - 1) * b.opts.PageSize
 	hi := min(lo+b.opts.PageSize, len(ids))
 	for _, id := range ids[lo:hi] {
-		e := m.res[id]
-		p.Rows = append(p.Rows, listRow{ID: id, Href: upTo(rel) + ResourcePath(id), Phase: e.phase,
-			Reason: e.reason, Owner: e.owner, OwnerHref: b.href(rel, e.owner), Updated: stamp(e.updated)})
+		row, err := b.row(m.res[id])
+		if err != nil {
+			return nil, err
+		}
+		p.Rows = append(p.Rows, row)
 	}
 	return render("list", p)
+}
+
+// row returns e's row of a list page (every list page sits one directory
+// below the root), rendered once and kept until e changes.
+func (b *Builder) row(e *entry) (template.HTML, error) {
+	if e.row != "" {
+		return e.row, nil
+	}
+	const rel = "kinds/x.html"
+	r := listRow{ID: e.id, Href: upTo(rel) + ResourcePath(e.id), Phase: e.phase,
+		Reason: e.reason, Owner: e.owner, OwnerHref: b.href(rel, e.owner), Updated: stamp(e.updated)}
+	var buf bytes.Buffer
+	if err := pages["list"].ExecuteTemplate(&buf, "row", r); err != nil {
+		return "", fmt.Errorf("render list row: %w", err)
+	}
+	e.row = template.HTML(buf.String())
+	return e.row, nil
 }
 
 // ---- resource ----
@@ -298,7 +336,7 @@ type edgeRow struct {
 type eventRow struct{ Time, Type, Message string }
 
 type resourcePage struct {
-	base
+	Base                     base
 	ID                       converge.ID
 	Kind, Name, KindHref     string
 	Phase                    converge.Phase
@@ -332,7 +370,7 @@ func (b *Builder) renderResource(r *converge.Resource) ([]byte, error) {
 	spec, _ := redact(r.Spec, m.specPaths(id))
 	status, _ := redact(r.Status, m.statusPaths(id))
 	p := resourcePage{
-		base: b.base(rel, string(id)), ID: id, Kind: r.Kind, Name: r.Name,
+		Base: b.base(rel, string(id)), ID: id, Kind: r.Kind, Name: r.Name,
 		KindHref: up + listKey{Kind: r.Kind}.path(1), Phase: r.Phase, Reason: m.clean(r.Reason),
 		KindVersion: r.KindVersion, Generation: r.Generation, Observed: r.ObservedGeneration,
 		Origin: string(r.Origin), Source: r.Source, Owner: r.Owner, OwnerHref: b.href(rel, r.Owner),

@@ -1,0 +1,119 @@
+package site
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/state/statetest"
+)
+
+// benchSizes are the classic example's size (1 + 4×(2+3×303) + 2 = 3,647
+// resources) and a 100,000-resource store.
+var benchSizes = []struct {
+	name           string
+	domains, teams int
+}{
+	{"classic", 4, 303},
+	{"100k", 20, 1666},
+}
+
+// benchDir returns where a benchmark writes its site: under
+// $SITE_BENCH_DIR when set (to compare file systems, e.g. /dev/shm),
+// else in b.TempDir().
+func benchDir(b *testing.B) string {
+	if d := os.Getenv("SITE_BENCH_DIR"); d != "" {
+		dir, err := os.MkdirTemp(d, "site-bench-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { os.RemoveAll(dir) })
+		return filepath.Join(dir, "site")
+	}
+	return filepath.Join(b.TempDir(), "site")
+}
+
+// BenchmarkBuild measures a full Build from a real store (NoSync).
+func BenchmarkBuild(b *testing.B) {
+	for _, sz := range benchSizes {
+		b.Run(sz.name, func(b *testing.B) {
+			s := statetest.Open(b)
+			fill(b, s, sz.domains, sz.teams)
+			dir := benchDir(b)
+			var st *Stats
+			b.ResetTimer()
+			for b.Loop() {
+				var err error
+				if st, err = Build(s, dir, Options{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(st.Resources), "resources")
+			b.ReportMetric(float64(st.Files), "files")
+			b.ReportMetric(float64(st.Bytes)/1e6, "MB")
+		})
+	}
+}
+
+// BenchmarkUpdateOne measures Update after one resource changed phase (and
+// got an event): its page, its list pages, its root's graph and page, the
+// index and summary.json.
+func BenchmarkUpdateOne(b *testing.B) {
+	for _, sz := range benchSizes {
+		b.Run(sz.name, func(b *testing.B) {
+			s := statetest.Open(b)
+			fill(b, s, sz.domains, sz.teams)
+			bld := NewBuilder(s, benchDir(b), Options{})
+			if _, err := bld.Build(); err != nil {
+				b.Fatal(err)
+			}
+			id := converge.ID(fmt.Sprintf("vpc/fd0-team%d", sz.teams/2))
+			var st *Stats
+			i := 0
+			b.ResetTimer()
+			for b.Loop() {
+				b.StopTimer()
+				r, err := s.Resource(id)
+				if err != nil {
+					b.Fatal(err)
+				}
+				r.Phase = converge.PhaseReady
+				if i%2 == 0 {
+					r.Phase = converge.PhaseFailed
+				}
+				i++
+				ev := converge.Event{Time: epoch, Resource: id, Type: string(r.Phase), Message: "flip"}
+				if err := s.Commit(&converge.Batch{Resources: []*converge.Resource{r}, Events: []converge.Event{ev}}); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				if st, err = bld.Update([]converge.ID{id}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(st.Files), "files")
+		})
+	}
+}
+
+// BenchmarkRenderResource measures rendering one resource page, without
+// writing it.
+func BenchmarkRenderResource(b *testing.B) {
+	s := statetest.Open(b)
+	fill(b, s, 1, 10)
+	bld := NewBuilder(s, filepath.Join(b.TempDir(), "site"), Options{})
+	if _, err := bld.Build(); err != nil {
+		b.Fatal(err)
+	}
+	r, err := s.Resource("route/fd0-team3")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := bld.renderResource(r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

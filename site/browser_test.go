@@ -1,0 +1,219 @@
+package site
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/state/statetest"
+)
+
+// chromium returns the path of a Chromium binary, or skips the test.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("chromium is absent from PATH (Debian package chromium; .ci/run installs it)")
+	return ""
+}
+
+// headless runs Chromium headless on pageURL with extra flags (--dump-dom
+// or --screenshot=…) and returns its standard output.
+func headless(t *testing.T, bin, pageURL string, extra ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	args := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--disable-dev-shm-usage", "--user-data-dir=" + t.TempDir(), "--virtual-time-budget=3000"}
+	args = append(append(args, extra...), pageURL)
+	cmd := exec.CommandContext(ctx, bin, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("chromium %s: %v\nstderr:\n%s", pageURL, err, stderr.String())
+	}
+	return stdout.String()
+}
+
+// domInt returns the number inside the first element matching attrs
+// (an attribute list as written in the DOM), or fails t.
+func domInt(t *testing.T, dom, attrs string) int {
+	t.Helper()
+	re := regexp.MustCompile(regexp.QuoteMeta(attrs) + `[^>]*>(\d+)<`)
+	m := re.FindStringSubmatch(dom)
+	if m == nil {
+		t.Fatalf("DOM has no element with %s holding a number", attrs)
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+var domLink = regexp.MustCompile(`\b(?:href|src|data)="([^"#]+)"`)
+
+// checkDOMLinks fetches every link of a rendered page from the server.
+func checkDOMLinks(t *testing.T, page *url.URL, dom string) int {
+	t.Helper()
+	n := 0
+	for _, m := range domLink.FindAllStringSubmatch(dom, -1) {
+		ref, err := url.Parse(strings.ReplaceAll(m[1], "&amp;", "&"))
+		if err != nil {
+			t.Errorf("%s: bad link %q", page, m[1])
+			continue
+		}
+		u := page.ResolveReference(ref)
+		res, err := http.Get(u.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Errorf("%s: link %q: %s", page.Path, m[1], res.Status)
+		}
+		n++
+	}
+	return n
+}
+
+// TestBrowser loads the site of a converged classic-like store in headless
+// Chromium: the index shows the root Ready with its counts, links work,
+// the root's page embeds its SVG graph, and after the store changes and
+// only summary.json (not the index) is rewritten, the open index shows the
+// new counts by polling. Screenshots are kept in $CONVERGE_ARTIFACTS (or a
+// temporary directory).
+func TestBrowser(t *testing.T) {
+	bin := chromium(t)
+	s := statetest.Open(t)
+	batch := classicBatch(2, 10)
+	for _, r := range batch.Resources { // converged: everything Ready
+		r.Phase, r.Reason, r.LastError, r.Lease, r.Deleting, r.DeletedAt = converge.PhaseReady, "", "", nil, false, time.Time{}
+	}
+	if err := s.Commit(batch); err != nil {
+		t.Fatal(err)
+	}
+	putRevisions(t, s)
+	total := len(batch.Resources)
+	rootTotal := total - 2 // db/orders and app/shop are roots of their own
+	dir := filepath.Join(t.TempDir(), "site")
+	bld := NewBuilder(s, dir, Options{Now: time.Now, Title: "converge classic"})
+	if _, err := bld.Build(); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(Handler(dir))
+	defer srv.Close()
+	base, _ := url.Parse(srv.URL + "/")
+	index := base.ResolveReference(&url.URL{Path: "index.html"})
+	rootPage := base.ResolveReference(&url.URL{Path: ResourcePath("classicbom/classic")})
+
+	artifacts := os.Getenv("CONVERGE_ARTIFACTS")
+	if artifacts == "" {
+		artifacts = t.TempDir()
+	} else if err := os.MkdirAll(artifacts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("index", func(t *testing.T) {
+		dom := headless(t, bin, index.String(), "--dump-dom")
+		const root = `data-rollup="classicbom/classic"`
+		if !regexp.MustCompile(root + ` data-field="phase">Ready<`).MatchString(dom) {
+			t.Errorf("index does not show classicbom/classic Ready")
+		}
+		if got, want := domInt(t, dom, root+` data-field="ready"`), rootTotal; got != want {
+			t.Errorf("root ready = %d, want %d", got, want)
+		}
+		if got, want := domInt(t, dom, root+` data-field="total"`), rootTotal; got != want {
+			t.Errorf("root total = %d, want %d", got, want)
+		}
+		if got, want := domInt(t, dom, `data-count="total"`), total; got != want {
+			t.Errorf("total = %d, want %d", got, want)
+		}
+		if !strings.Contains(dom, `href="graph/classicbom/classic.svg"`) {
+			t.Error("index does not link the root's graph")
+		}
+		if !strings.Contains(dom, "not applied: vpc/v1 spec.region: field added as required") {
+			t.Error("index lacks the lint finding of the held revision")
+		}
+		if n := checkDOMLinks(t, index, dom); n < 20 {
+			t.Errorf("index has only %d links", n)
+		}
+		shot := filepath.Join(artifacts, "site-index.png")
+		headless(t, bin, index.String(), "--screenshot="+shot, "--window-size=1280,900")
+		if fi, err := os.Stat(shot); err != nil || fi.Size() < 10000 {
+			t.Fatalf("screenshot %s missing or blank: %v", shot, err)
+		}
+		t.Logf("screenshot of the index: %s", shot)
+	})
+
+	t.Run("root page and graph", func(t *testing.T) {
+		dom := headless(t, bin, rootPage.String(), "--dump-dom")
+		if !strings.Contains(dom, `<object class="graph" type="image/svg+xml" data="../../graph/classicbom/classic.svg">`) {
+			t.Error("root page does not embed its SVG graph")
+		}
+		res, err := http.Get(base.ResolveReference(&url.URL{Path: GraphPath("classicbom/classic")}).String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var svg bytes.Buffer
+		svg.ReadFrom(res.Body)
+		res.Body.Close()
+		if got := res.Header.Get("Content-Type"); got != "image/svg+xml" {
+			t.Errorf("graph content type = %q", got)
+		}
+		if !strings.HasPrefix(svg.String(), "<svg") || !strings.Contains(svg.String(), "vpc/fd1-team9") {
+			t.Errorf("graph is not an SVG of the subtree")
+		}
+		checkDOMLinks(t, rootPage, dom)
+		shot := filepath.Join(artifacts, "site-root.png")
+		headless(t, bin, rootPage.String(), "--screenshot="+shot, "--window-size=1280,900")
+		t.Logf("screenshot of the root page: %s", shot)
+	})
+
+	t.Run("counts update by polling", func(t *testing.T) {
+		stale, err := os.ReadFile(filepath.Join(dir, "index.html"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := s.Resource("vpc/fd0-team1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Phase, r.Reason = converge.PhaseFailed, "quota exceeded"
+		if err := s.Commit(&converge.Batch{Resources: []*converge.Resource{r}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := bld.Update([]converge.ID{r.ID()}); err != nil {
+			t.Fatal(err)
+		}
+		// Put the old index back: only summary.json can tell the page.
+		if err := os.WriteFile(filepath.Join(dir, "index.html"), stale, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(stale, []byte(`<span data-count="failed">0</span>`)) {
+			t.Fatal("the stale index does not show 0 failed; the test proves nothing")
+		}
+		dom := headless(t, bin, index.String(), "--dump-dom")
+		if got, want := domInt(t, dom, `<span data-count="failed"`), 1; got != want {
+			t.Errorf("header failed = %d after polling, want %d", got, want)
+		}
+		if got, want := domInt(t, dom, `<span data-count="ready"`), total-1; got != want {
+			t.Errorf("header ready = %d after polling, want %d", got, want)
+		}
+		if got, want := domInt(t, dom, `data-rollup="classicbom/classic" data-field="failed"`), 1; got != want {
+			t.Errorf("root failed = %d after polling, want %d", got, want)
+		}
+	})
+}
