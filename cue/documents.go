@@ -169,6 +169,7 @@ func (l *loader) kind(d *document, places map[converge.KindRef]*namedPlace) {
 		return
 	}
 	places[ref] = &namedPlace{place: here}
+	l.declared[ref] = here
 	if err := l.schemas.add(l.ev, k); err != nil {
 		l.addf(d.file, d.pos, "", "SCHEMA_INVALID", "%v", err)
 	}
@@ -356,6 +357,10 @@ func (l *loader) unknownKind(d *document, r *reader, field string, ref converge.
 		}
 	}
 	sort.Strings(versions)
+	if p, ok := l.declared[ref]; ok {
+		l.addf(d.file, posOf(r.get(field), d.pos), field, "KIND_INVALID", "kind %s is declared at %s but is invalid", ref, p)
+		return
+	}
 	if len(versions) == 0 {
 		l.addf(d.file, posOf(r.get(field), d.pos), field, "KIND_UNKNOWN", "unknown kind %q", ref.Kind)
 		return

@@ -88,7 +88,8 @@ func Load(fsys fs.FS, dir string, opts Options) (*Result, error) {
 		return nil, fmt.Errorf("load %s: %w", dir, err)
 	}
 	schemas := newSchemas()
-	l := &loader{fsys: fsys, dir: dir, opts: opts, schemas: schemas, ev: schemas.newEvaluator(), res: &Result{}}
+	l := &loader{fsys: fsys, dir: dir, opts: opts, schemas: schemas, ev: schemas.newEvaluator(), res: &Result{},
+		declared: map[converge.KindRef]place{}}
 	l.walk(dir, entries)
 	l.check()
 	sortFindings(l.res.Findings)
@@ -107,7 +108,10 @@ type loader struct {
 	ev      *evaluator // holds every document value of this load
 	res     *Result
 	docs    []*document
-	full    bool // MaxDocuments reached
+	// declared holds every kind version declared, valid or not, so a
+	// reference to an invalid kind is not called unknown.
+	declared map[converge.KindRef]place
+	full     bool // MaxDocuments reached
 }
 
 // document is one typed document.

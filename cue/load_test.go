@@ -230,7 +230,8 @@ func TestLoadFindings(t *testing.T) {
 		}},
 		{name: "bad schema", files: map[string]string{
 			"k.yaml": "type: kind\nkind: k\nkind_version: 1\nspec: '{ a: strin }'\n",
-		}, want: []string{"k.yaml:1:1 SCHEMA_INVALID "}},
+			"r.yaml": "type: resource\nkind: k\nkind_version: 1\nname: r\nspec: {a: x}\n",
+		}, want: []string{"k.yaml:1:1 SCHEMA_INVALID ", "r.yaml:2:1 KIND_INVALID kind"}},
 		{name: "settings", files: map[string]string{
 			"converge.cue": "resync_interval: \"often\"\n",
 		}, want: []string{"converge.cue:1:1 SETTINGS_INVALID resync_interval"}},
