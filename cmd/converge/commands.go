@@ -14,5 +14,6 @@ func subcommands(g *globals) []*cobra.Command {
 		newEventsCommand(g),
 		newWorkerCommand(),
 		newValidateCommand(g),
+		newSiteCommand(g),
 	}
 }
