@@ -316,6 +316,7 @@ func TestSchemasValidate(t *testing.T) {
 		{"regex", v1, "spec", `{"account_id": "x", "cidr": "c"}`, `spec.account_id: invalid value "x" (out of bound =~"^.{12}$")`},
 		{"missing", v1, "spec", `{"account_id": "123456789012"}`, `spec.cidr: field is required but not present`},
 		{"unknown field", v1, "spec", `{"account_id": "123456789012", "cidr": "c", "region": "r"}`, `spec.region: field not allowed`},
+		{"unknown field beside another error", v1, "spec", `{"account_id": "x", "cidr": "c", "region": "r"}`, `spec.account_id: invalid value "x" (out of bound =~"^.{12}$"); spec.region: field not allowed`},
 		{"map value", v1, "spec", `{"account_id": "123456789012", "cidr": "c", "tags": {"a.b": 1}}`, `spec.tags["a.b"]: conflicting values 1 and string (mismatched types int and string)`},
 		{"list path", converge.KindRef{Kind: "classicbom", Version: 1}, "spec", `{"functional_domains": [{"name": "a", "networking": true, "service_teams": [{"name": "ok"}, {"name": "Bad"}]}]}`, `spec.functional_domains[0].service_teams[1].name: invalid value "Bad"`},
 		{"status open", converge.KindRef{Kind: "classicbom", Version: 1}, "status", `{"rollup": {"total": 3, "ready": 3}, "anything": true}`, ""},

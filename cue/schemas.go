@@ -337,7 +337,66 @@ func check(sch, data cuelang.Value) []fieldError {
 		seen[key] = len(out)
 		out = append(out, fieldError{path: p, msg: msg, err: e})
 	}
+	// CUE leaves out "field not allowed" for a struct that has other
+	// errors. Check the data's shape alone (every scalar replaced by _) to
+	// report unknown fields too.
+	for _, e := range notAllowed(sch, data) {
+		if _, ok := seen[strings.Join(e.path, "\x00")]; !ok {
+			out = append(out, e)
+		}
+	}
 	return out
+}
+
+// notAllowed returns the fields of data that sch's closed structs do not
+// allow, judged on data's shape only.
+func notAllowed(sch, data cuelang.Value) []fieldError {
+	b, err := data.MarshalJSON()
+	if err != nil {
+		return nil
+	}
+	x, err := decodeJSON(b)
+	if err != nil {
+		return nil
+	}
+	shape := sch.Context().BuildExpr(shapeOf(x))
+	var out []fieldError
+	for _, e := range cueerrors.Errors(sch.Unify(shape).Validate()) {
+		format, args := e.Msg()
+		if msg := fmt.Sprintf(format, args...); msg == "field not allowed" {
+			p := e.Path()
+			if len(p) > 0 && p[0] == "#S" {
+				p = p[1:]
+			}
+			out = append(out, fieldError{path: p, msg: msg, err: e})
+		}
+	}
+	return out
+}
+
+// shapeOf renders decoded JSON as a CUE expression with every scalar
+// replaced by _ (top).
+func shapeOf(x any) ast.Expr {
+	switch t := x.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(t))
+		for k := range t {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		st := &ast.StructLit{}
+		for _, k := range keys {
+			st.Elts = append(st.Elts, &ast.Field{Label: ast.NewString(k), Value: shapeOf(t[k])})
+		}
+		return st
+	case []any:
+		l := &ast.ListLit{}
+		for _, v := range t {
+			l.Elts = append(l.Elts, shapeOf(v))
+		}
+		return l
+	}
+	return ast.NewIdent("_")
 }
 
 // joinPath renders a CUE error path below root as a field path:
