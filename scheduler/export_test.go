@@ -1,0 +1,132 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/convergehq/converge"
+)
+
+// CheckInvariants verifies the engine's derived state against its rows:
+// counts, rollups, ownership, edge indexes, inflight and backoff tallies,
+// leases and owed deliveries.
+func CheckInvariants(s *Scheduler) error {
+	var err error
+	if e := s.exec(context.Background(), func(s *Scheduler) { err = s.checkInvariants() }); e != nil {
+		return e
+	}
+	return err
+}
+
+func (s *Scheduler) checkInvariants() error {
+	var total converge.Counts
+	for id, n := range s.nodes {
+		if n.id != id || n.r.ID() != id || n.removed {
+			return fmt.Errorf("%s: bad node identity", id)
+		}
+		total.Add(n.r.Phase)
+		if n.r.Deleting != (n.r.Phase == converge.PhaseDeleting) {
+			return fmt.Errorf("%s: deleting %v in phase %s", id, n.r.Deleting, n.r.Phase)
+		}
+		if n.rs != s.refs[n.r.Ref()] {
+			return fmt.Errorf("%s: stale refState", id)
+		}
+		var sub converge.Counts
+		var walk func(c *node)
+		walk = func(c *node) {
+			for _, g := range c.children {
+				sub.Add(g.r.Phase)
+				walk(g)
+			}
+		}
+		walk(n)
+		if sub != n.counts {
+			return fmt.Errorf("%s: subtree counts %+v, tallied %+v", id, n.counts, sub)
+		}
+		for cid, c := range n.children {
+			if s.nodes[cid] != c || c.owner != n || c.r.Owner != id {
+				return fmt.Errorf("%s: child %s inconsistent", id, cid)
+			}
+		}
+		if n.owner != nil && (s.nodes[n.owner.id] != n.owner || n.owner.children[id] != n) {
+			return fmt.Errorf("%s: owner %s inconsistent", id, n.owner.id)
+		}
+		if n.r.Owner != "" && n.owner == nil {
+			return fmt.Errorf("%s: orphan of %s", id, n.r.Owner)
+		}
+		if l := n.r.Lease; l != nil {
+			rec := s.tasks[l.TaskID]
+			if rec == nil || rec.id != id {
+				return fmt.Errorf("%s: lease %s without its task", id, l.TaskID)
+			}
+		}
+		if n.r.Owner != "" && n.owner != nil && n.owner.r.Deleting && !n.r.Deleting {
+			return fmt.Errorf("%s: alive under deleting owner %s", id, n.owner.id)
+		}
+	}
+	if total != s.counts {
+		return fmt.Errorf("counts %+v, tallied %+v", s.counts, total)
+	}
+	for k, e := range s.edges {
+		if k.consumer != e.Consumer || k.producer != e.Producer {
+			return fmt.Errorf("edge key %v holds %v", k, e)
+		}
+		if !hasEdge(s.producers[e.Consumer], e) || !hasEdge(s.consumers[e.Producer], e) {
+			return fmt.Errorf("edge %s -> %s missing from an index", e.Consumer, e.Producer)
+		}
+		if s.nodes[e.Consumer] == nil {
+			return fmt.Errorf("edge %s -> %s: consumer gone", e.Consumer, e.Producer)
+		}
+	}
+	n := 0
+	for _, l := range s.producers {
+		n += len(l)
+	}
+	if n != len(s.edges) {
+		return fmt.Errorf("%d producer index entries for %d edges", n, len(s.edges))
+	}
+	inflight := 0
+	for _, rs := range s.refs {
+		if rs.inflight < 0 {
+			return fmt.Errorf("%s: inflight %d", rs.ref, rs.inflight)
+		}
+		inflight += rs.inflight
+	}
+	counted := 0
+	for _, rec := range s.tasks {
+		if rec.counted {
+			counted++
+		}
+	}
+	if inflight != s.inflight || counted != s.inflight {
+		return fmt.Errorf("inflight %d, per ref %d, counted tasks %d", s.inflight, inflight, counted)
+	}
+	backoff := 0
+	for _, n := range s.nodes {
+		if n.inBackoff {
+			backoff++
+		}
+	}
+	if backoff != s.backoffN {
+		return fmt.Errorf("backoffN %d, nodes in backoff %d", s.backoffN, backoff)
+	}
+	owed := 0
+	for _, d := range s.deliveries {
+		if !d.Done {
+			owed++
+		}
+	}
+	if owed != s.owedDeliv {
+		return fmt.Errorf("owed deliveries %d, tallied %d", s.owedDeliv, owed)
+	}
+	return nil
+}
+
+func hasEdge(l []*converge.Edge, e *converge.Edge) bool {
+	for _, x := range l {
+		if x == e {
+			return true
+		}
+	}
+	return false
+}
