@@ -410,3 +410,21 @@ func ExampleLoad() {
 	// Output:
 	// resources/t.yaml:6:9: spec.name: conflicting values string and 7 (mismatched types string and int)
 }
+
+func ExampleSchemas_ValidateSpec() {
+	s, err := Compile([]*converge.Kind{{
+		Name: "vpc", Version: 1,
+		SpecSchema: `{account_id: =~"^.{12}$", cidr: string, tags?: [string]: string}`,
+	}})
+	if err != nil {
+		panic(err)
+	}
+	ref := converge.KindRef{Kind: "vpc", Version: 1}
+	fmt.Println(s.ValidateSpec(ref, json.RawMessage(`{"account_id": "123456789012", "cidr": "10.0.0.0/16"}`)))
+	fmt.Println(s.ValidateSpec(ref, json.RawMessage(`{"account_id": "x", "cidr": "10.0.0.0/16"}`)))
+	fmt.Println(s.ValidateSpec(ref, json.RawMessage(`{"account_id": "123456789012"}`)))
+	// Output:
+	// <nil>
+	// spec.account_id: invalid value "x" (out of bound =~"^.{12}$")
+	// spec.cidr: field is required but not present
+}
