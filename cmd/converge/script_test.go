@@ -5,11 +5,20 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"sort"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/state"
+	"github.com/convergehq/converge/state/stateapi"
 )
 
 // TestMain lets testscript run converge in-process: a script's
@@ -29,6 +38,11 @@ func TestMain(m *testing.M) {
 //	repo-init DIR           git init DIR on branch main with a test identity
 //	commit DIR MESSAGE      stage everything in DIR and commit it
 //	git-rev DIR REF VAR     set env VAR to the full hash of REF in DIR
+//	kill-worker STATE NAME  SIGKILL the worker process NAME (e.g. classic-0) of the converge using STATE
+//	check-state STATEDIR    consistency check of a store; prints resource counts per kind
+//	sleep DURATION          pause, e.g. sleep 500ms
+//	wait-running STATE N    wait until N resources are Running (asks the daemon's admin API)
+//	wait-file FILE PATTERN  wait until FILE exists and matches the regular expression PATTERN
 //
 // Conditions: [short] is true under `go test -short`.
 func TestScripts(t *testing.T) {
@@ -48,10 +62,15 @@ func TestScripts(t *testing.T) {
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"example":   cmdExample(root),
-			"repo-init": cmdRepoInit,
-			"commit":    cmdCommit,
-			"git-rev":   cmdGitRev,
+			"example":      cmdExample(root),
+			"repo-init":    cmdRepoInit,
+			"commit":       cmdCommit,
+			"git-rev":      cmdGitRev,
+			"kill-worker":  cmdKillWorker,
+			"wait-file":    cmdWaitFile,
+			"check-state":  cmdCheckState,
+			"sleep":        cmdSleep,
+			"wait-running": cmdWaitRunning,
 		},
 	})
 }
@@ -131,4 +150,121 @@ func cmdGitRev(ts *testscript.TestScript, neg bool, args []string) {
 	out := git(ts, ts.MkAbs(args[0]), "rev-parse", args[1])
 	ts.Setenv(args[2], strings.TrimSpace(out))
 	fmt.Fprintf(ts.Stdout(), "%s\n", strings.TrimSpace(out))
+}
+
+// cmdKillWorker SIGKILLs the worker process named NAME of the converge
+// whose state directory is STATEDIR (from its pid file), waiting up to 30s
+// for the pid file to appear.
+func cmdKillWorker(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: kill-worker STATEDIR NAME")
+	}
+	p := filepath.Join(ts.MkAbs(args[0]), "workers", args[1]+".pid")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, err := os.ReadFile(p)
+		if err == nil {
+			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			ts.Check(err)
+			ts.Check(syscall.Kill(pid, syscall.SIGKILL))
+			fmt.Fprintf(ts.Stdout(), "killed worker %s (pid %d)\n", args[1], pid)
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("no pid file %s: %v", p, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// cmdWaitFile waits up to 60s for FILE to exist and contain PATTERN (a
+// regular expression).
+func cmdWaitFile(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: wait-file FILE PATTERN")
+	}
+	re, err := regexp.Compile(args[1])
+	ts.Check(err)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		b, _ := os.ReadFile(ts.MkAbs(args[0]))
+		if re.Match(b) {
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("%s never matched %q; last content:\n%s", args[0], args[1], b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// cmdCheckState opens the store in STATEDIR, runs its full consistency
+// check, and fails on a duplicate UID; it prints "N resources, M kinds of
+// resource, uids unique, consistent" and one "KIND N" line per kind.
+func cmdCheckState(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: check-state STATEDIR")
+	}
+	st, err := state.Open(ts.MkAbs(args[0]), state.Options{LockTimeout: 5 * time.Second})
+	ts.Check(err)
+	defer st.Close()
+	ts.Check(st.Check())
+	rs, err := st.Resources(state.Filter{})
+	ts.Check(err)
+	uids := map[string]converge.ID{}
+	kinds := map[string]int{}
+	for _, r := range rs {
+		if other, dup := uids[r.UID]; dup {
+			ts.Fatalf("uid %s held by %s and %s", r.UID, other, r.ID())
+		}
+		uids[r.UID] = r.ID()
+		kinds[r.Kind]++
+	}
+	fmt.Fprintf(ts.Stdout(), "%d resources, %d kinds of resource, uids unique, consistent\n", len(rs), len(kinds))
+	names := make([]string, 0, len(kinds))
+	for k := range kinds {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		fmt.Fprintf(ts.Stdout(), "%s %d\n", k, kinds[k])
+	}
+}
+
+// cmdSleep pauses the script for a Go duration.
+func cmdSleep(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: sleep DURATION")
+	}
+	d, err := time.ParseDuration(args[0])
+	ts.Check(err)
+	time.Sleep(d)
+}
+
+// cmdWaitRunning waits up to 60s until at least N resources are Running
+// (leased to a worker), asking the admin API of the converge that holds
+// STATEDIR.
+func cmdWaitRunning(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: wait-running STATEDIR N")
+	}
+	n, err := strconv.Atoi(args[1])
+	ts.Check(err)
+	sock := filepath.Join(ts.MkAbs(args[0]), stateapi.SocketName)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var got int
+		if c, err := stateapi.Dial(sock); err == nil {
+			if rs, err := c.Resources(state.Filter{Phase: converge.PhaseRunning}); err == nil {
+				got = len(rs)
+			}
+		}
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("only %d resources Running after 60s, want %d", got, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -2,6 +2,9 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 
 	"github.com/convergehq/converge/providers/classic"
 	"github.com/convergehq/converge/providers/sdk"
@@ -38,10 +41,34 @@ func newWorkerCommand() *cobra.Command {
 				return fmt.Errorf("worker %q: no such builtin worker (have %s)", args[0], builtinWorkerNames)
 			}
 			ctx := c.Context()
+			done, err := writePidFile()
+			if err != nil {
+				return err
+			}
+			defer done()
 			if err := sdk.Serve(ctx, providers...); err != nil && ctx.Err() == nil {
 				return fmt.Errorf("worker %s: %w", args[0], err)
 			}
 			return nil
 		},
 	}
+}
+
+// writePidFile records this worker's pid as
+// $CONVERGE_STATE_DIR/workers/$CONVERGE_WORKER_NAME.pid, so an operator (or
+// a scenario) can find the process serving a worker name. It does nothing
+// outside a supervised run.
+func writePidFile() (remove func(), err error) {
+	dir, name := os.Getenv("CONVERGE_STATE_DIR"), os.Getenv("CONVERGE_WORKER_NAME")
+	if dir == "" || name == "" || filepath.Base(name) != name {
+		return func() {}, nil
+	}
+	p := filepath.Join(dir, "workers", name+".pid")
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return nil, fmt.Errorf("write pid file: %w", err)
+	}
+	if err := os.WriteFile(p, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
+		return nil, fmt.Errorf("write pid file: %w", err)
+	}
+	return func() { os.Remove(p) }, nil
 }
