@@ -80,7 +80,8 @@ func (s *Scheduler) composeResult(n *node, rec *taskRec, res *converge.Result) {
 			s.createChild(n, c, createdBy)
 			created++
 		case ex.r.Deleting:
-			// Torn down right now; a later recompose brings it back.
+			// Being torn down: the owner composes again once it is gone.
+			ex.recomposeOwner = true
 		default:
 			if s.updateDeclared(ex, c.KindVersion, c.Spec, c.ProviderConfigRef) {
 				updated++

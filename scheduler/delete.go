@@ -213,6 +213,10 @@ func (s *Scheduler) remove(n *node) {
 	for _, w := range wake {
 		s.enqueue(w)
 	}
+	if o := n.owner; n.recomposeOwner && o != nil && !o.removed && !o.r.Deleting {
+		o.resync = true
+		s.enqueue(o)
+	}
 	if n.recreate != nil && s.nodes[n.id] == nil {
 		nr := n.recreate
 		s.addNode(nr, nil, "created from "+nr.Source)

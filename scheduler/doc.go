@@ -76,6 +76,7 @@
 // worker took a task.
 //
 // A composed child that is still being torn down when its owner
-// recomposes is not re-created by that compose: it comes back at the next
-// recompose or resync, as a child deleted by Delete does.
+// recomposes is not re-created by that compose: the owner composes again
+// once the row is gone (in memory only: after a restart, at the next
+// resync or recompose, as for a child deleted by Delete).
 package scheduler

@@ -1213,3 +1213,44 @@ func TestResyncWritesNothingWithoutDrift(t *testing.T) {
 		t.Errorf("vpc generation %d, want 2", v.Generation)
 	}
 }
+
+func TestChildReemittedDuringTeardownComesBack(t *testing.T) {
+	store := newMemStore()
+	gate := make(chan struct{})
+	disp := newFakeDisp(func(tk *converge.Task) *converge.Result {
+		if tk.Reaction == converge.ReactionTeardown && tk.Kind == "route" {
+			<-gate
+		}
+		return classicHandler(tk)
+	}, &fakeWorker{name: "w1"})
+	h := start(t, store, disp, testConfig())
+	bom := makeBOM(1, 2)
+	h.apply(classicDesired(bom, "c1"), classicValidator)
+	h.waitSettled(scheduler.Converged, 5*time.Second)
+	if err := h.s.Delete(context.Background(), "account/fd-01-team-001"); err != nil {
+		t.Fatal(err)
+	}
+	// While the route's teardown hangs, the BOM changes: the recompose
+	// still emits the team being torn down.
+	bom.FDs[0].Teams[1].Rev = "2"
+	h.apply(classicDesired(bom, "c2"), classicValidator)
+	waitFor(t, 5*time.Second, "the recompose", func() bool {
+		for _, tk := range disp.tasks() {
+			if tk.Reaction == "compose" && tk.Generation == 2 {
+				return true
+			}
+		}
+		return false
+	})
+	close(gate)
+	h.waitSettled(scheduler.Converged, 5*time.Second)
+	h.flush()
+	for _, id := range []converge.ID{"account/fd-01-team-001", "vpc/fd-01-team-001", "route/fd-01-team-001"} {
+		if r := store.get(id); r == nil || r.Phase != converge.PhaseReady {
+			t.Errorf("%s did not come back: %+v", id, r)
+		}
+	}
+	if err := scheduler.CheckInvariants(h.s); err != nil {
+		t.Error(err)
+	}
+}

@@ -28,6 +28,9 @@ type node struct {
 	// recreate is a git resource re-declared while this row was being
 	// torn down: it is created again once the row is gone.
 	recreate *converge.Resource
+	// recomposeOwner: the owner emitted this child again while it was
+	// being torn down; the owner recomposes once the row is gone.
+	recomposeOwner bool
 }
 
 // isComposer reports whether n's kind declares compose.
