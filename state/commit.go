@@ -13,9 +13,10 @@ import (
 // Commit applies b in one bbolt transaction, durably (fsync) unless the
 // store was opened with NoSync: all of it or, on error, none of it. The
 // rules it enforces are in the package documentation ("Rules a Batch must
-// follow"). Commit sets the Seq of each event of b whose Seq is 0 to the
-// next sequence number; nonzero Seqs must increase and exceed every stored
-// one. An empty batch commits nothing.
+// follow"). Commit numbers each event of b whose Seq is 0 with the next
+// sequence number and, once committed, sets those Seqs in b.Events (a
+// failed Commit leaves them 0); nonzero Seqs must increase and exceed
+// every stored one. An empty batch commits nothing.
 func (s *Store) Commit(b *converge.Batch) error {
 	if b == nil || b.Empty() {
 		return nil
@@ -23,9 +24,20 @@ func (s *Store) Commit(b *converge.Batch) error {
 	if err := validate(b); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
+	// Number a copy of the events: a failed Commit leaves b as it was,
+	// so a retry numbers them afresh.
+	orig := b.Events
+	if len(orig) > 0 {
+		c := *b
+		c.Events = slices.Clone(orig)
+		b = &c
+	}
 	err := s.update(func(w *writer) error { return s.apply(w, b) })
 	if err != nil {
 		return fmt.Errorf("commit: %w", err)
+	}
+	for i := range orig {
+		orig[i].Seq = b.Events[i].Seq
 	}
 	return nil
 }

@@ -790,3 +790,25 @@ func TestEdgeWrites(t *testing.T) {
 		})
 	}
 }
+
+// TestFailedCommitLeavesSeqs: a rejected batch's events keep Seq 0, so the
+// same events commit later after other batches, numbered then.
+func TestFailedCommitLeavesSeqs(t *testing.T) {
+	s := statetest.Open(t)
+	bad := &converge.Batch{
+		Resources: []*converge.Resource{res("vpc", "a", "bom/missing")},
+		Events:    []converge.Event{{Resource: "vpc/a", Type: "Created"}},
+	}
+	if err := s.Commit(bad); err == nil {
+		t.Fatal("Commit of an orphan: no error")
+	}
+	if got := bad.Events[0].Seq; got != 0 {
+		t.Errorf("Seq after a failed Commit = %d, want 0", got)
+	}
+	commit(t, s, &converge.Batch{Events: []converge.Event{{Type: "Other"}}})
+	bad.Resources[0].Owner = ""
+	commit(t, s, bad)
+	if got, want := bad.Events[0].Seq, uint64(2); got != want {
+		t.Errorf("Seq after the retry = %d, want %d", got, want)
+	}
+}
