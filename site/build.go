@@ -204,7 +204,7 @@ func (b *Builder) build() (*Stats, error) {
 		keys = append(keys, listKey{Phase: ph})
 	}
 	for _, k := range keys {
-		for p := 1; p <= b.pageCount(len(m.lists[k])); p++ {
+		for p := 1; p <= b.pageCount(k, len(m.lists[k])); p++ {
 			if err := b.writeList(w, k, p); err != nil {
 				b.m = nil
 				return nil, err
@@ -698,11 +698,14 @@ func (b *Builder) flush(u *update, start time.Time) (*Stats, error) {
 		pages[k][p] = true
 	}
 	for k, pos := range u.shift {
-		n := b.pageCount(len(m.lists[k]))
+		n := b.pageCount(k, len(m.lists[k]))
 		from := pos/b.opts.PageSize + 1
-		if old, ok := u.oldLen[k]; ok && b.pageCount(old) != n {
+		if k.Kind == "" {
+			from = 1 // its one page says how many there are
+		}
+		if old, ok := u.oldLen[k]; ok && b.pageCount(k, old) != n {
 			from = 1 // "page X of Y" changed on every page
-			for p := n + 1; p <= b.pageCount(old); p++ {
+			for p := n + 1; p <= b.pageCount(k, old); p++ {
 				if err := w.remove(k.path(p)); err != nil {
 					return nil, fmt.Errorf("update site: %w", err)
 				}
@@ -715,7 +718,7 @@ func (b *Builder) flush(u *update, start time.Time) (*Stats, error) {
 	}
 	for k, ids := range u.dirty {
 		for _, id := range ids {
-			if pos, ok := slices.BinarySearch(m.lists[k], id); ok {
+			if pos, ok := slices.BinarySearch(m.lists[k], id); ok && pos/b.opts.PageSize < b.pageCount(k, len(m.lists[k])) {
 				add(k, pos/b.opts.PageSize+1)
 			}
 		}

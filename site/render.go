@@ -207,7 +207,7 @@ type SummaryRoot struct {
 
 func (b *Builder) renderSummary() ([]byte, error) {
 	m := b.m
-	s := Summary{Counts: m.counts, Roots: []SummaryRoot{}, Generated: b.now.UTC()}
+	s := Summary{Counts: m.counts, Roots: []SummaryRoot{}, Generated: b.now.UTC().Truncate(time.Second)}
 	if m.applied != nil {
 		s.Revision = m.applied.String()
 	}
@@ -252,11 +252,23 @@ type listPage struct {
 	Filters []filter
 	Pager   pager
 	Rows    []template.HTML
+	// Set on a phase across kinds: how many in all, and by kind.
+	Total  int
+	ByKind []kindCell
 }
 
-// pageCount returns how many pages a list of n rows has (at least one).
-func (b *Builder) pageCount(n int) int {
-	if n == 0 {
+type kindCell struct {
+	Kind string
+	N    int
+	Href string
+}
+
+// pageCount returns how many pages list k of n rows has (at least one). A
+// phase across kinds has one page: its first PageSize rows and links to
+// the paginated lists of that phase by kind. So a phase change rewrites
+// one page of it, not every page after the resource's position.
+func (b *Builder) pageCount(k listKey, n int) int {
+	if n == 0 || k.Kind == "" {
 		return 1
 	}
 	return (n + b.opts.PageSize - 1) / b.opts.PageSize
@@ -266,7 +278,7 @@ func (b *Builder) renderList(k listKey, page int) ([]byte, error) {
 	m := b.m
 	rel := k.path(page)
 	ids := m.lists[k]
-	pages := b.pageCount(len(ids))
+	pages := b.pageCount(k, len(ids))
 	heading := "all " + k.Kind
 	switch {
 	case k.Kind == "":
@@ -288,6 +300,16 @@ func (b *Builder) renderList(k listKey, page int) ([]byte, error) {
 	for _, ph := range converge.Phases {
 		fk := listKey{Kind: k.Kind, Phase: ph}
 		p.Filters = append(p.Filters, filter{string(ph), upTo(rel) + fk.path(1), k.Phase == ph})
+	}
+	if k.Kind == "" {
+		p.Total = len(ids)
+		for _, kn := range m.kindNames {
+			if c := m.byKind[kn]; c != nil {
+				if n := phaseCount(c, k.Phase); n > 0 {
+					p.ByKind = append(p.ByKind, kindCell{kn, n, upTo(rel) + listKey{Kind: kn, Phase: k.Phase}.path(1)})
+				}
+			}
+		}
 	}
 	lo := (page - 1) * b.opts.PageSize
 	hi := min(lo+b.opts.PageSize, len(ids))

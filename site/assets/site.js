@@ -27,7 +27,7 @@
             e.textContent = String((r.rollup || {})[f] || 0);
           }
         });
-        document.querySelectorAll("[data-generated]").forEach(function (e) { e.textContent = s.generated; });
+        document.querySelectorAll("[data-generated]").forEach(function (e) { e.textContent = String(s.generated).replace("T", " "); });
         var rev = body.getAttribute("data-revision");
         var stale = document.getElementById("stale");
         if (stale && s.revision && s.revision !== rev) { stale.hidden = false; }
