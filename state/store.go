@@ -14,8 +14,11 @@ import (
 )
 
 // FormatVersion is the version of the store's on-disk layout that this
-// build writes. Open refuses a store written by a newer format.
-const FormatVersion = 1
+// build writes. Open refuses a store written by another format: a newer
+// one (ErrNewerFormat) or an older one it cannot migrate (ErrOldFormat).
+// Format 1 (edges in their own bucket) existed only before the first
+// release and is not migrated.
+const FormatVersion = 2
 
 // FileName is the name of the database file inside the store directory.
 const FileName = "state.db"
@@ -31,6 +34,10 @@ var ErrNotFound = errors.New("not found")
 // ErrNewerFormat is returned by Open when the store was written by a newer
 // converge whose format this build does not understand.
 var ErrNewerFormat = errors.New("store format is newer than this converge supports")
+
+// ErrOldFormat is returned by Open when the store was written by an older
+// format that this build does not migrate.
+var ErrOldFormat = errors.New("store format is older than this converge supports")
 
 // Options tune Open. The zero value is the production default.
 type Options struct {
@@ -147,8 +154,11 @@ func initBuckets(tx *bolt.Tx) error {
 		if len(v) != 8 {
 			return fmt.Errorf("meta: format: malformed value %x", v)
 		}
-		if f := binary.BigEndian.Uint64(v); f > FormatVersion {
+		switch f := binary.BigEndian.Uint64(v); {
+		case f > FormatVersion:
 			return fmt.Errorf("format %d: %w (%d)", f, ErrNewerFormat, FormatVersion)
+		case f < FormatVersion:
+			return fmt.Errorf("format %d: %w (%d); remove the file and sync again", f, ErrOldFormat, FormatVersion)
 		}
 	}
 	for _, name := range allBuckets {

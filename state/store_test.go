@@ -452,22 +452,34 @@ func TestReopen(t *testing.T) {
 	}
 }
 
-func TestNewerFormatRefused(t *testing.T) {
-	dir := t.TempDir()
-	s, err := state.Open(dir, state.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
+func TestOtherFormatRefused(t *testing.T) {
+	tests := []struct {
+		name    string
+		format  uint64
+		wantErr error
+	}{
+		{name: "newer", format: state.FormatVersion + 1, wantErr: state.ErrNewerFormat},
+		{name: "older", format: state.FormatVersion - 1, wantErr: state.ErrOldFormat},
 	}
-	if err := s.RawPut(state.BucketMeta, state.MetaFormat, state.U64(state.FormatVersion+1)); err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-	_, err = state.Open(dir, state.Options{})
-	if !errors.Is(err, state.ErrNewerFormat) {
-		t.Fatalf("Open of a newer format: error = %v, want ErrNewerFormat", err)
-	}
-	if want := fmt.Sprintf("format %d", state.FormatVersion+1); !strings.Contains(err.Error(), want) {
-		t.Errorf("error %q does not name %q", err, want)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s, err := state.Open(dir, state.Options{NoSync: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.RawPut(state.BucketMeta, state.MetaFormat, state.U64(tt.format)); err != nil {
+				t.Fatal(err)
+			}
+			s.Close()
+			_, err = state.Open(dir, state.Options{})
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("Open of format %d: error = %v, want %v", tt.format, err, tt.wantErr)
+			}
+			if want := fmt.Sprintf("format %d", tt.format); !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q does not name %q", err, want)
+			}
+		})
 	}
 }
 
