@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -90,9 +91,12 @@ func (r row) withEdges(edges []byte) []byte {
 	return buf.Bytes()
 }
 
+// errMalformedRow is returned by splitRow for a value it cannot split.
+var errMalformedRow = errors.New("malformed resource value")
+
 // splitRow splits a resources value into its parts (sharing v's memory).
 func splitRow(v []byte) (row, error) {
-	bad := fmt.Errorf("malformed resource value")
+	bad := errMalformedRow
 	if len(v) < 3 || v[0] != resourceFormat {
 		return row{}, bad
 	}
