@@ -27,11 +27,62 @@ type Plan struct {
 	// spec does not validate under the new version, a name owned by a
 	// composer, a duplicate.
 	Refused []PlanItem
+	// Definitions lists kinds, provider configs and bindings added,
+	// changed or removed, sorted: "kind vpc/v2 added", "config
+	// vpc-v1-default changed", "binding bom-synced removed".
+	Definitions []string
 }
 
-// Empty reports whether the plan changes no resource.
+// Empty reports whether the plan changes nothing.
 func (p *Plan) Empty() bool {
-	return len(p.Create) == 0 && len(p.Update) == 0 && len(p.Flip) == 0 && len(p.Delete) == 0
+	return len(p.Create) == 0 && len(p.Update) == 0 && len(p.Flip) == 0 && len(p.Delete) == 0 &&
+		len(p.Definitions) == 0
+}
+
+// definitions diffs the kinds, configs and bindings of a desired state
+// against the stored ones.
+func definitions(kinds []*converge.Kind, configs []*converge.ProviderConfig, bindings []*converge.Binding, d *converge.Desired) []string {
+	var out []string
+	diffSet := func(what string, old, cur map[string]any) {
+		for k, v := range cur {
+			if o, ok := old[k]; !ok {
+				out = append(out, what+" "+k+" added")
+			} else if !sameJSON(o, v) {
+				out = append(out, what+" "+k+" changed")
+			}
+		}
+		for k := range old {
+			if _, ok := cur[k]; !ok {
+				out = append(out, what+" "+k+" removed")
+			}
+		}
+	}
+	ok, ck := map[string]any{}, map[string]any{}
+	for _, k := range kinds {
+		ok[k.Ref().String()] = k
+	}
+	for _, k := range d.Kinds {
+		ck[k.Ref().String()] = k
+	}
+	diffSet("kind", ok, ck)
+	oc, cc := map[string]any{}, map[string]any{}
+	for _, c := range configs {
+		oc[c.Name] = c
+	}
+	for _, c := range d.Configs {
+		cc[c.Name] = c
+	}
+	diffSet("config", oc, cc)
+	ob, cb := map[string]any{}, map[string]any{}
+	for _, b := range bindings {
+		ob[b.Name] = b
+	}
+	for _, b := range d.Bindings {
+		cb[b.Name] = b
+	}
+	diffSet("binding", ob, cb)
+	sort.Strings(out)
+	return out
 }
 
 // Diff returns what Apply would do to the resources of snap to reach d
@@ -41,12 +92,14 @@ func Diff(snap *converge.Snapshot, d *converge.Desired) *Plan {
 	for _, r := range snap.Resources {
 		byID[r.ID()] = r
 	}
-	return diff(func(id converge.ID) *converge.Resource { return byID[id] },
+	p := diff(func(id converge.ID) *converge.Resource { return byID[id] },
 		func(f func(*converge.Resource)) {
 			for _, r := range snap.Resources {
 				f(r)
 			}
 		}, d)
+	p.Definitions = definitions(snap.Kinds, snap.Configs, snap.Bindings, d)
+	return p
 }
 
 func diff(get func(converge.ID) *converge.Resource, each func(func(*converge.Resource)), d *converge.Desired) *Plan {
@@ -119,6 +172,7 @@ func (s *Scheduler) apply(d *converge.Desired, v Validator) *Plan {
 	}
 	resyncDefault := s.settings.ResyncInterval != d.Settings.ResyncInterval
 	s.settings = d.Settings
+	defs := s.definitionsNow(d)
 	changedKinds := s.applyKinds(d.Kinds)
 	s.refreshKinds()
 	oldConfigs, oldDefaults := s.applyConfigs(d.Configs)
@@ -134,6 +188,7 @@ func (s *Scheduler) apply(d *converge.Desired, v Validator) *Plan {
 			f(n.r)
 		}
 	}, d)
+	plan.Definitions = defs
 	desired := make(map[converge.ID]*converge.Resource, len(d.Resources))
 	for _, r := range d.Resources {
 		if _, ok := desired[r.ID()]; !ok {
@@ -225,6 +280,26 @@ func (s *Scheduler) apply(d *converge.Desired, v Validator) *Plan {
 	s.meta.Applied = &rev
 	s.armFlush()
 	return plan
+}
+
+// definitionsNow diffs d's definitions against the scheduler's (retiring
+// kinds count as stored).
+func (s *Scheduler) definitionsNow(d *converge.Desired) []string {
+	var ks []*converge.Kind
+	for ref, k := range s.kinds {
+		if !s.retiring[ref] {
+			ks = append(ks, k)
+		}
+	}
+	var cs []*converge.ProviderConfig
+	for _, c := range s.configs {
+		cs = append(cs, c)
+	}
+	var bs []*converge.Binding
+	for _, b := range s.bindings {
+		bs = append(bs, b)
+	}
+	return definitions(ks, cs, bs, d)
 }
 
 func sourceOr(src string) string {

@@ -885,6 +885,17 @@ func TestDiffIsPure(t *testing.T) {
 	if len(snap.Resources) != 5 || snap.Resources[3].Deleting {
 		t.Errorf("Diff changed its input")
 	}
+
+	snap.Kinds = []*converge.Kind{leafKind("vpc", 1)}
+	snap.Bindings = []*converge.Binding{{Name: "old", Kind: "vpc", Transition: "synced", Reactor: "statussink"}}
+	snap.Configs = []*converge.ProviderConfig{{Name: "c", Kind: "vpc", KindVersion: 1, Config: json.RawMessage(`{"a":1}`)}}
+	v1 := leafKind("vpc", 1, "enable_flow_logs")
+	d.Kinds = []*converge.Kind{v1, leafKind("vpc", 2)}
+	d.Configs = []*converge.ProviderConfig{{Name: "c", Kind: "vpc", KindVersion: 1, Config: json.RawMessage(`{"a":1}`)}}
+	got := strings.Join(scheduler.Diff(snap, d).Definitions, "; ")
+	if want := "binding old removed; kind vpc/v1 changed; kind vpc/v2 added"; got != want {
+		t.Errorf("definitions %q, want %q", got, want)
+	}
 }
 
 func TestCrashMidTeardownResumesWithoutRecompose(t *testing.T) {
