@@ -34,13 +34,20 @@ func ValidName(s string) bool { return len(s) <= 63 && nameRE.MatchString(s) }
 
 // place is where a document was declared.
 type place struct {
-	file string
-	pos  token.Pos
+	file      string
+	pos       token.Pos
+	line, col int // pos as reported (see loader.lineCol)
+}
+
+// at returns the place of pos in file.
+func (l *loader) at(file string, pos token.Pos) place {
+	line, col := l.lineCol(file, pos)
+	return place{file: file, pos: pos, line: line, col: col}
 }
 
 func (p place) String() string {
-	if p.pos.IsValid() {
-		return fmt.Sprintf("%s:%d:%d", p.file, p.pos.Line(), p.pos.Column())
+	if p.line > 0 {
+		return fmt.Sprintf("%s:%d:%d", p.file, p.line, p.col)
 	}
 	return p.file
 }
@@ -65,8 +72,8 @@ type namedPlace struct {
 
 // source renders "file:line" for converge.Resource.Source and friends.
 func (p place) source() string {
-	if p.pos.IsValid() {
-		return fmt.Sprintf("%s:%d", p.file, p.pos.Line())
+	if p.line > 0 {
+		return fmt.Sprintf("%s:%d", p.file, p.line)
 	}
 	return p.file
 }
@@ -135,7 +142,7 @@ func (l *loader) kind(d *document, places map[converge.KindRef]*namedPlace) {
 		MaxInflight:      r.int("max_inflight", 0, 0, false),
 		TaskDeadline:     r.duration("task_deadline"),
 		Secret:           r.strs("secret"),
-		Source:           place{d.file, d.pos}.source(),
+		Source:           l.at(d.file, d.pos).source(),
 	}
 	if k.Finalizer && !k.Has(converge.ReactionTeardown) {
 		r.fail("finalizer", "KIND_INVALID", "a kind with a finalizer must declare the teardown reaction")
@@ -163,7 +170,7 @@ func (l *loader) kind(d *document, places map[converge.KindRef]*namedPlace) {
 		return
 	}
 	ref := k.Ref()
-	here := place{d.file, posOf(r.get("kind"), d.pos)}
+	here := l.at(d.file, posOf(r.get("kind"), d.pos))
 	if prev, dup := places[ref]; dup {
 		l.dupe("DUPLICATE_KIND", "kind", "kind "+ref.String(), prev, here)
 		return
@@ -201,12 +208,12 @@ func (l *loader) providerConfig(d *document, configs map[string]*converge.Provid
 		Kind:        r.str("kind", true),
 		KindVersion: r.int("kind_version", 0, 1, true),
 		IsDefault:   r.bool("is_default"),
-		Source:      place{d.file, d.pos}.source(),
+		Source:      l.at(d.file, d.pos).source(),
 	}
 	if !r.ok {
 		return
 	}
-	here := place{d.file, posOf(r.get("name"), d.pos)}
+	here := l.at(d.file, posOf(r.get("name"), d.pos))
 	if prev, dup := places[c.Name]; dup {
 		l.dupe("DUPLICATE_CONFIG", "name", fmt.Sprintf("provider_config %q", c.Name), prev, here)
 		return
@@ -219,7 +226,7 @@ func (l *loader) providerConfig(d *document, configs map[string]*converge.Provid
 		return
 	}
 	if c.IsDefault {
-		here.pos = posOf(r.get("is_default"), d.pos)
+		here = l.at(d.file, posOf(r.get("is_default"), d.pos))
 		if prev, dup := defaults[ref]; dup {
 			// Flag both: validation has no notion of which came first.
 			l.addf(d.file, here.pos, "is_default", "DEFAULT_CONFIG_EXISTS",
@@ -257,7 +264,7 @@ func (l *loader) resource(d *document, configs map[string]*converge.ProviderConf
 		Name:              r.name("name"),
 		ProviderConfigRef: r.str("provider_config_ref", false),
 		Origin:            converge.OriginGit,
-		Source:            place{d.file, d.pos}.source(),
+		Source:            l.at(d.file, d.pos).source(),
 	}
 	spec, hasSpec := r.lookup("spec")
 	if !hasSpec && r.ok {
@@ -267,7 +274,7 @@ func (l *loader) resource(d *document, configs map[string]*converge.ProviderConf
 		return
 	}
 	id := res.ID()
-	here := place{d.file, posOf(r.get("name"), d.pos)}
+	here := l.at(d.file, posOf(r.get("name"), d.pos))
 	if prev, dup := places[id]; dup {
 		l.dupe("DUPLICATE_RESOURCE", "name", "resource "+string(id), prev, here)
 		return
@@ -308,7 +315,7 @@ func (l *loader) binding(d *document, places map[string]*namedPlace) {
 		Transition:     r.str("transition", true),
 		Reactor:        r.str("reactor", true),
 		ReactorVersion: r.int("reactor_version", 1, 1, false),
-		Source:         place{d.file, d.pos}.source(),
+		Source:         l.at(d.file, d.pos).source(),
 	}
 	switch b.Transition {
 	case converge.TransitionSynced, converge.TransitionFailed, converge.TransitionDeleted, "":
@@ -318,7 +325,7 @@ func (l *loader) binding(d *document, places map[string]*namedPlace) {
 	if !r.ok {
 		return
 	}
-	here := place{d.file, posOf(r.get("name"), d.pos)}
+	here := l.at(d.file, posOf(r.get("name"), d.pos))
 	if prev, dup := places[b.Name]; dup {
 		l.dupe("DUPLICATE_BINDING", "name", fmt.Sprintf("binding %q", b.Name), prev, here)
 		return

@@ -89,7 +89,7 @@ func Load(fsys fs.FS, dir string, opts Options) (*Result, error) {
 	}
 	schemas := newSchemas()
 	l := &loader{fsys: fsys, dir: dir, opts: opts, schemas: schemas, ev: schemas.newEvaluator(), res: &Result{},
-		declared: map[converge.KindRef]place{}}
+		declared: map[converge.KindRef]place{}, src: map[string][]byte{}}
 	l.walk(dir, entries)
 	l.check()
 	sortFindings(l.res.Findings)
@@ -108,6 +108,7 @@ type loader struct {
 	ev      *evaluator // holds every document value of this load
 	res     *Result
 	docs    []*document
+	src     map[string][]byte // file contents by relative path
 	// declared holds every kind version declared, valid or not, so a
 	// reference to an invalid kind is not called unknown.
 	declared map[converge.KindRef]place
@@ -189,6 +190,7 @@ func (l *loader) file(p, rel string, e fs.DirEntry, ext string) {
 		return
 	}
 	l.res.Files++
+	l.src[rel] = b
 	switch ext {
 	case ".cue":
 		f, err := parser.ParseFile(rel, b, parser.ParseComments)
@@ -314,10 +316,22 @@ func (l *loader) yamlErr(rel string, err error) {
 // addf appends a finding at pos (line 0 if pos is unknown).
 func (l *loader) addf(file string, pos token.Pos, path, rule, format string, args ...any) {
 	f := converge.Finding{File: file, Path: path, Rule: rule, Message: fmt.Sprintf(format, args...)}
-	if pos.IsValid() {
-		f.Line, f.Column = pos.Line(), pos.Column()
-	}
+	f.Line, f.Column = l.lineCol(file, pos)
 	l.res.Findings = append(l.res.Findings, f)
+}
+
+// lineCol returns pos's line and column (0, 0 if unknown). CUE positions
+// a quoted label one past its opening quote; lineCol points at the quote,
+// where the label starts.
+func (l *loader) lineCol(file string, pos token.Pos) (line, col int) {
+	if !pos.IsValid() {
+		return 0, 0
+	}
+	line, col = pos.Line(), pos.Column()
+	if src, off := l.src[file], pos.Offset(); col > 1 && off > 0 && off <= len(src) && src[off-1] == '"' {
+		col--
+	}
+	return line, col
 }
 
 func sortFindings(fs []converge.Finding) {
