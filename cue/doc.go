@@ -17,9 +17,16 @@
 //
 // # Caveats
 //
-// A cue.Context keeps every value built in it alive. Schemas therefore
-// validates through a small pool of evaluators (a context plus its compiled
-// schemas) and drops each after recycleAfter validations, which keeps
-// memory flat at a small recompile cost (docs/BENCHMARKS.md).
+// A cue.Context is not safe for concurrent use and may accumulate state.
+// Schemas therefore validates through a small pool of evaluators (a context
+// plus its compiled schemas), one goroutine at a time each, and drops each
+// after recycleAfter validations (docs/BENCHMARKS.md).
+//
+// CUE evaluation of a repository's .cue files is bounded only by the file
+// size limit: a comprehension over a huge range can still run long.
+//
+// When one struct has several violations, CUE may report only some of
+// them; unknown fields are always reported (a second, shape-only check).
+//
 // cuelang.org/go is imported by this package only.
 package cue

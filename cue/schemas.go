@@ -26,10 +26,13 @@ import (
 var ErrUnknownKind = errors.New("unknown kind")
 
 // recycleAfter is how many validations one evaluator serves before it is
-// dropped with its cue.Context. A CUE context keeps every value built in it
-// alive, so a long-lived one grows without bound; recycling keeps memory
-// flat at the price of recompiling the schemas (a few hundred
-// microseconds) every recycleAfter validations. See docs/BENCHMARKS.md.
+// dropped with its cue.Context. With cuelang.org/go v0.17.1 the values
+// ValidateSpec builds (ctx.Encode) were not retained by the context (live
+// heap flat across 200k validations), but other ways of building values
+// (ctx.CompileBytes) slow down on a long-lived context, and other CUE
+// versions have kept more. Recycling bounds whatever a context accumulates
+// at the price of recompiling the schemas (well under a millisecond) every
+// recycleAfter validations. See docs/BENCHMARKS.md.
 var recycleAfter = 20000
 
 // Schemas holds the compiled schemas of a set of kinds. It implements
