@@ -402,9 +402,9 @@ func (s *Scheduler) exec(ctx context.Context, c command) error {
 
 // Run is the single event loop: it dispatches eligible tasks, handles
 // results, worker changes, timers and commands, and group-commits state.
-// It flushes everything pending before returning ctx's error (nil on a
-// clean cancel is not distinguished: it returns the flush error, if any,
-// else nil).
+// It runs until ctx is done, then commits everything pending and returns
+// that final commit's error, or nil: a cancelled ctx is the normal way to
+// stop it. A second concurrent Run returns an error at once.
 func (s *Scheduler) Run(ctx context.Context) error {
 	s.runMu.Lock()
 	if s.running {
