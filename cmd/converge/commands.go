@@ -12,6 +12,7 @@ func subcommands(g *globals) []*cobra.Command {
 		newListCommand(g),
 		newTreeCommand(g),
 		newEventsCommand(g),
+		newBenchCommand(g),
 		newWorkerCommand(),
 		newValidateCommand(g),
 		newSiteCommand(g),

@@ -1,0 +1,223 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cue"
+	"github.com/convergehq/converge/providers"
+	"github.com/convergehq/converge/scheduler"
+	"github.com/convergehq/converge/state"
+)
+
+type benchOptions struct {
+	runs      int
+	transport time.Duration
+	dir       string
+	output    string
+}
+
+func newBenchCommand(g *globals) *cobra.Command {
+	var o benchOptions
+	c := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure converging the classic example against this machine's raw gRPC and bbolt rates",
+		Long: `bench converges a repository directory (default examples/classic) from an
+empty store, with its real worker processes over gRPC, --runs times, and in
+the same run measures the raw limits it is judged against: unary loopback
+gRPC round trips with a no-op handler, the same through converge's worker
+protocol, and bbolt puts batched 1,000 per fsynced transaction. It reports
+resources/s and its ratio to the raw gRPC rate, durable puts and commits per
+resource, and the peak RSS of the control plane and of each worker.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error { return runBench(c.Context(), c.OutOrStdout(), o) },
+	}
+	f := c.Flags()
+	f.IntVar(&o.runs, "runs", 3, "converge runs (each from an empty store)")
+	f.DurationVar(&o.transport, "transport", time.Second, "how long to measure each raw rate")
+	f.StringVar(&o.dir, "dir", "examples/classic", "repository directory to converge")
+	addOutputFlag(c, &o.output, "table")
+	return c
+}
+
+// benchRun is one converge of the repository from an empty store.
+type benchRun struct {
+	Resources      int     `json:"resources"`
+	Seconds        float64 `json:"seconds"`
+	PerSecond      float64 `json:"resources_per_second"`
+	Dispatched     uint64  `json:"dispatched"`
+	Commits        uint64  `json:"commits"`
+	Puts           uint64  `json:"puts"`
+	PutsPerRes     float64 `json:"puts_per_resource"`
+	CommitsPerRes  float64 `json:"commits_per_resource"`
+	ControlRSSMiB  float64 `json:"control_plane_peak_rss_mib"`
+	WorkerRSSMiB   float64 `json:"worker_peak_rss_mib"`
+	RatioToRawGRPC float64 `json:"ratio_to_raw_grpc"`
+}
+
+type benchReport struct {
+	RawGRPC1       float64    `json:"raw_grpc_rt_per_second_1_inflight"`
+	RawGRPC256     float64    `json:"raw_grpc_rt_per_second_256_inflight"`
+	Dispatch256    float64    `json:"protocol_rt_per_second_256_inflight"`
+	BboltPuts      float64    `json:"bbolt_batched_puts_per_second"`
+	BboltTxns      float64    `json:"bbolt_fsynced_txns_per_second"`
+	Runs           []benchRun `json:"runs"`
+	MedianSeconds  float64    `json:"median_seconds"`
+	MedianPerSec   float64    `json:"median_resources_per_second"`
+	MedianRatioRaw float64    `json:"median_ratio_to_raw_grpc"`
+}
+
+func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
+	if err := checkOutput(o.output, "table", "json", "yaml"); err != nil {
+		return err
+	}
+	res, err := cue.Load(os.DirFS(o.dir), ".", cue.Options{})
+	if err != nil {
+		return err
+	}
+	if len(res.Findings) > 0 {
+		return failed("%s is invalid: %s", o.dir, res.Findings[0])
+	}
+	rep := benchReport{}
+	one, err := providers.MeasureTransport(ctx, 1, o.transport)
+	if err != nil {
+		return err
+	}
+	many, err := providers.MeasureTransport(ctx, 256, o.transport)
+	if err != nil {
+		return err
+	}
+	rep.RawGRPC1, rep.RawGRPC256, rep.Dispatch256 = one.RawUnary, many.RawUnary, many.Dispatch
+	tmp, err := os.MkdirTemp("", "converge-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	if rep.BboltPuts, rep.BboltTxns, err = state.MeasureRaw(filepath.Join(tmp, "raw"), o.transport); err != nil {
+		return err
+	}
+	abs, err := filepath.Abs(o.dir)
+	if err != nil {
+		return err
+	}
+	for i := 0; i < o.runs; i++ {
+		r, err := benchOnce(ctx, filepath.Join(tmp, "run"+strconv.Itoa(i)), abs, res)
+		if err != nil {
+			return err
+		}
+		r.RatioToRawGRPC = r.PerSecond / rep.RawGRPC1
+		rep.Runs = append(rep.Runs, r)
+	}
+	runs := append([]benchRun(nil), rep.Runs...)
+	sort.Slice(runs, func(i, j int) bool { return runs[i].Seconds < runs[j].Seconds })
+	med := runs[len(runs)/2]
+	rep.MedianSeconds, rep.MedianPerSec, rep.MedianRatioRaw = med.Seconds, med.PerSecond, med.RatioToRawGRPC
+	if o.output != "table" {
+		return writeData(out, o.output, rep)
+	}
+	fmt.Fprintf(out, "raw limits (same run):\n")
+	fmt.Fprintf(out, "  grpc unary loopback, no-op:        %8.0f rt/s (1 in flight)  %8.0f rt/s (256 in flight)\n", rep.RawGRPC1, rep.RawGRPC256)
+	fmt.Fprintf(out, "  converge protocol, no-op provider: %8.0f rt/s (256 in flight)\n", rep.Dispatch256)
+	fmt.Fprintf(out, "  bbolt, 1,000 puts per fsynced txn: %8.0f puts/s  (%.0f txns/s)\n", rep.BboltPuts, rep.BboltTxns)
+	rows := [][]string{{"RUN", "RESOURCES", "WALL", "RES/S", "× RAW GRPC", "DISPATCHED", "PUTS/RES", "COMMITS/RES", "RSS CTRL", "RSS WORKER"}}
+	for i, r := range rep.Runs {
+		rows = append(rows, []string{strconv.Itoa(i + 1), strconv.Itoa(r.Resources),
+			fmt.Sprintf("%.3fs", r.Seconds), fmt.Sprintf("%.0f", r.PerSecond), fmt.Sprintf("%.2f", r.RatioToRawGRPC),
+			strconv.FormatUint(r.Dispatched, 10), fmt.Sprintf("%.2f", r.PutsPerRes), fmt.Sprintf("%.4f", r.CommitsPerRes),
+			fmt.Sprintf("%.0f MiB", r.ControlRSSMiB), fmt.Sprintf("%.0f MiB", r.WorkerRSSMiB)})
+	}
+	fmt.Fprintln(out)
+	if err := table(out, rows); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nmedian: %.3fs, %.0f resources/s, %.2f × raw grpc (1 in flight)\n", rep.MedianSeconds, rep.MedianPerSec, rep.MedianRatioRaw)
+	return nil
+}
+
+// benchOnce converges res from an empty store in dir, timing from Apply
+// to the root's subtree Ready and durably committed. Worker start-up is
+// not timed.
+func benchOnce(ctx context.Context, dir, repoDir string, res *cue.Result) (benchRun, error) {
+	workers := res.Desired.Settings.Workers
+	e, err := startEngine(ctx, engineOptions{stateDir: dir, repoDir: repoDir, workers: workers,
+		log: slog.New(slog.NewTextHandler(io.Discard, nil)), workerOut: io.Discard})
+	if err != nil {
+		return benchRun{}, err
+	}
+	defer e.close()
+	want := expectedWorkers(workers)
+	for len(e.srv.Workers()) < want {
+		select {
+		case <-ctx.Done():
+			return benchRun{}, ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	before := e.store.Stats()
+	d := res.Desired
+	d.Revision = converge.Revision{Ref: "bench", Hash: "dir:" + repoDir, Dirty: true}
+	t0 := time.Now()
+	if _, err := e.sched.Apply(ctx, &d, res.Schemas); err != nil {
+		return benchRun{}, err
+	}
+	for e.sched.Progress().Settled != scheduler.Converged {
+		if e.sched.Progress().Settled == scheduler.Stuck {
+			return benchRun{}, failed("bench: stuck: %v", e.sched.Problems())
+		}
+		select {
+		case <-ctx.Done():
+			return benchRun{}, ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+	if err := e.sched.Flush(ctx); err != nil {
+		return benchRun{}, err
+	}
+	wall := time.Since(t0)
+	after := e.store.Stats()
+	p := e.sched.Progress()
+	n := p.Counts.Total
+	r := benchRun{
+		Resources: n, Seconds: wall.Seconds(), PerSecond: float64(n) / wall.Seconds(),
+		Dispatched: p.Dispatched, Commits: after.Commits - before.Commits, Puts: after.Puts - before.Puts,
+	}
+	r.PutsPerRes = float64(r.Puts) / float64(n)
+	r.CommitsPerRes = float64(r.Commits) / float64(n)
+	r.ControlRSSMiB = peakRSSMiB(os.Getpid())
+	if e.sup != nil {
+		for _, pid := range e.sup.Pids() {
+			r.WorkerRSSMiB = max(r.WorkerRSSMiB, peakRSSMiB(pid))
+		}
+	}
+	return r, nil
+}
+
+// peakRSSMiB reads a process's peak resident set (VmHWM) from /proc; 0
+// where /proc is not available.
+func peakRSSMiB(pid int) float64 {
+	f, err := os.Open(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
