@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -24,6 +25,13 @@ func (s *Scheduler) composeResult(n *node, rec *taskRec, res *converge.Result) {
 	if err != nil {
 		s.failPermanent(n, err.Error())
 		return
+	}
+	if k := len(res.Children); k > 64 {
+		// Room for what a big composition adds, instead of regrowing.
+		s.dirty = slices.Grow(s.dirty, k)
+		s.queue = slices.Grow(s.queue, k)
+		s.events = slices.Grow(s.events, 2*k)
+		s.timers = slices.Grow(s.timers, k)
 	}
 	kept, created, updated, pruned := 0, 0, 0, 0
 	emitted := make(map[converge.ID]bool, len(res.Children))
