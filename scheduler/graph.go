@@ -493,6 +493,9 @@ func (s *Scheduler) scheduleResync(n *node) {
 	if iv <= 0 {
 		return
 	}
+	// Up to 10% jitter, so a graph that became Ready together does not
+	// resync in one burst.
+	iv += time.Duration(s.cfg.Rand.Int64N(int64(iv)/10 + 1))
 	n.resyncSeq = s.addTimer(s.now.Add(iv), timerResync, n.id, "")
 }
 
