@@ -628,16 +628,24 @@ func compareID(a, b converge.ID) int {
 }
 
 // newEvents merges the events committed since the last call into the
-// model and returns the resources that got some. It asks the store for
-// the newest n events, doubling n until it reaches an event it has seen.
+// model and returns the resources that got some. It reads the newest event
+// first, then exactly as many as are new (Seqs are dense), doubling if some
+// were trimmed; the store decodes only the chunks that hold them.
 func (b *Builder) newEvents() (map[converge.ID]bool, error) {
 	m := b.m
-	for n := 64; ; n *= 4 {
+	head, err := b.r.Events("", 1)
+	if err != nil {
+		return nil, err
+	}
+	if len(head) == 0 || head[0].Seq <= m.lastSeq {
+		return nil, nil
+	}
+	for n := int(min(head[0].Seq-m.lastSeq, 1<<30)); ; n *= 2 {
 		evs, err := b.r.Events("", n)
 		if err != nil {
 			return nil, err
 		}
-		if len(evs) < n || len(evs) == 0 || evs[0].Seq <= m.lastSeq {
+		if len(evs) < n || evs[0].Seq <= m.lastSeq+1 {
 			var fresh []converge.Event
 			for _, ev := range evs {
 				if ev.Seq > m.lastSeq {
