@@ -17,7 +17,7 @@ import (
 // at every step and that it always converges to exactly the declared
 // graph.
 func TestRandomizedLifecycle(t *testing.T) {
-	for seed := uint64(1); seed <= 8; seed++ {
+	for seed := uint64(1); seed <= soakSeeds; seed++ {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { randomizedLifecycle(t, seed) })
 	}
 }
@@ -128,3 +128,7 @@ func countTeams(b bomSpec) int {
 	}
 	return n
 }
+
+// soakSeeds is how many random lifecycles TestRandomizedLifecycle runs;
+// raise it locally to soak longer.
+var soakSeeds uint64 = 8
