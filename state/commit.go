@@ -76,7 +76,9 @@ func validate(b *converge.Batch) error {
 	type pair struct{ c, p converge.ID }
 	delEdges := make(map[pair]bool, len(b.DeletedEdges))
 	for _, e := range b.DeletedEdges {
-		if err := checkEdge(e); err != nil {
+		// A self edge cannot exist; deleting one is a no-op like any
+		// delete of what is absent.
+		if err := checkEdge(e); err != nil && e.Consumer != e.Producer {
 			return fmt.Errorf("delete %w", err)
 		}
 		delEdges[pair{e.Consumer, e.Producer}] = true

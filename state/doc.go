@@ -44,8 +44,8 @@
 // Commit rejects, with an error naming the offender and leaving nothing
 // behind: a resource with an empty kind or name, a kind containing "/", a
 // name containing "/", or either containing NUL; an ID both put and
-// deleted; an edge with an invalid endpoint, a self edge, or an edge both
-// put and deleted; an edge whose consumer does not exist after the batch;
+// deleted; an edge with an invalid endpoint, a self edge put, or an edge
+// both put and deleted; an edge whose consumer does not exist after the batch;
 // a resource whose owner does not exist after the batch; deleting a
 // resource that still owns a resource after the batch; an event Seq not
 // above the stored last Seq. Puts are applied before deletes. Deleting a
