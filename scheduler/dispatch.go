@@ -132,7 +132,9 @@ func (s *Scheduler) consider(n *node) {
 			}
 		}
 		if waiting > 0 {
-			if s.needsRun(n) && !permanent(r) {
+			// A due resync of a Ready resource waits quietly, Ready.
+			quiet := r.Phase == converge.PhaseReady && r.ObservedGeneration == r.Generation
+			if s.needsRun(n) && !permanent(r) && !quiet {
 				reason := "waiting for " + string(first)
 				if waiting > 1 {
 					reason += " (+" + strconv.Itoa(waiting-1) + " more)"
