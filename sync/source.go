@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/transport"
 
 	"github.com/convergehq/converge"
 )
@@ -25,6 +26,10 @@ type Source struct {
 	// ref is the branch followed, short form ("main"); "HEAD" when the
 	// repository's HEAD is detached.
 	ref string
+	// url is the remote's URL for a mirror ("" for a local repository),
+	// and auth its credentials.
+	url  string
+	auth transport.AuthMethod
 }
 
 // OpenLocal opens the repository containing path (a work tree or a bare
