@@ -1,0 +1,59 @@
+package sync
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestWatchTree(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, ".git"), 0o755)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var calls atomic.Int32
+	fired := make(chan struct{}, 16)
+	done := make(chan error, 1)
+	go func() {
+		done <- WatchTree(ctx, dir, 50*time.Millisecond, func() {
+			calls.Add(1)
+			fired <- struct{}{}
+		})
+	}()
+	time.Sleep(100 * time.Millisecond) // let the watcher start
+	wait := func(what string) {
+		t.Helper()
+		select {
+		case <-fired:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: no callback within 5s", what)
+		}
+	}
+	// A burst of writes is one callback.
+	for i := 0; i < 5; i++ {
+		os.WriteFile(filepath.Join(dir, "a.cue"), []byte{byte('a' + i)}, 0o644)
+	}
+	wait("burst")
+	// A new directory is watched, and a file in it noticed.
+	os.MkdirAll(filepath.Join(dir, "kinds"), 0o755)
+	wait("mkdir")
+	os.WriteFile(filepath.Join(dir, "kinds", "vpc.cue"), []byte("x"), 0o644)
+	wait("file in new directory")
+	// Changes inside .git are ignored.
+	os.WriteFile(filepath.Join(dir, ".git", "index"), []byte("x"), 0o644)
+	select {
+	case <-fired:
+		t.Fatal("a change inside .git triggered a callback")
+	case <-time.After(300 * time.Millisecond):
+	}
+	if got, want := calls.Load(), int32(3); got != want {
+		t.Errorf("callbacks %d, want %d", got, want)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
