@@ -31,6 +31,9 @@ type node struct {
 	// recomposeOwner: the owner emitted this child again while it was
 	// being torn down; the owner recomposes once the row is gone.
 	recomposeOwner bool
+	// tries is how many attempts the run that just succeeded took; the
+	// Ready event records it when it is more than one.
+	tries int
 }
 
 // isComposer reports whether n's kind declares compose.
@@ -329,7 +332,12 @@ func (s *Scheduler) setPhase(n *node, p converge.Phase) {
 	}
 	switch p {
 	case converge.PhaseReady:
-		s.event(n.id, "Ready", "ready at generation "+itoa(n.r.Generation))
+		msg := "ready at generation " + itoa(n.r.Generation)
+		if n.tries > 1 {
+			msg += " after " + itoa(int64(n.tries)) + " attempts"
+		}
+		n.tries = 0
+		s.event(n.id, "Ready", msg)
 	case converge.PhaseFailed:
 		s.event(n.id, "Failed", n.r.Reason)
 	case converge.PhaseDeleting:
