@@ -1,0 +1,389 @@
+package sync
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/storage"
+	"github.com/go-git/go-git/v5/storage/filesystem"
+
+	"github.com/convergehq/converge"
+)
+
+// NotesRef is the ref holding converge's commit statuses as git notes:
+// `git notes --ref converge show REV` prints them.
+const NotesRef = "refs/notes/converge"
+
+// ErrNoNote is returned by ReadStatuses when the commit has no note under
+// NotesRef.
+var ErrNoNote = errors.New("no converge note")
+
+// Note is the JSON document stored as a commit's note under NotesRef:
+//
+//	{
+//	  "statuses": [
+//	    {"context": "converge/validate", "state": "success", "description": "…", "time": "…"},
+//	    …
+//	  ]
+//	}
+//
+// The format is stable: new information is only ever added as new keys.
+// Statuses are ordered validate, lint, sync, then any other context by
+// name.
+type Note struct {
+	Statuses []converge.CommitStatus `json:"statuses"`
+}
+
+// notesCASRetries bounds WriteStatuses' attempts when another writer moves
+// the notes ref between its read and its compare-and-swap.
+const notesCASRetries = 8
+
+// notesSignature is the author and committer of notes commits.
+var notesSignature = object.Signature{Name: "converge", Email: "converge@localhost"}
+
+// WriteStatuses stores statuses as the note of commit hash under NotesRef,
+// replacing the note it had and keeping every other commit's note. It
+// writes the blob, the notes tree (flat or with the fan-out directories
+// `git notes` makes for many notes) and a notes commit whose parent is
+// the previous notes commit, then moves the ref with a compare-and-swap,
+// retrying when another writer won the race. A note identical to the
+// stored one writes nothing.
+//
+// The ref's creation (no notes yet) is not compare-and-swapped: go-git has
+// no "must not exist" condition, so two first writers can race there.
+func (s *Source) WriteStatuses(hash string, statuses []converge.CommitStatus) error {
+	target, err := s.commitHash(hash)
+	if err != nil {
+		return fmt.Errorf("write statuses: %w", err)
+	}
+	body, err := encodeNote(statuses)
+	if err != nil {
+		return fmt.Errorf("write statuses of %s: %w", target, err)
+	}
+	blob, err := s.putObject(plumbing.BlobObject, body)
+	if err != nil {
+		return fmt.Errorf("write statuses of %s: %w", target, err)
+	}
+	for range notesCASRetries {
+		err = s.writeNote(target, blob)
+		if !errors.Is(err, storage.ErrReferenceHasChanged) {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("write statuses of %s: %w", target, err)
+	}
+	return nil
+}
+
+// writeNote makes one attempt at pointing NotesRef at a notes commit whose
+// tree maps target to blob.
+func (s *Source) writeNote(target, blob plumbing.Hash) error {
+	old, err := s.notesRef()
+	if err != nil && !errors.Is(err, plumbing.ErrReferenceNotFound) {
+		return fmt.Errorf("read %s: %w", NotesRef, err)
+	}
+	var parent *object.Commit
+	var tree *object.Tree
+	if old != nil {
+		if parent, err = s.repo.CommitObject(old.Hash()); err != nil {
+			return fmt.Errorf("read notes commit: %w", err)
+		}
+		if tree, err = parent.Tree(); err != nil {
+			return fmt.Errorf("read notes tree: %w", err)
+		}
+	}
+	root, changed, err := s.putNote(tree, target.String(), blob)
+	if err != nil {
+		return err
+	}
+	if !changed {
+		return nil
+	}
+	now := time.Now()
+	c := &object.Commit{
+		Author:    notesSignature,
+		Committer: notesSignature,
+		Message:   "converge: statuses of " + target.String() + "\n",
+		TreeHash:  root,
+	}
+	c.Author.When, c.Committer.When = now, now
+	if parent != nil {
+		c.ParentHashes = []plumbing.Hash{parent.Hash}
+	}
+	obj := s.repo.Storer.NewEncodedObject()
+	if err := c.Encode(obj); err != nil {
+		return fmt.Errorf("encode notes commit: %w", err)
+	}
+	ch, err := s.repo.Storer.SetEncodedObject(obj)
+	if err != nil {
+		return fmt.Errorf("store notes commit: %w", err)
+	}
+	ref := plumbing.NewHashReference(plumbing.ReferenceName(NotesRef), ch)
+	if err := s.repo.Storer.CheckAndSetReference(ref, old); err != nil {
+		if errors.Is(err, storage.ErrReferenceHasChanged) {
+			return err
+		}
+		return fmt.Errorf("update %s: %w", NotesRef, err)
+	}
+	return nil
+}
+
+// notesRef reads NotesRef. go-git updates a loose ref by truncating and
+// rewriting its file under a lock that readers do not take, so a reader
+// can see the file empty, which go-git reports as ErrReferenceNotFound;
+// while the loose file exists, notesRef reads again (up to ~50 ms) rather
+// than take a ref being rewritten for an absent one.
+func (s *Source) notesRef() (*plumbing.Reference, error) {
+	name := plumbing.ReferenceName(NotesRef)
+	for i := 0; ; i++ {
+		ref, err := s.repo.Storer.Reference(name)
+		if !errors.Is(err, plumbing.ErrReferenceNotFound) || i == 50 {
+			return ref, err
+		}
+		fss, ok := s.repo.Storer.(*filesystem.Storage)
+		if !ok {
+			return ref, err
+		}
+		if _, serr := fss.Filesystem().Stat(NotesRef); serr != nil {
+			return ref, err
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// putNote stores a copy of tree (nil: empty) in which the note of the
+// commit whose remaining hex is name points at blob, and returns the new
+// tree's hash. It descends into a fan-out directory named after the next
+// two hex digits when tree has one, as `git notes` does, and otherwise
+// writes the note at this level. changed is false when the note already
+// pointed at blob.
+func (s *Source) putNote(tree *object.Tree, name string, blob plumbing.Hash) (plumbing.Hash, bool, error) {
+	var entries []object.TreeEntry
+	if tree != nil {
+		entries = append(entries, tree.Entries...)
+	}
+	for i, e := range entries {
+		switch {
+		case e.Mode == filemode.Dir && len(name) > 2 && e.Name == name[:2]:
+			sub, err := s.repo.TreeObject(e.Hash)
+			if err != nil {
+				return plumbing.ZeroHash, false, fmt.Errorf("read notes tree %s: %w", e.Name, err)
+			}
+			h, changed, err := s.putNote(sub, name[2:], blob)
+			if err != nil || !changed {
+				return plumbing.ZeroHash, changed, err
+			}
+			entries[i].Hash = h
+			return s.putTree(entries)
+		case e.Mode != filemode.Dir && e.Name == name:
+			if e.Hash == blob {
+				return plumbing.ZeroHash, false, nil
+			}
+			entries[i].Hash = blob
+			return s.putTree(entries)
+		}
+	}
+	entries = append(entries, object.TreeEntry{Name: name, Mode: filemode.Regular, Hash: blob})
+	return s.putTree(entries)
+}
+
+// putTree stores a tree of entries in git's order (names compared as if
+// directories ended in "/").
+func (s *Source) putTree(entries []object.TreeEntry) (plumbing.Hash, bool, error) {
+	key := func(e object.TreeEntry) string {
+		if e.Mode == filemode.Dir {
+			return e.Name + "/"
+		}
+		return e.Name
+	}
+	sort.Slice(entries, func(i, j int) bool { return key(entries[i]) < key(entries[j]) })
+	obj := s.repo.Storer.NewEncodedObject()
+	if err := (&object.Tree{Entries: entries}).Encode(obj); err != nil {
+		return plumbing.ZeroHash, false, fmt.Errorf("encode notes tree: %w", err)
+	}
+	h, err := s.repo.Storer.SetEncodedObject(obj)
+	if err != nil {
+		return plumbing.ZeroHash, false, fmt.Errorf("store notes tree: %w", err)
+	}
+	return h, true, nil
+}
+
+// putObject stores body as a loose object of type t.
+func (s *Source) putObject(t plumbing.ObjectType, body []byte) (plumbing.Hash, error) {
+	obj := s.repo.Storer.NewEncodedObject()
+	obj.SetType(t)
+	w, err := obj.Writer()
+	if err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("store %s: %w", t, err)
+	}
+	if _, err := w.Write(body); err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("store %s: %w", t, err)
+	}
+	if err := w.Close(); err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("store %s: %w", t, err)
+	}
+	h, err := s.repo.Storer.SetEncodedObject(obj)
+	if err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("store %s: %w", t, err)
+	}
+	return h, nil
+}
+
+// ReadStatuses returns the statuses stored as the note of commit hash
+// (any revision go-git resolves) under NotesRef, or ErrNoNote. It reads
+// flat and fanned-out notes trees, and notes written by `git notes` as
+// well as by WriteStatuses; a note that is a bare JSON list of statuses
+// is accepted too.
+func (s *Source) ReadStatuses(hash string) ([]converge.CommitStatus, error) {
+	target, err := s.commitHash(hash)
+	if err != nil {
+		return nil, fmt.Errorf("read statuses: %w", err)
+	}
+	ref, err := s.notesRef()
+	if errors.Is(err, plumbing.ErrReferenceNotFound) {
+		return nil, fmt.Errorf("read statuses of %s: %w", target, ErrNoNote)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", NotesRef, err)
+	}
+	c, err := s.repo.CommitObject(ref.Hash())
+	if err != nil {
+		return nil, fmt.Errorf("read notes commit: %w", err)
+	}
+	tree, err := c.Tree()
+	if err != nil {
+		return nil, fmt.Errorf("read notes tree: %w", err)
+	}
+	blob, err := s.findNote(tree, target.String())
+	if err != nil {
+		return nil, fmt.Errorf("read statuses of %s: %w", target, err)
+	}
+	b, err := s.repo.BlobObject(blob)
+	if err != nil {
+		return nil, fmt.Errorf("read note of %s: %w", target, err)
+	}
+	r, err := b.Reader()
+	if err != nil {
+		return nil, fmt.Errorf("read note of %s: %w", target, err)
+	}
+	defer r.Close()
+	body, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("read note of %s: %w", target, err)
+	}
+	st, err := decodeNote(body)
+	if err != nil {
+		return nil, fmt.Errorf("decode note of %s: %w", target, err)
+	}
+	return st, nil
+}
+
+// findNote returns the blob noting the commit whose remaining hex is
+// name, looking at this level and in fan-out directories.
+func (s *Source) findNote(tree *object.Tree, name string) (plumbing.Hash, error) {
+	for _, e := range tree.Entries {
+		switch {
+		case e.Mode != filemode.Dir && e.Name == name:
+			return e.Hash, nil
+		case e.Mode == filemode.Dir && len(e.Name) == 2 && strings.HasPrefix(name, e.Name) && len(name) > 2:
+			sub, err := s.repo.TreeObject(e.Hash)
+			if err != nil {
+				return plumbing.ZeroHash, fmt.Errorf("read notes tree %s: %w", e.Name, err)
+			}
+			if h, err := s.findNote(sub, name[2:]); err == nil {
+				return h, nil
+			}
+		}
+	}
+	return plumbing.ZeroHash, ErrNoNote
+}
+
+// PushNotes pushes NotesRef to the source's "origin" remote (the
+// --push-status of a remote source). It does not force: when the remote's
+// notes have moved on, the push is refused and an error returned. Nothing
+// to push is not an error.
+func (s *Source) PushNotes(ctx context.Context) error {
+	spec := config.RefSpec(NotesRef + ":" + NotesRef)
+	err := s.repo.PushContext(ctx, &git.PushOptions{RemoteName: "origin", RefSpecs: []config.RefSpec{spec}})
+	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
+		return fmt.Errorf("push %s: %w", NotesRef, err)
+	}
+	return nil
+}
+
+// commitHash resolves rev to the hash of a commit.
+func (s *Source) commitHash(rev string) (plumbing.Hash, error) {
+	if plumbing.IsHash(rev) {
+		h := plumbing.NewHash(rev)
+		if _, err := s.repo.CommitObject(h); err != nil {
+			return plumbing.ZeroHash, fmt.Errorf("read commit %s: %w", rev, err)
+		}
+		return h, nil
+	}
+	h, err := s.repo.ResolveRevision(plumbing.Revision(rev))
+	if err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("resolve %s: %w", rev, err)
+	}
+	return *h, nil
+}
+
+// contextRank orders the known contexts first.
+var contextRank = map[string]int{converge.ContextValidate: 0, converge.ContextLint: 1, converge.ContextSync: 2}
+
+// encodeNote returns the Note of statuses as indented JSON ending in a
+// newline, statuses in a stable order.
+func encodeNote(statuses []converge.CommitStatus) ([]byte, error) {
+	st := append([]converge.CommitStatus(nil), statuses...)
+	rank := func(c string) int {
+		if r, ok := contextRank[c]; ok {
+			return r
+		}
+		return len(contextRank)
+	}
+	sort.SliceStable(st, func(i, j int) bool {
+		ri, rj := rank(st[i].Context), rank(st[j].Context)
+		if ri != rj {
+			return ri < rj
+		}
+		return st[i].Context < st[j].Context
+	})
+	for i := range st {
+		st[i].Time = st[i].Time.UTC()
+	}
+	if st == nil {
+		st = []converge.CommitStatus{}
+	}
+	b, err := json.MarshalIndent(Note{Statuses: st}, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// decodeNote reads a Note, or a bare JSON list of statuses.
+func decodeNote(body []byte) ([]converge.CommitStatus, error) {
+	body = bytes.TrimSpace(body)
+	if len(body) > 0 && body[0] == '[' {
+		var st []converge.CommitStatus
+		err := json.Unmarshal(body, &st)
+		return st, err
+	}
+	var n Note
+	if err := json.Unmarshal(body, &n); err != nil {
+		return nil, err
+	}
+	return n.Statuses, nil
+}

@@ -1,0 +1,310 @@
+package sync
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	gosync "sync"
+	"testing"
+	"time"
+
+	"github.com/convergehq/converge"
+)
+
+// gitIn runs the git CLI in dir with a test identity and returns its
+// trimmed output.
+func gitIn(t *testing.T, dir string, stdin string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t.invalid",
+		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t.invalid", "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// commits makes n more empty commits in dir and returns their hashes,
+// oldest first.
+func commits(t *testing.T, dir string, n int) []string {
+	t.Helper()
+	var hs []string
+	for i := range n {
+		gitIn(t, dir, "", "commit", "-q", "--allow-empty", "-m", fmt.Sprintf("c%d", i))
+		hs = append(hs, gitIn(t, dir, "", "rev-parse", "HEAD"))
+	}
+	return hs
+}
+
+func sampleStatuses(desc string) []converge.CommitStatus {
+	at := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	return []converge.CommitStatus{
+		// Out of order on purpose: the note orders validate, lint, sync.
+		{Context: converge.ContextSync, State: converge.StateSuccess, Description: desc, Time: at},
+		{Context: converge.ContextValidate, State: converge.StateSuccess, Description: "27 documents valid", Time: at},
+	}
+}
+
+func notesHead(t *testing.T, dir string) string {
+	t.Helper()
+	return gitIn(t, dir, "", "rev-parse", "--verify", "-q", NotesRef)
+}
+
+func TestWriteStatusesGitCLI(t *testing.T) {
+	dir := gitRepo(t, map[string]string{"a.txt": "a"})
+	hs := commits(t, dir, 2)
+	src, err := OpenLocal(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src.ReadStatuses(hs[0]); !errors.Is(err, ErrNoNote) {
+		t.Fatalf("ReadStatuses before any note: got %v, want ErrNoNote", err)
+	}
+	want := sampleStatuses("3652/3652 Ready")
+	if err := src.WriteStatuses(hs[0], want); err != nil {
+		t.Fatal(err)
+	}
+
+	// git shows the note as the documented JSON.
+	var n Note
+	show := gitIn(t, dir, "", "notes", "--ref", "converge", "show", hs[0])
+	if err := json.Unmarshal([]byte(show), &n); err != nil {
+		t.Fatalf("git notes show is not a Note: %v\n%s", err, show)
+	}
+	if got, want := len(n.Statuses), 2; got != want {
+		t.Fatalf("statuses in note: got %d, want %d", got, want)
+	}
+	if got, want := n.Statuses[0].Context, converge.ContextValidate; got != want {
+		t.Errorf("first context: got %q, want %q", got, want)
+	}
+	if got, want := n.Statuses[1].Description, "3652/3652 Ready"; got != want {
+		t.Errorf("sync description: got %q, want %q", got, want)
+	}
+	// git fsck finds the hand-made objects well formed.
+	gitIn(t, dir, "", "fsck", "--strict", "--no-progress")
+
+	got, err := src.ReadStatuses(hs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, []converge.CommitStatus{want[1], want[0]}) {
+		t.Errorf("ReadStatuses: got %+v, want %+v", got, want)
+	}
+
+	// Identical content: no new notes commit.
+	before := notesHead(t, dir)
+	if err := src.WriteStatuses(hs[0], want); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := notesHead(t, dir), before; got != want {
+		t.Errorf("identical note moved the ref: got %s, want %s", got, want)
+	}
+
+	// A second commit's note keeps the first; the notes commit has the
+	// previous one as parent. A revision expression resolves.
+	if err := src.WriteStatuses("HEAD", sampleStatuses("1/1 Ready")); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := gitIn(t, dir, "", "rev-parse", NotesRef+"^"), before; got != want {
+		t.Errorf("notes commit parent: got %s, want %s", got, want)
+	}
+	list := gitIn(t, dir, "", "notes", "--ref", "converge", "list")
+	for _, h := range hs {
+		if !strings.Contains(list, h) {
+			t.Errorf("git notes list lacks %s:\n%s", h, list)
+		}
+	}
+	if show := gitIn(t, dir, "", "notes", "--ref", "converge", "show", hs[0]); !strings.Contains(show, "3652/3652 Ready") {
+		t.Errorf("first note lost:\n%s", show)
+	}
+
+	// Replacing a note changes it in place.
+	if err := src.WriteStatuses(hs[0], sampleStatuses("stuck: 1/2 Ready")); err != nil {
+		t.Fatal(err)
+	}
+	if show := gitIn(t, dir, "", "notes", "--ref", "converge", "show", hs[0]); !strings.Contains(show, "stuck: 1/2 Ready") {
+		t.Errorf("replaced note:\n%s", show)
+	}
+	if got, want := strings.Count(gitIn(t, dir, "", "notes", "--ref", "converge", "list"), "\n")+1, 2; got != want {
+		t.Errorf("notes after replace: got %d, want %d", got, want)
+	}
+	gitIn(t, dir, "", "fsck", "--strict", "--no-progress")
+}
+
+func TestReadStatusesFromGitNotes(t *testing.T) {
+	dir := gitRepo(t, map[string]string{"a.txt": "a"})
+	hs := commits(t, dir, 2)
+	list := `[{"context":"converge/lint","state":"failure","description":"1 breaking change","time":"2026-11-30T10:00:00Z"}]`
+	obj := `{"statuses":[{"context":"converge/sync","state":"pending","description":"applied, converging","time":"2026-11-30T10:00:00Z"}],"future":1}`
+	gitIn(t, dir, "", "notes", "--ref", "converge", "add", "-m", list, hs[0])
+	gitIn(t, dir, "", "notes", "--ref", "converge", "add", "-m", obj, hs[1])
+	src, err := OpenLocal(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		rev       string
+		wantState string
+	}{
+		{name: "bare list", rev: hs[0], wantState: converge.StateFailure},
+		{name: "object with unknown key", rev: hs[1], wantState: converge.StatePending},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, err := src.ReadStatuses(tc.rev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := len(st), 1; got != want {
+				t.Fatalf("statuses: got %d, want %d", got, want)
+			}
+			if got, want := st[0].State, tc.wantState; got != want {
+				t.Errorf("state: got %q, want %q", got, want)
+			}
+		})
+	}
+	// Writing on top of git's notes commit keeps git's notes.
+	if err := src.WriteStatuses(hs[1], sampleStatuses("2/2 Ready")); err != nil {
+		t.Fatal(err)
+	}
+	if show := gitIn(t, dir, "", "notes", "--ref", "converge", "show", hs[0]); !strings.Contains(show, "1 breaking change") {
+		t.Errorf("git's note lost:\n%s", show)
+	}
+}
+
+// TestNotesFanout reads and writes a notes tree fanned out into two-digit
+// directories, as git makes for many notes.
+func TestNotesFanout(t *testing.T) {
+	dir := gitRepo(t, map[string]string{"a.txt": "a"})
+	hs := commits(t, dir, 3)
+	// fast-import a notes commit with hs[0] and hs[1] under "xx/rest".
+	var fi strings.Builder
+	fmt.Fprintf(&fi, "commit %s\ncommitter t <t@t.invalid> 0 +0000\ndata 5\nnotes\n", NotesRef)
+	for i, h := range hs[:2] {
+		body := fmt.Sprintf(`[{"context":"converge/sync","state":"success","description":"fan %d","time":"2026-11-30T10:00:00Z"}]`, i)
+		fmt.Fprintf(&fi, "M 100644 inline %s/%s\ndata %d\n%s\n", h[:2], h[2:], len(body), body)
+	}
+	gitIn(t, dir, fi.String(), "fast-import", "--quiet")
+	src, err := OpenLocal(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := src.ReadStatuses(hs[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := st[0].Description, "fan 1"; got != want {
+		t.Errorf("fanned-out note: got %q, want %q", got, want)
+	}
+	// Replace a fanned-out note and add one that has no directory yet.
+	if err := src.WriteStatuses(hs[0], sampleStatuses("replaced")); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.WriteStatuses(hs[2], sampleStatuses("new")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		rev      string
+		wantDesc string
+	}{
+		{name: "replaced in its directory", rev: hs[0], wantDesc: "replaced"},
+		{name: "kept", rev: hs[1], wantDesc: "fan 1"},
+		{name: "added", rev: hs[2], wantDesc: "new"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if show := gitIn(t, dir, "", "notes", "--ref", "converge", "show", tc.rev); !strings.Contains(show, tc.wantDesc) {
+				t.Errorf("git notes show: want %q in\n%s", tc.wantDesc, show)
+			}
+		})
+	}
+	tree := gitIn(t, dir, "", "ls-tree", "-r", "--name-only", NotesRef)
+	if got, want := tree, hs[0][:2]+"/"+hs[0][2:]; !strings.Contains(got, want) {
+		t.Errorf("replaced note left its directory: want %s in\n%s", want, got)
+	}
+	if got, want := strings.Count(tree, "\n")+1, 3; got != want {
+		t.Errorf("notes: got %d, want %d:\n%s", got, want, tree)
+	}
+	gitIn(t, dir, "", "fsck", "--strict", "--no-progress")
+}
+
+// TestWriteStatusesConcurrent runs writers with their own Source on one
+// repository: the compare-and-swap makes each retry on a lost race, so no
+// note is lost.
+func TestWriteStatusesConcurrent(t *testing.T) {
+	dir := gitRepo(t, map[string]string{"a.txt": "a"})
+	hs := commits(t, dir, 12)
+	first, err := OpenLocal(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The ref's creation is not compare-and-swapped: create it first.
+	if err := first.WriteStatuses(hs[0], sampleStatuses("0")); err != nil {
+		t.Fatal(err)
+	}
+	var wg gosync.WaitGroup
+	errs := make(chan error, len(hs))
+	const writers = 3
+	for w := range writers {
+		src, err := OpenLocal(dir, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			for i := 1 + w; i < len(hs); i += writers {
+				errs <- src.WriteStatuses(hs[i], sampleStatuses(fmt.Sprint(i)))
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	for i, h := range hs {
+		if show := gitIn(t, dir, "", "notes", "--ref", "converge", "show", h); !strings.Contains(show, fmt.Sprintf("%q", fmt.Sprint(i))) {
+			t.Errorf("note %d lost or wrong:\n%s", i, show)
+		}
+	}
+}
+
+func TestPushNotes(t *testing.T) {
+	dir := gitRepo(t, map[string]string{"a.txt": "a"})
+	bare := filepath.Join(t.TempDir(), "remote.git")
+	gitIn(t, dir, "", "init", "-q", "--bare", bare)
+	gitIn(t, dir, "", "remote", "add", "origin", "file://"+bare)
+	gitIn(t, dir, "", "push", "-q", "origin", "main")
+	src, err := OpenLocal(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := gitIn(t, dir, "", "rev-parse", "HEAD")
+	if err := src.WriteStatuses(head, sampleStatuses("pushed")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := src.PushNotes(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if show := gitIn(t, bare, "", "notes", "--ref", "converge", "show", head); !strings.Contains(show, "pushed") {
+		t.Errorf("remote note:\n%s", show)
+	}
+	// Pushing again with nothing new is not an error.
+	if err := src.PushNotes(ctx); err != nil {
+		t.Errorf("second push: %v", err)
+	}
+}
