@@ -18,8 +18,9 @@ const maxCheckErrors = 20
 // page structure (tx.Check) and converge's invariants:
 //   - every resources key is its value's ID, with a well-formed owner prefix
 //     equal to the JSON owner;
-//   - every owner-index entry owner\x00child names an existing child whose
-//     Owner is owner, and every owned resource has its entry;
+//   - the owner index's chunks are well formed (first bound empty, bounds
+//     and children increasing, none empty), every child listed exists and
+//     is owned by that owner, and every owned resource is listed once;
 //   - every resource's owner exists;
 //   - the edges in consumers' rows and the producers index hold the same
 //     pairs, edges sorted by producer (an edge's producer may not exist:
@@ -66,6 +67,56 @@ type reportFunc func(format string, args ...any)
 func checkResources(tx *bolt.Tx, report reportFunc) {
 	res := tx.Bucket(bResources)
 	owners := tx.Bucket(bOwners)
+
+	// The owner index, chunk by chunk: child → owner.
+	indexed := map[converge.ID]converge.ID{}
+	var prevOwner, prevBound converge.ID
+	var prevLast converge.ID
+	first := true
+	_ = owners.ForEach(func(k, v []byte) error {
+		owner, bound, ok := splitPair(k)
+		if !ok {
+			report("owner index: malformed key %q", k)
+			return nil
+		}
+		newOwner := first || owner != prevOwner
+		first = false
+		switch {
+		case newOwner && bound != "":
+			report("owner index: %s: first chunk has bound %q", owner, bound)
+		case !newOwner && bound <= prevBound:
+			report("owner index: %s: chunk bound %q not above %q", owner, bound, prevBound)
+		case !newOwner && bound <= prevLast:
+			report("owner index: %s: chunk %q starts at or below the previous chunk's %q", owner, bound, prevLast)
+		}
+		kids := splitIDs(v)
+		if len(kids) == 0 {
+			report("owner index: %s: chunk %q is empty", owner, bound)
+		}
+		for i, c := range kids {
+			if c < bound || (i > 0 && c <= kids[i-1]) {
+				report("owner index: %s: chunk %q: %s out of order", owner, bound, c)
+			}
+			if o, dup := indexed[c]; dup {
+				report("owner index: %s listed under %s and %s", c, o, owner)
+			}
+			indexed[c] = owner
+			v := res.Get([]byte(c))
+			if v == nil {
+				report("owner index: %s → %s: child does not exist", owner, c)
+				continue
+			}
+			if rw, err := splitRow(v); err == nil && rw.owner != owner {
+				report("owner index: %s → %s: child's owner is %q", owner, c, rw.owner)
+			}
+		}
+		prevOwner, prevBound = owner, bound
+		if len(kids) > 0 {
+			prevLast = kids[len(kids)-1]
+		}
+		return nil
+	})
+
 	_ = res.ForEach(func(k, v []byte) error {
 		rw, err := splitRow(v)
 		if err != nil {
@@ -90,24 +141,8 @@ func checkResources(tx *bolt.Tx, report reportFunc) {
 		if !has(res, []byte(r.Owner)) {
 			report("resource %s: owner %s does not exist", k, r.Owner)
 		}
-		if !has(owners, pairKey(r.Owner, converge.ID(k))) {
+		if indexed[converge.ID(k)] != r.Owner {
 			report("resource %s: owner index lacks %s → %s", k, r.Owner, k)
-		}
-		return nil
-	})
-	_ = owners.ForEach(func(k, _ []byte) error {
-		owner, child, ok := splitPair(k)
-		if !ok {
-			report("owner index: malformed key %q", k)
-			return nil
-		}
-		v := res.Get([]byte(child))
-		if v == nil {
-			report("owner index: %s → %s: child does not exist", owner, child)
-			return nil
-		}
-		if rw, err := splitRow(v); err == nil && rw.owner != owner {
-			report("owner index: %s → %s: child's owner is %q", owner, child, rw.owner)
 		}
 		return nil
 	})

@@ -144,6 +144,7 @@ type edgeOp struct {
 // configs, bindings, deliveries, events and the applied revision.
 func (s *Store) apply(w *writer, b *converge.Batch) error {
 	res := w.bucket(bResources)
+	idx := newOwnerIndex(w)
 
 	// Edge changes by consumer: puts, then deletes (validate refused a
 	// pair in both).
@@ -206,12 +207,12 @@ func (s *Store) apply(w *writer, b *converge.Batch) error {
 			continue
 		}
 		if oldRow.owner != "" {
-			if err := w.del(bOwners, pairKey(oldRow.owner, id)); err != nil {
+			if err := idx.remove(oldRow.owner, id); err != nil {
 				return err
 			}
 		}
 		if r.Owner != "" {
-			if err := w.put(bOwners, pairKey(r.Owner, id), empty); err != nil {
+			if err := idx.add(r.Owner, id); err != nil {
 				return err
 			}
 		}
@@ -231,7 +232,7 @@ func (s *Store) apply(w *writer, b *converge.Batch) error {
 
 	// Deleted resources, with their owner-index entry and all their edges.
 	for _, id := range b.DeletedResources {
-		if err := deleteResource(w, id); err != nil {
+		if err := deleteResource(w, idx, id); err != nil {
 			return err
 		}
 	}
@@ -246,13 +247,17 @@ func (s *Store) apply(w *writer, b *converge.Batch) error {
 			return fmt.Errorf("resource %s: owner %s does not exist", ids[i], r.Owner)
 		}
 	}
-	owners := w.bucket(bOwners)
 	for _, id := range b.DeletedResources {
-		p := prefixKey(id)
-		if k, _ := owners.Cursor().Seek(p); k != nil && hasPrefix(k, p) {
-			_, child, _ := splitPair(k)
+		child, err := idx.firstChild(id)
+		if err != nil {
+			return err
+		}
+		if child != "" {
 			return fmt.Errorf("delete %s: it still owns %s (delete the children first or in the same batch)", id, child)
 		}
+	}
+	if err := idx.flush(); err != nil {
+		return err
 	}
 
 	// Kinds, configs, bindings, deliveries.
@@ -394,7 +399,7 @@ func rewriteEdges(w *writer, consumer converge.ID, ops []edgeOp) error {
 // directions: the reverse entries of the edges it consumes, and the edges
 // other resources consume from it (their rows are rewritten). Deleting an
 // absent resource still removes edges that name it as producer.
-func deleteResource(w *writer, id converge.ID) error {
+func deleteResource(w *writer, idx *ownerIndex, id converge.ID) error {
 	key := []byte(id)
 	if old := w.bucket(bResources).Get(key); old != nil {
 		rw, err := splitRow(old)
@@ -415,7 +420,7 @@ func deleteResource(w *writer, id converge.ID) error {
 			return err
 		}
 		if owner != "" {
-			if err := w.del(bOwners, pairKey(owner, id)); err != nil {
+			if err := idx.remove(owner, id); err != nil {
 				return err
 			}
 		}

@@ -13,7 +13,7 @@
 // then returns ErrLocked. Buckets:
 //
 //	resources   ID -> row: owner, the edges it consumes (with flows), resource JSON
-//	owners      owner\x00child -> empty  (the owner index)
+//	owners      owner\x00bound -> a chunk of up to 128 child IDs (the owner index, see owners.go)
 //	producers   producer\x00consumer -> empty (the reverse edge index)
 //	kinds       kind\x00version(8 bytes big-endian) -> JSON kind
 //	configs     name -> JSON provider config
@@ -26,10 +26,12 @@
 // The scheduler group-commits: it coalesces many changes into one Batch
 // every few milliseconds. The store keeps a big batch cheap: a put whose
 // bytes equal what is stored is skipped, the owner index is written only
-// when a resource's owner changes, a resource put several times in one
-// batch is written once, the events of one batch are one value, and the
-// edges a resource consumes live in its own row, so an edge written with
-// its consumer costs one put (its reverse-index entry), not two.
+// when a resource's owner changes and then as chunks of children (500 new
+// children of one owner cost about four puts), a resource put several
+// times in one batch is written once, the events of one batch are one
+// value, and the edges a resource consumes live in its own row, so an
+// edge written with its consumer costs one put (its reverse-index entry),
+// not two.
 // Stats counts commits, puts, deletes and bytes exactly.
 //
 // Values are JSON of the domain types, so a store is readable with any

@@ -14,7 +14,7 @@ import (
 )
 
 // resourceFormat is the first byte of every resources value.
-const resourceFormat = 2
+const resourceFormat = 3
 
 // A resources value (a "row") is: a format byte; the owner ID as a
 // uvarint-length-prefixed string; the edges the resource consumes as a

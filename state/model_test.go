@@ -172,3 +172,105 @@ func testAgainstModel(t *testing.T, seed uint64) {
 	}
 	t.Logf("%d batches accepted, %d rejected", accepted, rejected)
 }
+
+// TestOwnerIndexChunks drives one owner through many children (chunks
+// split, emptied, rekeyed) and checks Children, Check and the put cost.
+func TestOwnerIndexChunks(t *testing.T) {
+	s := statetest.Open(t)
+	commit(t, s, &converge.Batch{Resources: []*converge.Resource{res("bom", "r", ""), res("bom", "q", "")}})
+	rng := rand.New(rand.NewPCG(3, 4))
+	want := map[converge.ID]bool{}
+	name := func(i int) string { return fmt.Sprintf("c%04d", i) }
+	for step := range 40 {
+		b := &converge.Batch{}
+		switch {
+		case step < 4: // 500 new children per batch, shuffled
+			for _, i := range rng.Perm(500) {
+				id := converge.NewID("vpc", name(step*500+i))
+				b.Resources = append(b.Resources, res("vpc", id.Name(), "bom/r"))
+				want[id] = true
+			}
+		case step%3 == 0: // re-parent some to bom/q
+			for id := range want {
+				if rng.IntN(8) == 0 {
+					b.Resources = append(b.Resources, res("vpc", id.Name(), "bom/q"))
+					delete(want, id)
+				}
+			}
+		default: // delete a random range, add some back
+			lo := rng.IntN(2000)
+			for i := lo; i < lo+rng.IntN(400); i++ {
+				id := converge.NewID("vpc", name(i))
+				if want[id] {
+					b.DeletedResources = append(b.DeletedResources, id)
+					delete(want, id)
+				}
+			}
+			for range 50 {
+				id := converge.NewID("vpc", name(rng.IntN(2000)))
+				if !want[id] && !slices.Contains(b.DeletedResources, id) {
+					if _, err := s.Resource(id); err != nil {
+						b.Resources = append(b.Resources, res("vpc", id.Name(), "bom/r"))
+						want[id] = true
+					}
+				}
+			}
+		}
+		before := s.Stats()
+		commit(t, s, b)
+		if step < 4 {
+			if got := s.Stats().Puts - before.Puts - 500; got > 12 {
+				t.Errorf("step %d: 500 children cost %d owner-index puts, want ≤ 12", step, got)
+			}
+		}
+		got, err := s.Children("bom/r")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantIDs := slices.Sorted(maps.Keys(want))
+		if !slices.Equal(got, wantIDs) {
+			t.Fatalf("step %d: Children = %d ids, want %d", step, len(got), len(wantIDs))
+		}
+		if err := s.Check(); err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+	}
+	// Empty the owner entirely: its chunks go.
+	b := &converge.Batch{}
+	for id := range want {
+		b.DeletedResources = append(b.DeletedResources, id)
+	}
+	b.DeletedResources = append(b.DeletedResources, "bom/r")
+	commit(t, s, b)
+	if got, _ := s.Children("bom/r"); len(got) != 0 {
+		t.Errorf("Children after deleting everything = %d ids", len(got))
+	}
+}
+
+// TestOwnerIndexFirstChunkEmptied empties an owner's first chunk while
+// later chunks remain: the next chunk must take the empty bound.
+func TestOwnerIndexFirstChunkEmptied(t *testing.T) {
+	s := statetest.Open(t)
+	b := &converge.Batch{Resources: []*converge.Resource{res("bom", "r", "")}}
+	for i := range 300 {
+		b.Resources = append(b.Resources, res("vpc", fmt.Sprintf("c%04d", i), "bom/r"))
+	}
+	commit(t, s, b)
+	del := &converge.Batch{}
+	for i := range 200 {
+		del.DeletedResources = append(del.DeletedResources, converge.NewID("vpc", fmt.Sprintf("c%04d", i)))
+	}
+	commit(t, s, del)
+	got, err := s.Children("bom/r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 100 || got[0] != "vpc/c0200" {
+		t.Errorf("Children = %d ids from %v, want 100 from vpc/c0200", len(got), got[:min(1, len(got))])
+	}
+	// Statetest's cleanup Check verifies the chunk layout.
+	commit(t, s, &converge.Batch{Resources: []*converge.Resource{res("vpc", "a0000", "bom/r")}})
+	if got, _ := s.Children("bom/r"); len(got) != 101 || got[0] != "vpc/a0000" {
+		t.Errorf("after adding vpc/a0000: %d ids from %v", len(got), got[:min(1, len(got))])
+	}
+}

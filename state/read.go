@@ -92,7 +92,11 @@ func (s *Store) Resources(f Filter) ([]*converge.Resource, error) {
 	err := s.db.View(func(tx *bolt.Tx) error {
 		res := tx.Bucket(bResources)
 		if f.Owner != "" {
-			for _, child := range pairsWithPrefix(tx.Bucket(bOwners), f.Owner) {
+			children, err := childrenOf(tx.Bucket(bOwners), f.Owner)
+			if err != nil {
+				return err
+			}
+			for _, child := range children {
 				v := res.Get([]byte(child))
 				if v == nil {
 					return fmt.Errorf("owner index: %s → %s: child does not exist", f.Owner, child)
@@ -128,8 +132,9 @@ func (s *Store) Resources(f Filter) ([]*converge.Resource, error) {
 func (s *Store) Children(owner converge.ID) ([]converge.ID, error) {
 	var out []converge.ID
 	err := s.db.View(func(tx *bolt.Tx) error {
-		out = pairsWithPrefix(tx.Bucket(bOwners), owner)
-		return nil
+		var err error
+		out, err = childrenOf(tx.Bucket(bOwners), owner)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list children of %s: %w", owner, err)

@@ -16,9 +16,9 @@ import (
 // FormatVersion is the version of the store's on-disk layout that this
 // build writes. Open refuses a store written by another format: a newer
 // one (ErrNewerFormat) or an older one it cannot migrate (ErrOldFormat).
-// Format 1 (edges in their own bucket) existed only before the first
-// release and is not migrated.
-const FormatVersion = 2
+// Formats 1 (edges in their own bucket) and 2 (one owner-index key per
+// child) existed only before the first release and are not migrated.
+const FormatVersion = 3
 
 // FileName is the name of the database file inside the store directory.
 const FileName = "state.db"

@@ -591,11 +591,21 @@ func TestCheckCatchesCorruption(t *testing.T) {
 		wantErr string
 	}{
 		{name: "owner index entry missing", wantErr: "owner index lacks bom/r → vpc/a",
-			corrupt: func(s *state.Store) error { return s.RawDelete(state.BucketOwners, k("bom/r", "vpc/a")) }},
+			corrupt: func(s *state.Store) error { return s.RawPut(state.BucketOwners, k("bom/r", ""), []byte("account/a")) }},
 		{name: "owner index entry extra", wantErr: "owner index: bom/r → vpc/ghost: child does not exist",
-			corrupt: func(s *state.Store) error { return s.RawPut(state.BucketOwners, k("bom/r", "vpc/ghost"), nil) }},
+			corrupt: func(s *state.Store) error {
+				return s.RawPut(state.BucketOwners, k("bom/r", ""), []byte("account/a\x00vpc/a\x00vpc/ghost"))
+			}},
 		{name: "owner index wrong owner", wantErr: `child's owner is "bom/r"`,
-			corrupt: func(s *state.Store) error { return s.RawPut(state.BucketOwners, k("account/a", "vpc/a"), nil) }},
+			corrupt: func(s *state.Store) error { return s.RawPut(state.BucketOwners, k("account/a", ""), []byte("vpc/a")) }},
+		{name: "owner index out of order", wantErr: "owner index: bom/r: chunk \"\": account/a out of order",
+			corrupt: func(s *state.Store) error {
+				return s.RawPut(state.BucketOwners, k("bom/r", ""), []byte("vpc/a\x00account/a"))
+			}},
+		{name: "owner index chunk without empty bound first", wantErr: `first chunk has bound "account/a"`,
+			corrupt: func(s *state.Store) error {
+				return errors.Join(s.RawDelete(state.BucketOwners, k("bom/r", "")), s.RawPut(state.BucketOwners, k("bom/r", "account/a"), []byte("account/a\x00vpc/a")))
+			}},
 		{name: "owner missing", wantErr: "owner bom/r does not exist",
 			corrupt: func(s *state.Store) error { return s.RawDelete(state.BucketResources, []byte("bom/r")) }},
 		{name: "reverse edge missing", wantErr: "vpc/a→account/a: missing from the reverse index",
