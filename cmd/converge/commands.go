@@ -13,8 +13,12 @@ func subcommands(g *globals) []*cobra.Command {
 		newTreeCommand(g),
 		newEventsCommand(g),
 		newBenchCommand(g),
+		newPlanCommand(g),
 		newWorkerCommand(),
 		newValidateCommand(g),
 		newSiteCommand(g),
+		newStatusCommand(g),
+		newDeleteCommand(g),
+		newDoCommand(g),
 	}
 }

@@ -1,0 +1,251 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing/fstest"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cue"
+	"github.com/convergehq/converge/scheduler"
+	"github.com/convergehq/converge/state"
+	"github.com/convergehq/converge/state/stateapi"
+	gitsync "github.com/convergehq/converge/sync"
+)
+
+type deleteOptions struct {
+	wait    bool
+	timeout time.Duration
+	verbose bool
+}
+
+func newDeleteCommand(g *globals) *cobra.Command {
+	var o deleteOptions
+	c := &cobra.Command{
+		Use:   "delete KIND/NAME",
+		Short: "Tear a resource down with everything it owns and everything depending on it",
+		Long: `delete marks the teardown tree of KIND/NAME (the resource, everything it
+owns and everything that depends on any of those) and tears it down in
+reverse dependency order: a dependent's teardown runs and its row is removed
+before its dependency's; a composition root goes last.
+
+When a converge daemon holds the state, the request goes through its admin
+API. Otherwise delete starts the engine and the repository's declared workers
+on the state (like sync, without applying the repository) for as long as the
+teardown takes.
+
+With --wait (the default) delete returns once KIND/NAME is gone (exit 0) or,
+after --timeout, exits 1 naming what the teardown is stuck on. With
+--wait=false it returns as soon as the teardown is marked (durably): a daemon
+carries it on, otherwise the next converge sync does.
+
+A composed resource whose owner still emits it comes back at the owner's next
+recompose (its resync): delete the owner, or remove it from the owner's spec,
+to keep it gone.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			id, err := converge.ParseID(args[0])
+			if err != nil {
+				return err
+			}
+			return runDelete(c.Context(), c.OutOrStdout(), c.ErrOrStderr(), g, id, o)
+		},
+	}
+	f := c.Flags()
+	f.BoolVar(&o.wait, "wait", true, "wait until the teardown tree is gone")
+	f.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up waiting after this long")
+	f.BoolVarP(&o.verbose, "verbose", "v", false, "log the engine's and the workers' output")
+	return c
+}
+
+func runDelete(ctx context.Context, out, errOut io.Writer, g *globals, id converge.ID, o deleteOptions) error {
+	start := time.Now()
+	ctl, rd, done, err := openController(ctx, g, errOut, o.verbose)
+	if err != nil {
+		return err
+	}
+	defer done()
+	before, err := rd.Resource(id)
+	if errors.Is(err, state.ErrNotFound) {
+		return failed("resource %s not found", id)
+	}
+	if err != nil {
+		return err
+	}
+	if err := ctl.Delete(ctx, id); err != nil {
+		if errors.Is(err, scheduler.ErrNotFound) || errors.Is(err, state.ErrNotFound) {
+			return failed("resource %s not found", id)
+		}
+		return err
+	}
+	if !o.wait {
+		fmt.Fprintf(out, "deleting %s\n", id)
+		return nil
+	}
+	deadline := time.NewTimer(o.timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		r, err := rd.Resource(id)
+		switch {
+		case errors.Is(err, state.ErrNotFound):
+			fmt.Fprintf(out, "deleted %s in %s\n", id, time.Since(start).Round(time.Millisecond))
+			return nil
+		case err != nil:
+			return err
+		case r.UID != before.UID:
+			// Its owner re-created it after the teardown.
+			fmt.Fprintf(out, "deleted %s in %s; re-created by %s\n", id, time.Since(start).Round(time.Millisecond), r.Owner)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return failed("interrupted: %s is still being torn down (%s)", id, stuckOn(rd, id))
+		case <-deadline.C:
+			return failed("timed out after %s: %s", o.timeout, stuckOn(rd, id))
+		case <-tick.C:
+		}
+	}
+}
+
+// stuckOn follows the "waiting for teardown of X" reasons from id down to
+// the resource the teardown actually waits for and describes it, e.g.
+// "account/a waiting for teardown of vpc/a; vpc/a waiting for teardown of
+// route/a (stuck 12s); route/a: tearing down (attempt 4, last error: …)".
+func stuckOn(rd reader, id converge.ID) string {
+	var parts []string
+	seen := map[converge.ID]bool{}
+	for cur := id; !seen[cur]; {
+		seen[cur] = true
+		r, err := rd.Resource(cur)
+		if err != nil {
+			parts = append(parts, fmt.Sprintf("%s: %v", cur, err))
+			break
+		}
+		const prefix = "waiting for teardown of "
+		next, ok := strings.CutPrefix(r.Reason, prefix)
+		if !ok {
+			desc := r.Reason
+			if r.LastError != "" && !strings.Contains(desc, r.LastError) {
+				desc += " (last error: " + r.LastError + ")"
+			}
+			parts = append(parts, fmt.Sprintf("%s %s: %s", cur, r.Phase, desc))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s %s", cur, r.Reason))
+		if i := strings.IndexByte(next, ' '); i >= 0 {
+			next = next[:i]
+		}
+		nid, err := converge.ParseID(next)
+		if err != nil {
+			break
+		}
+		cur = nid
+	}
+	return strings.Join(parts, "; ")
+}
+
+// controller is the write side delete and do need: a daemon's admin API
+// or a scheduler started for the command.
+type controller interface {
+	Delete(ctx context.Context, id converge.ID) error
+	Do(ctx context.Context, id converge.ID, verb string, args map[string]string) (*converge.Result, error)
+}
+
+// openController returns the daemon holding the state (through its admin
+// API) or, when none does, an engine started on the state with the
+// workers the repository's head revision declares. done stops what was
+// started.
+func openController(ctx context.Context, g *globals, errOut io.Writer, verbose bool) (controller, reader, func(), error) {
+	dir, err := stateDir(g)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if ok, _ := exists(filepath.Join(dir, "state.db")); !ok {
+		return nil, nil, nil, fmt.Errorf("no state in %s: run converge sync first", dir)
+	}
+	if c, err := dialAdmin(dir); err == nil {
+		return c, c, func() {}, nil
+	}
+	workers, repoDir, err := declaredWorkers(g)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	logOut := io.Discard
+	if verbose {
+		logOut = errOut
+	}
+	e, err := startEngine(ctx, engineOptions{
+		stateDir: dir, repoDir: repoDir, workers: workers,
+		log: slog.New(slog.NewTextHandler(logOut, nil)), workerOut: logOut,
+	})
+	if errors.Is(err, state.ErrLocked) {
+		// A daemon took the state while we started: it answers on its
+		// admin socket once it is up.
+		for i := 0; i < 50; i++ {
+			if c, derr := dialAdmin(dir); derr == nil {
+				return c, c, func() {}, nil
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	done := func() {
+		if err := e.close(); err != nil {
+			fmt.Fprintln(errOut, "converge:", err)
+		}
+	}
+	return e.sched, e.store, done, nil
+}
+
+// declaredWorkers reads the worker processes the head revision's
+// converge.cue declares, without loading (or applying) anything else. A
+// remote repository's workers are never started.
+func declaredWorkers(g *globals) ([]converge.WorkerSpec, string, error) {
+	if isRemote(g.repo) {
+		return nil, "", nil
+	}
+	src, err := gitsync.OpenLocal(g.repo, g.ref)
+	if err != nil {
+		return nil, "", err
+	}
+	rev, err := src.Head()
+	if err != nil {
+		return nil, "", err
+	}
+	fsys, err := src.FS(rev, g.path)
+	if err != nil {
+		return nil, "", err
+	}
+	b, err := fs.ReadFile(fsys, cue.SettingsFile)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, src.Root(), nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("read %s: %w", cue.SettingsFile, err)
+	}
+	res, err := cue.Load(fstest.MapFS{cue.SettingsFile: {Data: b}}, ".", cue.Options{})
+	if err != nil {
+		return nil, "", fmt.Errorf("load %s: %w", cue.SettingsFile, err)
+	}
+	if !res.Valid() {
+		return nil, "", fmt.Errorf("%s at %s: %s", cue.SettingsFile, rev, res.Findings[0])
+	}
+	return res.Desired.Settings.Workers, src.Root(), nil
+}
+
+var _ controller = (*stateapi.Client)(nil)
+var _ controller = (*scheduler.Scheduler)(nil)
