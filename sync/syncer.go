@@ -17,13 +17,20 @@ type Applier interface {
 	Apply(ctx context.Context, d *converge.Desired, v scheduler.Validator) (*scheduler.Plan, error)
 }
 
-// Records keeps what converge concluded about each revision: the state
-// store.
+// Records keeps what converge concluded about each revision, and what is
+// applied: the state store.
 type Records interface {
 	PutRevision(rec *converge.RevisionRecord) error
 	Revision(hash string) (*converge.RevisionRecord, error)
 	Applied() (*converge.Revision, error)
+	// Load returns the stored state, for apply-time lint and the prune
+	// guard.
+	Load() (*converge.Snapshot, error)
 }
+
+// LintFunc compares two sets of kinds and returns the breaking changes
+// (cue.Lint).
+type LintFunc func(old, new []*converge.Kind) []converge.Finding
 
 // Syncer processes the newest revision of a Source: it loads and validates
 // the documents below Path and, when they are valid, applies them.
@@ -33,8 +40,18 @@ type Syncer struct {
 	Records Records
 	Engine  Applier
 	Load    cue.Options
-	Now     func() time.Time
-	Log     *slog.Logger
+	// Lint, when set, refuses breaking schema changes: each revision is
+	// linted against its parent, and against the kinds in the store (what
+	// live resources were applied under) before it is applied.
+	Lint LintFunc
+	Now  func() time.Time
+	Log  *slog.Logger
+
+	// last is the newest revision Advance has processed.
+	last string
+	// checked caches the newest Check, so a caller that checked a
+	// revision before starting the engine does not load it twice.
+	checked *Pass
 }
 
 // Pass is the outcome of one Syncer.Once.
@@ -48,6 +65,9 @@ type Pass struct {
 	Applied bool
 	// Skipped: the head is the revision already applied.
 	Skipped bool
+	// Held is why a valid revision was not applied (breaking change
+	// against the store, prune guard), or "".
+	Held string
 }
 
 // Valid reports whether the revision's documents validated.
@@ -78,6 +98,9 @@ func (s *Syncer) Once(ctx context.Context) (*Pass, error) {
 // converge/validate status. It changes nothing else: a revision with
 // errors is not applied, and whatever was applied before stays applied.
 func (s *Syncer) Check(rev converge.Revision) (*Pass, error) {
+	if c := s.checked; c != nil && c.Revision.Hash == rev.Hash && !c.Applied {
+		return c, nil
+	}
 	now := s.now()
 	rec := &converge.RevisionRecord{Revision: rev, Seen: now}
 	if s.Records != nil {
@@ -105,6 +128,7 @@ func (s *Syncer) Check(rev converge.Revision) (*Pass, error) {
 	}
 	rec.SetStatus(converge.CommitStatus{Context: converge.ContextValidate, State: converge.StateSuccess,
 		Description: fmt.Sprintf("%d documents valid", res.Documents), Time: now})
+	s.checked = pass
 	return pass, nil
 }
 
@@ -117,6 +141,25 @@ func (s *Syncer) Apply(ctx context.Context, pass *Pass) error {
 	rec, now := pass.Record, s.now()
 	d := pass.Loaded.Desired
 	d.Revision = pass.Revision
+	snap, err := s.Records.Load()
+	if err != nil {
+		return fmt.Errorf("load state: %w", err)
+	}
+	if s.Lint != nil {
+		if findings := s.Lint(snap.Kinds, d.Kinds); len(findings) > 0 {
+			rec.Findings = appendFindings(rec.Findings, findings)
+			rec.SetStatus(converge.CommitStatus{Context: converge.ContextLint, State: converge.StateFailure,
+				Description: "breaking against the applied schemas: " + findings[0].Path + ": " + findings[0].Rule, Time: now})
+			return s.hold(pass, fmt.Sprintf("not applied: %d breaking changes against the schemas live resources were applied under", len(findings)))
+		}
+		if _, ok := rec.Status(converge.ContextLint); !ok {
+			rec.SetStatus(converge.CommitStatus{Context: converge.ContextLint, State: converge.StateSuccess,
+				Description: "no breaking schema changes", Time: now})
+		}
+	}
+	if held := PruneGuard(snap, scheduler.Diff(snap, &d), d.Settings); held != "" {
+		return s.hold(pass, held)
+	}
 	plan, err := s.Engine.Apply(ctx, &d, pass.Loaded.Schemas)
 	if err != nil {
 		rec.SetStatus(converge.CommitStatus{Context: converge.ContextSync, State: converge.StateError,
@@ -128,6 +171,30 @@ func (s *Syncer) Apply(ctx context.Context, pass *Pass) error {
 		Description: "applied, converging", Time: now})
 	pass.Plan, pass.Applied = plan, true
 	return s.Records.PutRevision(rec)
+}
+
+// hold records that pass's valid revision is not applied, and why.
+func (s *Syncer) hold(pass *Pass, why string) error {
+	pass.Held = why
+	pass.Record.Held = why
+	pass.Record.SetStatus(converge.CommitStatus{Context: converge.ContextSync, State: converge.StateFailure,
+		Description: why, Time: s.now()})
+	return s.Records.PutRevision(pass.Record)
+}
+
+// appendFindings adds fs to have, skipping ones already there.
+func appendFindings(have, fs []converge.Finding) []converge.Finding {
+	seen := make(map[converge.Finding]bool, len(have))
+	for _, f := range have {
+		seen[f] = true
+	}
+	for _, f := range fs {
+		if !seen[f] {
+			have = append(have, f)
+			seen[f] = true
+		}
+	}
+	return have
 }
 
 // SetSyncStatus records the converge/sync verdict on pass's revision.

@@ -78,6 +78,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) e
 		if err := recordOnly(dir, pass); err != nil {
 			fmt.Fprintln(errOut, "converge:", err)
 		}
+		writeNotes(src, pass, errOut)
 		return failed("revision %s is invalid (%d errors); nothing applied", rev, len(pass.Record.Errors))
 	}
 	workers := pass.Loaded.Desired.Settings.Workers
@@ -88,9 +89,15 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) e
 		return err
 	}
 	defer e.close()
-	syncer.Records, syncer.Engine = e.store, e.sched
+	syncer.Records, syncer.Engine, syncer.Lint = e.store, e.sched, lintFunc()
 	if err := syncer.Apply(ctx, pass); err != nil {
 		return err
+	}
+	if pass.Held != "" {
+		for _, f := range pass.Record.Findings {
+			fmt.Fprintln(errOut, f)
+		}
+		return failed("revision %s not applied: %s", rev, pass.Held)
 	}
 	if p := pass.Plan; p != nil {
 		fmt.Fprintf(out, "applied: %d created, %d updated, %d flipped, %d deleted\n", len(p.Create), len(p.Update), len(p.Flip), len(p.Delete))
@@ -186,6 +193,7 @@ func finishSync(e *engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res settl
 	if serr := syncer.SetSyncStatus(pass, state, desc); serr != nil {
 		fmt.Fprintln(errOut, "converge:", serr)
 	}
+	writeNotes(syncer.Source, pass, errOut)
 	return err
 }
 

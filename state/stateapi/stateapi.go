@@ -30,6 +30,12 @@ type Reader interface {
 	Events(resource converge.ID, limit int) ([]converge.Event, error)
 }
 
+// Loader is implemented by a Reader that can return the whole state
+// (*state.Store), for plan.
+type Loader interface {
+	Load() (*converge.Snapshot, error)
+}
+
 // Controller is the write side a daemon offers: cascade delete and
 // operator verbs, carried out by its running scheduler.
 type Controller interface {
@@ -98,6 +104,15 @@ func Handler(rd Reader, ctl Controller) http.Handler {
 		limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
 		evs, err := rd.Events(id(r), limit)
 		reply(w, evs, err)
+	})
+	mux.HandleFunc("GET /v1/snapshot", func(w http.ResponseWriter, r *http.Request) {
+		l, ok := rd.(Loader)
+		if !ok {
+			reply(w, nil, errors.New("this daemon does not serve snapshots"))
+			return
+		}
+		snap, err := l.Load()
+		reply(w, snap, err)
 	})
 	mux.HandleFunc("POST /v1/delete", func(w http.ResponseWriter, r *http.Request) {
 		if ctl == nil {
@@ -209,6 +224,12 @@ func (c *Client) EdgesOf(id converge.ID) ([]converge.Edge, []converge.Edge, erro
 func (c *Client) Events(resource converge.ID, limit int) ([]converge.Event, error) {
 	var evs []converge.Event
 	return evs, c.call("GET", "/v1/events", url.Values{"id": {string(resource)}, "limit": {strconv.Itoa(limit)}}, nil, &evs)
+}
+
+// Snapshot returns the daemon's whole stored state.
+func (c *Client) Snapshot() (*converge.Snapshot, error) {
+	var snap converge.Snapshot
+	return &snap, c.call("GET", "/v1/snapshot", url.Values{}, nil, &snap)
 }
 
 // Delete asks the daemon to cascade-delete id.
