@@ -1,0 +1,325 @@
+package forge
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	gosync "sync"
+	"testing"
+	"unicode/utf8"
+)
+
+// The fakes below check every request the way the real APIs do (auth
+// header, exact path, JSON fields, allowed states, description length,
+// GitLab's repeated pending) and record what they accepted.
+
+var shaRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
+
+// posted is one status a fake accepted.
+type posted struct {
+	SHA, State, Context, Description, TargetURL string
+}
+
+// fakeForge is the part the GitHub and GitLab fakes share.
+type fakeForge struct {
+	t   *testing.T
+	srv *httptest.Server
+	// gate, when set before the first request, holds every request until
+	// it is closed.
+	gate chan struct{}
+
+	mu       gosync.Mutex // guards the fields below
+	down     int          // answer the next down requests with 500
+	requests []string     // "METHOD path", every request seen
+	accepted []posted     // in order
+	refused  []string     // why requests were refused with 4xx
+	nextID   int64
+}
+
+func (f *fakeForge) setDown(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.down = n
+}
+
+func (f *fakeForge) requestCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.requests)
+}
+
+// wait holds a request while the gate is set and open.
+func (f *fakeForge) wait() {
+	if f.gate != nil {
+		<-f.gate
+	}
+}
+
+func (f *fakeForge) statuses() []posted {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]posted(nil), f.accepted...)
+}
+
+func (f *fakeForge) posts() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, r := range f.requests {
+		if r[:4] == "POST" {
+			n++
+		}
+	}
+	return n
+}
+
+func (f *fakeForge) refusals() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.refused...)
+}
+
+// refuse answers code with a JSON message and records why; f.mu held.
+func (f *fakeForge) refuse(w http.ResponseWriter, code int, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	f.refused = append(f.refused, fmt.Sprintf("%d %s", code, msg))
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(map[string]string{"message": msg})
+}
+
+// decodeStrict decodes a JSON object with only the allowed string fields.
+func decodeStrict(r *http.Request, into any) error {
+	if ct := r.Header.Get("Content-Type"); ct != "application/json" {
+		return fmt.Errorf("content type %q", ct)
+	}
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	return dec.Decode(into)
+}
+
+// fakeGitHub serves GitHub's status API, or Gitea's under /api/v1.
+type fakeGitHub struct {
+	fakeForge
+	gitea bool
+}
+
+func newFakeGitHub(t *testing.T, gitea bool) *fakeGitHub {
+	f := &fakeGitHub{fakeForge: fakeForge{t: t}, gitea: gitea}
+	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+var (
+	ghPost = regexp.MustCompile(`^/repos/octo/site/statuses/([^/]+)$`)
+	ghList = regexp.MustCompile(`^/repos/octo/site/commits/([^/]+)/statuses$`)
+)
+
+func (f *fakeGitHub) serve(w http.ResponseWriter, r *http.Request) {
+	f.wait()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.requests = append(f.requests, r.Method+" "+r.URL.Path)
+	if f.down > 0 {
+		f.down--
+		http.Error(w, "unavailable", http.StatusInternalServerError)
+		return
+	}
+	prefix, auth := "", "Bearer secret"
+	if f.gitea {
+		prefix, auth = "/api/v1", "token secret"
+	}
+	if got := r.Header.Get("Authorization"); got != auth {
+		f.refuse(w, http.StatusUnauthorized, "Bad credentials: %q", got)
+		return
+	}
+	if !f.gitea && r.Header.Get("Accept") != "application/vnd.github+json" {
+		f.refuse(w, http.StatusUnsupportedMediaType, "accept %q", r.Header.Get("Accept"))
+		return
+	}
+	path, ok := cutPrefix(r.URL.Path, prefix)
+	if !ok {
+		f.refuse(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	states := map[string]bool{"error": true, "failure": true, "pending": true, "success": true}
+	if f.gitea {
+		states["warning"] = true
+	}
+	switch m := ghPost.FindStringSubmatch(path); {
+	case r.Method == http.MethodPost && m != nil:
+		sha := m[1]
+		if !shaRE.MatchString(sha) {
+			f.refuse(w, http.StatusUnprocessableEntity, "No commit found for SHA: %s", sha)
+			return
+		}
+		var in struct {
+			State       string `json:"state"`
+			TargetURL   string `json:"target_url"`
+			Description string `json:"description"`
+			Context     string `json:"context"`
+		}
+		if err := decodeStrict(r, &in); err != nil {
+			f.refuse(w, http.StatusBadRequest, "Problems parsing JSON: %v", err)
+			return
+		}
+		if !states[in.State] {
+			f.refuse(w, http.StatusUnprocessableEntity, "state %q is not included in the list", in.State)
+			return
+		}
+		if utf8.RuneCountInString(in.Description) > 140 {
+			f.refuse(w, http.StatusUnprocessableEntity, "description is too long (maximum is 140 characters)")
+			return
+		}
+		if in.Context == "" {
+			f.refuse(w, http.StatusUnprocessableEntity, "context missing")
+			return
+		}
+		n := 0
+		for _, p := range f.accepted {
+			if p.SHA == sha && p.Context == in.Context {
+				n++
+			}
+		}
+		if n >= 1000 {
+			f.refuse(w, http.StatusUnprocessableEntity, "This SHA and context has reached the maximum number of statuses.")
+			return
+		}
+		f.accepted = append(f.accepted, posted{SHA: sha, State: in.State, Context: in.Context, Description: in.Description, TargetURL: in.TargetURL})
+		f.nextID++
+		w.WriteHeader(http.StatusCreated)
+		json.NewEncoder(w).Encode(map[string]any{"id": f.nextID, "state": in.State, "context": in.Context, "description": in.Description})
+	case r.Method == http.MethodGet && ghList.MatchString(path):
+		sha := ghList.FindStringSubmatch(path)[1]
+		type item struct {
+			ID          int64  `json:"id"`
+			State       string `json:"state"`
+			Description string `json:"description"`
+			Context     string `json:"context"`
+			TargetURL   string `json:"target_url"`
+		}
+		list := []item{}
+		for i := len(f.accepted) - 1; i >= 0; i-- { // newest first
+			p := f.accepted[i]
+			if p.SHA == sha {
+				list = append(list, item{ID: int64(i + 1), State: p.State, Description: p.Description, Context: p.Context, TargetURL: p.TargetURL})
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(list)
+	default:
+		f.refuse(w, http.StatusNotFound, "Not Found: %s %s", r.Method, r.URL.Path)
+	}
+}
+
+func cutPrefix(s, prefix string) (string, bool) {
+	if len(s) < len(prefix) || s[:len(prefix)] != prefix {
+		return "", false
+	}
+	return s[len(prefix):], true
+}
+
+// fakeGitLab serves GitLab's commit-status API for project group/site.
+type fakeGitLab struct{ fakeForge }
+
+func newFakeGitLab(t *testing.T) *fakeGitLab {
+	f := &fakeGitLab{fakeForge{t: t}}
+	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+var (
+	glPost = regexp.MustCompile(`^/api/v4/projects/group%2Fsite/statuses/([^/]+)$`)
+	glList = regexp.MustCompile(`^/api/v4/projects/group%2Fsite/repository/commits/([^/]+)/statuses$`)
+)
+
+func (f *fakeGitLab) serve(w http.ResponseWriter, r *http.Request) {
+	f.wait()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	path := r.URL.EscapedPath()
+	f.requests = append(f.requests, r.Method+" "+path)
+	if f.down > 0 {
+		f.down--
+		http.Error(w, "unavailable", http.StatusBadGateway)
+		return
+	}
+	if got := r.Header.Get("PRIVATE-TOKEN"); got != "secret" {
+		f.refuse(w, http.StatusUnauthorized, "401 Unauthorized")
+		return
+	}
+	switch {
+	case r.Method == http.MethodPost && glPost.MatchString(path):
+		sha := glPost.FindStringSubmatch(path)[1]
+		if !shaRE.MatchString(sha) {
+			f.refuse(w, http.StatusNotFound, "404 Commit Not Found")
+			return
+		}
+		var in struct {
+			State       string `json:"state"`
+			Name        string `json:"name"`
+			TargetURL   string `json:"target_url"`
+			Description string `json:"description"`
+		}
+		if err := decodeStrict(r, &in); err != nil {
+			f.refuse(w, http.StatusBadRequest, "%v", err)
+			return
+		}
+		switch in.State {
+		case "pending", "running", "success", "failed", "canceled":
+		default:
+			f.refuse(w, http.StatusBadRequest, "state does not have a valid value")
+			return
+		}
+		if in.Name == "" {
+			f.refuse(w, http.StatusBadRequest, "name is missing")
+			return
+		}
+		for i := len(f.accepted) - 1; i >= 0; i-- {
+			p := f.accepted[i]
+			if p.SHA == sha && p.Context == in.Name {
+				if in.State == "pending" && (p.State == "pending" || p.State == "running") {
+					f.refuse(w, http.StatusBadRequest, "Cannot transition status via :enqueue from :%s", p.State)
+					return
+				}
+				break
+			}
+		}
+		f.accepted = append(f.accepted, posted{SHA: sha, State: in.State, Context: in.Name, Description: in.Description, TargetURL: in.TargetURL})
+		w.WriteHeader(http.StatusCreated)
+		json.NewEncoder(w).Encode(map[string]any{"id": len(f.accepted), "status": in.State, "name": in.Name})
+	case r.Method == http.MethodGet && glList.MatchString(path):
+		sha := glList.FindStringSubmatch(path)[1]
+		name := r.URL.Query().Get("name")
+		type item struct {
+			ID          int64  `json:"id"`
+			Status      string `json:"status"`
+			Name        string `json:"name"`
+			Description string `json:"description"`
+		}
+		// all=false: only the latest status of each name.
+		latest := map[string]item{}
+		var order []string
+		for i, p := range f.accepted {
+			if p.SHA != sha || (name != "" && p.Context != name) {
+				continue
+			}
+			if _, ok := latest[p.Context]; !ok {
+				order = append(order, p.Context)
+			}
+			latest[p.Context] = item{ID: int64(i + 1), Status: p.State, Name: p.Context, Description: p.Description}
+		}
+		list := []item{}
+		for _, n := range order {
+			list = append(list, latest[n])
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(list)
+	default:
+		f.refuse(w, http.StatusNotFound, "404 Not Found: %s %s", r.Method, path)
+	}
+}
