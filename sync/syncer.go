@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/convergehq/converge"
@@ -113,6 +116,26 @@ func (s *Syncer) Check(rev converge.Revision) (*Pass, error) {
 	if err != nil {
 		return nil, err
 	}
+	return s.checkFS(pass, fsys)
+}
+
+// CheckWorkTree loads and validates the uncommitted documents of the local
+// work tree (dev mode: `sync --watch`). The revision is labelled dirty;
+// its hash names the moment it was read.
+func (s *Syncer) CheckWorkTree() (*Pass, error) {
+	root := s.Source.Root()
+	if root == "" {
+		return nil, fmt.Errorf("check work tree: %s has no work tree", s.Source.URL())
+	}
+	now := s.now()
+	rev := converge.Revision{Ref: s.Source.Ref(), Dirty: true, Time: now,
+		Hash: fmt.Sprintf("dirty-%d", now.UnixNano()), Subject: "uncommitted work tree"}
+	pass := &Pass{Revision: rev, Record: &converge.RevisionRecord{Revision: rev, Seen: now}}
+	return s.checkFS(pass, os.DirFS(filepath.Join(root, filepath.FromSlash(s.Path))))
+}
+
+func (s *Syncer) checkFS(pass *Pass, fsys fs.FS) (*Pass, error) {
+	rev, rec, now := pass.Revision, pass.Record, s.now()
 	res, err := cue.Load(fsys, ".", s.Load)
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", rev, err)

@@ -42,6 +42,7 @@ func TestMain(m *testing.M) {
 //	check-state STATEDIR    consistency check of a store; prints resource counts per kind
 //	sleep DURATION          pause, e.g. sleep 500ms
 //	wait-running STATE N    wait until N resources are Running (asks the daemon's admin API)
+//	wait-get STATE ID PAT   wait until `get ID -o json` (daemon or store) matches PAT
 //	wait-file FILE PATTERN  wait until FILE exists and matches the regular expression PATTERN
 //
 // Conditions: [short] is true under `go test -short`.
@@ -71,6 +72,7 @@ func TestScripts(t *testing.T) {
 			"check-state":  cmdCheckState,
 			"sleep":        cmdSleep,
 			"wait-running": cmdWaitRunning,
+			"wait-get":     cmdWaitGet,
 		},
 	})
 }
@@ -266,5 +268,36 @@ func cmdWaitRunning(ts *testscript.TestScript, neg bool, args []string) {
 			ts.Fatalf("only %d resources Running after 60s, want %d", got, n)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// cmdWaitGet waits up to 60s until `converge get KIND/NAME -o json` on
+// STATEDIR (through the running daemon's admin API, or the store) matches
+// the regular expression PATTERN.
+func cmdWaitGet(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 3 {
+		ts.Fatalf("usage: wait-get STATEDIR KIND/NAME PATTERN")
+	}
+	re, err := regexp.Compile(args[2])
+	ts.Check(err)
+	g := &globals{state: ts.MkAbs(args[0])}
+	deadline := time.Now().Add(60 * time.Second)
+	var last string
+	for {
+		if rd, done, err := openReader(g); err == nil {
+			if r, err := rd.Resource(converge.ID(args[1])); err == nil {
+				var b strings.Builder
+				writeData(&b, "json", viewOf(r))
+				last = b.String()
+			}
+			done()
+		}
+		if re.MatchString(last) {
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("%s never matched %q; last:\n%s", args[1], args[2], last)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

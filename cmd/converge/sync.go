@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 )
 
 type syncOptions struct {
+	watch   bool
 	timeout time.Duration
 	grace   time.Duration
 	verbose bool
@@ -39,6 +41,7 @@ or --timeout passes (exit 1, with what is still pending).`,
 	f.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long")
 	f.DurationVar(&o.grace, "stuck-grace", 2*time.Second, "how long nothing must progress before sync gives up")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "log the engine's and the workers' output")
+	f.BoolVar(&o.watch, "watch", false, "dev mode: keep running and re-apply the uncommitted work tree on every save")
 	return c
 }
 
@@ -104,7 +107,50 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) e
 	}
 	start := time.Now()
 	res := waitSettled(ctx, e, out, o, expectedWorkers(workers))
-	return finishSync(e, syncer, pass, res, time.Since(start), out, errOut)
+	err = finishSync(e, syncer, pass, res, time.Since(start), out, errOut)
+	if !o.watch {
+		return err
+	}
+	return watchWorkTree(ctx, e, syncer, o, out, errOut, expectedWorkers(workers))
+}
+
+// watchWorkTree is dev mode: on every save below the work tree's --path it
+// validates the uncommitted documents and, when they are valid, applies
+// them (labelled as a dirty revision) and waits for them to settle.
+func watchWorkTree(ctx context.Context, e *engine, syncer *gitsync.Syncer, o syncOptions, out, errOut io.Writer, wantWorkers int) error {
+	dir := filepath.Join(syncer.Source.Root(), filepath.FromSlash(syncer.Path))
+	fmt.Fprintf(out, "watching %s (dev mode: uncommitted changes are applied as %s@dirty; Ctrl+C stops)\n", dir, syncer.Source.Ref())
+	err := gitsync.WatchTree(ctx, dir, 300*time.Millisecond, func() {
+		pass, err := syncer.CheckWorkTree()
+		if err != nil {
+			fmt.Fprintln(errOut, "converge:", err)
+			return
+		}
+		if !pass.Valid() {
+			for _, f := range pass.Record.Errors {
+				fmt.Fprintln(errOut, f)
+			}
+			fmt.Fprintf(errOut, "work tree invalid (%d errors); nothing applied\n", len(pass.Record.Errors))
+			return
+		}
+		if err := syncer.Apply(ctx, pass); err != nil {
+			fmt.Fprintln(errOut, "converge:", err)
+			return
+		}
+		if pass.Held != "" {
+			fmt.Fprintf(errOut, "work tree not applied: %s\n", pass.Held)
+			return
+		}
+		p := pass.Plan
+		fmt.Fprintf(out, "applied work tree: %d created, %d updated, %d flipped, %d deleted\n", len(p.Create), len(p.Update), len(p.Flip), len(p.Delete))
+		start := time.Now()
+		res := waitSettled(ctx, e, out, o, wantWorkers)
+		finishSync(e, syncer, pass, res, time.Since(start), out, errOut)
+	})
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
 }
 
 // settleResult is how a wait for convergence ended.
