@@ -73,7 +73,8 @@ type Store struct {
 
 // Stats are counters of committed write transactions since Open.
 type Stats struct {
-	// Commits counts write transactions (Commit, PutRevision).
+	// Commits counts write transactions that wrote something (Commit,
+	// PutRevision); a batch equal to what is stored commits nothing.
 	Commits uint64
 	// Puts counts bucket Put calls; Deletes counts deletions of keys that
 	// existed.
@@ -204,8 +205,13 @@ func pageAlloc(db *bolt.DB) int64 {
 	return st.TxStats.GetPageAlloc()
 }
 
+// errNoChange makes update roll back a transaction that wrote nothing.
+var errNoChange = errors.New("no change")
+
 // update runs fn in one write transaction through a counting writer and
-// adds its counters to Stats if it commits.
+// adds its counters to Stats if it commits. A transaction that wrote
+// nothing (every put equal to what was stored) is rolled back instead:
+// no fsync, and Stats does not count it.
 func (s *Store) update(fn func(w *writer) error) error {
 	var w writer
 	err := s.db.Update(func(tx *bolt.Tx) error {
@@ -216,8 +222,17 @@ func (s *Store) update(fn func(w *writer) error) error {
 			tx.Bucket(name).FillPercent = fillPercent
 		}
 		w = writer{tx: tx}
-		return fn(&w)
+		if err := fn(&w); err != nil {
+			return err
+		}
+		if w.puts == 0 && w.dels == 0 {
+			return errNoChange // roll back: no commit, no fsync
+		}
+		return nil
 	})
+	if err == errNoChange {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
