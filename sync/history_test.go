@@ -1,0 +1,92 @@
+package sync
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestFirstParents builds main: c1 - c2 - m4 (merging side c3) - c5 and
+// checks the first-parent lists between revisions.
+func TestFirstParents(t *testing.T) {
+	dir := gitRepo(t, map[string]string{"a.txt": "1"})
+	git := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t.invalid",
+			"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t.invalid", "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	commit := func(file, msg string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(msg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		git("add", "-A")
+		git("commit", "-q", "-m", msg)
+	}
+	git("tag", "c1")
+	commit("a.txt", "c2")
+	git("tag", "c2")
+	git("checkout", "-q", "-b", "side")
+	commit("b.txt", "c3")
+	git("checkout", "-q", "main")
+	git("merge", "-q", "--no-ff", "-m", "m4", "side")
+	commit("a.txt", "c5")
+	src, err := OpenLocal(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name       string
+		base, head string
+		want       []string // subjects, oldest first
+	}{
+		{name: "whole range", base: "c1", head: "main", want: []string{"c2", "m4", "c5"}},
+		{name: "from the middle", base: "c2", head: "HEAD", want: []string{"m4", "c5"}},
+		{name: "side branch is not first-parent", base: "side", head: "main", want: []string{"m4", "c5"}},
+		{name: "empty range", base: "main", head: "c2", want: nil},
+		{name: "same revision", base: "main", head: "main", want: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			revs, err := src.FirstParents(tt.base, tt.head)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, r := range revs {
+				got = append(got, r.Subject)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("FirstParents(%s, %s) = %q, want %q", tt.base, tt.head, got, tt.want)
+			}
+		})
+	}
+	if _, err := src.FirstParents("nope", "main"); err == nil {
+		t.Error("FirstParents of an unknown base: no error")
+	}
+	head, err := src.Head()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ok, err := src.FirstParent(head)
+	if err != nil || !ok || p.Subject != "m4" {
+		t.Errorf("FirstParent(c5) = %q, %v, %v; want m4, true, nil", p.Subject, ok, err)
+	}
+	root, err := src.Revision("c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := src.FirstParent(root); ok || err != nil {
+		t.Errorf("FirstParent(root) = %v, %v; want false, nil", ok, err)
+	}
+}
