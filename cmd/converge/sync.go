@@ -100,6 +100,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) e
 		for _, f := range pass.Record.Findings {
 			fmt.Fprintln(errOut, f)
 		}
+		writeNotes(src, pass, errOut)
 		return failed("revision %s not applied: %s", rev, pass.Held)
 	}
 	if p := pass.Plan; p != nil {
