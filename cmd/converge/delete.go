@@ -203,6 +203,10 @@ func openController(ctx context.Context, g *globals, errOut io.Writer, verbose b
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	// Verbs and teardowns need the workers: give them time to connect.
+	for want, until := expectedWorkers(workers), time.Now().Add(30*time.Second); len(e.srv.Workers()) < want && time.Now().Before(until); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	done := func() {
 		if err := e.close(); err != nil {
 			fmt.Fprintln(errOut, "converge:", err)

@@ -90,6 +90,11 @@ func runDo(ctx context.Context, out, errOut io.Writer, g *globals, id converge.I
 	defer cancel()
 	start := time.Now()
 	res, err := ctl.Do(ctx, id, verb, args)
+	for i := 0; errors.Is(err, scheduler.ErrNotRunning) && i < 100; i++ {
+		// The engine started for this command is still starting its loop.
+		time.Sleep(10 * time.Millisecond)
+		res, err = ctl.Do(ctx, id, verb, args)
+	}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return failed("%s %s: no result after %s", id, verb, o.timeout)
