@@ -1,4 +1,4 @@
-package forge
+package forge_test
 
 import (
 	"bytes"
@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/sync/forge"
+	"github.com/convergehq/converge/sync/forge/forgetest"
 )
 
 const (
@@ -26,7 +28,7 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-func fastRetry() Option { return WithRetry(4, time.Millisecond, 4*time.Millisecond) }
+func fastRetry() forge.Option { return forge.WithRetry(4, time.Millisecond, 4*time.Millisecond) }
 
 func status(ctx, state, desc string) converge.CommitStatus {
 	return converge.CommitStatus{Context: ctx, State: state, Description: desc,
@@ -36,23 +38,23 @@ func status(ctx, state, desc string) converge.CommitStatus {
 // forgeCase is one forge flavour with its fake.
 type forgeCase struct {
 	name        string
-	new         func(t *testing.T) (Reporter, *fakeForge)
+	new         func(t *testing.T) (forge.Reporter, *forgetest.Server)
 	wantFailure string // what converge's failure becomes
 }
 
 func forgeCases() []forgeCase {
 	return []forgeCase{
-		{name: "github", wantFailure: "failure", new: func(t *testing.T) (Reporter, *fakeForge) {
-			f := newFakeGitHub(t, false)
-			return NewGitHub(f.srv.URL, "octo", "site", "secret", fastRetry()), &f.fakeForge
+		{name: "github", wantFailure: "failure", new: func(t *testing.T) (forge.Reporter, *forgetest.Server) {
+			f := forgetest.NewGitHub(t, false)
+			return forge.NewGitHub(f.URL(), forgetest.Owner, forgetest.Repo, forgetest.Token, fastRetry()), &f.Server
 		}},
-		{name: "gitea", wantFailure: "failure", new: func(t *testing.T) (Reporter, *fakeForge) {
-			f := newFakeGitHub(t, true)
-			return NewGitea(f.srv.URL, "octo", "site", "secret", fastRetry()), &f.fakeForge
+		{name: "gitea", wantFailure: "failure", new: func(t *testing.T) (forge.Reporter, *forgetest.Server) {
+			f := forgetest.NewGitHub(t, true)
+			return forge.NewGitea(f.URL(), forgetest.Owner, forgetest.Repo, forgetest.Token, fastRetry()), &f.Server
 		}},
-		{name: "gitlab", wantFailure: "failed", new: func(t *testing.T) (Reporter, *fakeForge) {
-			f := newFakeGitLab(t)
-			return NewGitLab(f.srv.URL, "group/site", "secret", fastRetry()), &f.fakeForge
+		{name: "gitlab", wantFailure: "failed", new: func(t *testing.T) (forge.Reporter, *forgetest.Server) {
+			f := forgetest.NewGitLab(t)
+			return forge.NewGitLab(f.URL(), forgetest.Project, forgetest.Token, fastRetry()), &f.Server
 		}},
 	}
 }
@@ -76,18 +78,18 @@ func TestPendingThenSuccess(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			want := []posted{
+			want := []forgetest.Posted{
 				{SHA: sha1, State: "pending", Context: converge.ContextSync, Description: "applied, converging", TargetURL: steps[0].TargetURL},
 				{SHA: sha1, State: "success", Context: converge.ContextSync, Description: "3652/3652 Ready", TargetURL: steps[0].TargetURL},
 				{SHA: sha1, State: tc.wantFailure, Context: converge.ContextValidate, Description: steps[4].Description, TargetURL: steps[0].TargetURL},
 			}
-			if got := f.statuses(); !reflect.DeepEqual(got, want) {
+			if got := f.Statuses(); !reflect.DeepEqual(got, want) {
 				t.Errorf("accepted:\n got %+v\nwant %+v", got, want)
 			}
-			if got := f.refusals(); len(got) != 0 {
+			if got := f.Refusals(); len(got) != 0 {
 				t.Errorf("refused: %v", got)
 			}
-			if got, want := f.posts(), 3; got != want {
+			if got, want := f.Posts(), 3; got != want {
 				t.Errorf("POSTs: got %d, want %d", got, want)
 			}
 		})
@@ -97,14 +99,14 @@ func TestPendingThenSuccess(t *testing.T) {
 // TestGitLabNeverRepostsPending: after success, a new pending is allowed;
 // two pendings in a row never reach GitLab (it would answer 400).
 func TestGitLabNeverRepostsPending(t *testing.T) {
-	f := newFakeGitLab(t)
-	r := NewGitLab(f.srv.URL, "group/site", "secret", fastRetry())
+	f := forgetest.NewGitLab(t)
+	r := forge.NewGitLab(f.URL(), forgetest.Project, forgetest.Token, fastRetry())
 	ctx := testCtx(t)
 	// The fake refuses a repeated pending, as GitLab does.
 	post := func(state string) int {
-		req, _ := http.NewRequest(http.MethodPost, f.srv.URL+"/api/v4/projects/group%2Fsite/statuses/"+sha2,
+		req, _ := http.NewRequest(http.MethodPost, f.URL()+"/api/v4/projects/group%2Fsite/statuses/"+sha2,
 			strings.NewReader(`{"state":"`+state+`","name":"direct"}`))
-		req.Header.Set("PRIVATE-TOKEN", "secret")
+		req.Header.Set("PRIVATE-TOKEN", forgetest.Token)
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -131,7 +133,7 @@ func TestGitLabNeverRepostsPending(t *testing.T) {
 		}
 	}
 	var got []string
-	for _, p := range f.statuses() {
+	for _, p := range f.Statuses() {
 		if p.SHA == sha1 {
 			got = append(got, p.State)
 		}
@@ -152,12 +154,12 @@ func TestLongDescriptionTruncated(t *testing.T) {
 			if err := r.Report(ctx, sha1, status(converge.ContextLint, converge.StateFailure, long)); err != nil {
 				t.Fatal(err)
 			}
-			got := f.statuses()
+			got := f.Statuses()
 			if len(got) != 1 {
-				t.Fatalf("accepted %d statuses, want 1 (refused: %v)", len(got), f.refusals())
+				t.Fatalf("accepted %d statuses, want 1 (refused: %v)", len(got), f.Refusals())
 			}
 			d := got[0].Description
-			if got, want := utf8.RuneCountInString(d), MaxDescription; got != want {
+			if got, want := utf8.RuneCountInString(d), forge.MaxDescription; got != want {
 				t.Errorf("description length: got %d, want %d", got, want)
 			}
 			if !strings.HasSuffix(d, "…") || !strings.HasPrefix(long, strings.TrimSuffix(d, "…")) {
@@ -168,7 +170,7 @@ func TestLongDescriptionTruncated(t *testing.T) {
 			if err := r.Report(ctx, sha1, status(converge.ContextLint, converge.StateFailure, long)); err != nil {
 				t.Fatal(err)
 			}
-			if got, want := f.posts(), 1; got != want {
+			if got, want := f.Posts(), 1; got != want {
 				t.Errorf("POSTs: got %d, want %d", got, want)
 			}
 		})
@@ -177,38 +179,38 @@ func TestLongDescriptionTruncated(t *testing.T) {
 
 // TestRetries: 5xx is retried with backoff within one Report; 4xx is not.
 func TestRetries(t *testing.T) {
-	f := newFakeGitHub(t, false)
+	f := forgetest.NewGitHub(t, false)
 	ctx := testCtx(t)
-	r := NewGitHub(f.srv.URL, "octo", "site", "secret", WithRetry(5, time.Millisecond, 2*time.Millisecond))
-	f.setDown(3) // the list fails twice, then succeeds; the post fails once
+	r := forge.NewGitHub(f.URL(), forgetest.Owner, forgetest.Repo, forgetest.Token, forge.WithRetry(5, time.Millisecond, 2*time.Millisecond))
+	f.SetDown(3) // the list fails twice, then succeeds; the post fails once
 	if err := r.Report(ctx, sha1, status(converge.ContextSync, converge.StatePending, "applied")); err != nil {
 		t.Fatalf("report through 3 failures with 5 attempts: %v", err)
 	}
-	if got, want := len(f.statuses()), 1; got != want {
+	if got, want := len(f.Statuses()), 1; got != want {
 		t.Errorf("accepted: got %d, want %d", got, want)
 	}
 
-	bad := NewGitHub(f.srv.URL, "octo", "site", "wrong", WithRetry(5, time.Millisecond, 2*time.Millisecond))
-	before := f.requestCount()
+	bad := forge.NewGitHub(f.URL(), forgetest.Owner, forgetest.Repo, "wrong", forge.WithRetry(5, time.Millisecond, 2*time.Millisecond))
+	before := f.Requests()
 	err := bad.Report(ctx, sha1, status(converge.ContextSync, converge.StateSuccess, "done"))
-	var se *StatusError
+	var se *forge.StatusError
 	if !errors.As(err, &se) || se.Code != http.StatusUnauthorized {
-		t.Fatalf("bad token: got %v, want a 401 StatusError", err)
+		t.Fatalf("bad token: got %v, want a 401 forge.StatusError", err)
 	}
-	if !Permanent(err) {
-		t.Errorf("401 is not Permanent")
+	if !forge.Permanent(err) {
+		t.Errorf("401 is not forge.Permanent")
 	}
-	if got, want := f.requestCount()-before, 1; got != want {
+	if got, want := f.Requests()-before, 1; got != want {
 		t.Errorf("requests for a 401: got %d, want %d (no retry)", got, want)
 	}
 
-	f.setDown(10)
+	f.SetDown(10)
 	err = r.Report(ctx, sha1, status(converge.ContextSync, converge.StateSuccess, "done"))
-	if err == nil || Permanent(err) {
+	if err == nil || forge.Permanent(err) {
 		t.Fatalf("forge down past the attempts: got %v, want a temporary error", err)
 	}
-	if err := r.Report(ctx, sha1, status(converge.ContextSync, "running", "x")); !errors.Is(err, ErrState) {
-		t.Errorf("unknown state: got %v, want ErrState", err)
+	if err := r.Report(ctx, sha1, status(converge.ContextSync, "running", "x")); !errors.Is(err, forge.ErrState) {
+		t.Errorf("unknown state: got %v, want forge.ErrState", err)
 	}
 }
 
@@ -219,23 +221,23 @@ func TestPublisherForgeDown(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r, f := tc.new(t)
 			ctx := testCtx(t)
-			p := NewPublisher(r, nil)
-			f.setDown(1 << 30)
+			p := forge.NewPublisher(r, nil)
+			f.SetDown(1 << 30)
 			p.Publish(sha1, status(converge.ContextSync, converge.StatePending, "applied, converging"))
 			p.Publish(sha1, status(converge.ContextSync, converge.StateSuccess, "10/10 Ready"))
 			p.Publish(sha2, status(converge.ContextValidate, converge.StateSuccess, "3 documents valid"))
-			if err := p.Flush(ctx); err == nil || Permanent(err) {
+			if err := p.Flush(ctx); err == nil || forge.Permanent(err) {
 				t.Fatalf("flush with the forge down: got %v, want a temporary error", err)
 			}
 			if got, want := p.Pending(), 3; got != want {
 				t.Fatalf("pending after a failed flush: got %d, want %d", got, want)
 			}
-			f.setDown(0)
+			f.SetDown(0)
 			if err := p.Flush(ctx); err != nil {
 				t.Fatal(err)
 			}
 			var got []string
-			for _, s := range f.statuses() {
+			for _, s := range f.Statuses() {
 				got = append(got, s.SHA[:4]+" "+s.Context+" "+s.State)
 			}
 			want := []string{"4f1d converge/sync pending", "4f1d converge/sync success", "0123 converge/validate success"}
@@ -252,11 +254,11 @@ func TestPublisherForgeDown(t *testing.T) {
 // TestPublisherRun: Run posts as statuses come, retries while the forge is
 // down, and Publish returns at once even while a post hangs.
 func TestPublisherRun(t *testing.T) {
-	f := newFakeGitHub(t, false)
+	f := forgetest.NewGitHub(t, false)
 	hang := make(chan struct{})
-	f.gate = hang
-	r := NewGitHub(f.srv.URL, "octo", "site", "secret", fastRetry())
-	p := NewPublisher(r, nil)
+	f.Gate = hang
+	r := forge.NewGitHub(f.URL(), forgetest.Owner, forgetest.Repo, forgetest.Token, fastRetry())
+	p := forge.NewPublisher(r, nil)
 	p.RetryEvery = 5 * time.Millisecond
 	ctx, cancel := context.WithCancel(testCtx(t))
 	done := make(chan struct{})
@@ -275,7 +277,7 @@ func TestPublisherRun(t *testing.T) {
 	if took := time.Since(start); took > time.Second {
 		t.Errorf("200 publishes took %s while the forge hung", took)
 	}
-	f.setDown(6) // then 500s for a while
+	f.SetDown(6) // then 500s for a while
 	close(hang)
 	deadline := time.Now().Add(20 * time.Second)
 	for p.Pending() > 0 && time.Now().Before(deadline) {
@@ -285,7 +287,7 @@ func TestPublisherRun(t *testing.T) {
 		t.Fatalf("pending after the forge came back: got %d, want %d", got, want)
 	}
 	// Alternating pending/success: every one is a change, none is lost.
-	if got, want := len(f.statuses()), 200; got != want {
+	if got, want := len(f.Statuses()), 200; got != want {
 		t.Errorf("accepted: got %d, want %d", got, want)
 	}
 }
@@ -313,18 +315,18 @@ func TestBackfill(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			before := f.posts()
-			p := NewPublisher(r, nil)
+			before := f.Posts()
+			p := forge.NewPublisher(r, nil)
 			if err := p.Backfill(ctx, recs); err != nil {
 				t.Fatal(err)
 			}
-			if got, want := f.posts()-before, 2; got != want {
+			if got, want := f.Posts()-before, 2; got != want {
 				t.Errorf("backfill POSTs: got %d, want %d", got, want)
 			}
 			if err := p.Backfill(ctx, recs); err != nil {
 				t.Fatal(err)
 			}
-			if got, want := f.posts()-before, 2; got != want {
+			if got, want := f.Posts()-before, 2; got != want {
 				t.Errorf("POSTs after a second backfill: got %d, want %d", got, want)
 			}
 		})
@@ -334,16 +336,16 @@ func TestBackfill(t *testing.T) {
 // TestPublisherDropsRefused: a status the forge refuses for good is
 // logged and dropped, and does not hold back the ones after it.
 func TestPublisherDropsRefused(t *testing.T) {
-	f := newFakeGitHub(t, false)
+	f := forgetest.NewGitHub(t, false)
 	var logs bytes.Buffer
-	p := NewPublisher(NewGitHub(f.srv.URL, "octo", "site", "secret", fastRetry()), slogTo(&logs))
+	p := forge.NewPublisher(forge.NewGitHub(f.URL(), forgetest.Owner, forgetest.Repo, forgetest.Token, fastRetry()), slogTo(&logs))
 	p.Publish("not-a-sha", status(converge.ContextSync, converge.StateSuccess, "done"))
 	p.Publish(sha1, status(converge.ContextSync, converge.StateSuccess, "done"))
 	err := p.Flush(testCtx(t))
-	if !Permanent(err) {
+	if !forge.Permanent(err) {
 		t.Fatalf("flush: got %v, want the permanent refusal", err)
 	}
-	if got, want := len(f.statuses()), 1; got != want {
+	if got, want := len(f.Statuses()), 1; got != want {
 		t.Errorf("accepted: got %d, want %d", got, want)
 	}
 	if !strings.Contains(logs.String(), "forge refused status") {

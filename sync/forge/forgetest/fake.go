@@ -1,69 +1,92 @@
-package forge
+// Package forgetest serves fake forge commit-status APIs on loopback for
+// tests: GitHub (and Gitea/Forgejo under /api/v1) and GitLab. Each fake
+// checks every request the way the real API does — auth header, exact
+// path, JSON fields (unknown ones refused), allowed states, the
+// 140-character description limit (422), GitHub's 1,000 statuses per sha
+// and context, GitLab's refusal of a repeated pending (400) — and records
+// what it accepted.
+//
+// Read first: Server (what both fakes record), NewGitHub, NewGitLab.
+package forgetest
 
 import (
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"regexp"
 	gosync "sync"
 	"testing"
 	"unicode/utf8"
 )
 
-// The fakes below check every request the way the real APIs do (auth
-// header, exact path, JSON fields, allowed states, description length,
-// GitLab's repeated pending) and record what they accepted.
+// The repository, project and token every fake serves.
+const (
+	Owner   = "octo"
+	Repo    = "site"
+	Project = "group/site" // GitLab, sent URL-escaped as group%2Fsite
+	Token   = "secret"
+)
 
 var shaRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
 
-// posted is one status a fake accepted.
-type posted struct {
+// Posted is one status a fake accepted; State is in the forge's own
+// vocabulary (GitLab's "failed"), Context is GitLab's name.
+type Posted struct {
 	SHA, State, Context, Description, TargetURL string
 }
 
-// fakeForge is the part the GitHub and GitLab fakes share.
-type fakeForge struct {
-	t   *testing.T
+// Server is the part the GitHub and GitLab fakes share.
+type Server struct {
 	srv *httptest.Server
-	// gate, when set before the first request, holds every request until
+	// Gate, when set before the first request, holds every request until
 	// it is closed.
-	gate chan struct{}
+	Gate chan struct{}
 
 	mu       gosync.Mutex // guards the fields below
-	down     int          // answer the next down requests with 500
+	down     int          // answer the next down requests with a 5xx
 	requests []string     // "METHOD path", every request seen
-	accepted []posted     // in order
+	accepted []Posted     // in order
 	refused  []string     // why requests were refused with 4xx
 	nextID   int64
 }
 
-func (f *fakeForge) setDown(n int) {
+// URL is the fake's root: GitHub's API root, Gitea's and GitLab's web
+// root.
+func (f *Server) URL() string { return f.srv.URL }
+
+// SetDown makes the next n requests fail with a 5xx, as a forge that is
+// down does.
+func (f *Server) SetDown(n int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.down = n
 }
 
-func (f *fakeForge) requestCount() int {
+// Requests returns how many requests the fake has seen.
+func (f *Server) Requests() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.requests)
 }
 
 // wait holds a request while the gate is set and open.
-func (f *fakeForge) wait() {
-	if f.gate != nil {
-		<-f.gate
+func (f *Server) wait() {
+	if f.Gate != nil {
+		<-f.Gate
 	}
 }
 
-func (f *fakeForge) statuses() []posted {
+// Statuses returns the statuses accepted, in order.
+func (f *Server) Statuses() []Posted {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]posted(nil), f.accepted...)
+	return append([]Posted(nil), f.accepted...)
 }
 
-func (f *fakeForge) posts() int {
+// Posts returns how many POSTs the fake has seen, accepted or not.
+func (f *Server) Posts() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := 0
@@ -75,14 +98,15 @@ func (f *fakeForge) posts() int {
 	return n
 }
 
-func (f *fakeForge) refusals() []string {
+// Refusals returns why requests were refused, "CODE message" each.
+func (f *Server) Refusals() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]string(nil), f.refused...)
 }
 
 // refuse answers code with a JSON message and records why; f.mu held.
-func (f *fakeForge) refuse(w http.ResponseWriter, code int, format string, args ...any) {
+func (f *Server) refuse(w http.ResponseWriter, code int, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	f.refused = append(f.refused, fmt.Sprintf("%d %s", code, msg))
 	w.Header().Set("Content-Type", "application/json")
@@ -100,25 +124,29 @@ func decodeStrict(r *http.Request, into any) error {
 	return dec.Decode(into)
 }
 
-// fakeGitHub serves GitHub's status API, or Gitea's under /api/v1.
-type fakeGitHub struct {
-	fakeForge
+// GitHubServer serves GitHub's status API for Owner/Repo (bearer Token,
+// Accept application/vnd.github+json), or Gitea's under /api/v1 (header
+// "token Token", with the extra state "warning").
+type GitHubServer struct {
+	Server
 	gitea bool
 }
 
-func newFakeGitHub(t *testing.T, gitea bool) *fakeGitHub {
-	f := &fakeGitHub{fakeForge: fakeForge{t: t}, gitea: gitea}
+// NewGitHub starts a GitHub fake (a Gitea one when gitea is set), closed
+// when the test ends.
+func NewGitHub(t testing.TB, gitea bool) *GitHubServer {
+	f := &GitHubServer{gitea: gitea}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
 	return f
 }
 
 var (
-	ghPost = regexp.MustCompile(`^/repos/octo/site/statuses/([^/]+)$`)
-	ghList = regexp.MustCompile(`^/repos/octo/site/commits/([^/]+)/statuses$`)
+	ghPost = regexp.MustCompile(`^/repos/` + Owner + `/` + Repo + `/statuses/([^/]+)$`)
+	ghList = regexp.MustCompile(`^/repos/` + Owner + `/` + Repo + `/commits/([^/]+)/statuses$`)
 )
 
-func (f *fakeGitHub) serve(w http.ResponseWriter, r *http.Request) {
+func (f *GitHubServer) serve(w http.ResponseWriter, r *http.Request) {
 	f.wait()
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -128,9 +156,9 @@ func (f *fakeGitHub) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "unavailable", http.StatusInternalServerError)
 		return
 	}
-	prefix, auth := "", "Bearer secret"
+	prefix, auth := "", "Bearer "+Token
 	if f.gitea {
-		prefix, auth = "/api/v1", "token secret"
+		prefix, auth = "/api/v1", "token "+Token
 	}
 	if got := r.Header.Get("Authorization"); got != auth {
 		f.refuse(w, http.StatusUnauthorized, "Bad credentials: %q", got)
@@ -188,7 +216,7 @@ func (f *fakeGitHub) serve(w http.ResponseWriter, r *http.Request) {
 			f.refuse(w, http.StatusUnprocessableEntity, "This SHA and context has reached the maximum number of statuses.")
 			return
 		}
-		f.accepted = append(f.accepted, posted{SHA: sha, State: in.State, Context: in.Context, Description: in.Description, TargetURL: in.TargetURL})
+		f.accepted = append(f.accepted, Posted{SHA: sha, State: in.State, Context: in.Context, Description: in.Description, TargetURL: in.TargetURL})
 		f.nextID++
 		w.WriteHeader(http.StatusCreated)
 		json.NewEncoder(w).Encode(map[string]any{"id": f.nextID, "state": in.State, "context": in.Context, "description": in.Description})
@@ -222,22 +250,24 @@ func cutPrefix(s, prefix string) (string, bool) {
 	return s[len(prefix):], true
 }
 
-// fakeGitLab serves GitLab's commit-status API for project group/site.
-type fakeGitLab struct{ fakeForge }
+// GitLabServer serves GitLab's commit-status API under /api/v4 for
+// Project (PRIVATE-TOKEN Token).
+type GitLabServer struct{ Server }
 
-func newFakeGitLab(t *testing.T) *fakeGitLab {
-	f := &fakeGitLab{fakeForge{t: t}}
+// NewGitLab starts a GitLab fake, closed when the test ends.
+func NewGitLab(t testing.TB) *GitLabServer {
+	f := &GitLabServer{}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
 	return f
 }
 
 var (
-	glPost = regexp.MustCompile(`^/api/v4/projects/group%2Fsite/statuses/([^/]+)$`)
-	glList = regexp.MustCompile(`^/api/v4/projects/group%2Fsite/repository/commits/([^/]+)/statuses$`)
+	glPost = regexp.MustCompile(`^/api/v4/projects/` + regexp.QuoteMeta(url.PathEscape(Project)) + `/statuses/([^/]+)$`)
+	glList = regexp.MustCompile(`^/api/v4/projects/` + regexp.QuoteMeta(url.PathEscape(Project)) + `/repository/commits/([^/]+)/statuses$`)
 )
 
-func (f *fakeGitLab) serve(w http.ResponseWriter, r *http.Request) {
+func (f *GitLabServer) serve(w http.ResponseWriter, r *http.Request) {
 	f.wait()
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -248,7 +278,7 @@ func (f *fakeGitLab) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "unavailable", http.StatusBadGateway)
 		return
 	}
-	if got := r.Header.Get("PRIVATE-TOKEN"); got != "secret" {
+	if got := r.Header.Get("PRIVATE-TOKEN"); got != Token {
 		f.refuse(w, http.StatusUnauthorized, "401 Unauthorized")
 		return
 	}
@@ -289,7 +319,7 @@ func (f *fakeGitLab) serve(w http.ResponseWriter, r *http.Request) {
 				break
 			}
 		}
-		f.accepted = append(f.accepted, posted{SHA: sha, State: in.State, Context: in.Name, Description: in.Description, TargetURL: in.TargetURL})
+		f.accepted = append(f.accepted, Posted{SHA: sha, State: in.State, Context: in.Name, Description: in.Description, TargetURL: in.TargetURL})
 		w.WriteHeader(http.StatusCreated)
 		json.NewEncoder(w).Encode(map[string]any{"id": len(f.accepted), "status": in.State, "name": in.Name})
 	case r.Method == http.MethodGet && glList.MatchString(path):
