@@ -1,0 +1,66 @@
+package sync
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/scheduler"
+)
+
+// guardSnapshot: a root owning 4 accounts, each with a vpc that depends on
+// it, plus 2 standalone resources: 11 in all.
+func guardSnapshot() *converge.Snapshot {
+	snap := &converge.Snapshot{}
+	add := func(kind, name string, owner converge.ID) {
+		snap.Resources = append(snap.Resources, &converge.Resource{Kind: kind, Name: name, Owner: owner})
+	}
+	add("bom", "root", "")
+	for _, n := range []string{"a", "b", "c", "d"} {
+		add("account", n, "bom/root")
+		add("vpc", n, "bom/root")
+		snap.Edges = append(snap.Edges, converge.Edge{Consumer: converge.NewID("vpc", n), Producer: converge.NewID("account", n)})
+	}
+	add("tgw", "solo", "")
+	add("vpc", "uses-solo", "")
+	snap.Edges = append(snap.Edges, converge.Edge{Consumer: "vpc/uses-solo", Producer: "tgw/solo"})
+	return snap
+}
+
+func TestPruneGuard(t *testing.T) {
+	del := func(ids ...converge.ID) *scheduler.Plan {
+		p := &scheduler.Plan{}
+		for _, id := range ids {
+			p.Delete = append(p.Delete, scheduler.PlanItem{ID: id})
+		}
+		return p
+	}
+	tests := []struct {
+		name         string
+		plan         *scheduler.Plan
+		settings     converge.Settings
+		wantTornDown int
+		wantHeld     string // substring; "" means not held
+	}{
+		{"nothing deleted", del(), converge.Settings{}, 0, ""},
+		{"a dependency takes its dependent", del("tgw/solo"), converge.Settings{}, 2, ""},
+		{"an owned child and its dependent", del("account/a"), converge.Settings{}, 2, ""},
+		{"the root takes its subtree", del("bom/root"), converge.Settings{}, 9, "would delete 9 of 11 resources (82% > prune_limit 50%)"},
+		{"the root under a higher limit", del("bom/root"), converge.Settings{PruneLimit: 0.9}, 9, ""},
+		{"everything", del("bom/root", "tgw/solo"), converge.Settings{PruneLimit: 1}, 11, "would delete all 11 resources"},
+		{"everything, allowed", del("bom/root", "tgw/solo"), converge.Settings{AllowPruneAll: true}, 11, ""},
+		{"an absent resource counts nothing", del("vpc/ghost"), converge.Settings{}, 0, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			snap := guardSnapshot()
+			if got, want := Teardown(snap, tt.plan), tt.wantTornDown; got != want {
+				t.Errorf("Teardown = %d, want %d", got, want)
+			}
+			held := PruneGuard(snap, tt.plan, tt.settings)
+			if tt.wantHeld == "" && held != "" || tt.wantHeld != "" && !strings.Contains(held, tt.wantHeld) {
+				t.Errorf("PruneGuard = %q, want %q", held, tt.wantHeld)
+			}
+		})
+	}
+}
