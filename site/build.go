@@ -441,7 +441,11 @@ func (b *Builder) Update(ids []converge.ID) (*Stats, error) {
 		}
 	}
 	sort.Strings(m.kindNames)
-	m.tally()
+	if u.full {
+		m.tally()
+	} else if u.edges {
+		m.kindEdges = make(map[converge.ID]map[[2]string]int)
+	}
 	for id, r := range u.fetched {
 		if r != nil {
 			u.roots[m.rootOf(id)] = true
@@ -465,6 +469,8 @@ type update struct {
 	dirty   map[listKey][]converge.ID          // list → rows changed in place
 	oldLen  map[listKey]int                    // list → length before the update
 	roots   map[converge.ID]bool               // roots whose graph to redraw
+	full    bool                               // rollups need a full tally
+	edges   bool                               // some edge changed
 }
 
 func (u *update) moved(k listKey, pos, oldLen int) {
@@ -487,6 +493,7 @@ func (b *Builder) apply(u *update, id converge.ID, r *converge.Resource) (bool, 
 	}
 	if old != nil {
 		u.roots[m.rootOf(id)] = true
+		m.adjust(old, -1)
 	}
 	var consumes, producedFor []converge.Edge
 	if r != nil {
@@ -523,6 +530,14 @@ func (b *Builder) apply(u *update, id converge.ID, r *converge.Resource) (bool, 
 	if r != nil {
 		newOwner = r.Owner
 	}
+	if old != nil && (r == nil || old.owner != newOwner) && len(m.children[id]) > 0 {
+		u.full = true // a subtree moves to another root
+	}
+	if old != nil && old.owner == "" && (r == nil || newOwner != "") {
+		delete(m.rollup, id)
+		delete(m.kindRollup, id)
+		m.roots = removeSorted(m.roots, id)
+	}
 	if old != nil && (r == nil || old.owner != newOwner) && old.owner != "" {
 		m.children[old.owner] = removeSorted(m.children[old.owner], id)
 		u.rewrite[old.owner] = true
@@ -533,6 +548,9 @@ func (b *Builder) apply(u *update, id converge.ID, r *converge.Resource) (bool, 
 		u.rewrite[newOwner] = true
 	}
 	// Edges id consumes.
+	if !reflect.DeepEqual(m.consumes[id], consumes) && (len(m.consumes[id]) > 0 || len(consumes) > 0) {
+		u.edges = true
+	}
 	for _, e := range m.consumes[id] {
 		m.producedFor[e.Producer] = removeSorted(m.producedFor[e.Producer], id)
 	}
@@ -553,6 +571,7 @@ func (b *Builder) apply(u *update, id converge.ID, r *converge.Resource) (bool, 
 			m.consumes[c] = slices.DeleteFunc(m.consumes[c], func(e converge.Edge) bool { return e.Producer == id })
 			m.producedFor[id] = removeSorted(m.producedFor[id], c)
 			u.rewrite[c] = true
+			u.edges = true
 		}
 	}
 	for c, e := range now {
@@ -564,9 +583,11 @@ func (b *Builder) apply(u *update, id converge.ID, r *converge.Resource) (bool, 
 				return compareID(a.Producer, b.Producer)
 			})
 			u.rewrite[c] = true
+			u.edges = true
 		case !reflect.DeepEqual(m.consumes[c][i].Flows, e.Flows):
 			m.consumes[c][i] = e
 			u.rewrite[c] = true
+			u.edges = true
 		}
 		m.producedFor[id] = insertSorted(m.producedFor[id], c)
 	}
@@ -613,6 +634,11 @@ func (b *Builder) apply(u *update, id converge.ID, r *converge.Resource) (bool, 
 		ne.secrets = old.secrets
 	}
 	m.res[id] = ne
+	if ne.owner == "" && m.rollup[id] == nil {
+		m.rollup[id] = new(converge.Counts)
+		m.roots = insertSorted(m.roots, id)
+	}
+	m.adjust(ne, 1)
 	u.rewrite[id] = true
 	return m.setSecrets(ne, m.secretValues(r)), nil
 }

@@ -15,8 +15,12 @@
 // Every page is rendered with html/template; SVG text is XML-escaped. Links
 // are relative, so the directory works from any static host and from
 // file://. File names are stable: r/KIND/NAME.html, graph/KIND/NAME.svg,
-// kinds/KIND.html (kinds/KIND-p2.html …), kinds/KIND.PHASE.html,
-// phases/PHASE.html. A kind or name that is not a plain DNS label
+// kinds/KIND.html (kinds/KIND-p2.html …), kinds/KIND.PHASE.html (paginated
+// the same way), phases/PHASE.html (one page: the first rows and links to
+// that phase by kind), index.html, summary.json, assets/site.css and
+// assets/site.js (the only script: it polls summary.json every three
+// seconds). Pages carry a Content-Security-Policy that allows only the
+// site's own files. A kind or name that is not a plain DNS label
 // (lowercase letters, digits, inner hyphens, at most 100 bytes) is stored
 // under "_" and a hash of it instead, so no name can reach outside its
 // directory.
@@ -27,7 +31,18 @@
 // replaced wherever it appears in text the site writes (reasons, errors,
 // events, other resources' JSON). Provider configs are never read.
 //
+// A composition root's graph draws every node (columns by dependency
+// depth, coloured by phase, each a link to its page) when its subtree has
+// at most Options.GraphNodes resources, and one box per kind with phase
+// counts otherwise, so a whole BOM stays a small SVG.
+//
 // # Caveats
+//
+// Build writes files in place (one open, write and close each: on a slow
+// disk file creation dominates) and a reader may see a page half-written
+// while it runs; Update writes each file to a temporary name and renames
+// it. Page headers show the counts of when the page was written; the
+// script replaces them with summary.json's.
 //
 // Update trusts its caller to name every resource that changed, including
 // both ends of a changed edge; a resource it is not told about keeps its

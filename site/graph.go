@@ -53,11 +53,10 @@ const (
 // phase counts and edges between kinds (so the SVG stays small for a whole
 // BOM). up is the path from the SVG's directory to the site root.
 func (m *model) graphSVG(root converge.ID, maxNodes int, up string) []byte {
-	ids := m.subtree(root)
-	if len(ids) <= maxNodes {
-		return m.fullGraph(root, ids, up)
+	if rc := m.rollup[root]; rc == nil || rc.Total <= maxNodes {
+		return m.fullGraph(root, m.subtree(root), up)
 	}
-	return m.kindGraph(root, ids, up)
+	return m.kindGraph(root, up)
 }
 
 // placed is a box of the layout.
@@ -245,21 +244,18 @@ func (m *model) fullGraph(root converge.ID, ids []converge.ID, up string) []byte
 // kindGraph summarizes a big subtree: the root, then one box per kind with
 // its count and a bar of phase counts, layered by the dependencies between
 // kinds, edges labelled with how many resource edges they stand for.
-func (m *model) kindGraph(root converge.ID, ids []converge.ID, up string) []byte {
-	counts := make(map[string]*converge.Counts)
-	kindEdges := make(map[[2]string]int) // consumer kind, producer kind → edges
-	for _, id := range ids[1:] {
-		k := id.Kind()
-		c := counts[k]
-		if c == nil {
-			c = new(converge.Counts)
-			counts[k] = c
+func (m *model) kindGraph(root converge.ID, up string) []byte {
+	counts := make(map[string]*converge.Counts) // the subtree without root, by kind
+	for k, c := range m.kindRollup[root] {
+		cc := *c
+		if k == root.Kind() {
+			addPhase(&cc, m.res[root].phase, -1)
 		}
-		c.Add(m.res[id].phase)
-		for _, e := range m.consumes[id] {
-			kindEdges[[2]string{k, e.Producer.Kind()}]++
+		if cc.Total > 0 {
+			counts[k] = &cc
 		}
 	}
+	kindEdges := m.kindEdgesOf(root)
 	var kinds []string
 	for k := range counts {
 		kinds = append(kinds, "kind:"+k)
@@ -279,13 +275,16 @@ func (m *model) kindGraph(root converge.ID, ids []converge.ID, up string) []byte
 	ls := append([][]string{{"root"}}, layers(kinds, deps)...)
 	at, width, height := place(ls, w, h, legendH)
 	var b strings.Builder
-	svgOpen(&b, width, height, fmt.Sprintf("composition of %s: %d resources by kind", root, len(ids)))
+	svgOpen(&b, width, height, fmt.Sprintf("composition of %s: %d resources by kind", root, m.rollup[root].Total))
 	keys := make([][2]string, 0, len(kindEdges))
 	for ke := range kindEdges {
 		keys = append(keys, ke)
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i][0]+"/"+keys[i][1] < keys[j][0]+"/"+keys[j][1] })
 	for _, ke := range keys {
+		if kindEdges[ke] == 0 {
+			continue
+		}
 		from, ok1 := at["kind:"+ke[1]]
 		to, ok2 := at["kind:"+ke[0]]
 		if !ok1 || !ok2 || ke[0] == ke[1] {
@@ -350,4 +349,38 @@ func phaseCount(c *converge.Counts, p converge.Phase) int {
 		return c.Deleting
 	}
 	return 0
+}
+
+// kindEdgesOf returns how many edges of root's subtree (root excluded) run
+// from each consumer kind to each producer kind, cached until an edge
+// changes.
+func (m *model) kindEdgesOf(root converge.ID) map[[2]string]int {
+	if ke, ok := m.kindEdges[root]; ok {
+		return ke
+	}
+	ke := make(map[[2]string]int)
+	for _, id := range m.subtree(root)[1:] {
+		for _, e := range m.consumes[id] {
+			ke[[2]string{id.Kind(), e.Producer.Kind()}]++
+		}
+	}
+	m.kindEdges[root] = ke
+	return ke
+}
+
+// addPhase adds d (1 or -1) resources in phase p to c.
+func addPhase(c *converge.Counts, p converge.Phase, d int) {
+	c.Total += d
+	switch p {
+	case converge.PhaseReady:
+		c.Ready += d
+	case converge.PhaseFailed:
+		c.Failed += d
+	case converge.PhasePending:
+		c.Pending += d
+	case converge.PhaseRunning:
+		c.Running += d
+	case converge.PhaseDeleting:
+		c.Deleting += d
+	}
 }

@@ -40,11 +40,15 @@ type model struct {
 	secretVals  map[string]int // secret value → resources holding it
 	scrub       *strings.Replacer
 
-	// Filled by tally.
-	counts converge.Counts
-	byKind map[string]*converge.Counts
-	rollup map[converge.ID]*converge.Counts // per root: itself and its descendants
-	roots  []converge.ID                    // resources without owner, sorted
+	// Filled by tally, then kept by adjust.
+	counts     converge.Counts
+	byKind     map[string]*converge.Counts
+	rollup     map[converge.ID]*converge.Counts            // per root: itself and its descendants
+	kindRollup map[converge.ID]map[string]*converge.Counts // per root: the rollup by kind
+	roots      []converge.ID                               // resources without owner, sorted
+	// kindEdges caches, per root, its subtree's edges counted by
+	// (consumer kind, producer kind); cleared when any edge changes.
+	kindEdges map[converge.ID]map[[2]string]int
 
 	applied   *converge.Revision
 	revisions []*converge.RevisionRecord
@@ -174,34 +178,56 @@ func (m *model) rootOf(id converge.ID) converge.ID {
 	return id
 }
 
-// tally recomputes counts, per-kind counts, roots and rollups.
+// tally recomputes counts, per-kind counts, roots and rollups from
+// scratch; adjust keeps them between tallies.
 func (m *model) tally() {
 	m.counts = converge.Counts{}
 	m.byKind = make(map[string]*converge.Counts)
 	m.rollup = make(map[converge.ID]*converge.Counts)
+	m.kindRollup = make(map[converge.ID]map[string]*converge.Counts)
+	m.kindEdges = make(map[converge.ID]map[[2]string]int)
 	m.roots = m.roots[:0]
 	for id, e := range m.res {
-		m.counts.Add(e.phase)
-		k := id.Kind()
-		c := m.byKind[k]
-		if c == nil {
-			c = new(converge.Counts)
-			m.byKind[k] = c
-		}
-		c.Add(e.phase)
 		if e.owner == "" {
 			m.roots = append(m.roots, id)
+			m.rollup[id] = new(converge.Counts)
 		}
 	}
 	sort.Slice(m.roots, func(i, j int) bool { return m.roots[i] < m.roots[j] })
-	for _, r := range m.roots {
-		m.rollup[r] = new(converge.Counts)
+	for _, e := range m.res {
+		m.adjust(e, 1)
 	}
-	for id, e := range m.res {
-		if c := m.rollup[m.rootOf(id)]; c != nil {
-			c.Add(e.phase)
-		}
+}
+
+// adjust counts e (d = 1) or uncounts it (d = -1) in the totals, its
+// kind's counts and its root's rollups. The owner chain of e must be in
+// the model.
+func (m *model) adjust(e *entry, d int) {
+	addPhase(&m.counts, e.phase, d)
+	k := e.id.Kind()
+	c := m.byKind[k]
+	if c == nil {
+		c = new(converge.Counts)
+		m.byKind[k] = c
 	}
+	addPhase(c, e.phase, d)
+	root := m.rootOf(e.id)
+	rc := m.rollup[root]
+	if rc == nil {
+		return
+	}
+	addPhase(rc, e.phase, d)
+	kr := m.kindRollup[root]
+	if kr == nil {
+		kr = make(map[string]*converge.Counts)
+		m.kindRollup[root] = kr
+	}
+	kc := kr[k]
+	if kc == nil {
+		kc = new(converge.Counts)
+		kr[k] = kc
+	}
+	addPhase(kc, e.phase, d)
 }
 
 // subtree returns root and its descendants, breadth first.

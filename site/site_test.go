@@ -326,6 +326,11 @@ func TestUpdateEqualsBuild(t *testing.T) {
 			r := &converge.Resource{Kind: "bucket", KindVersion: 1, Name: "logs", Phase: converge.PhaseReady, Spec: json.RawMessage(`{}`)}
 			return &converge.Batch{Resources: []*converge.Resource{r}}, []converge.ID{r.ID()}
 		}},
+		{"root adopted", func() (*converge.Batch, []converge.ID) {
+			r := get("bucket/logs")
+			r.Owner = "classicbom/classic"
+			return &converge.Batch{Resources: []*converge.Resource{r}}, []converge.ID{r.ID()}
+		}},
 		{"events only", func() (*converge.Batch, []converge.ID) {
 			return &converge.Batch{Events: []converge.Event{{Time: epoch, Resource: "tgw/fd1-tgw", Type: "Note", Message: "hello"}}}, nil
 		}},
