@@ -4,11 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/convergehq/converge"
 	gitsync "github.com/convergehq/converge/sync"
+	"github.com/convergehq/converge/sync/forge"
 )
 
 // statusView is `converge status -o json`.
@@ -19,13 +23,18 @@ type statusView struct {
 
 func newStatusCommand(g *globals) *cobra.Command {
 	var output string
+	var fo forgeOptions
 	c := &cobra.Command{
 		Use:   "status [REV]",
 		Short: "Show a commit's statuses (validate, lint, sync) from its git note",
 		Long: `status prints the commit statuses converge wrote for REV (default HEAD) as a
 git note under refs/notes/converge, the same JSON that
 'git notes --ref converge show REV' prints. It exits 1 when a status is
-failure or error, or when the commit has no statuses yet.`,
+failure or error, or when the commit has no statuses yet.
+
+With --forge it also posts them as commit statuses to GitHub, Gitea/Forgejo
+or GitLab (token from $CONVERGE_FORGE_TOKEN), skipping any the forge
+already shows: the notes are the source of truth, the forge a copy.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := checkOutput(output, "table", "json", "yaml"); err != nil {
@@ -53,6 +62,10 @@ failure or error, or when the commit has no statuses yet.`,
 			if err != nil {
 				return err
 			}
+			rep, err := fo.reporter(os.Getenv)
+			if err != nil {
+				return err
+			}
 			v := statusView{Revision: r.String(), Statuses: st}
 			if output != "table" {
 				err = writeData(c.OutOrStdout(), output, v)
@@ -61,6 +74,14 @@ failure or error, or when the commit has no statuses yet.`,
 			}
 			if err != nil {
 				return err
+			}
+			if rep != nil {
+				for _, s := range st {
+					if err := rep.Report(c.Context(), r.Hash, fo.target(r.Hash, s)); err != nil {
+						return err
+					}
+				}
+				fmt.Fprintf(c.ErrOrStderr(), "reported %d statuses of %s to %s %s\n", len(st), r, fo.kind, fo.repo)
 			}
 			for _, s := range st {
 				if s.State == converge.StateFailure || s.State == converge.StateError {
@@ -71,6 +92,7 @@ failure or error, or when the commit has no statuses yet.`,
 		},
 	}
 	addOutputFlag(c, &output, "table")
+	fo.addFlags(c.Flags())
 	return c
 }
 
@@ -97,4 +119,64 @@ func writeNotes(src *gitsync.Source, pass *gitsync.Pass, errOut io.Writer) {
 	if err := src.WriteStatuses(pass.Revision.Hash, pass.Record.Statuses); err != nil {
 		fmt.Fprintln(errOut, "converge:", err)
 	}
+}
+
+// forgeTokenEnv names the environment variable holding the forge token.
+const forgeTokenEnv = "CONVERGE_FORGE_TOKEN"
+
+// forgeOptions say where commit statuses are posted besides git notes.
+type forgeOptions struct {
+	kind    string // --forge: github|gitea|gitlab, "" for none
+	url     string // --forge-url
+	repo    string // --forge-repo: owner/name, or a GitLab project id or path
+	siteURL string // --site-url: target_url base
+}
+
+func (o *forgeOptions) addFlags(f *pflag.FlagSet) {
+	f.StringVar(&o.kind, "forge", "", "also post statuses to a forge: github|gitea|gitlab (token from $"+forgeTokenEnv+")")
+	f.StringVar(&o.url, "forge-url", "", "forge URL: GitHub's API root (default https://api.github.com), a Gitea or GitLab instance's web root (GitLab default https://gitlab.com)")
+	f.StringVar(&o.repo, "forge-repo", "", "repository on the forge: OWNER/NAME, or a GitLab project id or path")
+	f.StringVar(&o.siteURL, "site-url", "", "the status site's URL, linked from each status")
+}
+
+// reporter returns the Reporter the flags configure, or nil without
+// --forge.
+func (o *forgeOptions) reporter(getenv func(string) string) (forge.Reporter, error) {
+	if o.kind == "" {
+		return nil, nil
+	}
+	token := getenv(forgeTokenEnv)
+	if token == "" {
+		return nil, usageErr("--forge %s: set $%s to the forge token", o.kind, forgeTokenEnv)
+	}
+	if o.repo == "" {
+		return nil, usageErr("--forge %s: --forge-repo is required", o.kind)
+	}
+	owner, name, ok := strings.Cut(o.repo, "/")
+	ownerRepo := ok && owner != "" && name != "" && !strings.Contains(name, "/")
+	switch o.kind {
+	case "github", "gitea":
+		if !ownerRepo {
+			return nil, usageErr("--forge-repo %q: want OWNER/NAME", o.repo)
+		}
+		if o.kind == "github" {
+			return forge.NewGitHub(o.url, owner, name, token), nil
+		}
+		if o.url == "" {
+			return nil, usageErr("--forge gitea: --forge-url is required")
+		}
+		return forge.NewGitea(o.url, owner, name, token), nil
+	case "gitlab":
+		return forge.NewGitLab(o.url, o.repo, token), nil
+	}
+	return nil, usageErr("--forge %q: want github, gitea or gitlab", o.kind)
+}
+
+// target returns st with its target URL pointing at the revision's row
+// on the status site, when --site-url is set and st has none.
+func (o *forgeOptions) target(hash string, st converge.CommitStatus) converge.CommitStatus {
+	if st.TargetURL == "" && o.siteURL != "" {
+		st.TargetURL = strings.TrimRight(o.siteURL, "/") + "/#rev-" + hash
+	}
+	return st
 }
