@@ -16,6 +16,7 @@ func subcommands(g *globals) []*cobra.Command {
 		newPlanCommand(g),
 		newWorkerCommand(),
 		newValidateCommand(g),
+		newLintCommand(g),
 		newSiteCommand(g),
 		newStatusCommand(g),
 		newDeleteCommand(g),
