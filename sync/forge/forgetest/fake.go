@@ -222,18 +222,21 @@ func (f *GitHubServer) serve(w http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(w).Encode(map[string]any{"id": f.nextID, "state": in.State, "context": in.Context, "description": in.Description})
 	case r.Method == http.MethodGet && ghList.MatchString(path):
 		sha := ghList.FindStringSubmatch(path)[1]
-		type item struct {
-			ID          int64  `json:"id"`
-			State       string `json:"state"`
-			Description string `json:"description"`
-			Context     string `json:"context"`
-			TargetURL   string `json:"target_url"`
-		}
-		list := []item{}
-		for i := len(f.accepted) - 1; i >= 0; i-- { // newest first
+		// GitHub lists newest first with the state as "state"; Gitea and
+		// Forgejo list oldest first and name it "status".
+		list := []map[string]any{}
+		for i := range f.accepted {
 			p := f.accepted[i]
-			if p.SHA == sha {
-				list = append(list, item{ID: int64(i + 1), State: p.State, Description: p.Description, Context: p.Context, TargetURL: p.TargetURL})
+			if p.SHA != sha {
+				continue
+			}
+			item := map[string]any{"id": i + 1, "description": p.Description, "context": p.Context, "target_url": p.TargetURL}
+			if f.gitea {
+				item["status"] = p.State
+				list = append(list, item)
+			} else {
+				item["state"] = p.State
+				list = append([]map[string]any{item}, list...)
 			}
 		}
 		w.Header().Set("Content-Type", "application/json")
