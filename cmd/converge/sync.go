@@ -212,7 +212,7 @@ func finishSync(e *engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res settl
 	var err error
 	switch res {
 	case settledConverged:
-		fmt.Fprintf(out, "converged: %s in %s\n", summary, elapsed.Round(time.Millisecond))
+		fmt.Fprintf(out, "converged: %s in %s, %d dispatched\n", summary, elapsed.Round(time.Millisecond), p.Dispatched)
 	case settledInterrupted:
 		state, desc = converge.StatePending, "interrupted: "+summary
 		err = failed("interrupted: %s", summary)
