@@ -57,15 +57,23 @@ func (e *StatusError) Temporary() bool {
 }
 
 // Permanent reports whether err is a refusal that retrying the same
-// status cannot fix (a 4xx other than 429, or a state the forge does not
-// accept). Network errors, 5xx and 429 are not permanent.
+// status cannot fix (a 4xx other than 429, a state the forge does not
+// accept, a malformed URL). Network errors, 5xx and 429 are not permanent.
 func Permanent(err error) bool {
 	var se *StatusError
 	if errors.As(err, &se) {
 		return !se.Temporary()
 	}
-	return errors.Is(err, ErrState)
+	var bad badRequest
+	return errors.Is(err, ErrState) || errors.As(err, &bad)
 }
+
+// badRequest is a request that could not be made (a malformed URL): no
+// retry can fix it.
+type badRequest struct{ err error }
+
+func (e badRequest) Error() string { return e.err.Error() }
+func (e badRequest) Unwrap() error { return e.err }
 
 // Option configures a reporter.
 type Option func(*client)
@@ -161,7 +169,7 @@ func (c *client) once(ctx context.Context, method, url string, payload []byte, o
 	}
 	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
-		return 0, fmt.Errorf("%s %s: %w", method, url, err)
+		return 0, badRequest{fmt.Errorf("%s %s: %w", method, url, err)}
 	}
 	for k, v := range c.header {
 		req.Header[k] = v
