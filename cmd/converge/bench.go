@@ -27,6 +27,9 @@ type benchOptions struct {
 	transport time.Duration
 	dir       string
 	output    string
+	// lifecycle is an updated BOM file: also time its recompose and the
+	// teardown of the whole tree (bench_lifecycle.go).
+	lifecycle string
 }
 
 func newBenchCommand(g *globals) *cobra.Command {
@@ -48,6 +51,7 @@ resource, and the peak RSS of the control plane and of each worker.`,
 	f.IntVar(&o.runs, "runs", 3, "converge runs (each from an empty store)")
 	f.DurationVar(&o.transport, "transport", time.Second, "how long to measure each raw rate")
 	f.StringVar(&o.dir, "dir", "examples/classic", "repository directory to converge")
+	f.StringVar(&o.lifecycle, "lifecycle", "", "also time the recompose of this updated BOM (replacing resources/bom.cue) and the teardown of the whole tree")
 	addOutputFlag(c, &o.output, "table")
 	return c
 }
@@ -68,15 +72,16 @@ type benchRun struct {
 }
 
 type benchReport struct {
-	RawGRPC1       float64    `json:"raw_grpc_rt_per_second_1_inflight"`
-	RawGRPC256     float64    `json:"raw_grpc_rt_per_second_256_inflight"`
-	Dispatch256    float64    `json:"protocol_rt_per_second_256_inflight"`
-	BboltPuts      float64    `json:"bbolt_batched_puts_per_second"`
-	BboltTxns      float64    `json:"bbolt_fsynced_txns_per_second"`
-	Runs           []benchRun `json:"runs"`
-	MedianSeconds  float64    `json:"median_seconds"`
-	MedianPerSec   float64    `json:"median_resources_per_second"`
-	MedianRatioRaw float64    `json:"median_ratio_to_raw_grpc"`
+	RawGRPC1       float64        `json:"raw_grpc_rt_per_second_1_inflight"`
+	RawGRPC256     float64        `json:"raw_grpc_rt_per_second_256_inflight"`
+	Dispatch256    float64        `json:"protocol_rt_per_second_256_inflight"`
+	BboltPuts      float64        `json:"bbolt_batched_puts_per_second"`
+	BboltTxns      float64        `json:"bbolt_fsynced_txns_per_second"`
+	Runs           []benchRun     `json:"runs"`
+	MedianSeconds  float64        `json:"median_seconds"`
+	MedianPerSec   float64        `json:"median_resources_per_second"`
+	MedianRatioRaw float64        `json:"median_ratio_to_raw_grpc"`
+	Lifecycle      []lifecycleRun `json:"lifecycle,omitempty"`
 }
 
 func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
@@ -120,6 +125,13 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 		r.RatioToRawGRPC = r.PerSecond / rep.RawGRPC1
 		rep.Runs = append(rep.Runs, r)
 	}
+	for i := 0; o.lifecycle != "" && i < o.runs; i++ {
+		lr, err := benchLifecycle(ctx, filepath.Join(tmp, "lifecycle"+strconv.Itoa(i)), abs, o.lifecycle, res)
+		if err != nil {
+			return err
+		}
+		rep.Lifecycle = append(rep.Lifecycle, lr)
+	}
 	runs := append([]benchRun(nil), rep.Runs...)
 	sort.Slice(runs, func(i, j int) bool { return runs[i].Seconds < runs[j].Seconds })
 	med := runs[len(runs)/2]
@@ -143,7 +155,7 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 		return err
 	}
 	fmt.Fprintf(out, "\nmedian: %.3fs, %.0f resources/s, %.2f × raw grpc (1 in flight)\n", rep.MedianSeconds, rep.MedianPerSec, rep.MedianRatioRaw)
-	return nil
+	return printLifecycle(out, rep.Lifecycle)
 }
 
 // benchOnce converges res from an empty store in dir, timing from Apply
