@@ -204,6 +204,11 @@ func (b *Builder) build() (*Stats, error) {
 		keys = append(keys, listKey{Phase: ph})
 	}
 	for _, k := range keys {
+		if k.Kind != "" && k.Phase != "" {
+			m.segs[k] = b.segStarts(k)
+		}
+	}
+	for _, k := range keys {
 		for p := 1; p <= b.pageCount(k, len(m.lists[k])); p++ {
 			if err := b.writeList(w, k, p); err != nil {
 				b.m = nil
@@ -392,6 +397,7 @@ func (b *Builder) Update(ids []converge.ID) (*Stats, error) {
 		shift:   make(map[listKey]int),
 		dirty:   make(map[listKey][]converge.ID),
 		oldLen:  make(map[listKey]int),
+		changed: make(map[listKey][]converge.ID),
 		roots:   make(map[converge.ID]bool),
 	}
 	touched, err := b.newEvents()
@@ -433,6 +439,7 @@ func (b *Builder) Update(ids []converge.ID) (*Stats, error) {
 			m.res[id].reason = m.clean(shortReason(r.Reason))
 		}
 	}
+	u.newKind = newKinds
 	for k := range newKinds {
 		m.kindNames = append(m.kindNames, k)
 		for _, lk := range []listKey{{Kind: k}, {Kind: k, Phase: converge.PhasePending}, {Kind: k, Phase: converge.PhaseRunning},
@@ -468,6 +475,8 @@ type update struct {
 	shift   map[listKey]int                    // list → first position whose row moved
 	dirty   map[listKey][]converge.ID          // list → rows changed in place
 	oldLen  map[listKey]int                    // list → length before the update
+	changed map[listKey][]converge.ID          // kind-phase list → rows that came, went or changed
+	newKind map[string]bool                    // kinds first seen by this update
 	roots   map[converge.ID]bool               // roots whose graph to redraw
 	full    bool                               // rollups need a full tally
 	edges   bool                               // some edge changed
@@ -604,6 +613,11 @@ func (b *Builder) apply(u *update, id converge.ID, r *converge.Resource) (bool, 
 		ne = &entry{id: id, phase: r.Phase, owner: r.Owner, updated: r.UpdatedAt}
 		newKeys = keysOf(ne)
 	}
+	for _, k := range slices.Concat(oldKeys, newKeys) {
+		if k.Kind != "" && k.Phase != "" {
+			u.changed[k] = append(u.changed[k], id)
+		}
+	}
 	for _, k := range oldKeys {
 		if !slices.Contains(newKeys, k) {
 			pos, _ := slices.BinarySearch(m.lists[k], id)
@@ -731,7 +745,13 @@ func (b *Builder) flush(u *update, start time.Time) (*Stats, error) {
 		}
 		pages[k][p] = true
 	}
+	if err := b.kindPhasePages(u, w, add, &removed); err != nil {
+		return nil, err
+	}
 	for k, pos := range u.shift {
+		if k.Kind != "" && k.Phase != "" {
+			continue // done by kindPhasePages
+		}
 		n := b.pageCount(k, len(m.lists[k]))
 		from := pos/b.opts.PageSize + 1
 		if k.Kind == "" {
@@ -751,6 +771,9 @@ func (b *Builder) flush(u *update, start time.Time) (*Stats, error) {
 		}
 	}
 	for k, ids := range u.dirty {
+		if k.Kind != "" && k.Phase != "" {
+			continue
+		}
 		for _, id := range ids {
 			if pos, ok := slices.BinarySearch(m.lists[k], id); ok && pos/b.opts.PageSize < b.pageCount(k, len(m.lists[k])) {
 				add(k, pos/b.opts.PageSize+1)
@@ -779,4 +802,64 @@ func (b *Builder) flush(u *update, start time.Time) (*Stats, error) {
 		return nil, err
 	}
 	return &Stats{Resources: len(m.res), Files: w.files, Removed: removed, Bytes: w.bytes, Elapsed: time.Since(start)}, nil
+}
+
+// kindPhasePages recomputes the pages of every kind-phase list the update
+// touched (or whose kind gained or lost a resource, which moves segment
+// bounds) and adds the pages to rewrite: all of them when the page count
+// changed, those from the first moved start on, and those holding a
+// changed row.
+func (b *Builder) kindPhasePages(u *update, w *writer, add func(listKey, int), removed *int) error {
+	m := b.m
+	size := b.opts.PageSize
+	touched := make(map[listKey]bool)
+	for k := range u.changed {
+		touched[k] = true
+	}
+	for k := range u.shift {
+		if k.Kind != "" && k.Phase == "" {
+			for _, ph := range converge.Phases {
+				touched[listKey{Kind: k.Kind, Phase: ph}] = true
+			}
+		}
+	}
+	for k := range u.newKind {
+		for _, ph := range converge.Phases {
+			touched[listKey{Kind: k, Phase: ph}] = true
+		}
+	}
+	for k := range touched {
+		old, nw := m.segs[k], b.segStarts(k)
+		m.segs[k] = nw
+		from := len(nw) + 1
+		if len(old) != len(nw) {
+			from = 1 // "page X of Y" changed on every page
+			for p := len(nw) + 1; p <= len(old); p++ {
+				if err := w.remove(k.path(p)); err != nil {
+					return fmt.Errorf("update site: %w", err)
+				}
+				*removed++
+			}
+		} else {
+			for i := range nw {
+				if nw[i] != old[i] {
+					from = i + 1
+					break
+				}
+			}
+		}
+		all := listKey{Kind: k.Kind}
+		if pos, ok := u.shift[all]; ok {
+			from = min(from, pageOfSeg(nw, pos/size))
+		}
+		for p := from; p <= len(nw); p++ {
+			add(k, p)
+		}
+		for _, id := range u.changed[k] {
+			if pos, ok := slices.BinarySearch(m.lists[all], id); ok {
+				add(k, pageOfSeg(nw, pos/size))
+			}
+		}
+	}
+	return nil
 }

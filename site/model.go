@@ -35,6 +35,7 @@ type model struct {
 	events      map[converge.ID][]converge.Event
 	lastSeq     uint64
 	lists       map[listKey][]converge.ID // sorted
+	segs        map[listKey][]int         // kind-phase list → segment where each page starts
 	kindNames   []string                  // kinds declared or in use, sorted
 	secrets     map[string]*secretPaths
 	secretVals  map[string]int // secret value → resources holding it
@@ -62,6 +63,7 @@ func newModel() *model {
 		producedFor: make(map[converge.ID][]converge.ID),
 		events:      make(map[converge.ID][]converge.Event),
 		lists:       make(map[listKey][]converge.ID),
+		segs:        make(map[listKey][]int),
 		secretVals:  make(map[string]int),
 	}
 }

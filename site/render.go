@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"html/template"
+	"slices"
 	"strings"
 	"time"
 
@@ -267,11 +268,74 @@ type kindCell struct {
 // phase across kinds has one page: its first PageSize rows and links to
 // the paginated lists of that phase by kind. So a phase change rewrites
 // one page of it, not every page after the resource's position.
+//
+// A kind in one phase is paginated along its kind's pages (segments of
+// PageSize resources): a page closes after the first segment that brings
+// it to at least PageSize/2 rows, so pages hold PageSize/2 to 1.5×PageSize
+// rows. The pages are a function of the current lists alone (Build and
+// Update agree), and a phase change moves rows between the pages of one
+// segment instead of shifting every later page.
 func (b *Builder) pageCount(k listKey, n int) int {
-	if n == 0 || k.Kind == "" {
+	switch {
+	case n == 0 || k.Kind == "":
 		return 1
+	case k.Phase != "":
+		return len(b.m.segs[k])
 	}
 	return (n + b.opts.PageSize - 1) / b.opts.PageSize
+}
+
+// segStarts returns the kind segment at which each page of the kind-phase
+// list k starts.
+func (b *Builder) segStarts(k listKey) []int {
+	m := b.m
+	all, ids, size := m.lists[listKey{Kind: k.Kind}], m.lists[k], b.opts.PageSize
+	starts := []int{0}
+	start := 0
+	for seg := 1; seg*size < len(all); seg++ {
+		end, _ := slices.BinarySearch(ids, all[seg*size])
+		if end == len(ids) {
+			break
+		}
+		if end-start >= (size+1)/2 {
+			starts = append(starts, seg)
+			start = end
+		}
+	}
+	return starts
+}
+
+// pageRows returns the positions [lo, hi) of page (1-based) in list k.
+func (b *Builder) pageRows(k listKey, page int) (int, int) {
+	m := b.m
+	ids, size := m.lists[k], b.opts.PageSize
+	if k.Kind == "" || k.Phase == "" {
+		lo := min((page-1)*size, len(ids))
+		return lo, min(lo+size, len(ids))
+	}
+	all, starts := m.lists[listKey{Kind: k.Kind}], m.segs[k]
+	pos := func(seg int) int {
+		if seg*size >= len(all) {
+			return len(ids)
+		}
+		p, _ := slices.BinarySearch(ids, all[seg*size])
+		return p
+	}
+	lo, hi := pos(starts[page-1]), len(ids)
+	if page < len(starts) {
+		hi = pos(starts[page])
+	}
+	return lo, hi
+}
+
+// pageOfSeg returns the page (1-based) of a kind-phase list holding
+// segment seg.
+func pageOfSeg(starts []int, seg int) int {
+	i, found := slices.BinarySearch(starts, seg)
+	if found {
+		return i + 1
+	}
+	return max(i, 1)
 }
 
 func (b *Builder) renderList(k listKey, page int) ([]byte, error) {
@@ -311,8 +375,7 @@ func (b *Builder) renderList(k listKey, page int) ([]byte, error) {
 			}
 		}
 	}
-	lo := (page - 1) * b.opts.PageSize
-	hi := min(lo+b.opts.PageSize, len(ids))
+	lo, hi := b.pageRows(k, page)
 	for _, id := range ids[lo:hi] {
 		row, err := b.row(m.res[id])
 		if err != nil {

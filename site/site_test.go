@@ -453,3 +453,43 @@ func TestHandler(t *testing.T) {
 		})
 	}
 }
+
+// TestKindPhasePages checks the pagination of a kind in one phase: the
+// pages partition the list in order, and each but the last holds at least
+// half a page and less than one and a half.
+func TestKindPhasePages(t *testing.T) {
+	s := statetest.Open(t)
+	fill(t, s, 2, 40)
+	const size = 6
+	bld := NewBuilder(s, t.TempDir(), Options{Now: fixedNow, PageSize: size})
+	if _, err := bld.Build(); err != nil {
+		t.Fatal(err)
+	}
+	multi := 0
+	for k, ids := range bld.m.lists {
+		if k.Kind == "" || k.Phase == "" {
+			continue
+		}
+		n := bld.pageCount(k, len(ids))
+		if n > 1 {
+			multi++
+		}
+		next := 0
+		for p := 1; p <= n; p++ {
+			lo, hi := bld.pageRows(k, p)
+			if lo != next {
+				t.Errorf("%v page %d starts at %d, want %d", k, p, lo, next)
+			}
+			if p < n && (hi-lo < size/2 || hi-lo >= size+size/2) {
+				t.Errorf("%v page %d holds %d rows, want %d to %d", k, p, hi-lo, size/2, size+size/2-1)
+			}
+			next = hi
+		}
+		if next != len(ids) {
+			t.Errorf("%v pages end at %d, want %d", k, next, len(ids))
+		}
+	}
+	if multi == 0 {
+		t.Error("no kind-phase list spans several pages: the test proves nothing")
+	}
+}
