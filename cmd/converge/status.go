@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -125,12 +128,64 @@ func writeNotes(src *gitsync.Source, pass *gitsync.Pass, errOut io.Writer) {
 const forgeTokenEnv = "CONVERGE_FORGE_TOKEN"
 
 // forgeOptions say where commit statuses are posted besides git notes.
+// A command that posts while it runs (sync) calls start, publish for each
+// recorded pass, and stop.
 type forgeOptions struct {
 	kind    string // --forge: github|gitea|gitlab, "" for none
 	url     string // --forge-url
 	repo    string // --forge-repo: owner/name, or a GitLab project id or path
 	siteURL string // --site-url: target_url base
+
+	pub    *forge.Publisher // set by start; nil without --forge
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the publisher's Run returns
 }
+
+// start begins posting published statuses to the configured forge in the
+// background; without --forge it does nothing.
+func (o *forgeOptions) start(ctx context.Context, log *slog.Logger) error {
+	rep, err := o.reporter(os.Getenv)
+	if err != nil || rep == nil {
+		return err
+	}
+	o.pub = forge.NewPublisher(rep, log)
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	o.cancel, o.done = cancel, make(chan struct{})
+	go func() {
+		defer close(o.done)
+		o.pub.Run(runCtx)
+	}()
+	return nil
+}
+
+// publish queues pass's statuses for the forge and returns at once.
+func (o *forgeOptions) publish(pass *gitsync.Pass) {
+	if o.pub == nil || pass == nil || pass.Record == nil || pass.Revision.Dirty {
+		return
+	}
+	for _, st := range pass.Record.Statuses {
+		o.pub.Publish(pass.Revision.Hash, o.target(pass.Revision.Hash, st))
+	}
+}
+
+// stop posts what is still queued, for at most forgeDrain, then stops the
+// background poster. What it could not post is reported on errOut; the git
+// notes keep it, and `converge status --forge …` posts it later.
+func (o *forgeOptions) stop(errOut io.Writer) {
+	if o.pub == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), forgeDrain)
+	defer cancel()
+	if err := o.pub.Flush(ctx); err != nil {
+		fmt.Fprintf(errOut, "converge: forge: %v (%d statuses not posted; the git notes keep them)\n", err, o.pub.Pending())
+	}
+	o.cancel()
+	<-o.done
+}
+
+// forgeDrain bounds how long a command waits at exit for the forge.
+const forgeDrain = 30 * time.Second
 
 func (o *forgeOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.kind, "forge", "", "also post statuses to a forge: github|gitea|gitlab (token from $"+forgeTokenEnv+")")

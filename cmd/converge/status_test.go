@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -136,6 +137,89 @@ func TestStatusForgeUsage(t *testing.T) {
 			}
 			if !strings.Contains(err.Error()+out, tt.wantOut) {
 				t.Errorf("error %q, output %q: want %q", err, out, tt.wantOut)
+			}
+		})
+	}
+}
+
+// TestSyncForge runs `converge sync --forge …` in-process on a repository
+// with no resources (so no worker processes): the forge receives the
+// validate verdict, then converge/sync pending and success, once each, on
+// the synced commit; an invalid commit then gets failures.
+func TestSyncForge(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		kind        string
+		repo        string
+		fake        func(t *testing.T) *forgetest.Server
+		wantFailure string
+	}{
+		{name: "github", kind: "github", repo: forgetest.Owner + "/" + forgetest.Repo, wantFailure: "failure",
+			fake: func(t *testing.T) *forgetest.Server { return &forgetest.NewGitHub(t, false).Server }},
+		{name: "gitlab", kind: "gitlab", repo: forgetest.Project, wantFailure: "failed",
+			fake: func(t *testing.T) *forgetest.Server { return &forgetest.NewGitLab(t).Server }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(forgeTokenEnv, forgetest.Token)
+			f := tc.fake(t)
+			dir := t.TempDir()
+			git := func(args ...string) string {
+				t.Helper()
+				cmd := exec.Command("git", args...)
+				cmd.Dir = dir
+				cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t.invalid",
+					"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t.invalid", "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
+				out, err := cmd.CombinedOutput()
+				if err != nil {
+					t.Fatalf("git %v: %v\n%s", args, err, out)
+				}
+				return strings.TrimSpace(string(out))
+			}
+			git("init", "-q", "-b", "main")
+			if err := os.WriteFile(dir+"/converge.cue", []byte("resync_interval: \"10m\"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			git("add", "-A")
+			git("commit", "-q", "-m", "empty")
+			good := git("rev-parse", "HEAD")
+			args := []string{"--repo", dir, "--state", t.TempDir(), "sync", "--timeout", "1m",
+				"--forge", tc.kind, "--forge-url", f.URL(), "--forge-repo", tc.repo}
+			if out, err := runCLI(args...); err != nil {
+				t.Fatalf("sync: %v\n%s", err, out)
+			}
+			var got []string
+			for _, p := range f.Statuses() {
+				if p.SHA != good {
+					t.Errorf("status on %s, want %s", p.SHA, good)
+				}
+				got = append(got, p.Context+" "+p.State+" "+p.Description)
+			}
+			want := []string{"converge/validate success 0 documents valid", "converge/sync pending applied, converging", "converge/sync success 0/0 Ready"}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("forge got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+
+			if err := os.WriteFile(dir+"/bad.json", []byte(`{"type": "resource", "kind": "nope", "kind_version": 1, "name": "x", "spec": {}}`), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			git("add", "-A")
+			git("commit", "-q", "-m", "bad")
+			bad := git("rev-parse", "HEAD")
+			if out, err := runCLI(args...); !errors.As(err, new(errFailed)) {
+				t.Fatalf("sync of an invalid commit: got %v, want exit 1\n%s", err, out)
+			}
+			got = got[:0]
+			for _, p := range f.Statuses() {
+				if p.SHA == bad {
+					got = append(got, p.Context+" "+p.State)
+				}
+			}
+			want = []string{"converge/validate " + tc.wantFailure, "converge/sync " + tc.wantFailure}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("forge got for the invalid commit %v, want %v", got, want)
+			}
+			if r := f.Refusals(); len(r) > 0 {
+				t.Errorf("forge refused: %v", r)
 			}
 		})
 	}

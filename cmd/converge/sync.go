@@ -22,6 +22,7 @@ type syncOptions struct {
 	timeout time.Duration
 	grace   time.Duration
 	verbose bool
+	forge   forgeOptions // --forge…: also post statuses to a forge
 }
 
 func newSyncCommand(g *globals) *cobra.Command {
@@ -42,6 +43,7 @@ or --timeout passes (exit 1, with what is still pending).`,
 	f.DurationVar(&o.grace, "stuck-grace", 2*time.Second, "how long nothing must progress before sync gives up")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "log the engine's and the workers' output")
 	f.BoolVar(&o.watch, "watch", false, "dev mode: keep running and re-apply the uncommitted work tree on every save")
+	o.forge.addFlags(f)
 	return c
 }
 
@@ -63,6 +65,10 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) e
 		logOut = errOut
 	}
 	log := slog.New(slog.NewTextHandler(logOut, nil))
+	if err := o.forge.start(ctx, log); err != nil {
+		return err
+	}
+	defer o.forge.stop(errOut)
 	syncer := &gitsync.Syncer{Source: src, Path: g.path, Log: log}
 	rev, err := src.Head()
 	if err != nil {
@@ -82,6 +88,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) e
 			fmt.Fprintln(errOut, "converge:", err)
 		}
 		writeNotes(src, pass, errOut)
+		o.forge.publish(pass)
 		return failed("revision %s is invalid (%d errors); nothing applied", rev, len(pass.Record.Errors))
 	}
 	workers := pass.Loaded.Desired.Settings.Workers
@@ -101,14 +108,17 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) e
 			fmt.Fprintln(errOut, f)
 		}
 		writeNotes(src, pass, errOut)
+		o.forge.publish(pass)
 		return failed("revision %s not applied: %s", rev, pass.Held)
 	}
+	o.forge.publish(pass) // converge/sync pending
 	if p := pass.Plan; p != nil {
 		fmt.Fprintf(out, "applied: %d created, %d updated, %d flipped, %d deleted\n", len(p.Create), len(p.Update), len(p.Flip), len(p.Delete))
 	}
 	start := time.Now()
 	res := waitSettled(ctx, e, out, o, expectedWorkers(workers))
 	err = finishSync(e, syncer, pass, res, time.Since(start), out, errOut)
+	o.forge.publish(pass)
 	if !o.watch {
 		return err
 	}
