@@ -111,7 +111,8 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) e
 		o.forge.publish(pass)
 		return failed("revision %s not applied: %s", rev, pass.Held)
 	}
-	o.forge.publish(pass) // converge/sync pending
+	writeNotes(src, pass, errOut) // converge/sync pending until finishSync
+	o.forge.publish(pass)
 	if p := pass.Plan; p != nil {
 		fmt.Fprintf(out, "applied: %d created, %d updated, %d flipped, %d deleted\n", len(p.Create), len(p.Update), len(p.Flip), len(p.Delete))
 	}
