@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"os/exec"
 	"reflect"
 	"strings"
 	"testing"
@@ -354,3 +355,22 @@ func TestPublisherDropsRefused(t *testing.T) {
 }
 
 func slogTo(w *bytes.Buffer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
+
+// TestStdlibOnly: the forge package imports nothing beyond the standard
+// library and converge's domain types.
+func TestStdlibOnly(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command to list dependencies with")
+	}
+	out, err := exec.Command(goBin, "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}",
+		"github.com/convergehq/converge/sync/forge").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, p := range strings.Fields(string(out)) {
+		if p != "github.com/convergehq/converge" && p != "github.com/convergehq/converge/sync/forge" {
+			t.Errorf("sync/forge depends on %s", p)
+		}
+	}
+}
