@@ -90,6 +90,7 @@ func runDelete(ctx context.Context, out, errOut io.Writer, g *globals, id conver
 	}
 	if !o.wait {
 		fmt.Fprintf(out, "deleting %s\n", id)
+		printComesBack(out, before)
 		return nil
 	}
 	deadline := time.NewTimer(o.timeout)
@@ -101,6 +102,7 @@ func runDelete(ctx context.Context, out, errOut io.Writer, g *globals, id conver
 		switch {
 		case errors.Is(err, state.ErrNotFound):
 			fmt.Fprintf(out, "deleted %s in %s\n", id, time.Since(start).Round(time.Millisecond))
+			printComesBack(out, before)
 			return nil
 		case err != nil:
 			return err
@@ -116,6 +118,21 @@ func runDelete(ctx context.Context, out, errOut io.Writer, g *globals, id conver
 			return failed("timed out after %s: %s", o.timeout, stuckOn(rd, id))
 		case <-tick.C:
 		}
+	}
+}
+
+// printComesBack tells what re-creates a deleted resource: the repository
+// that declares it, or the owner that composes it.
+func printComesBack(out io.Writer, r *converge.Resource) {
+	switch {
+	case r.Owner != "":
+		fmt.Fprintf(out, "note: %s re-creates it at its next recompose while it still emits it\n", r.Owner)
+	case r.Origin == converge.OriginGit:
+		src := r.Source
+		if src == "" {
+			src = "the repository"
+		}
+		fmt.Fprintf(out, "note: declared in %s: the next sync re-creates it; remove it from the repository to keep it gone\n", src)
 	}
 }
 
