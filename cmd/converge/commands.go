@@ -14,6 +14,7 @@ func subcommands(g *globals) []*cobra.Command {
 		newEventsCommand(g),
 		newBenchCommand(g),
 		newPlanCommand(g),
+		newServeCommand(g),
 		newWorkerCommand(),
 		newValidateCommand(g),
 		newLintCommand(g),

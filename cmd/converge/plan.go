@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cue"
 	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/state"
 	gitsync "github.com/convergehq/converge/sync"
@@ -171,4 +172,4 @@ func loadSnapshot(dir string) (*converge.Snapshot, error) {
 }
 
 // lintFunc returns the breaking-change linter sync and plan use.
-func lintFunc() gitsync.LintFunc { return nil }
+func lintFunc() gitsync.LintFunc { return cue.Lint }

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cue"
+	"github.com/convergehq/converge/scheduler"
+	gitsync "github.com/convergehq/converge/sync"
+)
+
+type serveOptions struct {
+	listen        string
+	workersListen string
+	poll          time.Duration
+	startWorkers  []string
+	verbose       bool
+}
+
+func newServeCommand(g *globals) *cobra.Command {
+	var o serveOptions
+	c := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the daemon: follow the branch, apply every good commit, serve workers, webhook, admin API",
+		Long: `serve follows a branch of a local or remote repository (--repo PATH|URL): on
+start, every --poll interval (with jitter) and on every signed webhook
+(POST /hooks/git, X-Hub-Signature-256 with the secret in
+$CONVERGE_WEBHOOK_SECRET), it fetches and gives each new first-parent commit
+its verdict (validate, lint), applies the newest good one and drives it to
+convergence. Workers connect over a unix socket in the state directory or,
+with --workers-listen, over TCP with the token in $CONVERGE_WORKER_TOKEN.
+For a local repository serve starts the workers its converge.cue declares;
+a remote repository never makes converge start a command (use
+--start-worker for builtin workers from local configuration). While serve
+runs, get, list, tree, events, delete and do talk to it through its admin
+API. SIGTERM or SIGINT stops it gracefully: everything accepted is flushed.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error { return runServe(c.Context(), c, g, o) },
+	}
+	f := c.Flags()
+	f.StringVar(&o.listen, "listen", ":8080", "HTTP address for the site and the webhook (\"\" for none)")
+	f.StringVar(&o.workersListen, "workers-listen", "", "TCP address for external workers (token in $CONVERGE_WORKER_TOKEN)")
+	f.DurationVar(&o.poll, "poll", time.Minute, "fetch interval (jittered by up to 10%)")
+	f.StringSliceVar(&o.startWorkers, "start-worker", nil, "start a builtin worker from local configuration: NAME[:REPLICAS] (e.g. classic:2)")
+	f.BoolVarP(&o.verbose, "verbose", "v", false, "log the engine's and the workers' output")
+	return c
+}
+
+func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions) error {
+	out := c.OutOrStdout()
+	logOut := io.Discard
+	if o.verbose {
+		logOut = c.ErrOrStderr()
+	}
+	log := slog.New(slog.NewTextHandler(logOut, nil))
+	dir, err := stateDir(g)
+	if err != nil {
+		return err
+	}
+	var src *gitsync.Source
+	if isRemote(g.repo) {
+		src, err = gitsync.OpenRemote(ctx, gitsync.RemoteOptions{URL: g.repo, Ref: g.ref, Dir: filepath.Join(dir, "sources")})
+	} else {
+		src, err = gitsync.OpenLocal(g.repo, g.ref)
+	}
+	if err != nil {
+		return err
+	}
+	workers, err := builtinWorkers(o.startWorkers)
+	if err != nil {
+		return err
+	}
+	if !src.Remote() {
+		// A local repository is trusted: start the workers it declares.
+		if head, err := src.Head(); err == nil {
+			if fsys, err := src.FS(head, g.path); err == nil {
+				if res, err := cue.Load(fsys, ".", cue.Options{}); err == nil && res.Valid() {
+					workers = append(workers, res.Desired.Settings.Workers...)
+				}
+			}
+		}
+	}
+	e, err := startEngine(ctx, engineOptions{stateDir: dir, repoDir: src.Root(), workers: workers,
+		listen: o.workersListen, token: os.Getenv("CONVERGE_WORKER_TOKEN"), log: log, workerOut: logOut})
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	syncer := &gitsync.Syncer{Source: src, Path: g.path, Records: e.store, Engine: e.sched, Log: log, Lint: lintFunc()}
+
+	trigger := make(chan struct{}, 1)
+	poke := func() {
+		select {
+		case trigger <- struct{}{}:
+		default:
+		}
+	}
+	if o.listen != "" {
+		mux := http.NewServeMux()
+		mux.Handle("POST /hooks/git", gitsync.WebhookHandler([]byte(os.Getenv("CONVERGE_WEBHOOK_SECRET")), poke))
+		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+		l, err := net.Listen("tcp", o.listen)
+		if err != nil {
+			return fmt.Errorf("listen %s: %w", o.listen, err)
+		}
+		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go hs.Serve(l)
+		defer hs.Close()
+		fmt.Fprintf(out, "serve: http on %s\n", l.Addr())
+	}
+	where := src.URL()
+	if where == "" {
+		where = src.Root()
+	}
+	fmt.Fprintf(out, "serve: following %s of %s; state in %s\n", src.Ref(), where, dir)
+
+	var current atomic.Pointer[gitsync.Pass] // the applied pass awaiting its converge/sync verdict
+	step := func() {
+		passes, err := syncer.Advance(ctx)
+		if err != nil {
+			fmt.Fprintf(out, "serve: %v\n", err)
+		}
+		for _, p := range passes {
+			fmt.Fprintln(out, "serve: "+describePass(p))
+			if p.Applied {
+				current.Store(p)
+			}
+		}
+	}
+	poll := time.NewTimer(0)
+	defer poll.Stop()
+	watch := time.NewTicker(100 * time.Millisecond)
+	defer watch.Stop()
+	var stuckSince time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(out, "serve: shutting down")
+			return nil
+		case <-poll.C:
+			step()
+			poll.Reset(jitter(o.poll))
+		case <-trigger:
+			step()
+		case <-watch.C:
+			p := current.Load()
+			if p == nil {
+				continue
+			}
+			pr := e.sched.Progress()
+			summary := fmt.Sprintf("%d/%d Ready", pr.Counts.Ready, pr.Counts.Total)
+			switch pr.Settled {
+			case scheduler.Converged:
+				stuckSince = time.Time{}
+				if err := syncer.SetSyncStatus(p, converge.StateSuccess, summary); err != nil {
+					fmt.Fprintf(out, "serve: %v\n", err)
+				}
+				fmt.Fprintf(out, "serve: %s converged: %s\n", p.Revision, summary)
+				current.CompareAndSwap(p, nil)
+			case scheduler.Stuck:
+				if stuckSince.IsZero() {
+					stuckSince = time.Now()
+				} else if time.Since(stuckSince) > 5*time.Second {
+					syncer.SetSyncStatus(p, converge.StateFailure, "stuck: "+summary)
+					fmt.Fprintf(out, "serve: %s stuck: %s\n", p.Revision, summary)
+					current.CompareAndSwap(p, nil)
+					stuckSince = time.Time{}
+				}
+			default:
+				stuckSince = time.Time{}
+			}
+		}
+	}
+}
+
+// describePass is one line about a revision's verdict.
+func describePass(p *gitsync.Pass) string {
+	switch {
+	case !p.Valid():
+		return fmt.Sprintf("%s invalid (%d errors), not applied: %s", p.Revision, len(p.Record.Errors), p.Record.Errors[0])
+	case p.Held != "":
+		return fmt.Sprintf("%s %s", p.Revision, p.Held)
+	case p.Applied && p.Plan != nil:
+		return fmt.Sprintf("%s applied: %d created, %d updated, %d flipped, %d deleted", p.Revision,
+			len(p.Plan.Create), len(p.Plan.Update), len(p.Plan.Flip), len(p.Plan.Delete))
+	}
+	if st, ok := p.Record.Status(converge.ContextSync); ok {
+		return fmt.Sprintf("%s %s", p.Revision, st.Description)
+	}
+	if st, ok := p.Record.Status(converge.ContextLint); ok && st.State == converge.StateFailure {
+		return fmt.Sprintf("%s %s", p.Revision, st.Description)
+	}
+	return p.Revision.String() + " checked"
+}
+
+// jitter returns d ± up to 10%.
+func jitter(d time.Duration) time.Duration {
+	return d + time.Duration((rand.Float64()*0.2-0.1)*float64(d))
+}
+
+// builtinWorkers parses --start-worker NAME[:REPLICAS] values.
+func builtinWorkers(vals []string) ([]converge.WorkerSpec, error) {
+	var out []converge.WorkerSpec
+	for _, v := range vals {
+		name, reps, _ := strings.Cut(v, ":")
+		n := 1
+		if reps != "" {
+			var err error
+			if n, err = strconv.Atoi(reps); err != nil || n < 1 {
+				return nil, fmt.Errorf("--start-worker %q: want NAME[:REPLICAS]", v)
+			}
+		}
+		if name != "classic" {
+			return nil, errors.New("--start-worker " + v + ": no such builtin worker (have " + builtinWorkerNames + ")")
+		}
+		out = append(out, converge.WorkerSpec{Name: name, Builtin: name, Replicas: n})
+	}
+	return out, nil
+}

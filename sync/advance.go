@@ -1,0 +1,123 @@
+package sync
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/convergehq/converge"
+)
+
+// maxBacklog bounds how many new commits one Advance gives verdicts to;
+// older ones in a longer backlog are skipped (the newest are what matter).
+const maxBacklog = 200
+
+// Advance brings the source up to date (a fetch for a remote) and gives
+// every first-parent commit since the last one processed its verdict,
+// oldest first: validated, and linted against its parent when a Lint
+// function is set. The newest valid revision is then applied (see Apply);
+// an older valid one in the same batch is recorded as superseded, never
+// applied. Invalid revisions are recorded with their errors and not
+// applied; whatever was applied before stays applied. Advance returns the
+// passes it made, oldest first, or nil when nothing is new.
+func (s *Syncer) Advance(ctx context.Context) ([]*Pass, error) {
+	if _, err := s.Source.Fetch(ctx); err != nil {
+		return nil, err
+	}
+	head, err := s.Source.Head()
+	if err != nil {
+		return nil, err
+	}
+	if s.last == "" {
+		if applied, err := s.Records.Applied(); err == nil && applied != nil && !applied.Dirty {
+			s.last = applied.Hash
+		}
+	}
+	if head.Hash == s.last {
+		return nil, nil
+	}
+	revs := []converge.Revision{head}
+	if s.last != "" {
+		if fp, err := s.Source.FirstParents(s.last, head.Hash); err == nil && len(fp) > 0 {
+			revs = fp
+		}
+	}
+	if len(revs) > maxBacklog {
+		revs = revs[len(revs)-maxBacklog:]
+	}
+	var parentKinds []*converge.Kind
+	if s.Lint != nil && s.last != "" {
+		if prev, err := s.Source.Revision(s.last); err == nil {
+			if p, err := s.Check(prev); err == nil && p.Loaded != nil {
+				parentKinds = p.Loaded.Desired.Kinds
+			}
+		}
+	}
+	passes := make([]*Pass, 0, len(revs))
+	for _, rev := range revs {
+		pass, err := s.Check(rev)
+		if err != nil {
+			return passes, err
+		}
+		if s.Lint != nil && pass.Valid() {
+			s.lintParent(pass, parentKinds)
+		}
+		if pass.Valid() {
+			parentKinds = pass.Loaded.Desired.Kinds
+		}
+		passes = append(passes, pass)
+	}
+	// The newest valid, non-breaking revision is applied.
+	apply := -1
+	for i := len(passes) - 1; i >= 0; i-- {
+		if passes[i].Valid() && !breaking(passes[i].Record) {
+			apply = i
+			break
+		}
+	}
+	for i, p := range passes {
+		switch {
+		case i == apply:
+			if err := s.Apply(ctx, p); err != nil {
+				return passes, err
+			}
+		case !p.Valid():
+			// Check set its failure statuses.
+		case breaking(p.Record):
+			p.Record.SetStatus(converge.CommitStatus{Context: converge.ContextSync, State: converge.StateFailure,
+				Description: "not applied: breaking schema change", Time: s.now()})
+		case i < apply:
+			p.Record.SetStatus(converge.CommitStatus{Context: converge.ContextSync, State: converge.StateSuccess,
+				Description: fmt.Sprintf("superseded by %.7s before it was applied", passes[apply].Revision.Hash), Time: s.now()})
+			p.Record.Held = "superseded"
+		}
+		if i != apply {
+			if err := s.Records.PutRevision(p.Record); err != nil {
+				return passes, err
+			}
+		}
+	}
+	s.last = head.Hash
+	return passes, nil
+}
+
+// lintParent lints pass's kinds against its parent's and records the
+// converge/lint verdict.
+func (s *Syncer) lintParent(pass *Pass, parent []*converge.Kind) {
+	findings := s.Lint(parent, pass.Loaded.Desired.Kinds)
+	now := s.now()
+	if len(findings) == 0 {
+		pass.Record.SetStatus(converge.CommitStatus{Context: converge.ContextLint, State: converge.StateSuccess,
+			Description: "no breaking schema changes", Time: now})
+		return
+	}
+	pass.Record.Findings = appendFindings(pass.Record.Findings, findings)
+	f := findings[0]
+	pass.Record.SetStatus(converge.CommitStatus{Context: converge.ContextLint, State: converge.StateFailure,
+		Description: fmt.Sprintf("not applied: %s %s: %s", f.Path, f.Rule, f.Message), Time: now})
+}
+
+// breaking reports whether rec's lint verdict is a failure.
+func breaking(rec *converge.RevisionRecord) bool {
+	st, ok := rec.Status(converge.ContextLint)
+	return ok && st.State == converge.StateFailure
+}
