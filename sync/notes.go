@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -50,6 +51,16 @@ type Note struct {
 // the notes ref between its read and its compare-and-swap.
 const notesCASRetries = 8
 
+// ErrNotesLocked is returned when NotesRef stays locked (its .lock file
+// exists) for longer than notesLockWait: another writer is slow, or one
+// crashed and left the lock behind (then remove
+// .git/refs/notes/converge.lock, as git would tell you).
+var ErrNotesLocked = errors.New("notes ref locked by another writer")
+
+// notesLockWait bounds how long WriteStatuses waits for another writer's
+// lock on NotesRef.
+const notesLockWait = 5 * time.Second
+
 // notesSignature is the author and committer of notes commits.
 var notesSignature = object.Signature{Name: "converge", Email: "converge@localhost"}
 
@@ -61,8 +72,9 @@ var notesSignature = object.Signature{Name: "converge", Email: "converge@localho
 // retrying when another writer won the race. A note identical to the
 // stored one writes nothing.
 //
-// The ref's creation (no notes yet) is not compare-and-swapped: go-git has
-// no "must not exist" condition, so two first writers can race there.
+// Writers take git's lock file on the ref first, so converge processes
+// and the git CLI take turns; the compare-and-swap also guards against a
+// writer that ignores the lock.
 func (s *Source) WriteStatuses(hash string, statuses []converge.CommitStatus) error {
 	target, err := s.commitHash(hash)
 	if err != nil {
@@ -76,6 +88,11 @@ func (s *Source) WriteStatuses(hash string, statuses []converge.CommitStatus) er
 	if err != nil {
 		return fmt.Errorf("write statuses of %s: %w", target, err)
 	}
+	unlock, err := s.lockNotes()
+	if err != nil {
+		return fmt.Errorf("write statuses of %s: %w", target, err)
+	}
+	defer unlock()
 	for range notesCASRetries {
 		err = s.writeNote(target, blob)
 		if !errors.Is(err, storage.ErrReferenceHasChanged) {
@@ -86,6 +103,38 @@ func (s *Source) WriteStatuses(hash string, statuses []converge.CommitStatus) er
 		return fmt.Errorf("write statuses of %s: %w", target, err)
 	}
 	return nil
+}
+
+// lockNotes takes git's lock on NotesRef — the file
+// refs/notes/converge.lock, created exclusively, as git itself does before
+// it updates a ref — so that `git notes` and other converge processes do
+// not update the ref at the same time. It waits up to notesLockWait for
+// another holder and returns the unlock function. A repository not on a
+// file system needs no lock.
+func (s *Source) lockNotes() (unlock func(), err error) {
+	fss, ok := s.repo.Storer.(*filesystem.Storage)
+	if !ok {
+		return func() {}, nil
+	}
+	fsys, name := fss.Filesystem(), NotesRef+".lock"
+	deadline := time.Now().Add(notesLockWait)
+	for {
+		f, err := fsys.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o666)
+		if err == nil {
+			if err := f.Close(); err != nil {
+				fsys.Remove(name)
+				return nil, fmt.Errorf("lock %s: %w", NotesRef, err)
+			}
+			return func() { fsys.Remove(name) }, nil
+		}
+		if !errors.Is(err, os.ErrExist) {
+			return nil, fmt.Errorf("lock %s: %w", NotesRef, err)
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("lock %s: %w", NotesRef, ErrNotesLocked)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // writeNote makes one attempt at pointing NotesRef at a notes commit whose

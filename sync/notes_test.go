@@ -240,19 +240,12 @@ func TestNotesFanout(t *testing.T) {
 }
 
 // TestWriteStatusesConcurrent runs writers with their own Source on one
-// repository: the compare-and-swap makes each retry on a lost race, so no
+// repository, from the first note on: the ref's lock file makes them take
+// turns (and the compare-and-swap would catch one that did not), so no
 // note is lost.
 func TestWriteStatusesConcurrent(t *testing.T) {
 	dir := gitRepo(t, map[string]string{"a.txt": "a"})
 	hs := commits(t, dir, 12)
-	first, err := OpenLocal(dir, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The ref's creation is not compare-and-swapped: create it first.
-	if err := first.WriteStatuses(hs[0], sampleStatuses("0")); err != nil {
-		t.Fatal(err)
-	}
 	var wg gosync.WaitGroup
 	errs := make(chan error, len(hs))
 	const writers = 3
@@ -262,7 +255,7 @@ func TestWriteStatusesConcurrent(t *testing.T) {
 			t.Fatal(err)
 		}
 		wg.Go(func() {
-			for i := 1 + w; i < len(hs); i += writers {
+			for i := w; i < len(hs); i += writers {
 				errs <- src.WriteStatuses(hs[i], sampleStatuses(fmt.Sprint(i)))
 			}
 		})
@@ -278,6 +271,110 @@ func TestWriteStatusesConcurrent(t *testing.T) {
 		if show := gitIn(t, dir, "", "notes", "--ref", "converge", "show", h); !strings.Contains(show, fmt.Sprintf("%q", fmt.Sprint(i))) {
 			t.Errorf("note %d lost or wrong:\n%s", i, show)
 		}
+	}
+}
+
+// TestWriteStatusesBesideGit runs `git notes add` while WriteStatuses
+// writes: converge never drops git's notes. (git itself moves the ref
+// without comparing it to what it read, so git can drop a note converge
+// wrote meanwhile, as it can one another git process wrote.)
+func TestWriteStatusesBesideGit(t *testing.T) {
+	dir := gitRepo(t, map[string]string{"a.txt": "a"})
+	hs := commits(t, dir, 16)
+	ours, theirs := hs[:8], hs[8:]
+	src, err := OpenLocal(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg gosync.WaitGroup
+	errs := make(chan error, len(hs))
+	wg.Go(func() {
+		for i, h := range ours {
+			errs <- src.WriteStatuses(h, sampleStatuses(fmt.Sprint(i)))
+		}
+	})
+	// git fails rather than waits on a held lock: retry as a user would.
+	wg.Go(func() {
+		for _, h := range theirs {
+			var err error
+			for try := 0; try < 500; try++ {
+				cmd := exec.Command("git", "notes", "--ref", "converge", "add", "-f", "-m", `[{"context":"converge/lint","state":"success","description":"by git"}]`, h)
+				cmd.Dir = dir
+				cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t.invalid",
+					"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t.invalid", "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
+				out, cerr := cmd.CombinedOutput()
+				if cerr == nil {
+					err = nil
+					break
+				}
+				err = fmt.Errorf("git notes add: %v\n%s", cerr, out)
+				if !strings.Contains(string(out), ".lock") {
+					break
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+			errs <- err
+		}
+	})
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	for _, h := range theirs {
+		st, err := src.ReadStatuses(h)
+		if err != nil {
+			t.Errorf("git's note on %s: %v", h, err)
+			continue
+		}
+		if got, want := st[0].Description, "by git"; got != want {
+			t.Errorf("git's note on %s: got %q, want %q", h, got, want)
+		}
+	}
+	gitIn(t, dir, "", "fsck", "--strict", "--no-progress")
+}
+
+// TestWriteStatusesWaitsForLock: while git's lock file on the notes ref
+// exists, WriteStatuses waits; once it is gone, it writes.
+func TestWriteStatusesWaitsForLock(t *testing.T) {
+	dir := gitRepo(t, map[string]string{"a.txt": "a"})
+	head := gitIn(t, dir, "", "rev-parse", "HEAD")
+	src, err := OpenLocal(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock := filepath.Join(dir, ".git", "refs", "notes", "converge.lock")
+	if err := os.MkdirAll(filepath.Dir(lock), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(lock, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- src.WriteStatuses(head, sampleStatuses("after the lock")) }()
+	select {
+	case err := <-done:
+		t.Fatalf("WriteStatuses returned %v while the ref was locked", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if err := os.Remove(lock); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(notesLockWait):
+		t.Fatal("WriteStatuses still waiting after the lock was removed")
+	}
+	if show := gitIn(t, dir, "", "notes", "--ref", "converge", "show", head); !strings.Contains(show, "after the lock") {
+		t.Errorf("note:\n%s", show)
+	}
+	if _, err := os.Stat(lock); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("lock file left behind: %v", err)
 	}
 }
 
