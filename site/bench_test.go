@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/state/statetest"
@@ -35,25 +37,61 @@ func benchDir(b *testing.B) string {
 	return filepath.Join(b.TempDir(), "site")
 }
 
-// BenchmarkBuild measures a full Build from a real store (NoSync).
+// cpuTime returns the user and system CPU time this process has used, to
+// report a cost that does not depend on how loaded the machine is.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkBuild measures a full Build from a real store (NoSync): "fresh"
+// into a new directory each time (every file created), "rebuild" into the
+// directory of the previous Build of the same store (every file compared,
+// none rewritten).
 func BenchmarkBuild(b *testing.B) {
 	for _, sz := range benchSizes {
-		b.Run(sz.name, func(b *testing.B) {
-			s := statetest.Open(b)
-			fill(b, s, sz.domains, sz.teams)
-			dir := benchDir(b)
-			var st *Stats
-			b.ResetTimer()
-			for b.Loop() {
-				var err error
-				if st, err = Build(s, dir, Options{}); err != nil {
-					b.Fatal(err)
+		for _, mode := range []string{"fresh", "rebuild"} {
+			b.Run(sz.name+"/"+mode, func(b *testing.B) {
+				s := statetest.Open(b)
+				fill(b, s, sz.domains, sz.teams)
+				dir := benchDir(b)
+				if mode == "rebuild" {
+					if _, err := Build(s, dir, Options{Now: fixedNow}); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-			b.ReportMetric(float64(st.Resources), "resources")
-			b.ReportMetric(float64(st.Files), "files")
-			b.ReportMetric(float64(st.Bytes)/1e6, "MB")
-		})
+				var st *Stats
+				var cpu time.Duration
+				n := 0
+				b.ResetTimer()
+				for b.Loop() {
+					out := dir
+					if mode == "fresh" {
+						b.StopTimer()
+						os.RemoveAll(dir)
+						out = fmt.Sprintf("%s-%d", dir, n)
+						n++
+						b.StartTimer()
+					}
+					cpu0 := cpuTime(b)
+					var err error
+					if st, err = Build(s, out, Options{Now: fixedNow}); err != nil {
+						b.Fatal(err)
+					}
+					cpu += cpuTime(b) - cpu0
+					dir = out
+				}
+				b.StopTimer()
+				os.RemoveAll(dir)
+				b.ReportMetric(float64(cpu)/float64(b.N)/1e6, "cpu-ms/op")
+				b.ReportMetric(float64(st.Resources), "resources")
+				b.ReportMetric(float64(st.Files), "written")
+				b.ReportMetric(float64(st.Unchanged), "unchanged")
+			})
+		}
 	}
 }
 
@@ -71,6 +109,7 @@ func BenchmarkUpdateOne(b *testing.B) {
 			}
 			id := converge.ID(fmt.Sprintf("vpc/fd0-team%d", sz.teams/2))
 			var st *Stats
+			var cpu time.Duration
 			i := 0
 			b.ResetTimer()
 			for b.Loop() {
@@ -89,10 +128,13 @@ func BenchmarkUpdateOne(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.StartTimer()
+				cpu0 := cpuTime(b)
 				if st, err = bld.Update([]converge.ID{id}); err != nil {
 					b.Fatal(err)
 				}
+				cpu += cpuTime(b) - cpu0
 			}
+			b.ReportMetric(float64(cpu)/float64(b.N)/1e6, "cpu-ms/op")
 			b.ReportMetric(float64(st.Files), "files")
 		})
 	}

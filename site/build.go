@@ -74,8 +74,9 @@ func (o Options) withDefaults() Options {
 type Stats struct {
 	// Resources is the number of resources in the store.
 	Resources int
-	// Files counts files written; Removed, files removed.
-	Files, Removed int
+	// Files counts files written; Unchanged, files Build left alone
+	// because they already held the same bytes; Removed, files removed.
+	Files, Unchanged, Removed int
 	// Bytes is the total size of the files written.
 	Bytes int64
 	// Elapsed is the wall time of the call.
@@ -235,7 +236,7 @@ func (b *Builder) build() (*Stats, error) {
 		b.m = nil
 		return nil, err
 	}
-	return &Stats{Resources: len(all), Files: w.files, Removed: removed, Bytes: w.bytes, Elapsed: time.Since(start)}, nil
+	return &Stats{Resources: len(all), Files: w.files, Unchanged: w.same, Removed: removed, Bytes: w.bytes, Elapsed: time.Since(start)}, nil
 }
 
 // secretValues returns the secret strings in r's spec and status.
@@ -301,6 +302,7 @@ func (b *Builder) writeResources(w *writer, rs []*converge.Resource, keep map[st
 	wg.Wait()
 	for _, x := range ws {
 		w.files += x.files
+		w.same += x.same
 		w.bytes += x.bytes
 	}
 	if first != nil {

@@ -1,6 +1,7 @@
 package site
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -84,14 +85,15 @@ func (k listKey) path(page int) string {
 
 // writer writes files under a site directory and counts what it wrote.
 // With atomic set it writes a temporary file and renames it, so a served
-// page is never seen half-written (Update); without, it writes in place,
-// one open, write and close per file (Build, where syscalls dominate). A
-// writer is used by one goroutine at a time.
+// page is never seen half-written (Update); without, it writes in place
+// and skips a file that already holds the same bytes (Build, where file
+// system calls dominate). A writer is used by one goroutine at a time.
 type writer struct {
 	dir    string
 	atomic bool
 	dirs   map[string]bool // directories known to exist
 	files  int
+	same   int // files left alone: they already held the bytes
 	bytes  int64
 }
 
@@ -107,6 +109,12 @@ func (w *writer) write(rel string, data []byte) error {
 		w.dirs[d] = true
 	}
 	if !w.atomic {
+		// Reading is much cheaper than rewriting (which truncates, and
+		// makes ext4 flush on close), and a rebuild changes few pages.
+		if old, err := os.ReadFile(full); err == nil && bytes.Equal(old, data) {
+			w.same++
+			return nil
+		}
 		if err := os.WriteFile(full, data, 0o644); err != nil {
 			return fmt.Errorf("write %s: %w", rel, err)
 		}

@@ -278,6 +278,9 @@ func TestRebuildRemovesStalePages(t *testing.T) {
 	if st.Removed != 1 {
 		t.Errorf("removed %d files, want 1", st.Removed)
 	}
+	if st.Unchanged == 0 || st.Files == 0 {
+		t.Errorf("rebuild wrote %d files and left %d alone: want both nonzero", st.Files, st.Unchanged)
+	}
 	checkLinks(t, readSite(t, dir))
 }
 
