@@ -1,7 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
+	"net/http"
+	"net/http/cgi"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +23,7 @@ import (
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/state"
 	"github.com/convergehq/converge/state/stateapi"
+	gitsync "github.com/convergehq/converge/sync"
 )
 
 // TestMain lets testscript run converge in-process: a script's
@@ -43,6 +48,8 @@ func TestMain(m *testing.M) {
 //	sleep DURATION          pause, e.g. sleep 500ms
 //	wait-running STATE N    wait until N resources are Running (asks the daemon's admin API)
 //	wait-get STATE ID PAT   wait until `get ID -o json` (daemon or store) matches PAT
+//	git-http-serve DIR VAR  serve the bare repositories in DIR over smart HTTP; VAR = base URL
+//	webhook STATE SECRET N  POST a push webhook to the serve using STATE, signed with SECRET (- for none); want status N
 //	wait-file FILE PATTERN  wait until FILE exists and matches the regular expression PATTERN
 //
 // Conditions: [short] is true under `go test -short`.
@@ -63,16 +70,18 @@ func TestScripts(t *testing.T) {
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"example":      cmdExample(root),
-			"repo-init":    cmdRepoInit,
-			"commit":       cmdCommit,
-			"git-rev":      cmdGitRev,
-			"kill-worker":  cmdKillWorker,
-			"wait-file":    cmdWaitFile,
-			"check-state":  cmdCheckState,
-			"sleep":        cmdSleep,
-			"wait-running": cmdWaitRunning,
-			"wait-get":     cmdWaitGet,
+			"example":        cmdExample(root),
+			"repo-init":      cmdRepoInit,
+			"commit":         cmdCommit,
+			"git-rev":        cmdGitRev,
+			"kill-worker":    cmdKillWorker,
+			"wait-file":      cmdWaitFile,
+			"check-state":    cmdCheckState,
+			"sleep":          cmdSleep,
+			"wait-running":   cmdWaitRunning,
+			"wait-get":       cmdWaitGet,
+			"git-http-serve": cmdGitHTTPServe,
+			"webhook":        cmdWebhook,
 		},
 	})
 }
@@ -300,4 +309,57 @@ func cmdWaitGet(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// cmdGitHTTPServe serves the bare repositories under DIR over git's smart
+// HTTP protocol (git http-backend behind net/http/cgi) until the script
+// ends, and sets env VAR to the server's base URL.
+func cmdGitHTTPServe(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: git-http-serve DIR VAR")
+	}
+	exe := strings.TrimSpace(git(ts, ts.MkAbs("."), "--exec-path"))
+	backend := filepath.Join(exe, "git-http-backend")
+	if _, err := os.Stat(backend); err != nil {
+		ts.Fatalf("git-http-backend: %v", err)
+	}
+	srv := httptest.NewServer(&cgi.Handler{Path: backend,
+		Env: []string{"GIT_PROJECT_ROOT=" + ts.MkAbs(args[0]), "GIT_HTTP_EXPORT_ALL=1"}})
+	ts.Defer(srv.Close)
+	ts.Setenv(args[1], srv.URL)
+}
+
+// cmdWebhook POSTs a push payload to the /hooks/git of the converge serve
+// whose state directory is STATEDIR (address from its http.addr file),
+// signed with SECRET ("-" sends no signature), and checks the HTTP status
+// is CODE.
+func cmdWebhook(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 3 {
+		ts.Fatalf("usage: webhook STATEDIR SECRET CODE")
+	}
+	var addr []byte
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var err error
+		if addr, err = os.ReadFile(filepath.Join(ts.MkAbs(args[0]), "http.addr")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("no http.addr in %s: %v", args[0], err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	body := []byte(`{"ref":"refs/heads/main"}`)
+	req, err := http.NewRequest("POST", "http://"+strings.TrimSpace(string(addr))+"/hooks/git", bytes.NewReader(body))
+	ts.Check(err)
+	if args[1] != "-" {
+		req.Header.Set("X-Hub-Signature-256", gitsync.Sign([]byte(args[1]), body))
+	}
+	resp, err := http.DefaultClient.Do(req)
+	ts.Check(err)
+	resp.Body.Close()
+	if got := strconv.Itoa(resp.StatusCode); got != args[2] {
+		ts.Fatalf("webhook: status %s, want %s", got, args[2])
+	}
+	fmt.Fprintf(ts.Stdout(), "webhook: %d\n", resp.StatusCode)
 }

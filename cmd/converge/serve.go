@@ -121,6 +121,12 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go hs.Serve(l)
 		defer hs.Close()
+		// The bound address, for tools when --listen picked a free port.
+		addrFile := filepath.Join(dir, "http.addr")
+		if err := os.WriteFile(addrFile, []byte(l.Addr().String()+"\n"), 0o600); err != nil {
+			return fmt.Errorf("write %s: %w", addrFile, err)
+		}
+		defer os.Remove(addrFile)
 		fmt.Fprintf(out, "serve: http on %s\n", l.Addr())
 	}
 	where := src.URL()
@@ -193,6 +199,8 @@ func describePass(p *gitsync.Pass) string {
 	switch {
 	case !p.Valid():
 		return fmt.Sprintf("%s invalid (%d errors), not applied: %s", p.Revision, len(p.Record.Errors), p.Record.Errors[0])
+	case breakingPass(p):
+		return fmt.Sprintf("%s not applied: breaking schema change (%d findings): %s", p.Revision, len(p.Record.Findings), p.Record.Findings[0])
 	case p.Held != "":
 		return fmt.Sprintf("%s %s", p.Revision, p.Held)
 	case p.Applied && p.Plan != nil:
@@ -202,10 +210,13 @@ func describePass(p *gitsync.Pass) string {
 	if st, ok := p.Record.Status(converge.ContextSync); ok {
 		return fmt.Sprintf("%s %s", p.Revision, st.Description)
 	}
-	if st, ok := p.Record.Status(converge.ContextLint); ok && st.State == converge.StateFailure {
-		return fmt.Sprintf("%s %s", p.Revision, st.Description)
-	}
 	return p.Revision.String() + " checked"
+}
+
+// breakingPass reports whether lint refused p.
+func breakingPass(p *gitsync.Pass) bool {
+	st, ok := p.Record.Status(converge.ContextLint)
+	return ok && st.State == converge.StateFailure && len(p.Record.Findings) > 0
 }
 
 // jitter returns d ± up to 10%.
