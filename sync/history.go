@@ -1,7 +1,9 @@
 package sync
 
 import (
+	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/go-git/go-git/v5"
@@ -74,4 +76,30 @@ func (s *Source) FirstParent(rev converge.Revision) (converge.Revision, bool, er
 func (s *Source) revisionOf(c *object.Commit) converge.Revision {
 	subject, _, _ := strings.Cut(c.Message, "\n")
 	return converge.Revision{Ref: s.ref, Hash: c.Hash.String(), Time: c.Committer.When.UTC(), Subject: subject}
+}
+
+// TreeHash returns the hash of the tree below sub ("" or "." for the root)
+// at rev, or "" when rev has no directory sub. Two revisions with the same
+// tree hash hold the same documents.
+func (s *Source) TreeHash(rev converge.Revision, sub string) (string, error) {
+	c, err := s.repo.CommitObject(plumbing.NewHash(rev.Hash))
+	if err != nil {
+		return "", fmt.Errorf("read commit %s: %w", rev.Hash, err)
+	}
+	t, err := c.Tree()
+	if err != nil {
+		return "", fmt.Errorf("read tree of %s: %w", rev.Hash, err)
+	}
+	sub = strings.Trim(filepath.ToSlash(sub), "/")
+	if sub == "" || sub == "." {
+		return t.Hash.String(), nil
+	}
+	st, err := t.Tree(sub)
+	if errors.Is(err, object.ErrDirectoryNotFound) || errors.Is(err, object.ErrEntryNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read tree %s of %s: %w", sub, rev.Hash, err)
+	}
+	return st.Hash.String(), nil
 }

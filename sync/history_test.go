@@ -1,6 +1,7 @@
 package sync
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -81,6 +82,19 @@ func TestFirstParents(t *testing.T) {
 	p, ok, err := src.FirstParent(head)
 	if err != nil || !ok || p.Subject != "m4" {
 		t.Errorf("FirstParent(c5) = %q, %v, %v; want m4, true, nil", p.Subject, ok, err)
+	}
+	c2, err := src.Revision("c2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h5, err1 := src.TreeHash(head, "")
+	h2, err2 := src.TreeHash(c2, "")
+	none, err3 := src.TreeHash(c2, "no/such/dir")
+	if err := errors.Join(err1, err2, err3); err != nil {
+		t.Fatal(err)
+	}
+	if h5 == h2 || len(h5) != 40 || none != "" {
+		t.Errorf("TreeHash: c5 %q, c2 %q (want two different hashes), missing dir %q (want \"\")", h5, h2, none)
 	}
 	root, err := src.Revision("c1")
 	if err != nil {

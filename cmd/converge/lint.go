@@ -1,14 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"path"
+	"runtime"
 	"strings"
+	gosync "sync"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/cue"
@@ -105,74 +109,177 @@ type loaded struct {
 	findings []converge.Finding
 }
 
-// lintRange lints each first-parent commit of base..head and the range as
-// a whole. It returns one group per commit, oldest first, then the range
-// group (left out when the range is a single commit: it would repeat it),
-// and the number of commits.
+// lintRange lints each first-parent commit of base..head against its first
+// parent, and head against base. It returns one group per commit, oldest
+// first, then the range group (left out when the range is a single commit:
+// it would repeat it), and the number of commits.
+//
+// Loading (validating every document) is most of the cost: each distinct
+// tree below sub is loaded once, on GOMAXPROCS goroutines; reads of the git
+// object database are serialized (go-git is not safe for concurrent use).
 func lintRange(src *gitsync.Source, sub, base, head string) ([]lintGroup, int, error) {
 	commits, err := src.FirstParents(base, head)
 	if err != nil {
 		return nil, 0, err
 	}
-	cache := map[string]*loaded{}
-	load := func(rev converge.Revision) (*loaded, error) {
-		if l, ok := cache[rev.Hash]; ok {
-			return l, nil
-		}
-		l := &loaded{}
-		tree, err := src.FS(rev, sub)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			// The path does not exist yet (or any more): no documents.
-		case err != nil:
-			return nil, err
-		default:
-			res, err := cue.Load(tree, ".", cue.Options{})
-			if err != nil {
-				return nil, fmt.Errorf("load %s: %w", rev, err)
-			}
-			l.tree, l.kinds, l.findings = tree, res.Desired.Kinds, res.Findings
-		}
-		cache[rev.Hash] = l
-		return l, nil
+	b, err := src.Revision(base)
+	if err != nil {
+		return nil, 0, err
 	}
-	var groups []lintGroup
-	for _, c := range commits {
-		cur, err := load(c)
+	// revs[0] is the first commit's parent (zero for a root commit),
+	// revs[i+1] is commits[i]: along the first-parent chain, each commit's
+	// parent is the one before it.
+	revs := make([]converge.Revision, 0, len(commits)+2)
+	if len(commits) > 0 {
+		p, ok, err := src.FirstParent(commits[0])
 		if err != nil {
 			return nil, 0, err
 		}
-		prev := &loaded{}
-		if p, ok, err := src.FirstParent(c); err != nil {
-			return nil, 0, err
-		} else if ok {
-			if prev, err = load(p); err != nil {
-				return nil, 0, err
-			}
+		if !ok {
+			p = converge.Revision{}
 		}
+		revs = append(revs, p)
+	}
+	revs = append(revs, commits...)
+	if len(commits) > 1 {
+		revs = append(revs, b)
+	}
+	keys := make([]string, len(revs))
+	jobs := map[string]converge.Revision{}
+	for i, r := range revs {
+		if r.Hash == "" {
+			continue // before the root commit: no documents
+		}
+		if keys[i], err = src.TreeHash(r, sub); err != nil {
+			return nil, 0, err
+		}
+		if keys[i] != "" {
+			jobs[keys[i]] = r
+		}
+	}
+	trees, err := loadTrees(src, sub, jobs)
+	if err != nil {
+		return nil, 0, err
+	}
+	at := func(i int) *loaded {
+		if l, ok := trees[keys[i]]; ok {
+			return l
+		}
+		return &loaded{}
+	}
+	var groups []lintGroup
+	for i, c := range commits {
+		prev, cur := at(i), at(i+1)
 		fs := append([]converge.Finding{}, cur.findings...)
 		fs = append(fs, lintLoaded(prev, cur)...)
 		groups = append(groups, lintGroup{header: "commit " + short(c.Hash) + " " + c.Subject, id: c.Hash, findings: fs})
 	}
 	if len(commits) > 1 {
-		b, err := src.Revision(base)
-		if err != nil {
-			return nil, 0, err
-		}
 		h := commits[len(commits)-1]
-		lb, err := load(b)
-		if err != nil {
-			return nil, 0, err
-		}
-		lh, err := load(h)
-		if err != nil {
-			return nil, 0, err
-		}
 		rng := short(b.Hash) + ".." + short(h.Hash)
-		groups = append(groups, lintGroup{header: "range " + rng, id: rng, findings: lintLoaded(lb, lh)})
+		groups = append(groups, lintGroup{header: "range " + rng, id: rng, findings: lintLoaded(at(len(revs)-1), at(len(commits)))})
 	}
 	return groups, len(commits), nil
 }
+
+// loadTrees loads the documents of each job (tree hash to a revision
+// holding it) concurrently.
+func loadTrees(src *gitsync.Source, sub string, jobs map[string]converge.Revision) (map[string]*loaded, error) {
+	var mu gosync.Mutex // guards src and every tree read from it
+	out := make(map[string]*loaded, len(jobs))
+	var outMu gosync.Mutex // guards out
+	var g errgroup.Group
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for key, rev := range jobs {
+		g.Go(func() error {
+			mu.Lock()
+			tree, err := src.FS(rev, sub)
+			mu.Unlock()
+			if err != nil {
+				return err
+			}
+			tree = &lockedFS{mu: &mu, fsys: tree}
+			res, err := cue.Load(tree, ".", cue.Options{})
+			if err != nil {
+				return fmt.Errorf("load %s: %w", rev, err)
+			}
+			outMu.Lock()
+			out[key] = &loaded{tree: tree, kinds: res.Desired.Kinds, findings: res.Findings}
+			outMu.Unlock()
+			return nil
+		})
+	}
+	return out, g.Wait()
+}
+
+// lockedFS serializes every access to a git tree FS (including DirEntry.Info,
+// which reads blob sizes) with mu. It serves ReadDir, ReadFile and Stat,
+// all that cue.Load and the lint locator use; Open reads the whole file
+// under mu.
+type lockedFS struct {
+	mu   *gosync.Mutex
+	fsys fs.FS
+}
+
+func (l *lockedFS) Open(name string) (fs.File, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fi, err := fs.Stat(l.fsys, name)
+	if err != nil {
+		return nil, err
+	}
+	if fi.IsDir() {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: errors.New("directory: use ReadDir")}
+	}
+	b, err := fs.ReadFile(l.fsys, name)
+	if err != nil {
+		return nil, err
+	}
+	return &memFile{Reader: bytes.NewReader(b), info: fi}, nil
+}
+
+func (l *lockedFS) ReadFile(name string) ([]byte, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return fs.ReadFile(l.fsys, name)
+}
+
+func (l *lockedFS) Stat(name string) (fs.FileInfo, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return fs.Stat(l.fsys, name)
+}
+
+func (l *lockedFS) ReadDir(name string) ([]fs.DirEntry, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	es, err := fs.ReadDir(l.fsys, name)
+	for i, e := range es {
+		es[i] = lockedEntry{DirEntry: e, mu: l.mu}
+	}
+	return es, err
+}
+
+// lockedEntry is a DirEntry whose Info takes the tree's lock.
+type lockedEntry struct {
+	fs.DirEntry
+	mu *gosync.Mutex
+}
+
+func (e lockedEntry) Info() (fs.FileInfo, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.DirEntry.Info()
+}
+
+// memFile is a file read into memory.
+type memFile struct {
+	*bytes.Reader
+	info fs.FileInfo
+}
+
+func (f *memFile) Stat() (fs.FileInfo, error) { return f.info, nil }
+func (f *memFile) Close() error               { return nil }
 
 // lintLoaded lints cur's kinds against prev's. A kind version that is only
 // missing because its document in cur is invalid (the file still has
