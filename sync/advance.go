@@ -44,8 +44,8 @@ func (s *Syncer) Advance(ctx context.Context) ([]*Pass, error) {
 	if len(revs) > maxBacklog {
 		revs = revs[len(revs)-maxBacklog:]
 	}
-	var parentKinds []*converge.Kind
-	if s.Lint != nil && s.last != "" {
+	parentKinds := s.lastKinds
+	if s.Lint != nil && s.last != "" && parentKinds == nil {
 		if prev, err := s.Source.Revision(s.last); err == nil {
 			if p, err := s.Check(prev); err == nil && p.Loaded != nil {
 				parentKinds = p.Loaded.Desired.Kinds
@@ -96,7 +96,7 @@ func (s *Syncer) Advance(ctx context.Context) ([]*Pass, error) {
 			}
 		}
 	}
-	s.last = head.Hash
+	s.last, s.lastKinds = head.Hash, parentKinds
 	return passes, nil
 }
 

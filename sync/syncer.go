@@ -50,8 +50,11 @@ type Syncer struct {
 	Now  func() time.Time
 	Log  *slog.Logger
 
-	// last is the newest revision Advance has processed.
-	last string
+	// last is the newest revision Advance has processed, lastKinds the
+	// kinds of the newest valid one (what the next commit is linted
+	// against).
+	last      string
+	lastKinds []*converge.Kind
 	// checked caches the newest Check, so a caller that checked a
 	// revision before starting the engine does not load it twice.
 	checked *Pass
