@@ -1,0 +1,73 @@
+package converge_test
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// TestHeavyDependencies enforces the house rule that each heavy dependency
+// is imported (directly, by non-test code) by exactly the packages allowed
+// to: go-git by sync, bbolt by state, CUE by cue, grpc by the worker
+// protocol's packages, cobra by the CLI. Everything else reaches them
+// through those packages' own types.
+func TestHeavyDependencies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list over the module")
+	}
+	allowed := map[string][]string{
+		"github.com/go-git/go-git/v5": {"sync"},
+		"go.etcd.io/bbolt":            {"state"},
+		"cuelang.org/go":              {"cue"},
+		"google.golang.org/grpc":      {"proto/converge/v1", "providers", "providers/sdk", "providers/sdk/sdktest"},
+		"github.com/spf13/cobra":      {"cmd/converge"},
+	}
+	const module = "github.com/convergehq/converge"
+	out, err := exec.Command("go", "list", "-json", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	got := map[string]map[string]bool{}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p struct {
+			ImportPath string
+			Imports    []string
+		}
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
+		for _, imp := range p.Imports {
+			for dep := range allowed {
+				if imp == dep || strings.HasPrefix(imp, dep+"/") {
+					if got[dep] == nil {
+						got[dep] = map[string]bool{}
+					}
+					got[dep][rel] = true
+				}
+			}
+		}
+	}
+	for dep, ok := range allowed {
+		okSet := map[string]bool{}
+		for _, p := range ok {
+			okSet[p] = true
+		}
+		var bad []string
+		for p := range got[dep] {
+			if !okSet[p] {
+				bad = append(bad, p)
+			}
+		}
+		sort.Strings(bad)
+		if len(bad) > 0 {
+			t.Errorf("%s is imported by %v; only %v may import it", dep, bad, ok)
+		}
+	}
+}
