@@ -45,8 +45,8 @@ type lintGroup struct {
 }
 
 // newLintCommand builds `converge lint --base REV --head REV`: lint every
-// first-parent commit of base..head against its first parent, and head
-// against base. Exit 1 when any commit (or the range) has a breaking
+// first-parent commit of base..head against its first parent, and the
+// range as a whole. Exit 1 when any commit (or the range) has a breaking
 // change or invalid documents, 0 when every change is additive, 2 on a
 // usage or repository error.
 func newLintCommand(g *globals) *cobra.Command {
@@ -56,7 +56,7 @@ func newLintCommand(g *globals) *cobra.Command {
 		Short: "Refuse breaking kind schema changes in a range of commits",
 		Long: `Lint compares the kinds of every first-parent commit in base..head (as
 git rev-list --first-parent lists them) with its parent's, and head's with
-base's. For the same (kind, kind_version), a removed field, an optional field
+those of the first commit's parent (base, or where a branch behind base forked). For the same (kind, kind_version), a removed field, an optional field
 made required, a new required field, a changed type or default, a narrowed
 constraint or list element, a closed struct, and a removed kind_version are
 breaking: ship such a change as a new kind_version. A commit whose documents
@@ -110,7 +110,8 @@ type loaded struct {
 }
 
 // lintRange lints each first-parent commit of base..head against its first
-// parent, and head against base. It returns one group per commit, oldest
+// parent, and head against the first commit's parent (the range as a
+// whole). It returns one group per commit, oldest
 // first, then the range group (left out when the range is a single commit:
 // it would repeat it), and the number of commits.
 //
@@ -119,10 +120,6 @@ type loaded struct {
 // object database are serialized (go-git is not safe for concurrent use).
 func lintRange(src *gitsync.Source, sub, base, head string) ([]lintGroup, int, error) {
 	commits, err := src.FirstParents(base, head)
-	if err != nil {
-		return nil, 0, err
-	}
-	b, err := src.Revision(base)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -141,9 +138,6 @@ func lintRange(src *gitsync.Source, sub, base, head string) ([]lintGroup, int, e
 		revs = append(revs, p)
 	}
 	revs = append(revs, commits...)
-	if len(commits) > 1 {
-		revs = append(revs, b)
-	}
 	keys := make([]string, len(revs))
 	jobs := map[string]converge.Revision{}
 	for i, r := range revs {
@@ -175,9 +169,12 @@ func lintRange(src *gitsync.Source, sub, base, head string) ([]lintGroup, int, e
 		groups = append(groups, lintGroup{header: "commit " + short(c.Hash) + " " + c.Subject, id: c.Hash, findings: fs})
 	}
 	if len(commits) > 1 {
+		// The range as a whole starts at the first commit's parent: base
+		// itself when head descends from it, else the point where head's
+		// first-parent chain joins base's history (a branch behind main).
 		h := commits[len(commits)-1]
-		rng := short(b.Hash) + ".." + short(h.Hash)
-		groups = append(groups, lintGroup{header: "range " + rng, id: rng, findings: lintLoaded(at(len(revs)-1), at(len(commits)))})
+		rng := short(revs[0].Hash) + ".." + short(h.Hash)
+		groups = append(groups, lintGroup{header: "range " + rng, id: rng, findings: lintLoaded(at(0), at(len(commits)))})
 	}
 	return groups, len(commits), nil
 }

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // lintGoal is the acceptance goal for linting a 100-commit range (issue 5).
@@ -129,4 +131,95 @@ func cpuTime(t *testing.T) time.Duration {
 		t.Fatalf("getrusage: %v", err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestLintCIExample keeps examples/ci/converge-lint.yml honest: it runs on
+// pull requests with the whole history, and its lint command line, with
+// the base branch filled in, works against a real repository whose base is
+// a remote-tracking branch (origin/main) as in a CI checkout.
+func TestLintCIExample(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "examples", "ci", "converge-lint.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wf struct {
+		On   map[string]any `yaml:"on"`
+		Jobs map[string]struct {
+			Steps []struct {
+				Uses string            `yaml:"uses"`
+				With map[string]any    `yaml:"with"`
+				Run  string            `yaml:"run"`
+				Env  map[string]string `yaml:"env"`
+			} `yaml:"steps"`
+		} `yaml:"jobs"`
+	}
+	if err := yaml.Unmarshal(b, &wf); err != nil {
+		t.Fatalf("parse workflow: %v", err)
+	}
+	if _, ok := wf.On["pull_request"]; !ok {
+		t.Errorf("workflow does not run on pull_request: on = %v", wf.On)
+	}
+	var args []string
+	fullHistory := false
+	for _, j := range wf.Jobs {
+		for _, st := range j.Steps {
+			if strings.HasPrefix(st.Uses, "actions/checkout@") && fmt.Sprint(st.With["fetch-depth"]) == "0" {
+				fullHistory = true
+			}
+			if _, rest, ok := strings.Cut(st.Run, "/cmd/converge@latest "); ok {
+				args = strings.Fields(strings.ReplaceAll(rest, "${{ github.base_ref }}", "main"))
+			}
+		}
+	}
+	if !fullHistory {
+		t.Error("no actions/checkout step with fetch-depth: 0")
+	}
+	if len(args) == 0 || args[0] != "lint" {
+		t.Fatalf("no `go run …/cmd/converge@latest lint …` step; args %q", args)
+	}
+
+	dir := t.TempDir()
+	git := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t.invalid",
+			"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t.invalid", "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join(repoRoot(t), "examples", "classic"))); err != nil {
+		t.Fatal(err)
+	}
+	git("init", "-q", "-b", "main")
+	git("add", "-A")
+	git("commit", "-q", "-m", "classic example")
+	git("update-ref", "refs/remotes/origin/main", git("rev-parse", "HEAD"))
+	git("checkout", "-q", "-b", "pr")
+	fix := filepath.Join(repoRoot(t), "testdata", "fixtures", "classic", "vpc-v1-breaking.cue")
+	body, err := os.ReadFile(fix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kinds", "vpc-v1.cue"), body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git("commit", "-q", "-a", "-m", "vpc v1: required region")
+
+	c := newRootCommand()
+	var out bytes.Buffer
+	c.SetArgs(append([]string{"--repo", dir}, args...))
+	c.SetOut(&out)
+	c.SetErr(&out)
+	err = c.Execute()
+	var f errFailed
+	if !errors.As(err, &f) {
+		t.Fatalf("converge %s: err = %v, want exit 1\n%s", strings.Join(args, " "), err, out.String())
+	}
+	if want := "::error file=kinds/vpc-v1.cue,line=12,col=2,title=REQUIRED_FIELD_ADDED::"; !strings.Contains(out.String(), want) {
+		t.Errorf("output lacks %q:\n%s", want, out.String())
+	}
 }
