@@ -144,6 +144,9 @@ func (l *linter) lintPart(ok, nk *converge.Kind, part string) {
 		}
 		return k.ConfigSchema
 	}
+	if src(ok) == src(nk) {
+		return // the same source: the same schema
+	}
 	name := schemaKey{nk.Ref(), part}.name()
 	nsrc, err := wrapSchema(name, src(nk), false)
 	var nv cuelang.Value
@@ -173,7 +176,7 @@ func (l *linter) lintPart(ok, nk *converge.Kind, part string) {
 		// Fail closed: a change the walk did not model. Only trusted when
 		// the walk overrode none of Subsume's known false positives.
 		if err := nv.Subsume(ov); err != nil {
-			w.add(RuleUnclassifiedChange, nil, nil, "the new schema does not accept every value the old one did (%s), and no rule explains the change",
+			w.add(RuleUnclassifiedChange, nil, "the new schema does not accept every value the old one did (%s), and no rule explains the change",
 				firstLine(err.Error()))
 		}
 	}
@@ -200,21 +203,24 @@ const (
 	segPattern = "[string]"
 )
 
-// add records a finding at path (new revision) with the old position from
-// oldPath (nil means the same path).
-func (w *walker) add(rule string, path, oldPath []string, format string, args ...any) {
-	if oldPath == nil {
-		oldPath = path
-	}
-	np := w.l.newLoc.find(w.new.Source, w.part, path)
-	op := w.l.oldLoc.find(w.old.Source, w.part, oldPath)
+// add records a finding about the field at path, positioned at path in
+// both revisions.
+func (w *walker) add(rule string, path []string, format string, args ...any) {
+	w.addAt(rule, path, path, path, format, args...)
+}
+
+// addAt records a finding about the field at path, positioned at newAt in
+// the new revision (the parent of a removed field) and oldAt in the old one
+// (the parent of an added field).
+func (w *walker) addAt(rule string, path, newAt, oldAt []string, format string, args ...any) {
+	np := w.l.newLoc.find(w.new.Source, w.part, newAt)
+	op := w.l.oldLoc.find(w.old.Source, w.part, oldAt)
 	field := renderPath(w.part, path)
-	msg := fmt.Sprintf(format, args...)
 	w.found = append(w.found, converge.Finding{
 		File: np.file, Line: np.line, Column: np.col,
 		Path: w.new.Ref().String() + " " + field, Rule: rule,
-		Message: fmt.Sprintf("%s %s: %s (now %s, was %s); this breaks documents valid under %s: %s",
-			w.new.Ref(), field, msg, np, op, w.new.Ref(), w.l.remedy(w.new.Name)),
+		Message: fmt.Sprintf("%s %s: %s (at %s, was %s); %s",
+			w.new.Ref(), field, fmt.Sprintf(format, args...), np, op, w.l.remedy(w.new.Name)),
 	})
 }
 
@@ -227,7 +233,7 @@ func (w *walker) compare(path []string, o, n cuelang.Value, elem bool) {
 		if elem {
 			rule = RuleElementNarrowed
 		}
-		w.add(rule, path, nil, "type changed from %s to %s", shortText(o), shortText(n))
+		w.add(rule, path, "type changed from %s to %s", shortText(o), shortText(n))
 		return
 	}
 	switch {
@@ -342,12 +348,12 @@ func (w *walker) compareStruct(path []string, o, n cuelang.Value) {
 		p := appendPath(path, of.name)
 		nf, ok := newBy[of.name]
 		if !ok {
-			w.add(RuleFieldRemoved, path, p, "field %s (%s) is removed; documents that set it are refused", of.name, describe(of))
+			w.addAt(RuleFieldRemoved, p, path, p, "%s field removed; documents that set it are refused", describe(of))
 			continue
 		}
 		oreq, nreq := mustSupply(of), mustSupply(nf)
 		if !oreq && nreq && !(of.ctype == 0 && nf.ctype == 0) {
-			w.add(RuleFieldBecameRequired, p, nil, "field %s became required (%s, was %s); documents without it are refused", of.name, describe(nf), describe(of))
+			w.add(RuleFieldBecameRequired, p, "became required (%s, was %s); documents without it are refused", describe(nf), describe(of))
 		}
 		w.compare(p, of.v, nf.v, false)
 	}
@@ -358,7 +364,7 @@ func (w *walker) compareStruct(path []string, o, n cuelang.Value) {
 		p := appendPath(path, nf.name)
 		switch {
 		case mustSupply(nf):
-			w.add(RuleRequiredFieldAdded, p, path, "new %s field %s; documents without it are refused (add it as optional %s?, or give it a default)", describe(nf), nf.name, nf.name)
+			w.addAt(RuleRequiredFieldAdded, p, p, path, "new %s field; documents without it are refused (an optional %s? or a default would be compatible)", describe(nf), nf.name)
 		case nf.ctype == 0:
 			w.overridden = true // Subsume calls any new regular field breaking
 		}
@@ -366,7 +372,7 @@ func (w *walker) compareStruct(path []string, o, n cuelang.Value) {
 	oAny, nAny := o.Allows(cuelang.Str(probeLabel)), n.Allows(cuelang.Str(probeLabel))
 	switch {
 	case oAny && !nAny:
-		w.add(RuleStructClosed, path, nil, "struct is closed: it accepted fields beyond the declared ones and no longer does")
+		w.add(RuleStructClosed, path, "struct is closed: it accepted fields beyond the declared ones and no longer does")
 	case oAny && nAny:
 		op := o.LookupPath(cuelang.MakePath(cuelang.AnyString))
 		np := n.LookupPath(cuelang.MakePath(cuelang.AnyString))
@@ -393,7 +399,7 @@ func (w *walker) compareList(path []string, o, n cuelang.Value) {
 	case oe.Exists() && ne.Exists():
 		w.compare(appendPath(path, segElem), oe, ne, true)
 	case oe.Exists():
-		w.add(RuleElementNarrowed, path, nil, "list changed from %s to %s: it no longer accepts any number of elements", shortText(o), shortText(n))
+		w.add(RuleElementNarrowed, path, "list changed from %s to %s: it no longer accepts any number of elements", shortText(o), shortText(n))
 	default:
 		oLen, err1 := ol.Len().Int64()
 		nLen, err2 := nl.Len().Int64()
@@ -419,7 +425,7 @@ func (w *walker) compareValidators(path []string, o, n cuelang.Value) {
 	case ov == nv:
 		w.overridden = true // whole-value Subsume fails on any builtin
 	case n.Subsume(o) != nil:
-		w.add(RuleConstraintNarrowed, path, nil, "constraint narrowed from %s to %s", orNone(ov), orNone(nv))
+		w.add(RuleConstraintNarrowed, path, "constraint narrowed from %s to %s", orNone(ov), orNone(nv))
 	}
 }
 
@@ -450,10 +456,10 @@ func (w *walker) checkDefault(path []string, o, n cuelang.Value) bool {
 	nd, nh := n.Default()
 	switch {
 	case oh && !nh:
-		w.add(RuleDefaultChanged, path, nil, "default %s is removed; documents that relied on it are refused or change meaning", defaultText(od))
+		w.add(RuleDefaultChanged, path, "default %s is removed; documents that relied on it are refused or change meaning", defaultText(od))
 		return true
 	case oh && nh && defaultText(od) != defaultText(nd):
-		w.add(RuleDefaultChanged, path, nil, "default changed from %s to %s; documents that relied on it change meaning", defaultText(od), defaultText(nd))
+		w.add(RuleDefaultChanged, path, "default changed from %s to %s; documents that relied on it change meaning", defaultText(od), defaultText(nd))
 		return true
 	}
 	return false
@@ -479,7 +485,7 @@ func (w *walker) compareLeaf(path []string, o, n cuelang.Value, elem bool) {
 		if elem {
 			what = "list element narrowed"
 		}
-		w.add(rule, path, nil, "%s from %s to %s", what, shortText(o), shortText(n))
+		w.add(rule, path, "%s from %s to %s", what, shortText(o), shortText(n))
 	}
 }
 

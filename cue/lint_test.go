@@ -2,6 +2,8 @@ package cue
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -45,9 +47,9 @@ func TestLintRules(t *testing.T) {
 		{name: "regular field with a default added", old: `{a: string}`, new: `{a: string, b: *"x" | string}`},
 		{name: "regular struct of optional fields added", old: `{a: string}`, new: `{a: string, n: {b?: string}}`},
 		{name: "section 9: field removed", old: `{a: string, b: string}`, new: `{a: string}`,
-			want: []string{"FIELD_REMOVED vpc/v1 spec"}},
+			want: []string{"FIELD_REMOVED vpc/v1 spec.b"}},
 		{name: "optional field removed", old: `{a: string, b?: string}`, new: `{a: string}`,
-			want: []string{"FIELD_REMOVED vpc/v1 spec"}},
+			want: []string{"FIELD_REMOVED vpc/v1 spec.b"}},
 		{name: "section 9: optional became required", old: `{a?: string}`, new: `{a!: string}`,
 			want: []string{"FIELD_BECAME_REQUIRED vpc/v1 spec.a"}},
 		{name: "optional became regular", old: `{a?: string}`, new: `{a: string}`,
@@ -113,7 +115,7 @@ func TestLintRules(t *testing.T) {
 		{name: "schema invalid", old: `{a: string}`, new: `{a: }`,
 			want: []string{"SCHEMA_INVALID vpc/v1 spec"}},
 		{name: "two rules in one change", old: `{a: string, b?: int}`, new: `{a: int, c!: string}`,
-			want: []string{"FIELD_REMOVED vpc/v1 spec", "REQUIRED_FIELD_ADDED vpc/v1 spec.c", "TYPE_CHANGED vpc/v1 spec.a"}},
+			want: []string{"FIELD_REMOVED vpc/v1 spec.b", "REQUIRED_FIELD_ADDED vpc/v1 spec.c", "TYPE_CHANGED vpc/v1 spec.a"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -239,6 +241,38 @@ spec: {
 		}
 		if !strings.Contains(f.Message, "ship it as kind_version 3") {
 			t.Errorf("finding %d message lacks the remedy kind_version 3: %s", i, f.Message)
+		}
+	}
+}
+
+// BenchmarkLintClassic lints the classic example's seven kinds against a
+// copy with vpc v1's additive change: the per-commit cost of Lint itself,
+// without loading (docs/BENCHMARKS.md, "Lint").
+func BenchmarkLintClassic(b *testing.B) {
+	root := filepath.Join("..", "examples", "classic")
+	res, err := Load(os.DirFS(root), ".", Options{})
+	if err != nil || !res.Valid() {
+		b.Fatalf("load classic: %v %v", err, res.Findings)
+	}
+	add, err := os.ReadFile(filepath.Join("..", "testdata", "fixtures", "classic", "vpc-v1-additive.cue"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	newTree := fstest.MapFS{"kinds/vpc-v1.cue": {Data: add}}
+	next, err := Load(newTree, ".", Options{})
+	if err != nil || len(next.Desired.Kinds) != 1 {
+		b.Fatalf("load additive vpc v1: %v %v", err, next.Findings)
+	}
+	newKinds := []*converge.Kind{next.Desired.Kinds[0]}
+	for _, k := range res.Desired.Kinds {
+		if k.Ref() != next.Desired.Kinds[0].Ref() {
+			newKinds = append(newKinds, k)
+		}
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if fs := Lint(res.Desired.Kinds, newKinds); len(fs) != 0 {
+			b.Fatalf("additive change: %v", fs)
 		}
 	}
 }
