@@ -62,15 +62,7 @@ func runPlan(ctx context.Context, out, errOut io.Writer, g *globals, rev, output
 	if err != nil {
 		return err
 	}
-	var src *gitsync.Source
-	if isRemote(g.repo) {
-		src, err = gitsync.OpenRemote(ctx, gitsync.RemoteOptions{URL: g.repo, Ref: g.ref, Dir: filepath.Join(dir, "sources")})
-		if err == nil {
-			_, err = src.Fetch(ctx)
-		}
-	} else {
-		src, err = gitsync.OpenLocal(g.repo, g.ref)
-	}
+	src, err := openSource(ctx, g, dir)
 	if err != nil {
 		return err
 	}

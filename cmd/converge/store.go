@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"github.com/convergehq/converge/state/stateapi"
@@ -51,6 +52,22 @@ func stateDir(g *globals) (string, error) {
 		return "", errors.New("find state directory: bare repository: pass --state")
 	}
 	return filepath.Join(src.Root(), ".converge"), nil
+}
+
+// openSource opens the repository --repo names: a local repository in
+// place, or a remote one mirrored (and fetched) into the state directory.
+func openSource(ctx context.Context, g *globals, dir string) (*gitsync.Source, error) {
+	if !isRemote(g.repo) {
+		return gitsync.OpenLocal(g.repo, g.ref)
+	}
+	src, err := gitsync.OpenRemote(ctx, gitsync.RemoteOptions{URL: g.repo, Ref: g.ref, Dir: filepath.Join(dir, "sources")})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := src.Fetch(ctx); err != nil {
+		return nil, err
+	}
+	return src, nil
 }
 
 // openReader opens the state for reading.

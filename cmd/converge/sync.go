@@ -18,11 +18,12 @@ import (
 )
 
 type syncOptions struct {
-	watch   bool
-	timeout time.Duration
-	grace   time.Duration
-	verbose bool
-	forge   forgeOptions // --forge…: also post statuses to a forge
+	watch        bool
+	startWorkers []string
+	timeout      time.Duration
+	grace        time.Duration
+	verbose      bool
+	forge        forgeOptions // --forge…: also post statuses to a forge
 }
 
 func newSyncCommand(g *globals) *cobra.Command {
@@ -42,6 +43,7 @@ or --timeout passes (exit 1, with what is still pending).`,
 	f.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long")
 	f.DurationVar(&o.grace, "stuck-grace", 2*time.Second, "how long nothing must progress before sync gives up")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "log the engine's and the workers' output")
+	f.StringSliceVar(&o.startWorkers, "start-worker", nil, "also start a builtin worker from local configuration: NAME[:REPLICAS] (the only workers started for a remote --repo)")
 	f.BoolVar(&o.watch, "watch", false, "dev mode: keep running and re-apply the uncommitted work tree on every save")
 	o.forge.addFlags(f)
 	return c
@@ -49,14 +51,18 @@ or --timeout passes (exit 1, with what is still pending).`,
 
 func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) error {
 	out, errOut := c.OutOrStdout(), c.ErrOrStderr()
-	if isRemote(g.repo) {
-		return usageErr("sync --repo %s: remote repositories are synced by converge serve", g.repo)
-	}
-	src, err := gitsync.OpenLocal(g.repo, g.ref)
+	dir, err := stateDir(g)
 	if err != nil {
 		return err
 	}
-	dir, err := stateDir(g)
+	if o.watch && isRemote(g.repo) {
+		return usageErr("sync --watch watches a local work tree; --repo %s is remote", g.repo)
+	}
+	src, err := openSource(ctx, g, dir)
+	if err != nil {
+		return err
+	}
+	extra, err := builtinWorkers(o.startWorkers)
 	if err != nil {
 		return err
 	}
@@ -91,7 +97,12 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) e
 		o.forge.publish(pass)
 		return failed("revision %s is invalid (%d errors); nothing applied", rev, len(pass.Record.Errors))
 	}
-	workers := pass.Loaded.Desired.Settings.Workers
+	// A local repository is trusted to name its workers; a remote one never
+	// makes converge start a command.
+	workers := extra
+	if !src.Remote() {
+		workers = append(workers, pass.Loaded.Desired.Settings.Workers...)
+	}
 	e, err := startEngine(ctx, engineOptions{
 		stateDir: dir, repoDir: src.Root(), workers: workers, log: log, workerOut: logOut,
 	})
