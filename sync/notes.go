@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-git/go-billy/v5"
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
@@ -88,13 +89,13 @@ func (s *Source) WriteStatuses(hash string, statuses []converge.CommitStatus) er
 	if err != nil {
 		return fmt.Errorf("write statuses of %s: %w", target, err)
 	}
-	unlock, err := s.lockNotes()
+	lock, err := s.lockNotes()
 	if err != nil {
 		return fmt.Errorf("write statuses of %s: %w", target, err)
 	}
-	defer unlock()
+	defer lock.release()
 	for range notesCASRetries {
-		err = s.writeNote(target, blob)
+		err = s.writeNote(lock, target, blob)
 		if !errors.Is(err, storage.ErrReferenceHasChanged) {
 			break
 		}
@@ -105,27 +106,30 @@ func (s *Source) WriteStatuses(hash string, statuses []converge.CommitStatus) er
 	return nil
 }
 
-// lockNotes takes git's lock on NotesRef — the file
-// refs/notes/converge.lock, created exclusively, as git itself does before
-// it updates a ref — so that `git notes` and other converge processes do
-// not update the ref at the same time. It waits up to notesLockWait for
-// another holder and returns the unlock function. A repository not on a
-// file system needs no lock.
-func (s *Source) lockNotes() (unlock func(), err error) {
+// notesLock is git's lock on NotesRef: the file refs/notes/converge.lock,
+// created exclusively, as git itself does before it updates a ref. Holding
+// it, a writer updates the ref as git does: it writes the new hash into the
+// lock file and renames that over the ref, so a reader (git included)
+// never sees the ref file half written.
+type notesLock struct {
+	fsys billy.Filesystem // nil: storage not on a file system, no lock
+	f    billy.File       // the open lock file
+	done bool             // the lock file was renamed over the ref or removed
+}
+
+// lockNotes takes the lock, waiting up to notesLockWait for another
+// holder (converge or git).
+func (s *Source) lockNotes() (*notesLock, error) {
 	fss, ok := s.repo.Storer.(*filesystem.Storage)
 	if !ok {
-		return func() {}, nil
+		return &notesLock{}, nil
 	}
-	fsys, name := fss.Filesystem(), NotesRef+".lock"
+	fsys := fss.Filesystem()
 	deadline := time.Now().Add(notesLockWait)
 	for {
-		f, err := fsys.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o666)
+		f, err := fsys.OpenFile(NotesRef+".lock", os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o666)
 		if err == nil {
-			if err := f.Close(); err != nil {
-				fsys.Remove(name)
-				return nil, fmt.Errorf("lock %s: %w", NotesRef, err)
-			}
-			return func() { fsys.Remove(name) }, nil
+			return &notesLock{fsys: fsys, f: f}, nil
 		}
 		if !errors.Is(err, os.ErrExist) {
 			return nil, fmt.Errorf("lock %s: %w", NotesRef, err)
@@ -137,9 +141,47 @@ func (s *Source) lockNotes() (unlock func(), err error) {
 	}
 }
 
+// release removes the lock file unless it became the ref.
+func (l *notesLock) release() {
+	if l.fsys == nil || l.done {
+		return
+	}
+	l.done = true
+	l.f.Close()
+	l.fsys.Remove(NotesRef + ".lock")
+}
+
+// setNotesRef points NotesRef at h if it still is old (nil: absent), or
+// returns storage.ErrReferenceHasChanged.
+func (s *Source) setNotesRef(l *notesLock, h plumbing.Hash, old *plumbing.Reference) error {
+	ref := plumbing.NewHashReference(plumbing.ReferenceName(NotesRef), h)
+	if l.fsys == nil {
+		return s.repo.Storer.CheckAndSetReference(ref, old)
+	}
+	cur, err := s.notesRef()
+	if err != nil && !errors.Is(err, plumbing.ErrReferenceNotFound) {
+		return err
+	}
+	if (cur == nil) != (old == nil) || (cur != nil && cur.Hash() != old.Hash()) {
+		return storage.ErrReferenceHasChanged
+	}
+	if _, err := l.f.Write([]byte(h.String() + "\n")); err != nil {
+		return err
+	}
+	if err := l.f.Close(); err != nil {
+		return err
+	}
+	l.done = true // closed; removed or renamed below
+	if err := l.fsys.Rename(NotesRef+".lock", NotesRef); err != nil {
+		l.fsys.Remove(NotesRef + ".lock")
+		return err
+	}
+	return nil
+}
+
 // writeNote makes one attempt at pointing NotesRef at a notes commit whose
 // tree maps target to blob.
-func (s *Source) writeNote(target, blob plumbing.Hash) error {
+func (s *Source) writeNote(lock *notesLock, target, blob plumbing.Hash) error {
 	old, err := s.notesRef()
 	if err != nil && !errors.Is(err, plumbing.ErrReferenceNotFound) {
 		return fmt.Errorf("read %s: %w", NotesRef, err)
@@ -180,8 +222,7 @@ func (s *Source) writeNote(target, blob plumbing.Hash) error {
 	if err != nil {
 		return fmt.Errorf("store notes commit: %w", err)
 	}
-	ref := plumbing.NewHashReference(plumbing.ReferenceName(NotesRef), ch)
-	if err := s.repo.Storer.CheckAndSetReference(ref, old); err != nil {
+	if err := s.setNotesRef(lock, ch, old); err != nil {
 		if errors.Is(err, storage.ErrReferenceHasChanged) {
 			return err
 		}
