@@ -69,7 +69,6 @@ to keep it gone.`,
 }
 
 func runDelete(ctx context.Context, out, errOut io.Writer, g *globals, id converge.ID, o deleteOptions) error {
-	start := time.Now()
 	ctl, rd, done, err := openController(ctx, g, errOut, o.verbose)
 	if err != nil {
 		return err
@@ -82,6 +81,7 @@ func runDelete(ctx context.Context, out, errOut io.Writer, g *globals, id conver
 	if err != nil {
 		return err
 	}
+	start := time.Now()
 	if err := ctl.Delete(ctx, id); err != nil {
 		if errors.Is(err, scheduler.ErrNotFound) || errors.Is(err, state.ErrNotFound) {
 			return failed("resource %s not found", id)
