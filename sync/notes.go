@@ -402,14 +402,133 @@ func (s *Source) findNote(tree *object.Tree, name string) (plumbing.Hash, error)
 }
 
 // PushNotes pushes NotesRef to the source's "origin" remote (the
-// --push-status of a remote source). It does not force: when the remote's
-// notes have moved on, the push is refused and an error returned. Nothing
-// to push is not an error.
+// --push-status of a remote source), with the source's credentials. It
+// never forces: when the remote's notes have moved on (another writer
+// pushed), it fetches them, merges them into the local notes (mergeNotes)
+// and pushes again, up to three times. Nothing to push is not an error.
 func (s *Source) PushNotes(ctx context.Context) error {
 	spec := config.RefSpec(NotesRef + ":" + NotesRef)
-	err := s.repo.PushContext(ctx, &git.PushOptions{RemoteName: "origin", RefSpecs: []config.RefSpec{spec}})
+	for attempt := 1; ; attempt++ {
+		err := s.repo.PushContext(ctx, &git.PushOptions{RemoteName: "origin", RefSpecs: []config.RefSpec{spec}, Auth: s.auth})
+		if err == nil || errors.Is(err, git.NoErrAlreadyUpToDate) {
+			return nil
+		}
+		if attempt == 3 || !strings.Contains(err.Error(), "non-fast-forward") {
+			return fmt.Errorf("push %s: %w", NotesRef, err)
+		}
+		if err := s.pullNotes(ctx); err != nil {
+			return fmt.Errorf("push %s: %w", NotesRef, err)
+		}
+	}
+}
+
+// remoteNotesRef holds the remote's notes while they are merged.
+const remoteNotesRef = "refs/converge/remote-notes"
+
+// pullNotes fetches the remote's NotesRef and merges it into the local
+// one.
+func (s *Source) pullNotes(ctx context.Context) error {
+	spec := config.RefSpec("+" + NotesRef + ":" + remoteNotesRef)
+	err := s.repo.FetchContext(ctx, &git.FetchOptions{RemoteName: "origin", RefSpecs: []config.RefSpec{spec},
+		Auth: s.auth, Tags: git.NoTags, Force: true})
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
-		return fmt.Errorf("push %s: %w", NotesRef, err)
+		return fmt.Errorf("fetch %s: %w", NotesRef, err)
+	}
+	theirs, err := s.repo.Storer.Reference(remoteNotesRef)
+	if err != nil {
+		return fmt.Errorf("fetch %s: %w", NotesRef, err)
+	}
+	return s.mergeNotes(theirs.Hash().String())
+}
+
+// mergeNotes merges the notes commit theirs into NotesRef. When one side
+// contains the other, NotesRef ends at the newer one. Otherwise a merge
+// commit (parents: ours, theirs) gets a flat notes tree with every note of
+// both sides; a commit noted on both keeps the local note, the verdict
+// this converge reached.
+func (s *Source) mergeNotes(theirs string) error {
+	lock, err := s.lockNotes()
+	if err != nil {
+		return fmt.Errorf("merge notes: %w", err)
+	}
+	defer lock.release()
+	tc, err := s.repo.CommitObject(plumbing.NewHash(theirs))
+	if err != nil {
+		return fmt.Errorf("merge notes: read %s: %w", theirs, err)
+	}
+	old, err := s.notesRef()
+	if errors.Is(err, plumbing.ErrReferenceNotFound) {
+		return s.setNotesRef(lock, tc.Hash, nil)
+	}
+	if err != nil {
+		return fmt.Errorf("merge notes: %w", err)
+	}
+	oc, err := s.repo.CommitObject(old.Hash())
+	if err != nil {
+		return fmt.Errorf("merge notes: read %s: %w", old.Hash(), err)
+	}
+	if oc.Hash == tc.Hash {
+		return nil
+	}
+	if ok, err := tc.IsAncestor(oc); err != nil || ok {
+		return err // ours already has theirs
+	}
+	if ok, err := oc.IsAncestor(tc); err != nil {
+		return err
+	} else if ok {
+		return s.setNotesRef(lock, tc.Hash, old)
+	}
+	merged := map[string]plumbing.Hash{}
+	for _, c := range []*object.Commit{tc, oc} { // ours last: ours wins
+		t, err := c.Tree()
+		if err != nil {
+			return fmt.Errorf("merge notes: %w", err)
+		}
+		if err := s.flattenNotes(t, "", merged); err != nil {
+			return fmt.Errorf("merge notes: %w", err)
+		}
+	}
+	entries := make([]object.TreeEntry, 0, len(merged))
+	for name, h := range merged {
+		entries = append(entries, object.TreeEntry{Name: name, Mode: filemode.Regular, Hash: h})
+	}
+	root, _, err := s.putTree(entries)
+	if err != nil {
+		return fmt.Errorf("merge notes: %w", err)
+	}
+	now := time.Now()
+	c := &object.Commit{Author: notesSignature, Committer: notesSignature, TreeHash: root,
+		Message: "converge: merge notes from origin\n", ParentHashes: []plumbing.Hash{oc.Hash, tc.Hash}}
+	c.Author.When, c.Committer.When = now, now
+	obj := s.repo.Storer.NewEncodedObject()
+	if err := c.Encode(obj); err != nil {
+		return fmt.Errorf("merge notes: encode commit: %w", err)
+	}
+	h, err := s.repo.Storer.SetEncodedObject(obj)
+	if err != nil {
+		return fmt.Errorf("merge notes: store commit: %w", err)
+	}
+	return s.setNotesRef(lock, h, old)
+}
+
+// flattenNotes adds every note below tree to notes, keyed by the noted
+// commit's full hex (prefix holds the fan-out directories above). Entries
+// that are not notes are left out.
+func (s *Source) flattenNotes(tree *object.Tree, prefix string, notes map[string]plumbing.Hash) error {
+	for _, e := range tree.Entries {
+		name := prefix + e.Name
+		switch {
+		case e.Mode == filemode.Dir && len(e.Name) == 2 && len(name) < 40:
+			sub, err := s.repo.TreeObject(e.Hash)
+			if err != nil {
+				return fmt.Errorf("read notes tree %s: %w", name, err)
+			}
+			if err := s.flattenNotes(sub, name, notes); err != nil {
+				return err
+			}
+		case e.Mode != filemode.Dir && plumbing.IsHash(name):
+			notes[name] = e.Hash
+		}
 	}
 	return nil
 }

@@ -405,3 +405,59 @@ func TestPushNotes(t *testing.T) {
 		t.Errorf("second push: %v", err)
 	}
 }
+
+// TestPushNotesRemote: two mirrors of one remote push their notes; the
+// second finds the remote moved on, merges and pushes, so the remote ends
+// with every note, which git shows.
+func TestPushNotesRemote(t *testing.T) {
+	work := gitRepo(t, map[string]string{"a.txt": "a"})
+	hs := commits(t, work, 3)
+	bare := filepath.Join(t.TempDir(), "remote.git")
+	gitIn(t, work, "", "init", "-q", "-b", "main", "--bare", bare)
+	gitIn(t, work, "", "push", "-q", bare, "main")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	open := func() *Source {
+		src, err := OpenRemote(ctx, RemoteOptions{URL: "file://" + bare, Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return src
+	}
+	a, b := open(), open()
+	steps := []struct {
+		name string
+		src  *Source
+		rev  string
+		desc string
+	}{
+		{name: "a first", src: a, rev: hs[0], desc: "a on 0"},
+		{name: "b behind", src: b, rev: hs[1], desc: "b on 1"},
+		{name: "a behind", src: a, rev: hs[2], desc: "a on 2"},
+		{name: "b again", src: b, rev: hs[0], desc: "b on 0"},
+	}
+	for _, st := range steps {
+		if err := st.src.WriteStatuses(st.rev, sampleStatuses(st.desc)); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		if err := st.src.PushNotes(ctx); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+	}
+	for _, tc := range []struct {
+		name     string
+		rev      string
+		wantDesc string
+	}{
+		{name: "latest writer of 0", rev: hs[0], wantDesc: "b on 0"},
+		{name: "b's", rev: hs[1], wantDesc: "b on 1"},
+		{name: "a's", rev: hs[2], wantDesc: "a on 2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if show := gitIn(t, bare, "", "notes", "--ref", "converge", "show", tc.rev); !strings.Contains(show, tc.wantDesc) {
+				t.Errorf("remote note: want %q in\n%s", tc.wantDesc, show)
+			}
+		})
+	}
+	gitIn(t, bare, "", "fsck", "--strict", "--no-progress")
+}
