@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	gosync "sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -43,14 +44,17 @@ already shows: the notes are the source of truth, the forge a copy.`,
 			if err := checkOutput(output, "table", "json", "yaml"); err != nil {
 				return err
 			}
-			if isRemote(g.repo) {
-				return usageErr("status --repo %s: want a local repository", g.repo)
-			}
 			rev := "HEAD"
 			if len(args) == 1 {
 				rev = args[0]
 			}
-			src, err := gitsync.OpenLocal(g.repo, g.ref)
+			// A remote repository's statuses are in its mirror in the
+			// state directory, written by sync or serve.
+			dir, err := stateDir(g)
+			if err != nil {
+				return err
+			}
+			src, err := openSource(c.Context(), g, dir)
 			if err != nil {
 				return err
 			}
@@ -127,61 +131,158 @@ func writeNotes(src *gitsync.Source, pass *gitsync.Pass, errOut io.Writer) {
 // forgeTokenEnv names the environment variable holding the forge token.
 const forgeTokenEnv = "CONVERGE_FORGE_TOKEN"
 
-// forgeOptions say where commit statuses are posted besides git notes.
-// A command that posts while it runs (sync) calls start, publish for each
-// recorded pass, and stop.
+// forgeOptions say where commit statuses go besides the local git notes:
+// a forge's commit-status API (--forge…) and, with --push-status, the
+// notes ref of the source's origin. A command that reports while it runs
+// calls start, then publish for each recorded pass (or stores records
+// through records), then stop.
 type forgeOptions struct {
 	kind    string // --forge: github|gitea|gitlab, "" for none
 	url     string // --forge-url
 	repo    string // --forge-repo: owner/name, or a GitLab project id or path
 	siteURL string // --site-url: target_url base
+	push    bool   // --push-status
 
-	pub    *forge.Publisher // set by start; nil without --forge
-	cancel context.CancelFunc
-	done   chan struct{} // closed when the publisher's Run returns
+	*statusRun // set by start; the options are copied by value, the run is shared
 }
 
-// start begins posting published statuses to the configured forge in the
-// background; without --forge it does nothing.
-func (o *forgeOptions) start(ctx context.Context, log *slog.Logger) error {
+// statusRun is what forgeOptions.start started.
+type statusRun struct {
+	src      *gitsync.Source
+	pub      *forge.Publisher // nil without --forge
+	pushWake chan struct{}    // capacity 1: notes changed, push them; nil without --push-status
+	log      *slog.Logger
+	cancel   context.CancelFunc
+	wg       gosync.WaitGroup // the background poster and pusher
+}
+
+// start begins posting to the forge and pushing notes in the background,
+// as configured; with neither it does nothing.
+func (o *forgeOptions) start(ctx context.Context, src *gitsync.Source, log *slog.Logger) error {
 	rep, err := o.reporter(os.Getenv)
-	if err != nil || rep == nil {
+	if err != nil {
 		return err
 	}
-	o.pub = forge.NewPublisher(rep, log)
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	o.cancel, o.done = cancel, make(chan struct{})
-	go func() {
-		defer close(o.done)
-		o.pub.Run(runCtx)
-	}()
+	o.statusRun = &statusRun{src: src, log: log, cancel: cancel}
+	if rep != nil {
+		o.pub = forge.NewPublisher(rep, log)
+		o.wg.Go(func() { o.pub.Run(runCtx) })
+	}
+	if o.push && src != nil {
+		o.pushWake = make(chan struct{}, 1)
+		o.wg.Go(func() { o.pushLoop(runCtx) })
+	}
 	return nil
 }
 
-// publish queues pass's statuses for the forge and returns at once.
-func (o *forgeOptions) publish(pass *gitsync.Pass) {
-	if o.pub == nil || pass == nil || pass.Record == nil || pass.Revision.Dirty {
-		return
-	}
-	for _, st := range pass.Record.Statuses {
-		o.pub.Publish(pass.Revision.Hash, o.target(pass.Revision.Hash, st))
+// pushLoop pushes the notes whenever they changed, retrying a failed push
+// after a minute; the pushes coalesce.
+func (o *statusRun) pushLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-o.pushWake:
+		}
+		if err := o.src.PushNotes(ctx); err != nil && ctx.Err() == nil {
+			o.log.Warn("push notes", "err", err)
+			t := time.NewTimer(time.Minute)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			o.wantPush()
+		}
 	}
 }
 
-// stop posts what is still queued, for at most forgeDrain, then stops the
-// background poster. What it could not post is reported on errOut; the git
-// notes keep it, and `converge status --forge …` posts it later.
+func (o *statusRun) wantPush() {
+	if o == nil || o.pushWake == nil {
+		return
+	}
+	select {
+	case o.pushWake <- struct{}{}:
+	default:
+	}
+}
+
+// publish queues pass's statuses for the forge and the notes push, and
+// returns at once.
+func (o *forgeOptions) publish(pass *gitsync.Pass) {
+	if pass == nil || pass.Revision.Dirty {
+		return
+	}
+	o.publishRecord(pass.Record)
+}
+
+func (o *forgeOptions) publishRecord(rec *converge.RevisionRecord) {
+	if o.statusRun == nil || rec == nil || rec.Revision.Dirty || rec.Revision.Hash == "" {
+		return
+	}
+	if o.pub != nil {
+		for _, st := range rec.Statuses {
+			o.pub.Publish(rec.Revision.Hash, o.target(rec.Revision.Hash, st))
+		}
+	}
+	o.wantPush()
+}
+
+// stop posts what is still queued and pushes the notes a last time, for at
+// most forgeDrain, then stops the background work. What could not be
+// posted or pushed is reported on errOut; the local git notes keep it, and
+// `converge status --forge …` posts it later.
 func (o *forgeOptions) stop(errOut io.Writer) {
-	if o.pub == nil {
+	if o.statusRun == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), forgeDrain)
 	defer cancel()
-	if err := o.pub.Flush(ctx); err != nil {
-		fmt.Fprintf(errOut, "converge: forge: %v (%d statuses not posted; the git notes keep them)\n", err, o.pub.Pending())
+	if o.pub != nil {
+		if err := o.pub.Flush(ctx); err != nil {
+			fmt.Fprintf(errOut, "converge: forge: %v (%d statuses not posted; the git notes keep them)\n", err, o.pub.Pending())
+		}
 	}
 	o.cancel()
-	<-o.done
+	o.wg.Wait()
+	if o.pushWake != nil {
+		if err := o.src.PushNotes(ctx); err != nil {
+			fmt.Fprintf(errOut, "converge: %v\n", err)
+		}
+	}
+}
+
+// records returns inner with every stored revision record also written
+// to its commit's git note and published (forge, notes push): the hook
+// for a loop that stores records in many places, such as serve's
+// Syncer.Records.
+func (o *forgeOptions) records(inner gitsync.Records, errOut io.Writer) gitsync.Records {
+	return &statusRecords{Records: inner, o: o, errOut: errOut}
+}
+
+// statusRecords is forgeOptions.records.
+type statusRecords struct {
+	gitsync.Records
+	o      *forgeOptions
+	errOut io.Writer
+}
+
+func (r *statusRecords) PutRevision(rec *converge.RevisionRecord) error {
+	if err := r.Records.PutRevision(rec); err != nil {
+		return err
+	}
+	if r.o.statusRun != nil && r.o.src != nil && !rec.Revision.Dirty {
+		if err := r.o.src.WriteStatuses(rec.Revision.Hash, rec.Statuses); err != nil {
+			fmt.Fprintln(r.errOut, "converge:", err)
+		}
+	}
+	r.o.publishRecord(rec)
+	return nil
 }
 
 // forgeDrain bounds how long a command waits at exit for the forge.
@@ -192,6 +293,7 @@ func (o *forgeOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.url, "forge-url", "", "forge URL: GitHub's API root (default https://api.github.com), a Gitea or GitLab instance's web root (GitLab default https://gitlab.com)")
 	f.StringVar(&o.repo, "forge-repo", "", "repository on the forge: OWNER/NAME, or a GitLab project id or path")
 	f.StringVar(&o.siteURL, "site-url", "", "the status site's URL, linked from each status")
+	f.BoolVar(&o.push, "push-status", false, "push the statuses (git notes under "+gitsync.NotesRef+") to the repository's origin, e.g. back to a remote --repo")
 }
 
 // reporter returns the Reporter the flags configure, or nil without

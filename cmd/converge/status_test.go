@@ -2,15 +2,18 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/state"
 	gitsync "github.com/convergehq/converge/sync"
 	"github.com/convergehq/converge/sync/forge/forgetest"
 )
@@ -233,5 +236,105 @@ func TestSyncForge(t *testing.T) {
 				t.Errorf("forge refused: %v", r)
 			}
 		})
+	}
+}
+
+// TestSyncPushStatus syncs a remote repository (a bare one over file://)
+// with --push-status: the remote gets the note, and `converge status`
+// reads it from the mirror.
+func TestSyncPushStatus(t *testing.T) {
+	work := t.TempDir()
+	bare := filepath.Join(t.TempDir(), "remote.git")
+	git := func(dir string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t.invalid",
+			"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t.invalid", "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	git(work, "init", "-q", "-b", "main")
+	if err := os.WriteFile(filepath.Join(work, "converge.cue"), []byte("resync_interval: \"10m\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git(work, "add", "-A")
+	git(work, "commit", "-q", "-m", "empty")
+	head := git(work, "rev-parse", "HEAD")
+	git(work, "init", "-q", "-b", "main", "--bare", bare)
+	git(work, "push", "-q", bare, "main")
+
+	state := t.TempDir()
+	url := "file://" + bare
+	if out, err := runCLI("--repo", url, "--state", state, "sync", "--timeout", "1m", "--push-status"); err != nil {
+		t.Fatalf("sync: %v\n%s", err, out)
+	}
+	show := git(bare, "notes", "--ref", "converge", "show", head)
+	if !strings.Contains(show, `"description": "0/0 Ready"`) {
+		t.Errorf("remote note:\n%s", show)
+	}
+	out, err := runCLI("--repo", url, "--state", state, "status", "-o", "json")
+	if err != nil {
+		t.Fatalf("status: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, `"revision": "main@sha1:`+head+`"`) || !strings.Contains(out, `"description": "0/0 Ready"`) {
+		t.Errorf("status of the remote:\n%s", out)
+	}
+}
+
+// TestStatusRecords: records stored through forgeOptions.records (serve's
+// hook) become the commit's note and reach the forge.
+func TestStatusRecords(t *testing.T) {
+	dir, hash := statusRepo(t, nil)
+	src, err := gitsync.OpenLocal(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := state.Open(t.TempDir(), state.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	f := forgetest.NewGitHub(t, false)
+	t.Setenv(forgeTokenEnv, forgetest.Token)
+	o := forgeOptions{kind: "github", url: f.URL(), repo: forgetest.Owner + "/" + forgetest.Repo}
+	if err := o.start(context.Background(), src, nil); err != nil {
+		t.Fatal(err)
+	}
+	var errOut bytes.Buffer
+	recs := o.records(st, &errOut)
+	rec := &converge.RevisionRecord{Revision: converge.Revision{Ref: "main", Hash: hash}}
+	for _, s := range []converge.CommitStatus{
+		{Context: converge.ContextSync, State: converge.StatePending, Description: "applied, converging"},
+		{Context: converge.ContextSync, State: converge.StateSuccess, Description: "1/1 Ready"},
+	} {
+		rec.SetStatus(s)
+		if err := recs.PutRevision(rec); err != nil {
+			t.Fatal(err)
+		}
+		note, err := src.ReadStatuses(hash)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := note[0].State, s.State; got != want {
+			t.Errorf("note state: got %q, want %q", got, want)
+		}
+	}
+	o.stop(&errOut)
+	if errOut.Len() > 0 {
+		t.Errorf("errors: %s", errOut.String())
+	}
+	var got []string
+	for _, p := range f.Statuses() {
+		got = append(got, p.State)
+	}
+	if want := []string{"pending", "success"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("forge got %v, want %v", got, want)
+	}
+	if stored, err := st.Revision(hash); err != nil || len(stored.Statuses) != 1 {
+		t.Errorf("stored record: %+v, %v", stored, err)
 	}
 }

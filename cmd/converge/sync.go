@@ -71,7 +71,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) e
 		logOut = errOut
 	}
 	log := slog.New(slog.NewTextHandler(logOut, nil))
-	if err := o.forge.start(ctx, log); err != nil {
+	if err := o.forge.start(ctx, src, log); err != nil {
 		return err
 	}
 	defer o.forge.stop(errOut)
