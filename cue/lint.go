@@ -20,8 +20,10 @@ import (
 const (
 	// RuleKVRemoved: a (kind, kind_version) of the old revision is gone.
 	RuleKVRemoved = "KV_REMOVED"
-	// RuleFieldRemoved: a field of the old schema is gone (schemas are
-	// closed, so documents that set it are now refused).
+	// RuleFieldRemoved: a field of the old schema is gone and its struct
+	// does not accept it otherwise (schemas are closed, so documents that
+	// set it are now refused). A field that moves under a [string]
+	// pattern or into an open struct (...) is judged against that instead.
 	RuleFieldRemoved = "FIELD_REMOVED"
 	// RuleRequiredFieldAdded: a new required (!) field, or a new regular
 	// field without a default that documents must supply. A new optional
@@ -342,11 +344,23 @@ func (w *walker) compareStruct(path []string, o, n cuelang.Value) {
 	for _, f := range nfs {
 		newBy[f.name] = f
 	}
+	// A struct that accepts any further field (... or a [string] pattern)
+	// constrains such fields by its AnyString value.
+	oPat := o.LookupPath(cuelang.MakePath(cuelang.AnyString))
+	nPat := n.LookupPath(cuelang.MakePath(cuelang.AnyString))
 	oldBy := map[string]bool{}
 	for _, of := range ofs {
 		oldBy[of.name] = true
 		p := appendPath(path, of.name)
 		nf, ok := newBy[of.name]
+		if !ok && nPat.Exists() && n.Allows(cuelang.Str(of.name)) {
+			// No longer declared, still accepted: judge the field's old
+			// constraint against what the struct now accepts. Subsume
+			// calls any removed field breaking.
+			w.overridden = true
+			w.compare(p, of.v, nPat, false)
+			continue
+		}
 		if !ok {
 			w.addAt(RuleFieldRemoved, p, path, p, "%s field removed; documents that set it are refused", describe(of))
 			continue
@@ -365,20 +379,22 @@ func (w *walker) compareStruct(path []string, o, n cuelang.Value) {
 		switch {
 		case mustSupply(nf):
 			w.addAt(RuleRequiredFieldAdded, p, p, path, "new %s field; documents without it are refused (an optional %s? or a default would be compatible)", describe(nf), nf.name)
+			continue
 		case nf.ctype == 0:
 			w.overridden = true // Subsume calls any new regular field breaking
+		}
+		if oPat.Exists() && o.Allows(cuelang.Str(nf.name)) {
+			// The old struct accepted this field as any other: the new
+			// declaration must accept whatever the old one did.
+			w.compare(p, oPat, nf.v, false)
 		}
 	}
 	oAny, nAny := o.Allows(cuelang.Str(probeLabel)), n.Allows(cuelang.Str(probeLabel))
 	switch {
 	case oAny && !nAny:
 		w.add(RuleStructClosed, path, "struct is closed: it accepted fields beyond the declared ones and no longer does")
-	case oAny && nAny:
-		op := o.LookupPath(cuelang.MakePath(cuelang.AnyString))
-		np := n.LookupPath(cuelang.MakePath(cuelang.AnyString))
-		if op.Exists() && np.Exists() {
-			w.compare(appendPath(path, segPattern), op, np, false)
-		}
+	case oAny && nAny && oPat.Exists() && nPat.Exists():
+		w.compare(appendPath(path, segPattern), oPat, nPat, false)
 	}
 }
 
@@ -467,6 +483,9 @@ func (w *walker) checkDefault(path []string, o, n cuelang.Value) bool {
 
 func (w *walker) compareLeaf(path []string, o, n cuelang.Value, elem bool) {
 	w.checkDefault(path, o, n)
+	if text(n) == "_" {
+		return // top accepts anything (Subsume does not always say so)
+	}
 	if text(o) == text(n) {
 		if n.Subsume(o) != nil {
 			w.overridden = true // cue issue #2419: identical validators
