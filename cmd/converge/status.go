@@ -38,7 +38,8 @@ failure or error, or when the commit has no statuses yet.
 
 With --forge it also posts them as commit statuses to GitHub, Gitea/Forgejo
 or GitLab (token from $CONVERGE_FORGE_TOKEN), skipping any the forge
-already shows: the notes are the source of truth, the forge a copy.`,
+already shows: the notes are the source of truth, the forge a copy. With
+--push-status it pushes the notes to the repository's origin.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := checkOutput(output, "table", "json", "yaml"); err != nil {
@@ -50,9 +51,12 @@ already shows: the notes are the source of truth, the forge a copy.`,
 			}
 			// A remote repository's statuses are in its mirror in the
 			// state directory, written by sync or serve.
-			dir, err := stateDir(g)
-			if err != nil {
-				return err
+			var dir string
+			if isRemote(g.repo) {
+				var err error
+				if dir, err = stateDir(g); err != nil {
+					return err
+				}
 			}
 			src, err := openSource(c.Context(), g, dir)
 			if err != nil {
@@ -89,6 +93,11 @@ already shows: the notes are the source of truth, the forge a copy.`,
 					}
 				}
 				fmt.Fprintf(c.ErrOrStderr(), "reported %d statuses of %s to %s %s\n", len(st), r, fo.kind, fo.repo)
+			}
+			if fo.push {
+				if err := src.PushNotes(c.Context()); err != nil {
+					return err
+				}
 			}
 			for _, s := range st {
 				if s.State == converge.StateFailure || s.State == converge.StateError {

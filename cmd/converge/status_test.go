@@ -338,3 +338,22 @@ func TestStatusRecords(t *testing.T) {
 		t.Errorf("stored record: %+v, %v", stored, err)
 	}
 }
+
+// TestStatusPushStatus: `converge status --push-status` pushes the notes
+// to origin.
+func TestStatusPushStatus(t *testing.T) {
+	dir, hash := statusRepo(t, []converge.CommitStatus{{Context: converge.ContextSync, State: converge.StateSuccess, Description: "pushed by status"}})
+	bare := filepath.Join(t.TempDir(), "origin.git")
+	for _, args := range [][]string{{"init", "-q", "--bare", bare}, {"remote", "add", "origin", "file://" + bare}, {"push", "-q", "origin", "main"}} {
+		if out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	if out, err := runCLI("--repo", dir, "status", "--push-status"); err != nil {
+		t.Fatalf("status: %v\n%s", err, out)
+	}
+	out, err := exec.Command("git", "-C", bare, "notes", "--ref", "converge", "show", hash).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "pushed by status") {
+		t.Errorf("origin's note: %v\n%s", err, out)
+	}
+}
