@@ -445,8 +445,8 @@ type resourcePage struct {
 	Events                   []eventRow
 }
 
-// renderResource renders r's page. It returns the secret values found in
-// r's spec and status too, so a caller can check them against the model.
+// renderResource renders r's page: spec and status with secret paths
+// redacted, every text scrubbed of known secret values.
 func (b *Builder) renderResource(r *converge.Resource) ([]byte, error) {
 	m := b.m
 	id := r.ID()
