@@ -283,3 +283,19 @@ func BenchmarkLintClassic(b *testing.B) {
 		}
 	}
 }
+
+// ExampleLint compares vpc v1 as applied with a candidate that adds a
+// required field and an optional one: only the required field breaks.
+func ExampleLint() {
+	applied := []*converge.Kind{{Name: "vpc", Version: 1, Source: "kinds/vpc-v1.cue:1",
+		SpecSchema: `{cidr: string, tags?: [string]: string}`}}
+	candidate := []*converge.Kind{{Name: "vpc", Version: 1, Source: "kinds/vpc-v1.cue:1",
+		SpecSchema: `{cidr: string, tags?: [string]: string, owner?: string, region!: string}`}}
+	for _, f := range Lint(applied, candidate) {
+		fmt.Println(f.Rule, f.Path)
+		fmt.Println(f.Message)
+	}
+	// Output:
+	// REQUIRED_FIELD_ADDED vpc/v1 spec.region
+	// vpc/v1 spec.region: new required string field; documents without it are refused (an optional region? or a default would be compatible) (at kinds/vpc-v1.cue:1:1, was kinds/vpc-v1.cue:1:1); ship it as kind_version 2
+}

@@ -99,6 +99,8 @@ root).`,
 	c.Flags().StringVar(&base, "base", "", "the revision the range starts after (e.g. origin/main)")
 	c.Flags().StringVar(&head, "head", "HEAD", "the newest revision of the range")
 	c.Flags().StringVarP(&output, "output", "o", "text", "output format: text|json|github")
+	c.Flags().StringVar(&output, "format", "text", "the same as --output (DESIGN.md's spelling)")
+	c.Flags().MarkHidden("format")
 	return c
 }
 
