@@ -113,9 +113,9 @@ type loaded struct {
 
 // lintRange lints each first-parent commit of base..head against its first
 // parent, and head against the first commit's parent (the range as a
-// whole). It returns one group per commit, oldest
-// first, then the range group (left out when the range is a single commit:
-// it would repeat it), and the number of commits.
+// whole). It returns one group per commit, oldest first, then the range
+// group (left out when the range is a single commit: it would repeat it),
+// and the number of commits.
 //
 // Loading (validating every document) is most of the cost: each distinct
 // tree below sub is loaded once, on GOMAXPROCS goroutines; reads of the git
