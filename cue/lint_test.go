@@ -9,6 +9,9 @@ import (
 	"testing"
 	"testing/fstest"
 
+	cuelang "cuelang.org/go/cue"
+	"cuelang.org/go/cue/cuecontext"
+
 	"github.com/convergehq/converge"
 )
 
@@ -298,4 +301,50 @@ func ExampleLint() {
 	// Output:
 	// REQUIRED_FIELD_ADDED vpc/v1 spec.region
 	// vpc/v1 spec.region: new required string field; documents without it are refused (an optional region? or a default would be compatible) (at kinds/vpc-v1.cue:1:1, was kinds/vpc-v1.cue:1:1); ship it as kind_version 2
+}
+
+// TestSubsumeFacts pins the measurements of DESIGN.md section 9 that the
+// structural walk exists for: cuelang.org/go's Subsume (new ⊒ old, default
+// mode, on the compiled #S definitions) answers these rows wrongly. If a
+// CUE upgrade fixes one, this test fails: re-measure before simplifying
+// Lint.
+func TestSubsumeFacts(t *testing.T) {
+	tests := []struct {
+		name         string
+		old, new     string
+		wantBreaking bool // what Subsume says (the wrong answer)
+	}{
+		{name: "required field added", old: `{a: string}`, new: `{a: string, b!: string}`, wantBreaking: false},
+		{name: "nested required field added", old: `{n: {a?: int}}`, new: `{n: {a?: int, b!: string}}`, wantBreaking: false},
+		{name: "list element narrowed", old: `{a: [...string]}`, new: `{a: [...int]}`, wantBreaking: false},
+		{name: "identical strings.MinRunes(1)", old: "import \"strings\"\n{a: strings.MinRunes(1)}",
+			new: "import \"strings\"\n{a: strings.MinRunes(1)}", wantBreaking: true},
+		{name: "default changed", old: `{a: *"x" | "y"}`, new: `{a: *"y" | "x"}`, wantBreaking: false},
+		{name: "open struct closed", old: `{n: {a: int, ...}}`, new: `{n: {a: int}}`, wantBreaking: false},
+	}
+	l := &linter{ctx: cuecontext.New()}
+	compile := func(src string) cuelang.Value {
+		t.Helper()
+		w, err := wrapSchema("s", src, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := build(l.ctx, "s", w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, n := compile(tt.old), compile(tt.new)
+			if got, want := n.Subsume(o) != nil, tt.wantBreaking; got != want {
+				t.Errorf("Subsume says breaking = %v, want %v (the measured, wrong answer)", got, want)
+			}
+			lintBreaking := len(Lint([]*converge.Kind{vpcKind(1, tt.old)}, []*converge.Kind{vpcKind(1, tt.new)})) > 0
+			if lintBreaking == tt.wantBreaking {
+				t.Errorf("Lint says breaking = %v, the same as Subsume's wrong answer", lintBreaking)
+			}
+		})
+	}
 }
