@@ -50,6 +50,9 @@ type engineOptions struct {
 	// workerOut receives the worker processes' output.
 	workerOut io.Writer
 	sched     scheduler.Config
+	// changed, when set, hears which resources every committed batch
+	// touched (the live site).
+	changed func(ids []converge.ID)
 }
 
 // startEngine opens the store and starts everything; close undoes it.
@@ -93,7 +96,11 @@ func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
 	}
 	cfg := o.sched
 	cfg.Logger = o.log
-	e.sched, err = scheduler.New(st, e.srv, cfg)
+	var store scheduler.Store = st
+	if o.changed != nil {
+		store = observedStore{Store: st, changed: o.changed}
+	}
+	e.sched, err = scheduler.New(store, e.srv, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("start scheduler: %w", err)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
@@ -50,6 +51,7 @@ func TestMain(m *testing.M) {
 //	wait-get STATE ID PAT   wait until `get ID -o json` (daemon or store) matches PAT
 //	git-http-serve DIR VAR  serve the bare repositories in DIR over smart HTTP; VAR = base URL
 //	webhook STATE SECRET N  POST a push webhook to the serve using STATE, signed with SECRET (- for none); want status N
+//	wait-http STATE PATH P  wait until GET PATH on the serve using STATE answers 200 matching P
 //	wait-file FILE PATTERN  wait until FILE exists and matches the regular expression PATTERN
 //
 // Conditions: [short] is true under `go test -short`.
@@ -82,6 +84,7 @@ func TestScripts(t *testing.T) {
 			"wait-get":       cmdWaitGet,
 			"git-http-serve": cmdGitHTTPServe,
 			"webhook":        cmdWebhook,
+			"wait-http":      cmdWaitHTTP,
 		},
 	})
 }
@@ -362,4 +365,32 @@ func cmdWebhook(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("webhook: status %s, want %s", got, args[2])
 	}
 	fmt.Fprintf(ts.Stdout(), "webhook: %d\n", resp.StatusCode)
+}
+
+// cmdWaitHTTP waits up to 60s until GET PATH on the HTTP address of the
+// converge serve using STATEDIR answers 200 with a body matching PATTERN.
+func cmdWaitHTTP(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 3 {
+		ts.Fatalf("usage: wait-http STATEDIR PATH PATTERN")
+	}
+	re, err := regexp.Compile(args[2])
+	ts.Check(err)
+	deadline := time.Now().Add(60 * time.Second)
+	var last string
+	for {
+		if addr, err := os.ReadFile(filepath.Join(ts.MkAbs(args[0]), "http.addr")); err == nil {
+			if resp, err := http.Get("http://" + strings.TrimSpace(string(addr)) + args[1]); err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				last = fmt.Sprintf("%d %s", resp.StatusCode, b)
+				if resp.StatusCode == http.StatusOK && re.Match(b) {
+					return
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("GET %s never matched %q; last: %.2000s", args[1], args[2], last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

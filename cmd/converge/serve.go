@@ -21,6 +21,7 @@ import (
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/cue"
 	"github.com/convergehq/converge/scheduler"
+	"github.com/convergehq/converge/site"
 	gitsync "github.com/convergehq/converge/sync"
 )
 
@@ -95,12 +96,18 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 			}
 		}
 	}
+	live := newLiveSite(filepath.Join(dir, "site"), c.ErrOrStderr())
 	e, err := startEngine(ctx, engineOptions{stateDir: dir, repoDir: src.Root(), workers: workers,
-		listen: o.workersListen, token: os.Getenv("CONVERGE_WORKER_TOKEN"), log: log, workerOut: logOut})
+		listen: o.workersListen, token: os.Getenv("CONVERGE_WORKER_TOKEN"), log: log, workerOut: logOut,
+		changed: live.changed})
 	if err != nil {
 		return err
 	}
 	defer e.close()
+	live.attach(e.store)
+	siteCtx, stopSite := context.WithCancel(ctx)
+	defer stopSite()
+	go live.run(siteCtx)
 	syncer := &gitsync.Syncer{Source: src, Path: g.path, Records: e.store, Engine: e.sched, Log: log, Lint: lintFunc()}
 
 	trigger := make(chan struct{}, 1)
@@ -114,6 +121,7 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 		mux := http.NewServeMux()
 		mux.Handle("POST /hooks/git", gitsync.WebhookHandler([]byte(os.Getenv("CONVERGE_WEBHOOK_SECRET")), poke))
 		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+		mux.Handle("GET /", site.Handler(live.dir))
 		l, err := net.Listen("tcp", o.listen)
 		if err != nil {
 			return fmt.Errorf("listen %s: %w", o.listen, err)
@@ -140,6 +148,9 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 		passes, err := syncer.Advance(ctx)
 		if err != nil {
 			fmt.Fprintf(out, "serve: %v\n", err)
+		}
+		if len(passes) > 0 {
+			live.changed(nil) // new revision records: the index
 		}
 		for _, p := range passes {
 			fmt.Fprintln(out, "serve: "+describePass(p))
@@ -177,6 +188,7 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 					fmt.Fprintf(out, "serve: %v\n", err)
 				}
 				fmt.Fprintf(out, "serve: %s converged: %s\n", p.Revision, summary)
+				live.changed(nil)
 				current.CompareAndSwap(p, nil)
 			case scheduler.Stuck:
 				if stuckSince.IsZero() {

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	gosync "sync"
+	"time"
+
+	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/site"
+	"github.com/convergehq/converge/state"
+)
+
+// observedStore is the store the scheduler writes through, telling the
+// live site which resources each committed batch changed.
+type observedStore struct {
+	*state.Store
+	changed func(ids []converge.ID)
+}
+
+// Commit commits b, then reports the resources it touched: those put or
+// deleted and the consumers of edges put or deleted.
+func (o observedStore) Commit(b *converge.Batch) error {
+	if err := o.Store.Commit(b); err != nil {
+		return err
+	}
+	if o.changed == nil {
+		return nil
+	}
+	ids := make([]converge.ID, 0, len(b.Resources)+len(b.DeletedResources)+len(b.Edges)+len(b.DeletedEdges))
+	for _, r := range b.Resources {
+		ids = append(ids, r.ID())
+	}
+	ids = append(ids, b.DeletedResources...)
+	for _, e := range b.Edges {
+		ids = append(ids, e.Consumer)
+	}
+	for _, e := range b.DeletedEdges {
+		ids = append(ids, e.Consumer)
+	}
+	if len(ids) > 0 || len(b.Events) > 0 || b.Applied != nil {
+		o.changed(ids)
+	}
+	return nil
+}
+
+// liveSite keeps the static site in the state directory current: one full
+// build at start, then incremental updates of what changed, at most every
+// interval.
+type liveSite struct {
+	b        *site.Builder
+	dir      string
+	interval time.Duration
+	log      io.Writer
+
+	mu      gosync.Mutex // guards pending
+	pending map[converge.ID]bool
+	kick    chan struct{}
+}
+
+// newLiveSite returns a live site writing into dir; it starts collecting
+// changes at once, and builds once attach gives it the store.
+func newLiveSite(dir string, log io.Writer) *liveSite {
+	return &liveSite{
+		dir:      dir,
+		interval: 250 * time.Millisecond,
+		log:      log,
+		pending:  map[converge.ID]bool{},
+		kick:     make(chan struct{}, 1),
+	}
+}
+
+// attach gives the site its store; call it before run.
+func (s *liveSite) attach(st *state.Store) {
+	s.b = site.NewBuilder(st, s.dir, site.Options{Title: "converge"})
+}
+
+// changed records ids for the next update; it never blocks.
+func (s *liveSite) changed(ids []converge.ID) {
+	s.mu.Lock()
+	for _, id := range ids {
+		s.pending[id] = true
+	}
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run builds the site, then updates it until ctx ends.
+func (s *liveSite) run(ctx context.Context) {
+	if _, err := s.b.Build(); err != nil {
+		fmt.Fprintf(s.log, "site: build: %v\n", err)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.kick:
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(s.interval):
+		}
+		s.mu.Lock()
+		ids := make([]converge.ID, 0, len(s.pending))
+		for id := range s.pending {
+			ids = append(ids, id)
+		}
+		clear(s.pending)
+		s.mu.Unlock()
+		if _, err := s.b.Update(ids); err != nil {
+			fmt.Fprintf(s.log, "site: update: %v\n", err)
+		}
+	}
+}
