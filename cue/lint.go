@@ -67,9 +67,12 @@ const probeLabel = "converge_lint_probe_7f3a"
 // with a candidate revision's, new) and returns the breaking changes,
 // sorted by file, line, column and rule. Findings point at the new
 // revision's kind document (Kind.Source); a removed kind_version points at
-// the old one. Kinds only in new are compatible additions. Lint never
-// fails: a schema that does not compile is a SCHEMA_INVALID finding (new)
-// or not compared (old).
+// the old one. Kinds only in new are compatible additions. The spec and
+// config schemas are compared; status schemas are not (see lintParts). Lint
+// never fails: a schema that does not compile is a SCHEMA_INVALID finding
+// (new) or not compared (old). Every finding's message names the kind
+// version, the field path, its position in both revisions and the remedy
+// (the next free kind_version); there is no override.
 func Lint(old, new []*converge.Kind) []converge.Finding {
 	return LintTrees(old, new, nil, nil)
 }
@@ -182,9 +185,7 @@ func (l *linter) lintPart(ok, nk *converge.Kind, part string) {
 				firstLine(err.Error()))
 		}
 	}
-	for _, f := range w.found {
-		l.out = append(l.out, f)
-	}
+	l.out = append(l.out, w.found...)
 }
 
 // walker compares one schema of one kind version between two revisions.
