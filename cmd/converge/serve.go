@@ -31,6 +31,7 @@ type serveOptions struct {
 	poll          time.Duration
 	startWorkers  []string
 	verbose       bool
+	forge         forgeOptions
 }
 
 func newServeCommand(g *globals) *cobra.Command {
@@ -59,6 +60,7 @@ API. SIGTERM or SIGINT stops it gracefully: everything accepted is flushed.`,
 	f.DurationVar(&o.poll, "poll", time.Minute, "fetch interval (jittered by up to 10%)")
 	f.StringSliceVar(&o.startWorkers, "start-worker", nil, "start a builtin worker from local configuration: NAME[:REPLICAS] (e.g. classic:2)")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "log the engine's and the workers' output")
+	o.forge.addFlags(f)
 	return c
 }
 
@@ -82,6 +84,12 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	if err != nil {
 		return err
 	}
+	// Every revision record is also written to its commit's git note (and
+	// posted to the forge, pushed to origin, when configured).
+	if err := o.forge.start(ctx, src, log); err != nil {
+		return err
+	}
+	defer o.forge.stop(c.ErrOrStderr())
 	workers, err := builtinWorkers(o.startWorkers)
 	if err != nil {
 		return err
@@ -108,7 +116,8 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	siteCtx, stopSite := context.WithCancel(ctx)
 	defer stopSite()
 	go live.run(siteCtx)
-	syncer := &gitsync.Syncer{Source: src, Path: g.path, Records: e.store, Engine: e.sched, Log: log, Lint: lintFunc()}
+	syncer := &gitsync.Syncer{Source: src, Path: g.path, Records: o.forge.records(e.store, c.ErrOrStderr()),
+		Engine: e.sched, Log: log, Lint: lintFunc()}
 
 	trigger := make(chan struct{}, 1)
 	poke := func() {
