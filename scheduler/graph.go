@@ -156,7 +156,9 @@ func (s *Scheduler) load(snap *converge.Snapshot) {
 			s.addTimer(r.NextAttempt, timerRetry, n.id, "")
 		}
 		if r.Phase == converge.PhaseReady && r.ObservedGeneration == r.Generation {
-			s.scheduleResync(n)
+			// A restart does not postpone a resync: it is due one
+			// interval after the row last changed.
+			s.scheduleResyncFrom(n, r.UpdatedAt)
 		}
 	}
 	// Composer phases follow their (now counted) subtrees.
@@ -496,15 +498,26 @@ func (s *Scheduler) fireTimers() {
 	}
 }
 
-func (s *Scheduler) scheduleResync(n *node) {
+func (s *Scheduler) scheduleResync(n *node) { s.scheduleResyncFrom(n, s.now) }
+
+// scheduleResyncFrom schedules n's next resync one interval (plus jitter)
+// after since, or after now when since is zero or later; one already
+// overdue fires at once.
+func (s *Scheduler) scheduleResyncFrom(n *node, since time.Time) {
 	iv := s.resyncInterval(n)
 	if iv <= 0 {
 		return
 	}
+	if since.IsZero() || since.After(s.now) {
+		since = s.now
+	}
 	// Up to 10% jitter, so a graph that became Ready together does not
-	// resync in one burst.
-	iv += time.Duration(s.cfg.Rand.Int64N(int64(iv)/10 + 1))
-	n.resyncSeq = s.addTimer(s.now.Add(iv), timerResync, n.id, "")
+	// resync in one burst. Overdue ones run now (max_inflight paces them).
+	at := since.Add(iv + time.Duration(s.cfg.Rand.Int64N(int64(iv)/10+1)))
+	if at.Before(s.now) {
+		at = s.now
+	}
+	n.resyncSeq = s.addTimer(at, timerResync, n.id, "")
 }
 
 func itoa(v int64) string {
