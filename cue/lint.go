@@ -222,8 +222,8 @@ func (w *walker) addAt(rule string, path, newAt, oldAt []string, format string, 
 	w.found = append(w.found, converge.Finding{
 		File: np.file, Line: np.line, Column: np.col,
 		Path: w.new.Ref().String() + " " + field, Rule: rule,
-		Message: fmt.Sprintf("%s %s: %s (at %s, was %s); %s",
-			w.new.Ref(), field, fmt.Sprintf(format, args...), np, op, w.l.remedy(w.new.Name)),
+		Message: fmt.Sprintf("%s (at %s, was %s); %s",
+			fmt.Sprintf(format, args...), np, op, w.l.remedy(w.new.Name)),
 	})
 }
 

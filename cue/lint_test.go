@@ -300,7 +300,7 @@ func ExampleLint() {
 	}
 	// Output:
 	// REQUIRED_FIELD_ADDED vpc/v1 spec.region
-	// vpc/v1 spec.region: new required string field; documents without it are refused (an optional region? or a default would be compatible) (at kinds/vpc-v1.cue:1:1, was kinds/vpc-v1.cue:1:1); ship it as kind_version 2
+	// new required string field; documents without it are refused (an optional region? or a default would be compatible) (at kinds/vpc-v1.cue:1:1, was kinds/vpc-v1.cue:1:1); ship it as kind_version 2
 }
 
 // TestSubsumeFacts pins the measurements of DESIGN.md section 9 that the

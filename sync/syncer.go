@@ -176,7 +176,7 @@ func (s *Syncer) Apply(ctx context.Context, pass *Pass) error {
 			rec.Findings = appendFindings(rec.Findings, findings)
 			rec.SetStatus(converge.CommitStatus{Context: converge.ContextLint, State: converge.StateFailure,
 				Description: "breaking against the applied schemas: " + findings[0].Path + ": " + findings[0].Rule, Time: now})
-			return s.hold(pass, fmt.Sprintf("not applied: %d breaking changes against the schemas live resources were applied under", len(findings)))
+			return s.hold(pass, fmt.Sprintf("%d breaking changes against the schemas live resources were applied under", len(findings)))
 		}
 		if _, ok := rec.Status(converge.ContextLint); !ok {
 			rec.SetStatus(converge.CommitStatus{Context: converge.ContextLint, State: converge.StateSuccess,
@@ -204,7 +204,7 @@ func (s *Syncer) hold(pass *Pass, why string) error {
 	pass.Held = why
 	pass.Record.Held = why
 	pass.Record.SetStatus(converge.CommitStatus{Context: converge.ContextSync, State: converge.StateFailure,
-		Description: why, Time: s.now()})
+		Description: "not applied: " + why, Time: s.now()})
 	return s.Records.PutRevision(pass.Record)
 }
 
