@@ -44,7 +44,8 @@ API. Otherwise delete starts the engine and the repository's declared workers
 on the state (like sync, without applying the repository) for as long as the
 teardown takes.
 
-With --wait (the default) delete returns once KIND/NAME is gone (exit 0) or,
+With --wait (the default) delete returns once KIND/NAME is gone, which is
+after everything of its teardown tree is (exit 0), or,
 after --timeout, exits 1 naming what the teardown is stuck on. With
 --wait=false it returns as soon as the teardown is marked (durably): a daemon
 carries it on, otherwise the next converge sync does.
