@@ -44,11 +44,11 @@ API. Otherwise delete starts the engine and the repository's declared workers
 on the state (like sync, without applying the repository) for as long as the
 teardown takes.
 
-With --wait (the default) delete returns once KIND/NAME is gone, which is
-after everything of its teardown tree is (exit 0), or,
-after --timeout, exits 1 naming what the teardown is stuck on. With
---wait=false it returns as soon as the teardown is marked (durably): a daemon
-carries it on, otherwise the next converge sync does.
+With --wait (the default) delete returns once KIND/NAME is gone (exit 0),
+which is after the rest of its teardown tree, or after --timeout exits 1
+naming what the teardown is stuck on. With --wait=false it returns as soon
+as the teardown is marked (durably): a daemon carries it on, otherwise the
+next converge sync does.
 
 A composed resource whose owner still emits it comes back at the owner's next
 recompose (its resync): delete the owner, or remove it from the owner's spec,
