@@ -3,6 +3,7 @@ package sync
 import (
 	"context"
 	"fmt"
+	"io/fs"
 
 	"github.com/convergehq/converge"
 )
@@ -44,11 +45,11 @@ func (s *Syncer) Advance(ctx context.Context) ([]*Pass, error) {
 	if len(revs) > maxBacklog {
 		revs = revs[len(revs)-maxBacklog:]
 	}
-	parentKinds := s.lastKinds
+	parentKinds, parentTree := s.lastKinds, s.lastTree
 	if s.Lint != nil && s.last != "" && parentKinds == nil {
 		if prev, err := s.Source.Revision(s.last); err == nil {
 			if p, err := s.Check(prev); err == nil && p.Loaded != nil {
-				parentKinds = p.Loaded.Desired.Kinds
+				parentKinds, parentTree = p.Loaded.Desired.Kinds, p.Tree
 			}
 		}
 	}
@@ -59,10 +60,10 @@ func (s *Syncer) Advance(ctx context.Context) ([]*Pass, error) {
 			return passes, err
 		}
 		if s.Lint != nil && pass.Valid() {
-			s.lintParent(pass, parentKinds)
+			s.lintParent(pass, parentKinds, parentTree)
 		}
 		if pass.Valid() {
-			parentKinds = pass.Loaded.Desired.Kinds
+			parentKinds, parentTree = pass.Loaded.Desired.Kinds, pass.Tree
 		}
 		passes = append(passes, pass)
 	}
@@ -96,14 +97,14 @@ func (s *Syncer) Advance(ctx context.Context) ([]*Pass, error) {
 			}
 		}
 	}
-	s.last, s.lastKinds = head.Hash, parentKinds
+	s.last, s.lastKinds, s.lastTree = head.Hash, parentKinds, parentTree
 	return passes, nil
 }
 
 // lintParent lints pass's kinds against its parent's and records the
 // converge/lint verdict.
-func (s *Syncer) lintParent(pass *Pass, parent []*converge.Kind) {
-	findings := s.Lint(parent, pass.Loaded.Desired.Kinds)
+func (s *Syncer) lintParent(pass *Pass, parent []*converge.Kind, parentTree fs.FS) {
+	findings := s.Lint(parent, pass.Loaded.Desired.Kinds, parentTree, pass.Tree)
 	now := s.now()
 	if len(findings) == 0 {
 		pass.Record.SetStatus(converge.CommitStatus{Context: converge.ContextLint, State: converge.StateSuccess,

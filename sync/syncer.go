@@ -32,8 +32,9 @@ type Records interface {
 }
 
 // LintFunc compares two sets of kinds and returns the breaking changes
-// (cue.Lint).
-type LintFunc func(old, new []*converge.Kind) []converge.Finding
+// (cue.LintTrees). The trees the kinds were loaded from give findings
+// field-level positions; either may be nil (the store has no tree).
+type LintFunc func(old, new []*converge.Kind, oldTree, newTree fs.FS) []converge.Finding
 
 // Syncer processes the newest revision of a Source: it loads and validates
 // the documents below Path and, when they are valid, applies them.
@@ -55,6 +56,7 @@ type Syncer struct {
 	// against).
 	last      string
 	lastKinds []*converge.Kind
+	lastTree  fs.FS
 	// checked caches the newest Check, so a caller that checked a
 	// revision before starting the engine does not load it twice.
 	checked *Pass
@@ -71,6 +73,8 @@ type Pass struct {
 	Applied bool
 	// Skipped: the head is the revision already applied.
 	Skipped bool
+	// Tree is the revision's documents (below the Syncer's Path).
+	Tree fs.FS
 	// Held is why a valid revision was not applied (breaking change
 	// against the store, prune guard), or "".
 	Held string
@@ -139,6 +143,7 @@ func (s *Syncer) CheckWorkTree() (*Pass, error) {
 
 func (s *Syncer) checkFS(pass *Pass, fsys fs.FS) (*Pass, error) {
 	rev, rec, now := pass.Revision, pass.Record, s.now()
+	pass.Tree = fsys
 	res, err := cue.Load(fsys, ".", s.Load)
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", rev, err)
@@ -172,7 +177,7 @@ func (s *Syncer) Apply(ctx context.Context, pass *Pass) error {
 		return fmt.Errorf("load state: %w", err)
 	}
 	if s.Lint != nil {
-		if findings := s.Lint(snap.Kinds, d.Kinds); len(findings) > 0 {
+		if findings := s.Lint(snap.Kinds, d.Kinds, nil, pass.Tree); len(findings) > 0 {
 			rec.Findings = appendFindings(rec.Findings, findings)
 			rec.SetStatus(converge.CommitStatus{Context: converge.ContextLint, State: converge.StateFailure,
 				Description: "breaking against the applied schemas: " + findings[0].Path + ": " + findings[0].Rule, Time: now})

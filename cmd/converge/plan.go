@@ -97,7 +97,7 @@ func runPlan(ctx context.Context, out, errOut io.Writer, g *globals, rev, output
 		Refused: p.Refused, Definitions: p.Definitions, TornDown: gitsync.Teardown(snap, p), Total: len(snap.Resources),
 		Held: gitsync.PruneGuard(snap, p, d.Settings)}
 	if lint := lintFunc(); lint != nil {
-		v.Breaking = lint(snap.Kinds, d.Kinds)
+		v.Breaking = lint(snap.Kinds, d.Kinds, nil, pass.Tree)
 	}
 	if output != "table" {
 		if err := writeData(out, output, v); err != nil {
@@ -164,4 +164,4 @@ func loadSnapshot(dir string) (*converge.Snapshot, error) {
 }
 
 // lintFunc returns the breaking-change linter sync and plan use.
-func lintFunc() gitsync.LintFunc { return cue.Lint }
+func lintFunc() gitsync.LintFunc { return cue.LintTrees }
