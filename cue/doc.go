@@ -4,7 +4,9 @@
 // sorted list of findings, each naming file, line, column and field path.
 //
 // Read first: Load and Result (one pass over a directory), then Schemas (the
-// compiled kind schemas, also rebuilt from the store with Compile).
+// compiled kind schemas, also rebuilt from the store with Compile), then
+// Lint and LintTrees (breaking schema changes between two sets of kinds,
+// a structural walk with its own rule ids).
 //
 // # Basics
 //

@@ -1,10 +1,17 @@
-// Package sync brings desired state from git to the scheduler. It reads a
-// repository through go-git (trees and blobs at a revision, never a
-// checkout), loads and validates each revision's documents with the cue
-// package, and applies the newest good revision.
+// Package sync brings desired state from git to the scheduler and reports
+// the outcome back to git. It reads a repository through go-git (trees and
+// blobs at a revision, never a checkout; a remote one through a bare mirror
+// in the state directory), gives every new first-parent commit its verdict
+// (validated with the cue package, linted against its parent and against
+// the schemas in the store), applies the newest good revision unless the
+// prune guard holds it, and writes each verdict as a git note under
+// refs/notes/converge.
 //
-// Read first: Source (a repository and the branch it follows) and its FS
-// (the documents of one revision as an fs.FS).
+// Read first: Source (a repository and the branch it follows; FS gives the
+// documents of one revision as an fs.FS), Syncer (Check, Apply, Advance)
+// and Pass (one revision's verdict). Triggers live here too: WatchTree
+// (fsnotify, dev mode) and WebhookHandler (HMAC-verified). Package
+// sync/forge posts the same verdicts to a forge's commit-status API.
 //
 // The package is named sync after its folder; files that also need the
 // standard library's sync import it as gosync.
