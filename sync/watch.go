@@ -13,10 +13,11 @@ import (
 )
 
 // WatchTree calls fn after files below dir change, until ctx ends: dev
-// mode for `converge sync --watch`. Changes are debounced (a burst of
-// saves calls fn once, debounce after the last), directories created
-// later are watched too, and dot-directories (.git, .converge) are
-// ignored. fn runs on WatchTree's goroutine.
+// mode for `converge sync --watch`. It calls fn once as soon as the
+// watches are in place, so a save made before that is not missed. Changes
+// are debounced (a burst of saves calls fn once, debounce after the last),
+// directories created later are watched too, and dot-directories (.git,
+// .converge) are ignored. fn runs on WatchTree's goroutine.
 func WatchTree(ctx context.Context, dir string, debounce time.Duration, fn func()) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
@@ -40,6 +41,7 @@ func WatchTree(ctx context.Context, dir string, debounce time.Duration, fn func(
 	if err := add(dir); err != nil {
 		return fmt.Errorf("watch %s: %w", dir, err)
 	}
+	fn()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()

@@ -23,7 +23,6 @@ func TestWatchTree(t *testing.T) {
 			fired <- struct{}{}
 		})
 	}()
-	time.Sleep(100 * time.Millisecond) // let the watcher start
 	wait := func(what string) {
 		t.Helper()
 		select {
@@ -32,6 +31,7 @@ func TestWatchTree(t *testing.T) {
 			t.Fatalf("%s: no callback within 5s", what)
 		}
 	}
+	wait("watches in place")
 	// A burst of writes is one callback.
 	for i := 0; i < 5; i++ {
 		os.WriteFile(filepath.Join(dir, "a.cue"), []byte{byte('a' + i)}, 0o644)
@@ -49,7 +49,7 @@ func TestWatchTree(t *testing.T) {
 		t.Fatal("a change inside .git triggered a callback")
 	case <-time.After(300 * time.Millisecond):
 	}
-	if got, want := calls.Load(), int32(3); got != want {
+	if got, want := calls.Load(), int32(4); got != want {
 		t.Errorf("callbacks %d, want %d", got, want)
 	}
 	cancel()

@@ -165,6 +165,9 @@ func watchWorkTree(ctx context.Context, e *engine, syncer *gitsync.Syncer, o syn
 			return
 		}
 		p := pass.Plan
+		if p.Empty() {
+			return // the first look, or a save that changed nothing
+		}
 		fmt.Fprintf(out, "applied work tree: %d created, %d updated, %d flipped, %d deleted\n", len(p.Create), len(p.Update), len(p.Flip), len(p.Delete))
 		start := time.Now()
 		res := waitSettled(ctx, e, out, o, wantWorkers)
