@@ -36,11 +36,10 @@ var errSilent = errors.New("")
 
 // globals are the flags every command shares.
 type globals struct {
-	state  string // --state: the store's directory
-	repo   string // --repo: local path or URL
-	path   string // --path: sub-directory of the repository
-	ref    string // --ref: branch
-	output string // -o: table|json|yaml (commands that print data)
+	state string // --state: the store's directory
+	repo  string // --repo: local path or URL
+	path  string // --path: sub-directory of the repository
+	ref   string // --ref: branch
 }
 
 // Main runs the CLI with os.Args and returns the process exit code.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -25,21 +26,28 @@ type validateReport struct {
 // under DIR (default ".") from the working tree and check it. Exit 0 when
 // valid, 1 when any finding, 2 when DIR cannot be read.
 func newValidateCommand(g *globals) *cobra.Command {
-	var maxFileSize int64
+	var (
+		maxFileSize int64
+		output      string
+	)
 	c := &cobra.Command{
 		Use:   "validate [DIR]",
 		Short: "Check every document of a repository directory against its kind's schema",
 		Long: `Validate reads every *.cue, *.json, *.yaml and *.yml document under DIR
-(default: the current directory), compiles the kinds' CUE schemas and checks
+(default: --repo joined with --path, i.e. the current directory), compiles the kinds' CUE schemas and checks
 every resource, provider config and binding. Each problem prints as
 file:line:col: path: message, relative to DIR; a summary line follows.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			dir := "."
+			// DIR, or else --repo and --path as every other command reads
+			// them (here from the working tree, not from git).
+			dir := filepath.Join(g.repo, filepath.FromSlash(g.path))
 			if len(args) == 1 {
 				dir = args[0]
+			} else if isRemote(g.repo) {
+				return usageErr("validate reads a local directory; --repo %s is remote (use lint or plan)", g.repo)
 			}
-			out := g.output
+			out := output
 			if out == "" {
 				out = "text"
 			}
@@ -70,7 +78,7 @@ file:line:col: path: message, relative to DIR; a summary line follows.`,
 			return nil
 		},
 	}
-	c.Flags().StringVarP(&g.output, "output", "o", "text", "output format: text or json")
+	c.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	c.Flags().Int64Var(&maxFileSize, "max-file-size", cue.DefaultMaxFileSize, "refuse files larger than this many bytes")
 	return c
 }
