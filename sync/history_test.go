@@ -3,28 +3,20 @@ package sync
 import (
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
+
+	"github.com/convergehq/converge/sync/gittest"
 )
 
 // TestFirstParents builds main: c1 - c2 - m4 (merging side c3) - c5 and
 // checks the first-parent lists between revisions.
 func TestFirstParents(t *testing.T) {
-	dir := gitRepo(t, map[string]string{"a.txt": "1"})
+	dir := gittest.Repo(t, map[string]string{"a.txt": "1"})
 	git := func(args ...string) string {
 		t.Helper()
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t.invalid",
-			"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t.invalid", "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return strings.TrimSpace(string(out))
+		return gittest.Run(t, dir, args...)
 	}
 	commit := func(file, msg string) {
 		t.Helper()

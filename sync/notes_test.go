@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -15,25 +14,8 @@ import (
 	"time"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/sync/gittest"
 )
-
-// gitIn runs the git CLI in dir with a test identity and returns its
-// trimmed output.
-func gitIn(t *testing.T, dir string, stdin string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t.invalid",
-		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t.invalid", "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
-	if stdin != "" {
-		cmd.Stdin = strings.NewReader(stdin)
-	}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
 
 // commits makes n more empty commits in dir and returns their hashes,
 // oldest first.
@@ -41,8 +23,8 @@ func commits(t *testing.T, dir string, n int) []string {
 	t.Helper()
 	var hs []string
 	for i := range n {
-		gitIn(t, dir, "", "commit", "-q", "--allow-empty", "-m", fmt.Sprintf("c%d", i))
-		hs = append(hs, gitIn(t, dir, "", "rev-parse", "HEAD"))
+		gittest.Run(t, dir, "commit", "-q", "--allow-empty", "-m", fmt.Sprintf("c%d", i))
+		hs = append(hs, gittest.Run(t, dir, "rev-parse", "HEAD"))
 	}
 	return hs
 }
@@ -58,11 +40,11 @@ func sampleStatuses(desc string) []converge.CommitStatus {
 
 func notesHead(t *testing.T, dir string) string {
 	t.Helper()
-	return gitIn(t, dir, "", "rev-parse", "--verify", "-q", NotesRef)
+	return gittest.Run(t, dir, "rev-parse", "--verify", "-q", NotesRef)
 }
 
 func TestWriteStatusesGitCLI(t *testing.T) {
-	dir := gitRepo(t, map[string]string{"a.txt": "a"})
+	dir := gittest.Repo(t, map[string]string{"a.txt": "a"})
 	hs := commits(t, dir, 2)
 	src, err := OpenLocal(dir, "")
 	if err != nil {
@@ -78,7 +60,7 @@ func TestWriteStatusesGitCLI(t *testing.T) {
 
 	// git shows the note as the documented JSON.
 	var n Note
-	show := gitIn(t, dir, "", "notes", "--ref", "converge", "show", hs[0])
+	show := gittest.Run(t, dir, "notes", "--ref", "converge", "show", hs[0])
 	if err := json.Unmarshal([]byte(show), &n); err != nil {
 		t.Fatalf("git notes show is not a Note: %v\n%s", err, show)
 	}
@@ -92,7 +74,7 @@ func TestWriteStatusesGitCLI(t *testing.T) {
 		t.Errorf("sync description: got %q, want %q", got, want)
 	}
 	// git fsck finds the hand-made objects well formed.
-	gitIn(t, dir, "", "fsck", "--strict", "--no-progress")
+	gittest.Run(t, dir, "fsck", "--strict", "--no-progress")
 
 	got, err := src.ReadStatuses(hs[0])
 	if err != nil {
@@ -116,16 +98,16 @@ func TestWriteStatusesGitCLI(t *testing.T) {
 	if err := src.WriteStatuses("HEAD", sampleStatuses("1/1 Ready")); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := gitIn(t, dir, "", "rev-parse", NotesRef+"^"), before; got != want {
+	if got, want := gittest.Run(t, dir, "rev-parse", NotesRef+"^"), before; got != want {
 		t.Errorf("notes commit parent: got %s, want %s", got, want)
 	}
-	list := gitIn(t, dir, "", "notes", "--ref", "converge", "list")
+	list := gittest.Run(t, dir, "notes", "--ref", "converge", "list")
 	for _, h := range hs {
 		if !strings.Contains(list, h) {
 			t.Errorf("git notes list lacks %s:\n%s", h, list)
 		}
 	}
-	if show := gitIn(t, dir, "", "notes", "--ref", "converge", "show", hs[0]); !strings.Contains(show, "3652/3652 Ready") {
+	if show := gittest.Run(t, dir, "notes", "--ref", "converge", "show", hs[0]); !strings.Contains(show, "3652/3652 Ready") {
 		t.Errorf("first note lost:\n%s", show)
 	}
 
@@ -133,22 +115,22 @@ func TestWriteStatusesGitCLI(t *testing.T) {
 	if err := src.WriteStatuses(hs[0], sampleStatuses("stuck: 1/2 Ready")); err != nil {
 		t.Fatal(err)
 	}
-	if show := gitIn(t, dir, "", "notes", "--ref", "converge", "show", hs[0]); !strings.Contains(show, "stuck: 1/2 Ready") {
+	if show := gittest.Run(t, dir, "notes", "--ref", "converge", "show", hs[0]); !strings.Contains(show, "stuck: 1/2 Ready") {
 		t.Errorf("replaced note:\n%s", show)
 	}
-	if got, want := strings.Count(gitIn(t, dir, "", "notes", "--ref", "converge", "list"), "\n")+1, 2; got != want {
+	if got, want := strings.Count(gittest.Run(t, dir, "notes", "--ref", "converge", "list"), "\n")+1, 2; got != want {
 		t.Errorf("notes after replace: got %d, want %d", got, want)
 	}
-	gitIn(t, dir, "", "fsck", "--strict", "--no-progress")
+	gittest.Run(t, dir, "fsck", "--strict", "--no-progress")
 }
 
 func TestReadStatusesFromGitNotes(t *testing.T) {
-	dir := gitRepo(t, map[string]string{"a.txt": "a"})
+	dir := gittest.Repo(t, map[string]string{"a.txt": "a"})
 	hs := commits(t, dir, 2)
 	list := `[{"context":"converge/lint","state":"failure","description":"1 breaking change","time":"2026-11-30T10:00:00Z"}]`
 	obj := `{"statuses":[{"context":"converge/sync","state":"pending","description":"applied, converging","time":"2026-11-30T10:00:00Z"}],"future":1}`
-	gitIn(t, dir, "", "notes", "--ref", "converge", "add", "-m", list, hs[0])
-	gitIn(t, dir, "", "notes", "--ref", "converge", "add", "-m", obj, hs[1])
+	gittest.Run(t, dir, "notes", "--ref", "converge", "add", "-m", list, hs[0])
+	gittest.Run(t, dir, "notes", "--ref", "converge", "add", "-m", obj, hs[1])
 	src, err := OpenLocal(dir, "")
 	if err != nil {
 		t.Fatal(err)
@@ -178,7 +160,7 @@ func TestReadStatusesFromGitNotes(t *testing.T) {
 	if err := src.WriteStatuses(hs[1], sampleStatuses("2/2 Ready")); err != nil {
 		t.Fatal(err)
 	}
-	if show := gitIn(t, dir, "", "notes", "--ref", "converge", "show", hs[0]); !strings.Contains(show, "1 breaking change") {
+	if show := gittest.Run(t, dir, "notes", "--ref", "converge", "show", hs[0]); !strings.Contains(show, "1 breaking change") {
 		t.Errorf("git's note lost:\n%s", show)
 	}
 }
@@ -186,7 +168,7 @@ func TestReadStatusesFromGitNotes(t *testing.T) {
 // TestNotesFanout reads and writes a notes tree fanned out into two-digit
 // directories, as git makes for many notes.
 func TestNotesFanout(t *testing.T) {
-	dir := gitRepo(t, map[string]string{"a.txt": "a"})
+	dir := gittest.Repo(t, map[string]string{"a.txt": "a"})
 	hs := commits(t, dir, 3)
 	// fast-import a notes commit with hs[0] and hs[1] under "xx/rest".
 	var fi strings.Builder
@@ -195,7 +177,11 @@ func TestNotesFanout(t *testing.T) {
 		body := fmt.Sprintf(`[{"context":"converge/sync","state":"success","description":"fan %d","time":"2026-11-30T10:00:00Z"}]`, i)
 		fmt.Fprintf(&fi, "M 100644 inline %s/%s\ndata %d\n%s\n", h[:2], h[2:], len(body), body)
 	}
-	gitIn(t, dir, fi.String(), "fast-import", "--quiet")
+	fastImport := gittest.Command(dir, "fast-import", "--quiet")
+	fastImport.Stdin = strings.NewReader(fi.String())
+	if out, err := fastImport.CombinedOutput(); err != nil {
+		t.Fatalf("git fast-import: %v\n%s", err, out)
+	}
 	src, err := OpenLocal(dir, "")
 	if err != nil {
 		t.Fatal(err)
@@ -224,19 +210,19 @@ func TestNotesFanout(t *testing.T) {
 		{name: "added", rev: hs[2], wantDesc: "new"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if show := gitIn(t, dir, "", "notes", "--ref", "converge", "show", tc.rev); !strings.Contains(show, tc.wantDesc) {
+			if show := gittest.Run(t, dir, "notes", "--ref", "converge", "show", tc.rev); !strings.Contains(show, tc.wantDesc) {
 				t.Errorf("git notes show: want %q in\n%s", tc.wantDesc, show)
 			}
 		})
 	}
-	tree := gitIn(t, dir, "", "ls-tree", "-r", "--name-only", NotesRef)
+	tree := gittest.Run(t, dir, "ls-tree", "-r", "--name-only", NotesRef)
 	if got, want := tree, hs[0][:2]+"/"+hs[0][2:]; !strings.Contains(got, want) {
 		t.Errorf("replaced note left its directory: want %s in\n%s", want, got)
 	}
 	if got, want := strings.Count(tree, "\n")+1, 3; got != want {
 		t.Errorf("notes: got %d, want %d:\n%s", got, want, tree)
 	}
-	gitIn(t, dir, "", "fsck", "--strict", "--no-progress")
+	gittest.Run(t, dir, "fsck", "--strict", "--no-progress")
 }
 
 // TestWriteStatusesConcurrent runs writers with their own Source on one
@@ -244,7 +230,7 @@ func TestNotesFanout(t *testing.T) {
 // turns (and the compare-and-swap would catch one that did not), so no
 // note is lost.
 func TestWriteStatusesConcurrent(t *testing.T) {
-	dir := gitRepo(t, map[string]string{"a.txt": "a"})
+	dir := gittest.Repo(t, map[string]string{"a.txt": "a"})
 	hs := commits(t, dir, 12)
 	var wg gosync.WaitGroup
 	errs := make(chan error, len(hs))
@@ -268,7 +254,7 @@ func TestWriteStatusesConcurrent(t *testing.T) {
 		}
 	}
 	for i, h := range hs {
-		if show := gitIn(t, dir, "", "notes", "--ref", "converge", "show", h); !strings.Contains(show, fmt.Sprintf("%q", fmt.Sprint(i))) {
+		if show := gittest.Run(t, dir, "notes", "--ref", "converge", "show", h); !strings.Contains(show, fmt.Sprintf("%q", fmt.Sprint(i))) {
 			t.Errorf("note %d lost or wrong:\n%s", i, show)
 		}
 	}
@@ -279,7 +265,7 @@ func TestWriteStatusesConcurrent(t *testing.T) {
 // without comparing it to what it read, so git can drop a note converge
 // wrote meanwhile, as it can one another git process wrote.)
 func TestWriteStatusesBesideGit(t *testing.T) {
-	dir := gitRepo(t, map[string]string{"a.txt": "a"})
+	dir := gittest.Repo(t, map[string]string{"a.txt": "a"})
 	hs := commits(t, dir, 16)
 	ours, theirs := hs[:8], hs[8:]
 	src, err := OpenLocal(dir, "")
@@ -298,11 +284,7 @@ func TestWriteStatusesBesideGit(t *testing.T) {
 		for _, h := range theirs {
 			var err error
 			for try := 0; try < 500; try++ {
-				cmd := exec.Command("git", "notes", "--ref", "converge", "add", "-f", "-m", `[{"context":"converge/lint","state":"success","description":"by git"}]`, h)
-				cmd.Dir = dir
-				cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t.invalid",
-					"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t.invalid", "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
-				out, cerr := cmd.CombinedOutput()
+				out, cerr := gittest.Command(dir, "notes", "--ref", "converge", "add", "-f", "-m", `[{"context":"converge/lint","state":"success","description":"by git"}]`, h).CombinedOutput()
 				if cerr == nil {
 					err = nil
 					break
@@ -333,14 +315,14 @@ func TestWriteStatusesBesideGit(t *testing.T) {
 			t.Errorf("git's note on %s: got %q, want %q", h, got, want)
 		}
 	}
-	gitIn(t, dir, "", "fsck", "--strict", "--no-progress")
+	gittest.Run(t, dir, "fsck", "--strict", "--no-progress")
 }
 
 // TestWriteStatusesWaitsForLock: while git's lock file on the notes ref
 // exists, WriteStatuses waits; once it is gone, it writes.
 func TestWriteStatusesWaitsForLock(t *testing.T) {
-	dir := gitRepo(t, map[string]string{"a.txt": "a"})
-	head := gitIn(t, dir, "", "rev-parse", "HEAD")
+	dir := gittest.Repo(t, map[string]string{"a.txt": "a"})
+	head := gittest.Run(t, dir, "rev-parse", "HEAD")
 	src, err := OpenLocal(dir, "")
 	if err != nil {
 		t.Fatal(err)
@@ -370,7 +352,7 @@ func TestWriteStatusesWaitsForLock(t *testing.T) {
 	case <-time.After(notesLockWait):
 		t.Fatal("WriteStatuses still waiting after the lock was removed")
 	}
-	if show := gitIn(t, dir, "", "notes", "--ref", "converge", "show", head); !strings.Contains(show, "after the lock") {
+	if show := gittest.Run(t, dir, "notes", "--ref", "converge", "show", head); !strings.Contains(show, "after the lock") {
 		t.Errorf("note:\n%s", show)
 	}
 	if _, err := os.Stat(lock); !errors.Is(err, os.ErrNotExist) {
@@ -379,16 +361,16 @@ func TestWriteStatusesWaitsForLock(t *testing.T) {
 }
 
 func TestPushNotes(t *testing.T) {
-	dir := gitRepo(t, map[string]string{"a.txt": "a"})
+	dir := gittest.Repo(t, map[string]string{"a.txt": "a"})
 	bare := filepath.Join(t.TempDir(), "remote.git")
-	gitIn(t, dir, "", "init", "-q", "--bare", bare)
-	gitIn(t, dir, "", "remote", "add", "origin", "file://"+bare)
-	gitIn(t, dir, "", "push", "-q", "origin", "main")
+	gittest.Run(t, dir, "init", "-q", "--bare", bare)
+	gittest.Run(t, dir, "remote", "add", "origin", "file://"+bare)
+	gittest.Run(t, dir, "push", "-q", "origin", "main")
 	src, err := OpenLocal(dir, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	head := gitIn(t, dir, "", "rev-parse", "HEAD")
+	head := gittest.Run(t, dir, "rev-parse", "HEAD")
 	if err := src.WriteStatuses(head, sampleStatuses("pushed")); err != nil {
 		t.Fatal(err)
 	}
@@ -397,7 +379,7 @@ func TestPushNotes(t *testing.T) {
 	if err := src.PushNotes(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if show := gitIn(t, bare, "", "notes", "--ref", "converge", "show", head); !strings.Contains(show, "pushed") {
+	if show := gittest.Run(t, bare, "notes", "--ref", "converge", "show", head); !strings.Contains(show, "pushed") {
 		t.Errorf("remote note:\n%s", show)
 	}
 	// Pushing again with nothing new is not an error.
@@ -410,11 +392,11 @@ func TestPushNotes(t *testing.T) {
 // second finds the remote moved on, merges and pushes, so the remote ends
 // with every note, which git shows.
 func TestPushNotesRemote(t *testing.T) {
-	work := gitRepo(t, map[string]string{"a.txt": "a"})
+	work := gittest.Repo(t, map[string]string{"a.txt": "a"})
 	hs := commits(t, work, 3)
 	bare := filepath.Join(t.TempDir(), "remote.git")
-	gitIn(t, work, "", "init", "-q", "-b", "main", "--bare", bare)
-	gitIn(t, work, "", "push", "-q", bare, "main")
+	gittest.Run(t, work, "init", "-q", "-b", "main", "--bare", bare)
+	gittest.Run(t, work, "push", "-q", bare, "main")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	open := func() *Source {
@@ -454,10 +436,10 @@ func TestPushNotesRemote(t *testing.T) {
 		{name: "a's", rev: hs[2], wantDesc: "a on 2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if show := gitIn(t, bare, "", "notes", "--ref", "converge", "show", tc.rev); !strings.Contains(show, tc.wantDesc) {
+			if show := gittest.Run(t, bare, "notes", "--ref", "converge", "show", tc.rev); !strings.Contains(show, tc.wantDesc) {
 				t.Errorf("remote note: want %q in\n%s", tc.wantDesc, show)
 			}
 		})
 	}
-	gitIn(t, bare, "", "fsck", "--strict", "--no-progress")
+	gittest.Run(t, bare, "fsck", "--strict", "--no-progress")
 }

@@ -5,33 +5,19 @@ import (
 	"net/http/cgi"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
-)
 
-// git runs the git CLI in dir with a test identity.
-func runGit(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t.invalid",
-		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t.invalid", "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
+	"github.com/convergehq/converge/sync/gittest"
+)
 
 // bareWithCommit makes a bare repository "origin.git" under root, pushed
 // from a work tree with one commit; it returns the work tree.
 func bareWithCommit(t *testing.T, root string) (work string) {
 	t.Helper()
-	work = gitRepo(t, map[string]string{"docs/a.json": `{"n": 1}`})
-	runGit(t, root, "init", "-q", "--bare", "-b", "main", "origin.git")
-	runGit(t, work, "push", "-q", filepath.Join(root, "origin.git"), "main")
+	work = gittest.Repo(t, map[string]string{"docs/a.json": `{"n": 1}`})
+	gittest.Run(t, root, "init", "-q", "--bare", "-b", "main", "origin.git")
+	gittest.Run(t, work, "push", "-q", filepath.Join(root, "origin.git"), "main")
 	return work
 }
 
@@ -52,7 +38,7 @@ func testRemote(t *testing.T, url, root, work string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := first.Hash, runGit(t, work, "rev-parse", "HEAD"); got != want {
+	if got, want := first.Hash, gittest.Run(t, work, "rev-parse", "HEAD"); got != want {
 		t.Fatalf("head %s, want %s", got, want)
 	}
 	moved, err := src.Fetch(ctx)
@@ -60,8 +46,8 @@ func testRemote(t *testing.T, url, root, work string) {
 		t.Fatalf("Fetch with nothing new = %v, %v; want false, nil", moved, err)
 	}
 	os.WriteFile(filepath.Join(work, "docs", "a.json"), []byte(`{"n": 2}`), 0o644)
-	runGit(t, work, "commit", "-q", "-am", "second")
-	runGit(t, work, "push", "-q", filepath.Join(root, "origin.git"), "main")
+	gittest.Run(t, work, "commit", "-q", "-am", "second")
+	gittest.Run(t, work, "push", "-q", filepath.Join(root, "origin.git"), "main")
 	moved, err = src.Fetch(ctx)
 	if err != nil || !moved {
 		t.Fatalf("Fetch after a push = %v, %v; want true, nil", moved, err)
@@ -90,7 +76,7 @@ func TestRemoteFile(t *testing.T) {
 }
 
 func TestRemoteSmartHTTP(t *testing.T) {
-	backend := filepath.Join(runGit(t, t.TempDir(), "--exec-path"), "git-http-backend")
+	backend := filepath.Join(gittest.Run(t, t.TempDir(), "--exec-path"), "git-http-backend")
 	if _, err := os.Stat(backend); err != nil {
 		t.Skipf("git-http-backend not installed with git (%v)", err)
 	}

@@ -3,50 +3,16 @@ package sync
 import (
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"testing/fstest"
+
+	"github.com/convergehq/converge/sync/gittest"
 )
 
-// gitRepo makes a real repository in a temp dir with files, one commit.
-func gitRepo(t *testing.T, files map[string]string) string {
-	t.Helper()
-	dir := t.TempDir()
-	run := func(args ...string) {
-		t.Helper()
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t.invalid",
-			"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t.invalid", "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
-	run("init", "-q", "-b", "main")
-	for name, body := range files {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if strings.HasPrefix(body, "symlink:") {
-			if err := os.Symlink(strings.TrimPrefix(body, "symlink:"), p); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	run("add", "-A")
-	run("commit", "-q", "-m", "first\n\nbody")
-	return dir
-}
-
 func TestTreeFS(t *testing.T) {
-	dir := gitRepo(t, map[string]string{
+	dir := gittest.Repo(t, map[string]string{
 		"examples/a/kinds/vpc.cue": "type: \"kind\"\n",
 		"examples/a/bom.json":      "{}",
 		"examples/b/link.cue":      "symlink:../../README.md",
