@@ -5,12 +5,15 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+	"testing/fstest"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -26,6 +29,7 @@ type benchOptions struct {
 	runs      int
 	transport time.Duration
 	dir       string
+	teams     int
 	output    string
 	// lifecycle is an updated BOM file: also time its recompose and the
 	// teardown of the whole tree (bench_lifecycle.go).
@@ -51,6 +55,7 @@ resource, and the peak RSS of the control plane and of each worker.`,
 	f.IntVar(&o.runs, "runs", 3, "converge runs (each from an empty store)")
 	f.DurationVar(&o.transport, "transport", time.Second, "how long to measure each raw rate")
 	f.StringVar(&o.dir, "dir", "examples/classic", "repository directory to converge")
+	f.IntVar(&o.teams, "teams", 0, "scale run: rewrite the classic BOM's team count (e.g. 33000 for ~100,000 resources)")
 	f.StringVar(&o.lifecycle, "lifecycle", "", "also time the recompose of this updated BOM (replacing resources/bom.cue) and the teardown of the whole tree")
 	addOutputFlag(c, &o.output, "table")
 	return c
@@ -88,7 +93,15 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 	if err := checkOutput(o.output, "table", "json", "yaml"); err != nil {
 		return err
 	}
-	res, err := cue.Load(os.DirFS(o.dir), ".", cue.Options{})
+	fsys := os.DirFS(o.dir)
+	if o.teams > 0 {
+		scaled, err := scaleBOM(fsys, o.teams)
+		if err != nil {
+			return err
+		}
+		fsys = scaled
+	}
+	res, err := cue.Load(fsys, ".", cue.Options{})
 	if err != nil {
 		return err
 	}
@@ -232,4 +245,39 @@ func peakRSSMiB(pid int) float64 {
 		}
 	}
 	return 0
+}
+
+// bomTeams is the team-count line of examples/classic/resources/bom.cue.
+var bomTeams = regexp.MustCompile(`(?m)^_teams:\s+\d+`)
+
+// scaleBOM returns fsys with the classic BOM rewritten to teams service
+// teams (over the same 58 functional domains), for scale runs.
+func scaleBOM(fsys fs.FS, teams int) (fs.FS, error) {
+	const bom = "resources/bom.cue"
+	b, err := fs.ReadFile(fsys, bom)
+	if err != nil {
+		return nil, fmt.Errorf("--teams: %w", err)
+	}
+	if !bomTeams.Match(b) {
+		return nil, fmt.Errorf("--teams: %s has no _teams line to rewrite", bom)
+	}
+	if teams > 58*999 {
+		return nil, fmt.Errorf("--teams %d: at most %d (team names have three digits per domain)", teams, 58*999)
+	}
+	out := fstest.MapFS{}
+	err = fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := fs.ReadFile(fsys, p)
+		if err != nil {
+			return err
+		}
+		if p == bom {
+			data = bomTeams.ReplaceAll(data, []byte("_teams: "+strconv.Itoa(teams)))
+		}
+		out[p] = &fstest.MapFile{Data: data, Mode: 0o644}
+		return nil
+	})
+	return out, err
 }

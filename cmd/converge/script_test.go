@@ -54,13 +54,20 @@ func TestMain(m *testing.M) {
 //	wait-http STATE PATH P  wait until GET PATH on the serve using STATE answers 200 matching P
 //	wait-file FILE PATTERN  wait until FILE exists and matches the regular expression PATTERN
 //
-// Conditions: [short] is true under `go test -short`.
+// Conditions: [short] is true under `go test -short`; [scale] is true when
+// CONVERGE_SCALE=1 is set (the ~100,000-resource runs, off by default).
 func TestScripts(t *testing.T) {
 	t.Parallel()
 	root := repoRoot(t)
 	testscript.Run(t, testscript.Params{
 		Dir:                 filepath.Join(root, "testdata", "script"),
 		RequireExplicitExec: false,
+		Condition: func(cond string) (bool, error) {
+			if cond == "scale" {
+				return os.Getenv("CONVERGE_SCALE") == "1", nil
+			}
+			return false, fmt.Errorf("unknown condition %q", cond)
+		},
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("CONVERGE_ROOT", root)
 			env.Setenv("GIT_AUTHOR_NAME", "converge-test")
