@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/sync/gittest"
 )
 
 // lintGoal is the acceptance goal for linting a 100-commit range (issue 5).
@@ -32,24 +32,14 @@ func TestLintHundredCommits(t *testing.T) {
 	}
 	const commits, breakAt = 100, 50
 	dir := t.TempDir()
-	git := func(args ...string) {
-		t.Helper()
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t.invalid",
-			"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t.invalid", "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
 	src := filepath.Join(repoRoot(t), "examples", "classic")
 	if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
 		t.Fatal(err)
 	}
-	git("init", "-q", "-b", "main")
-	git("add", "-A")
-	git("commit", "-q", "-m", "classic example")
-	git("tag", "base")
+	gittest.Run(t, dir, "init", "-q", "-b", "main")
+	gittest.Run(t, dir, "add", "-A")
+	gittest.Run(t, dir, "commit", "-q", "-m", "classic example")
+	gittest.Run(t, dir, "tag", "base")
 	kind := filepath.Join(dir, "kinds", "vpc-v1.cue")
 	orig, err := os.ReadFile(kind)
 	if err != nil {
@@ -75,7 +65,7 @@ func TestLintHundredCommits(t *testing.T) {
 		if err := os.WriteFile(kind, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		git("commit", "-q", "-a", "-m", fmt.Sprintf("vpc v1: field f%d", i))
+		gittest.Run(t, dir, "commit", "-q", "-a", "-m", fmt.Sprintf("vpc v1: field f%d", i))
 	}
 
 	c := newRootCommand()
@@ -181,26 +171,14 @@ func TestLintCIExample(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	git := func(args ...string) string {
-		t.Helper()
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t.invalid",
-			"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t.invalid", "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
 	if err := os.CopyFS(dir, os.DirFS(filepath.Join(repoRoot(t), "examples", "classic"))); err != nil {
 		t.Fatal(err)
 	}
-	git("init", "-q", "-b", "main")
-	git("add", "-A")
-	git("commit", "-q", "-m", "classic example")
-	git("update-ref", "refs/remotes/origin/main", git("rev-parse", "HEAD"))
-	git("checkout", "-q", "-b", "pr")
+	gittest.Run(t, dir, "init", "-q", "-b", "main")
+	gittest.Run(t, dir, "add", "-A")
+	gittest.Run(t, dir, "commit", "-q", "-m", "classic example")
+	gittest.Run(t, dir, "update-ref", "refs/remotes/origin/main", gittest.Run(t, dir, "rev-parse", "HEAD"))
+	gittest.Run(t, dir, "checkout", "-q", "-b", "pr")
 	fix := filepath.Join(repoRoot(t), "testdata", "fixtures", "classic", "vpc-v1-breaking.cue")
 	body, err := os.ReadFile(fix)
 	if err != nil {
@@ -209,7 +187,7 @@ func TestLintCIExample(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "kinds", "vpc-v1.cue"), body, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	git("commit", "-q", "-a", "-m", "vpc v1: required region")
+	gittest.Run(t, dir, "commit", "-q", "-a", "-m", "vpc v1: required region")
 
 	c := newRootCommand()
 	var out bytes.Buffer

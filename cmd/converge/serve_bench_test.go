@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/state/stateapi"
 	gitsync "github.com/convergehq/converge/sync"
+	"github.com/convergehq/converge/sync/gittest"
 )
 
 // BenchmarkPushToDispatch measures what a user waits for after a push:
@@ -27,22 +27,9 @@ import (
 func BenchmarkPushToDispatch(b *testing.B) {
 	root := b.TempDir()
 	work := filepath.Join(root, "work")
-	run := func(dir string, args ...string) {
-		b.Helper()
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=b", "GIT_AUTHOR_EMAIL=b@b.invalid",
-			"GIT_COMMITTER_NAME=b", "GIT_COMMITTER_EMAIL=b@b.invalid", "GIT_CONFIG_NOSYSTEM=1", "HOME="+root)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
 	write := func(name, body string) {
-		p := filepath.Join(work, name)
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			b.Fatal(err)
-		}
+		b.Helper()
+		gittest.Write(b, work, map[string]string{name: body})
 	}
 	kinds, _ := filepath.Glob(filepath.Join(repoRootB(b), "examples", "classic", "kinds", "*.cue"))
 	for _, k := range kinds {
@@ -51,11 +38,11 @@ func BenchmarkPushToDispatch(b *testing.B) {
 	}
 	write("resources/t0.cue", tgwDoc(0))
 	os.MkdirAll(work, 0o755)
-	run(work, "init", "-q", "-b", "main")
-	run(work, "add", "-A")
-	run(work, "commit", "-q", "-m", "first")
-	run(root, "init", "-q", "--bare", "-b", "main", "origin.git")
-	run(work, "push", "-q", filepath.Join(root, "origin.git"), "main")
+	gittest.Run(b, work, "init", "-q", "-b", "main")
+	gittest.Run(b, work, "add", "-A")
+	gittest.Run(b, work, "commit", "-q", "-m", "first")
+	gittest.Run(b, root, "init", "-q", "--bare", "-b", "main", "origin.git")
+	gittest.Run(b, work, "push", "-q", filepath.Join(root, "origin.git"), "main")
 
 	state := filepath.Join(root, "state")
 	os.Setenv("CONVERGE_WEBHOOK_SECRET", "s")
@@ -82,11 +69,11 @@ func BenchmarkPushToDispatch(b *testing.B) {
 	for i := 1; i <= b.N; i++ {
 		b.StopTimer()
 		write(fmt.Sprintf("resources/t%d.cue", i), tgwDoc(i))
-		run(work, "add", "-A")
-		run(work, "commit", "-q", "-m", fmt.Sprint("add ", i))
+		gittest.Run(b, work, "add", "-A")
+		gittest.Run(b, work, "commit", "-q", "-m", fmt.Sprint("add ", i))
 		b.StartTimer()
 		start := time.Now()
-		run(work, "push", "-q", filepath.Join(root, "origin.git"), "main")
+		gittest.Run(b, work, "push", "-q", filepath.Join(root, "origin.git"), "main")
 		body := []byte(`{"ref":"refs/heads/main"}`)
 		req, _ := http.NewRequest("POST", hook, strings.NewReader(string(body)))
 		req.Header.Set("X-Hub-Signature-256", gitsync.Sign([]byte("s"), body))

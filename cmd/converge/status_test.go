@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/convergehq/converge/state"
 	gitsync "github.com/convergehq/converge/sync"
 	"github.com/convergehq/converge/sync/forge/forgetest"
+	"github.com/convergehq/converge/sync/gittest"
 )
 
 // statusRepo makes a real repository with one commit whose note holds
@@ -23,15 +23,8 @@ import (
 func statusRepo(t *testing.T, statuses []converge.CommitStatus) (string, string) {
 	t.Helper()
 	dir := t.TempDir()
-	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"commit", "-q", "--allow-empty", "-m", "one"}} {
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t.invalid",
-			"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t.invalid", "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
+	gittest.Run(t, dir, "init", "-q", "-b", "main")
+	gittest.Run(t, dir, "commit", "-q", "--allow-empty", "-m", "one")
 	src, err := gitsync.OpenLocal(dir, "")
 	if err != nil {
 		t.Fatal(err)
@@ -166,25 +159,13 @@ func TestSyncForge(t *testing.T) {
 			t.Setenv(forgeTokenEnv, forgetest.Token)
 			f := tc.fake(t)
 			dir := t.TempDir()
-			git := func(args ...string) string {
-				t.Helper()
-				cmd := exec.Command("git", args...)
-				cmd.Dir = dir
-				cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t.invalid",
-					"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t.invalid", "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
-				out, err := cmd.CombinedOutput()
-				if err != nil {
-					t.Fatalf("git %v: %v\n%s", args, err, out)
-				}
-				return strings.TrimSpace(string(out))
-			}
-			git("init", "-q", "-b", "main")
+			gittest.Run(t, dir, "init", "-q", "-b", "main")
 			if err := os.WriteFile(dir+"/converge.cue", []byte("resync_interval: \"10m\"\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			git("add", "-A")
-			git("commit", "-q", "-m", "empty")
-			good := git("rev-parse", "HEAD")
+			gittest.Run(t, dir, "add", "-A")
+			gittest.Run(t, dir, "commit", "-q", "-m", "empty")
+			good := gittest.Run(t, dir, "rev-parse", "HEAD")
 			args := []string{"--repo", dir, "--state", t.TempDir(), "sync", "--timeout", "1m",
 				"--forge", tc.kind, "--forge-url", f.URL(), "--forge-repo", tc.repo}
 			if out, err := runCLI(args...); err != nil {
@@ -216,9 +197,9 @@ func TestSyncForge(t *testing.T) {
 			if err := os.WriteFile(dir+"/bad.json", []byte(`{"type": "resource", "kind": "nope", "kind_version": 1, "name": "x", "spec": {}}`), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			git("add", "-A")
-			git("commit", "-q", "-m", "bad")
-			bad := git("rev-parse", "HEAD")
+			gittest.Run(t, dir, "add", "-A")
+			gittest.Run(t, dir, "commit", "-q", "-m", "bad")
+			bad := gittest.Run(t, dir, "rev-parse", "HEAD")
 			if out, err := runCLI(args...); !errors.As(err, new(errFailed)) {
 				t.Fatalf("sync of an invalid commit: got %v, want exit 1\n%s", err, out)
 			}
@@ -245,34 +226,22 @@ func TestSyncForge(t *testing.T) {
 func TestSyncPushStatus(t *testing.T) {
 	work := t.TempDir()
 	bare := filepath.Join(t.TempDir(), "remote.git")
-	git := func(dir string, args ...string) string {
-		t.Helper()
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t.invalid",
-			"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t.invalid", "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
-	git(work, "init", "-q", "-b", "main")
+	gittest.Run(t, work, "init", "-q", "-b", "main")
 	if err := os.WriteFile(filepath.Join(work, "converge.cue"), []byte("resync_interval: \"10m\"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	git(work, "add", "-A")
-	git(work, "commit", "-q", "-m", "empty")
-	head := git(work, "rev-parse", "HEAD")
-	git(work, "init", "-q", "-b", "main", "--bare", bare)
-	git(work, "push", "-q", bare, "main")
+	gittest.Run(t, work, "add", "-A")
+	gittest.Run(t, work, "commit", "-q", "-m", "empty")
+	head := gittest.Run(t, work, "rev-parse", "HEAD")
+	gittest.Run(t, work, "init", "-q", "-b", "main", "--bare", bare)
+	gittest.Run(t, work, "push", "-q", bare, "main")
 
 	state := t.TempDir()
 	url := "file://" + bare
 	if out, err := runCLI("--repo", url, "--state", state, "sync", "--timeout", "1m", "--push-status"); err != nil {
 		t.Fatalf("sync: %v\n%s", err, out)
 	}
-	show := git(bare, "notes", "--ref", "converge", "show", head)
+	show := gittest.Run(t, bare, "notes", "--ref", "converge", "show", head)
 	if !strings.Contains(show, `"description": "0/0 Ready"`) {
 		t.Errorf("remote note:\n%s", show)
 	}
@@ -344,15 +313,13 @@ func TestStatusRecords(t *testing.T) {
 func TestStatusPushStatus(t *testing.T) {
 	dir, hash := statusRepo(t, []converge.CommitStatus{{Context: converge.ContextSync, State: converge.StateSuccess, Description: "pushed by status"}})
 	bare := filepath.Join(t.TempDir(), "origin.git")
-	for _, args := range [][]string{{"init", "-q", "--bare", bare}, {"remote", "add", "origin", "file://" + bare}, {"push", "-q", "origin", "main"}} {
-		if out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
+	gittest.Run(t, dir, "init", "-q", "--bare", bare)
+	gittest.Run(t, dir, "remote", "add", "origin", "file://"+bare)
+	gittest.Run(t, dir, "push", "-q", "origin", "main")
 	if out, err := runCLI("--repo", dir, "status", "--push-status"); err != nil {
 		t.Fatalf("status: %v\n%s", err, out)
 	}
-	out, err := exec.Command("git", "-C", bare, "notes", "--ref", "converge", "show", hash).CombinedOutput()
+	out, err := gittest.Command(bare, "notes", "--ref", "converge", "show", hash).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "pushed by status") {
 		t.Errorf("origin's note: %v\n%s", err, out)
 	}
