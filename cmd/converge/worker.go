@@ -67,7 +67,12 @@ func writePidFile() (remove func(), err error) {
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return nil, fmt.Errorf("write pid file: %w", err)
 	}
-	if err := os.WriteFile(p, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
+	// Write and rename, so a reader never sees a half-written file.
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
+		return nil, fmt.Errorf("write pid file: %w", err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
 		return nil, fmt.Errorf("write pid file: %w", err)
 	}
 	return func() { os.Remove(p) }, nil
