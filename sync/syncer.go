@@ -62,17 +62,16 @@ type Syncer struct {
 	checked *Pass
 }
 
-// Pass is the outcome of one Syncer.Once.
+// Pass is one revision's verdict: what Check loaded and found, and what
+// Apply (or Advance) did with it.
 type Pass struct {
 	Revision converge.Revision
 	Record   *converge.RevisionRecord
-	// Loaded is the revision's documents; nil when the pass was skipped.
+	// Loaded is the revision's documents.
 	Loaded *cue.Result
 	// Plan is what Apply changed; nil unless Applied.
 	Plan    *scheduler.Plan
 	Applied bool
-	// Skipped: the head is the revision already applied.
-	Skipped bool
 	// Tree is the revision's documents (below the Syncer's Path).
 	Tree fs.FS
 	// Held is why a valid revision was not applied (breaking change
@@ -82,27 +81,6 @@ type Pass struct {
 
 // Valid reports whether the revision's documents validated.
 func (p *Pass) Valid() bool { return p.Record != nil && len(p.Record.Errors) == 0 }
-
-// Once resolves the followed branch and, unless its head is already
-// applied, checks and applies it.
-func (s *Syncer) Once(ctx context.Context) (*Pass, error) {
-	rev, err := s.Source.Head()
-	if err != nil {
-		return nil, err
-	}
-	if applied, err := s.Records.Applied(); err == nil && applied != nil && applied.Hash == rev.Hash {
-		rec, _ := s.Records.Revision(rev.Hash)
-		return &Pass{Revision: rev, Record: rec, Skipped: true}, nil
-	}
-	pass, err := s.Check(rev)
-	if err != nil {
-		return nil, err
-	}
-	if !pass.Valid() {
-		return pass, s.Records.PutRevision(pass.Record)
-	}
-	return pass, s.Apply(ctx, pass)
-}
 
 // Check loads and validates rev's documents and sets its
 // converge/validate status. It changes nothing else: a revision with

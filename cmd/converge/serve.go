@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -152,7 +151,9 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	}
 	fmt.Fprintf(out, "serve: following %s of %s; state in %s\n", src.Ref(), where, dir)
 
-	var current atomic.Pointer[gitsync.Pass] // the applied pass awaiting its converge/sync verdict
+	// current is the applied pass awaiting its converge/sync verdict; only
+	// this loop touches it.
+	var current *gitsync.Pass
 	step := func() {
 		passes, err := syncer.Advance(ctx)
 		if err != nil {
@@ -164,7 +165,7 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 		for _, p := range passes {
 			fmt.Fprintln(out, "serve: "+describePass(p))
 			if p.Applied {
-				current.Store(p)
+				current = p
 			}
 		}
 	}
@@ -184,7 +185,7 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 		case <-trigger:
 			step()
 		case <-watch.C:
-			p := current.Load()
+			p := current
 			if p == nil {
 				continue
 			}
@@ -198,14 +199,14 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 				}
 				fmt.Fprintf(out, "serve: %s converged: %s\n", p.Revision, summary)
 				live.changed(nil)
-				current.CompareAndSwap(p, nil)
+				current = nil
 			case scheduler.Stuck:
 				if stuckSince.IsZero() {
 					stuckSince = time.Now()
 				} else if time.Since(stuckSince) > 5*time.Second {
 					syncer.SetSyncStatus(p, converge.StateFailure, "stuck: "+summary)
 					fmt.Fprintf(out, "serve: %s stuck: %s\n", p.Revision, summary)
-					current.CompareAndSwap(p, nil)
+					current = nil
 					stuckSince = time.Time{}
 				}
 			default:
