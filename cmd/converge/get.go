@@ -18,46 +18,36 @@ func newGetCommand(g *globals) *cobra.Command {
 		Short: "Show one resource: phase, reason, spec, status, owner",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := checkOutput(output, "table", "json", "yaml"); err != nil {
-				return err
-			}
-			id, err := converge.ParseID(args[0])
-			if err != nil {
-				return err
-			}
-			rd, done, err := openReader(g)
-			if err != nil {
-				return err
-			}
-			defer done()
-			r, err := rd.Resource(id)
-			if errors.Is(err, state.ErrNotFound) {
-				return failed("resource %s not found", id)
-			}
-			if err != nil {
-				return err
-			}
-			v := viewOf(r)
-			if output != "table" {
-				return writeData(c.OutOrStdout(), output, v)
-			}
-			owner := "-"
-			if v.Owner != nil {
-				owner = *v.Owner
-			}
-			rows := [][]string{
-				{"RESOURCE", string(id)},
-				{"VERSION", "v" + strconv.Itoa(r.KindVersion)},
-				{"UID", r.UID},
-				{"PHASE", string(r.Phase)},
-				{"REASON", orDash(r.Reason)},
-				{"GENERATION", fmt.Sprintf("%d (observed %d)", r.Generation, r.ObservedGeneration)},
-				{"ATTEMPTS", strconv.Itoa(r.Attempts)},
-				{"OWNER", owner},
-				{"SPEC", string(v.Spec)},
-				{"STATUS", string(v.Status)},
-			}
-			return table(c.OutOrStdout(), rows)
+			return withResource(g, output, args[0], func(rd reader, id converge.ID) error {
+				r, err := rd.Resource(id)
+				if errors.Is(err, state.ErrNotFound) {
+					return failed("resource %s not found", id)
+				}
+				if err != nil {
+					return err
+				}
+				v := viewOf(r)
+				if output != "table" {
+					return writeData(c.OutOrStdout(), output, v)
+				}
+				owner := "-"
+				if v.Owner != nil {
+					owner = *v.Owner
+				}
+				rows := [][]string{
+					{"RESOURCE", string(id)},
+					{"VERSION", "v" + strconv.Itoa(r.KindVersion)},
+					{"UID", r.UID},
+					{"PHASE", string(r.Phase)},
+					{"REASON", orDash(r.Reason)},
+					{"GENERATION", fmt.Sprintf("%d (observed %d)", r.Generation, r.ObservedGeneration)},
+					{"ATTEMPTS", strconv.Itoa(r.Attempts)},
+					{"OWNER", owner},
+					{"SPEC", string(v.Spec)},
+					{"STATUS", string(v.Status)},
+				}
+				return table(c.OutOrStdout(), rows)
+			})
 		},
 	}
 	addOutputFlag(c, &output, "table")

@@ -113,3 +113,22 @@ func exists(path string) (bool, error) {
 	}
 	return false, err
 }
+
+// withResource is the preamble of the commands about one resource: it
+// checks -o against table|json|yaml, parses KIND/NAME and opens the state
+// for reading around fn.
+func withResource(g *globals, output, arg string, fn func(rd reader, id converge.ID) error) error {
+	if err := checkOutput(output, "table", "json", "yaml"); err != nil {
+		return err
+	}
+	id, err := converge.ParseID(arg)
+	if err != nil {
+		return err
+	}
+	rd, done, err := openReader(g)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return fn(rd, id)
+}

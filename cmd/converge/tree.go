@@ -19,27 +19,17 @@ func newTreeCommand(g *globals) *cobra.Command {
 		Short: "Show a resource's composition tree with phases and dependencies",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := checkOutput(output, "table", "json", "yaml"); err != nil {
-				return err
-			}
-			id, err := converge.ParseID(args[0])
-			if err != nil {
-				return err
-			}
-			rd, done, err := openReader(g)
-			if err != nil {
-				return err
-			}
-			defer done()
-			root, err := buildTree(rd, id, depth)
-			if err != nil {
-				return err
-			}
-			if output != "table" {
-				return writeData(c.OutOrStdout(), output, root)
-			}
-			printTree(c.OutOrStdout(), root, "", true, true)
-			return nil
+			return withResource(g, output, args[0], func(rd reader, id converge.ID) error {
+				root, err := buildTree(rd, id, depth)
+				if err != nil {
+					return err
+				}
+				if output != "table" {
+					return writeData(c.OutOrStdout(), output, root)
+				}
+				printTree(c.OutOrStdout(), root, "", true, true)
+				return nil
+			})
 		},
 	}
 	c.Flags().IntVar(&depth, "depth", 0, "levels to show below the resource (0: all)")
