@@ -133,7 +133,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		FreelistType: bolt.FreelistMapType,
 		// Reserve address space so a growing file rarely remaps (a remap
 		// waits for every open read transaction). It is not file size.
-		InitialMmapSize: 64 << 20,
+		InitialMmapSize: 1 << 30,
 	})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("open state: %s: %w (waited %v)", path, ErrLocked, opts.LockTimeout)

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,11 +28,12 @@ import (
 )
 
 type benchOptions struct {
-	runs      int
-	transport time.Duration
-	dir       string
-	teams     int
-	output    string
+	runs       int
+	transport  time.Duration
+	dir        string
+	teams      int
+	memprofile string
+	output     string
 	// lifecycle is an updated BOM file: also time its recompose and the
 	// teardown of the whole tree (bench_lifecycle.go).
 	lifecycle string
@@ -55,6 +58,7 @@ resource, and the peak RSS of the control plane and of each worker.`,
 	f.IntVar(&o.runs, "runs", 3, "converge runs (each from an empty store)")
 	f.DurationVar(&o.transport, "transport", time.Second, "how long to measure each raw rate")
 	f.StringVar(&o.dir, "dir", "examples/classic", "repository directory to converge")
+	f.StringVar(&o.memprofile, "memprofile", "", "write a heap profile of the control plane after the last run (go tool pprof)")
 	f.IntVar(&o.teams, "teams", 0, "scale run: rewrite the classic BOM's team count (e.g. 33000 for ~100,000 resources)")
 	f.StringVar(&o.lifecycle, "lifecycle", "", "also time the recompose of this updated BOM (replacing resources/bom.cue) and the teardown of the whole tree")
 	addOutputFlag(c, &o.output, "table")
@@ -131,7 +135,11 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 		return err
 	}
 	for i := 0; i < o.runs; i++ {
-		r, err := benchOnce(ctx, filepath.Join(tmp, "run"+strconv.Itoa(i)), abs, res)
+		profile := ""
+		if i == o.runs-1 {
+			profile = o.memprofile
+		}
+		r, err := benchOnce(ctx, filepath.Join(tmp, "run"+strconv.Itoa(i)), abs, res, profile)
 		if err != nil {
 			return err
 		}
@@ -174,7 +182,7 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 // benchOnce converges res from an empty store in dir, timing from Apply
 // to the root's subtree Ready and durably committed. Worker start-up is
 // not timed.
-func benchOnce(ctx context.Context, dir, repoDir string, res *cue.Result) (benchRun, error) {
+func benchOnce(ctx context.Context, dir, repoDir string, res *cue.Result, memprofile string) (benchRun, error) {
 	workers := res.Desired.Settings.Workers
 	e, err := startEngine(ctx, engineOptions{stateDir: dir, repoDir: repoDir, workers: workers,
 		log: slog.New(slog.NewTextHandler(io.Discard, nil)), workerOut: io.Discard})
@@ -211,6 +219,20 @@ func benchOnce(ctx context.Context, dir, repoDir string, res *cue.Result) (bench
 		return benchRun{}, err
 	}
 	wall := time.Since(t0)
+	if memprofile != "" {
+		// The engine is still up: the profile shows what a converged graph
+		// keeps alive.
+		f, err := os.Create(memprofile)
+		if err != nil {
+			return benchRun{}, fmt.Errorf("memprofile: %w", err)
+		}
+		runtime.GC()
+		err = pprof.WriteHeapProfile(f)
+		f.Close()
+		if err != nil {
+			return benchRun{}, fmt.Errorf("memprofile: %w", err)
+		}
+	}
 	after := e.store.Stats()
 	p := e.sched.Progress()
 	n := p.Counts.Total
