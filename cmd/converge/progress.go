@@ -27,7 +27,9 @@ func newProgress(w io.Writer) *progress {
 			tty = true
 		}
 	}
-	return &progress{w: w, tty: tty}
+	// Plain lines start after the first interval: a short run prints only
+	// its verdict.
+	return &progress{w: w, tty: tty, last: time.Now()}
 }
 
 func (p *progress) line(s scheduler.Progress) string {
