@@ -75,26 +75,35 @@ func (s *Syncer) Advance(ctx context.Context) ([]*Pass, error) {
 			break
 		}
 	}
+	// Apply first: whether it was held decides what the older valid
+	// revisions are told.
+	held := ""
+	if apply >= 0 {
+		if err := s.Apply(ctx, passes[apply]); err != nil {
+			return passes, err
+		}
+		held = passes[apply].Held
+	}
 	for i, p := range passes {
 		switch {
 		case i == apply:
-			if err := s.Apply(ctx, p); err != nil {
-				return passes, err
-			}
+			continue // Apply recorded it
 		case !p.Valid():
 			// Check set its failure statuses.
 		case breaking(p.Record):
 			p.Record.SetStatus(converge.CommitStatus{Context: converge.ContextSync, State: converge.StateFailure,
 				Description: "not applied: breaking schema change", Time: s.now()})
+		case i < apply && held != "":
+			p.Record.SetStatus(converge.CommitStatus{Context: converge.ContextSync, State: converge.StateFailure,
+				Description: fmt.Sprintf("not applied: the newer %.7s was held: %s", passes[apply].Revision.Hash, held), Time: s.now()})
+			p.Record.Held = "newer revision held"
 		case i < apply:
 			p.Record.SetStatus(converge.CommitStatus{Context: converge.ContextSync, State: converge.StateSuccess,
 				Description: fmt.Sprintf("superseded by %.7s before it was applied", passes[apply].Revision.Hash), Time: s.now()})
 			p.Record.Held = "superseded"
 		}
-		if i != apply {
-			if err := s.Records.PutRevision(p.Record); err != nil {
-				return passes, err
-			}
+		if err := s.Records.PutRevision(p.Record); err != nil {
+			return passes, err
 		}
 	}
 	s.last, s.lastKinds, s.lastTree = head.Hash, parentKinds, parentTree

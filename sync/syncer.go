@@ -169,7 +169,10 @@ func (s *Syncer) Apply(ctx context.Context, pass *Pass) error {
 	if held := PruneGuard(snap, scheduler.Diff(snap, &d), d.Settings); held != "" {
 		return s.hold(pass, held)
 	}
-	plan, err := s.Engine.Apply(ctx, &d, pass.Loaded.Schemas)
+	// Once handed over, an apply runs to its end even if ctx is cancelled
+	// (a shutdown): recording it as failed while the engine applied it
+	// would leave a false verdict behind for good.
+	plan, err := s.Engine.Apply(context.WithoutCancel(ctx), &d, pass.Loaded.Schemas)
 	if err != nil {
 		rec.SetStatus(converge.CommitStatus{Context: converge.ContextSync, State: converge.StateError,
 			Description: "apply: " + err.Error(), Time: now})

@@ -67,14 +67,16 @@ resource, and the peak RSS of the control plane and of each worker.`,
 
 // benchRun is one converge of the repository from an empty store.
 type benchRun struct {
-	Resources      int     `json:"resources"`
-	Seconds        float64 `json:"seconds"`
-	PerSecond      float64 `json:"resources_per_second"`
-	Dispatched     uint64  `json:"dispatched"`
-	Commits        uint64  `json:"commits"`
-	Puts           uint64  `json:"puts"`
-	PutsPerRes     float64 `json:"puts_per_resource"`
-	CommitsPerRes  float64 `json:"commits_per_resource"`
+	Resources     int     `json:"resources"`
+	Seconds       float64 `json:"seconds"`
+	PerSecond     float64 `json:"resources_per_second"`
+	Dispatched    uint64  `json:"dispatched"`
+	Commits       uint64  `json:"commits"`
+	Puts          uint64  `json:"puts"`
+	PutsPerRes    float64 `json:"puts_per_resource"`
+	CommitsPerRes float64 `json:"commits_per_resource"`
+	// ControlRSSMiB is the process's peak so far (VmHWM never falls):
+	// exact for the first run, an upper bound for later ones.
 	ControlRSSMiB  float64 `json:"control_plane_peak_rss_mib"`
 	WorkerRSSMiB   float64 `json:"worker_peak_rss_mib"`
 	RatioToRawGRPC float64 `json:"ratio_to_raw_grpc"`
@@ -191,7 +193,11 @@ func benchOnce(ctx context.Context, dir, repoDir string, res *cue.Result, mempro
 	}
 	defer e.close()
 	want := expectedWorkers(workers)
+	connectBy := time.Now().Add(time.Minute)
 	for len(e.srv.Workers()) < want {
+		if time.Now().After(connectBy) {
+			return benchRun{}, fmt.Errorf("bench: %d of %d workers connected after a minute", len(e.srv.Workers()), want)
+		}
 		select {
 		case <-ctx.Done():
 			return benchRun{}, ctx.Err()

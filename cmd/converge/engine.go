@@ -60,6 +60,15 @@ func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
 	if err := os.MkdirAll(o.stateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create state directory: %w", err)
 	}
+	// The sockets in it (workers, admin API) are reachable only through
+	// an owner-only directory: one converge created is; one that already
+	// holds a store is made so. Any other directory an operator named is
+	// left alone, and the sockets' own 0600 protects them.
+	if ok, _ := exists(filepath.Join(o.stateDir, state.FileName)); ok {
+		if err := os.Chmod(o.stateDir, 0o700); err != nil {
+			return nil, fmt.Errorf("restrict state directory: %w", err)
+		}
+	}
 	st, err := state.Open(o.stateDir, state.Options{})
 	if errors.Is(err, state.ErrLocked) {
 		return nil, fmt.Errorf("open state: %w: another converge (sync or serve) is running on %s", err, o.stateDir)
@@ -114,7 +123,10 @@ func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen for admin api: %w", err)
 	}
-	os.Chmod(adminSock, 0o600)
+	if err := os.Chmod(adminSock, 0o600); err != nil {
+		al.Close()
+		return nil, fmt.Errorf("restrict admin socket: %w", err)
+	}
 	e.admin = &http.Server{Handler: stateapi.Handler(st, e.sched), ReadHeaderTimeout: 5 * time.Second}
 	go e.admin.Serve(al)
 

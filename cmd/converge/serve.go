@@ -152,8 +152,17 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	fmt.Fprintf(out, "serve: following %s of %s; state in %s\n", src.Ref(), where, dir)
 
 	// current is the applied pass awaiting its converge/sync verdict; only
-	// this loop touches it.
+	// this loop touches it. A revision applied before a restart and never
+	// judged is picked up again.
 	var current *gitsync.Pass
+	if rev, err := e.store.Applied(); err == nil && rev != nil && !rev.Dirty {
+		if rec, err := e.store.Revision(rev.Hash); err == nil {
+			if st, ok := rec.Status(converge.ContextSync); ok && st.State == converge.StatePending {
+				current = &gitsync.Pass{Revision: rec.Revision, Record: rec}
+			}
+		}
+	}
+	var stuckSince time.Time
 	step := func() {
 		passes, err := syncer.Advance(ctx)
 		if err != nil {
@@ -165,7 +174,15 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 		for _, p := range passes {
 			fmt.Fprintln(out, "serve: "+describePass(p))
 			if p.Applied {
-				current = p
+				if current != nil && current.Revision.Hash != p.Revision.Hash {
+					// Never leave a verdict pending: the older revision
+					// was replaced before it converged.
+					if err := syncer.SetSyncStatus(current, converge.StateSuccess,
+						fmt.Sprintf("superseded by %.7s before it converged", p.Revision.Hash)); err != nil {
+						fmt.Fprintf(out, "serve: %v\n", err)
+					}
+				}
+				current, stuckSince = p, time.Time{}
 			}
 		}
 	}
@@ -173,7 +190,6 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	defer poll.Stop()
 	watch := time.NewTicker(100 * time.Millisecond)
 	defer watch.Stop()
-	var stuckSince time.Time
 	for {
 		select {
 		case <-ctx.Done():

@@ -166,7 +166,10 @@ func watchWorkTree(ctx context.Context, e *engine, syncer *gitsync.Syncer, o syn
 		}
 		p := pass.Plan
 		if p.Empty() {
-			return // the first look, or a save that changed nothing
+			// The first look, or a save that changed nothing: nothing
+			// to wait for, and no verdict left pending.
+			syncer.SetSyncStatus(pass, converge.StateSuccess, "no changes")
+			return
 		}
 		fmt.Fprintf(out, "applied work tree: %d created, %d updated, %d flipped, %d deleted\n", len(p.Create), len(p.Update), len(p.Flip), len(p.Delete))
 		start := time.Now()

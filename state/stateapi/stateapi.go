@@ -164,7 +164,7 @@ func Dial(path string) (*Client, error) {
 	return c, nil
 }
 
-func (c *Client) call(method, path string, q url.Values, body, out any) error {
+func (c *Client) call(ctx context.Context, method, path string, q url.Values, body, out any) error {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -173,7 +173,7 @@ func (c *Client) call(method, path string, q url.Values, body, out any) error {
 		}
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequest(method, "http://converge"+path+"?"+q.Encode(), rd)
+	req, err := http.NewRequestWithContext(ctx, method, "http://converge"+path+"?"+q.Encode(), rd)
 	if err != nil {
 		return err
 	}
@@ -196,7 +196,7 @@ func (c *Client) call(method, path string, q url.Values, body, out any) error {
 // Resource implements Reader.
 func (c *Client) Resource(id converge.ID) (*converge.Resource, error) {
 	var r converge.Resource
-	return &r, c.call("GET", "/v1/resource", url.Values{"id": {string(id)}}, nil, &r)
+	return &r, c.call(context.Background(), "GET", "/v1/resource", url.Values{"id": {string(id)}}, nil, &r)
 }
 
 // Resources implements Reader.
@@ -204,44 +204,44 @@ func (c *Client) Resources(f state.Filter) ([]*converge.Resource, error) {
 	q := url.Values{"kind": {f.Kind}, "phase": {string(f.Phase)}, "owner": {string(f.Owner)},
 		"roots": {strconv.FormatBool(f.RootsOnly)}, "limit": {strconv.Itoa(f.Limit)}}
 	var rs []*converge.Resource
-	return rs, c.call("GET", "/v1/resources", q, nil, &rs)
+	return rs, c.call(context.Background(), "GET", "/v1/resources", q, nil, &rs)
 }
 
 // Children implements Reader.
 func (c *Client) Children(owner converge.ID) ([]converge.ID, error) {
 	var ids []converge.ID
-	return ids, c.call("GET", "/v1/children", url.Values{"id": {string(owner)}}, nil, &ids)
+	return ids, c.call(context.Background(), "GET", "/v1/children", url.Values{"id": {string(owner)}}, nil, &ids)
 }
 
 // EdgesOf implements Reader.
 func (c *Client) EdgesOf(id converge.ID) ([]converge.Edge, []converge.Edge, error) {
 	var e edgesReply
-	err := c.call("GET", "/v1/edges", url.Values{"id": {string(id)}}, nil, &e)
+	err := c.call(context.Background(), "GET", "/v1/edges", url.Values{"id": {string(id)}}, nil, &e)
 	return e.Consumes, e.ProducedFor, err
 }
 
 // Events implements Reader.
 func (c *Client) Events(resource converge.ID, limit int) ([]converge.Event, error) {
 	var evs []converge.Event
-	return evs, c.call("GET", "/v1/events", url.Values{"id": {string(resource)}, "limit": {strconv.Itoa(limit)}}, nil, &evs)
+	return evs, c.call(context.Background(), "GET", "/v1/events", url.Values{"id": {string(resource)}, "limit": {strconv.Itoa(limit)}}, nil, &evs)
 }
 
 // Snapshot returns the daemon's whole stored state.
 func (c *Client) Snapshot() (*converge.Snapshot, error) {
 	var snap converge.Snapshot
-	return &snap, c.call("GET", "/v1/snapshot", url.Values{}, nil, &snap)
+	return &snap, c.call(context.Background(), "GET", "/v1/snapshot", url.Values{}, nil, &snap)
 }
 
 // Delete asks the daemon to cascade-delete id.
 func (c *Client) Delete(ctx context.Context, id converge.ID) error {
 	var out map[string]bool
-	return c.call("POST", "/v1/delete", url.Values{"id": {string(id)}}, struct{}{}, &out)
+	return c.call(ctx, "POST", "/v1/delete", url.Values{"id": {string(id)}}, struct{}{}, &out)
 }
 
 // Do asks the daemon to run verb on id and returns the worker's result.
 func (c *Client) Do(ctx context.Context, id converge.ID, verb string, args map[string]string) (*converge.Result, error) {
 	var out doReply
-	if err := c.call("POST", "/v1/do", url.Values{"id": {string(id)}}, doRequest{verb, args}, &out); err != nil {
+	if err := c.call(ctx, "POST", "/v1/do", url.Values{"id": {string(id)}}, doRequest{verb, args}, &out); err != nil {
 		return nil, err
 	}
 	res := &converge.Result{Message: out.Message, Status: out.Status}
