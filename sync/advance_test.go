@@ -30,7 +30,7 @@ func (m *memRecords) Revision(hash string) (*converge.RevisionRecord, error) {
 	return nil, os.ErrNotExist
 }
 func (m *memRecords) Applied() (*converge.Revision, error) { return m.applied, nil }
-func (m *memRecords) Load() (*converge.Snapshot, error)     { return m.snap, nil }
+func (m *memRecords) Load() (*converge.Snapshot, error)    { return m.snap, nil }
 
 // countingEngine records what was applied.
 type countingEngine struct{ applied []string }
