@@ -2,6 +2,7 @@ package sync
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -65,6 +66,11 @@ func WatchTree(ctx context.Context, dir string, debounce time.Duration, fn func(
 		case err, ok := <-w.Errors:
 			if !ok {
 				return nil
+			}
+			if errors.Is(err, fsnotify.ErrEventOverflow) {
+				// Events were lost (a big checkout): look again.
+				timer.Reset(debounce)
+				continue
 			}
 			return fmt.Errorf("watch %s: %w", dir, err)
 		case <-timer.C:
