@@ -118,7 +118,10 @@ func (s *Source) FS(rev converge.Revision, sub string) (fs.FS, error) {
 		return nil, fmt.Errorf("read tree of %s: %w", rev.Hash, err)
 	}
 	var fsys fs.FS = &treeFS{root: t, mtime: c.Committer.When}
-	sub = strings.Trim(filepath.ToSlash(sub), "/")
+	if strings.HasPrefix(filepath.ToSlash(sub), "/") {
+		return nil, fmt.Errorf("path %q: must be a relative path inside the repository", sub)
+	}
+	sub = strings.TrimSuffix(filepath.ToSlash(sub), "/")
 	if sub == "" || sub == "." {
 		return fsys, nil
 	}

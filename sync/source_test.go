@@ -80,6 +80,12 @@ func TestTreeFS(t *testing.T) {
 	if _, err := src.FS(rev, "../outside"); err == nil {
 		t.Error("FS(../outside): want an error for a path leaving the repository")
 	}
+	if _, err := src.FS(rev, "/examples"); err == nil {
+		t.Error("FS(/examples): want an error for an absolute path")
+	}
+	if _, err := src.FS(rev, "examples/"); err != nil {
+		t.Errorf("FS(examples/) = %v, want the directory", err)
+	}
 	if _, err := src.FS(rev, "missing"); err == nil {
 		t.Error("FS(missing): want an error")
 	}
