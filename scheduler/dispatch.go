@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"strconv"
+	"time"
 
 	"github.com/convergehq/converge"
 )
@@ -277,20 +278,7 @@ func (s *Scheduler) dispatchNode(n *node, reaction string, kind taskKind) {
 	}
 	resync := kind == taskMain && r.Phase == converge.PhaseReady && r.ObservedGeneration == r.Generation
 	ttl := s.leaseTTL(ref)
-	t := &converge.Task{
-		ID:          s.newTaskID(),
-		Key:         r.UID + "/" + itoa(r.Generation) + "/" + reaction,
-		Reaction:    reaction,
-		UID:         r.UID,
-		Kind:        r.Kind,
-		KindVersion: r.KindVersion,
-		Name:        r.Name,
-		Generation:  r.Generation,
-		Spec:        r.Spec,
-		Status:      r.Status,
-		Config:      s.resolveConfig(r),
-		Deadline:    s.now.Add(ttl),
-	}
+	t := s.newTask(r, reaction, r.UID+"/"+itoa(r.Generation)+"/"+reaction, ttl)
 	if err := s.disp.Dispatch(s.ctx, t); err != nil {
 		if errors.Is(err, converge.ErrNoWorker) {
 			rs.noWorker = true
@@ -526,4 +514,24 @@ func (s *Scheduler) leaseExpired(taskID string) {
 	}
 	n.r.Lease = nil
 	s.failTransient(n, "lease expired")
+}
+
+// newTask builds the task running reaction on r: its current spec and
+// status, its resolved provider config, a fresh task id, the given
+// idempotency key and a deadline ttl from now.
+func (s *Scheduler) newTask(r *converge.Resource, reaction, key string, ttl time.Duration) *converge.Task {
+	return &converge.Task{
+		ID:          s.newTaskID(),
+		Key:         key,
+		Reaction:    reaction,
+		UID:         r.UID,
+		Kind:        r.Kind,
+		KindVersion: r.KindVersion,
+		Name:        r.Name,
+		Generation:  r.Generation,
+		Spec:        r.Spec,
+		Status:      r.Status,
+		Config:      s.resolveConfig(r),
+		Deadline:    s.now.Add(ttl),
+	}
 }

@@ -187,21 +187,8 @@ func (s *Scheduler) startVerb(id converge.ID, verb string, args map[string]strin
 	if !s.disp.Serves(ref, verb) {
 		return nil, fmt.Errorf("do %s %s: %w serves %s %s", id, verb, converge.ErrNoWorker, ref, verb)
 	}
-	t := &converge.Task{
-		ID:          s.newTaskID(),
-		Key:         r.UID + "/" + itoa(r.Generation) + "/" + verb + "/" + itoa(int64(s.taskSeq)),
-		Reaction:    verb,
-		UID:         r.UID,
-		Kind:        r.Kind,
-		KindVersion: r.KindVersion,
-		Name:        r.Name,
-		Generation:  r.Generation,
-		Spec:        r.Spec,
-		Status:      r.Status,
-		Config:      s.resolveConfig(r),
-		Args:        args,
-		Deadline:    s.now.Add(s.leaseTTL(ref)),
-	}
+	t := s.newTask(r, verb, r.UID+"/"+itoa(r.Generation)+"/"+verb+"/"+itoa(int64(s.taskSeq)), s.leaseTTL(ref))
+	t.Args = args
 	if err := s.disp.Dispatch(s.ctx, t); err != nil {
 		return nil, fmt.Errorf("do %s %s: %w", id, verb, err)
 	}
