@@ -66,21 +66,8 @@ func (c *compactor) value(depth int) bool {
 			if !c.value(depth + 1) {
 				return false
 			}
-			c.space()
-			if c.i >= len(c.src) {
-				return false
-			}
-			switch c.src[c.i] {
-			case ',':
-				c.out = append(c.out, ',')
-				c.i++
-				c.space()
-			case '}':
-				c.out = append(c.out, '}')
-				c.i++
-				return true
-			default:
-				return false
+			if done, ok := c.next('}'); done || !ok {
+				return ok
 			}
 		}
 	case b == '[':
@@ -96,21 +83,8 @@ func (c *compactor) value(depth int) bool {
 			if !c.value(depth + 1) {
 				return false
 			}
-			c.space()
-			if c.i >= len(c.src) {
-				return false
-			}
-			switch c.src[c.i] {
-			case ',':
-				c.out = append(c.out, ',')
-				c.i++
-				c.space()
-			case ']':
-				c.out = append(c.out, ']')
-				c.i++
-				return true
-			default:
-				return false
+			if done, ok := c.next(']'); done || !ok {
+				return ok
 			}
 		}
 	case b == '"':
@@ -215,4 +189,26 @@ func (c *compactor) number() bool {
 	}
 	c.out = append(c.out, c.src[start:c.i]...)
 	return true
+}
+
+// next reads what follows a member or element: a comma (more to come:
+// done false) or the closing byte (done true). ok is false for anything
+// else.
+func (c *compactor) next(closing byte) (done, ok bool) {
+	c.space()
+	if c.i >= len(c.src) {
+		return false, false
+	}
+	switch c.src[c.i] {
+	case ',':
+		c.out = append(c.out, ',')
+		c.i++
+		c.space()
+		return false, true
+	case closing:
+		c.out = append(c.out, closing)
+		c.i++
+		return true, true
+	}
+	return false, false
 }
