@@ -409,3 +409,29 @@ func (c *Counts) Add(p Phase) {
 // ErrNoWorker is returned (wrapped) when no connected worker serves a
 // task's kind version and reaction, or all that do are at capacity.
 var ErrNoWorker = errors.New("no worker")
+
+// RowError is one resource of a Batch that a Store cannot keep: a row
+// the store refuses (an invalid name, invalid JSON, an owner that does not
+// exist). It is the unit of RejectedError.
+type RowError struct {
+	ID  ID
+	Err error
+}
+
+func (e RowError) Error() string { return string(e.ID) + ": " + e.Err.Error() }
+
+// RejectedError is returned (wrapped) by a Store's Commit when some
+// resources of a batch cannot be stored. Nothing of the batch was
+// committed; the same batch without those resources can be. A scheduler
+// takes the refused rows out and commits the rest, so one bad row never
+// stops durable progress.
+type RejectedError struct {
+	Rows []RowError
+}
+
+func (e *RejectedError) Error() string {
+	if len(e.Rows) == 1 {
+		return "resource " + e.Rows[0].Error()
+	}
+	return "resource " + e.Rows[0].Error() + " (and " + strconv.Itoa(len(e.Rows)-1) + " more refused rows)"
+}

@@ -26,6 +26,10 @@ func (s *Scheduler) composeResult(n *node, rec *taskRec, res *converge.Result) {
 		s.failPermanent(n, err.Error())
 		return
 	}
+	if err := s.checkStatus(rec.ref, res.Status); err != nil {
+		s.failPermanent(n, "worker result refused: "+err.Error())
+		return
+	}
 	if k := len(res.Children); k > 64 {
 		// Room for what a big composition adds, instead of regrowing.
 		s.dirty = slices.Grow(s.dirty, k)
@@ -159,6 +163,11 @@ func (s *Scheduler) checkComposition(n *node, res *converge.Result) ([]converge.
 				owner = "git"
 			}
 			return nil, fmt.Errorf("%s: already exists, owned by %s", id, owner)
+		}
+		if len(c.Spec) > 0 {
+			if err := checkObject(c.Spec); err != nil {
+				return nil, fmt.Errorf("%s: spec: %w", id, err)
+			}
 		}
 		if s.validator != nil {
 			if err := s.validator.ValidateSpec(converge.KindRef{Kind: c.Kind, Version: c.KindVersion}, c.Spec); err != nil {

@@ -98,9 +98,15 @@ func (s *Scheduler) considerTeardown(n *node) {
 	s.remove(n)
 }
 
+// hasLiveConsumer reports whether a consumer of n is still being torn
+// down, which n's teardown waits for (reverse dependency order). A
+// consumer that is not Deleting came after n's teardown started (a
+// recompose re-created it, or gave it a new edge to n): it waits for n,
+// gated, so n's teardown must not wait for it. n finishes, its row goes,
+// and the owner's recompose re-creates n for that consumer.
 func (s *Scheduler) hasLiveConsumer(n *node) bool {
 	for _, e := range s.consumers[n.id] {
-		if s.nodes[e.Consumer] != nil {
+		if c := s.nodes[e.Consumer]; c != nil && c.r.Deleting {
 			return true
 		}
 	}
@@ -144,7 +150,7 @@ func (s *Scheduler) teardownReason(n *node) string {
 		blockers = append(blockers, c)
 	}
 	for _, e := range s.consumers[n.id] {
-		if c := s.nodes[e.Consumer]; c != nil {
+		if c := s.nodes[e.Consumer]; c != nil && c.r.Deleting {
 			blockers = append(blockers, c)
 		}
 	}
@@ -187,12 +193,15 @@ func (s *Scheduler) remove(n *node) {
 	s.fire(n, converge.TransitionDeleted)
 	s.subCounted(n)
 	n.removed = true
+	if n.refusals > 0 {
+		s.refused--
+	}
 	delete(s.nodes, n.id)
 	s.delRes[n.id] = true
 	s.armFlush()
 	n.rs.count--
 	s.retireCheck(r.Ref())
-	var wake []*node
+	var wake, wakeC []*node
 	for _, e := range append([]*converge.Edge(nil), s.producers[n.id]...) {
 		s.removeEdge(e)
 		s.delEdge(e)
@@ -200,9 +209,14 @@ func (s *Scheduler) remove(n *node) {
 			wake = append(wake, p)
 		}
 	}
-	for _, e := range append([]*converge.Edge(nil), s.consumers[n.id]...) {
-		s.removeEdge(e)
-		s.delEdge(e)
+	// Edges others consume from n stay: every consumer that was torn down
+	// with n is gone already (reverse dependency order), so these are
+	// live consumers that want n again; they stay gated on it until the
+	// owner's recompose re-creates it.
+	for _, e := range s.consumers[n.id] {
+		if c := s.nodes[e.Consumer]; c != nil {
+			wakeC = append(wakeC, c)
+		}
 	}
 	if o := n.owner; o != nil {
 		delete(o.children, n.id)
@@ -212,6 +226,9 @@ func (s *Scheduler) remove(n *node) {
 	s.event(n.id, "Deleted", "deleted")
 	for _, w := range wake {
 		s.enqueue(w)
+	}
+	for _, c := range wakeC {
+		s.enqueue(c) // to say what it waits for now
 	}
 	if o := n.owner; n.recomposeOwner && o != nil && !o.removed && !o.r.Deleting {
 		o.resync = true

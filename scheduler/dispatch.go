@@ -2,7 +2,9 @@ package scheduler
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -426,9 +428,16 @@ func (s *Scheduler) onResult(res *converge.Result) {
 	}
 }
 
-// reconcileOK records a successful reconcile of generation rec.gen.
+// reconcileOK records a successful reconcile of generation rec.gen. A
+// status that is not a JSON object valid under the kind version's status
+// schema fails the task permanently: the worker broke its contract, and
+// nothing of the result is kept.
 func (s *Scheduler) reconcileOK(n *node, rec *taskRec, res *converge.Result) {
 	r := n.r
+	if err := s.checkStatus(rec.ref, res.Status); err != nil {
+		s.failPermanent(n, "worker result refused: "+err.Error())
+		return
+	}
 	statusChanged := false
 	if res.Status != nil && !bytes.Equal(res.Status, r.Status) {
 		r.Status = res.Status
@@ -534,4 +543,33 @@ func (s *Scheduler) newTask(r *converge.Resource, reaction, key string, ttl time
 		Config:      s.resolveConfig(r),
 		Deadline:    s.now.Add(ttl),
 	}
+}
+
+// checkStatus returns why status, returned by a worker for a resource of
+// ref, cannot be kept: it is not a JSON object, or the kind version's
+// status schema rejects it (the error names the field). A nil status
+// (nothing returned) is fine.
+func (s *Scheduler) checkStatus(ref converge.KindRef, status json.RawMessage) error {
+	if status == nil {
+		return nil
+	}
+	if err := checkObject(status); err != nil {
+		return fmt.Errorf("status: %w", err)
+	}
+	if s.validator != nil {
+		return s.validator.ValidateStatus(ref, status)
+	}
+	return nil
+}
+
+// checkObject returns an error unless b is one valid JSON object.
+func checkObject(b []byte) error {
+	i := skipSpace(b, 0)
+	if i == len(b) || b[i] != '{' {
+		return errNotObject
+	}
+	if !json.Valid(b) {
+		return errors.New("invalid JSON")
+	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -32,6 +33,9 @@ type memStore struct {
 	lastSeq    uint64
 	crashed    bool
 	failNext   int // the next failNext commits fail
+	// refuse, when set, is asked about every resource put: an error
+	// refuses the row, as the real store refuses one it cannot keep.
+	refuse func(r *converge.Resource) error
 
 	commits     int
 	puts        int
@@ -110,6 +114,17 @@ func (m *memStore) Commit(b *converge.Batch) error {
 	if m.failNext > 0 {
 		m.failNext--
 		return errors.New("disk full")
+	}
+	if m.refuse != nil {
+		var rej converge.RejectedError
+		for _, r := range b.Resources {
+			if err := m.refuse(r); err != nil {
+				rej.Rows = append(rej.Rows, converge.RowError{ID: r.ID(), Err: err})
+			}
+		}
+		if len(rej.Rows) > 0 {
+			return fmt.Errorf("commit: %w", &rej)
+		}
 	}
 	m.commits++
 	for _, r := range b.Resources {
@@ -558,6 +573,25 @@ type validatorFunc func(ref converge.KindRef, spec json.RawMessage) error
 
 func (f validatorFunc) ValidateSpec(ref converge.KindRef, spec json.RawMessage) error {
 	return f(ref, spec)
+}
+
+// ValidateStatus accepts any JSON object whose string fields ending in
+// "_id" do not start with "NOT" and that has no field "bogus": enough
+// of a schema to tell a worker's bad status from a good one.
+func (f validatorFunc) ValidateStatus(ref converge.KindRef, status json.RawMessage) error {
+	var m map[string]any
+	if err := json.Unmarshal(status, &m); err != nil {
+		return fmt.Errorf("status: %v", err)
+	}
+	for k, v := range m {
+		if k == "bogus" {
+			return errors.New("status.bogus: field not allowed")
+		}
+		if s, ok := v.(string); ok && strings.HasSuffix(k, "_id") && strings.HasPrefix(s, "NOT") {
+			return fmt.Errorf("status.%s: invalid value %q", k, s)
+		}
+	}
+	return nil
 }
 
 // classicValidator requires cidr on vpcs, and region on vpc/v2.

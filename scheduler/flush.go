@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -29,12 +31,18 @@ func (s *Scheduler) flush() error {
 	if b == nil {
 		return nil
 	}
-	if err := s.store.Commit(b); err != nil {
-		s.failed = b
-		s.retryLater()
+	for round := 0; ; round++ {
+		err := s.store.Commit(b)
+		if err == nil {
+			break
+		}
+		if round < maxRefuseRounds && s.refuse(b, err) {
+			continue
+		}
+		s.commitFailed(b, err)
 		return fmt.Errorf("commit state: %w", err)
 	}
-	s.failed = nil
+	s.committed()
 	if s.hasPending() {
 		// Rollup or reason refreshes queued by building the batch.
 		return s.flush()
@@ -71,14 +79,117 @@ func (s *Scheduler) flushAsync() {
 func (s *Scheduler) commitEnded(err error) {
 	s.committing = false
 	if err != nil {
-		s.log.Error("flush", "err", err)
-		s.retryLater()
+		if s.refuse(s.failed, err) {
+			// Commit the rest now: one bad row never holds the others.
+			s.flushAsync()
+			return
+		}
+		s.commitFailed(s.failed, err)
 		return
 	}
-	s.failed = nil
+	s.committed()
 	if s.hasPending() && !s.flushAt.After(s.now) {
 		s.flushAsync()
 	}
+}
+
+// maxRefuseRounds bounds how often one synchronous flush takes refused
+// rows out and commits again (a refused owner can make its new children
+// refused in the next round).
+const maxRefuseRounds = 8
+
+// committed records that the batch in flight is durable.
+func (s *Scheduler) committed() {
+	s.failed = nil
+	if s.commitErr != "" {
+		s.log.Info("commit state: recovered", "after", s.commitErr)
+		s.commitErr = ""
+	}
+}
+
+// commitFailed keeps b to be committed again, before anything newer, and
+// makes the failure visible (Progress.CommitError, the log).
+func (s *Scheduler) commitFailed(b *converge.Batch, err error) {
+	if b.Empty() {
+		b = nil
+	}
+	s.failed = b
+	if msg := err.Error(); msg != s.commitErr {
+		s.log.Error("commit state", "err", err)
+		s.commitErr = msg
+	}
+	s.retryLater()
+}
+
+// refuse takes the resources the store refused (err wraps a
+// converge.RejectedError) out of b, with the edges they consume; it
+// reports whether it took any. Each refused resource fails permanently
+// with the store's reason and is written again without the data that was
+// refused (invalid JSON is dropped); one refused a second time is kept
+// out of every batch and stays Failed in memory, visibly.
+func (s *Scheduler) refuse(b *converge.Batch, err error) bool {
+	var rej *converge.RejectedError
+	if b == nil || !errors.As(err, &rej) || len(rej.Rows) == 0 {
+		return false
+	}
+	bad := make(map[converge.ID]error, len(rej.Rows))
+	for _, row := range rej.Rows {
+		bad[row.ID] = row.Err
+	}
+	took := false
+	keep := b.Resources[:0]
+	for _, r := range b.Resources {
+		if bad[r.ID()] == nil {
+			keep = append(keep, r)
+		} else {
+			took = true
+		}
+	}
+	clear(b.Resources[len(keep):])
+	b.Resources = keep
+	edges := b.Edges[:0]
+	for _, e := range b.Edges {
+		if bad[e.Consumer] == nil {
+			edges = append(edges, e)
+			continue
+		}
+		took = true
+		// Newer pending changes of the same edge win.
+		k := edgeKey{e.Consumer, e.Producer}
+		if s.edgePut[k] == nil && !s.edgeDel[k] {
+			e := e
+			s.edgePut[k] = &e
+		}
+	}
+	b.Edges = edges
+	for id, rerr := range bad {
+		n := s.nodes[id]
+		if n == nil || n.removed {
+			continue
+		}
+		n.refusals++
+		if n.refusals == 1 {
+			s.refused++
+		}
+		msg := "store refused the resource: " + rerr.Error()
+		s.log.Error("commit state: resource refused", "resource", id, "err", rerr)
+		s.event(id, "StoreRefused", msg)
+		r := n.r
+		for _, m := range []*json.RawMessage{&r.Declared, &r.Spec, &r.Status} {
+			if *m != nil && !json.Valid(*m) {
+				*m = nil
+			}
+		}
+		if n.refusals > 1 {
+			n.unstorable = true
+		}
+		if !r.Deleting && !permanent(r) {
+			s.failPermanent(n, msg)
+		}
+		s.markDirty(n)
+	}
+	s.armFlush()
+	return took
 }
 
 // waitCommit waits for the commit in flight, if any.
@@ -89,10 +200,13 @@ func (s *Scheduler) waitCommit() error {
 	err := <-s.commitRes
 	s.committing = false
 	if err != nil {
-		s.retryLater()
+		if s.refuse(s.failed, err) {
+			return nil // flush commits the rest
+		}
+		s.commitFailed(s.failed, err)
 		return fmt.Errorf("commit state: %w", err)
 	}
-	s.failed = nil
+	s.committed()
 	return nil
 }
 
@@ -140,7 +254,7 @@ func (s *Scheduler) buildBatch() *converge.Batch {
 		ptrs := buf.ptrs[:0]
 		for _, n := range s.dirty {
 			n.dirty = false
-			if !n.removed {
+			if !n.removed && !n.unstorable {
 				rows = append(rows, *n.r)
 				ptrs = append(ptrs, &rows[len(rows)-1])
 			}
@@ -158,6 +272,9 @@ func (s *Scheduler) buildBatch() *converge.Batch {
 		clear(s.delRes)
 	}
 	for _, e := range s.edgePut {
+		if c := s.nodes[e.Consumer]; c != nil && c.unstorable {
+			continue
+		}
 		b.Edges = append(b.Edges, *e)
 	}
 	clear(s.edgePut)

@@ -31,6 +31,11 @@ type node struct {
 	// recomposeOwner: the owner emitted this child again while it was
 	// being torn down; the owner recomposes once the row is gone.
 	recomposeOwner bool
+	// refusals counts the store's refusals of this row; unstorable: it
+	// was refused again after its refused data was dropped, so it is
+	// kept out of every batch.
+	refusals   int
+	unstorable bool
 	// tries is how many attempts the run that just succeeded took; the
 	// Ready event records it when it is more than one.
 	tries int

@@ -33,10 +33,14 @@ type Dispatcher interface {
 	Changed() <-chan struct{}
 }
 
-// Validator checks specs against a kind version's schema. The cue package
-// implements it; the scheduler uses it for composed children.
+// Validator checks specs and statuses against a kind version's schemas.
+// The cue package implements it; the scheduler uses it for composed
+// children and for every status a worker returns.
 type Validator interface {
 	// ValidateSpec returns an error naming the field path if spec does not
 	// satisfy ref's spec schema, or if ref is unknown.
 	ValidateSpec(ref converge.KindRef, spec json.RawMessage) error
+	// ValidateStatus is ValidateSpec for a status (paths start with
+	// "status.").
+	ValidateStatus(ref converge.KindRef, status json.RawMessage) error
 }

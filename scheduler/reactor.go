@@ -204,7 +204,17 @@ func (s *Scheduler) verbResult(rec *taskRec, res *converge.Result) {
 	if res.Message != "" {
 		msg += ": " + res.Message
 	}
+	var refused error
+	if res.Outcome == converge.OutcomeOK {
+		if refused = s.checkStatus(rec.ref, res.Status); refused != nil {
+			msg += ", status refused: " + refused.Error()
+		}
+	}
 	s.event(rec.id, "Verb", msg)
+	if refused != nil {
+		rec.verb <- verbOutcome{res: res, err: fmt.Errorf("verb %s: worker result refused: %w", rec.reaction, refused)}
+		return
+	}
 	if n := s.nodes[rec.id]; n != nil && res.Outcome == converge.OutcomeOK && res.Status != nil && !s.isComposer(n) && !n.r.Deleting {
 		n.r.Status = res.Status
 		s.markDirty(n)

@@ -137,7 +137,14 @@ type Progress struct {
 	Inflight int
 	// Deliveries is the number of reactor deliveries still owed.
 	Deliveries int
-	Settled    Settled
+	// CommitError is why the newest commit of state failed, or "" once a
+	// commit succeeds: while it is set, what the engine did is not yet
+	// durable and the graph never counts as Converged.
+	CommitError string
+	// Refused counts resources the store refused to keep (they are
+	// Failed, with the store's reason).
+	Refused int
+	Settled Settled
 }
 
 // Problem is one resource that keeps the graph from Ready.
@@ -234,6 +241,8 @@ type Scheduler struct {
 	// failed is that batch, or one whose commit failed, until durable.
 	committing bool
 	failed     *converge.Batch
+	commitErr  string // the newest failed commit's error, "" after a success
+	refused    int    // nodes the store refused (refusals > 0)
 	bufs       [2]batchBufs
 	spare      int
 	commitReq  chan *converge.Batch
@@ -591,11 +600,13 @@ func (s *Scheduler) Do(ctx context.Context, id converge.ID, verb string, args ma
 // publish copies the loop's counters into the shared Progress.
 func (s *Scheduler) publish() {
 	p := Progress{
-		Counts:     s.counts,
-		Dispatched: s.dispatched,
-		Completed:  s.completed,
-		Inflight:   s.inflight,
-		Deliveries: s.owedDeliv,
+		Counts:      s.counts,
+		Dispatched:  s.dispatched,
+		Completed:   s.completed,
+		Inflight:    s.inflight,
+		Deliveries:  s.owedDeliv,
+		CommitError: s.commitErr,
+		Refused:     s.refused,
 	}
 	// rate over a sliding window of about 5s
 	if n := len(s.rateSamples); n == 0 || s.now.Sub(s.rateSamples[n-1].at) >= 250*time.Millisecond {
@@ -608,7 +619,7 @@ func (s *Scheduler) publish() {
 		p.Rate = float64(s.completed-first.completed) / s.now.Sub(first.at).Seconds()
 	}
 	switch {
-	case s.counts.Total == s.counts.Ready && s.owedDeliv == 0:
+	case s.counts.Total == s.counts.Ready && s.owedDeliv == 0 && s.commitErr == "":
 		p.Settled = Converged
 	case s.inflight == 0 && s.backoffN == 0 && s.queueHead == len(s.queue) &&
 		len(s.delivLease) == 0 && !s.waitingForSlot() && !s.delivWorkPending():

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -51,27 +52,17 @@ func validate(b *converge.Batch) error {
 		}
 		deleted[id] = true
 	}
+	var rejected []converge.RowError
 	for i, r := range b.Resources {
 		if r == nil {
 			return fmt.Errorf("resource %d: nil", i)
 		}
-		if err := checkName("kind", r.Kind); err != nil {
-			return fmt.Errorf("resource %d (%s): %w", i, r.ID(), err)
+		if err := checkRow(r, deleted); err != nil {
+			rejected = append(rejected, converge.RowError{ID: r.ID(), Err: err})
 		}
-		if err := checkName("name", r.Name); err != nil {
-			return fmt.Errorf("resource %d (%s): %w", i, r.ID(), err)
-		}
-		if r.Owner != "" {
-			if err := checkID(r.Owner); err != nil {
-				return fmt.Errorf("resource %s: owner: %w", r.ID(), err)
-			}
-			if r.Owner == r.ID() {
-				return fmt.Errorf("resource %s: owns itself", r.ID())
-			}
-		}
-		if deleted[r.ID()] {
-			return fmt.Errorf("resource %s: both put and deleted", r.ID())
-		}
+	}
+	if len(rejected) > 0 {
+		return &converge.RejectedError{Rows: rejected}
 	}
 	type pair struct{ c, p converge.ID }
 	delEdges := make(map[pair]bool, len(b.DeletedEdges))
@@ -117,6 +108,29 @@ func validate(b *converge.Batch) error {
 	return nil
 }
 
+// checkRow checks what can be checked of one resource without reading the
+// store.
+func checkRow(r *converge.Resource, deleted map[converge.ID]bool) error {
+	if err := checkName("kind", r.Kind); err != nil {
+		return err
+	}
+	if err := checkName("name", r.Name); err != nil {
+		return err
+	}
+	if r.Owner != "" {
+		if err := checkID(r.Owner); err != nil {
+			return fmt.Errorf("owner: %w", err)
+		}
+		if r.Owner == r.ID() {
+			return errors.New("owns itself")
+		}
+	}
+	if deleted[r.ID()] {
+		return errors.New("both put and deleted")
+	}
+	return nil
+}
+
 func checkEdge(e converge.Edge) error {
 	if err := checkID(e.Consumer); err != nil {
 		return fmt.Errorf("edge %s→%s: consumer: %w", e.Consumer, e.Producer, err)
@@ -145,6 +159,7 @@ type edgeOp struct {
 func (s *Store) apply(w *writer, b *converge.Batch) error {
 	res := w.bucket(bResources)
 	idx := newOwnerIndex(w)
+	var rejected []converge.RowError
 
 	// Edge changes by consumer: puts, then deletes (validate refused a
 	// pair in both).
@@ -193,7 +208,10 @@ func (s *Store) apply(w *writer, b *converge.Batch) error {
 		}
 		v, err := encodeResource(r, edges)
 		if err != nil {
-			return fmt.Errorf("resource %s: encode: %w", id, err)
+			// Refused rows are collected, not fatal at once: the
+			// caller learns every row to take out in one round.
+			rejected = append(rejected, converge.RowError{ID: id, Err: fmt.Errorf("encode: %w", err)})
+			continue
 		}
 		if old == nil || string(old) != string(v) {
 			if err := w.put(bResources, key, v); err != nil {
@@ -244,8 +262,11 @@ func (s *Store) apply(w *writer, b *converge.Batch) error {
 			continue
 		}
 		if !has(res, []byte(r.Owner)) {
-			return fmt.Errorf("resource %s: owner %s does not exist", ids[i], r.Owner)
+			rejected = append(rejected, converge.RowError{ID: ids[i], Err: fmt.Errorf("owner %s does not exist", r.Owner)})
 		}
+	}
+	if len(rejected) > 0 {
+		return &converge.RejectedError{Rows: rejected}
 	}
 	for _, id := range b.DeletedResources {
 		child, err := idx.firstChild(id)
@@ -395,41 +416,35 @@ func rewriteEdges(w *writer, consumer converge.ID, ops []edgeOp) error {
 	return reverseIndex(w, consumer, added, removed)
 }
 
-// deleteResource removes id, its owner-index entry and its edges in both
-// directions: the reverse entries of the edges it consumes, and the edges
-// other resources consume from it (their rows are rewritten). Deleting an
-// absent resource still removes edges that name it as producer.
+// deleteResource removes id, its owner-index entry and the edges it
+// consumes (with their reverse entries). Edges other resources consume
+// from id stay: a consumer that still names id is gated until id exists
+// again (a composer re-creates it), and a caller that wants those edges
+// gone deletes them, or their consumers, in the batch.
 func deleteResource(w *writer, idx *ownerIndex, id converge.ID) error {
 	key := []byte(id)
-	if old := w.bucket(bResources).Get(key); old != nil {
-		rw, err := splitRow(old)
-		if err != nil {
-			return fmt.Errorf("resource %s: stored: %w", id, err)
-		}
-		es, err := decodeEdges(rw.edges)
-		if err != nil {
-			return fmt.Errorf("resource %s: stored: %w", id, err)
-		}
-		owner := rw.owner
-		for _, e := range es {
-			if err := w.del(bProducers, pairKey(e.Producer, id)); err != nil {
-				return err
-			}
-		}
-		if err := w.del(bResources, key); err != nil {
+	old := w.bucket(bResources).Get(key)
+	if old == nil {
+		return nil
+	}
+	rw, err := splitRow(old)
+	if err != nil {
+		return fmt.Errorf("resource %s: stored: %w", id, err)
+	}
+	es, err := decodeEdges(rw.edges)
+	if err != nil {
+		return fmt.Errorf("resource %s: stored: %w", id, err)
+	}
+	for _, e := range es {
+		if err := w.del(bProducers, pairKey(e.Producer, id)); err != nil {
 			return err
-		}
-		if owner != "" {
-			if err := idx.remove(owner, id); err != nil {
-				return err
-			}
 		}
 	}
-	// Collect first: writing under a live cursor skips keys.
-	for _, c := range pairsWithPrefix(w.bucket(bProducers), id) {
-		if err := rewriteEdges(w, c, []edgeOp{{producer: id, del: true}}); err != nil {
-			return err
-		}
+	if err := w.del(bResources, key); err != nil {
+		return err
+	}
+	if rw.owner != "" {
+		return idx.remove(rw.owner, id)
 	}
 	return nil
 }

@@ -51,8 +51,15 @@
 // a resource whose owner does not exist after the batch; deleting a
 // resource that still owns a resource after the batch; an event Seq not
 // above the stored last Seq. Puts are applied before deletes. Deleting a
-// resource also removes its owner-index entry and all its edges, in both
-// directions; deleting what is absent is a no-op.
+// resource also removes its owner-index entry and the edges it consumes;
+// edges other resources consume from it stay, naming a producer that is
+// gone (its consumers stay gated until it exists again). Deleting what is
+// absent is a no-op.
+//
+// Refusals that belong to one resource (its name, its JSON, its owner)
+// come back together as a *converge.RejectedError listing every refused
+// row, so a caller can take them out and commit the rest in one more
+// round; any other refusal is a plain error.
 //
 // An edge's producer need not exist: a consumer may depend on something
 // not (yet) declared and stays gated, visibly. Check therefore requires an

@@ -57,7 +57,7 @@ func (m *model) apply(b *converge.Batch) (*model, bool) {
 		delete(n.owner, id)
 		delete(n.phase, id)
 		for k := range n.edges {
-			if k[0] == id || k[1] == id {
+			if k[0] == id {
 				delete(n.edges, k)
 			}
 		}

@@ -348,12 +348,14 @@ func TestDeleteCascade(t *testing.T) {
 		Resources: []*converge.Resource{res("bom", "r", ""), res("account", "a", "bom/r"), res("vpc", "a", "bom/r"), res("route", "a", "bom/r")},
 		Edges:     []converge.Edge{edge("vpc/a", "account/a"), edge("route/a", "vpc/a"), edge("route/a", "tgw/x")},
 	})
-	// Delete the vpc: its edges go in both directions, without DeletedEdges.
+	// Delete the vpc: the edges it consumes go, without DeletedEdges; the
+	// route's edge to it stays, naming a producer that is gone.
 	commit(t, s, &converge.Batch{DeletedResources: []converge.ID{"vpc/a"}})
 	snap := load(t, s)
-	if got, want := snap.Edges, []converge.Edge{edge("route/a", "tgw/x")}; !reflect.DeepEqual(got, want) {
+	if got, want := snap.Edges, []converge.Edge{edge("route/a", "tgw/x"), edge("route/a", "vpc/a")}; !reflect.DeepEqual(got, want) {
 		t.Errorf("edges after deleting vpc/a = %v, want %v", got, want)
 	}
+	commit(t, s, &converge.Batch{DeletedEdges: []converge.Edge{edge("route/a", "vpc/a")}})
 	if got, err := s.Children("bom/r"); err != nil || !reflect.DeepEqual(got, []converge.ID{"account/a", "route/a"}) {
 		t.Errorf("Children(bom/r) = %v, %v; want [account/a route/a]", got, err)
 	}
@@ -789,8 +791,10 @@ func TestEdgeWrites(t *testing.T) {
 			batch: &converge.Batch{Edges: []converge.Edge{edge("vpc/a", "account/a")}}},
 		{name: "edge deleted: row", wantPuts: 1, wantConsumes: "[{vpc/a tgw/t [{tgw_id tgw_id}]}]",
 			batch: &converge.Batch{DeletedEdges: []converge.Edge{edge("vpc/a", "account/a")}}},
-		{name: "producer deleted: consumer row rewritten", wantPuts: 1, wantConsumes: "[]",
+		{name: "producer deleted: the consumer keeps its edge", wantPuts: 0, wantConsumes: "[{vpc/a tgw/t [{tgw_id tgw_id}]}]",
 			batch: &converge.Batch{DeletedResources: []converge.ID{"tgw/t"}}},
+		{name: "edge to a gone producer deleted: row", wantPuts: 1, wantConsumes: "[]",
+			batch: &converge.Batch{DeletedEdges: []converge.Edge{edge("vpc/a", "tgw/t")}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -832,5 +836,53 @@ func TestFailedCommitLeavesSeqs(t *testing.T) {
 	commit(t, s, bad)
 	if got, want := bad.Events[0].Seq, uint64(2); got != want {
 		t.Errorf("Seq after the retry = %d, want %d", got, want)
+	}
+}
+
+// TestCommitRejectedRows: every refused resource of a batch comes back in
+// one RejectedError, nothing is committed, and the batch without them
+// commits.
+func TestCommitRejectedRows(t *testing.T) {
+	s := statetest.Open(t)
+	commit(t, s, &converge.Batch{Resources: []*converge.Resource{res("bom", "root", "")}})
+	badStatus := res("vpc", "bad-status", "bom/root")
+	badStatus.Status = json.RawMessage(`{"vpc_id":`)
+	orphan := res("vpc", "orphan", "bom/gone")
+	badName := res("vpc", "a\x00b", "")
+	good := res("vpc", "good", "bom/root")
+	b := &converge.Batch{Resources: []*converge.Resource{badStatus, good, orphan, badName}}
+
+	err := s.Commit(b)
+	var rej *converge.RejectedError
+	if !errors.As(err, &rej) {
+		t.Fatalf("Commit error = %v, want a RejectedError", err)
+	}
+	// The name is refused before the transaction; the other two in it.
+	if got, want := len(rej.Rows), 1; got != want {
+		t.Fatalf("refused rows before the transaction = %v, want %d", rej.Rows, want)
+	}
+	if got, want := rej.Rows[0].ID, badName.ID(); got != want {
+		t.Errorf("refused %s, want %s", got, want)
+	}
+	b.Resources = []*converge.Resource{badStatus, good, orphan}
+	err = s.Commit(b)
+	if !errors.As(err, &rej) {
+		t.Fatalf("Commit error = %v, want a RejectedError", err)
+	}
+	got := map[converge.ID]string{}
+	for _, r := range rej.Rows {
+		got[r.ID] = r.Err.Error()
+	}
+	if len(got) != 2 || !strings.Contains(got["vpc/bad-status"], "status: invalid JSON") ||
+		!strings.Contains(got["vpc/orphan"], "owner bom/gone does not exist") {
+		t.Errorf("refused rows = %v, want vpc/bad-status (status) and vpc/orphan (owner)", got)
+	}
+	if _, err := s.Resource("vpc/good"); !errors.Is(err, state.ErrNotFound) {
+		t.Errorf("a refused batch stored vpc/good (err %v)", err)
+	}
+	b.Resources = []*converge.Resource{good}
+	commit(t, s, b)
+	if _, err := s.Resource("vpc/good"); err != nil {
+		t.Errorf("vpc/good after the batch without the refused rows: %v", err)
 	}
 }

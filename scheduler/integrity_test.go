@@ -1,0 +1,198 @@
+package scheduler_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/scheduler"
+)
+
+// TestBadStatusRefusedOnArrival: a worker's status that is not valid JSON,
+// or that its kind's status schema rejects, fails that task with a reason
+// naming the field; nothing of it is stored or flowed, and every other
+// resource converges and is committed.
+func TestBadStatusRefusedOnArrival(t *testing.T) {
+	tests := []struct {
+		name       string
+		status     string
+		wantReason string
+	}{
+		{name: "schema", status: `{"account_id":"NOT-AN-ID"}`, wantReason: `status.account_id: invalid value "NOT-AN-ID"`},
+		{name: "unknown field", status: `{"account_id":"acct-1","bogus":1}`, wantReason: "status.bogus: field not allowed"},
+		{name: "invalid JSON", status: `{"account_id":`, wantReason: "status: invalid JSON"},
+		{name: "not an object", status: `["acct"]`, wantReason: "status: not a JSON object"},
+		{name: "trailing bytes", status: `{"account_id":"acct-1"} x`, wantReason: "status: invalid JSON"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			const bad = "account/fd-01-team-001"
+			store := newMemStore()
+			disp := newFakeDisp(func(tk *converge.Task) *converge.Result {
+				if converge.NewID(tk.Kind, tk.Name) == bad && tk.Reaction == converge.ReactionReconcile {
+					return &converge.Result{Outcome: converge.OutcomeOK, Status: json.RawMessage(tt.status)}
+				}
+				return classicHandler(tk)
+			}, &fakeWorker{name: "w1"})
+			h := start(t, store, disp, testConfig())
+			h.apply(classicDesired(makeBOM(1, 2), "c1"), classicValidator)
+			p := h.waitSettled(scheduler.Stuck, 5*time.Second)
+			h.flush()
+			if p.CommitError != "" {
+				t.Errorf("CommitError = %q, want none", p.CommitError)
+			}
+			r := store.get(bad)
+			if r == nil {
+				t.Fatalf("%s not stored", bad)
+			}
+			if got, want := r.Phase, converge.PhaseFailed; got != want {
+				t.Errorf("%s phase %s, want %s", bad, got, want)
+			}
+			if !strings.HasPrefix(r.Reason, "permanent: worker result refused: ") || !strings.Contains(r.Reason, tt.wantReason) {
+				t.Errorf("%s reason %q, want the refusal naming %q", bad, r.Reason, tt.wantReason)
+			}
+			if len(r.Status) != 0 {
+				t.Errorf("%s status %s stored, want none", bad, r.Status)
+			}
+			vpc := store.get("vpc/fd-01-team-001")
+			if vpc == nil || strings.Contains(string(vpc.Spec), "NOT") || vpc.Phase == converge.PhaseReady {
+				t.Errorf("the consumer of a refused status: %+v", vpc)
+			}
+			// Everything else is Ready and durable.
+			ready := 0
+			for _, r := range store.all() {
+				if r.Phase == converge.PhaseReady {
+					ready++
+				}
+			}
+			// Not Ready: the account, its vpc and route, and the root.
+			if got, want := ready, bomSize(1, 2)+1-4; got != want {
+				t.Errorf("%d resources stored Ready, want %d", got, want)
+			}
+		})
+	}
+}
+
+// TestVerbStatusRefused: an operator verb whose status the schema rejects
+// returns an error and leaves the resource's status as it was.
+func TestVerbStatusRefused(t *testing.T) {
+	store := newMemStore()
+	disp := newFakeDisp(func(tk *converge.Task) *converge.Result {
+		if tk.Reaction == "enable_flow_logs" {
+			return &converge.Result{Outcome: converge.OutcomeOK, Status: json.RawMessage(`{"vpc_id":"NOT-A-VPC"}`)}
+		}
+		return classicHandler(tk)
+	}, &fakeWorker{name: "w1"})
+	h := start(t, store, disp, testConfig())
+	h.apply(classicDesired(makeBOM(1, 1), "c1"), classicValidator)
+	h.waitSettled(scheduler.Converged, 5*time.Second)
+	h.flush()
+	before := store.get("vpc/fd-01-team-001").Status
+	_, err := h.s.Do(t.Context(), "vpc/fd-01-team-001", "enable_flow_logs", nil)
+	if err == nil || !strings.Contains(err.Error(), `status.vpc_id: invalid value "NOT-A-VPC"`) {
+		t.Fatalf("Do error = %v, want the refused status named", err)
+	}
+	h.flush()
+	if got := store.get("vpc/fd-01-team-001").Status; string(got) != string(before) {
+		t.Errorf("status after a refused verb result = %s, want %s", got, before)
+	}
+}
+
+// TestStoreRefusalDoesNotStopProgress: a row the store refuses is taken
+// out of its batch; the resource fails with the store's reason, and every
+// other row is committed, then and later.
+func TestStoreRefusalDoesNotStopProgress(t *testing.T) {
+	const bad = "vpc/fd-01-team-002"
+	store := newMemStore()
+	refusals := 0
+	store.refuse = func(r *converge.Resource) error {
+		if r.ID() == bad && len(r.Status) > 0 && refusals == 0 {
+			refusals++ // once: the row without its refused data is kept
+			return errors.New("encode: status: invalid JSON")
+		}
+		return nil
+	}
+	disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1"})
+	h := start(t, store, disp, testConfig())
+	h.apply(classicDesired(makeBOM(1, 3), "c1"), classicValidator)
+	p := h.waitSettled(scheduler.Stuck, 5*time.Second)
+	h.flush()
+	if got, want := p.Refused, 1; got != want {
+		t.Errorf("Progress.Refused = %d, want %d", got, want)
+	}
+	if p.CommitError != "" {
+		t.Errorf("CommitError = %q after the refused row was taken out", p.CommitError)
+	}
+	r := store.get(bad)
+	if r == nil {
+		t.Fatalf("%s not stored after its refused data was dropped", bad)
+	}
+	if r.Phase != converge.PhaseFailed || !strings.Contains(r.Reason, "store refused the resource: encode: status: invalid JSON") {
+		t.Errorf("%s: %s %q, want Failed naming the store's refusal", bad, r.Phase, r.Reason)
+	}
+	var ready int
+	for _, r := range store.all() {
+		if r.Phase == converge.PhaseReady {
+			ready++
+		}
+	}
+	// Not Ready: the vpc and the root (the route ran before the refusal).
+	if got, want := ready, bomSize(1, 3)+1-2; got != want {
+		t.Errorf("%d resources stored Ready, want %d", got, want)
+	}
+	if ev := store.eventsOf(bad); len(ev) == 0 || !hasEvent(ev, "StoreRefused") {
+		t.Errorf("events of %s: %+v, want a StoreRefused event", bad, ev)
+	}
+}
+
+func hasEvent(evs []converge.Event, typ string) bool {
+	for _, e := range evs {
+		if e.Type == typ {
+			return true
+		}
+	}
+	return false
+}
+
+// TestUnstorableRowStaysVisible: a row the store refuses even after its
+// refused data was dropped is kept out of every batch; it stays Failed in
+// the engine (a Problem) and the rest is committed.
+func TestUnstorableRowStaysVisible(t *testing.T) {
+	const bad = "route/fd-01-team-001"
+	store := newMemStore()
+	store.refuse = func(r *converge.Resource) error {
+		if r.ID() == bad {
+			return errors.New("name too long")
+		}
+		return nil
+	}
+	disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1"})
+	h := start(t, store, disp, testConfig())
+	h.apply(classicDesired(makeBOM(1, 2), "c1"), classicValidator)
+	p := h.waitSettled(scheduler.Stuck, 5*time.Second)
+	h.flush()
+	if got, want := p.Refused, 1; got != want {
+		t.Errorf("Progress.Refused = %d, want %d", got, want)
+	}
+	if r := store.get(bad); r != nil {
+		t.Errorf("%s stored: %+v", bad, r)
+	}
+	if got, want := len(store.all()), bomSize(1, 2); got != want {
+		t.Errorf("%d resources stored, want %d (all but the refused one)", got, want)
+	}
+	found := false
+	for _, pr := range h.s.Problems() {
+		if pr.ID == bad {
+			found = true
+			if !pr.Permanent || !strings.Contains(pr.Reason, "store refused the resource: name too long") {
+				t.Errorf("problem %+v, want a permanent one naming the refusal", pr)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("%s is not among the problems %+v", bad, h.s.Problems())
+	}
+}
