@@ -184,6 +184,12 @@ func (m *memStore) Commit(b *converge.Batch) error {
 	return nil
 }
 
+func (m *memStore) edgeCount() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.edges)
+}
+
 func (m *memStore) get(id converge.ID) *converge.Resource {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -615,7 +621,7 @@ var classicValidator = validatorFunc(func(ref converge.KindRef, spec json.RawMes
 
 type harness struct {
 	t     *testing.T
-	store *memStore
+	store scheduler.Store
 	disp  *fakeDisp
 	s     *scheduler.Scheduler
 	stopF context.CancelFunc
@@ -632,7 +638,7 @@ func testConfig() scheduler.Config {
 	}
 }
 
-func start(t *testing.T, store *memStore, disp *fakeDisp, cfg scheduler.Config) *harness {
+func start(t *testing.T, store scheduler.Store, disp *fakeDisp, cfg scheduler.Config) *harness {
 	t.Helper()
 	s, err := scheduler.New(store, disp, cfg)
 	if err != nil {

@@ -4,27 +4,90 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sort"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/scheduler"
+	"github.com/convergehq/converge/state"
+	"github.com/convergehq/converge/state/statetest"
 )
 
 // TestRandomizedLifecycle drives the classic graph through random BOM
 // changes, deletes, faults and crashes, checking the engine's invariants
 // at every step and that it always converges to exactly the declared
 // graph.
+//
+// It runs against the in-memory fake and against the real bbolt store, so
+// everything the engine asks the store to keep is also something the
+// store accepts (a refused row would show as a commit error).
 func TestRandomizedLifecycle(t *testing.T) {
-	for seed := uint64(1); seed <= soakSeeds; seed++ {
-		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { randomizedLifecycle(t, seed) })
+	stores := []struct {
+		name string
+		open func(t *testing.T) soakStore
+	}{
+		{name: "mem", open: func(*testing.T) soakStore { return newMemStore() }},
+		{name: "bbolt", open: func(t *testing.T) soakStore { return &boltSoak{Store: statetest.Open(t)} }},
+	}
+	for _, st := range stores {
+		for seed := uint64(1); seed <= soakSeeds; seed++ {
+			t.Run(fmt.Sprint(st.name, "/seed", seed), func(t *testing.T) { randomizedLifecycle(t, seed, st.open(t)) })
+		}
 	}
 }
 
-func randomizedLifecycle(t *testing.T, seed uint64) {
+// soakStore is a scheduler.Store the lifecycle test can crash and
+// inspect.
+type soakStore interface {
+	scheduler.Store
+	// crash makes every Commit fail until restart.
+	crash()
+	restart()
+	all() []*converge.Resource
+	edgeCount() int
+}
+
+// boltSoak is the real store with a crash switch: a crashed store
+// refuses commits, as a killed process commits nothing more.
+type boltSoak struct {
+	*state.Store
+	mu      sync.Mutex // guards crashed
+	crashed bool
+}
+
+func (b *boltSoak) crash()   { b.mu.Lock(); b.crashed = true; b.mu.Unlock() }
+func (b *boltSoak) restart() { b.mu.Lock(); b.crashed = false; b.mu.Unlock() }
+
+func (b *boltSoak) Commit(batch *converge.Batch) error {
+	b.mu.Lock()
+	crashed := b.crashed
+	b.mu.Unlock()
+	if crashed {
+		return errCrashed
+	}
+	return b.Store.Commit(batch)
+}
+
+func (b *boltSoak) snapshot() *converge.Snapshot {
+	snap, err := b.Load()
+	if err != nil {
+		panic(err)
+	}
+	return snap
+}
+
+func (b *boltSoak) all() []*converge.Resource {
+	rs := b.snapshot().Resources
+	sort.Slice(rs, func(i, j int) bool { return rs[i].ID() < rs[j].ID() })
+	return rs
+}
+
+func (b *boltSoak) edgeCount() int { return len(b.snapshot().Edges) }
+
+func randomizedLifecycle(t *testing.T, seed uint64, store soakStore) {
 	rng := rand.New(rand.NewPCG(seed, 99))
-	store := newMemStore()
 	var mu sync.Mutex
 	frng := rand.New(rand.NewPCG(seed, 7))
 	faults := 0.2
@@ -116,7 +179,10 @@ func randomizedLifecycle(t *testing.T, seed uint64) {
 			t.Errorf("%s: %s %q", r.ID(), r.Phase, r.Reason)
 		}
 	}
-	if got, want := len(store.edges), len(bom.FDs)+countTeams(bom)*3; got != want {
+	if p := h.s.Progress(); p.CommitError != "" || p.Refused != 0 {
+		t.Errorf("the store refused what the engine asked it to keep: %q, %d rows", p.CommitError, p.Refused)
+	}
+	if got, want := store.edgeCount(), len(bom.FDs)+countTeams(bom)*3; got != want {
 		t.Errorf("%d edges stored, want %d", got, want)
 	}
 }
