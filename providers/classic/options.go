@@ -30,6 +30,11 @@ type Options struct {
 	// "account/*"); a teardown of a matching resource always fails
 	// transiently. Empty matches nothing.
 	TeardownFail string
+	// BadStatus is a KIND/NAME glob; a reconcile of a matching leaf
+	// succeeds with a status its kind's schema rejects
+	// ({"<kind>_id": "NOT-AN-ID", "bogus": 1}): a broken worker, to show
+	// that the control plane refuses what a worker must not report.
+	BadStatus string
 	// StateDir is the base of a relative statussink bucket_dir; empty
 	// means the working directory.
 	StateDir string
@@ -45,6 +50,7 @@ const (
 	EnvWorkDelay    = "FAKE_WORK_DELAY"
 	EnvDeleteDelay  = "FAKE_DELETE_DELAY"
 	EnvTeardownFail = "FAKE_TEARDOWN_FAIL"
+	EnvBadStatus    = "FAKE_BAD_STATUS"
 	EnvStateDir     = "CONVERGE_STATE_DIR"
 )
 
@@ -54,7 +60,8 @@ var ErrInjectedFault = errors.New("injected fault")
 
 // OptionsFromEnv reads FAKE_FAULT_RATE (0..1), FAKE_WORK_DELAY and
 // FAKE_DELETE_DELAY (Go durations such as "2s", default 0),
-// FAKE_TEARDOWN_FAIL (a KIND/NAME glob) and CONVERGE_STATE_DIR. A bad value
+// FAKE_TEARDOWN_FAIL and FAKE_BAD_STATUS (KIND/NAME globs) and
+// CONVERGE_STATE_DIR. A bad value
 // is an error naming the variable.
 func OptionsFromEnv() (Options, error) {
 	var o Options
@@ -72,14 +79,25 @@ func OptionsFromEnv() (Options, error) {
 	if o.DeleteDelay, err = durationEnv(EnvDeleteDelay); err != nil {
 		return Options{}, err
 	}
-	if v := os.Getenv(EnvTeardownFail); v != "" {
-		if _, err := path.Match(v, ""); err != nil || !strings.Contains(v, "/") {
-			return Options{}, fmt.Errorf("%s=%q: want a KIND/NAME glob such as account/*", EnvTeardownFail, v)
-		}
-		o.TeardownFail = v
+	if o.TeardownFail, err = globEnv(EnvTeardownFail); err != nil {
+		return Options{}, err
+	}
+	if o.BadStatus, err = globEnv(EnvBadStatus); err != nil {
+		return Options{}, err
 	}
 	o.StateDir = os.Getenv(EnvStateDir)
 	return o, nil
+}
+
+func globEnv(name string) (string, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return "", nil
+	}
+	if _, err := path.Match(v, ""); err != nil || !strings.Contains(v, "/") {
+		return "", fmt.Errorf("%s=%q: want a KIND/NAME glob such as account/*", name, v)
+	}
+	return v, nil
 }
 
 func durationEnv(name string) (time.Duration, error) {
@@ -131,6 +149,18 @@ func (c *chaos) work(ctx context.Context, r *sdk.Request) error {
 		return sdk.Transient(fmt.Errorf("reconcile %s/%s: %w", r.Kind, r.Name, ErrInjectedFault))
 	}
 	return nil
+}
+
+// reconcile wraps a leaf's reconcile with the BadStatus knob.
+func (c *chaos) reconcile(f func(context.Context, *sdk.Request) (any, error)) func(context.Context, *sdk.Request) (any, error) {
+	return func(ctx context.Context, r *sdk.Request) (any, error) {
+		if c.o.BadStatus != "" {
+			if ok, _ := path.Match(c.o.BadStatus, r.Kind+"/"+r.Name); ok {
+				return map[string]any{r.Kind + "_id": "NOT-AN-ID", "bogus": 1}, nil
+			}
+		}
+		return f(ctx, r)
+	}
 }
 
 // teardown is every kind's teardown: it sleeps DeleteDelay and fails

@@ -14,13 +14,13 @@ func Providers(o Options) []sdk.Provider {
 	s := &sink{stateDir: o.StateDir}
 	return []sdk.Provider{
 		{Kind: "classicbom", Version: 1, Compose: composeBOM, Teardown: c.teardown},
-		{Kind: "account", Version: 1, Reconcile: c.reconcileAccount, Teardown: c.teardown},
-		{Kind: "vpc", Version: 1, Reconcile: c.reconcileVPC(1), Teardown: c.teardown,
+		{Kind: "account", Version: 1, Reconcile: c.reconcile(c.reconcileAccount), Teardown: c.teardown},
+		{Kind: "vpc", Version: 1, Reconcile: c.reconcile(c.reconcileVPC(1)), Teardown: c.teardown,
 			Verbs: map[string]func(ctx context.Context, r *sdk.Request) (any, error){"enable_flow_logs": enableFlowLogs(1)}},
-		{Kind: "vpc", Version: 2, Reconcile: c.reconcileVPC(2), Teardown: c.teardown,
+		{Kind: "vpc", Version: 2, Reconcile: c.reconcile(c.reconcileVPC(2)), Teardown: c.teardown,
 			Verbs: map[string]func(ctx context.Context, r *sdk.Request) (any, error){"enable_flow_logs": enableFlowLogs(2)}},
-		{Kind: "tgw", Version: 1, Reconcile: c.reconcileTGW, Teardown: c.teardown},
-		{Kind: "route", Version: 1, Reconcile: c.reconcileRoute, Teardown: c.teardown},
+		{Kind: "tgw", Version: 1, Reconcile: c.reconcile(c.reconcileTGW), Teardown: c.teardown},
+		{Kind: "route", Version: 1, Reconcile: c.reconcile(c.reconcileRoute), Teardown: c.teardown},
 		{Kind: "statussink", Version: 1, React: s.react},
 	}
 }
