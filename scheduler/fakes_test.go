@@ -38,6 +38,7 @@ type memStore struct {
 	refuse func(r *converge.Resource) error
 
 	commits     int
+	maxRows     int // the most resource rows one commit held
 	puts        int
 	putsByID    map[converge.ID]int
 	maxAttempts map[converge.ID]int
@@ -127,6 +128,7 @@ func (m *memStore) Commit(b *converge.Batch) error {
 		}
 	}
 	m.commits++
+	m.maxRows = max(m.maxRows, len(b.Resources))
 	for _, r := range b.Resources {
 		c := deep(r)
 		m.resources[c.ID()] = c

@@ -247,12 +247,21 @@ func (s *Scheduler) buildBatch() *converge.Batch {
 	s.spare = 1 - s.spare
 	buf := &s.bufs[s.spare]
 	if len(s.dirty) > 0 {
+		// At most MaxCommit rows, oldest first: a commit stays short
+		// (bounded work lost to a crash, bounded bbolt transaction)
+		// however much a composition just created. The rest stays
+		// dirty for the next batch; a row is marked dirty after its
+		// owner is, so an owner is never left behind its children.
+		take := s.dirty
+		if len(take) > s.cfg.MaxCommit {
+			take = take[:s.cfg.MaxCommit]
+		}
 		rows := buf.rows[:0]
-		if cap(rows) < len(s.dirty) {
-			rows = make([]converge.Resource, 0, len(s.dirty)+len(s.dirty)/2)
+		if cap(rows) < len(take) {
+			rows = make([]converge.Resource, 0, len(take)+len(take)/2)
 		}
 		ptrs := buf.ptrs[:0]
-		for _, n := range s.dirty {
+		for _, n := range take {
 			n.dirty = false
 			if !n.removed && !n.unstorable {
 				rows = append(rows, *n.r)
@@ -261,7 +270,9 @@ func (s *Scheduler) buildBatch() *converge.Batch {
 		}
 		buf.rows, buf.ptrs = rows, ptrs
 		b.Resources = ptrs
-		s.dirty = s.dirty[:0]
+		rest := copy(s.dirty, s.dirty[len(take):])
+		clear(s.dirty[rest:])
+		s.dirty = s.dirty[:rest]
 	}
 	if len(s.delRes) > 0 {
 		b.DeletedResources = make([]converge.ID, 0, len(s.delRes))
@@ -271,13 +282,18 @@ func (s *Scheduler) buildBatch() *converge.Batch {
 		sort.Slice(b.DeletedResources, func(i, j int) bool { return b.DeletedResources[i] < b.DeletedResources[j] })
 		clear(s.delRes)
 	}
-	for _, e := range s.edgePut {
+	for k, e := range s.edgePut {
 		if c := s.nodes[e.Consumer]; c != nil && c.unstorable {
+			delete(s.edgePut, k) // its consumer is never stored
+			continue
+		} else if c != nil && c.dirty {
+			// Its consumer's row is not in this batch (it may not be
+			// stored yet): the edge goes with it.
 			continue
 		}
 		b.Edges = append(b.Edges, *e)
+		delete(s.edgePut, k)
 	}
-	clear(s.edgePut)
 	for k := range s.edgeDel {
 		b.DeletedEdges = append(b.DeletedEdges, converge.Edge{Consumer: k.consumer, Producer: k.producer})
 	}

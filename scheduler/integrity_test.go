@@ -9,6 +9,7 @@ import (
 
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/scheduler"
+	"github.com/convergehq/converge/state/statetest"
 )
 
 // TestBadStatusRefusedOnArrival: a worker's status that is not valid JSON,
@@ -194,5 +195,46 @@ func TestUnstorableRowStaysVisible(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("%s is not among the problems %+v", bad, h.s.Problems())
+	}
+}
+
+// TestCommitsAreBounded: however many rows a composition makes dirty at
+// once, no commit holds more than MaxCommit of them, and the rows and
+// edges left for later batches all arrive (the real store refuses an edge
+// whose consumer is not stored yet, and a child whose owner is not).
+func TestCommitsAreBounded(t *testing.T) {
+	for _, name := range []string{"mem", "bbolt"} {
+		t.Run(name, func(t *testing.T) {
+			mem := newMemStore()
+			var store soakStore = mem
+			if name == "bbolt" {
+				store = &boltSoak{Store: statetest.Open(t)}
+			}
+			disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1"})
+			cfg := testConfig()
+			cfg.MaxCommit = 7
+			h := start(t, store, disp, cfg)
+			bom := makeBOM(3, 5)
+			h.apply(classicDesired(bom, "c1"), classicValidator)
+			h.waitSettled(scheduler.Converged, 10*time.Second)
+			h.flush()
+			if p := h.s.Progress(); p.CommitError != "" {
+				t.Fatalf("CommitError %q", p.CommitError)
+			}
+			if got, want := len(store.all()), bomSize(3, 5)+1; got != want {
+				t.Errorf("%d resources stored, want %d", got, want)
+			}
+			if got, want := store.edgeCount(), len(bom.FDs)+countTeams(bom)*3; got != want {
+				t.Errorf("%d edges stored, want %d", got, want)
+			}
+			for _, r := range store.all() {
+				if r.Phase != converge.PhaseReady {
+					t.Errorf("%s stored %s", r.ID(), r.Phase)
+				}
+			}
+			if name == "mem" && mem.maxRows > cfg.MaxCommit {
+				t.Errorf("a commit held %d rows, want at most %d", mem.maxRows, cfg.MaxCommit)
+			}
+		})
 	}
 }

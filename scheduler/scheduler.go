@@ -37,6 +37,10 @@ type Config struct {
 	// MaxBatch flushes early when this many resources are pending
 	// (default 2000).
 	MaxBatch int
+	// MaxCommit is the most resource rows one commit writes (default
+	// 8192, about a quarter second of bbolt work on a small machine);
+	// more wait for the next.
+	MaxCommit int
 	// LeaseTTL is the lease of a task whose kind sets no task_deadline
 	// (default 30s).
 	LeaseTTL time.Duration
@@ -64,6 +68,9 @@ func (c *Config) defaults() {
 	}
 	if c.MaxBatch <= 0 {
 		c.MaxBatch = 2000
+	}
+	if c.MaxCommit <= 0 {
+		c.MaxCommit = 8192
 	}
 	if c.LeaseTTL <= 0 {
 		c.LeaseTTL = 30 * time.Second

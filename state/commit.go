@@ -1,6 +1,7 @@
 package state
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/binary"
 	"encoding/json"
@@ -280,6 +281,9 @@ func (s *Store) apply(w *writer, b *converge.Batch) error {
 	if err := idx.flush(); err != nil {
 		return err
 	}
+	if err := flushReverse(w); err != nil {
+		return err
+	}
 
 	// Kinds, configs, bindings, deliveries.
 	for _, k := range b.Kinds {
@@ -312,7 +316,9 @@ func (s *Store) apply(w *writer, b *converge.Batch) error {
 			return err
 		}
 	}
-	for _, d := range b.Deliveries {
+	// Deliveries in key order, like every bucket a batch writes much of.
+	delivs := slices.SortedFunc(slices.Values(b.Deliveries), func(x, y *converge.Delivery) int { return cmp.Compare(x.Key, y.Key) })
+	for _, d := range delivs {
 		if err := putJSON(w, bDeliveries, []byte(d.Key), d); err != nil {
 			return fmt.Errorf("delivery %s: %w", d.Key, err)
 		}
@@ -366,20 +372,47 @@ func applyEdgeOps(consumer converge.ID, section []byte, ops []edgeOp) (out []byt
 	return out, added, removed, nil
 }
 
-// reverseIndex adds and removes producer\x00consumer entries.
+// revOp is one pending change of the reverse edge index.
+type revOp struct {
+	key []byte // producer\x00consumer
+	del bool
+}
+
+// reverseIndex queues the addition and removal of producer\x00consumer
+// entries; flushReverse writes them.
 func reverseIndex(w *writer, consumer converge.ID, added, removed []converge.ID) error {
 	for _, p := range added {
-		if k := pairKey(p, consumer); !has(w.bucket(bProducers), k) {
-			if err := w.put(bProducers, k, empty); err != nil {
+		w.rev = append(w.rev, revOp{key: pairKey(p, consumer)})
+	}
+	for _, p := range removed {
+		w.rev = append(w.rev, revOp{key: pairKey(p, consumer), del: true})
+	}
+	return nil
+}
+
+// flushReverse writes the queued reverse-index changes in key order.
+// They arrive in consumer order, which is random in producer order; bbolt
+// splits no leaf until commit, so random inserts into one transaction
+// memmove a growing node on every put (quadratic in the batch). The last
+// change of a key wins.
+func flushReverse(w *writer) error {
+	slices.SortStableFunc(w.rev, func(a, b revOp) int { return bytes.Compare(a.key, b.key) })
+	b := w.bucket(bProducers)
+	for i, op := range w.rev {
+		if i+1 < len(w.rev) && bytes.Equal(op.key, w.rev[i+1].key) {
+			continue
+		}
+		if op.del {
+			if err := w.del(bProducers, op.key); err != nil {
+				return err
+			}
+		} else if !has(b, op.key) {
+			if err := w.put(bProducers, op.key, empty); err != nil {
 				return err
 			}
 		}
 	}
-	for _, p := range removed {
-		if err := w.del(bProducers, pairKey(p, consumer)); err != nil {
-			return err
-		}
-	}
+	w.rev = w.rev[:0]
 	return nil
 }
 
@@ -394,9 +427,7 @@ func rewriteEdges(w *writer, consumer converge.ID, ops []edgeOp) error {
 			if !op.del {
 				return fmt.Errorf("edge %s→%s: consumer %s does not exist", consumer, op.producer, consumer)
 			}
-			if err := w.del(bProducers, pairKey(op.producer, consumer)); err != nil {
-				return err
-			}
+			w.rev = append(w.rev, revOp{key: pairKey(op.producer, consumer), del: true})
 		}
 		return nil
 	}
@@ -436,9 +467,7 @@ func deleteResource(w *writer, idx *ownerIndex, id converge.ID) error {
 		return fmt.Errorf("resource %s: stored: %w", id, err)
 	}
 	for _, e := range es {
-		if err := w.del(bProducers, pairKey(e.Producer, id)); err != nil {
-			return err
-		}
+		w.rev = append(w.rev, revOp{key: pairKey(e.Producer, id), del: true})
 	}
 	if err := w.del(bResources, key); err != nil {
 		return err

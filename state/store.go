@@ -248,6 +248,7 @@ func (s *Store) update(fn func(w *writer) error) error {
 // writer wraps a write transaction and counts what it does.
 type writer struct {
 	tx    *bolt.Tx
+	rev   []revOp // reverse-index changes queued by apply
 	puts  uint64
 	dels  uint64
 	bytes uint64
