@@ -104,7 +104,10 @@ type Kind struct {
 	ResyncInterval   time.Duration `json:"resync_interval"`
 	ResyncRecomposes bool          `json:"resync_recomposes"`
 	MaxInflight      int           `json:"max_inflight"`
-	TaskDeadline     time.Duration `json:"task_deadline"`
+	// MaxChildren bounds one composition of a composer kind (0: no
+	// limit); a bigger one fails the composer permanently, naming it.
+	MaxChildren  int           `json:"max_children,omitempty"`
+	TaskDeadline time.Duration `json:"task_deadline"`
 	// SpecSchema, StatusSchema and ConfigSchema are CUE source, each the
 	// body of a definition (`{ cidr: string, ... }`).
 	SpecSchema   string `json:"spec_schema"`
@@ -341,6 +344,9 @@ type Task struct {
 	Config      json.RawMessage // the resolved provider config, or nil
 	Args        map[string]string
 	Deadline    time.Time
+	// MaxChildren is the kind's max_children for a compose task (0: no
+	// limit): a dispatcher may stop receiving a composition beyond it.
+	MaxChildren int
 	// Subject is set for react: the resource whose transition fired.
 	Subject *Subject
 }

@@ -131,7 +131,7 @@ func (l *loader) check() {
 func (l *loader) kind(d *document, places map[converge.KindRef]*namedPlace) {
 	r := l.reader(d)
 	r.allow("type", "kind", "kind_version", "reactions", "finalizer", "resync_interval", "resync_recomposes",
-		"max_inflight", "task_deadline", "secret", "spec", "status", "config", "description")
+		"max_inflight", "max_children", "task_deadline", "secret", "spec", "status", "config", "description")
 	k := &converge.Kind{
 		Name:             r.name("kind"),
 		Version:          r.int("kind_version", 0, 1, true),
@@ -140,12 +140,16 @@ func (l *loader) kind(d *document, places map[converge.KindRef]*namedPlace) {
 		ResyncInterval:   r.duration("resync_interval"),
 		ResyncRecomposes: r.bool("resync_recomposes"),
 		MaxInflight:      r.int("max_inflight", 0, 0, false),
+		MaxChildren:      r.int("max_children", 0, 0, false),
 		TaskDeadline:     r.duration("task_deadline"),
 		Secret:           r.strs("secret"),
 		Source:           l.at(d.file, d.pos).source(),
 	}
 	if k.Finalizer && !k.Has(converge.ReactionTeardown) {
 		r.fail("finalizer", "KIND_INVALID", "a kind with a finalizer must declare the teardown reaction")
+	}
+	if k.MaxChildren > 0 && !k.Has(converge.ReactionCompose) {
+		r.fail("max_children", "KIND_INVALID", "max_children needs the compose reaction")
 	}
 	if k.ResyncRecomposes && !k.Has(converge.ReactionCompose) {
 		r.fail("resync_recomposes", "KIND_INVALID", "resync_recomposes needs the compose reaction")

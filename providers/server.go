@@ -33,10 +33,16 @@ const (
 	maxBatch = 512
 	// resultBuffer is the capacity of the Results channel.
 	resultBuffer = 8192
-	// maxMsgSize bounds one gRPC message either way: a compose result of
-	// a big BOM carries thousands of children.
+	// maxMsgSize bounds one gRPC message either way. A compose result of
+	// any size arrives in parts far below it (protocol 2); a worker on
+	// protocol 1 sends one message per result.
 	maxMsgSize = 64 << 20
 )
+
+// Protocol is the worker protocol version the control plane speaks: 2
+// takes a result in parts (Result.more), so a composition of any size
+// arrives. A worker on an older protocol is still served, with a warning.
+const Protocol = 2
 
 // ServerOptions configure a Server.
 type ServerOptions struct {
@@ -98,9 +104,13 @@ type worker struct {
 	// worker is not silent then, the scheduler is slow.
 	delivering atomic.Bool
 
-	inflight map[string]struct{} // task ids sent or queued, not answered
-	queue    []*convergev1.Task  // tasks not yet sent
-	spare    []*convergev1.Task  // the sender's previous batch, for reuse
+	inflight map[string]int // task ids sent or queued, not answered: their max children (0: no limit)
+	// partial holds the parts received so far of streamed results, by
+	// task id (the receiver goroutine only).
+	partial  map[string]*converge.Result
+	protocol int32
+	queue    []*convergev1.Task // tasks not yet sent
+	spare    []*convergev1.Task // the sender's previous batch, for reuse
 }
 
 // Capability is one (kind, kind_version) a worker serves and its reactions.
@@ -281,7 +291,7 @@ func (s *Server) Dispatch(ctx context.Context, t *converge.Task) error {
 		s.mu.Unlock()
 		return fmt.Errorf("dispatch %s %s: %w free: %d at capacity", t.Ref(), t.Reaction, converge.ErrNoWorker, len(ws))
 	}
-	best.inflight[t.ID] = struct{}{}
+	best.inflight[t.ID] = t.MaxChildren
 	best.queue = append(best.queue, taskToProto(t))
 	s.mu.Unlock()
 	select {
@@ -346,7 +356,7 @@ func (c controlService) Connect(stream convergev1.Control_ConnectServer) error {
 
 // connect runs one worker stream: register, then send batches and pings
 // here while a second goroutine receives results and heartbeats.
-func (s *Server) connect(stream convergev1.Control_ConnectServer) error {
+func (s *Server) connect(stream convergev1.Control_ConnectServer) (err error) {
 	first, err := stream.Recv()
 	if err != nil {
 		return err
@@ -360,15 +370,19 @@ func (s *Server) connect(stream convergev1.Control_ConnectServer) error {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
 	if err := stream.Send(&convergev1.ControlMessage{Msg: &convergev1.ControlMessage_Registered{
-		Registered: &convergev1.Registered{WorkerId: w.id, HeartbeatIntervalMs: s.opts.HeartbeatInterval.Milliseconds()},
+		Registered: &convergev1.Registered{WorkerId: w.id, HeartbeatIntervalMs: s.opts.HeartbeatInterval.Milliseconds(),
+			Protocol: Protocol, MaxMessageBytes: maxMsgSize},
 	}}); err != nil {
 		return err
 	}
 	s.add(w)
-	s.log.Info("worker connected", "worker", w.name, "id", w.id, "capacity", w.capacity)
+	s.log.Info("worker connected", "worker", w.name, "id", w.id, "capacity", w.capacity, "protocol", max(w.protocol, 1))
+	if w.protocol < Protocol {
+		s.log.Warn("worker speaks an older worker protocol: each result must fit one message, so a compose result over the limit cannot arrive; rebuild the worker with the current SDK",
+			"worker", w.name, "worker_protocol", max(w.protocol, 1), "protocol", Protocol, "max_message_bytes", maxMsgSize)
+	}
 	defer func() {
-		s.remove(w)
-		s.log.Info("worker disconnected", "worker", w.name, "id", w.id)
+		s.remove(w, err)
 	}()
 
 	recvErr := make(chan error, 1)
@@ -402,6 +416,11 @@ func (s *Server) connect(stream convergev1.Control_ConnectServer) error {
 		case <-s.done:
 			return status.Error(codes.Unavailable, "control plane closing")
 		case <-stream.Context().Done():
+			// The receiver returns too (its Recv fails); its error
+			// says why the stream ended, e.g. an oversized message.
+			if err := <-recvErr; err != nil {
+				return err
+			}
 			return stream.Context().Err()
 		}
 		s.mu.Lock()
@@ -440,11 +459,34 @@ func (s *Server) receive(stream convergev1.Control_ConnectServer, w *worker) err
 			out = out[:0]
 			s.mu.Lock()
 			for _, r := range msg.Results.GetResults() {
-				if _, ok := w.inflight[r.GetTaskId()]; !ok {
+				id := r.GetTaskId()
+				limit, ok := w.inflight[id]
+				if !ok {
 					continue // unknown or already answered: at most once
 				}
-				delete(w.inflight, r.GetTaskId())
-				out = append(out, resultFromProto(r, w.name))
+				res := resultFromProto(r, w.name)
+				if p := w.partial[id]; p != nil {
+					p.Children = append(p.Children, res.Children...)
+					p.Edges = append(p.Edges, res.Edges...)
+					res.Children, res.Edges = p.Children, p.Edges
+				}
+				if limit > 0 && len(res.Children) > limit {
+					// Stop holding parts of a composition that is over
+					// its kind's limit already; the scheduler says so.
+					delete(w.partial, id)
+					delete(w.inflight, id)
+					out = append(out, &converge.Result{TaskID: id, Worker: w.name, Outcome: converge.OutcomePermanent,
+						Message: fmt.Sprintf("more than max_children %d children", limit)})
+					continue
+				}
+				if r.GetMore() {
+					res.Outcome, res.Message, res.Status = converge.OutcomeOK, "", nil
+					w.partial[id] = res
+					continue
+				}
+				delete(w.partial, id)
+				delete(w.inflight, id)
+				out = append(out, res)
 			}
 			s.mu.Unlock()
 			for _, r := range out {
@@ -481,7 +523,9 @@ func (s *Server) newWorker(reg *convergev1.Register) (*worker, error) {
 		capacity: int(reg.GetConcurrency()),
 		since:    time.Now(),
 		wake:     make(chan struct{}, 1),
-		inflight: make(map[string]struct{}),
+		inflight: make(map[string]int),
+		partial:  make(map[string]*converge.Result),
+		protocol: reg.GetProtocol(),
 	}
 	if w.name == "" {
 		w.name = id
@@ -515,9 +559,16 @@ func (s *Server) add(w *worker) {
 	s.signal()
 }
 
-// remove forgets w; its queued and in-flight tasks get no result.
-func (s *Server) remove(w *worker) {
+// remove forgets w after its stream ended with why. Each of its queued
+// and in-flight tasks gets a transient result at once, naming the worker
+// and why, so the scheduler runs it again elsewhere now, not when its
+// lease expires.
+func (s *Server) remove(w *worker, why error) {
 	s.mu.Lock()
+	lost := make([]string, 0, len(w.inflight))
+	for id := range w.inflight {
+		lost = append(lost, id)
+	}
 	delete(s.workers, w.id)
 	for _, c := range w.caps {
 		for _, r := range c.Reactions {
@@ -530,8 +581,29 @@ func (s *Server) remove(w *worker) {
 			}
 		}
 	}
-	w.inflight, w.queue, w.spare = map[string]struct{}{}, nil, nil
+	w.inflight, w.queue, w.spare, w.partial = map[string]int{}, nil, nil, nil
 	s.mu.Unlock()
+	msg := "worker " + w.name + " disconnected"
+	switch {
+	case why == nil:
+	case status.Code(why) == codes.ResourceExhausted:
+		msg = "worker " + w.name + " sent a message over the control plane's limit (" + status.Convert(why).Message() + ")"
+		if w.protocol < Protocol {
+			msg += ": it speaks an older worker protocol that cannot stream a big result in parts; rebuild it with the current SDK"
+		}
+		s.log.Error("worker stream failed", "worker", w.name, "id", w.id, "err", why)
+	default:
+		msg += ": " + status.Convert(why).Message()
+	}
+	s.log.Info("worker disconnected", "worker", w.name, "id", w.id, "lost_tasks", len(lost), "why", why)
+	for _, id := range lost {
+		r := &converge.Result{TaskID: id, Worker: w.name, Outcome: converge.OutcomeTransient, Message: msg}
+		select {
+		case s.results <- r:
+		case <-s.done:
+			return
+		}
+	}
 	s.signal()
 }
 

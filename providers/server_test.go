@@ -216,17 +216,29 @@ func TestLeastLoaded(t *testing.T) {
 	}
 }
 
-func TestDisconnectDropsTasks(t *testing.T) {
+// TestDisconnectFailsTasksAtOnce: a worker whose stream ends loses its
+// tasks at once, each answered with a transient result naming the worker,
+// so the scheduler runs them elsewhere now rather than at lease expiry.
+func TestDisconnectFailsTasksAtOnce(t *testing.T) {
 	s, addr := startServer(t, "unix", providers.ServerOptions{})
 	started, release := make(chan string, 16), make(chan struct{})
 	defer close(release)
 	stop := startWorker(t, s, addr, "w", 4, blocking(started, release))
-	if err := s.Dispatch(context.Background(), task("vpc", 1, "reconcile")); err != nil {
+	tk := task("vpc", 1, "reconcile")
+	if err := s.Dispatch(context.Background(), tk); err != nil {
 		t.Fatal(err)
 	}
 	<-started
 	drain(s)
 	stop()
+	select {
+	case r := <-s.Results():
+		if r.TaskID != tk.ID || r.Outcome != converge.OutcomeTransient || !strings.HasPrefix(r.Message, "worker w disconnected") {
+			t.Errorf("result of a lost task = %+v, want transient \"worker w disconnected…\" for %s", r, tk.ID)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no result for the task of a disconnected worker")
+	}
 	select {
 	case <-s.Changed():
 	case <-time.After(5 * time.Second):

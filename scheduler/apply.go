@@ -267,6 +267,16 @@ func (s *Scheduler) apply(d *converge.Desired, v Validator) *Plan {
 		if (resyncDefault || changedKinds[r.Ref()]) && r.Phase == converge.PhaseReady && !r.Deleting {
 			s.scheduleResync(n)
 		}
+		if changedKinds[r.Ref()] && permanent(r) && !r.Deleting {
+			// A changed kind (a schema, max_children) may be what
+			// the permanent failure was about: try again.
+			s.event(n.id, "Retrying", "its kind "+r.Ref().String()+" changed")
+			r.Attempts = 0
+			s.setReason(n, "")
+			s.setPhase(n, converge.PhasePending)
+			s.markDirty(n)
+			s.enqueue(n)
+		}
 		if r.Deleting || touched[n.id] || r.ObservedGeneration == 0 {
 			continue
 		}

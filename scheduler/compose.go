@@ -135,8 +135,8 @@ func (s *Scheduler) composeResult(n *node, rec *taskRec, res *converge.Result) {
 // checkComposition validates a compose result without changing anything;
 // it returns the children's IDs.
 func (s *Scheduler) checkComposition(n *node, res *converge.Result) ([]converge.ID, error) {
-	if len(res.Children) > maxChildren {
-		return nil, fmt.Errorf("%d children: more than %d", len(res.Children), maxChildren)
+	if k := n.rs.kind; k != nil && k.MaxChildren > 0 && len(res.Children) > k.MaxChildren {
+		return nil, fmt.Errorf("%d children: more than max_children %d of %s", len(res.Children), k.MaxChildren, k.Ref())
 	}
 	ids := make([]converge.ID, len(res.Children))
 	seen := make(map[converge.ID]bool, len(res.Children))

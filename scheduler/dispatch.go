@@ -529,7 +529,7 @@ func (s *Scheduler) leaseExpired(taskID string) {
 // status, its resolved provider config, a fresh task id, the given
 // idempotency key and a deadline ttl from now.
 func (s *Scheduler) newTask(r *converge.Resource, reaction, key string, ttl time.Duration) *converge.Task {
-	return &converge.Task{
+	t := &converge.Task{
 		ID:          s.newTaskID(),
 		Key:         key,
 		Reaction:    reaction,
@@ -543,6 +543,10 @@ func (s *Scheduler) newTask(r *converge.Resource, reaction, key string, ttl time
 		Config:      s.resolveConfig(r),
 		Deadline:    s.now.Add(ttl),
 	}
+	if k := s.refState(r.Ref()).kind; reaction == converge.ReactionCompose && k != nil {
+		t.MaxChildren = k.MaxChildren
+	}
+	return t
 }
 
 // checkStatus returns why status, returned by a worker for a resource of

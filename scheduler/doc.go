@@ -47,7 +47,7 @@
 //
 // Composition: a compose result is checked whole (every child validated,
 // no collision with a resource owned by someone else, no duplicate, no
-// edge cycle, at most 100,000 children) before anything of it is applied;
+// edge cycle, no more than the kind's max_children) before anything of it is applied;
 // then children are created, updated (generation bump) or kept untouched,
 // the rest pruned through cascade delete, and the edges whose consumer is
 // one of the children replaced. A composer is Ready when its compose

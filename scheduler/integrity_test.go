@@ -238,3 +238,28 @@ func TestCommitsAreBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestMaxChildren: a composition over its kind's max_children fails the
+// composer permanently, naming the limit; nothing of it is applied. A
+// kind without the setting has no limit.
+func TestMaxChildren(t *testing.T) {
+	store := newMemStore()
+	disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1"})
+	h := start(t, store, disp, testConfig())
+	d := classicDesired(makeBOM(2, 3), "c1")
+	d.Kinds[0].MaxChildren = 10
+	h.apply(d, classicValidator)
+	h.waitSettled(scheduler.Stuck, 5*time.Second)
+	h.flush()
+	root := store.get("classicbom/org")
+	if want := "permanent: 22 children: more than max_children 10 of classicbom/v1"; root == nil || root.Reason != want {
+		t.Fatalf("root %+v, want reason %q", root, want)
+	}
+	if got := len(store.all()); got != 1 {
+		t.Errorf("%d resources stored, want only the root", got)
+	}
+	d = classicDesired(makeBOM(2, 3), "c2")
+	d.Kinds[0].MaxChildren = 0
+	h.apply(d, classicValidator)
+	h.waitSettled(scheduler.Converged, 5*time.Second)
+}

@@ -167,9 +167,6 @@ type Problem struct {
 // maxProblems bounds Problems.
 const maxProblems = 100
 
-// maxChildren bounds one composition.
-const maxChildren = 100_000
-
 // Scheduler drives the resource graph. All mutable state is owned by the
 // Run loop; the exported methods talk to it through a channel (or run
 // directly while Run is not running).

@@ -82,6 +82,9 @@ type Stats struct {
 	Deletes uint64
 	// Bytes is the sum of key and value lengths put.
 	Bytes uint64
+	// LongestCommit is the longest write transaction, fsync included:
+	// how much work a crash at the worst moment could lose.
+	LongestCommit time.Duration
 	// PageBytes is the size of the pages the commits wrote (bbolt's
 	// dirty pages, freelist included; each commit also writes one meta
 	// page, not counted here).
@@ -214,6 +217,7 @@ var errNoChange = errors.New("no change")
 // no fsync, and Stats does not count it.
 func (s *Store) update(fn func(w *writer) error) error {
 	var w writer
+	start := time.Now()
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		// Keys mostly arrive in order within a kind (and updates do not
 		// split pages), so pack pages fuller than bbolt's default half:
@@ -236,8 +240,10 @@ func (s *Store) update(fn func(w *writer) error) error {
 	if err != nil {
 		return err
 	}
+	took := time.Since(start)
 	s.mu.Lock()
 	s.stats.Commits++
+	s.stats.LongestCommit = max(s.stats.LongestCommit, took)
 	s.stats.Puts += w.puts
 	s.stats.Deletes += w.dels
 	s.stats.Bytes += w.bytes

@@ -32,6 +32,7 @@ type benchOptions struct {
 	transport  time.Duration
 	dir        string
 	teams      int
+	roots      int
 	memprofile string
 	output     string
 	// lifecycle is an updated BOM file: also time its recompose and the
@@ -59,7 +60,8 @@ resource, and the peak RSS of the control plane and of each worker.`,
 	f.DurationVar(&o.transport, "transport", time.Second, "how long to measure each raw rate")
 	f.StringVar(&o.dir, "dir", "examples/classic", "repository directory to converge")
 	f.StringVar(&o.memprofile, "memprofile", "", "write a heap profile of the control plane after the last run (go tool pprof)")
-	f.IntVar(&o.teams, "teams", 0, "scale run: rewrite the classic BOM's team count (e.g. 33000 for ~100,000 resources)")
+	f.IntVar(&o.teams, "teams", 0, "scale run: rewrite the classic BOM's team count (e.g. 33000 for ~100,000 resources, 333000 for ~1,000,000)")
+	f.IntVar(&o.roots, "roots", 1, "scale run: split --teams over this many classicbom roots (their own BOM files)")
 	f.StringVar(&o.lifecycle, "lifecycle", "", "also time the recompose of this updated BOM (replacing resources/bom.cue) and the teardown of the whole tree")
 	addOutputFlag(c, &o.output, "table")
 	return c
@@ -75,6 +77,9 @@ type benchRun struct {
 	Puts          uint64  `json:"puts"`
 	PutsPerRes    float64 `json:"puts_per_resource"`
 	CommitsPerRes float64 `json:"commits_per_resource"`
+	// LongestCommitSeconds is the store's longest write transaction
+	// since it was opened: the most work a crash could lose.
+	LongestCommitSeconds float64 `json:"longest_commit_seconds"`
 	// ControlRSSMiB is the process's peak so far (VmHWM never falls):
 	// exact for the first run, an upper bound for later ones.
 	ControlRSSMiB  float64 `json:"control_plane_peak_rss_mib"`
@@ -100,8 +105,14 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 		return err
 	}
 	fsys := os.DirFS(o.dir)
+	if o.roots < 1 {
+		return usageErr("--roots %d: want at least 1", o.roots)
+	}
+	if o.roots > 1 && o.teams == 0 {
+		return usageErr("--roots needs --teams")
+	}
 	if o.teams > 0 {
-		scaled, err := scaleBOM(fsys, o.teams)
+		scaled, err := scaleBOM(fsys, o.teams, o.roots)
 		if err != nil {
 			return err
 		}
@@ -166,11 +177,12 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 	fmt.Fprintf(out, "  grpc unary loopback, no-op:        %8.0f rt/s (1 in flight)  %8.0f rt/s (256 in flight)\n", rep.RawGRPC1, rep.RawGRPC256)
 	fmt.Fprintf(out, "  converge protocol, no-op provider: %8.0f rt/s (256 in flight)\n", rep.Dispatch256)
 	fmt.Fprintf(out, "  bbolt, 1,000 puts per fsynced txn: %8.0f puts/s  (%.0f txns/s)\n", rep.BboltPuts, rep.BboltTxns)
-	rows := [][]string{{"RUN", "RESOURCES", "WALL", "RES/S", "× RAW GRPC", "DISPATCHED", "PUTS/RES", "COMMITS/RES", "RSS CTRL", "RSS WORKER"}}
+	rows := [][]string{{"RUN", "RESOURCES", "WALL", "RES/S", "× RAW GRPC", "DISPATCHED", "PUTS/RES", "COMMITS", "LONGEST COMMIT", "RSS CTRL", "RSS WORKER"}}
 	for i, r := range rep.Runs {
 		rows = append(rows, []string{strconv.Itoa(i + 1), strconv.Itoa(r.Resources),
 			fmt.Sprintf("%.3fs", r.Seconds), fmt.Sprintf("%.0f", r.PerSecond), fmt.Sprintf("%.2f", r.RatioToRawGRPC),
-			strconv.FormatUint(r.Dispatched, 10), fmt.Sprintf("%.2f", r.PutsPerRes), fmt.Sprintf("%.4f", r.CommitsPerRes),
+			strconv.FormatUint(r.Dispatched, 10), fmt.Sprintf("%.2f", r.PutsPerRes), strconv.FormatUint(r.Commits, 10),
+			fmt.Sprintf("%.3fs", r.LongestCommitSeconds),
 			fmt.Sprintf("%.0f MiB", r.ControlRSSMiB), fmt.Sprintf("%.0f MiB", r.WorkerRSSMiB)})
 	}
 	fmt.Fprintln(out)
@@ -248,6 +260,7 @@ func benchOnce(ctx context.Context, dir, repoDir string, res *cue.Result, mempro
 	}
 	r.PutsPerRes = float64(r.Puts) / float64(n)
 	r.CommitsPerRes = float64(r.Commits) / float64(n)
+	r.LongestCommitSeconds = after.LongestCommit.Seconds()
 	r.ControlRSSMiB = peakRSSMiB(os.Getpid())
 	if e.sup != nil {
 		for _, pid := range e.sup.Pids() {
@@ -279,33 +292,58 @@ func peakRSSMiB(pid int) float64 {
 var bomTeams = regexp.MustCompile(`(?m)^_teams:\s+\d+`)
 
 // scaleBOM returns fsys with the classic BOM rewritten to teams service
-// teams (over the same 58 functional domains), for scale runs.
-func scaleBOM(fsys fs.FS, teams int) (fs.FS, error) {
+// teams (over the same 58 functional domains), for scale runs. With roots
+// over 1 it is roots BOMs (classic-00, classic-01, …) of teams/roots teams
+// each, their domains prefixed r00-, r01-, … so their children's names do
+// not collide.
+func scaleBOM(fsys fs.FS, teams, roots int) (fs.FS, error) {
 	const bom = "resources/bom.cue"
 	b, err := fs.ReadFile(fsys, bom)
 	if err != nil {
 		return nil, fmt.Errorf("--teams: %w", err)
 	}
-	if !bomTeams.Match(b) {
-		return nil, fmt.Errorf("--teams: %s has no _teams line to rewrite", bom)
+	if !bomTeams.Match(b) || !bomName.Match(b) || !bomPrefix.Match(b) {
+		return nil, fmt.Errorf("--teams: %s has no _teams, name or _prefix line to rewrite", bom)
 	}
-	if teams > 58*999 {
-		return nil, fmt.Errorf("--teams %d: at most %d (team names have three digits per domain)", teams, 58*999)
+	if teams < roots {
+		return nil, usageErr("--teams %d: want at least one team per root (--roots %d)", teams, roots)
 	}
 	out := fstest.MapFS{}
 	err = fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
+		if err != nil || d.IsDir() || p == bom {
 			return err
 		}
 		data, err := fs.ReadFile(fsys, p)
 		if err != nil {
 			return err
 		}
-		if p == bom {
-			data = bomTeams.ReplaceAll(data, []byte("_teams: "+strconv.Itoa(teams)))
-		}
 		out[p] = &fstest.MapFile{Data: data, Mode: 0o644}
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	for k := range roots {
+		data := b
+		n := teams / roots
+		if k < teams%roots {
+			n++
+		}
+		data = bomTeams.ReplaceAll(data, []byte("_teams: "+strconv.Itoa(n)))
+		p := bom
+		if roots > 1 {
+			id := fmt.Sprintf("%02d", k)
+			data = bomName.ReplaceAll(data, []byte(`name: "classic-`+id+`"`))
+			data = bomPrefix.ReplaceAll(data, []byte(`_prefix: "r`+id+`-"`))
+			p = "resources/bom-" + id + ".cue"
+		}
+		out[p] = &fstest.MapFile{Data: data, Mode: 0o644}
+	}
+	return out, nil
 }
+
+// The lines of the classic BOM that scaleBOM rewrites.
+var (
+	bomName   = regexp.MustCompile(`(?m)^name:\s+"classic"`)
+	bomPrefix = regexp.MustCompile(`(?m)^_prefix:\s+""`)
+)

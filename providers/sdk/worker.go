@@ -51,7 +51,17 @@ const (
 	maxBatch     = 512     // results per ResultBatch message
 	maxBatchSize = 4 << 20 // approximate bytes per ResultBatch message
 	maxMsgSize   = 64 << 20
+	// partItems and partBytes bound one part of a streamed compose
+	// result: a composition of any size travels as parts this small.
+	partItems = 4096
+	partBytes = 1 << 20
 )
+
+// Protocol is the worker protocol version this SDK speaks: 2 streams a
+// compose result in parts, so a composition of any size reaches the
+// control plane. Control planes older than 2 take one message per
+// result, which must then fit their message limit.
+const Protocol = 2
 
 // Options configure Connect.
 type Options struct {
@@ -248,7 +258,7 @@ func (c *client) session(ctx context.Context, client convergev1.ControlClient) (
 		return false, err
 	}
 	if err := stream.Send(&convergev1.WorkerMessage{Msg: &convergev1.WorkerMessage_Register{Register: &convergev1.Register{
-		Name: c.name, Capabilities: c.caps, Concurrency: int32(cap(c.sem)),
+		Name: c.name, Capabilities: c.caps, Concurrency: int32(cap(c.sem)), Protocol: Protocol,
 	}}}); err != nil {
 		_, rerr := stream.Recv() // the server's status explains a refused send
 		return false, rerr
@@ -267,7 +277,14 @@ func (c *client) session(ctx context.Context, client convergev1.ControlClient) (
 	}
 	c.log.Info("worker registered", "worker", c.name, "id", reg.GetWorkerId())
 
-	out := &outbox{wake: make(chan struct{}, 1)}
+	out := &outbox{wake: make(chan struct{}, 1), parts: reg.GetProtocol() >= 2, maxMsg: maxMsgSize}
+	if m := reg.GetMaxMessageBytes(); m > 0 {
+		out.maxMsg = int(m)
+	}
+	if !out.parts {
+		c.log.Warn("the control plane speaks worker protocol 1: a compose result is sent as one message and must fit its message limit",
+			"worker", c.name, "sdk_protocol", Protocol)
+	}
 	var lastRecv atomic.Int64
 	lastRecv.Store(time.Now().UnixNano())
 	sendErr := make(chan error, 1)
@@ -369,11 +386,31 @@ type outbox struct {
 	mu      sync.Mutex // guards results
 	results []*convergev1.Result
 	wake    chan struct{} // capacity 1: results is non-empty
+	// parts: the control plane takes a result in parts (protocol 2);
+	// maxMsg is the largest message it accepts.
+	parts  bool
+	maxMsg int
 }
 
+// add queues r for the sender: split into parts when it is a big
+// composition and the control plane takes parts, else whole. A part (or
+// a whole result) over the message limit is replaced by a permanent
+// failure that says so: it could never arrive.
 func (o *outbox) add(r *convergev1.Result) {
+	rs := []*convergev1.Result{r}
+	if o.parts && len(r.Children)+len(r.Edges) > partItems {
+		rs = splitResult(r)
+	}
+	for i, p := range rs {
+		if n := proto.Size(p); n > o.maxMsg-(64<<10) {
+			rs = []*convergev1.Result{{TaskId: r.TaskId, Outcome: convergev1.Outcome_OUTCOME_PERMANENT,
+				Message: fmt.Sprintf("result too large: %s is %d bytes, over the control plane's message limit of %d bytes%s",
+					partName(i, len(rs)), n, o.maxMsg, partHint(o.parts))}}
+			break
+		}
+	}
 	o.mu.Lock()
-	o.results = append(o.results, r)
+	o.results = append(o.results, rs...)
 	o.mu.Unlock()
 	select {
 	case o.wake <- struct{}{}:
@@ -538,4 +575,55 @@ func requestFromProto(t *convergev1.Task) *Request {
 		}
 	}
 	return r
+}
+
+// splitResult cuts a compose result into parts of at most partItems
+// children and edges and about partBytes each, in order: every part but
+// the last has More set and carries only children and edges; the last
+// carries the outcome, message and status.
+func splitResult(r *convergev1.Result) []*convergev1.Result {
+	var parts []*convergev1.Result
+	cur := &convergev1.Result{TaskId: r.TaskId, More: true}
+	items, size := 0, 0
+	cut := func() {
+		parts = append(parts, cur)
+		cur = &convergev1.Result{TaskId: r.TaskId, More: true}
+		items, size = 0, 0
+	}
+	for _, c := range r.Children {
+		if items >= partItems || size >= partBytes {
+			cut()
+		}
+		cur.Children = append(cur.Children, c)
+		items++
+		size += len(c.Kind) + len(c.Name) + len(c.Spec) + len(c.ProviderConfigRef) + 16
+	}
+	for _, e := range r.Edges {
+		if items >= partItems || size >= partBytes {
+			cut()
+		}
+		cur.Edges = append(cur.Edges, e)
+		items++
+		size += len(e.Consumer) + len(e.Producer) + 16
+		for _, f := range e.Flows {
+			size += len(f.From) + len(f.To) + 8
+		}
+	}
+	cur.More = false
+	cur.Outcome, cur.Message, cur.Status = r.Outcome, r.Message, r.Status
+	return append(parts, cur)
+}
+
+func partName(i, n int) string {
+	if n == 1 {
+		return "the result"
+	}
+	return fmt.Sprintf("part %d of %d", i+1, n)
+}
+
+func partHint(parts bool) string {
+	if parts {
+		return " (one child's spec or the status alone is too large)"
+	}
+	return " (the control plane speaks worker protocol 1, which cannot stream a big composition in parts: upgrade it)"
 }

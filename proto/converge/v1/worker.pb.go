@@ -282,7 +282,12 @@ type Register struct {
 	Capabilities []*Capability          `protobuf:"bytes,2,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
 	// concurrency is how many tasks the worker runs at once; the control
 	// plane never has more than this many in flight on the stream.
-	Concurrency   int32 `protobuf:"varint,3,opt,name=concurrency,proto3" json:"concurrency,omitempty"`
+	Concurrency int32 `protobuf:"varint,3,opt,name=concurrency,proto3" json:"concurrency,omitempty"`
+	// protocol is the worker protocol version the worker speaks: 2 streams
+	// a big result in parts (Result.more). 0 is a worker built before
+	// versions existed (protocol 1: one message per result, so a compose
+	// result must fit the message limit).
+	Protocol      int32 `protobuf:"varint,4,opt,name=protocol,proto3" json:"protocol,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -334,6 +339,13 @@ func (x *Register) GetCapabilities() []*Capability {
 func (x *Register) GetConcurrency() int32 {
 	if x != nil {
 		return x.Concurrency
+	}
+	return 0
+}
+
+func (x *Register) GetProtocol() int32 {
+	if x != nil {
+		return x.Protocol
 	}
 	return 0
 }
@@ -405,8 +417,12 @@ type Registered struct {
 	WorkerId string                 `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
 	// heartbeat_interval_ms is how often the worker must send a Heartbeat.
 	HeartbeatIntervalMs int64 `protobuf:"varint,2,opt,name=heartbeat_interval_ms,json=heartbeatIntervalMs,proto3" json:"heartbeat_interval_ms,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// protocol is the control plane's worker protocol version.
+	Protocol int32 `protobuf:"varint,3,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	// max_message_bytes is the largest message the control plane accepts.
+	MaxMessageBytes int64 `protobuf:"varint,4,opt,name=max_message_bytes,json=maxMessageBytes,proto3" json:"max_message_bytes,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Registered) Reset() {
@@ -449,6 +465,20 @@ func (x *Registered) GetWorkerId() string {
 func (x *Registered) GetHeartbeatIntervalMs() int64 {
 	if x != nil {
 		return x.HeartbeatIntervalMs
+	}
+	return 0
+}
+
+func (x *Registered) GetProtocol() int32 {
+	if x != nil {
+		return x.Protocol
+	}
+	return 0
+}
+
+func (x *Registered) GetMaxMessageBytes() int64 {
+	if x != nil {
+		return x.MaxMessageBytes
 	}
 	return 0
 }
@@ -870,9 +900,14 @@ type Result struct {
 	Outcome Outcome                `protobuf:"varint,2,opt,name=outcome,proto3,enum=converge.v1.Outcome" json:"outcome,omitempty"`
 	Message string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
 	// status is the new status JSON; empty means no change.
-	Status        []byte   `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"`
-	Children      []*Child `protobuf:"bytes,5,rep,name=children,proto3" json:"children,omitempty"`
-	Edges         []*Edge  `protobuf:"bytes,6,rep,name=edges,proto3" json:"edges,omitempty"`
+	Status   []byte   `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"`
+	Children []*Child `protobuf:"bytes,5,rep,name=children,proto3" json:"children,omitempty"`
+	Edges    []*Edge  `protobuf:"bytes,6,rep,name=edges,proto3" json:"edges,omitempty"`
+	// more says that further parts of this result follow, each with the
+	// same task_id and more children and edges (protocol 2). The last part
+	// (more false) carries the outcome, message and status; a part with
+	// more set carries only children and edges.
+	More          bool `protobuf:"varint,7,opt,name=more,proto3" json:"more,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -947,6 +982,13 @@ func (x *Result) GetEdges() []*Edge {
 		return x.Edges
 	}
 	return nil
+}
+
+func (x *Result) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
 }
 
 // Child mirrors converge.Child.
@@ -1156,20 +1198,23 @@ const file_converge_v1_worker_proto_rawDesc = "" +
 	"registered\x12.\n" +
 	"\x05tasks\x18\x02 \x01(\v2\x16.converge.v1.TaskBatchH\x00R\x05tasks\x12'\n" +
 	"\x04ping\x18\x03 \x01(\v2\x11.converge.v1.PingH\x00R\x04pingB\x05\n" +
-	"\x03msg\"}\n" +
+	"\x03msg\"\x99\x01\n" +
 	"\bRegister\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12;\n" +
 	"\fcapabilities\x18\x02 \x03(\v2\x17.converge.v1.CapabilityR\fcapabilities\x12 \n" +
-	"\vconcurrency\x18\x03 \x01(\x05R\vconcurrency\"a\n" +
+	"\vconcurrency\x18\x03 \x01(\x05R\vconcurrency\x12\x1a\n" +
+	"\bprotocol\x18\x04 \x01(\x05R\bprotocol\"a\n" +
 	"\n" +
 	"Capability\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12!\n" +
 	"\fkind_version\x18\x02 \x01(\x05R\vkindVersion\x12\x1c\n" +
-	"\treactions\x18\x03 \x03(\tR\treactions\"]\n" +
+	"\treactions\x18\x03 \x03(\tR\treactions\"\xa5\x01\n" +
 	"\n" +
 	"Registered\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x122\n" +
-	"\x15heartbeat_interval_ms\x18\x02 \x01(\x03R\x13heartbeatIntervalMs\"(\n" +
+	"\x15heartbeat_interval_ms\x18\x02 \x01(\x03R\x13heartbeatIntervalMs\x12\x1a\n" +
+	"\bprotocol\x18\x03 \x01(\x05R\bprotocol\x12*\n" +
+	"\x11max_message_bytes\x18\x04 \x01(\x03R\x0fmaxMessageBytes\"(\n" +
 	"\tHeartbeat\x12\x1b\n" +
 	"\tin_flight\x18\x01 \x01(\x05R\binFlight\"#\n" +
 	"\x04Ping\x12\x1b\n" +
@@ -1208,14 +1253,15 @@ const file_converge_v1_worker_proto_rawDesc = "" +
 	"\n" +
 	"transition\x18\x04 \x01(\tR\n" +
 	"transition\x12\x16\n" +
-	"\x06status\x18\x05 \x01(\fR\x06status\"\xdc\x01\n" +
+	"\x06status\x18\x05 \x01(\fR\x06status\"\xf0\x01\n" +
 	"\x06Result\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12.\n" +
 	"\aoutcome\x18\x02 \x01(\x0e2\x14.converge.v1.OutcomeR\aoutcome\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12\x16\n" +
 	"\x06status\x18\x04 \x01(\fR\x06status\x12.\n" +
 	"\bchildren\x18\x05 \x03(\v2\x12.converge.v1.ChildR\bchildren\x12'\n" +
-	"\x05edges\x18\x06 \x03(\v2\x11.converge.v1.EdgeR\x05edges\"\x96\x01\n" +
+	"\x05edges\x18\x06 \x03(\v2\x11.converge.v1.EdgeR\x05edges\x12\x12\n" +
+	"\x04more\x18\a \x01(\bR\x04more\"\x96\x01\n" +
 	"\x05Child\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12!\n" +
 	"\fkind_version\x18\x02 \x01(\x05R\vkindVersion\x12\x12\n" +
