@@ -417,7 +417,7 @@ func (b *Builder) Update(ids []converge.ID) (*Stats, error) {
 		}
 		seen[id] = true
 		r, err := b.r.Resource(id)
-		if errors.Is(err, state.ErrNotFound) {
+		if errors.Is(err, converge.ErrNotFound) {
 			r = nil
 		} else if err != nil {
 			return nil, fmt.Errorf("update site: %w", err)
