@@ -541,8 +541,13 @@ func (b *Builder) apply(u *update, id converge.ID, r *converge.Resource) (bool, 
 	if r != nil {
 		newOwner = r.Owner
 	}
-	if old != nil && (r == nil || old.owner != newOwner) && len(m.children[id]) > 0 {
-		u.full = true // a subtree moves to another root
+	if len(m.children[id]) > 0 && (old == nil || r == nil || old.owner != newOwner) {
+		// A subtree moves to another root. That includes an owner that
+		// arrives after its children (one Update can get a root and its
+		// compose in any order): they were counted in no rollup, and
+		// adjusting them later under this root would make its counts
+		// negative.
+		u.full = true
 	}
 	if old != nil && old.owner == "" && (r == nil || newOwner != "") {
 		delete(m.rollup, id)
