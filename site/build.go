@@ -645,7 +645,6 @@ func (b *Builder) apply(u *update, id converge.ID, r *converge.Resource) (bool, 
 	if r == nil {
 		changed := m.setSecrets(old, nil)
 		delete(m.res, id)
-		delete(m.events, id)
 		delete(m.children, id)
 		u.removed = append(u.removed, id)
 		delete(u.rewrite, id)
@@ -675,7 +674,8 @@ func compareID(a, b converge.ID) int {
 }
 
 // newEvents merges the events committed since the last call into the
-// model and returns the resources that got some. It reads the newest event
+// model and returns the resources that got some (flush skips those not
+// in the model). It reads the newest event
 // first, then exactly as many as are new (Seqs are dense), doubling if some
 // were trimmed; the store decodes only the chunks that hold them.
 func (b *Builder) newEvents() (map[converge.ID]bool, error) {
@@ -699,14 +699,11 @@ func (b *Builder) newEvents() (map[converge.ID]bool, error) {
 					fresh = append(fresh, ev)
 				}
 			}
-			touched := m.addEvents(fresh, b.opts.Events)
-			for id := range touched {
-				if m.res[id] == nil {
-					delete(touched, id)
-					delete(m.events, id)
-				}
-			}
-			return touched, nil
+			// Events of a resource not in the model are kept, as Build
+			// keeps them: it is new in this Update (applied after), or
+			// in the next one, or gone and re-created later under the
+			// same ID, whose page shows its history.
+			return m.addEvents(fresh, b.opts.Events), nil
 		}
 	}
 }
