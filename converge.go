@@ -412,6 +412,13 @@ func (c *Counts) Add(p Phase) {
 	}
 }
 
+// ErrNotFound is returned (wrapped) when a command or a read names a
+// resource, revision or other keyed record that does not exist. It is the
+// one sentinel for that condition: the store, the scheduler and the admin
+// API all return it, and the CLI maps it to exit 1 and the admin API to
+// HTTP 404.
+var ErrNotFound = errors.New("not found")
+
 // ErrNoWorker is returned (wrapped) when no connected worker serves a
 // task's kind version and reaction, or all that do are at capacity.
 var ErrNoWorker = errors.New("no worker")

@@ -441,7 +441,7 @@ func TestCascadeDeleteRootOrder(t *testing.T) {
 	if n := len(store.edges); n != 0 {
 		t.Errorf("%d edges left", n)
 	}
-	if err := h.s.Delete(context.Background(), "classicbom/org"); !errors.Is(err, scheduler.ErrNotFound) {
+	if err := h.s.Delete(context.Background(), "classicbom/org"); !errors.Is(err, converge.ErrNotFound) {
 		t.Errorf("second delete: %v, want ErrNotFound", err)
 	}
 }
@@ -731,7 +731,7 @@ func TestVerbDo(t *testing.T) {
 	if !errors.Is(err, scheduler.ErrUndeclaredVerb) || !strings.Contains(err.Error(), "enable_flow_logs") {
 		t.Errorf("undeclared verb: %v", err)
 	}
-	if _, err := h.s.Do(context.Background(), "vpc/nope", "enable_flow_logs", nil); !errors.Is(err, scheduler.ErrNotFound) {
+	if _, err := h.s.Do(context.Background(), "vpc/nope", "enable_flow_logs", nil); !errors.Is(err, converge.ErrNotFound) {
 		t.Errorf("unknown resource: %v", err)
 	}
 }

@@ -9,9 +9,19 @@ import (
 
 // A small allocation-light JSON object splitter: value flows run for
 // every consumer, and encoding/json's map decoding dominated the engine's
-// profile. Values are kept as raw bytes; only object structure is parsed.
+// profile. Values are kept as raw bytes; only object structure is parsed,
+// but every value is validated as strictly as encoding/json does
+// (FuzzSplitObject compares the two), so a malformed status never flows
+// into a spec.
 
-var errNotObject = errors.New("not a JSON object")
+var (
+	errSyntax    = errors.New("invalid JSON")
+	errNotObject = errors.New("not a JSON object")
+)
+
+// maxDepth is encoding/json's nesting limit: both reject a value nested
+// deeper.
+const maxDepth = 10000
 
 type field struct {
 	key string
@@ -27,88 +37,193 @@ func skipSpace(b []byte, i int) int {
 	return i
 }
 
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+func isHex(c byte) bool { return isDigit(c) || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
+
 // scanString returns the index after the string starting at b[i] == '"'
-// and whether it contains escapes.
+// and whether its text must be decoded (it has escapes or non-ASCII
+// bytes, which encoding/json decodes with invalid UTF-8 replaced).
 func scanString(b []byte, i int) (int, bool, error) {
-	esc := false
+	dec := false
 	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			esc = true
+		switch c := b[j]; {
+		case c == '"':
+			return j + 1, dec, nil
+		case c == '\\':
+			dec = true
+			if j+1 >= len(b) {
+				return 0, false, errSyntax
+			}
 			j++
-		case '"':
-			return j + 1, esc, nil
+			switch b[j] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if j+4 >= len(b) || !isHex(b[j+1]) || !isHex(b[j+2]) || !isHex(b[j+3]) || !isHex(b[j+4]) {
+					return 0, false, errSyntax
+				}
+				j += 4
+			default:
+				return 0, false, errSyntax
+			}
+		case c < 0x20:
+			return 0, false, errSyntax
+		case c >= 0x80:
+			dec = true
 		}
 	}
-	return 0, false, errNotObject
+	return 0, false, errSyntax
 }
 
-// scanValue returns the index after the JSON value starting at b[i].
-func scanValue(b []byte, i int) (int, error) {
-	if i >= len(b) {
-		return 0, errNotObject
+// scanNumber returns the index after the number starting at b[i]:
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func scanNumber(b []byte, i int) (int, error) {
+	if b[i] == '-' {
+		i++
 	}
-	switch b[i] {
-	case '"':
+	switch {
+	case i >= len(b) || !isDigit(b[i]):
+		return 0, errSyntax
+	case b[i] == '0':
+		i++
+	default:
+		for i < len(b) && isDigit(b[i]) {
+			i++
+		}
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if i >= len(b) || !isDigit(b[i]) {
+			return 0, errSyntax
+		}
+		for i < len(b) && isDigit(b[i]) {
+			i++
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if i >= len(b) || !isDigit(b[i]) {
+			return 0, errSyntax
+		}
+		for i < len(b) && isDigit(b[i]) {
+			i++
+		}
+	}
+	return i, nil
+}
+
+// scanLiteral returns the index after lit, which must start at b[i].
+func scanLiteral(b []byte, i int, lit string) (int, error) {
+	if len(b)-i < len(lit) || string(b[i:i+len(lit)]) != lit {
+		return 0, errSyntax
+	}
+	return i + len(lit), nil
+}
+
+// scanValue returns the index after the JSON value starting at b[i],
+// which is inside depth objects and arrays. It does not look past the
+// value: the caller checks what follows.
+func scanValue(b []byte, i, depth int) (int, error) {
+	if i >= len(b) {
+		return 0, errSyntax
+	}
+	switch c := b[i]; {
+	case c == '"':
 		j, _, err := scanString(b, i)
 		return j, err
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '"':
-				k, _, err := scanString(b, j)
-				if err != nil {
+	case c == '{', c == '[':
+		if depth >= maxDepth {
+			return 0, errSyntax
+		}
+		closer := byte('}')
+		if c == '[' {
+			closer = ']'
+		}
+		i = skipSpace(b, i+1)
+		if i < len(b) && b[i] == closer {
+			return i + 1, nil
+		}
+		for {
+			var err error
+			if c == '{' {
+				if i >= len(b) || b[i] != '"' {
+					return 0, errSyntax
+				}
+				if i, _, err = scanString(b, i); err != nil {
 					return 0, err
 				}
-				j = k - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1, nil
+				i = skipSpace(b, i)
+				if i >= len(b) || b[i] != ':' {
+					return 0, errSyntax
 				}
+				i = skipSpace(b, i+1)
 			}
+			if i, err = scanValue(b, i, depth+1); err != nil {
+				return 0, err
+			}
+			i = skipSpace(b, i)
+			switch {
+			case i >= len(b):
+				return 0, errSyntax
+			case b[i] == closer:
+				return i + 1, nil
+			case b[i] != ',':
+				return 0, errSyntax
+			}
+			i = skipSpace(b, i+1)
 		}
-		return 0, errNotObject
-	default:
-		j := i
-		for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && !isSpace(b[j]) {
-			j++
-		}
-		if j == i {
-			return 0, errNotObject
-		}
-		return j, nil
+	case c == '-' || isDigit(c):
+		return scanNumber(b, i)
+	case c == 't':
+		return scanLiteral(b, i, "true")
+	case c == 'f':
+		return scanLiteral(b, i, "false")
+	case c == 'n':
+		return scanLiteral(b, i, "null")
 	}
+	return 0, errSyntax
 }
 
 // splitObject returns the fields of the JSON object b (later duplicates
-// win, as with encoding/json).
+// win, as with encoding/json). An empty b and null have no fields; any
+// other value, and anything that is not exactly one valid JSON value,
+// is an error.
 func splitObject(b []byte) ([]field, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
-		if i >= len(b) || string(b[i:]) == "null" {
-			return nil, nil
+		end, err := scanValue(b, i, 0)
+		if err != nil || skipSpace(b, end) != len(b) {
+			return nil, errSyntax
+		}
+		if b[i] == 'n' {
+			return nil, nil // null
 		}
 		return nil, errNotObject
 	}
 	i = skipSpace(b, i+1)
 	var out []field
 	if i < len(b) && b[i] == '}' {
+		if skipSpace(b, i+1) != len(b) {
+			return nil, errSyntax
+		}
 		return out, nil
 	}
 	for {
 		if i >= len(b) || b[i] != '"' {
-			return nil, errNotObject
+			return nil, errSyntax
 		}
-		j, esc, err := scanString(b, i)
+		j, dec, err := scanString(b, i)
 		if err != nil {
 			return nil, err
 		}
 		var key string
-		if esc {
+		if dec {
 			if err := json.Unmarshal(b[i:j], &key); err != nil {
 				return nil, err
 			}
@@ -117,28 +232,30 @@ func splitObject(b []byte) ([]field, error) {
 		}
 		i = skipSpace(b, j)
 		if i >= len(b) || b[i] != ':' {
-			return nil, errNotObject
+			return nil, errSyntax
 		}
 		i = skipSpace(b, i+1)
-		end, err := scanValue(b, i)
+		end, err := scanValue(b, i, 1)
 		if err != nil {
 			return nil, err
 		}
 		out = setField(out, key, b[i:end])
 		i = skipSpace(b, end)
 		if i >= len(b) {
-			return nil, errNotObject
+			return nil, errSyntax
 		}
 		if b[i] == '}' {
+			if skipSpace(b, i+1) != len(b) {
+				return nil, errSyntax
+			}
 			return out, nil
 		}
 		if b[i] != ',' {
-			return nil, errNotObject
+			return nil, errSyntax
 		}
 		i = skipSpace(b, i+1)
 	}
 }
-
 func setField(fs []field, key string, val []byte) []field {
 	for k := range fs {
 		if fs[k].key == key {

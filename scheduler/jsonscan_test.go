@@ -1,8 +1,10 @@
 package scheduler
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/convergehq/converge"
@@ -74,6 +76,113 @@ func TestGetField(t *testing.T) {
 	}
 }
 
+// TestSplitObjectStrict pins the answers for malformed documents that the
+// scanner once accepted: only what encoding/json accepts may flow.
+func TestSplitObjectStrict(t *testing.T) {
+	tests := []struct {
+		name    string
+		doc     string
+		wantErr bool
+	}{
+		{name: "empty", doc: ``},
+		{name: "null", doc: ` null `},
+		{name: "object", doc: ` {"a": [true, -0.5e+3, "x\\q\u00e9"]} `},
+		{name: "truncated literal", doc: `{"a":tru}`, wantErr: true},
+		{name: "literal with tail", doc: `{"a":truex}`, wantErr: true},
+		{name: "leading zero", doc: `{"a":01}`, wantErr: true},
+		{name: "bare minus", doc: `{"a":-}`, wantErr: true},
+		{name: "bad fraction", doc: `{"a":1.}`, wantErr: true},
+		{name: "bad exponent", doc: `{"a":1e}`, wantErr: true},
+		{name: "bad escape", doc: `{"a":"x\q"}`, wantErr: true},
+		{name: "short unicode escape", doc: `{"a":"\u12"}`, wantErr: true},
+		{name: "control character", doc: "{\"a\":\"x\ny\"}", wantErr: true},
+		{name: "bad escape in key", doc: `{"\q":1}`, wantErr: true},
+		{name: "trailing bytes", doc: `{"a":1} x`, wantErr: true},
+		{name: "two objects", doc: `{"a":1}{}`, wantErr: true},
+		{name: "trailing bytes after empty", doc: `{}]`, wantErr: true},
+		{name: "trailing bytes after null", doc: `null x`, wantErr: true},
+		{name: "whitespace only", doc: `  `, wantErr: true},
+		{name: "nested unbalanced", doc: `{"a":[1}}`, wantErr: true},
+		{name: "nested trailing comma", doc: `{"a":[1,]}`, wantErr: true},
+		{name: "nested missing colon", doc: `{"a":{"b" 1}}`, wantErr: true},
+		{name: "nested bare key", doc: `{"a":{b:1}}`, wantErr: true},
+		{name: "array", doc: `[1]`, wantErr: true},
+		{name: "number", doc: `1`, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := splitObject([]byte(tt.doc))
+			if got, want := err != nil, tt.wantErr; got != want {
+				t.Errorf("splitObject(%q) error = %v, want error %v", tt.doc, err, want)
+			}
+			if tt.wantErr {
+				if v, ok := getField([]byte(tt.doc), "a"); ok {
+					t.Errorf("getField(%q, a) = %s, want no value", tt.doc, v)
+				}
+			}
+		})
+	}
+}
+
+// TestSplitObjectDepth checks the nesting limit is encoding/json's.
+func TestSplitObjectDepth(t *testing.T) {
+	for _, depth := range []int{maxDepth, maxDepth + 1} {
+		doc := []byte(`{"a":` + strings.Repeat("[", depth-1) + strings.Repeat("]", depth-1) + `}`)
+		_, err := splitObject(doc)
+		if got, want := err == nil, json.Valid(doc); got != want {
+			t.Errorf("depth %d: splitObject accepts %v, encoding/json %v", depth, got, want)
+		}
+	}
+}
+
+// FuzzSplitObject checks the scanner against encoding/json: it accepts
+// exactly the documents json.Unmarshal decodes into a map (plus the empty
+// document, an absent spec), yields the same fields with the same raw
+// values, and setFields on what it accepts writes valid JSON.
+func FuzzSplitObject(f *testing.F) {
+	for _, s := range []string{
+		`{"a":tru}`, `{"a":01}`, `{"a":"x\q"}`, `{"a":1} x`, `{"a":1}{}`, `null x`,
+		`{"a": [true, -0.5e+3, {"b": "x\"}\u00e9"}], "a": null}`, `{"k\u00e9y":1,"\ud83d":2}`,
+		`null`, ``, ` `, `{}`, `[1]`, `"s"`, "{\"\xff\":1}", `{"a":1.}`, `{"a":-}`, `{"a":1e+}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		got, err := splitObject(in)
+		if len(in) == 0 {
+			if err != nil || got != nil {
+				t.Fatalf("splitObject(empty) = %v, %v; want no fields", got, err)
+			}
+			return
+		}
+		var want map[string]json.RawMessage
+		wantErr := json.Unmarshal(in, &want)
+		if (err == nil) != (wantErr == nil) {
+			t.Fatalf("splitObject(%q) error = %v, encoding/json's = %v", in, err, wantErr)
+		}
+		if err != nil {
+			return
+		}
+		if len(got) != len(want) {
+			t.Fatalf("splitObject(%q) has %d fields, encoding/json %d", in, len(got), len(want))
+		}
+		for _, f := range got {
+			if w, ok := want[f.key]; !ok || !bytes.Equal(f.val, w) {
+				t.Fatalf("splitObject(%q): field %q = %s, encoding/json's = %s (present %v)", in, f.key, f.val, w, ok)
+			}
+			if !strings.Contains(f.key, ".") {
+				if v, ok := getField(in, f.key); !ok || !bytes.Equal(v, f.val) {
+					t.Fatalf("getField(%q, %q) = %s, %v; want %s", in, f.key, v, ok, f.val)
+				}
+			}
+		}
+		out, err := setFields(in, []flowSet{{"flowed", json.RawMessage(`1`)}})
+		if err != nil || !json.Valid(out) {
+			t.Fatalf("setFields(%q) = %s, %v; want valid JSON", in, out, err)
+		}
+	})
+}
+
 func TestFindCycle(t *testing.T) {
 	e := func(c, p converge.ID) converge.Edge { return converge.Edge{Consumer: c, Producer: p} }
 	tests := []struct {
@@ -93,5 +202,24 @@ func TestFindCycle(t *testing.T) {
 				t.Errorf("findCycle = %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// BenchmarkValueFlow is the scanner's share of computeSpec for a classic
+// route: two values read from producer statuses, written into its spec.
+func BenchmarkValueFlow(b *testing.B) {
+	vpc := []byte(`{"vpc_id":"vpc-fd-07-team-12","cidr":"10.0.0.0/16","tags":{"team":"fd-07-team-12","cost":12.5e0}}`)
+	tgw := []byte(`{"tgw_id":"tgw-fd-07-tgw","attachments":[1,2,3],"ok":true,"note":"a \"quoted\" \u00e9"}`)
+	declared := []byte(`{"dest":"0.0.0.0/0","net":{"mtu":1500},"vpc_id":"","weight":-0.5}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		v1, ok1 := getField(vpc, "vpc_id")
+		v2, ok2 := getField(tgw, "tgw_id")
+		if !ok1 || !ok2 {
+			b.Fatal("field missing")
+		}
+		if _, err := setFields(declared, []flowSet{{"vpc_id", v1}, {"net.tgw_id", v2}}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -161,7 +161,7 @@ func (s *Scheduler) deliveryLeaseExpired(rec *taskRec, taskID string) {
 func (s *Scheduler) startVerb(id converge.ID, verb string, args map[string]string) (chan verbOutcome, error) {
 	n := s.nodes[id]
 	if n == nil {
-		return nil, fmt.Errorf("do %s %s: %w", id, verb, ErrNotFound)
+		return nil, fmt.Errorf("do %s %s: %w", id, verb, converge.ErrNotFound)
 	}
 	r := n.r
 	ref := r.Ref()

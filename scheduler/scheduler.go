@@ -15,10 +15,6 @@ import (
 	"github.com/convergehq/converge"
 )
 
-// ErrNotFound is returned when a command names a resource that does not
-// exist.
-var ErrNotFound = errors.New("resource not found")
-
 // ErrNotRunning is returned by Do when Run is not running: nobody would
 // receive the verb's result.
 var ErrNotRunning = errors.New("scheduler not running")
@@ -553,7 +549,8 @@ func (s *Scheduler) Problems() []Problem {
 
 // Delete marks the teardown tree of id (id, everything it owns and
 // everything depending on any of those) and starts tearing it down in
-// reverse dependency order. It returns ErrNotFound if id does not exist.
+// reverse dependency order. It returns converge.ErrNotFound (wrapped) if
+// id does not exist.
 // The owner of a composed resource is not recomposed: the delete is
 // honoured until the owner's next recompose.
 func (s *Scheduler) Delete(ctx context.Context, id converge.ID) error {
@@ -561,7 +558,7 @@ func (s *Scheduler) Delete(ctx context.Context, id converge.ID) error {
 	e := s.exec(ctx, func(s *Scheduler) {
 		n := s.nodes[id]
 		if n == nil {
-			err = fmt.Errorf("delete %s: %w", id, ErrNotFound)
+			err = fmt.Errorf("delete %s: %w", id, converge.ErrNotFound)
 			return
 		}
 		s.cascade([]*node{n}, "deleted by operator")

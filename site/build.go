@@ -417,7 +417,7 @@ func (b *Builder) Update(ids []converge.ID) (*Stats, error) {
 		}
 		seen[id] = true
 		r, err := b.r.Resource(id)
-		if errors.Is(err, state.ErrNotFound) {
+		if errors.Is(err, converge.ErrNotFound) {
 			r = nil
 		} else if err != nil {
 			return nil, fmt.Errorf("update site: %w", err)
@@ -541,8 +541,13 @@ func (b *Builder) apply(u *update, id converge.ID, r *converge.Resource) (bool, 
 	if r != nil {
 		newOwner = r.Owner
 	}
-	if old != nil && (r == nil || old.owner != newOwner) && len(m.children[id]) > 0 {
-		u.full = true // a subtree moves to another root
+	if len(m.children[id]) > 0 && (old == nil || r == nil || old.owner != newOwner) {
+		// A subtree moves to another root. That includes an owner that
+		// arrives after its children (one Update can get a root and its
+		// compose in any order): they were counted in no rollup, and
+		// adjusting them later under this root would make its counts
+		// negative.
+		u.full = true
 	}
 	if old != nil && old.owner == "" && (r == nil || newOwner != "") {
 		delete(m.rollup, id)
@@ -640,7 +645,6 @@ func (b *Builder) apply(u *update, id converge.ID, r *converge.Resource) (bool, 
 	if r == nil {
 		changed := m.setSecrets(old, nil)
 		delete(m.res, id)
-		delete(m.events, id)
 		delete(m.children, id)
 		u.removed = append(u.removed, id)
 		delete(u.rewrite, id)
@@ -670,7 +674,8 @@ func compareID(a, b converge.ID) int {
 }
 
 // newEvents merges the events committed since the last call into the
-// model and returns the resources that got some. It reads the newest event
+// model and returns the resources that got some (flush skips those not
+// in the model). It reads the newest event
 // first, then exactly as many as are new (Seqs are dense), doubling if some
 // were trimmed; the store decodes only the chunks that hold them.
 func (b *Builder) newEvents() (map[converge.ID]bool, error) {
@@ -694,14 +699,11 @@ func (b *Builder) newEvents() (map[converge.ID]bool, error) {
 					fresh = append(fresh, ev)
 				}
 			}
-			touched := m.addEvents(fresh, b.opts.Events)
-			for id := range touched {
-				if m.res[id] == nil {
-					delete(touched, id)
-					delete(m.events, id)
-				}
-			}
-			return touched, nil
+			// Events of a resource not in the model are kept, as Build
+			// keeps them: it is new in this Update (applied after), or
+			// in the next one, or gone and re-created later under the
+			// same ID, whose page shows its history.
+			return m.addEvents(fresh, b.opts.Events), nil
 		}
 	}
 }

@@ -10,7 +10,7 @@ import (
 type Reader interface {
 	// Resources returns the resources matching f, sorted by ID.
 	Resources(f state.Filter) ([]*converge.Resource, error)
-	// Resource returns id, or an error wrapping state.ErrNotFound.
+	// Resource returns id, or an error wrapping converge.ErrNotFound.
 	Resource(id converge.ID) (*converge.Resource, error)
 	// Children returns the IDs owner owns directly, sorted.
 	Children(owner converge.ID) ([]converge.ID, error)

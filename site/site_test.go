@@ -359,24 +359,111 @@ func TestUpdateEqualsBuild(t *testing.T) {
 			if st.Files >= full.Files/2 {
 				t.Errorf("update wrote %d files, a full build %d: not incremental", st.Files, full.Files)
 			}
-			ref := t.TempDir()
-			if _, err := Build(s, ref, Options{Now: fixedNow, PageSize: 25, GraphNodes: 50}); err != nil {
-				t.Fatal(err)
-			}
-			got, want := readSite(t, dir), readSite(t, ref)
-			for name, w := range want {
-				if g, ok := got[name]; !ok {
-					t.Errorf("updated site lacks %s", name)
-				} else if !bytes.Equal(withoutHeader(g), withoutHeader(w)) {
-					t.Errorf("updated %s differs from a full build", name)
-				}
-			}
-			for name := range got {
-				if _, ok := want[name]; !ok {
-					t.Errorf("updated site has stale %s", name)
-				}
-			}
+			checkEqualsBuild(t, s, dir, Options{Now: fixedNow, PageSize: 25, GraphNodes: 50})
 		})
+	}
+}
+
+// checkEqualsBuild fails t unless the site in dir is, page headers aside,
+// the site a fresh Build of s with opts writes.
+func checkEqualsBuild(t *testing.T, s Reader, dir string, opts Options) {
+	t.Helper()
+	ref := t.TempDir()
+	if _, err := Build(s, ref, opts); err != nil {
+		t.Fatal(err)
+	}
+	got, want := readSite(t, dir), readSite(t, ref)
+	for name, w := range want {
+		if g, ok := got[name]; !ok {
+			t.Errorf("updated site lacks %s", name)
+		} else if !bytes.Equal(withoutHeader(g), withoutHeader(w)) {
+			t.Errorf("updated %s differs from a full build", name)
+			if name == "summary.json" {
+				t.Logf("updated summary.json:\n%s\nfull build:\n%s", g, w)
+			}
+		}
+	}
+	for name := range got {
+		if _, ok := want[name]; !ok {
+			t.Errorf("updated site has stale %s", name)
+		}
+	}
+}
+
+// TestUpdateOwnerAfterChildren gives Update an owner after the children
+// it composed, as the live site does when one wait collects a root and
+// its compose (in map order), and checks every page with a full Build at
+// each step: the children must be counted in the owner's rollup when it
+// arrives, or their later phase changes drive its counts negative. Events
+// read before their resource is in the model (new in the same Update, or
+// in the next) stay on its page, and so does the history of a resource
+// deleted and re-created under the same ID, as a full Build shows them.
+func TestUpdateOwnerAfterChildren(t *testing.T) {
+	s := statetest.Open(t)
+	dir := t.TempDir()
+	opts := Options{Now: fixedNow}
+	bld := NewBuilder(s, dir, opts)
+	if _, err := bld.Build(); err != nil {
+		t.Fatal(err)
+	}
+	res := func(kind, name string, owner converge.ID, p converge.Phase) *converge.Resource {
+		return &converge.Resource{Kind: kind, KindVersion: 1, Name: name, Owner: owner, Phase: p, Spec: json.RawMessage(`{}`)}
+	}
+	const root = converge.ID("classicbom/org")
+	event := func(id converge.ID, typ string) converge.Event {
+		return converge.Event{Time: epoch, Resource: id, Type: typ, Message: strings.ToLower(typ)}
+	}
+	var kinds []*converge.Kind
+	for _, k := range []string{"classicbom", "account", "vpc", "tgw", "route"} {
+		kinds = append(kinds, &converge.Kind{Name: k, Version: 1, Reactions: []string{"reconcile"}})
+	}
+	steps := []struct {
+		name  string
+		batch *converge.Batch
+		// early runs an Update without ids first, as when the live
+		// site reads a commit's events before it hears of the commit.
+		early bool
+		ids   []converge.ID
+	}{
+		{name: "children first in one update", batch: &converge.Batch{Kinds: kinds, Resources: []*converge.Resource{
+			res("classicbom", "org", "", converge.PhaseRunning),
+			res("account", "a", root, converge.PhasePending), res("vpc", "a", root, converge.PhasePending)},
+			Events: []converge.Event{event(root, "Created"), event("account/a", "Created"), event("vpc/a", "Created")}},
+			ids: []converge.ID{"account/a", "vpc/a", root}},
+		{name: "children change phase", batch: &converge.Batch{Resources: []*converge.Resource{
+			res("account", "a", root, converge.PhaseReady), res("vpc", "a", root, converge.PhaseRunning)}},
+			ids: []converge.ID{"account/a", "vpc/a"}},
+		{name: "grandchild before its owner", batch: &converge.Batch{Resources: []*converge.Resource{
+			res("tgw", "t", root, converge.PhasePending), res("route", "r", "tgw/t", converge.PhasePending)}},
+			ids: []converge.ID{"route/r", "tgw/t"}},
+		{name: "grandchild changes phase", batch: &converge.Batch{Resources: []*converge.Resource{
+			res("route", "r", "tgw/t", converge.PhaseReady)}},
+			ids: []converge.ID{"route/r"}},
+		{name: "cascade, root first", batch: &converge.Batch{DeletedResources: []converge.ID{"route/r", "tgw/t", "vpc/a", "account/a", root},
+			Events: []converge.Event{event("route/r", "Deleted"), event(root, "Deleted")}},
+			ids: []converge.ID{root, "tgw/t", "account/a", "vpc/a", "route/r"}},
+		{name: "root re-created, its history kept", batch: &converge.Batch{Resources: []*converge.Resource{
+			res("classicbom", "org", "", converge.PhasePending)}, Events: []converge.Event{event(root, "Created")}},
+			ids: []converge.ID{root}},
+		{name: "events read an update before their resource", batch: &converge.Batch{Resources: []*converge.Resource{
+			res("account", "b", root, converge.PhasePending)}, Events: []converge.Event{event("account/b", "Created")}},
+			early: true, ids: []converge.ID{"account/b"}},
+	}
+	for _, step := range steps {
+		if step.batch != nil {
+			if err := s.Commit(step.batch); err != nil {
+				t.Fatalf("%s: %v", step.name, err)
+			}
+		}
+		if step.early {
+			if _, err := bld.Update(nil); err != nil {
+				t.Fatalf("%s: %v", step.name, err)
+			}
+		}
+		if _, err := bld.Update(step.ids); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		t.Run(step.name, func(t *testing.T) { checkEqualsBuild(t, s, dir, opts) })
 	}
 }
 

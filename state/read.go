@@ -50,13 +50,13 @@ func (s *Store) Load() (*converge.Snapshot, error) {
 	return snap, nil
 }
 
-// Resource returns the resource id, or ErrNotFound (wrapped).
+// Resource returns the resource id, or converge.ErrNotFound (wrapped).
 func (s *Store) Resource(id converge.ID) (*converge.Resource, error) {
 	var r *converge.Resource
 	err := s.db.View(func(tx *bolt.Tx) error {
 		v := tx.Bucket(bResources).Get([]byte(id))
 		if v == nil {
-			return ErrNotFound
+			return converge.ErrNotFound
 		}
 		var err error
 		r, err = decodeResource(v)
@@ -264,13 +264,13 @@ func (s *Store) PutRevision(rec *converge.RevisionRecord) error {
 	return nil
 }
 
-// Revision returns the record of hash, or ErrNotFound (wrapped).
+// Revision returns the record of hash, or converge.ErrNotFound (wrapped).
 func (s *Store) Revision(hash string) (*converge.RevisionRecord, error) {
 	rec := new(converge.RevisionRecord)
 	err := s.db.View(func(tx *bolt.Tx) error {
 		v := tx.Bucket(bRevisions).Get([]byte(hash))
 		if v == nil {
-			return ErrNotFound
+			return converge.ErrNotFound
 		}
 		return json.Unmarshal(v, rec)
 	})

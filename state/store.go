@@ -27,10 +27,6 @@ const FileName = "state.db"
 // process) holds the store. The wrapping error names the file.
 var ErrLocked = errors.New("store is locked by another process")
 
-// ErrNotFound is returned when a resource, revision or other keyed record
-// does not exist.
-var ErrNotFound = errors.New("not found")
-
 // ErrNewerFormat is returned by Open when the store was written by a newer
 // converge whose format this build does not understand.
 var ErrNewerFormat = errors.New("store format is newer than this converge supports")

@@ -114,7 +114,7 @@ func TestRoundTrip(t *testing.T) {
 		if !reflect.DeepEqual(got, b.Resources[2]) {
 			t.Errorf("Resource(vpc/team-a) = %s, want %s", mustJSON(t, got), mustJSON(t, b.Resources[2]))
 		}
-		if _, err := s.Resource("vpc/nope"); !errors.Is(err, state.ErrNotFound) {
+		if _, err := s.Resource("vpc/nope"); !errors.Is(err, converge.ErrNotFound) {
 			t.Errorf("Resource(vpc/nope) error = %v, want ErrNotFound", err)
 		}
 	})
@@ -240,7 +240,7 @@ func TestRevisions(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(one, recs[1]) {
 		t.Errorf("Revision(a1) = %v, %v; want %v", one, err, recs[1])
 	}
-	if _, err := s.Revision("zz"); !errors.Is(err, state.ErrNotFound) {
+	if _, err := s.Revision("zz"); !errors.Is(err, converge.ErrNotFound) {
 		t.Errorf("Revision(zz) error = %v, want ErrNotFound", err)
 	}
 	if err := s.PutRevision(&converge.RevisionRecord{}); err == nil {

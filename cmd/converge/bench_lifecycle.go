@@ -13,7 +13,6 @@ import (
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/cue"
 	"github.com/convergehq/converge/scheduler"
-	"github.com/convergehq/converge/state"
 )
 
 // lifecycleRun is one measurement of bench --lifecycle: from a converged
@@ -92,7 +91,7 @@ func benchLifecycle(ctx context.Context, dir, repoDir, updatedBOM string, res *c
 	}
 	for {
 		_, err := e.store.Resource(root)
-		if errors.Is(err, state.ErrNotFound) {
+		if errors.Is(err, converge.ErrNotFound) {
 			break
 		}
 		if err != nil {

@@ -76,7 +76,7 @@ func runDelete(ctx context.Context, out, errOut io.Writer, g *globals, id conver
 	}
 	defer done()
 	before, err := rd.Resource(id)
-	if errors.Is(err, state.ErrNotFound) {
+	if errors.Is(err, converge.ErrNotFound) {
 		return failed("resource %s not found", id)
 	}
 	if err != nil {
@@ -84,7 +84,7 @@ func runDelete(ctx context.Context, out, errOut io.Writer, g *globals, id conver
 	}
 	start := time.Now()
 	if err := ctl.Delete(ctx, id); err != nil {
-		if errors.Is(err, scheduler.ErrNotFound) || errors.Is(err, state.ErrNotFound) {
+		if errors.Is(err, converge.ErrNotFound) {
 			return failed("resource %s not found", id)
 		}
 		return err
@@ -101,7 +101,7 @@ func runDelete(ctx context.Context, out, errOut io.Writer, g *globals, id conver
 	for {
 		r, err := rd.Resource(id)
 		switch {
-		case errors.Is(err, state.ErrNotFound):
+		case errors.Is(err, converge.ErrNotFound):
 			fmt.Fprintf(out, "deleted %s in %s\n", id, time.Since(start).Round(time.Millisecond))
 			printComesBack(out, before)
 			return nil

@@ -12,7 +12,6 @@ import (
 
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/scheduler"
-	"github.com/convergehq/converge/state"
 )
 
 type doOptions struct {
@@ -81,7 +80,7 @@ func runDo(ctx context.Context, out, errOut io.Writer, g *globals, id converge.I
 		return err
 	}
 	defer done()
-	if _, err := rd.Resource(id); errors.Is(err, state.ErrNotFound) {
+	if _, err := rd.Resource(id); errors.Is(err, converge.ErrNotFound) {
 		return failed("resource %s not found", id)
 	} else if err != nil {
 		return err
@@ -98,7 +97,7 @@ func runDo(ctx context.Context, out, errOut io.Writer, g *globals, id converge.I
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return failed("%s %s: no result after %s", id, verb, o.timeout)
-	case errors.Is(err, scheduler.ErrNotFound), errors.Is(err, state.ErrNotFound):
+	case errors.Is(err, converge.ErrNotFound):
 		return failed("resource %s not found", id)
 	case err != nil:
 		// Refusals (undeclared verb, no worker, being deleted) and failed

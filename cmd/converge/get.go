@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge"
-	"github.com/convergehq/converge/state"
 )
 
 func newGetCommand(g *globals) *cobra.Command {
@@ -20,7 +19,7 @@ func newGetCommand(g *globals) *cobra.Command {
 		RunE: func(c *cobra.Command, args []string) error {
 			return withResource(g, output, args[0], func(rd reader, id converge.ID) error {
 				r, err := rd.Resource(id)
-				if errors.Is(err, state.ErrNotFound) {
+				if errors.Is(err, converge.ErrNotFound) {
 					return failed("resource %s not found", id)
 				}
 				if err != nil {

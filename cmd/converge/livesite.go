@@ -57,6 +57,10 @@ type liveSite struct {
 	mu      gosync.Mutex // guards pending
 	pending map[converge.ID]bool
 	kick    chan struct{}
+	// updating serializes update: one drains pending and applies it at a
+	// time, so when update returns every change recorded before the call
+	// is on the site.
+	updating gosync.Mutex
 }
 
 // newLiveSite returns a live site writing into dir; it starts collecting
@@ -105,15 +109,24 @@ func (s *liveSite) run(ctx context.Context) {
 			return
 		case <-time.After(s.interval):
 		}
-		s.mu.Lock()
-		ids := make([]converge.ID, 0, len(s.pending))
-		for id := range s.pending {
-			ids = append(ids, id)
-		}
-		clear(s.pending)
-		s.mu.Unlock()
-		if _, err := s.b.Update(ids); err != nil {
-			fmt.Fprintf(s.log, "site: update: %v\n", err)
-		}
+		s.update()
+	}
+}
+
+// update applies every change recorded so far to the site. The ids come
+// out of a map, in any order: a root and the children its compose
+// committed can reach site.Builder.Update in the same call, either first.
+func (s *liveSite) update() {
+	s.updating.Lock()
+	defer s.updating.Unlock()
+	s.mu.Lock()
+	ids := make([]converge.ID, 0, len(s.pending))
+	for id := range s.pending {
+		ids = append(ids, id)
+	}
+	clear(s.pending)
+	s.mu.Unlock()
+	if _, err := s.b.Update(ids); err != nil {
+		fmt.Fprintf(s.log, "site: update: %v\n", err)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/convergehq/converge"
 )
 
 // Exit codes: 0 ok, 1 the checked thing failed (invalid, breaking, not
@@ -20,7 +22,9 @@ const (
 )
 
 // errFailed wraps an error that means "the checked thing failed" (exit 1);
-// any other error is a usage or environment error (exit 2).
+// so does an error wrapping converge.ErrNotFound (a named resource or
+// revision does not exist); any other error is a usage or environment
+// error (exit 2).
 type errFailed struct{ err error }
 
 func (e errFailed) Error() string { return e.err.Error() }
@@ -53,6 +57,9 @@ func Main() int {
 		return exitOK
 	}
 	var f errFailed
+	if !errors.As(err, &f) && errors.Is(err, converge.ErrNotFound) {
+		err = errFailed{err}
+	}
 	if errors.As(err, &f) {
 		if f.err != errSilent && f.err.Error() != "" {
 			fmt.Fprintln(os.Stderr, "converge:", f.err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -53,6 +54,7 @@ func TestMain(m *testing.M) {
 //	webhook STATE SECRET N  POST a push webhook to the serve using STATE, signed with SECRET (- for none); want status N
 //	wait-http STATE PATH P  wait until GET PATH on the serve using STATE answers 200 matching P
 //	wait-file FILE PATTERN  wait until FILE exists and matches the regular expression PATTERN
+//	exit-code N PROG ARGS   run PROG like exec and fail unless it exits with status N (1 failed, 2 usage)
 //
 // Conditions: [short] is true under `go test -short`; [scale] is true when
 // CONVERGE_SCALE=1 is set (the ~100,000-resource runs, off by default).
@@ -92,6 +94,7 @@ func TestScripts(t *testing.T) {
 			"git-http-serve": cmdGitHTTPServe,
 			"webhook":        cmdWebhook,
 			"wait-http":      cmdWaitHTTP,
+			"exit-code":      cmdExitCode,
 		},
 	})
 }
@@ -400,5 +403,28 @@ func cmdWaitHTTP(ts *testscript.TestScript, neg bool, args []string) {
 			ts.Fatalf("GET %s never matched %q; last: %.2000s", args[1], args[2], last)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// cmdExitCode runs PROG ARGS as exec does (its stdout and stderr are then
+// what stdout and stderr match) and fails unless it exits with status N:
+// `! exec` only tells zero from non-zero, and converge's 1 (the checked
+// thing failed) and 2 (usage or environment) mean different things.
+func cmdExitCode(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: exit-code N PROG [ARGS...]")
+	}
+	want, err := strconv.Atoi(args[0])
+	ts.Check(err)
+	got := 0
+	if err := ts.Exec(args[1], args[2:]...); err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			ts.Fatalf("%s: %v", args[1], err)
+		}
+		got = ee.ExitCode()
+	}
+	if got != want {
+		ts.Fatalf("%s exited %d, want %d", strings.Join(args[1:], " "), got, want)
 	}
 }

@@ -71,7 +71,7 @@ func Handler(rd Reader, ctl Controller) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		if err != nil {
 			code := http.StatusInternalServerError
-			if errors.Is(err, state.ErrNotFound) {
+			if errors.Is(err, converge.ErrNotFound) {
 				code = http.StatusNotFound
 			}
 			w.WriteHeader(code)
@@ -186,12 +186,19 @@ func (c *Client) call(ctx context.Context, method, path string, q url.Values, bo
 		var e errorReply
 		json.NewDecoder(resp.Body).Decode(&e)
 		if e.NotFound {
-			return fmt.Errorf("%s: %w", e.Error, state.ErrNotFound)
+			return notFoundError(e.Error)
 		}
 		return fmt.Errorf("admin api: %s", e.Error)
 	}
 	return json.NewDecoder(resp.Body).Decode(out)
 }
+
+// notFoundError is the daemon's message for a 404, which wraps
+// converge.ErrNotFound there and so does here.
+type notFoundError string
+
+func (e notFoundError) Error() string { return string(e) }
+func (e notFoundError) Unwrap() error { return converge.ErrNotFound }
 
 // Resource implements Reader.
 func (c *Client) Resource(id converge.ID) (*converge.Resource, error) {

@@ -1,0 +1,89 @@
+package stateapi_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/providers"
+	"github.com/convergehq/converge/scheduler"
+	"github.com/convergehq/converge/state/stateapi"
+	"github.com/convergehq/converge/state/statetest"
+)
+
+// TestNotFound checks that a missing resource is HTTP 404 and
+// converge.ErrNotFound on the client for every call, whether the store
+// (reads) or the running scheduler (delete, do) finds it missing.
+func TestNotFound(t *testing.T) {
+	st := statetest.Open(t)
+	srv := providers.NewServer(providers.ServerOptions{Token: "t"})
+	t.Cleanup(func() { srv.Close() })
+	sched, err := scheduler.New(st, srv, scheduler.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- sched.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-ran; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("scheduler run: %v", err)
+		}
+	})
+	h := stateapi.Handler(st, sched)
+
+	dir, err := os.MkdirTemp("", "stateapi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, stateapi.SocketName) // short: unix socket paths are limited
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: h}
+	go hs.Serve(l)
+	t.Cleanup(func() { hs.Close() })
+	c, err := stateapi.Dial(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	const missing = converge.ID("vpc/missing")
+	tests := []struct {
+		name, method, target, body string
+		call                       func() error
+	}{
+		{name: "resource", method: "GET", target: "/v1/resource?id=vpc/missing",
+			call: func() error { _, err := c.Resource(missing); return err }},
+		{name: "delete", method: "POST", target: "/v1/delete?id=vpc/missing", body: `{}`,
+			call: func() error { return c.Delete(context.Background(), missing) }},
+		{name: "do", method: "POST", target: "/v1/do?id=vpc/missing", body: `{"verb":"enable_flow_logs"}`,
+			call: func() error { _, err := c.Do(context.Background(), missing, "enable_flow_logs", nil); return err }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(tt.method, tt.target, strings.NewReader(tt.body)))
+			if got, want := rec.Code, http.StatusNotFound; got != want {
+				t.Errorf("%s %s: status %d, want %d (%s)", tt.method, tt.target, got, want, rec.Body)
+			}
+			err := tt.call()
+			if got, want := errors.Is(err, converge.ErrNotFound), true; got != want {
+				t.Errorf("client %s: error %v wraps converge.ErrNotFound = %v, want %v", tt.name, err, got, want)
+			}
+			if err != nil && !strings.Contains(err.Error(), string(missing)) {
+				t.Errorf("client %s: error %q does not name %s", tt.name, err, missing)
+			}
+		})
+	}
+}
