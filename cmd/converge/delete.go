@@ -5,18 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
-	"testing/fstest"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge"
-	"github.com/convergehq/converge/cue"
 	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/state"
 	"github.com/convergehq/converge/state/stateapi"
@@ -200,13 +195,13 @@ func openController(ctx context.Context, g *globals, errOut io.Writer, verbose b
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	logOut := io.Discard
+	workerOut := io.Discard // the workers' own output, with -v
 	if verbose {
-		logOut = errOut
+		workerOut = errOut
 	}
 	e, err := startEngine(ctx, engineOptions{
 		stateDir: dir, repoDir: repoDir, workers: workers,
-		log: slog.New(slog.NewTextHandler(logOut, nil)), workerOut: logOut,
+		log: newLogger(errOut, verbose), workerOut: workerOut,
 	})
 	if errors.Is(err, state.ErrLocked) {
 		// A daemon took the state while we started: it answers on its
@@ -244,29 +239,8 @@ func declaredWorkers(g *globals) ([]converge.WorkerSpec, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	rev, err := src.Head()
-	if err != nil {
-		return nil, "", err
-	}
-	fsys, err := src.FS(rev, g.path)
-	if err != nil {
-		return nil, "", err
-	}
-	b, err := fs.ReadFile(fsys, cue.SettingsFile)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, src.Root(), nil
-	}
-	if err != nil {
-		return nil, "", fmt.Errorf("read %s: %w", cue.SettingsFile, err)
-	}
-	res, err := cue.Load(fstest.MapFS{cue.SettingsFile: {Data: b}}, ".", cue.Options{})
-	if err != nil {
-		return nil, "", fmt.Errorf("load %s: %w", cue.SettingsFile, err)
-	}
-	if !res.Valid() {
-		return nil, "", fmt.Errorf("%s at %s: %s", cue.SettingsFile, rev, res.Findings[0])
-	}
-	return res.Desired.Settings.Workers, src.Root(), nil
+	workers, err := headWorkers(src, g.path)
+	return workers, src.Root(), err
 }
 
 var _ controller = (*stateapi.Client)(nil)

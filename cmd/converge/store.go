@@ -4,14 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/convergehq/converge/state/stateapi"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"testing/fstest"
 	"time"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cue"
 	"github.com/convergehq/converge/state"
+	"github.com/convergehq/converge/state/stateapi"
 	gitsync "github.com/convergehq/converge/sync"
 )
 
@@ -131,4 +134,32 @@ func withResource(g *globals, output, arg string, fn func(rd reader, id converge
 	}
 	defer done()
 	return fn(rd, id)
+}
+
+// headWorkers reads the worker processes the converge.cue below path at
+// src's head declares, without loading (or applying) anything else.
+func headWorkers(src *gitsync.Source, path string) ([]converge.WorkerSpec, error) {
+	rev, err := src.Head()
+	if err != nil {
+		return nil, err
+	}
+	fsys, err := src.FS(rev, path)
+	if err != nil {
+		return nil, err
+	}
+	b, err := fs.ReadFile(fsys, cue.SettingsFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", cue.SettingsFile, err)
+	}
+	res, err := cue.Load(fstest.MapFS{cue.SettingsFile: {Data: b}}, ".", cue.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", cue.SettingsFile, err)
+	}
+	if !res.Valid() {
+		return nil, fmt.Errorf("%s at %s: %s", cue.SettingsFile, rev, res.Findings[0])
+	}
+	return res.Desired.Settings.Workers, nil
 }
