@@ -107,6 +107,14 @@ func runDelete(ctx context.Context, out, errOut io.Writer, g *globals, id conver
 			fmt.Fprintf(out, "deleted %s in %s; re-created by %s\n", id, time.Since(start).Round(time.Millisecond), r.Owner)
 			return nil
 		}
+		if ec, ok := ctl.(*engineController); ok {
+			if stuck, hint := ec.stuck(); stuck {
+				if hint != "" {
+					fmt.Fprintln(errOut, "hint:", hint)
+				}
+				return failed("stuck: %s", stuckOn(rd, id))
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return failed("interrupted: %s is still being torn down (%s)", id, stuckOn(rd, id))
@@ -181,6 +189,9 @@ type controller interface {
 // workers the repository's head revision declares. done stops what was
 // started.
 func openController(ctx context.Context, g *globals, errOut io.Writer, verbose bool) (controller, reader, func(), error) {
+	if err := resolveSource(g); err != nil {
+		return nil, nil, nil, err
+	}
 	dir, err := stateDir(g)
 	if err != nil {
 		return nil, nil, nil, err
@@ -216,24 +227,47 @@ func openController(ctx context.Context, g *globals, errOut io.Writer, verbose b
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	// Verbs and teardowns need the workers: give them time to connect.
-	for want, until := expectedWorkers(workers), time.Now().Add(30*time.Second); len(e.srv.Workers()) < want && time.Now().Before(until); {
-		time.Sleep(10 * time.Millisecond)
-	}
-	done := func() {
-		if err := e.close(); err != nil {
-			fmt.Fprintln(errOut, "converge:", err)
+	// Verbs and teardowns need the workers: give them time to connect,
+	// but not to those that failed.
+	for until := time.Now().Add(30 * time.Second); time.Now().Before(until); time.Sleep(10 * time.Millisecond) {
+		if due, _ := e.workers(); due == 0 {
+			break
 		}
 	}
-	return e.sched, e.store, done, nil
+	done := func() { closeEngine(e, errOut) }
+	return &engineController{Scheduler: e.sched, e: e, remote: isRemote(g.repo), settle: gitsync.Settle{Grace: 2 * time.Second}}, e.store, done, nil
 }
 
-// declaredWorkers reads the worker processes the head revision's
-// converge.cue declares, without loading (or applying) anything else. A
-// remote repository's workers are never started.
+// engineController is the controller of an engine delete or do started:
+// its scheduler, and whether the engine is stuck.
+type engineController struct {
+	*scheduler.Scheduler
+	e      *engine
+	remote bool // the repository is remote: its workers are not started
+	settle gitsync.Settle
+}
+
+// stuck reports whether nothing can progress any more (gitsync.Settle),
+// with the hint for kinds no worker serves ("" if none).
+func (c *engineController) stuck() (bool, string) {
+	due, failedWorkers := c.e.workers()
+	if c.settle.Observe(time.Now(), c.Progress(), due) != gitsync.Stuck {
+		return false, ""
+	}
+	return true, gitsync.UnservedHint(c.Problems(), failedWorkers, howToStartWorker(c.remote, false))
+}
+
+// declaredWorkers returns the worker processes to start and where: those
+// the store recorded for the applied revision when resolveSource used
+// its source, else those the head revision's converge.cue (below --path)
+// declares, read without loading (or applying) anything else. A remote
+// repository's workers are never started.
 func declaredWorkers(g *globals) ([]converge.WorkerSpec, string, error) {
 	if isRemote(g.repo) {
 		return nil, "", nil
+	}
+	if src := g.source; src != nil && !src.Remote {
+		return src.Workers, src.Repo, nil
 	}
 	src, err := gitsync.OpenLocal(g.repo, g.ref)
 	if err != nil {

@@ -19,7 +19,6 @@ import (
 	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/state"
 	"github.com/convergehq/converge/state/stateapi"
-	gitsync "github.com/convergehq/converge/sync"
 )
 
 // engine is one running control plane: the store, the worker service, the
@@ -180,10 +179,10 @@ func (e *engine) workers() (due int, failed []string) {
 
 // howToStartWorker is the hint for a kind no worker serves; only serve
 // takes external workers (--workers-listen).
-func howToStartWorker(src *gitsync.Source, serve bool) string {
+func howToStartWorker(remote, serve bool) string {
 	var how string
 	switch {
-	case src.Remote():
+	case remote:
 		how = "a remote repository's workers are never started: start a builtin one with --start-worker"
 	default:
 		how = "declare a worker for it in converge.cue"

@@ -62,6 +62,9 @@ API. SIGTERM or SIGINT stops it gracefully: everything accepted is flushed.`,
 
 func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions) error {
 	out, errOut := c.OutOrStdout(), c.ErrOrStderr()
+	if err := resolveSource(g); err != nil {
+		return err
+	}
 	log := newLogger(errOut, o.verbose)
 	workerOut := io.Discard // the workers' own output, with -v
 	if o.verbose {
@@ -219,7 +222,7 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 				current = nil
 			case gitsync.Stuck:
 				desc := "stuck: " + summary
-				if hint := gitsync.UnservedHint(e.sched.Problems(), failedWorkers, howToStartWorker(src, true)); hint != "" {
+				if hint := gitsync.UnservedHint(e.sched.Problems(), failedWorkers, howToStartWorker(src.Remote(), true)); hint != "" {
 					desc += "; " + hint
 				}
 				if err := syncer.SetSyncStatus(p, converge.StateFailure, desc); err != nil {

@@ -45,6 +45,9 @@ already shows: the notes are the source of truth, the forge a copy. With
 			if err := checkOutput(output, "table", "json", "yaml"); err != nil {
 				return err
 			}
+			if err := resolveSource(g); err != nil {
+				return err
+			}
 			rev := "HEAD"
 			if len(args) == 1 {
 				rev = args[0]

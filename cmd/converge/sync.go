@@ -49,6 +49,9 @@ or --timeout passes (exit 1, with what is still pending).`,
 
 func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) error {
 	out, errOut := c.OutOrStdout(), c.ErrOrStderr()
+	if err := resolveSource(g); err != nil {
+		return err
+	}
 	dir, err := stateDir(g)
 	if err != nil {
 		return err
@@ -127,7 +130,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) e
 	}
 	start := time.Now()
 	res := waitSettled(ctx, e, out, o)
-	err = finishSync(e, syncer, pass, res, time.Since(start), out, errOut, howToStartWorker(src, false))
+	err = finishSync(e, syncer, pass, res, time.Since(start), out, errOut, howToStartWorker(src.Remote(), false))
 	o.forge.publish(pass)
 	if !o.watch {
 		return err
@@ -178,7 +181,7 @@ func watchWorkTree(ctx context.Context, e *engine, syncer *gitsync.Syncer, o syn
 		fmt.Fprintf(out, "applied work tree: %d created, %d updated, %d flipped, %d deleted\n", len(p.Create), len(p.Update), len(p.Flip), len(p.Delete))
 		start := time.Now()
 		res := waitSettled(ctx, e, out, o)
-		if err := finishSync(e, syncer, pass, res, time.Since(start), out, errOut, howToStartWorker(syncer.Source, false)); err != nil {
+		if err := finishSync(e, syncer, pass, res, time.Since(start), out, errOut, howToStartWorker(syncer.Source.Remote(), false)); err != nil {
 			fmt.Fprintln(errOut, "converge:", err)
 		}
 	})
