@@ -72,7 +72,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) e
 	if o.verbose {
 		workerOut = errOut
 	}
-	if err := o.forge.start(ctx, src, log); err != nil {
+	if err := o.forge.start(ctx, src, dir, log, errOut); err != nil {
 		return err
 	}
 	defer o.forge.stop(errOut)
@@ -94,8 +94,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) e
 		if err := recordOnly(dir, pass); err != nil {
 			fmt.Fprintln(errOut, "converge:", err)
 		}
-		writeNotes(src, pass, errOut)
-		o.forge.publish(pass)
+		o.forge.report(pass, errOut)
 		return failed("revision %s is invalid (%d errors); nothing applied", rev, len(pass.Record.Errors))
 	}
 	// A local repository is trusted to name its workers; a remote one never
@@ -119,19 +118,17 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) e
 		for _, f := range pass.Record.Findings {
 			fmt.Fprintln(errOut, f)
 		}
-		writeNotes(src, pass, errOut)
-		o.forge.publish(pass)
+		o.forge.report(pass, errOut)
 		return failed("revision %s not applied: %s", rev, pass.Held)
 	}
-	writeNotes(src, pass, errOut) // converge/sync pending until finishSync
-	o.forge.publish(pass)
+	o.forge.report(pass, errOut) // converge/sync pending until finishSync
 	if p := pass.Plan; p != nil {
 		fmt.Fprintf(out, "applied: %d created, %d updated, %d flipped, %d deleted\n", len(p.Create), len(p.Update), len(p.Flip), len(p.Delete))
 	}
 	start := time.Now()
 	res := waitSettled(ctx, e, out, o)
 	err = finishSync(e, syncer, pass, res, time.Since(start), out, errOut, howToStartWorker(src.Remote(), false))
-	o.forge.publish(pass)
+	o.forge.report(pass, errOut)
 	if !o.watch {
 		return err
 	}
@@ -231,8 +228,8 @@ func waitSettled(ctx context.Context, e *engine, out io.Writer, o syncOptions) s
 	}
 }
 
-// finishSync records the verdict of a wait on pass's revision (store, git
-// note) and prints it; a stuck or timed-out run names what is not
+// finishSync records the verdict of a wait on pass's revision in the
+// store and prints it (the caller reports it to the git note); a stuck or timed-out run names what is not
 // converged and, when a kind has no worker, why (howToStart when no
 // declared worker failed).
 func finishSync(e *engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res settleResult, elapsed time.Duration, out, errOut io.Writer, howToStart string) error {
@@ -280,7 +277,6 @@ func finishSync(e *engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res settl
 	if serr := syncer.SetSyncStatus(pass, state, desc); serr != nil {
 		fmt.Fprintln(errOut, "converge:", serr)
 	}
-	writeNotes(syncer.Source, pass, errOut)
 	return err
 }
 
