@@ -241,7 +241,9 @@ func (e *engine) close() error {
 		e.sup.Stop()
 	}
 	if e.srv != nil {
-		e.srv.Close()
+		if err := e.srv.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close worker service: %w", err))
+		}
 	}
 	if e.store != nil {
 		errs = append(errs, e.store.Close())

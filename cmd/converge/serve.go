@@ -18,6 +18,7 @@ import (
 
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/site"
+	"github.com/convergehq/converge/state"
 	gitsync "github.com/convergehq/converge/sync"
 )
 
@@ -157,13 +158,10 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	// current is the applied pass awaiting its converge/sync verdict; only
 	// this loop touches it. A revision applied before a restart and never
 	// judged is picked up again.
-	var current *gitsync.Pass
-	if rev, err := e.store.Applied(); err == nil && rev != nil && !rev.Dirty {
-		if rec, err := e.store.Revision(rev.Hash); err == nil {
-			if st, ok := rec.Status(converge.ContextSync); ok && st.State == converge.StatePending {
-				current = &gitsync.Pass{Revision: rec.Revision, Record: rec}
-			}
-		}
+	current, err := pendingPass(e.store)
+	if err != nil {
+		// Serve on: the next applied revision gets its verdict.
+		log.Error("resume pending verdict", "err", err)
 	}
 	settle := gitsync.Settle{Grace: serveStuckGrace}
 	step := func() {
@@ -234,6 +232,26 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 			}
 		}
 	}
+}
+
+// pendingPass returns the applied revision whose converge/sync verdict is
+// still pending (serve stopped before judging it), or nil.
+func pendingPass(st *state.Store) (*gitsync.Pass, error) {
+	rev, err := st.Applied()
+	if err != nil || rev == nil || rev.Dirty {
+		return nil, err
+	}
+	rec, err := st.Revision(rev.Hash)
+	if errors.Is(err, state.ErrNotFound) {
+		return nil, nil // applied by an older converge that kept no record
+	}
+	if err != nil {
+		return nil, err
+	}
+	if s, ok := rec.Status(converge.ContextSync); ok && s.State == converge.StatePending {
+		return &gitsync.Pass{Revision: rec.Revision, Record: rec}, nil
+	}
+	return nil, nil
 }
 
 // serveStuckGrace is how long serve's engine must stay stuck before the
