@@ -60,7 +60,7 @@ to keep it gone.`,
 	f := c.Flags()
 	f.BoolVar(&o.wait, "wait", true, "wait until the teardown tree is gone")
 	f.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up waiting after this long")
-	f.BoolVarP(&o.verbose, "verbose", "v", false, "log the engine's and the workers' output")
+	f.BoolVarP(&o.verbose, "verbose", "v", false, "also log the engine's info and debug messages and the workers' output (warnings and errors always show)")
 	return c
 }
 

@@ -56,7 +56,7 @@ API. SIGTERM or SIGINT stops it gracefully: everything accepted is flushed.`,
 	f.StringVar(&o.workersListen, "workers-listen", "", "TCP address for external workers (token in $CONVERGE_WORKER_TOKEN)")
 	f.DurationVar(&o.poll, "poll", time.Minute, "fetch interval (jittered by up to 10%)")
 	f.StringSliceVar(&o.startWorkers, "start-worker", nil, "start a builtin worker from local configuration: NAME[:REPLICAS] (e.g. classic:2)")
-	f.BoolVarP(&o.verbose, "verbose", "v", false, "log the engine's and the workers' output")
+	f.BoolVarP(&o.verbose, "verbose", "v", false, "also log the engine's info and debug messages and the workers' output (warnings and errors always show)")
 	o.forge.addFlags(f)
 	return c
 }
