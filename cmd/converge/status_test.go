@@ -166,7 +166,10 @@ func TestSyncForge(t *testing.T) {
 			gittest.Run(t, dir, "add", "-A")
 			gittest.Run(t, dir, "commit", "-q", "-m", "empty")
 			good := gittest.Run(t, dir, "rev-parse", "HEAD")
-			args := []string{"--repo", dir, "--state", t.TempDir(), "sync", "--timeout", "1m",
+			stateDir := t.TempDir()
+			// The state outside the work tree owns the notes, so it also posts.
+			gittest.Run(t, dir, "config", "converge.state", stateDir)
+			args := []string{"--repo", dir, "--state", stateDir, "sync", "--timeout", "1m",
 				"--forge", tc.kind, "--forge-url", f.URL(), "--forge-repo", tc.repo}
 			if out, err := runCLI(args...); err != nil {
 				t.Fatalf("sync: %v\n%s", err, out)
