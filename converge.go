@@ -261,6 +261,29 @@ type WorkerSpec struct {
 	Replicas int               `json:"replicas"`
 }
 
+// AppliedSource is where the applied revision came from: the repository,
+// the sub-directory of its documents and the workers it declares. The
+// store keeps it next to the applied revision, so a later command run
+// without --repo or --path (delete, do, plan, sync) reads the same tree
+// and starts the same workers.
+type AppliedSource struct {
+	// Repo is a local repository's work-tree root (absolute), or a
+	// remote repository's URL.
+	Repo string `json:"repo"`
+	// Remote marks Repo as a URL: its workers are never started.
+	Remote bool `json:"remote,omitempty"`
+	// Path is the sub-directory holding the documents, slash-separated
+	// and relative to the repository root ("" for the root).
+	Path string `json:"path,omitempty"`
+	// Ref is the branch followed.
+	Ref string `json:"ref,omitempty"`
+	// Revision is the applied revision it describes.
+	Revision Revision `json:"revision"`
+	// Workers are the worker processes the revision's converge.cue
+	// declares.
+	Workers []WorkerSpec `json:"workers,omitempty"`
+}
+
 // Desired is the whole desired state read from one revision: what a sync
 // applies.
 type Desired struct {

@@ -48,8 +48,26 @@ type Supervisor struct {
 	wg     sync.WaitGroup
 	stop   sync.Once
 
-	mu    sync.Mutex // guards procs
-	procs map[string]*os.Process
+	mu     sync.Mutex // guards procs and failed
+	procs  map[string]*os.Process
+	failed map[string]failure // why a process that is not running now stopped
+}
+
+// WorkerFailure is a supervised worker process that is not running: its
+// last start failed, or it exited and waits to be restarted.
+type WorkerFailure struct {
+	Name string // <spec name>-<i>, as in CONVERGE_WORKER_NAME
+	// Started is false when the process could not be started at all
+	// (say, its binary is missing).
+	Started bool
+	Err     error
+}
+
+func (f WorkerFailure) String() string {
+	if !f.Started {
+		return fmt.Sprintf("worker %s failed to start: %v", f.Name, f.Err)
+	}
+	return fmt.Sprintf("worker %s exited: %v", f.Name, f.Err)
 }
 
 // Restart backoff of a worker process.
@@ -127,7 +145,7 @@ func StartWorkers(ctx context.Context, specs []converge.WorkerSpec, opts Supervi
 		}
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	s := &Supervisor{opts: opts, log: opts.Logger, cancel: cancel, procs: map[string]*os.Process{}}
+	s := &Supervisor{opts: opts, log: opts.Logger, cancel: cancel, procs: map[string]*os.Process{}, failed: map[string]failure{}}
 	for _, p := range procs {
 		s.wg.Add(1)
 		go s.keep(ctx, p.name, p.path, p.argv, p.env)
@@ -145,9 +163,11 @@ func (s *Supervisor) keep(ctx context.Context, name, path string, argv, env []st
 			Stdout: s.opts.Stdout, Stderr: s.opts.Stderr, SysProcAttr: sysProcAttr()}
 		start := time.Now()
 		err := cmd.Start()
-		if err == nil {
+		started := err == nil
+		if started {
 			s.mu.Lock()
 			s.procs[name] = cmd.Process
+			delete(s.failed, name)
 			s.mu.Unlock()
 			s.log.Info("worker started", "worker", name, "pid", cmd.Process.Pid)
 			done := make(chan struct{})
@@ -160,17 +180,33 @@ func (s *Supervisor) keep(ctx context.Context, name, path string, argv, env []st
 			}()
 			err = cmd.Wait()
 			close(done)
+			if err == nil {
+				err = errors.New("exit status 0")
+			}
+		}
+		if ctx.Err() != nil {
 			s.mu.Lock()
 			delete(s.procs, name)
 			s.mu.Unlock()
-		}
-		if ctx.Err() != nil {
 			return
 		}
+		s.mu.Lock()
+		delete(s.procs, name)
+		prev, again := s.failed[name]
+		s.failed[name] = failure{started, err}
+		s.mu.Unlock()
 		if time.Since(start) > healthyRun {
 			wait = minRestart
 		}
-		s.log.Warn("worker exited; restarting", "worker", name, "err", err, "in", wait)
+		switch {
+		case again && prev.err.Error() == err.Error():
+			// Said already: a retry that fails the same way is debug.
+			s.log.Debug("worker failed again", "worker", name, "err", err, "in", wait)
+		case started:
+			s.log.Warn("worker exited; restarting", "worker", name, "err", err, "in", wait)
+		default:
+			s.log.Error("worker failed to start; retrying", "worker", name, "err", err, "in", wait)
+		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -205,6 +241,26 @@ func (s *Supervisor) Pids() []int {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// Failed returns the worker processes that are not running now because
+// their last start failed or they exited (until their restart succeeds),
+// sorted by name.
+func (s *Supervisor) Failed() []WorkerFailure {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]WorkerFailure, 0, len(s.failed))
+	for name, f := range s.failed {
+		out = append(out, WorkerFailure{Name: name, Started: f.started, Err: f.err})
+	}
+	slices.SortFunc(out, func(a, b WorkerFailure) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// failure is how a process stopped, kept in Supervisor.failed.
+type failure struct {
+	started bool
+	err     error
 }
 
 // Stop terminates every worker (SIGTERM, then SIGKILL after the stop

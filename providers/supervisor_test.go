@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -205,5 +206,36 @@ func TestSupervisorInvalidSpecs(t *testing.T) {
 				t.Fatal("StartWorkers accepted an invalid spec")
 			}
 		})
+	}
+}
+
+// A worker that cannot start or keeps exiting is reported by Failed, with
+// why, so a sync can say so instead of waiting for it; one that starts
+// and connects is not.
+func TestSupervisorFailed(t *testing.T) {
+	s, addr := startServer(t, "unix", providers.ServerOptions{})
+	dir := t.TempDir()
+	sup, err := providers.StartWorkers(context.Background(), []converge.WorkerSpec{
+		{Name: "missing", Command: []string{"./bin/no-such-worker"}},
+		{Name: "quits", Command: []string{self(t), "-test.run=^$"}},
+		{Name: "fine", Command: []string{self(t)}, Env: map[string]string{"CONVERGE_TEST_HELPER_WORKER": "1"}},
+	}, providers.SupervisorOptions{Addr: addr, Token: testToken, Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sup.Stop()
+	var got []providers.WorkerFailure
+	waitFor(t, 20*time.Second, "two failures and one worker", func() bool {
+		got = sup.Failed()
+		return len(got) == 2 && hasWorker(s, "fine-0")
+	})
+	if got[0].Name != "missing-0" || got[0].Started || !errors.Is(got[0].Err, os.ErrNotExist) {
+		t.Errorf("Failed()[0] = %+v, want missing-0 not started: no such file", got[0])
+	}
+	if want := "worker missing-0 failed to start: "; !strings.HasPrefix(got[0].String(), want) {
+		t.Errorf("String() = %q, want prefix %q", got[0].String(), want)
+	}
+	if got[1].Name != "quits-0" || !got[1].Started || got[1].Err == nil {
+		t.Errorf("Failed()[1] = %+v, want quits-0 started, with its exit", got[1])
 	}
 }

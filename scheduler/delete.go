@@ -273,7 +273,7 @@ func (s *Scheduler) problems() []Problem {
 		case permanent(r):
 			rank, p.Permanent = 0, true
 		case n.parked:
-			rank, p.Permanent = 1, true
+			rank, p.Permanent, p.Unserved = 1, true, r.Ref()
 		case r.Deleting && r.Attempts > 0:
 			rank = 2
 		case r.Phase == converge.PhaseFailed:

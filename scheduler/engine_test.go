@@ -190,8 +190,9 @@ func TestParkedVersionUnparks(t *testing.T) {
 		t.Errorf("parked: %s %q, want Pending %q", r.Phase, got, want)
 	}
 	probs := h.s.Problems()
-	if len(probs) == 0 || probs[0].ID != "vpc/sample-v3" || !probs[0].Permanent {
-		t.Errorf("problems %+v", probs)
+	if len(probs) == 0 || probs[0].ID != "vpc/sample-v3" || !probs[0].Permanent ||
+		probs[0].Unserved != (converge.KindRef{Kind: "vpc", Version: 3}) {
+		t.Errorf("problems %+v, want vpc/sample-v3 first, permanent, unserved vpc/v3", probs)
 	}
 	for _, tk := range disp.tasks() {
 		if tk.Kind == "vpc" && tk.Name == "sample-v3" {

@@ -158,6 +158,9 @@ type Problem struct {
 	// Permanent: it will not change without an outside change (permanent
 	// failure, parked with no worker, teardown failed permanently).
 	Permanent bool
+	// Unserved is the kind version no connected worker serves, when that
+	// is what it waits for (parked); zero otherwise.
+	Unserved converge.KindRef
 }
 
 // maxProblems bounds Problems.

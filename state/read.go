@@ -249,6 +249,36 @@ func (s *Store) Applied() (*converge.Revision, error) {
 	return r, nil
 }
 
+// PutSource records where the applied revision came from, replacing what
+// was recorded before.
+func (s *Store) PutSource(src *converge.AppliedSource) error {
+	if src == nil || src.Repo == "" {
+		return fmt.Errorf("put source: no repository")
+	}
+	if err := s.update(func(w *writer) error { return putJSON(w, bMeta, mSource, src) }); err != nil {
+		return fmt.Errorf("put source: %w", err)
+	}
+	return nil
+}
+
+// Source returns where the applied revision came from, or nil and no
+// error if no revision was applied with its source recorded.
+func (s *Store) Source() (*converge.AppliedSource, error) {
+	var src *converge.AppliedSource
+	err := s.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bMeta).Get(mSource)
+		if v == nil {
+			return nil
+		}
+		src = new(converge.AppliedSource)
+		return json.Unmarshal(v, src)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get source: %w", err)
+	}
+	return src, nil
+}
+
 // PutRevision stores rec, keyed by its Revision.Hash, in its own
 // transaction, replacing any record of the same hash.
 func (s *Store) PutRevision(rec *converge.RevisionRecord) error {

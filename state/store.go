@@ -108,6 +108,7 @@ var (
 var (
 	mFormat  = []byte("format")
 	mApplied = []byte("applied")
+	mSource  = []byte("source") // converge.AppliedSource of the applied revision
 	mEvents  = []byte("events") // last seq (8) + count (8), big-endian
 )
 

@@ -877,12 +877,47 @@ func TestCommitRejectedRows(t *testing.T) {
 		!strings.Contains(got["vpc/orphan"], "owner bom/gone does not exist") {
 		t.Errorf("refused rows = %v, want vpc/bad-status (status) and vpc/orphan (owner)", got)
 	}
-	if _, err := s.Resource("vpc/good"); !errors.Is(err, state.ErrNotFound) {
+	if _, err := s.Resource("vpc/good"); !errors.Is(err, converge.ErrNotFound) {
 		t.Errorf("a refused batch stored vpc/good (err %v)", err)
 	}
 	b.Resources = []*converge.Resource{good}
 	commit(t, s, b)
 	if _, err := s.Resource("vpc/good"); err != nil {
 		t.Errorf("vpc/good after the batch without the refused rows: %v", err)
+	}
+}
+
+// The applied revision's source survives a reopen; a later one replaces it.
+func TestSource(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	s, err := state.Open(dir, state.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Source(); got != nil || err != nil {
+		t.Fatalf("Source() of an empty store = %v, %v; want nil, nil", got, err)
+	}
+	if err := s.PutSource(&converge.AppliedSource{}); err == nil {
+		t.Error("PutSource with no repository: no error")
+	}
+	first := &converge.AppliedSource{Repo: "/src/infra", Path: "examples/classic", Ref: "main",
+		Revision: converge.Revision{Ref: "main", Hash: "a1"},
+		Workers:  []converge.WorkerSpec{{Name: "classic", Builtin: "classic", Replicas: 2}}}
+	second := &converge.AppliedSource{Repo: "https://git.example/infra.git", Remote: true, Ref: "main",
+		Revision: converge.Revision{Ref: "main", Hash: "b2"}}
+	for _, want := range []*converge.AppliedSource{first, second} {
+		if err := s.PutSource(want); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.Source(); err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("Source() = %+v, %v; want %+v", got, err, want)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2 := statetest.OpenDir(t, dir, state.Options{})
+	if got, err := s2.Source(); err != nil || !reflect.DeepEqual(got, second) {
+		t.Errorf("Source() after reopen = %+v, %v; want %+v", got, err, second)
 	}
 }

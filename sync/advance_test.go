@@ -17,6 +17,12 @@ type memRecords struct {
 	recs    map[string]*converge.RevisionRecord
 	applied *converge.Revision
 	snap    *converge.Snapshot
+	source  *converge.AppliedSource
+}
+
+func (m *memRecords) PutSource(src *converge.AppliedSource) error {
+	m.source = src
+	return nil
 }
 
 func (m *memRecords) PutRevision(rec *converge.RevisionRecord) error {

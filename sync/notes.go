@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -46,6 +47,61 @@ var ErrNoNote = errors.New("no converge note")
 // name.
 type Note struct {
 	Statuses []converge.CommitStatus `json:"statuses"`
+}
+
+// DefaultStateDir is the state directory of a local repository when none
+// is named: .converge/ at the top of its work tree.
+const DefaultStateDir = ".converge"
+
+// NotesOwner returns the state directory that owns the source's git notes
+// (and the forge statuses copied from them): only that state writes them,
+// so a run on another state (a scratch --state) never replaces the
+// repository's verdicts with its own. It is, in order:
+//
+//   - the directory `git config converge.state` names (relative to the
+//     work tree's top, or absolute);
+//   - for a remote repository, stateDir itself: the notes are in the
+//     mirror inside the state directory, and only --push-status copies
+//     them to the remote;
+//   - for a local work tree, DefaultStateDir at its top;
+//   - for a local bare repository, stateDir (there is no default).
+func (s *Source) NotesOwner(stateDir string) (string, error) {
+	cfg, err := s.repo.Config()
+	if err != nil {
+		return "", fmt.Errorf("read notes owner: %w", err)
+	}
+	if v := cfg.Raw.Section("converge").Option("state"); v != "" {
+		if !filepath.IsAbs(v) && s.root != "" {
+			v = filepath.Join(s.root, v)
+		}
+		return filepath.Clean(v), nil
+	}
+	if s.Remote() || s.root == "" {
+		return stateDir, nil
+	}
+	return filepath.Join(s.root, DefaultStateDir), nil
+}
+
+// OwnsNotes reports whether the state in stateDir owns the source's notes
+// (NotesOwner), and which state does.
+func (s *Source) OwnsNotes(stateDir string) (owns bool, owner string, err error) {
+	owner, err = s.NotesOwner(stateDir)
+	if err != nil {
+		return false, "", err
+	}
+	return sameDir(owner, stateDir), owner, nil
+}
+
+// sameDir reports whether a and b name the same directory (either may not
+// exist yet).
+func sameDir(a, b string) bool {
+	if ea, err := filepath.EvalSymlinks(a); err == nil {
+		a = ea
+	}
+	if eb, err := filepath.EvalSymlinks(b); err == nil {
+		b = eb
+	}
+	return filepath.Clean(a) == filepath.Clean(b)
 }
 
 // notesCASRetries bounds WriteStatuses' attempts when another writer moves

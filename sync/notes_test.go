@@ -443,3 +443,40 @@ func TestPushNotesRemote(t *testing.T) {
 	}
 	gittest.Run(t, bare, "fsck", "--strict", "--no-progress")
 }
+
+// TestNotesOwner: a local repository's notes belong to .converge/ at its
+// top unless `git config converge.state` (set with the git CLI) names
+// another state; a scratch state owns nothing.
+func TestNotesOwner(t *testing.T) {
+	dir := gittest.Repo(t, map[string]string{"a.txt": "a"})
+	src, err := OpenLocal(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := src.Root()
+	scratch := t.TempDir()
+	daemon := filepath.Join(t.TempDir(), "daemon-state")
+	check := func(name, stateDir string, wantOwns bool, wantOwner string) {
+		t.Helper()
+		// Reopen: the CLI changed the config on disk.
+		src, err := OpenLocal(dir, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		owns, owner, err := src.OwnsNotes(stateDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if owns != wantOwns || owner != wantOwner {
+			t.Errorf("%s: OwnsNotes(%s) = %v, %s; want %v, %s", name, stateDir, owns, owner, wantOwns, wantOwner)
+		}
+	}
+	def := filepath.Join(root, DefaultStateDir)
+	check("default state", def, true, def)
+	check("scratch state", scratch, false, def)
+	gittest.Run(t, dir, "config", "converge.state", daemon)
+	check("configured state", daemon, true, daemon)
+	check("default state once another is configured", def, false, daemon)
+	gittest.Run(t, dir, "config", "converge.state", "state")
+	check("configured relative to the work tree", filepath.Join(root, "state"), true, filepath.Join(root, "state"))
+}

@@ -29,6 +29,8 @@ type Records interface {
 	// Load returns the stored state, for apply-time lint and the prune
 	// guard.
 	Load() (*converge.Snapshot, error)
+	// PutSource records where the applied revision came from.
+	PutSource(src *converge.AppliedSource) error
 }
 
 // LintFunc compares two sets of kinds and returns the breaking changes
@@ -182,7 +184,25 @@ func (s *Syncer) Apply(ctx context.Context, pass *Pass) error {
 	rec.SetStatus(converge.CommitStatus{Context: converge.ContextSync, State: converge.StatePending,
 		Description: "applied, converging", Time: now})
 	pass.Plan, pass.Applied = plan, true
-	return s.Records.PutRevision(rec)
+	err = s.Records.PutRevision(rec)
+	if src := s.appliedSource(pass); src != nil {
+		err = errors.Join(err, s.Records.PutSource(src))
+	}
+	return err
+}
+
+// appliedSource describes where pass's applied revision came from, or
+// returns nil for a local bare repository (it has no path to record).
+func (s *Syncer) appliedSource(pass *Pass) *converge.AppliedSource {
+	if s.Source.Root() == "" && !s.Source.Remote() {
+		return nil
+	}
+	src := &converge.AppliedSource{Repo: s.Source.Root(), Path: s.Path, Ref: s.Source.Ref(),
+		Revision: pass.Revision, Workers: pass.Loaded.Desired.Settings.Workers}
+	if s.Source.Remote() {
+		src.Repo, src.Remote = s.Source.URL(), true
+	}
+	return src
 }
 
 // hold records that pass's valid revision is not applied, and why.

@@ -18,7 +18,9 @@ import (
 // watches are in place, so a save made before that is not missed. Changes
 // are debounced (a burst of saves calls fn once, debounce after the last),
 // directories created later are watched too, and dot-directories (.git,
-// .converge) are ignored. fn runs on WatchTree's goroutine.
+// .converge) are ignored. fn runs on WatchTree's goroutine. A directory
+// that cannot be watched (say, the inotify watch limit is reached) ends
+// the watch with an error rather than leaving its saves unseen.
 func WatchTree(ctx context.Context, dir string, debounce time.Duration, fn func()) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
@@ -36,7 +38,10 @@ func WatchTree(ctx context.Context, dir string, debounce time.Duration, fn func(
 			if p != root && strings.HasPrefix(d.Name(), ".") {
 				return filepath.SkipDir
 			}
-			return w.Add(p)
+			if err := watchAdd(w, p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("add %s: %w", p, err)
+			}
+			return nil
 		})
 	}
 	if err := add(dir); err != nil {
@@ -59,7 +64,9 @@ func WatchTree(ctx context.Context, dir string, debounce time.Duration, fn func(
 			}
 			if ev.Has(fsnotify.Create) {
 				if fi, err := os.Stat(ev.Name); err == nil && fi.IsDir() {
-					add(ev.Name)
+					if err := add(ev.Name); err != nil {
+						return fmt.Errorf("watch %s: %w", dir, err)
+					}
 				}
 			}
 			timer.Reset(debounce)
@@ -78,6 +85,10 @@ func WatchTree(ctx context.Context, dir string, debounce time.Duration, fn func(
 		}
 	}
 }
+
+// watchAdd adds one directory to w; a variable so a test can make it
+// fail as a full inotify table does.
+var watchAdd = func(w *fsnotify.Watcher, p string) error { return w.Add(p) }
 
 // hidden reports whether p is inside a dot-directory (or is a dot-file)
 // below root.

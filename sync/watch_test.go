@@ -2,11 +2,15 @@ package sync
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/fsnotify/fsnotify"
 )
 
 func TestWatchTree(t *testing.T) {
@@ -55,5 +59,41 @@ func TestWatchTree(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A new directory that cannot be watched (the inotify table is full) ends
+// the watch with an error naming it, instead of missing its saves.
+func TestWatchTreeAddFails(t *testing.T) {
+	dir := t.TempDir()
+	full := errors.New("no space left on device")
+	orig := watchAdd
+	watchAdd = func(w *fsnotify.Watcher, p string) error {
+		if filepath.Base(p) == "kinds" {
+			return full
+		}
+		return orig(w, p)
+	}
+	t.Cleanup(func() { watchAdd = orig })
+	ready := make(chan struct{}, 16)
+	done := make(chan error, 1)
+	go func() {
+		done <- WatchTree(context.Background(), dir, 50*time.Millisecond, func() { ready <- struct{}{} })
+	}()
+	select {
+	case <-ready:
+	case <-time.After(5 * time.Second):
+		t.Fatal("watches not in place within 5s")
+	}
+	if err := os.Mkdir(filepath.Join(dir, "kinds"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, full) || !strings.Contains(err.Error(), "kinds") {
+			t.Errorf("WatchTree = %v, want the add error naming kinds", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("WatchTree went on after a directory could not be watched")
 	}
 }

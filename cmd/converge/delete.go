@@ -5,18 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
-	"testing/fstest"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge"
-	"github.com/convergehq/converge/cue"
 	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/state"
 	"github.com/convergehq/converge/state/stateapi"
@@ -65,7 +60,7 @@ to keep it gone.`,
 	f := c.Flags()
 	f.BoolVar(&o.wait, "wait", true, "wait until the teardown tree is gone")
 	f.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up waiting after this long")
-	f.BoolVarP(&o.verbose, "verbose", "v", false, "log the engine's and the workers' output")
+	f.BoolVarP(&o.verbose, "verbose", "v", false, "also log the engine's info and debug messages and the workers' output (warnings and errors always show)")
 	return c
 }
 
@@ -111,6 +106,14 @@ func runDelete(ctx context.Context, out, errOut io.Writer, g *globals, id conver
 			// Its owner re-created it after the teardown.
 			fmt.Fprintf(out, "deleted %s in %s; re-created by %s\n", id, time.Since(start).Round(time.Millisecond), r.Owner)
 			return nil
+		}
+		if ec, ok := ctl.(*engineController); ok {
+			if stuck, hint := ec.stuck(); stuck {
+				if hint != "" {
+					fmt.Fprintln(errOut, "hint:", hint)
+				}
+				return failed("stuck: %s", stuckOn(rd, id))
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -186,6 +189,9 @@ type controller interface {
 // workers the repository's head revision declares. done stops what was
 // started.
 func openController(ctx context.Context, g *globals, errOut io.Writer, verbose bool) (controller, reader, func(), error) {
+	if err := resolveSource(g); err != nil {
+		return nil, nil, nil, err
+	}
 	dir, err := stateDir(g)
 	if err != nil {
 		return nil, nil, nil, err
@@ -200,13 +206,13 @@ func openController(ctx context.Context, g *globals, errOut io.Writer, verbose b
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	logOut := io.Discard
+	workerOut := io.Discard // the workers' own output, with -v
 	if verbose {
-		logOut = errOut
+		workerOut = errOut
 	}
 	e, err := startEngine(ctx, engineOptions{
 		stateDir: dir, repoDir: repoDir, workers: workers,
-		log: slog.New(slog.NewTextHandler(logOut, nil)), workerOut: logOut,
+		log: newLogger(errOut, verbose), workerOut: workerOut,
 	})
 	if errors.Is(err, state.ErrLocked) {
 		// A daemon took the state while we started: it answers on its
@@ -221,52 +227,54 @@ func openController(ctx context.Context, g *globals, errOut io.Writer, verbose b
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	// Verbs and teardowns need the workers: give them time to connect.
-	for want, until := expectedWorkers(workers), time.Now().Add(30*time.Second); len(e.srv.Workers()) < want && time.Now().Before(until); {
-		time.Sleep(10 * time.Millisecond)
-	}
-	done := func() {
-		if err := e.close(); err != nil {
-			fmt.Fprintln(errOut, "converge:", err)
+	// Verbs and teardowns need the workers: give them time to connect,
+	// but not to those that failed.
+	for until := time.Now().Add(30 * time.Second); time.Now().Before(until); time.Sleep(10 * time.Millisecond) {
+		if due, _ := e.workers(); due == 0 {
+			break
 		}
 	}
-	return e.sched, e.store, done, nil
+	done := func() { closeEngine(e, errOut) }
+	return &engineController{Scheduler: e.sched, e: e, remote: isRemote(g.repo), settle: gitsync.Settle{Grace: 2 * time.Second}}, e.store, done, nil
 }
 
-// declaredWorkers reads the worker processes the head revision's
-// converge.cue declares, without loading (or applying) anything else. A
-// remote repository's workers are never started.
+// engineController is the controller of an engine delete or do started:
+// its scheduler, and whether the engine is stuck.
+type engineController struct {
+	*scheduler.Scheduler
+	e      *engine
+	remote bool // the repository is remote: its workers are not started
+	settle gitsync.Settle
+}
+
+// stuck reports whether nothing can progress any more (gitsync.Settle),
+// with the hint for kinds no worker serves ("" if none).
+func (c *engineController) stuck() (bool, string) {
+	due, failedWorkers := c.e.workers()
+	if c.settle.Observe(time.Now(), c.Progress(), due) != gitsync.Stuck {
+		return false, ""
+	}
+	return true, gitsync.UnservedHint(c.Problems(), failedWorkers, howToStartWorker(c.remote, false))
+}
+
+// declaredWorkers returns the worker processes to start and where: those
+// the store recorded for the applied revision when resolveSource used
+// its source, else those the head revision's converge.cue (below --path)
+// declares, read without loading (or applying) anything else. A remote
+// repository's workers are never started.
 func declaredWorkers(g *globals) ([]converge.WorkerSpec, string, error) {
 	if isRemote(g.repo) {
 		return nil, "", nil
+	}
+	if src := g.source; src != nil && !src.Remote {
+		return src.Workers, src.Repo, nil
 	}
 	src, err := gitsync.OpenLocal(g.repo, g.ref)
 	if err != nil {
 		return nil, "", err
 	}
-	rev, err := src.Head()
-	if err != nil {
-		return nil, "", err
-	}
-	fsys, err := src.FS(rev, g.path)
-	if err != nil {
-		return nil, "", err
-	}
-	b, err := fs.ReadFile(fsys, cue.SettingsFile)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, src.Root(), nil
-	}
-	if err != nil {
-		return nil, "", fmt.Errorf("read %s: %w", cue.SettingsFile, err)
-	}
-	res, err := cue.Load(fstest.MapFS{cue.SettingsFile: {Data: b}}, ".", cue.Options{})
-	if err != nil {
-		return nil, "", fmt.Errorf("load %s: %w", cue.SettingsFile, err)
-	}
-	if !res.Valid() {
-		return nil, "", fmt.Errorf("%s at %s: %s", cue.SettingsFile, rev, res.Findings[0])
-	}
-	return res.Desired.Settings.Workers, src.Root(), nil
+	workers, err := headWorkers(src, g.path)
+	return workers, src.Root(), err
 }
 
 var _ controller = (*stateapi.Client)(nil)

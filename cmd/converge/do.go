@@ -53,7 +53,7 @@ state for the verb's duration (without applying the repository).`,
 	f := c.Flags()
 	f.StringArrayVar(&o.args, "arg", nil, "a key=value argument for the verb (repeatable)")
 	f.DurationVar(&o.timeout, "timeout", 2*time.Minute, "give up after this long")
-	f.BoolVarP(&o.verbose, "verbose", "v", false, "log the engine's and the workers' output")
+	f.BoolVarP(&o.verbose, "verbose", "v", false, "also log the engine's info and debug messages and the workers' output (warnings and errors always show)")
 	return c
 }
 

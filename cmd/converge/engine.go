@@ -32,6 +32,9 @@ type engine struct {
 	sup   *providers.Supervisor
 	admin *http.Server
 	token string
+	log   *slog.Logger
+	// want is how many worker processes the engine started.
+	want int
 
 	cancel context.CancelFunc
 	runErr chan error // the scheduler's Run result
@@ -76,7 +79,7 @@ func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open state: %w", err)
 	}
-	e := &engine{dir: o.stateDir, store: st, runErr: make(chan error, 1)}
+	e := &engine{dir: o.stateDir, store: st, runErr: make(chan error, 1), log: o.log, want: expectedWorkers(o.workers)}
 	ok := false
 	defer func() {
 		if !ok {
@@ -95,13 +98,13 @@ func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen for workers: %w", err)
 	}
-	go e.srv.Serve(l)
+	go e.serveWorkers(l)
 	if o.listen != "" {
 		tl, err := net.Listen("tcp", o.listen)
 		if err != nil {
 			return nil, fmt.Errorf("listen for workers on %s: %w", o.listen, err)
 		}
-		go e.srv.Serve(tl)
+		go e.serveWorkers(tl)
 	}
 	cfg := o.sched
 	cfg.Logger = o.log
@@ -128,7 +131,11 @@ func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
 		return nil, fmt.Errorf("restrict admin socket: %w", err)
 	}
 	e.admin = &http.Server{Handler: stateapi.Handler(st, e.sched), ReadHeaderTimeout: 5 * time.Second}
-	go e.admin.Serve(al)
+	go func() {
+		if err := e.admin.Serve(al); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			e.log.Error("serve admin api", "err", err)
+		}
+	}()
 
 	if len(o.workers) > 0 {
 		self, err := os.Executable()
@@ -137,7 +144,7 @@ func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
 		}
 		e.sup, err = providers.StartWorkers(ctx, o.workers, providers.SupervisorOptions{
 			Addr: "unix://" + sock, Token: e.token, Dir: o.repoDir, Self: self,
-			Stdout: o.workerOut, Stderr: o.workerOut,
+			Stdout: o.workerOut, Stderr: o.workerOut, Logger: o.log,
 			ExtraEnv: []string{"CONVERGE_STATE_DIR=" + o.stateDir},
 		})
 		if err != nil {
@@ -146,6 +153,61 @@ func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
 	}
 	ok = true
 	return e, nil
+}
+
+// serveWorkers accepts workers on l until the engine closes; a listener
+// that fails is logged (the workers on it can no longer connect).
+func (e *engine) serveWorkers(l net.Listener) {
+	if err := e.srv.Serve(l); err != nil {
+		e.log.Error("serve workers", "addr", l.Addr().String(), "err", err)
+	}
+}
+
+// workers reports on the worker processes the engine started: how many
+// are due (neither connected nor failed) and why the failed ones are not
+// running (e.g. "worker db-0 failed to start: …").
+func (e *engine) workers() (due int, failed []string) {
+	if e.sup == nil {
+		return 0, nil
+	}
+	fs := e.sup.Failed()
+	for _, f := range fs {
+		failed = append(failed, f.String())
+	}
+	return max(0, e.want-len(fs)-len(e.srv.Workers())), failed
+}
+
+// howToStartWorker is the hint for a kind no worker serves; only serve
+// takes external workers (--workers-listen).
+func howToStartWorker(remote, serve bool) string {
+	var how string
+	switch {
+	case remote:
+		how = "a remote repository's workers are never started: start a builtin one with --start-worker"
+	default:
+		how = "declare a worker for it in converge.cue"
+	}
+	if serve {
+		how += ", or connect one with --workers-listen"
+	}
+	return how
+}
+
+// closeEngine closes e, reporting what went wrong on errOut.
+func closeEngine(e *engine, errOut io.Writer) {
+	if err := e.close(); err != nil {
+		fmt.Fprintln(errOut, "converge: close engine:", err)
+	}
+}
+
+// newLogger returns the engine's logger: warnings and errors always go to
+// w; verbose adds info and debug.
+func newLogger(w io.Writer, verbose bool) *slog.Logger {
+	level := slog.LevelWarn
+	if verbose {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
 }
 
 // expectedWorkers is how many worker processes the engine started.
@@ -179,7 +241,9 @@ func (e *engine) close() error {
 		e.sup.Stop()
 	}
 	if e.srv != nil {
-		e.srv.Close()
+		if err := e.srv.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close worker service: %w", err))
+		}
 	}
 	if e.store != nil {
 		errs = append(errs, e.store.Close())

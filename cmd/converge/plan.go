@@ -58,6 +58,9 @@ type planView struct {
 }
 
 func runPlan(ctx context.Context, out, errOut io.Writer, g *globals, rev, output string, exitCode bool) error {
+	if err := resolveSource(g); err != nil {
+		return err
+	}
 	dir, err := stateDir(g)
 	if err != nil {
 		return err

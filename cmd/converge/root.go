@@ -44,6 +44,13 @@ type globals struct {
 	repo  string // --repo: local path or URL
 	path  string // --path: sub-directory of the repository
 	ref   string // --ref: branch
+
+	// repoSet and pathSet say whether --repo and --path were given;
+	// resolveSource fills in what was not.
+	repoSet, pathSet bool
+	// source is the applied revision's source the store recorded, when
+	// resolveSource used it (nil otherwise).
+	source *converge.AppliedSource
 }
 
 // Main runs the CLI with os.Args and returns the process exit code.
@@ -82,9 +89,12 @@ func newRootCommand() *cobra.Command {
 	}
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.state, "state", "", "state directory (default .converge/ at the repository root)")
-	pf.StringVar(&g.repo, "repo", ".", "repository: a local path or a URL")
-	pf.StringVar(&g.path, "path", "", "sub-directory of the repository holding the documents")
+	pf.StringVar(&g.repo, "repo", ".", "repository: a local path or a URL (default: the one the state last applied, else .)")
+	pf.StringVar(&g.path, "path", "", "sub-directory holding the documents, relative to the current directory inside the repository (default: the one the state last applied)")
 	pf.StringVar(&g.ref, "ref", "", "branch to follow (default: the repository's HEAD branch)")
+	root.PersistentPreRun = func(c *cobra.Command, _ []string) {
+		g.repoSet, g.pathSet = c.Flags().Changed("repo"), c.Flags().Changed("path")
+	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return fmt.Errorf("%w\n%s", err, c.UsageString()) })
 	for _, c := range subcommands(g) {
 		root.AddCommand(c)

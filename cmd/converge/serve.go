@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -18,9 +17,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge"
-	"github.com/convergehq/converge/cue"
-	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/site"
+	"github.com/convergehq/converge/state"
 	gitsync "github.com/convergehq/converge/sync"
 )
 
@@ -58,18 +56,21 @@ API. SIGTERM or SIGINT stops it gracefully: everything accepted is flushed.`,
 	f.StringVar(&o.workersListen, "workers-listen", "", "TCP address for external workers (token in $CONVERGE_WORKER_TOKEN)")
 	f.DurationVar(&o.poll, "poll", time.Minute, "fetch interval (jittered by up to 10%)")
 	f.StringSliceVar(&o.startWorkers, "start-worker", nil, "start a builtin worker from local configuration: NAME[:REPLICAS] (e.g. classic:2)")
-	f.BoolVarP(&o.verbose, "verbose", "v", false, "log the engine's and the workers' output")
+	f.BoolVarP(&o.verbose, "verbose", "v", false, "also log the engine's info and debug messages and the workers' output (warnings and errors always show)")
 	o.forge.addFlags(f)
 	return c
 }
 
 func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions) error {
-	out := c.OutOrStdout()
-	logOut := io.Discard
-	if o.verbose {
-		logOut = c.ErrOrStderr()
+	out, errOut := c.OutOrStdout(), c.ErrOrStderr()
+	if err := resolveSource(g); err != nil {
+		return err
 	}
-	log := slog.New(slog.NewTextHandler(logOut, nil))
+	log := newLogger(errOut, o.verbose)
+	workerOut := io.Discard // the workers' own output, with -v
+	if o.verbose {
+		workerOut = errOut
+	}
 	dir, err := stateDir(g)
 	if err != nil {
 		return err
@@ -85,37 +86,36 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	}
 	// Every revision record is also written to its commit's git note (and
 	// posted to the forge, pushed to origin, when configured).
-	if err := o.forge.start(ctx, src, log); err != nil {
+	if err := o.forge.start(ctx, src, dir, log, errOut); err != nil {
 		return err
 	}
-	defer o.forge.stop(c.ErrOrStderr())
+	defer o.forge.stop(errOut)
 	workers, err := builtinWorkers(o.startWorkers)
 	if err != nil {
 		return err
 	}
 	if !src.Remote() {
 		// A local repository is trusted: start the workers it declares.
-		if head, err := src.Head(); err == nil {
-			if fsys, err := src.FS(head, g.path); err == nil {
-				if res, err := cue.Load(fsys, ".", cue.Options{}); err == nil && res.Valid() {
-					workers = append(workers, res.Desired.Settings.Workers...)
-				}
-			}
+		declared, err := headWorkers(src, g.path)
+		if err != nil {
+			log.Warn("no declared workers started", "err", err)
 		}
+		workers = append(workers, declared...)
 	}
-	live := newLiveSite(filepath.Join(dir, "site"), c.ErrOrStderr())
+	live := newLiveSite(filepath.Join(dir, "site"), errOut)
 	e, err := startEngine(ctx, engineOptions{stateDir: dir, repoDir: src.Root(), workers: workers,
-		listen: o.workersListen, token: os.Getenv("CONVERGE_WORKER_TOKEN"), log: log, workerOut: logOut,
+		listen: o.workersListen, token: os.Getenv("CONVERGE_WORKER_TOKEN"), log: log, workerOut: workerOut,
 		changed: live.changed})
 	if err != nil {
 		return err
 	}
-	defer e.close()
+	defer closeEngine(e, errOut)
 	live.attach(e.store)
-	siteCtx, stopSite := context.WithCancel(ctx)
+	// The site reads the store: it stops, and has stopped, before the
+	// engine closes the store (defers run last first).
+	stopSite := goUntilStopped(ctx, live.run)
 	defer stopSite()
-	go live.run(siteCtx)
-	syncer := &gitsync.Syncer{Source: src, Path: g.path, Records: o.forge.records(e.store, c.ErrOrStderr()),
+	syncer := &gitsync.Syncer{Source: src, Path: g.path, Records: o.forge.records(e.store, errOut),
 		Engine: e.sched, Log: log, Lint: lintFunc()}
 
 	trigger := make(chan struct{}, 1)
@@ -135,7 +135,11 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 			return fmt.Errorf("listen %s: %w", o.listen, err)
 		}
 		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go hs.Serve(l)
+		go func() {
+			if err := hs.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("serve http", "addr", l.Addr().String(), "err", err)
+			}
+		}()
 		defer hs.Close()
 		// The bound address, for tools when --listen picked a free port.
 		addrFile := filepath.Join(dir, "http.addr")
@@ -154,15 +158,12 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	// current is the applied pass awaiting its converge/sync verdict; only
 	// this loop touches it. A revision applied before a restart and never
 	// judged is picked up again.
-	var current *gitsync.Pass
-	if rev, err := e.store.Applied(); err == nil && rev != nil && !rev.Dirty {
-		if rec, err := e.store.Revision(rev.Hash); err == nil {
-			if st, ok := rec.Status(converge.ContextSync); ok && st.State == converge.StatePending {
-				current = &gitsync.Pass{Revision: rec.Revision, Record: rec}
-			}
-		}
+	current, err := pendingPass(e.store)
+	if err != nil {
+		// Serve on: the next applied revision gets its verdict.
+		log.Error("resume pending verdict", "err", err)
 	}
-	var stuckSince time.Time
+	settle := gitsync.Settle{Grace: serveStuckGrace}
 	step := func() {
 		passes, err := syncer.Advance(ctx)
 		if err != nil {
@@ -182,7 +183,8 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 						fmt.Fprintf(out, "serve: %v\n", err)
 					}
 				}
-				current, stuckSince = p, time.Time{}
+				current = p
+				settle.Reset()
 			}
 		}
 	}
@@ -206,29 +208,68 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 				continue
 			}
 			pr := e.sched.Progress()
-			summary := fmt.Sprintf("%d/%d Ready", pr.Counts.Ready, pr.Counts.Total)
-			switch pr.Settled {
-			case scheduler.Converged:
-				stuckSince = time.Time{}
+			summary := gitsync.Summary(pr)
+			due, failedWorkers := e.workers()
+			switch settle.Observe(time.Now(), pr, due) {
+			case gitsync.Converged:
 				if err := syncer.SetSyncStatus(p, converge.StateSuccess, summary); err != nil {
 					fmt.Fprintf(out, "serve: %v\n", err)
 				}
 				fmt.Fprintf(out, "serve: %s converged: %s\n", p.Revision, summary)
 				live.changed(nil)
 				current = nil
-			case scheduler.Stuck:
-				if stuckSince.IsZero() {
-					stuckSince = time.Now()
-				} else if time.Since(stuckSince) > 5*time.Second {
-					syncer.SetSyncStatus(p, converge.StateFailure, "stuck: "+summary)
-					fmt.Fprintf(out, "serve: %s stuck: %s\n", p.Revision, summary)
-					current = nil
-					stuckSince = time.Time{}
+			case gitsync.Stuck:
+				desc := "stuck: " + summary
+				if hint := gitsync.UnservedHint(e.sched.Problems(), failedWorkers, howToStartWorker(src.Remote(), true)); hint != "" {
+					desc += "; " + hint
 				}
-			default:
-				stuckSince = time.Time{}
+				if err := syncer.SetSyncStatus(p, converge.StateFailure, desc); err != nil {
+					fmt.Fprintf(out, "serve: %v\n", err)
+				}
+				fmt.Fprintf(out, "serve: %s %s\n", p.Revision, desc)
+				live.changed(nil)
+				current = nil
 			}
 		}
+	}
+}
+
+// pendingPass returns the applied revision whose converge/sync verdict is
+// still pending (serve stopped before judging it), or nil.
+func pendingPass(st *state.Store) (*gitsync.Pass, error) {
+	rev, err := st.Applied()
+	if err != nil || rev == nil || rev.Dirty {
+		return nil, err
+	}
+	rec, err := st.Revision(rev.Hash)
+	if errors.Is(err, converge.ErrNotFound) {
+		return nil, nil // applied by an older converge that kept no record
+	}
+	if err != nil {
+		return nil, err
+	}
+	if s, ok := rec.Status(converge.ContextSync); ok && s.State == converge.StatePending {
+		return &gitsync.Pass{Revision: rec.Revision, Record: rec}, nil
+	}
+	return nil, nil
+}
+
+// serveStuckGrace is how long serve's engine must stay stuck before the
+// applied revision's converge/sync verdict is failure.
+const serveStuckGrace = 5 * time.Second
+
+// goUntilStopped runs fn in a goroutine with a context that stop cancels;
+// stop returns once fn has returned.
+func goUntilStopped(ctx context.Context, fn func(context.Context)) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
 	}
 }
 

@@ -45,6 +45,9 @@ already shows: the notes are the source of truth, the forge a copy. With
 			if err := checkOutput(output, "table", "json", "yaml"); err != nil {
 				return err
 			}
+			if err := resolveSource(g); err != nil {
+				return err
+			}
 			rev := "HEAD"
 			if len(args) == 1 {
 				rev = args[0]
@@ -125,16 +128,19 @@ func printStatuses(w io.Writer, v statusView) error {
 	return table(w, rows)
 }
 
-// writeNotes stores pass's statuses as the git note of its revision; a
-// failure is reported on errOut and does not change the command's outcome
-// (the store keeps the record either way).
-func writeNotes(src *gitsync.Source, pass *gitsync.Pass, errOut io.Writer) {
-	if src == nil || pass == nil || pass.Record == nil || pass.Revision.Dirty {
+// report stores pass's statuses as the git note of its revision and
+// queues them for the forge and the notes push, when this run's state owns
+// the repository's notes (see start); a failure is reported on errOut and
+// does not change the command's outcome (the store keeps the record
+// either way).
+func (o *forgeOptions) report(pass *gitsync.Pass, errOut io.Writer) {
+	if o.statusRun == nil || !o.owns || pass == nil || pass.Record == nil || pass.Revision.Dirty {
 		return
 	}
-	if err := src.WriteStatuses(pass.Revision.Hash, pass.Record.Statuses); err != nil {
+	if err := o.src.WriteStatuses(pass.Revision.Hash, pass.Record.Statuses); err != nil {
 		fmt.Fprintln(errOut, "converge:", err)
 	}
+	o.publish(pass)
 }
 
 // forgeTokenEnv names the environment variable holding the forge token.
@@ -158,6 +164,7 @@ type forgeOptions struct {
 // statusRun is what forgeOptions.start started.
 type statusRun struct {
 	src      *gitsync.Source
+	owns     bool             // the run's state owns src's notes (gitsync.Source.OwnsNotes)
 	pub      *forge.Publisher // nil without --forge
 	pushWake chan struct{}    // capacity 1: notes changed, push them; nil without --push-status
 	log      *slog.Logger
@@ -166,8 +173,10 @@ type statusRun struct {
 }
 
 // start begins posting to the forge and pushing notes in the background,
-// as configured; with neither it does nothing.
-func (o *forgeOptions) start(ctx context.Context, src *gitsync.Source, log *slog.Logger) error {
+// as configured. Notes and forge statuses are written only when the state
+// in stateDir owns the repository's notes: a run on another state (a
+// scratch --state) says so on errOut and keeps its verdicts in its store.
+func (o *forgeOptions) start(ctx context.Context, src *gitsync.Source, stateDir string, log *slog.Logger, errOut io.Writer) error {
 	rep, err := o.reporter(os.Getenv)
 	if err != nil {
 		return err
@@ -175,8 +184,15 @@ func (o *forgeOptions) start(ctx context.Context, src *gitsync.Source, log *slog
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	owns, owner, err := src.OwnsNotes(stateDir)
+	if err != nil {
+		return err
+	}
+	if !owns {
+		fmt.Fprintf(errOut, "converge: git notes and forge statuses not written: they belong to the state in %s, not %s (git config converge.state names their owner)\n", owner, stateDir)
+	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	o.statusRun = &statusRun{src: src, log: log, cancel: cancel}
+	o.statusRun = &statusRun{src: src, owns: owns, log: log, cancel: cancel}
 	if rep != nil {
 		o.pub = forge.NewPublisher(rep, log)
 		o.wg.Go(func() { o.pub.Run(runCtx) })
@@ -231,7 +247,7 @@ func (o *forgeOptions) publish(pass *gitsync.Pass) {
 }
 
 func (o *forgeOptions) publishRecord(rec *converge.RevisionRecord) {
-	if o.statusRun == nil || rec == nil || rec.Revision.Dirty || rec.Revision.Hash == "" {
+	if o.statusRun == nil || !o.owns || rec == nil || rec.Revision.Dirty || rec.Revision.Hash == "" {
 		return
 	}
 	if o.pub != nil {
@@ -285,7 +301,7 @@ func (r *statusRecords) PutRevision(rec *converge.RevisionRecord) error {
 	if err := r.Records.PutRevision(rec); err != nil {
 		return err
 	}
-	if r.o.statusRun != nil && r.o.src != nil && !rec.Revision.Dirty {
+	if r.o.statusRun != nil && r.o.owns && !rec.Revision.Dirty {
 		if err := r.o.src.WriteStatuses(rec.Revision.Hash, rec.Statuses); err != nil {
 			fmt.Fprintln(r.errOut, "converge:", err)
 		}

@@ -166,7 +166,10 @@ func TestSyncForge(t *testing.T) {
 			gittest.Run(t, dir, "add", "-A")
 			gittest.Run(t, dir, "commit", "-q", "-m", "empty")
 			good := gittest.Run(t, dir, "rev-parse", "HEAD")
-			args := []string{"--repo", dir, "--state", t.TempDir(), "sync", "--timeout", "1m",
+			stateDir := t.TempDir()
+			// The state outside the work tree owns the notes, so it also posts.
+			gittest.Run(t, dir, "config", "converge.state", stateDir)
+			args := []string{"--repo", dir, "--state", stateDir, "sync", "--timeout", "1m",
 				"--forge", tc.kind, "--forge-url", f.URL(), "--forge-repo", tc.repo}
 			if out, err := runCLI(args...); err != nil {
 				t.Fatalf("sync: %v\n%s", err, out)
@@ -262,7 +265,8 @@ func TestStatusRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := state.Open(t.TempDir(), state.Options{NoSync: true})
+	stateDir := filepath.Join(src.Root(), gitsync.DefaultStateDir) // the repository's own state
+	st, err := state.Open(stateDir, state.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,10 +274,10 @@ func TestStatusRecords(t *testing.T) {
 	f := forgetest.NewGitHub(t, false)
 	t.Setenv(forgeTokenEnv, forgetest.Token)
 	o := forgeOptions{kind: "github", url: f.URL(), repo: forgetest.Owner + "/" + forgetest.Repo}
-	if err := o.start(context.Background(), src, nil); err != nil {
+	var errOut bytes.Buffer
+	if err := o.start(context.Background(), src, stateDir, nil, &errOut); err != nil {
 		t.Fatal(err)
 	}
-	var errOut bytes.Buffer
 	recs := o.records(st, &errOut)
 	rec := &converge.RevisionRecord{Revision: converge.Revision{Ref: "main", Hash: hash}}
 	for _, s := range []converge.CommitStatus{
@@ -305,6 +309,74 @@ func TestStatusRecords(t *testing.T) {
 	}
 	if stored, err := st.Revision(hash); err != nil || len(stored.Statuses) != 1 {
 		t.Errorf("stored record: %+v, %v", stored, err)
+	}
+}
+
+// TestStatusRecordsNotOwner: a run on a state that does not own the
+// repository's notes (a scratch --state) leaves the note another state
+// wrote alone and posts nothing to the forge, saying so; once
+// `git config converge.state` names it, it writes both.
+func TestStatusRecordsNotOwner(t *testing.T) {
+	owned := []converge.CommitStatus{{Context: converge.ContextSync, State: converge.StateSuccess, Description: "3652/3652 Ready"}}
+	dir, hash := statusRepo(t, owned)
+	scratch := t.TempDir()
+	st, err := state.Open(scratch, state.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	f := forgetest.NewGitHub(t, false)
+	t.Setenv(forgeTokenEnv, forgetest.Token)
+	failure := &converge.RevisionRecord{Revision: converge.Revision{Ref: "main", Hash: hash}}
+	failure.SetStatus(converge.CommitStatus{Context: converge.ContextSync, State: converge.StateFailure, Description: "timed out: 0/3652 Ready"})
+	run := func() string {
+		t.Helper()
+		src, err := gitsync.OpenLocal(dir, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := forgeOptions{kind: "github", url: f.URL(), repo: forgetest.Owner + "/" + forgetest.Repo}
+		var errOut bytes.Buffer
+		if err := o.start(context.Background(), src, scratch, nil, &errOut); err != nil {
+			t.Fatal(err)
+		}
+		if err := o.records(st, &errOut).PutRevision(failure); err != nil {
+			t.Fatal(err)
+		}
+		o.report(&gitsync.Pass{Revision: failure.Revision, Record: failure}, &errOut)
+		o.stop(&errOut)
+		return errOut.String()
+	}
+
+	msg := run()
+	if want := "not written: they belong to the state in " + filepath.Join(dir, ".converge"); !strings.Contains(msg, want) {
+		t.Errorf("output %q, want it to contain %q", msg, want)
+	}
+	if note, err := gitsync.OpenLocal(dir, ""); err != nil {
+		t.Fatal(err)
+	} else if got, err := note.ReadStatuses(hash); err != nil || !reflect.DeepEqual(got, owned) {
+		t.Errorf("note after a scratch run = %+v, %v; want the owner's %+v", got, err, owned)
+	}
+	if got := f.Statuses(); len(got) != 0 {
+		t.Errorf("forge got %+v from a scratch run, want nothing", got)
+	}
+	if stored, err := st.Revision(hash); err != nil || stored.Statuses[0].State != converge.StateFailure {
+		t.Errorf("scratch store's record = %+v, %v; want its own failure kept", stored, err)
+	}
+
+	gittest.Run(t, dir, "config", "converge.state", scratch)
+	if msg := run(); msg != "" {
+		t.Errorf("output %q from the owning state, want none", msg)
+	}
+	src, err := gitsync.OpenLocal(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := src.ReadStatuses(hash); err != nil || got[0].State != converge.StateFailure {
+		t.Errorf("note after the owner's run = %+v, %v; want its failure", got, err)
+	}
+	if got := f.Statuses(); len(got) == 0 {
+		t.Error("forge got nothing from the owning state")
 	}
 }
 

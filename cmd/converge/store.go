@@ -4,14 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/convergehq/converge/state/stateapi"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"testing/fstest"
 	"time"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cue"
 	"github.com/convergehq/converge/state"
+	"github.com/convergehq/converge/state/stateapi"
 	gitsync "github.com/convergehq/converge/sync"
 )
 
@@ -52,6 +55,132 @@ func stateDir(g *globals) (string, error) {
 		return "", errors.New("find state directory: bare repository: pass --state")
 	}
 	return filepath.Join(src.Root(), ".converge"), nil
+}
+
+// resolveSource settles which repository and sub-directory a command
+// reads, in this order:
+//
+//  1. --repo and --path as given; a --path given while the current
+//     directory is inside the repository's work tree is relative to it;
+//  2. the source the store recorded for its applied revision, when
+//     --path was not given and --repo was not or names the same
+//     repository (g.source is then set);
+//  3. the current directory's place inside the repository's work tree.
+//
+// A store that cannot be read leaves the defaults; the command then
+// reports what is wrong with the state.
+func resolveSource(g *globals) error {
+	if g.pathSet && !isRemote(g.repo) {
+		p, err := cwdRelative(g.repo, g.path)
+		if err != nil {
+			return err
+		}
+		g.path = p
+	}
+	if g.pathSet {
+		return nil
+	}
+	if dir, err := stateDir(g); err == nil {
+		if src := storedSource(dir); src != nil && (!g.repoSet || sameRepo(g.repo, src)) {
+			if !src.Remote {
+				if ok, _ := exists(src.Repo); !ok {
+					src = nil // moved away: fall through to the current directory
+				}
+			}
+			if src != nil {
+				g.repo, g.path, g.source = src.Repo, src.Path, src
+				if g.state == "" {
+					g.state = dir // a remote Repo must not move it
+				}
+				return nil
+			}
+		}
+	}
+	if !isRemote(g.repo) {
+		if p, err := cwdRelative(g.repo, "."); err == nil {
+			g.path = p
+		}
+	}
+	return nil
+}
+
+// storedSource returns the source the store in dir recorded, from the
+// store or the admin API of the converge holding it; nil if none.
+func storedSource(dir string) *converge.AppliedSource {
+	if ok, _ := exists(filepath.Join(dir, state.FileName)); !ok {
+		return nil
+	}
+	st, err := state.Open(dir, state.Options{LockTimeout: 200 * time.Millisecond})
+	if errors.Is(err, state.ErrLocked) {
+		c, cerr := dialAdmin(dir)
+		if cerr != nil {
+			return nil
+		}
+		src, _ := c.Source()
+		return src
+	}
+	if err != nil {
+		return nil
+	}
+	defer st.Close()
+	src, _ := st.Source()
+	return src
+}
+
+// sameRepo reports whether repo (a --repo value) names src's repository.
+func sameRepo(repo string, src *converge.AppliedSource) bool {
+	if isRemote(repo) || src.Remote {
+		return repo == src.Repo
+	}
+	s, err := gitsync.OpenLocal(repo, "")
+	return err == nil && samePath(s.Root(), src.Repo)
+}
+
+// cwdRelative returns path, given while the current directory is inside
+// repo's work tree, relative to the work tree's root (slash-separated, ""
+// for the root). Outside the work tree, and for an absolute path (which
+// the source refuses), it returns path unchanged: relative to the root.
+func cwdRelative(repo, path string) (string, error) {
+	if filepath.IsAbs(path) {
+		return path, nil
+	}
+	src, err := gitsync.OpenLocal(repo, "")
+	if err != nil || src.Root() == "" {
+		return path, nil
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("resolve --path: %w", err)
+	}
+	root, err := filepath.EvalSymlinks(src.Root())
+	if err != nil {
+		return path, nil
+	}
+	if c, err := filepath.EvalSymlinks(cwd); err == nil {
+		cwd = c
+	}
+	below, err := filepath.Rel(root, cwd)
+	if err != nil || below == ".." || strings.HasPrefix(below, ".."+string(filepath.Separator)) {
+		return path, nil // not inside the work tree
+	}
+	rel, err := filepath.Rel(root, filepath.Join(cwd, path))
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "", usageErr("--path %s: outside the repository %s", path, src.Root())
+	}
+	if rel == "." {
+		return "", nil
+	}
+	return filepath.ToSlash(rel), nil
+}
+
+// samePath reports whether a and b name the same directory.
+func samePath(a, b string) bool {
+	ea, err1 := filepath.EvalSymlinks(a)
+	eb, err2 := filepath.EvalSymlinks(b)
+	if err1 != nil || err2 != nil {
+		return filepath.Clean(a) == filepath.Clean(b)
+	}
+	return ea == eb
 }
 
 // openSource opens the repository --repo names: a local repository in
@@ -131,4 +260,32 @@ func withResource(g *globals, output, arg string, fn func(rd reader, id converge
 	}
 	defer done()
 	return fn(rd, id)
+}
+
+// headWorkers reads the worker processes the converge.cue below path at
+// src's head declares, without loading (or applying) anything else.
+func headWorkers(src *gitsync.Source, path string) ([]converge.WorkerSpec, error) {
+	rev, err := src.Head()
+	if err != nil {
+		return nil, err
+	}
+	fsys, err := src.FS(rev, path)
+	if err != nil {
+		return nil, err
+	}
+	b, err := fs.ReadFile(fsys, cue.SettingsFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", cue.SettingsFile, err)
+	}
+	res, err := cue.Load(fstest.MapFS{cue.SettingsFile: {Data: b}}, ".", cue.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", cue.SettingsFile, err)
+	}
+	if !res.Valid() {
+		return nil, fmt.Errorf("%s at %s: %s", cue.SettingsFile, rev, res.Findings[0])
+	}
+	return res.Desired.Settings.Workers, nil
 }

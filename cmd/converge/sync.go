@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge"
-	"github.com/convergehq/converge/scheduler"
 	gitsync "github.com/convergehq/converge/sync"
 )
 
@@ -42,7 +40,7 @@ or --timeout passes (exit 1, with what is still pending).`,
 	f := c.Flags()
 	f.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long")
 	f.DurationVar(&o.grace, "stuck-grace", 2*time.Second, "how long nothing must progress before sync gives up")
-	f.BoolVarP(&o.verbose, "verbose", "v", false, "log the engine's and the workers' output")
+	f.BoolVarP(&o.verbose, "verbose", "v", false, "also log the engine's info and debug messages and the workers' output (warnings and errors always show)")
 	f.StringSliceVar(&o.startWorkers, "start-worker", nil, "also start a builtin worker from local configuration: NAME[:REPLICAS] (the only workers started for a remote --repo)")
 	f.BoolVar(&o.watch, "watch", false, "dev mode: keep running and re-apply the uncommitted work tree on every save")
 	o.forge.addFlags(f)
@@ -51,6 +49,9 @@ or --timeout passes (exit 1, with what is still pending).`,
 
 func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) error {
 	out, errOut := c.OutOrStdout(), c.ErrOrStderr()
+	if err := resolveSource(g); err != nil {
+		return err
+	}
 	dir, err := stateDir(g)
 	if err != nil {
 		return err
@@ -66,12 +67,12 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) e
 	if err != nil {
 		return err
 	}
-	logOut := io.Discard
+	log := newLogger(errOut, o.verbose)
+	workerOut := io.Discard // the workers' own output, with -v
 	if o.verbose {
-		logOut = errOut
+		workerOut = errOut
 	}
-	log := slog.New(slog.NewTextHandler(logOut, nil))
-	if err := o.forge.start(ctx, src, log); err != nil {
+	if err := o.forge.start(ctx, src, dir, log, errOut); err != nil {
 		return err
 	}
 	defer o.forge.stop(errOut)
@@ -93,8 +94,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) e
 		if err := recordOnly(dir, pass); err != nil {
 			fmt.Fprintln(errOut, "converge:", err)
 		}
-		writeNotes(src, pass, errOut)
-		o.forge.publish(pass)
+		o.forge.report(pass, errOut)
 		return failed("revision %s is invalid (%d errors); nothing applied", rev, len(pass.Record.Errors))
 	}
 	// A local repository is trusted to name its workers; a remote one never
@@ -104,12 +104,12 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) e
 		workers = append(workers, pass.Loaded.Desired.Settings.Workers...)
 	}
 	e, err := startEngine(ctx, engineOptions{
-		stateDir: dir, repoDir: src.Root(), workers: workers, log: log, workerOut: logOut,
+		stateDir: dir, repoDir: src.Root(), workers: workers, log: log, workerOut: workerOut,
 	})
 	if err != nil {
 		return err
 	}
-	defer e.close()
+	defer closeEngine(e, errOut)
 	syncer.Records, syncer.Engine, syncer.Lint = e.store, e.sched, lintFunc()
 	if err := syncer.Apply(ctx, pass); err != nil {
 		return err
@@ -118,29 +118,31 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) e
 		for _, f := range pass.Record.Findings {
 			fmt.Fprintln(errOut, f)
 		}
-		writeNotes(src, pass, errOut)
-		o.forge.publish(pass)
+		o.forge.report(pass, errOut)
 		return failed("revision %s not applied: %s", rev, pass.Held)
 	}
-	writeNotes(src, pass, errOut) // converge/sync pending until finishSync
-	o.forge.publish(pass)
+	o.forge.report(pass, errOut) // converge/sync pending until finishSync
 	if p := pass.Plan; p != nil {
 		fmt.Fprintf(out, "applied: %d created, %d updated, %d flipped, %d deleted\n", len(p.Create), len(p.Update), len(p.Flip), len(p.Delete))
 	}
 	start := time.Now()
-	res := waitSettled(ctx, e, out, o, expectedWorkers(workers))
-	err = finishSync(e, syncer, pass, res, time.Since(start), out, errOut)
-	o.forge.publish(pass)
+	res := waitSettled(ctx, e, out, o)
+	err = finishSync(e, syncer, pass, res, time.Since(start), out, errOut, howToStartWorker(src.Remote(), false))
+	o.forge.report(pass, errOut)
 	if !o.watch {
 		return err
 	}
-	return watchWorkTree(ctx, e, syncer, o, out, errOut, expectedWorkers(workers))
+	if err != nil {
+		// dev mode goes on: the next save may fix it.
+		fmt.Fprintln(errOut, "converge:", err)
+	}
+	return watchWorkTree(ctx, e, syncer, o, out, errOut)
 }
 
 // watchWorkTree is dev mode: on every save below the work tree's --path it
 // validates the uncommitted documents and, when they are valid, applies
 // them (labelled as a dirty revision) and waits for them to settle.
-func watchWorkTree(ctx context.Context, e *engine, syncer *gitsync.Syncer, o syncOptions, out, errOut io.Writer, wantWorkers int) error {
+func watchWorkTree(ctx context.Context, e *engine, syncer *gitsync.Syncer, o syncOptions, out, errOut io.Writer) error {
 	dir := filepath.Join(syncer.Source.Root(), filepath.FromSlash(syncer.Path))
 	fmt.Fprintf(out, "watching %s (dev mode: uncommitted changes are applied as %s@dirty; Ctrl+C stops)\n", dir, syncer.Source.Ref())
 	err := gitsync.WatchTree(ctx, dir, 300*time.Millisecond, func() {
@@ -168,13 +170,17 @@ func watchWorkTree(ctx context.Context, e *engine, syncer *gitsync.Syncer, o syn
 		if p.Empty() {
 			// The first look, or a save that changed nothing: nothing
 			// to wait for, and no verdict left pending.
-			syncer.SetSyncStatus(pass, converge.StateSuccess, "no changes")
+			if err := syncer.SetSyncStatus(pass, converge.StateSuccess, "no changes"); err != nil {
+				fmt.Fprintln(errOut, "converge:", err)
+			}
 			return
 		}
 		fmt.Fprintf(out, "applied work tree: %d created, %d updated, %d flipped, %d deleted\n", len(p.Create), len(p.Update), len(p.Flip), len(p.Delete))
 		start := time.Now()
-		res := waitSettled(ctx, e, out, o, wantWorkers)
-		finishSync(e, syncer, pass, res, time.Since(start), out, errOut)
+		res := waitSettled(ctx, e, out, o)
+		if err := finishSync(e, syncer, pass, res, time.Since(start), out, errOut, howToStartWorker(syncer.Source.Remote(), false)); err != nil {
+			fmt.Fprintln(errOut, "converge:", err)
+		}
 	})
 	if ctx.Err() != nil {
 		return nil
@@ -192,31 +198,25 @@ const (
 	settledInterrupted
 )
 
-// waitSettled shows progress until the graph converges, is stuck for the
-// grace period (with every expected worker connected), the timeout passes
-// or ctx ends.
-func waitSettled(ctx context.Context, e *engine, out io.Writer, o syncOptions, wantWorkers int) settleResult {
+// waitSettled shows progress until the graph converges, is stuck
+// (gitsync.Settle decides), the timeout passes or ctx ends.
+func waitSettled(ctx context.Context, e *engine, out io.Writer, o syncOptions) settleResult {
 	pr := newProgress(out)
 	defer pr.done()
 	deadline := time.NewTimer(o.timeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
-	var stuckSince time.Time
+	settle := gitsync.Settle{Grace: o.grace}
 	for {
 		p := e.sched.Progress()
 		pr.show(p)
-		switch {
-		case p.Settled == scheduler.Converged:
+		due, _ := e.workers()
+		switch settle.Observe(time.Now(), p, due) {
+		case gitsync.Converged:
 			return settledConverged
-		case p.Settled == scheduler.Stuck && len(e.srv.Workers()) >= wantWorkers:
-			if stuckSince.IsZero() {
-				stuckSince = time.Now()
-			} else if time.Since(stuckSince) >= o.grace {
-				return settledStuck
-			}
-		default:
-			stuckSince = time.Time{}
+		case gitsync.Stuck:
+			return settledStuck
 		}
 		select {
 		case <-ctx.Done():
@@ -228,14 +228,18 @@ func waitSettled(ctx context.Context, e *engine, out io.Writer, o syncOptions, w
 	}
 }
 
-func finishSync(e *engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res settleResult, elapsed time.Duration, out, errOut io.Writer) error {
+// finishSync records the verdict of a wait on pass's revision in the
+// store and prints it (the caller reports it to the git note); a stuck or timed-out run names what is not
+// converged and, when a kind has no worker, why (howToStart when no
+// declared worker failed).
+func finishSync(e *engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res settleResult, elapsed time.Duration, out, errOut io.Writer, howToStart string) error {
 	flushCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := e.sched.Flush(flushCtx); err != nil {
 		return fmt.Errorf("flush state: %w", err)
 	}
 	p := e.sched.Progress()
-	summary := fmt.Sprintf("%d/%d Ready", p.Counts.Ready, p.Counts.Total)
+	summary := gitsync.Summary(p)
 	state, desc := converge.StateSuccess, summary
 	var err error
 	switch res {
@@ -255,6 +259,11 @@ func finishSync(e *engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res settl
 		for _, pr := range problems {
 			fmt.Fprintf(errOut, "  %s %s: %s\n", pr.ID, pr.Phase, pr.Reason)
 		}
+		_, failedWorkers := e.workers()
+		if hint := gitsync.UnservedHint(problems, failedWorkers, howToStart); hint != "" {
+			fmt.Fprintf(errOut, "hint: %s\n", hint)
+			desc += "; " + hint
+		}
 		names := make([]string, 0, 3)
 		for i, pr := range problems {
 			if i == 3 {
@@ -268,7 +277,6 @@ func finishSync(e *engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res settl
 	if serr := syncer.SetSyncStatus(pass, state, desc); serr != nil {
 		fmt.Fprintln(errOut, "converge:", serr)
 	}
-	writeNotes(syncer.Source, pass, errOut)
 	return err
 }
 

@@ -36,6 +36,13 @@ type Loader interface {
 	Load() (*converge.Snapshot, error)
 }
 
+// Sourcer is implemented by a Reader that knows where the applied
+// revision came from (*state.Store), for commands run without --repo or
+// --path.
+type Sourcer interface {
+	Source() (*converge.AppliedSource, error)
+}
+
 // Controller is the write side a daemon offers: cascade delete and
 // operator verbs, carried out by its running scheduler.
 type Controller interface {
@@ -113,6 +120,15 @@ func Handler(rd Reader, ctl Controller) http.Handler {
 		}
 		snap, err := l.Load()
 		reply(w, snap, err)
+	})
+	mux.HandleFunc("GET /v1/source", func(w http.ResponseWriter, r *http.Request) {
+		sr, ok := rd.(Sourcer)
+		if !ok {
+			reply(w, nil, errors.New("this daemon does not record its source"))
+			return
+		}
+		src, err := sr.Source()
+		reply(w, src, err)
 	})
 	mux.HandleFunc("POST /v1/delete", func(w http.ResponseWriter, r *http.Request) {
 		if ctl == nil {
@@ -237,6 +253,13 @@ func (c *Client) Events(resource converge.ID, limit int) ([]converge.Event, erro
 func (c *Client) Snapshot() (*converge.Snapshot, error) {
 	var snap converge.Snapshot
 	return &snap, c.call(context.Background(), "GET", "/v1/snapshot", url.Values{}, nil, &snap)
+}
+
+// Source returns where the daemon's applied revision came from, or nil
+// if it recorded none.
+func (c *Client) Source() (*converge.AppliedSource, error) {
+	var src *converge.AppliedSource
+	return src, c.call(context.Background(), "GET", "/v1/source", url.Values{}, nil, &src)
 }
 
 // Delete asks the daemon to cascade-delete id.
