@@ -541,8 +541,9 @@ func (s *Scheduler) Problems() []Problem {
 // Delete marks the teardown tree of id (id, everything it owns and
 // everything depending on any of those) and starts tearing it down in
 // reverse dependency order. It returns ErrNotFound if id does not exist.
-// The owner of a composed resource is not recomposed: the delete is
-// honoured until the owner's next recompose.
+// When id is composed and its owner is not torn down with it, the owner
+// recomposes as soon as the teardown is done (a new generation): a child
+// it still emits comes back at once, with a new uid.
 func (s *Scheduler) Delete(ctx context.Context, id converge.ID) error {
 	var err error
 	e := s.exec(ctx, func(s *Scheduler) {
@@ -551,7 +552,11 @@ func (s *Scheduler) Delete(ctx context.Context, id converge.ID) error {
 			err = fmt.Errorf("delete %s: %w", id, ErrNotFound)
 			return
 		}
-		s.cascade([]*node{n}, "deleted by operator")
+		for _, m := range s.cascade([]*node{n}, "deleted by operator") {
+			if o := m.owner; o != nil && !o.r.Deleting {
+				m.recomposeOwner = true
+			}
+		}
 		err = s.flush()
 	})
 	if e != nil {
