@@ -131,6 +131,18 @@ func (s *Scheduler) composeResult(n *node, rec *taskRec, res *converge.Result) {
 // checkComposition validates a compose result without changing anything;
 // it returns the children's IDs.
 func (s *Scheduler) checkComposition(n *node, res *converge.Result) ([]converge.ID, error) {
+	return checkComposition(n.id, res, func(id converge.ID) *converge.Resource {
+		if ex := s.nodes[id]; ex != nil {
+			return ex.r
+		}
+		return nil
+	}, s.validator)
+}
+
+// checkComposition validates owner's compose result against the resources
+// get finds and v (nil accepts every spec); it returns the children's IDs.
+// Fanout (a dry run) and composeResult decide with it alike.
+func checkComposition(owner converge.ID, res *converge.Result, get func(converge.ID) *converge.Resource, v Validator) ([]converge.ID, error) {
 	if len(res.Children) > maxChildren {
 		return nil, fmt.Errorf("%d children: more than %d", len(res.Children), maxChildren)
 	}
@@ -150,25 +162,25 @@ func (s *Scheduler) checkComposition(n *node, res *converge.Result) ([]converge.
 			return nil, fmt.Errorf("%s: emitted twice", id)
 		}
 		seen[id] = true
-		if id == n.id {
+		if id == owner {
 			return nil, fmt.Errorf("%s: a composer cannot emit itself", id)
 		}
-		if ex := s.nodes[id]; ex != nil && ex.r.Owner != n.id {
-			owner := string(ex.r.Owner)
-			if owner == "" {
-				owner = "git"
+		if ex := get(id); ex != nil && ex.Owner != owner {
+			by := string(ex.Owner)
+			if by == "" {
+				by = "git"
 			}
-			return nil, fmt.Errorf("%s: already exists, owned by %s", id, owner)
+			return nil, fmt.Errorf("%s: already exists, owned by %s", id, by)
 		}
-		if s.validator != nil {
-			if err := s.validator.ValidateSpec(converge.KindRef{Kind: c.Kind, Version: c.KindVersion}, c.Spec); err != nil {
+		if v != nil {
+			if err := v.ValidateSpec(converge.KindRef{Kind: c.Kind, Version: c.KindVersion}, c.Spec); err != nil {
 				return nil, fmt.Errorf("%s: %w", id, err)
 			}
 		}
 	}
 	for _, e := range res.Edges {
 		if !seen[e.Consumer] {
-			return nil, fmt.Errorf("edge %s -> %s: consumer is not a child of %s", e.Consumer, e.Producer, n.id)
+			return nil, fmt.Errorf("edge %s -> %s: consumer is not a child of %s", e.Consumer, e.Producer, owner)
 		}
 		if e.Consumer == e.Producer {
 			return nil, fmt.Errorf("edge %s -> %s: a resource cannot consume itself", e.Consumer, e.Producer)

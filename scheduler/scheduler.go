@@ -304,6 +304,7 @@ type taskRec struct {
 	key      string // delivery key
 	verb     chan verbOutcome
 	counted  bool // holds an inflight slot
+	dry      bool // a dry-run compose (taskVerb): answered, never applied
 }
 
 type verbOutcome struct {
