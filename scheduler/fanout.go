@@ -22,7 +22,8 @@ const dryRunTTL = 30 * time.Second
 
 // DryCompose is a ComposeFunc over the running scheduler's workers: the
 // answer comes back to the caller only; no state, event or lease changes.
-// It returns ErrNotRunning when Run is not running.
+// Until ctx is done it waits for Run to run and for a worker to serve the
+// compose.
 func (s *Scheduler) DryCompose(ctx context.Context, t *converge.Task) (*converge.Result, error) {
 	wait := 20 * time.Millisecond
 	for {
@@ -37,8 +38,8 @@ func (s *Scheduler) DryCompose(ctx context.Context, t *converge.Task) (*converge
 		}); e != nil {
 			return nil, e
 		}
-		if errors.Is(err, converge.ErrNoWorker) {
-			// Workers may still be starting: look again.
+		if errors.Is(err, converge.ErrNoWorker) || errors.Is(err, ErrNotRunning) {
+			// Workers, or Run itself, may still be starting: look again.
 			select {
 			case <-ctx.Done():
 				return nil, fmt.Errorf("dry-run compose %s/%s: %w", t.Kind, t.Name, err)

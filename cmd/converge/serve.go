@@ -116,7 +116,7 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	defer stopSite()
 	go live.run(siteCtx)
 	syncer := &gitsync.Syncer{Source: src, Path: g.path, Records: o.forge.records(e.store, c.ErrOrStderr()),
-		Engine: e.sched, Log: log, Lint: lintFunc()}
+		Engine: e.sched, Log: log, Lint: lintFunc(), Compose: e.sched.DryCompose}
 
 	trigger := make(chan struct{}, 1)
 	poke := func() {
