@@ -50,10 +50,30 @@ func (s *Scheduler) composeResult(n *node, rec *taskRec, res *converge.Result) {
 			oldEdges[edgeKey{e.Consumer, e.Producer}] = e
 		}
 	}
+	// A new child consuming a child of n that is being torn down would
+	// hold that teardown up (a teardown waits for its live consumers)
+	// while waiting for it: it is left to the compose that follows the
+	// teardown (recomposeOwner), as are new children consuming it.
+	later := make(map[converge.ID]bool)
+	for grew := true; grew; {
+		grew = false
+		for _, e := range res.Edges {
+			if later[e.Consumer] || s.nodes[e.Consumer] != nil {
+				continue
+			}
+			p := s.nodes[e.Producer]
+			if gone := p != nil && p.r.Deleting && p.owner == n; gone || later[e.Producer] {
+				if gone {
+					p.recomposeOwner = true
+				}
+				later[e.Consumer], grew = true, true
+			}
+		}
+	}
 	for i := range res.Edges {
 		e := res.Edges[i]
-		if ex := s.nodes[e.Consumer]; ex != nil && ex.r.Deleting {
-			continue // its edges go with its row
+		if ex := s.nodes[e.Consumer]; ex != nil && ex.r.Deleting || later[e.Consumer] {
+			continue // its edges go with its row, or come with it
 		}
 		k := edgeKey{e.Consumer, e.Producer}
 		if old := oldEdges[k]; old != nil {
@@ -84,6 +104,7 @@ func (s *Scheduler) composeResult(n *node, rec *taskRec, res *converge.Result) {
 		id := ids[i]
 		ex := s.nodes[id]
 		switch {
+		case ex == nil && later[id]:
 		case ex == nil:
 			s.createChild(n, c, createdBy)
 			created++

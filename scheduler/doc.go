@@ -80,7 +80,8 @@
 //
 // A composed child that is still being torn down when its owner
 // recomposes is not re-created by that compose: the owner composes again
-// once the teardown is done. After a restart every child being torn down
+// once the teardown is done; so is a new child that would consume one
+// (it would hold that teardown up while waiting for it). After a restart every child being torn down
 // under a live owner counts as wanted (the store does not say whether an
 // operator deleted it or its owner pruned it), which costs a pruning
 // owner one compose more.
