@@ -372,6 +372,10 @@ type Task struct {
 	MaxChildren int
 	// Subject is set for react: the resource whose transition fired.
 	Subject *Subject
+	// DryRun marks a compose asked only for its answer (plan, the prune
+	// guard): nothing of the result is applied, and the composer must not
+	// cause side effects for it.
+	DryRun bool
 }
 
 // Ref returns the task's KindRef.

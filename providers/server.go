@@ -611,7 +611,7 @@ func taskToProto(t *converge.Task) *convergev1.Task {
 	p := &convergev1.Task{
 		Id: t.ID, Key: t.Key, Reaction: t.Reaction, Uid: t.UID,
 		Kind: t.Kind, KindVersion: int32(t.KindVersion), Name: t.Name, Generation: t.Generation,
-		Spec: t.Spec, Status: t.Status, Config: t.Config, Args: t.Args,
+		Spec: t.Spec, Status: t.Status, Config: t.Config, Args: t.Args, DryRun: t.DryRun,
 	}
 	if !t.Deadline.IsZero() {
 		p.DeadlineUnixNano = t.Deadline.UnixNano()

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -565,5 +566,53 @@ func TestSlowSchedulerKeepsWorker(t *testing.T) {
 	}
 	for range n {
 		result(t, s, 5*time.Second)
+	}
+}
+
+// The dry-run mark of a compose travels the stream to the provider, which
+// answers with the children it would emit (and no side effects).
+func TestDryRunReachesProvider(t *testing.T) {
+	s, addr := startServer(t, "unix", providers.ServerOptions{})
+	var mu sync.Mutex
+	sideEffects := 0
+	startWorker(t, s, addr, "bom", 4, sdk.Provider{Kind: "bom", Version: 1,
+		Compose: func(ctx context.Context, r *sdk.Request) (*sdk.Composition, error) {
+			if !r.DryRun {
+				mu.Lock()
+				sideEffects++
+				mu.Unlock()
+			}
+			name := "real"
+			if r.DryRun {
+				name = "dry"
+			}
+			return &sdk.Composition{Children: []converge.Child{{Kind: "account", KindVersion: 1, Name: name, Spec: []byte(`{}`)}}}, nil
+		}})
+	tests := []struct {
+		name     string
+		dryRun   bool
+		wantName string
+		wantSide int
+	}{
+		{name: "dry run", dryRun: true, wantName: "dry", wantSide: 0},
+		{name: "real compose", dryRun: false, wantName: "real", wantSide: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tk := task("bom", 1, converge.ReactionCompose)
+			tk.DryRun = tt.dryRun
+			if err := s.Dispatch(context.Background(), tk); err != nil {
+				t.Fatal(err)
+			}
+			r := result(t, s, 5*time.Second)
+			if len(r.Children) != 1 || r.Children[0].Name != tt.wantName {
+				t.Fatalf("children %+v, want one named %q", r.Children, tt.wantName)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if sideEffects != tt.wantSide {
+				t.Errorf("%d side effects, want %d", sideEffects, tt.wantSide)
+			}
+		})
 	}
 }

@@ -31,12 +31,22 @@ type Plan struct {
 	// changed or removed, sorted: "kind vpc/v2 added", "config
 	// vpc-v1-default changed", "binding bom-synced removed".
 	Definitions []string
+	// Prune lists the composed children that recomposing the changed
+	// composers would remove. Only Fanout fills it (with the children it
+	// would create, update and flip, added to Create, Update and Flip with
+	// Reason "composed by OWNER"); Apply leaves the fan-out to the
+	// composes it dispatches.
+	Prune []PlanItem
+	// Unanswered lists the changed composers whose dry-run compose gave no
+	// answer (no worker, a transient error, a timeout): what recomposing
+	// them would do is unknown. Reason says why.
+	Unanswered []PlanItem
 }
 
 // Empty reports whether the plan changes nothing.
 func (p *Plan) Empty() bool {
 	return len(p.Create) == 0 && len(p.Update) == 0 && len(p.Flip) == 0 && len(p.Delete) == 0 &&
-		len(p.Definitions) == 0
+		len(p.Definitions) == 0 && len(p.Prune) == 0
 }
 
 // definitions diffs the kinds, configs and bindings of a desired state

@@ -54,10 +54,30 @@ func (s *Scheduler) composeResult(n *node, rec *taskRec, res *converge.Result) {
 			oldEdges[edgeKey{e.Consumer, e.Producer}] = e
 		}
 	}
+	// A new child consuming a child of n that is being torn down would
+	// hold that teardown up (a teardown waits for its live consumers)
+	// while waiting for it: it is left to the compose that follows the
+	// teardown (recomposeOwner), as are new children consuming it.
+	later := make(map[converge.ID]bool)
+	for grew := true; grew; {
+		grew = false
+		for _, e := range res.Edges {
+			if later[e.Consumer] || s.nodes[e.Consumer] != nil {
+				continue
+			}
+			p := s.nodes[e.Producer]
+			if gone := p != nil && p.r.Deleting && p.owner == n; gone || later[e.Producer] {
+				if gone {
+					p.recomposeOwner = true
+				}
+				later[e.Consumer], grew = true, true
+			}
+		}
+	}
 	for i := range res.Edges {
 		e := res.Edges[i]
-		if ex := s.nodes[e.Consumer]; ex != nil && ex.r.Deleting {
-			continue // its edges go with its row
+		if ex := s.nodes[e.Consumer]; ex != nil && ex.r.Deleting || later[e.Consumer] {
+			continue // its edges go with its row, or come with it
 		}
 		k := edgeKey{e.Consumer, e.Producer}
 		if old := oldEdges[k]; old != nil {
@@ -88,6 +108,7 @@ func (s *Scheduler) composeResult(n *node, rec *taskRec, res *converge.Result) {
 		id := ids[i]
 		ex := s.nodes[id]
 		switch {
+		case ex == nil && later[id]:
 		case ex == nil:
 			s.createChild(n, c, createdBy)
 			created++
@@ -135,7 +156,20 @@ func (s *Scheduler) composeResult(n *node, rec *taskRec, res *converge.Result) {
 // checkComposition validates a compose result without changing anything;
 // it returns the children's IDs.
 func (s *Scheduler) checkComposition(n *node, res *converge.Result) ([]converge.ID, error) {
-	if k := n.rs.kind; k != nil && k.MaxChildren > 0 && len(res.Children) > k.MaxChildren {
+	return checkComposition(n.id, res, func(id converge.ID) *converge.Resource {
+		if ex := s.nodes[id]; ex != nil {
+			return ex.r
+		}
+		return nil
+	}, n.rs.kind, s.validator)
+}
+
+// checkComposition validates owner's compose result against the resources
+// get finds, the owner's kind k (its max_children; nil: unknown) and v
+// (nil accepts every spec); it returns the children's IDs. Fanout (a dry
+// run) and composeResult decide with it alike.
+func checkComposition(owner converge.ID, res *converge.Result, get func(converge.ID) *converge.Resource, k *converge.Kind, v Validator) ([]converge.ID, error) {
+	if k != nil && k.MaxChildren > 0 && len(res.Children) > k.MaxChildren {
 		return nil, fmt.Errorf("%d children: more than max_children %d of %s", len(res.Children), k.MaxChildren, k.Ref())
 	}
 	ids := make([]converge.ID, len(res.Children))
@@ -154,30 +188,30 @@ func (s *Scheduler) checkComposition(n *node, res *converge.Result) ([]converge.
 			return nil, fmt.Errorf("%s: emitted twice", id)
 		}
 		seen[id] = true
-		if id == n.id {
+		if id == owner {
 			return nil, fmt.Errorf("%s: a composer cannot emit itself", id)
 		}
-		if ex := s.nodes[id]; ex != nil && ex.r.Owner != n.id {
-			owner := string(ex.r.Owner)
-			if owner == "" {
-				owner = "git"
+		if ex := get(id); ex != nil && ex.Owner != owner {
+			by := string(ex.Owner)
+			if by == "" {
+				by = "git"
 			}
-			return nil, fmt.Errorf("%s: already exists, owned by %s", id, owner)
+			return nil, fmt.Errorf("%s: already exists, owned by %s", id, by)
 		}
 		if len(c.Spec) > 0 {
 			if err := checkObject(c.Spec); err != nil {
 				return nil, fmt.Errorf("%s: spec: %w", id, err)
 			}
 		}
-		if s.validator != nil {
-			if err := s.validator.ValidateSpec(converge.KindRef{Kind: c.Kind, Version: c.KindVersion}, c.Spec); err != nil {
+		if v != nil {
+			if err := v.ValidateSpec(converge.KindRef{Kind: c.Kind, Version: c.KindVersion}, c.Spec); err != nil {
 				return nil, fmt.Errorf("%s: %w", id, err)
 			}
 		}
 	}
 	for _, e := range res.Edges {
 		if !seen[e.Consumer] {
-			return nil, fmt.Errorf("edge %s -> %s: consumer is not a child of %s", e.Consumer, e.Producer, n.id)
+			return nil, fmt.Errorf("edge %s -> %s: consumer is not a child of %s", e.Consumer, e.Producer, owner)
 		}
 		if e.Consumer == e.Producer {
 			return nil, fmt.Errorf("edge %s -> %s: a resource cannot consume itself", e.Consumer, e.Producer)

@@ -11,8 +11,8 @@ import (
 // cascade marks the teardown tree of roots: the roots, everything they
 // own (transitively) and everything that consumes any of those (and what
 // that owns). Marked resources are torn down in reverse dependency order
-// by considerTeardown.
-func (s *Scheduler) cascade(roots []*node, reason string) {
+// by considerTeardown. It returns the marked resources.
+func (s *Scheduler) cascade(roots []*node, reason string) []*node {
 	marked := make(map[*node]bool, len(roots))
 	q := make([]*node, 0, len(roots))
 	for _, n := range roots {
@@ -45,6 +45,7 @@ func (s *Scheduler) cascade(roots []*node, reason string) {
 	for _, n := range q {
 		s.enqueue(n)
 	}
+	return q
 }
 
 // markDeleting puts n in Deleting; any in-flight task of n is forgotten.
@@ -230,14 +231,31 @@ func (s *Scheduler) remove(n *node) {
 	for _, c := range wakeC {
 		s.enqueue(c) // to say what it waits for now
 	}
-	if o := n.owner; n.recomposeOwner && o != nil && !o.removed && !o.r.Deleting {
-		o.resync = true
-		s.enqueue(o)
+	if o := n.owner; o != nil && !o.removed && !o.r.Deleting {
+		if n.recomposeOwner {
+			o.recomposeOwed = true
+		}
+		s.recomposeIfOwed(o)
 	}
 	if n.recreate != nil && s.nodes[n.id] == nil {
 		nr := n.recreate
 		s.addNode(nr, nil, "created from "+nr.Source)
 	}
+}
+
+// recomposeIfOwed recomposes o once none of its descendants is being torn
+// down, if a child it still wants was removed (recomposeOwner). The
+// recompose is a new generation: it is written in the batch that removes
+// the child's row, so a restart cannot lose it. Waiting for the whole
+// teardown keeps a re-created consumer from holding up the teardown of
+// its producer.
+func (s *Scheduler) recomposeIfOwed(o *node) {
+	if !o.recomposeOwed || o.counts.Deleting > 0 {
+		return
+	}
+	o.recomposeOwed = false
+	s.event(o.id, "Recompose", "a child it composes was deleted")
+	s.bumpGeneration(o)
 }
 
 // retireCheck drops a kind that left the desired state once its last

@@ -512,6 +512,10 @@ func (s *Scheduler) leaseExpired(taskID string) {
 		return
 	case taskVerb:
 		delete(s.tasks, taskID)
+		if rec.dry {
+			rec.verb <- verbOutcome{err: errors.New("dry-run compose: timed out")}
+			return
+		}
 		s.event(rec.id, "Verb", "verb "+rec.reaction+": timed out")
 		rec.verb <- verbOutcome{err: errors.New("verb " + rec.reaction + ": timed out")}
 		return

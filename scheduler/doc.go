@@ -64,7 +64,10 @@
 // Cascade delete marks a teardown tree (the resource, what it owns, what
 // consumes any of those, transitively); a marked resource is torn down
 // once nothing still consumes it and it owns nothing, through its kind's
-// teardown reaction when the kind has a finalizer.
+// teardown reaction when the kind has a finalizer. Deleting a composed
+// resource does not outlast its owner's wish: once the teardown tree is
+// gone, the owner recomposes (a new generation, written with the removal),
+// so a child it still emits comes back at once with a new uid.
 //
 // # Caveats
 //
@@ -77,6 +80,9 @@
 //
 // A composed child that is still being torn down when its owner
 // recomposes is not re-created by that compose: the owner composes again
-// once the row is gone (in memory only: after a restart, at the next
-// resync or recompose, as for a child deleted by Delete).
+// once the teardown is done; so is a new child that would consume one
+// (it would hold that teardown up while waiting for it). After a restart every child being torn down
+// under a live owner counts as wanted (the store does not say whether an
+// operator deleted it or its owner pruned it), which costs a pruning
+// owner one compose more.
 package scheduler

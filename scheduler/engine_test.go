@@ -369,6 +369,9 @@ func TestRecomposeAddUpdatePrune(t *testing.T) {
 	if len(ts) > 10 {
 		t.Errorf("%d dispatches for a one-team change, want <= 10: %v", len(ts), ts)
 	}
+	if got := strings.Count(strings.Join(ts, ","), "compose classicbom/org"); got != 1 {
+		t.Errorf("%d composes, want 1 (a pruned child brings no recompose)", got)
+	}
 	var teardown []string
 	for _, x := range ts {
 		if strings.HasPrefix(x, "teardown ") {
@@ -447,56 +450,88 @@ func TestCascadeDeleteRootOrder(t *testing.T) {
 	}
 }
 
-func TestDeleteChildComesBackOnResync(t *testing.T) {
+// A composed child deleted by an operator while its owner still emits it
+// comes back at once: the owner recomposes after the teardown, without
+// waiting for a resync (none is configured here).
+func TestDeleteChildIsRecomposed(t *testing.T) {
 	store := newMemStore()
 	disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1"})
 	h := start(t, store, disp, testConfig())
 	d := classicDesired(makeBOM(1, 2), "c1")
-	d.Kinds[0].ResyncRecomposes = true
-	d.Kinds[0].ResyncInterval = time.Hour
 	h.apply(d, classicValidator)
 	h.waitSettled(scheduler.Converged, 5*time.Second)
 	h.flush()
 	oldUID := store.get("account/fd-01-team-001").UID
+	rootGen := store.get("classicbom/org").Generation
 	disp.resetLog()
 	if err := h.s.Delete(context.Background(), "account/fd-01-team-001"); err != nil {
 		t.Fatal(err)
 	}
+	waitFor(t, 5*time.Second, "the deleted team to come back", func() bool {
+		h.flush()
+		r := store.get("route/fd-01-team-001")
+		return r != nil && r.Phase == converge.PhaseReady
+	})
 	h.waitSettled(scheduler.Converged, 5*time.Second)
 	h.flush()
 	var got []string
 	for _, x := range reactionsOf(disp.tasks()) {
-		got = append(got, x)
-	}
-	if want := "teardown route/fd-01-team-001,teardown vpc/fd-01-team-001,teardown account/fd-01-team-001"; strings.Join(got, ",") != want {
-		t.Errorf("dispatched %v, want %s (and no recompose)", got, want)
-	}
-	for _, id := range []converge.ID{"account/fd-01-team-001", "vpc/fd-01-team-001", "route/fd-01-team-001"} {
-		if store.get(id) != nil {
-			t.Errorf("%s still there", id)
+		if !strings.HasPrefix(x, "react ") {
+			got = append(got, x)
 		}
 	}
-	root := store.get("classicbom/org")
-	if root.Phase != converge.PhaseReady || rollupOf(t, root).Total != bomSize(1, 2)-3 {
-		t.Errorf("root %s rollup %+v", root.Phase, rollupOf(t, root))
+	want := "teardown route/fd-01-team-001,teardown vpc/fd-01-team-001,teardown account/fd-01-team-001," +
+		"compose classicbom/org,reconcile account/fd-01-team-001,reconcile vpc/fd-01-team-001,reconcile route/fd-01-team-001"
+	if strings.Join(got, ",") != want {
+		t.Errorf("dispatched %v,\nwant %s", got, want)
 	}
+	if r := store.get("account/fd-01-team-001"); r.UID == oldUID {
+		t.Errorf("re-created account kept the old uid")
+	}
+	root := store.get("classicbom/org")
+	if got, want := rollupOf(t, root), (converge.Counts{Total: bomSize(1, 2), Ready: bomSize(1, 2)}); root.Phase != converge.PhaseReady || got != want {
+		t.Errorf("root %s rollup %+v, want Ready %+v", root.Phase, got, want)
+	}
+	if root.Generation != rootGen+1 {
+		t.Errorf("root generation %d, want %d (one recompose)", root.Generation, rootGen+1)
+	}
+	if err := scheduler.CheckInvariants(h.s); err != nil {
+		t.Error(err)
+	}
+}
 
-	// A new scheduler with a short resync interval: the recompose brings
-	// the still-desired team back.
+// The recompose owed for a deleted child survives a restart in the middle
+// of the teardown: the store does not say the child was deleted by an
+// operator, but a child torn down under a live owner is recomposed.
+func TestDeleteChildRecomposedAfterRestart(t *testing.T) {
+	store := newMemStore()
+	disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1"})
+	h := start(t, store, disp, testConfig())
+	h.apply(classicDesired(makeBOM(1, 2), "c1"), classicValidator)
+	h.waitSettled(scheduler.Converged, 5*time.Second)
+	// The vpc's teardown never answers: the account waits behind it.
+	disp.setHook(func(tk *converge.Task) (*converge.Result, bool) {
+		return nil, tk.Reaction == converge.ReactionTeardown && tk.Kind == "vpc"
+	})
+	if err := h.s.Delete(context.Background(), "account/fd-01-team-001"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the route to be torn down", func() bool {
+		h.flush()
+		return store.get("route/fd-01-team-001") == nil
+	})
 	h.stop()
-	d.Kinds[0].ResyncInterval = 20 * time.Millisecond
+	disp.setHook(nil)
 	h2 := start(t, store, disp, testConfig())
-	h2.apply(d, classicValidator)
-	waitFor(t, 5*time.Second, "the deleted account to come back", func() bool {
+	waitFor(t, 5*time.Second, "the deleted team to come back", func() bool {
 		h2.flush()
 		r := store.get("route/fd-01-team-001")
 		return r != nil && r.Phase == converge.PhaseReady
 	})
-	if r := store.get("account/fd-01-team-001"); r.UID == oldUID {
-		t.Errorf("re-created account kept the old uid")
-	}
-	if dl := store.deliveryList(); len(dl) != 1 {
-		t.Errorf("%d deliveries, want 1 (the root's generation did not change)", len(dl))
+	h2.waitSettled(scheduler.Converged, 5*time.Second)
+	h2.flush()
+	if root := store.get("classicbom/org"); rollupOf(t, root).Total != bomSize(1, 2) {
+		t.Errorf("root rollup %+v, want total %d", rollupOf(t, root), bomSize(1, 2))
 	}
 }
 

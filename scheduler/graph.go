@@ -28,14 +28,18 @@ type node struct {
 	// recreate is a git resource re-declared while this row was being
 	// torn down: it is created again once the row is gone.
 	recreate *converge.Resource
-	// recomposeOwner: the owner emitted this child again while it was
-	// being torn down; the owner recomposes once the row is gone.
+	// recomposeOwner: the owner still wants this child (it emitted it
+	// again while it was being torn down, or an operator deleted it); the
+	// owner recomposes once the row is gone (recomposeIfOwed).
 	recomposeOwner bool
 	// refusals counts the store's refusals of this row; unstorable: it
 	// was refused again after its refused data was dropped, so it is
 	// kept out of every batch.
 	refusals   int
 	unstorable bool
+	// recomposeOwed: a child this composer still wants was removed; it
+	// recomposes once no descendant is being torn down.
+	recomposeOwed bool
 	// tries is how many attempts the run that just succeeded took; the
 	// Ready event records it when it is more than one.
 	tries int
@@ -120,6 +124,11 @@ func (s *Scheduler) load(snap *converge.Snapshot) {
 					o.children = make(map[converge.ID]*node)
 				}
 				o.children[n.id] = n
+				// A child torn down under a live owner may have been
+				// deleted by an operator: which, the store does not
+				// say, so the owner recomposes after the teardown (for
+				// a pruned child, one compose more than needed).
+				n.recomposeOwner = n.r.Deleting && !o.r.Deleting
 			}
 		}
 	}

@@ -200,6 +200,10 @@ func (s *Scheduler) startVerb(id converge.ID, verb string, args map[string]strin
 }
 
 func (s *Scheduler) verbResult(rec *taskRec, res *converge.Result) {
+	if rec.dry {
+		rec.verb <- verbOutcome{res: res}
+		return
+	}
 	msg := "verb " + rec.reaction + ": " + res.Outcome.String()
 	if res.Message != "" {
 		msg += ": " + res.Message

@@ -316,6 +316,7 @@ type taskRec struct {
 	key      string // delivery key
 	verb     chan verbOutcome
 	counted  bool // holds an inflight slot
+	dry      bool // a dry-run compose (taskVerb): answered, never applied
 }
 
 type verbOutcome struct {
@@ -553,9 +554,9 @@ func (s *Scheduler) Problems() []Problem {
 // Delete marks the teardown tree of id (id, everything it owns and
 // everything depending on any of those) and starts tearing it down in
 // reverse dependency order. It returns converge.ErrNotFound (wrapped) if
-// id does not exist.
-// The owner of a composed resource is not recomposed: the delete is
-// honoured until the owner's next recompose.
+// id does not exist. When id is composed and its owner is not torn down
+// with it, the owner recomposes as soon as the teardown is done (a new
+// generation): a child it still emits comes back at once, with a new uid.
 func (s *Scheduler) Delete(ctx context.Context, id converge.ID) error {
 	var err error
 	e := s.exec(ctx, func(s *Scheduler) {
@@ -564,7 +565,11 @@ func (s *Scheduler) Delete(ctx context.Context, id converge.ID) error {
 			err = fmt.Errorf("delete %s: %w", id, converge.ErrNotFound)
 			return
 		}
-		s.cascade([]*node{n}, "deleted by operator")
+		for _, m := range s.cascade([]*node{n}, "deleted by operator") {
+			if o := m.owner; o != nil && !o.r.Deleting {
+				m.recomposeOwner = true
+			}
+		}
 		err = s.flush()
 	})
 	if e != nil {

@@ -2,6 +2,7 @@ package sync
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/scheduler"
@@ -11,11 +12,17 @@ import (
 // revision may delete when the repository's converge.cue sets none.
 const DefaultPruneLimit = 0.5
 
-// Teardown counts what deleting the plan's Delete items would remove from
-// snap: each item's teardown tree (everything it owns and everything that
-// depends on any of that, transitively), without double counting.
+// Teardown counts what applying plan would remove from snap: the
+// teardown tree of each of its Delete items (documents removed from git)
+// and Prune items (children a recompose would prune, see
+// scheduler.Fanout): everything each owns and everything that depends on
+// any of that, transitively, without double counting.
 func Teardown(snap *converge.Snapshot, plan *scheduler.Plan) int {
-	if len(plan.Delete) == 0 {
+	return teardown(snap, append(append([]scheduler.PlanItem(nil), plan.Delete...), plan.Prune...))
+}
+
+func teardown(snap *converge.Snapshot, roots []scheduler.PlanItem) int {
+	if len(roots) == 0 {
 		return 0
 	}
 	owned := map[converge.ID][]converge.ID{}
@@ -30,7 +37,7 @@ func Teardown(snap *converge.Snapshot, plan *scheduler.Plan) int {
 	}
 	marked := map[converge.ID]bool{}
 	var stack []converge.ID
-	for _, it := range plan.Delete {
+	for _, it := range roots {
 		stack = append(stack, it.ID)
 	}
 	for len(stack) > 0 {
@@ -58,26 +65,57 @@ func Teardown(snap *converge.Snapshot, plan *scheduler.Plan) int {
 
 // PruneGuard returns why applying plan to snap must be held, or "" when
 // it may go ahead: a revision may not delete every resource unless the
-// settings allow it, nor more than their prune_limit share of them.
+// settings allow it, nor more than their prune_limit share of them. What
+// it deletes is the teardown of the documents it removes plus that of the
+// children its changed composers would prune (plan.Prune, from
+// scheduler.Fanout); when a changed composer's dry run gave no answer
+// (plan.Unanswered), that is unknown and the revision is held.
 func PruneGuard(snap *converge.Snapshot, plan *scheduler.Plan, set converge.Settings) string {
 	total := len(snap.Resources)
-	gone := Teardown(snap, plan)
-	if total == 0 || gone == 0 {
+	if total == 0 {
 		return ""
+	}
+	if u := plan.Unanswered; len(u) > 0 {
+		more := ""
+		if len(u) > 1 {
+			more = fmt.Sprintf(" (+%d more)", len(u)-1)
+		}
+		return fmt.Sprintf("held by the prune guard: cannot count what recomposing %s would prune%s: %s", u[0].ID, more, u[0].Reason)
+	}
+	gone := Teardown(snap, plan)
+	if gone == 0 {
+		return ""
+	}
+	what := ""
+	if len(plan.Prune) > 0 {
+		owners := map[string]bool{}
+		var first string
+		for _, it := range plan.Prune {
+			o := strings.TrimPrefix(it.Reason, "pruned by ")
+			if first == "" {
+				first = o
+			}
+			owners[o] = true
+		}
+		by := first
+		if len(owners) > 1 {
+			by += fmt.Sprintf(" and %d more composers", len(owners)-1)
+		}
+		what = fmt.Sprintf(" (%d removed from git, %d pruned by recomposing %s)", teardown(snap, plan.Delete), gone-teardown(snap, plan.Delete), by)
 	}
 	if gone == total {
 		if set.AllowPruneAll {
 			return ""
 		}
-		return fmt.Sprintf("held by the prune guard: this revision would delete all %d resources; set allow_prune_all: true in converge.cue to allow it", total)
+		return fmt.Sprintf("held by the prune guard: this revision would delete all %d resources%s; set allow_prune_all: true in converge.cue to allow it", total, what)
 	}
 	limit := set.PruneLimit
 	if limit <= 0 {
 		limit = DefaultPruneLimit
 	}
 	if share := float64(gone) / float64(total); share > limit {
-		return fmt.Sprintf("held by the prune guard: this revision would delete %d of %d resources (%.0f%% > prune_limit %.0f%%); raise prune_limit in converge.cue to allow it",
-			gone, total, share*100, limit*100)
+		return fmt.Sprintf("held by the prune guard: this revision would delete %d of %d resources%s (%.0f%% > prune_limit %.0f%%); raise prune_limit in converge.cue to allow it",
+			gone, total, what, share*100, limit*100)
 	}
 	return ""
 }

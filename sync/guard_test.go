@@ -35,6 +35,20 @@ func TestPruneGuard(t *testing.T) {
 		}
 		return p
 	}
+	prune := func(ids ...converge.ID) *scheduler.Plan {
+		p := &scheduler.Plan{}
+		for _, id := range ids {
+			p.Prune = append(p.Prune, scheduler.PlanItem{ID: id, Reason: "pruned by bom/root"})
+		}
+		return p
+	}
+	plus := func(a, b *scheduler.Plan) *scheduler.Plan {
+		a.Prune = append(a.Prune, b.Prune...)
+		return a
+	}
+	unanswered := func(id converge.ID, why string) *scheduler.Plan {
+		return &scheduler.Plan{Unanswered: []scheduler.PlanItem{{ID: id, Reason: why}}}
+	}
 	tests := []struct {
 		name         string
 		plan         *scheduler.Plan
@@ -50,6 +64,13 @@ func TestPruneGuard(t *testing.T) {
 		{"everything", del("bom/root", "tgw/solo"), converge.Settings{PruneLimit: 1}, 11, "would delete all 11 resources"},
 		{"everything, allowed", del("bom/root", "tgw/solo"), converge.Settings{AllowPruneAll: true}, 11, ""},
 		{"an absent resource counts nothing", del("vpc/ghost"), converge.Settings{}, 0, ""},
+		{"a recompose pruning every team counts", prune("account/a", "vpc/a", "account/b", "vpc/b", "account/c", "vpc/c", "account/d", "vpc/d"),
+			converge.Settings{PruneLimit: 0.6}, 8, "would delete 8 of 11 resources (0 removed from git, 8 pruned by recomposing bom/root) (73% > prune_limit 60%)"},
+		{"a pruned account takes its vpc", prune("account/a"), converge.Settings{}, 2, ""},
+		{"pruned and removed add up", plus(del("tgw/solo"), prune("account/a", "account/b")), converge.Settings{}, 6,
+			"would delete 6 of 11 resources (2 removed from git, 4 pruned by recomposing bom/root) (55% > prune_limit 50%)"},
+		{"an unanswered dry run holds", unanswered("bom/root", "no worker serves bom/v1 compose"), converge.Settings{}, 0,
+			"cannot count what recomposing bom/root would prune: no worker serves bom/v1 compose"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -50,8 +50,14 @@ type Syncer struct {
 	// linted against its parent, and against the kinds in the store (what
 	// live resources were applied under) before it is applied.
 	Lint LintFunc
-	Now  func() time.Time
-	Log  *slog.Logger
+	// Compose, when set, dry-runs the composers a revision changes, so
+	// the prune guard counts the children their recompose would prune
+	// (scheduler.Fanout). Without it the guard counts documents only.
+	Compose scheduler.ComposeFunc
+	// ComposeTimeout bounds those dry runs (default 1m).
+	ComposeTimeout time.Duration
+	Now            func() time.Time
+	Log            *slog.Logger
 
 	// last is the newest revision Advance has processed, lastKinds the
 	// kinds of the newest valid one (what the next commit is linted
@@ -168,7 +174,17 @@ func (s *Syncer) Apply(ctx context.Context, pass *Pass) error {
 				Description: "no breaking schema changes", Time: now})
 		}
 	}
-	if held := PruneGuard(snap, scheduler.Diff(snap, &d), d.Settings); held != "" {
+	guarded := scheduler.Diff(snap, &d)
+	if s.Compose != nil && len(snap.Resources) > 0 {
+		timeout := s.ComposeTimeout
+		if timeout <= 0 {
+			timeout = time.Minute
+		}
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		scheduler.Fanout(cctx, snap, &d, guarded, pass.Loaded.Schemas, s.Compose)
+		cancel()
+	}
+	if held := PruneGuard(snap, guarded, d.Settings); held != "" {
 		return s.hold(pass, held)
 	}
 	// Once handed over, an apply runs to its end even if ctx is cancelled

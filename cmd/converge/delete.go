@@ -45,8 +45,9 @@ naming what the teardown is stuck on. With --wait=false it returns as soon
 as the teardown is marked (durably): a daemon carries it on, otherwise the
 next converge sync does.
 
-A composed resource whose owner still emits it comes back at the owner's next
-recompose (its resync): delete the owner, or remove it from the owner's spec,
+A composed resource whose owner still emits it comes back at once: the owner
+recomposes as soon as the teardown is done (without a daemon, at the latest at
+the next converge sync). Delete the owner, or remove it from the owner's spec,
 to keep it gone.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
@@ -130,7 +131,7 @@ func runDelete(ctx context.Context, out, errOut io.Writer, g *globals, id conver
 func printComesBack(out io.Writer, r *converge.Resource) {
 	switch {
 	case r.Owner != "":
-		fmt.Fprintf(out, "note: %s re-creates it at its next recompose while it still emits it\n", r.Owner)
+		fmt.Fprintf(out, "note: %s recomposes once the teardown is done and re-creates it while it still emits it\n", r.Owner)
 	case r.Origin == converge.OriginGit:
 		src := r.Source
 		if src == "" {

@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -12,8 +15,10 @@ import (
 
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/cue"
+	"github.com/convergehq/converge/providers"
 	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/state"
+	"github.com/convergehq/converge/state/stateapi"
 	gitsync "github.com/convergehq/converge/sync"
 )
 
@@ -25,8 +30,15 @@ func newPlanCommand(g *globals) *cobra.Command {
 	)
 	c := &cobra.Command{
 		Use:   "plan",
-		Short: "Show what syncing a revision would create, update, flip and delete, changing nothing",
-		Args:  cobra.NoArgs,
+		Short: "Show what syncing a revision would create, update, flip, delete and prune, changing nothing",
+		Long: `plan diffs a revision's documents against the stored state and dry-runs
+the compose of every composer the revision creates or changes, listing the
+children the recompose would create, update and prune ("composed by" and
+"pruned by" the composer). The dry runs go to the workers of the converge
+daemon holding the state, or else to the workers a local repository
+declares, started for the plan; a remote repository's are never started.
+The prune guard is applied to the sum, as sync applies it.`,
+		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if err := checkOutput(output, "table", "json", "yaml"); err != nil {
 				return err
@@ -42,12 +54,15 @@ func newPlanCommand(g *globals) *cobra.Command {
 }
 
 type planView struct {
-	Revision    string               `json:"revision"`
-	Create      []scheduler.PlanItem `json:"create"`
-	Update      []scheduler.PlanItem `json:"update"`
-	Flip        []scheduler.PlanItem `json:"flip"`
-	Delete      []scheduler.PlanItem `json:"delete"`
-	Refused     []scheduler.PlanItem `json:"refused"`
+	Revision string               `json:"revision"`
+	Create   []scheduler.PlanItem `json:"create"`
+	Update   []scheduler.PlanItem `json:"update"`
+	Flip     []scheduler.PlanItem `json:"flip"`
+	Delete   []scheduler.PlanItem `json:"delete"`
+	Refused  []scheduler.PlanItem `json:"refused"`
+	Prune    []scheduler.PlanItem `json:"prune"`
+	// Unanswered lists changed composers whose dry run gave no answer.
+	Unanswered  []scheduler.PlanItem `json:"unanswered,omitempty"`
 	Definitions []string             `json:"definitions"`
 	// TornDown counts the resources the deletes remove (their teardown
 	// trees), Total the resources stored now.
@@ -89,16 +104,24 @@ func runPlan(ctx context.Context, out, errOut io.Writer, g *globals, rev, output
 		}
 		return failed("revision %s is invalid (%d errors)", r, len(pass.Record.Errors))
 	}
-	snap, err := loadSnapshot(dir)
+	snap, admin, err := planSnapshot(dir)
 	if err != nil {
 		return err
 	}
 	d := pass.Loaded.Desired
 	d.Revision = r
 	p := scheduler.Diff(snap, &d)
+	if changesComposer(p, &d) {
+		compose, stop, err := planComposer(ctx, admin, src, d.Settings.Workers)
+		if err != nil {
+			return err
+		}
+		scheduler.Fanout(ctx, snap, &d, p, pass.Loaded.Schemas, compose)
+		stop()
+	}
 	v := planView{Revision: r.String(), Create: p.Create, Update: p.Update, Flip: p.Flip, Delete: p.Delete,
-		Refused: p.Refused, Definitions: p.Definitions, TornDown: gitsync.Teardown(snap, p), Total: len(snap.Resources),
-		Held: gitsync.PruneGuard(snap, p, d.Settings)}
+		Refused: p.Refused, Prune: p.Prune, Unanswered: p.Unanswered, Definitions: p.Definitions,
+		TornDown: gitsync.Teardown(snap, p), Total: len(snap.Resources), Held: gitsync.PruneGuard(snap, p, d.Settings)}
 	if lint := lintFunc(); lint != nil {
 		v.Breaking = lint(snap.Kinds, d.Kinds, nil, pass.Tree)
 	}
@@ -117,20 +140,32 @@ func runPlan(ctx context.Context, out, errOut io.Writer, g *globals, rev, output
 
 func printPlan(w io.Writer, v planView) {
 	fmt.Fprintf(w, "plan for %s:\n", v.Revision)
+	by := func(it scheduler.PlanItem) string {
+		if it.Reason == "" {
+			return ""
+		}
+		return ", " + it.Reason
+	}
 	for _, it := range v.Create {
-		fmt.Fprintf(w, "  create  %s (%s)\n", it.ID, it.To)
+		fmt.Fprintf(w, "  create  %s (%s%s)\n", it.ID, it.To, by(it))
 	}
 	for _, it := range v.Update {
-		fmt.Fprintf(w, "  update  %s: %v\n", it.ID, it.Fields)
+		fmt.Fprintf(w, "  update  %s: %v%s\n", it.ID, it.Fields, by(it))
 	}
 	for _, it := range v.Flip {
-		fmt.Fprintf(w, "  flip    %s %s → %s\n", it.ID, it.From, it.To)
+		fmt.Fprintf(w, "  flip    %s %s → %s%s\n", it.ID, it.From, it.To, by(it))
 	}
 	for _, it := range v.Delete {
 		fmt.Fprintf(w, "  delete  %s (%s)\n", it.ID, it.From)
 	}
+	for _, it := range v.Prune {
+		fmt.Fprintf(w, "  prune   %s (%s%s)\n", it.ID, it.From, by(it))
+	}
 	for _, it := range v.Refused {
 		fmt.Fprintf(w, "  refused %s: %s\n", it.ID, it.Reason)
+	}
+	for _, it := range v.Unanswered {
+		fmt.Fprintf(w, "  unknown %s: %s\n", it.ID, it.Reason)
 	}
 	for _, d := range v.Definitions {
 		fmt.Fprintf(w, "  %s\n", d)
@@ -138,8 +173,8 @@ func printPlan(w io.Writer, v planView) {
 	for _, f := range v.Breaking {
 		fmt.Fprintf(w, "  breaking %s\n", f)
 	}
-	fmt.Fprintf(w, "%d to create, %d to update, %d to flip, %d to delete (tearing down %d of %d resources)\n",
-		len(v.Create), len(v.Update), len(v.Flip), len(v.Delete), v.TornDown, v.Total)
+	fmt.Fprintf(w, "%d to create, %d to update, %d to flip, %d to delete, %d to prune (tearing down %d of %d resources)\n",
+		len(v.Create), len(v.Update), len(v.Flip), len(v.Delete), len(v.Prune), v.TornDown, v.Total)
 	if v.Held != "" {
 		fmt.Fprintln(w, v.Held)
 	}
@@ -168,3 +203,86 @@ func loadSnapshot(dir string) (*converge.Snapshot, error) {
 
 // lintFunc returns the breaking-change linter sync and plan use.
 func lintFunc() gitsync.LintFunc { return cue.LintTrees }
+
+// planSnapshot reads the whole stored state like loadSnapshot, and
+// returns the admin API client when a running converge holds the state.
+func planSnapshot(dir string) (*converge.Snapshot, *stateapi.Client, error) {
+	if ok, _ := exists(filepath.Join(dir, state.FileName)); ok {
+		if c, err := dialAdmin(dir); err == nil {
+			snap, err := c.Snapshot()
+			return snap, c, err
+		}
+	}
+	snap, err := loadSnapshot(dir)
+	return snap, nil, err
+}
+
+// changesComposer reports whether p creates, updates or flips a resource
+// whose kind (in d) composes.
+func changesComposer(p *scheduler.Plan, d *converge.Desired) bool {
+	composes := map[converge.KindRef]bool{}
+	for _, k := range d.Kinds {
+		composes[k.Ref()] = k.Has(converge.ReactionCompose)
+	}
+	for _, l := range [][]scheduler.PlanItem{p.Create, p.Update, p.Flip} {
+		for _, it := range l {
+			if composes[it.To] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// planComposer returns where plan's dry-run composes go: the workers of
+// the daemon holding the state, or else those a local repository
+// declares, started until stop. A remote repository's are never started.
+func planComposer(ctx context.Context, admin *stateapi.Client, src *gitsync.Source, workers []converge.WorkerSpec) (scheduler.ComposeFunc, func(), error) {
+	if admin != nil {
+		return admin.DryCompose, func() {}, nil
+	}
+	if src.Remote() || len(workers) == 0 {
+		why := "the repository declares no workers"
+		if src.Remote() {
+			why = "plan starts no worker for a remote repository"
+		}
+		return func(context.Context, *converge.Task) (*converge.Result, error) {
+			return nil, fmt.Errorf("no worker: %s", why)
+		}, func() {}, nil
+	}
+	tmp, err := os.MkdirTemp("", "converge-plan-")
+	if err != nil {
+		return nil, nil, fmt.Errorf("create plan directory: %w", err)
+	}
+	var b [16]byte
+	rand.Read(b[:])
+	token := hex.EncodeToString(b[:])
+	srv := providers.NewServer(providers.ServerOptions{Token: token})
+	sock := filepath.Join(tmp, "worker.sock")
+	l, err := providers.ListenUnix(sock)
+	if err != nil {
+		os.RemoveAll(tmp)
+		return nil, nil, fmt.Errorf("listen for workers: %w", err)
+	}
+	go srv.Serve(l)
+	self, err := os.Executable()
+	if err != nil {
+		srv.Close()
+		os.RemoveAll(tmp)
+		return nil, nil, fmt.Errorf("locate converge binary: %w", err)
+	}
+	sup, err := providers.StartWorkers(ctx, workers, providers.SupervisorOptions{
+		Addr: "unix://" + sock, Token: token, Dir: src.Root(), Self: self, Stdout: io.Discard, Stderr: io.Discard,
+	})
+	if err != nil {
+		srv.Close()
+		os.RemoveAll(tmp)
+		return nil, nil, fmt.Errorf("start workers: %w", err)
+	}
+	stop := func() {
+		sup.Stop()
+		srv.Close()
+		os.RemoveAll(tmp)
+	}
+	return scheduler.DryRunner(srv), stop, nil
+}

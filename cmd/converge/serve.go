@@ -116,7 +116,7 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	stopSite := goUntilStopped(ctx, live.run)
 	defer stopSite()
 	syncer := &gitsync.Syncer{Source: src, Path: g.path, Records: o.forge.records(e.store, errOut),
-		Engine: e.sched, Log: log, Lint: lintFunc()}
+		Engine: e.sched, Log: log, Lint: lintFunc(), Compose: e.sched.DryCompose}
 
 	trigger := make(chan struct{}, 1)
 	poke := func() {

@@ -110,7 +110,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) e
 		return err
 	}
 	defer closeEngine(e, errOut)
-	syncer.Records, syncer.Engine, syncer.Lint = e.store, e.sched, lintFunc()
+	syncer.Records, syncer.Engine, syncer.Lint, syncer.Compose = e.store, e.sched, lintFunc(), e.sched.DryCompose
 	if err := syncer.Apply(ctx, pass); err != nil {
 		return err
 	}

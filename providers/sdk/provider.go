@@ -24,6 +24,11 @@ type Request struct {
 	Args map[string]string
 	// Subject is set for react: the resource whose transition fired.
 	Subject *converge.Subject
+	// DryRun is set on a compose whose answer is only looked at (converge
+	// plan, the prune guard) and never applied: a composer with side
+	// effects (creating something to name a child after, say) must skip
+	// them and still return the children it would emit.
+	DryRun bool
 }
 
 // DecodeSpec unmarshals the spec into v.

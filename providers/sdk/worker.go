@@ -556,7 +556,7 @@ func requestFromProto(t *convergev1.Task) *Request {
 	r := &Request{
 		TaskID: t.GetId(), Key: t.GetKey(), Reaction: t.GetReaction(),
 		UID: t.GetUid(), Kind: t.GetKind(), KindVersion: int(t.GetKindVersion()), Name: t.GetName(),
-		Generation: t.GetGeneration(), Args: t.GetArgs(),
+		Generation: t.GetGeneration(), Args: t.GetArgs(), DryRun: t.GetDryRun(),
 	}
 	if b := t.GetSpec(); len(b) > 0 {
 		r.Spec = b

@@ -50,6 +50,13 @@ type Controller interface {
 	Do(ctx context.Context, id converge.ID, verb string, args map[string]string) (*converge.Result, error)
 }
 
+// DryComposer is implemented by a Controller that can dry-run a compose
+// on its workers (*scheduler.Scheduler), for plan: the answer is returned,
+// never applied.
+type DryComposer interface {
+	DryCompose(ctx context.Context, t *converge.Task) (*converge.Result, error)
+}
+
 type edgesReply struct {
 	Consumes    []converge.Edge `json:"consumes"`
 	ProducedFor []converge.Edge `json:"produced_for"`
@@ -136,6 +143,20 @@ func Handler(rd Reader, ctl Controller) http.Handler {
 			return
 		}
 		reply(w, map[string]bool{"ok": true}, ctl.Delete(r.Context(), id(r)))
+	})
+	mux.HandleFunc("POST /v1/dry-compose", func(w http.ResponseWriter, r *http.Request) {
+		dc, ok := ctl.(DryComposer)
+		if !ok {
+			reply(w, nil, errors.New("this daemon does not dry-run composes"))
+			return
+		}
+		var t converge.Task
+		if err := json.NewDecoder(io.LimitReader(r.Body, 64<<20)).Decode(&t); err != nil {
+			reply(w, nil, fmt.Errorf("decode request: %w", err))
+			return
+		}
+		res, err := dc.DryCompose(r.Context(), &t)
+		reply(w, res, err)
 	})
 	mux.HandleFunc("POST /v1/do", func(w http.ResponseWriter, r *http.Request) {
 		if ctl == nil {
@@ -282,4 +303,14 @@ func (c *Client) Do(ctx context.Context, id converge.ID, verb string, args map[s
 		res.Outcome = converge.OutcomePermanent
 	}
 	return res, nil
+}
+
+// DryCompose asks the daemon to dry-run the compose t on its workers and
+// returns the worker's answer (scheduler.ComposeFunc).
+func (c *Client) DryCompose(ctx context.Context, t *converge.Task) (*converge.Result, error) {
+	var res converge.Result
+	if err := c.call(ctx, "POST", "/v1/dry-compose", nil, t, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
 }

@@ -683,7 +683,11 @@ type Task struct {
 	// deadline_unix_nano is the task deadline; 0 means none.
 	DeadlineUnixNano int64 `protobuf:"varint,13,opt,name=deadline_unix_nano,json=deadlineUnixNano,proto3" json:"deadline_unix_nano,omitempty"`
 	// subject is set for react tasks.
-	Subject       *Subject `protobuf:"bytes,14,opt,name=subject,proto3" json:"subject,omitempty"`
+	Subject *Subject `protobuf:"bytes,14,opt,name=subject,proto3" json:"subject,omitempty"`
+	// dry_run marks a compose asked only for its answer (converge plan, the
+	// prune guard): nothing of it is applied, and a composer must not cause
+	// side effects for it.
+	DryRun        bool `protobuf:"varint,15,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -814,6 +818,13 @@ func (x *Task) GetSubject() *Subject {
 		return x.Subject
 	}
 	return nil
+}
+
+func (x *Task) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
 }
 
 // Subject mirrors converge.Subject.
@@ -1222,7 +1233,7 @@ const file_converge_v1_worker_proto_rawDesc = "" +
 	"\tTaskBatch\x12'\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x11.converge.v1.TaskR\x05tasks\"<\n" +
 	"\vResultBatch\x12-\n" +
-	"\aresults\x18\x01 \x03(\v2\x13.converge.v1.ResultR\aresults\"\xcd\x03\n" +
+	"\aresults\x18\x01 \x03(\v2\x13.converge.v1.ResultR\aresults\"\xe6\x03\n" +
 	"\x04Task\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1a\n" +
@@ -1240,7 +1251,8 @@ const file_converge_v1_worker_proto_rawDesc = "" +
 	"\x06config\x18\v \x01(\fR\x06config\x12/\n" +
 	"\x04args\x18\f \x03(\v2\x1b.converge.v1.Task.ArgsEntryR\x04args\x12,\n" +
 	"\x12deadline_unix_nano\x18\r \x01(\x03R\x10deadlineUnixNano\x12.\n" +
-	"\asubject\x18\x0e \x01(\v2\x14.converge.v1.SubjectR\asubject\x1a7\n" +
+	"\asubject\x18\x0e \x01(\v2\x14.converge.v1.SubjectR\asubject\x12\x17\n" +
+	"\adry_run\x18\x0f \x01(\bR\x06dryRun\x1a7\n" +
 	"\tArgsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8f\x01\n" +

@@ -1,0 +1,270 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/convergehq/converge"
+)
+
+// ComposeFunc runs t, a compose task, as a dry run on a worker and returns
+// the worker's answer. It sets t's ID and DryRun; nothing of the answer is
+// applied. It waits for a worker serving t's KindRef until ctx is done.
+type ComposeFunc func(ctx context.Context, t *converge.Task) (*converge.Result, error)
+
+// dryRunTTL bounds a dry-run compose whose kind sets no task_deadline.
+const dryRunTTL = 30 * time.Second
+
+// DryCompose is a ComposeFunc over the running scheduler's workers: the
+// answer comes back to the caller only; no state, event or lease changes.
+// Until ctx is done it waits for Run to run and for a worker to serve the
+// compose.
+func (s *Scheduler) DryCompose(ctx context.Context, t *converge.Task) (*converge.Result, error) {
+	wait := 20 * time.Millisecond
+	for {
+		var ch chan verbOutcome
+		var err error
+		if e := s.exec(ctx, func(s *Scheduler) {
+			if s.inline {
+				err = ErrNotRunning
+				return
+			}
+			ch, err = s.startDry(t)
+		}); e != nil {
+			return nil, e
+		}
+		if errors.Is(err, converge.ErrNoWorker) || errors.Is(err, ErrNotRunning) {
+			// Workers, or Run itself, may still be starting: look again.
+			select {
+			case <-ctx.Done():
+				return nil, fmt.Errorf("dry-run compose %s/%s: %w", t.Kind, t.Name, err)
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, 250*time.Millisecond)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case o := <-ch:
+			return o.res, o.err
+		case <-ctx.Done():
+			return nil, fmt.Errorf("dry-run compose %s/%s: %w", t.Kind, t.Name, ctx.Err())
+		}
+	}
+}
+
+// startDry dispatches t as a dry-run compose; its result goes to the
+// returned channel (verbResult), or a timeout when its lease expires.
+func (s *Scheduler) startDry(t *converge.Task) (chan verbOutcome, error) {
+	ref := t.Ref()
+	if !s.disp.Serves(ref, converge.ReactionCompose) {
+		return nil, fmt.Errorf("dry-run compose %s/%s: %w serves %s compose", t.Kind, t.Name, converge.ErrNoWorker, ref)
+	}
+	dt := *t
+	dt.ID, dt.DryRun, dt.Reaction = s.newTaskID(), true, converge.ReactionCompose
+	if dt.Deadline.IsZero() {
+		dt.Deadline = s.now.Add(s.leaseTTL(ref))
+	}
+	if err := s.disp.Dispatch(s.ctx, &dt); err != nil {
+		return nil, fmt.Errorf("dry-run compose %s/%s: %w", t.Kind, t.Name, err)
+	}
+	s.dispatched++
+	ch := make(chan verbOutcome, 1)
+	id := converge.NewID(t.Kind, t.Name)
+	s.tasks[dt.ID] = &taskRec{kind: taskVerb, id: id, ref: ref, reaction: converge.ReactionCompose, verb: ch, dry: true}
+	s.addTimer(dt.Deadline, timerLease, id, dt.ID)
+	return ch, nil
+}
+
+// DryRunner is a ComposeFunc over a dispatcher whose results nobody else
+// reads (converge plan's own workers): results of other tasks are dropped.
+// Calls must not overlap.
+func DryRunner(d Dispatcher) ComposeFunc {
+	var seq atomic.Uint64
+	return func(ctx context.Context, t *converge.Task) (*converge.Result, error) {
+		dt := *t
+		dt.ID, dt.DryRun, dt.Reaction = "dry-"+strconv.FormatUint(seq.Add(1), 10), true, converge.ReactionCompose
+		if dt.Deadline.IsZero() {
+			dt.Deadline = time.Now().Add(dryRunTTL)
+		}
+		for {
+			err := d.Dispatch(ctx, &dt)
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, converge.ErrNoWorker) {
+				return nil, fmt.Errorf("dry-run compose %s/%s: %w", t.Kind, t.Name, err)
+			}
+			select {
+			case <-ctx.Done():
+				return nil, fmt.Errorf("dry-run compose %s/%s: %w", t.Kind, t.Name, err)
+			case <-d.Changed():
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+		for {
+			select {
+			case r, ok := <-d.Results():
+				if !ok {
+					return nil, fmt.Errorf("dry-run compose %s/%s: dispatcher closed", t.Kind, t.Name)
+				}
+				if r.TaskID == dt.ID {
+					return r, nil
+				}
+			case <-ctx.Done():
+				return nil, fmt.Errorf("dry-run compose %s/%s: %w", t.Kind, t.Name, ctx.Err())
+			}
+		}
+	}
+}
+
+// maxFanoutDepth bounds how deep Fanout follows composers that composers
+// create or change.
+const maxFanoutDepth = 8
+
+// Fanout completes p (a Diff of snap against d) with what recomposing
+// changes: every composer p creates, updates or flips, and every composer
+// those fan out into, is dry-run through compose (a compose task marked
+// DryRun; its answer is checked like a real one and changes nothing). The
+// children it would create, update and flip are added to p's Create,
+// Update and Flip with Reason "composed by OWNER", those it would prune to
+// p.Prune. A compose the engine would refuse (a permanent failure, a child
+// that does not validate under v, a name owned by someone else) applies
+// nothing and is listed in p.Refused; one that gives no answer is listed
+// in p.Unanswered. Composers whose provider config changed are not
+// dry-run.
+func Fanout(ctx context.Context, snap *converge.Snapshot, d *converge.Desired, p *Plan, v Validator, compose ComposeFunc) {
+	kinds := make(map[converge.KindRef]*converge.Kind, len(d.Kinds))
+	for _, k := range d.Kinds {
+		kinds[k.Ref()] = k
+	}
+	configs := make(map[string]*converge.ProviderConfig, len(d.Configs))
+	defaults := make(map[converge.KindRef]*converge.ProviderConfig)
+	for _, c := range d.Configs {
+		configs[c.Name] = c
+		if c.IsDefault {
+			defaults[c.Ref()] = c
+		}
+	}
+	stored := make(map[converge.ID]*converge.Resource, len(snap.Resources))
+	children := make(map[converge.ID][]*converge.Resource)
+	for _, r := range snap.Resources {
+		stored[r.ID()] = r
+		if r.Owner != "" {
+			children[r.Owner] = append(children[r.Owner], r)
+		}
+	}
+	get := func(id converge.ID) *converge.Resource { return stored[id] }
+	composes := func(ref converge.KindRef) bool {
+		k := kinds[ref]
+		return k != nil && k.Has(converge.ReactionCompose)
+	}
+	type job struct {
+		r     *converge.Resource // the composer as it would be: kind, version, name, declared spec, config ref
+		depth int
+	}
+	var queue []job
+	declared := make(map[converge.ID]*converge.Resource, len(d.Resources))
+	for _, r := range d.Resources {
+		declared[r.ID()] = r
+	}
+	for _, l := range [][]PlanItem{p.Create, p.Update, p.Flip} {
+		for _, it := range l {
+			if r := declared[it.ID]; r != nil && composes(r.Ref()) {
+				queue = append(queue, job{r: r})
+			}
+		}
+	}
+	for len(queue) > 0 {
+		j := queue[0]
+		queue = queue[1:]
+		r, id := j.r, j.r.ID()
+		ex := stored[id]
+		t := &converge.Task{Reaction: converge.ReactionCompose, Kind: r.Kind, KindVersion: r.KindVersion,
+			Name: r.Name, Generation: 1, Spec: r.Declared}
+		if ex != nil && !ex.Deleting {
+			t.UID, t.Generation, t.Status = ex.UID, ex.Generation+1, ex.Status
+		}
+		t.Key = "dry-run/" + string(id) + "/" + itoa(t.Generation) + "/" + converge.ReactionCompose
+		if r.ProviderConfigRef != "" {
+			if c := configs[r.ProviderConfigRef]; c != nil {
+				t.Config = c.Config
+			}
+		} else if c := defaults[r.Ref()]; c != nil {
+			t.Config = c.Config
+		}
+		ttl := dryRunTTL
+		if k := kinds[r.Ref()]; k != nil && k.TaskDeadline > 0 {
+			ttl = k.TaskDeadline
+		}
+		if k := kinds[r.Ref()]; k != nil {
+			t.MaxChildren = k.MaxChildren
+		}
+		t.Deadline = time.Now().Add(ttl)
+		res, err := compose(ctx, t)
+		if err != nil {
+			p.Unanswered = append(p.Unanswered, PlanItem{ID: id, To: r.Ref(), Reason: err.Error()})
+			continue
+		}
+		switch res.Outcome {
+		case converge.OutcomeOK:
+		case converge.OutcomePermanent:
+			p.Refused = append(p.Refused, PlanItem{ID: id, To: r.Ref(), Reason: "compose fails, nothing of it is applied: " + res.Message})
+			continue
+		default:
+			p.Unanswered = append(p.Unanswered, PlanItem{ID: id, To: r.Ref(), Reason: "dry-run compose: " + res.Outcome.String() + ": " + res.Message})
+			continue
+		}
+		ids, err := checkComposition(id, res, get, kinds[r.Ref()], v)
+		if err != nil {
+			p.Refused = append(p.Refused, PlanItem{ID: id, To: r.Ref(), Reason: "compose refused, nothing of it is applied: " + err.Error()})
+			continue
+		}
+		by := "composed by " + string(id)
+		emitted := make(map[converge.ID]bool, len(ids))
+		for i, cid := range ids {
+			emitted[cid] = true
+			c := &res.Children[i]
+			cr := &converge.Resource{Kind: c.Kind, KindVersion: c.KindVersion, Name: c.Name, Declared: c.Spec,
+				ProviderConfigRef: c.ProviderConfigRef, Owner: id, Origin: converge.OriginComposed}
+			old := stored[cid]
+			if ex == nil || ex.Deleting {
+				old = nil // a new composer owns nothing yet
+			}
+			changed := true
+			switch {
+			case old == nil:
+				p.Create = append(p.Create, PlanItem{ID: cid, To: cr.Ref(), Reason: by})
+			case old.Deleting:
+				p.Create = append(p.Create, PlanItem{ID: cid, To: cr.Ref(), Reason: by + ", once its teardown finishes"})
+			case old.KindVersion != cr.KindVersion:
+				p.Flip = append(p.Flip, PlanItem{ID: cid, From: old.Ref(), To: cr.Ref(), Fields: changedFields(old, cr), Reason: by})
+			case !jsonEqual(old.Declared, cr.Declared) || old.ProviderConfigRef != cr.ProviderConfigRef:
+				p.Update = append(p.Update, PlanItem{ID: cid, From: old.Ref(), To: cr.Ref(), Fields: changedFields(old, cr), Reason: by})
+			default:
+				changed = false
+			}
+			if changed && composes(cr.Ref()) && j.depth+1 < maxFanoutDepth {
+				queue = append(queue, job{r: cr, depth: j.depth + 1})
+			}
+		}
+		if ex == nil || ex.Deleting {
+			continue
+		}
+		for _, c := range children[id] {
+			if !emitted[c.ID()] && !c.Deleting {
+				p.Prune = append(p.Prune, PlanItem{ID: c.ID(), From: c.Ref(), Reason: "pruned by " + string(id)})
+			}
+		}
+	}
+	for _, l := range []*[]PlanItem{&p.Create, &p.Update, &p.Flip, &p.Prune, &p.Refused, &p.Unanswered} {
+		sort.SliceStable(*l, func(i, j int) bool { return (*l)[i].ID < (*l)[j].ID })
+	}
+}
