@@ -34,7 +34,6 @@ func (s *Scheduler) composeResult(n *node, rec *taskRec, res *converge.Result) {
 		// Room for what a big composition adds, instead of regrowing.
 		s.dirty = slices.Grow(s.dirty, k)
 		s.queue = slices.Grow(s.queue, k)
-		s.events = slices.Grow(s.events, 2*k)
 		s.timers = slices.Grow(s.timers, k)
 	}
 	kept, created, updated, pruned := 0, 0, 0, 0

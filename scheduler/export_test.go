@@ -67,23 +67,31 @@ func (s *Scheduler) checkInvariants() error {
 	if total != s.counts {
 		return fmt.Errorf("counts %+v, tallied %+v", s.counts, total)
 	}
-	for k, e := range s.edges {
-		if k.consumer != e.Consumer || k.producer != e.Producer {
-			return fmt.Errorf("edge key %v holds %v", k, e)
+	np, nc := 0, 0
+	for c, l := range s.producers {
+		seen := map[converge.ID]bool{}
+		for _, e := range l {
+			if e.Consumer != c {
+				return fmt.Errorf("producers of %s hold %v", c, e)
+			}
+			if seen[e.Producer] {
+				return fmt.Errorf("edge %s -> %s twice", c, e.Producer)
+			}
+			seen[e.Producer] = true
+			if !hasEdge(s.consumers[e.Producer], e) {
+				return fmt.Errorf("edge %s -> %s missing from the consumer index", e.Consumer, e.Producer)
+			}
+			if s.nodes[e.Consumer] == nil {
+				return fmt.Errorf("edge %s -> %s: consumer gone", e.Consumer, e.Producer)
+			}
 		}
-		if !hasEdge(s.producers[e.Consumer], e) || !hasEdge(s.consumers[e.Producer], e) {
-			return fmt.Errorf("edge %s -> %s missing from an index", e.Consumer, e.Producer)
-		}
-		if s.nodes[e.Consumer] == nil {
-			return fmt.Errorf("edge %s -> %s: consumer gone", e.Consumer, e.Producer)
-		}
+		np += len(l)
 	}
-	n := 0
-	for _, l := range s.producers {
-		n += len(l)
+	for _, l := range s.consumers {
+		nc += len(l)
 	}
-	if n != len(s.edges) {
-		return fmt.Errorf("%d producer index entries for %d edges", n, len(s.edges))
+	if np != nc {
+		return fmt.Errorf("%d producer index entries, %d consumer index entries", np, nc)
 	}
 	inflight := 0
 	for _, rs := range s.refs {

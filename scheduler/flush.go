@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -92,6 +93,10 @@ func (s *Scheduler) commitEnded(err error) {
 		s.flushAsync()
 	}
 }
+
+// bigMap is the size past which a pending-write map is replaced rather
+// than cleared once drained.
+const bigMap = 8192
 
 // maxRefuseRounds bounds how often one synchronous flush takes refused
 // rows out and commits again (a refused owner can make its new children
@@ -280,8 +285,13 @@ func (s *Scheduler) buildBatch() *converge.Batch {
 			b.DeletedResources = append(b.DeletedResources, id)
 		}
 		sort.Slice(b.DeletedResources, func(i, j int) bool { return b.DeletedResources[i] < b.DeletedResources[j] })
-		clear(s.delRes)
+		if len(s.delRes) > bigMap {
+			s.delRes = make(map[converge.ID]bool)
+		} else {
+			clear(s.delRes)
+		}
 	}
+	bigPut, bigDel := len(s.edgePut) > bigMap, len(s.edgeDel) > bigMap
 	for k, e := range s.edgePut {
 		if c := s.nodes[e.Consumer]; c != nil && c.unstorable {
 			delete(s.edgePut, k) // its consumer is never stored
@@ -298,8 +308,28 @@ func (s *Scheduler) buildBatch() *converge.Batch {
 		b.DeletedEdges = append(b.DeletedEdges, converge.Edge{Consumer: k.consumer, Producer: k.producer})
 	}
 	clear(s.edgeDel)
-	b.Events = s.events
-	s.events, buf.events = buf.events[:0], s.events
+	// A Go map keeps its buckets when emptied: one that held a whole
+	// composition's edges is replaced, not kept at that size for ever.
+	if bigPut && len(s.edgePut) == 0 {
+		s.edgePut = make(map[edgeKey]*converge.Edge)
+	}
+	if bigDel {
+		s.edgeDel = make(map[edgeKey]bool)
+	}
+	// Events too: at most MaxCommit a batch, oldest first (they are
+	// numbered already); a burst's buffer is not kept at its size.
+	take := min(len(s.events), s.cfg.MaxCommit)
+	b.Events = append(buf.events[:0], s.events[:take]...)
+	buf.events = b.Events
+	rest := copy(s.events, s.events[take:])
+	clear(s.events[rest:])
+	s.events = s.events[:rest]
+	if cap(s.events) > 4*s.cfg.MaxCommit && rest < cap(s.events)/4 {
+		s.events = slices.Clone(s.events)
+	}
+	if cap(buf.events) > 2*s.cfg.MaxCommit {
+		buf.events = nil
+	}
 	for _, d := range s.delivDirty {
 		c := *d
 		b.Deliveries = append(b.Deliveries, &c)

@@ -24,7 +24,9 @@ type node struct {
 	queued, dirty, rollupDirty, reasonDirty bool
 	flowsDirty, resync, parked, blocked     bool
 	inBackoff, removed, stuck               bool
-	resyncSeq                               uint64
+	// resyncAt is the resync bucket (resyncTick units since the epoch)
+	// this node waits in, or 0.
+	resyncAt int64
 	// recreate is a git resource re-declared while this row was being
 	// torn down: it is created again once the row is gone.
 	recreate *converge.Resource
@@ -234,22 +236,32 @@ func (s *Scheduler) resolveConfig(r *converge.Resource) []byte {
 	return nil
 }
 
+// addEdge adds e to the graph, replacing the edge between the same
+// consumer and producer. There is no map of edges by key: a consumer has
+// a few producers, and a scan of them costs less than a map entry per
+// edge (a million edges at scale).
 func (s *Scheduler) addEdge(e *converge.Edge) {
-	k := edgeKey{e.Consumer, e.Producer}
-	if old := s.edges[k]; old != nil {
+	if old := s.edgeOf(e.Consumer, e.Producer); old != nil {
 		s.removeEdge(old)
 	}
-	s.edges[k] = e
 	s.producers[e.Consumer] = append(s.producers[e.Consumer], e)
 	s.consumers[e.Producer] = append(s.consumers[e.Producer], e)
 }
 
+// edgeOf returns the edge consumer→producer in the graph, or nil.
+func (s *Scheduler) edgeOf(consumer, producer converge.ID) *converge.Edge {
+	for _, e := range s.producers[consumer] {
+		if e.Producer == producer {
+			return e
+		}
+	}
+	return nil
+}
+
 func (s *Scheduler) removeEdge(e *converge.Edge) {
-	k := edgeKey{e.Consumer, e.Producer}
-	if s.edges[k] != e {
+	if s.edgeOf(e.Consumer, e.Producer) != e {
 		return
 	}
-	delete(s.edges, k)
 	s.producers[e.Consumer] = dropEdge(s.producers[e.Consumer], e)
 	if len(s.producers[e.Consumer]) == 0 {
 		delete(s.producers, e.Consumer)
@@ -442,7 +454,6 @@ type timerKind uint8
 const (
 	timerRetry timerKind = iota
 	timerLease
-	timerResync
 	timerDelivRetry
 )
 
@@ -479,6 +490,7 @@ func (s *Scheduler) addTimer(at time.Time, kind timerKind, id converge.ID, key s
 }
 
 func (s *Scheduler) fireTimers() {
+	s.fireResyncs()
 	for len(s.timers) > 0 && !s.timers[0].at.After(s.now) {
 		e := heap.Pop(&s.timers).(timerEntry)
 		switch e.kind {
@@ -492,13 +504,6 @@ func (s *Scheduler) fireTimers() {
 			s.enqueue(n)
 		case timerLease:
 			s.leaseExpired(e.key)
-		case timerResync:
-			n := s.nodes[e.id]
-			if n == nil || n.resyncSeq != e.seq || n.r.Deleting || n.r.Phase != converge.PhaseReady {
-				continue
-			}
-			n.resync = true
-			s.enqueue(n)
 		case timerDelivRetry:
 			d := s.deliveries[e.key]
 			if d == nil || d.Done || d.NextAttempt.After(s.now) {
@@ -531,7 +536,76 @@ func (s *Scheduler) scheduleResyncFrom(n *node, since time.Time) {
 	if at.Before(s.now) {
 		at = s.now
 	}
-	n.resyncSeq = s.addTimer(at, timerResync, n.id, "")
+	s.addResync(n, at)
+}
+
+// Resyncs wait in buckets of resyncTick rather than in the timer heap:
+// every Ready resource has one, so at a million resources a heap entry
+// each (80 bytes, with the heap's growth) is most of the timers' memory,
+// while a bucket entry is a pointer. A resync fires up to one tick late.
+const resyncTick = 10 * time.Millisecond
+
+// resyncBuckets holds the nodes due in each bucket and a min-heap of the
+// buckets' keys.
+type resyncBuckets struct {
+	due  map[int64][]*node
+	keys bucketHeap
+}
+
+type bucketHeap []int64
+
+func (h bucketHeap) Len() int           { return len(h) }
+func (h bucketHeap) Less(i, j int) bool { return h[i] < h[j] }
+func (h bucketHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *bucketHeap) Push(x any)        { *h = append(*h, x.(int64)) }
+func (h *bucketHeap) Pop() any {
+	old := *h
+	k := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return k
+}
+
+// addResync (re)schedules n's resync at at; an earlier one is dropped.
+func (s *Scheduler) addResync(n *node, at time.Time) {
+	k := (at.UnixNano() + int64(resyncTick) - 1) / int64(resyncTick)
+	n.resyncAt = k
+	b := &s.resyncs
+	if b.due == nil {
+		b.due = make(map[int64][]*node)
+	}
+	l, ok := b.due[k]
+	if !ok {
+		heap.Push(&b.keys, k)
+	}
+	b.due[k] = append(l, n)
+}
+
+// nextResync returns when the earliest resync bucket is due, or zero.
+func (s *Scheduler) nextResync() time.Time {
+	if len(s.resyncs.keys) == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, s.resyncs.keys[0]*int64(resyncTick))
+}
+
+// fireResyncs marks every node of the buckets due by now for a resync.
+// An entry whose node was rescheduled (resyncAt moved) or left Ready is
+// stale and skipped.
+func (s *Scheduler) fireResyncs() {
+	b := &s.resyncs
+	now := s.now.UnixNano() / int64(resyncTick)
+	for len(b.keys) > 0 && b.keys[0] <= now {
+		k := heap.Pop(&b.keys).(int64)
+		for _, n := range b.due[k] {
+			if n.resyncAt != k || n.removed || n.r.Deleting || n.r.Phase != converge.PhaseReady {
+				continue
+			}
+			n.resyncAt = 0
+			n.resync = true
+			s.enqueue(n)
+		}
+		delete(b.due, k)
+	}
 }
 
 func itoa(v int64) string {

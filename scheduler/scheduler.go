@@ -194,7 +194,6 @@ type Scheduler struct {
 	settings  converge.Settings
 
 	nodes     map[converge.ID]*node
-	edges     map[edgeKey]*converge.Edge
 	producers map[converge.ID][]*converge.Edge // by consumer
 	consumers map[converge.ID][]*converge.Edge // by producer
 
@@ -222,6 +221,7 @@ type Scheduler struct {
 	taskPref  string
 	taskSeq   uint64
 	timers    timerHeap
+	resyncs   resyncBuckets
 	timerSeq  uint64
 	backoffN  int
 	inflight  int
@@ -344,7 +344,6 @@ func New(store Store, disp Dispatcher, cfg Config) (*Scheduler, error) {
 		ctx:        context.Background(),
 		validator:  cfg.Validator,
 		nodes:      make(map[converge.ID]*node, len(snap.Resources)),
-		edges:      make(map[edgeKey]*converge.Edge, len(snap.Edges)),
 		producers:  make(map[converge.ID][]*converge.Edge),
 		consumers:  make(map[converge.ID][]*converge.Edge),
 		kinds:      make(map[converge.KindRef]*converge.Kind),
@@ -519,6 +518,9 @@ func (s *Scheduler) nextWake() time.Time {
 	var w time.Time
 	if len(s.timers) > 0 {
 		w = s.timers[0].at
+	}
+	if r := s.nextResync(); !r.IsZero() && (w.IsZero() || r.Before(w)) {
+		w = r
 	}
 	if !s.flushAt.IsZero() && !s.committing && (w.IsZero() || s.flushAt.Before(w)) {
 		w = s.flushAt
