@@ -132,8 +132,8 @@ func (s *Scheduler) composeResult(n *node, rec *taskRec, res *converge.Result) {
 	if pruned > 0 {
 		s.cascade(prune, "pruned by "+string(n.id))
 	}
-	if res.Status != nil && !bytes.Equal(res.Status, n.composeStatus) {
-		n.composeStatus = res.Status
+	if res.Status != nil && !bytes.Equal(res.Status, n.tree().composeStatus) {
+		n.tree().composeStatus = res.Status
 		s.markRollup(n)
 	}
 	if created+updated+pruned > 0 || n.r.ObservedGeneration != rec.gen {
@@ -387,7 +387,7 @@ func (s *Scheduler) evalComposer(n *node) {
 		return
 	}
 	s.markRollup(n)
-	if n.counts.Ready == n.counts.Total {
+	if n.tree().counts.Ready == n.tree().counts.Total {
 		if r.Phase != converge.PhaseReady {
 			r.Reason = ""
 			s.setPhase(n, converge.PhaseReady)
@@ -414,19 +414,19 @@ func (s *Scheduler) writeRollup(n *node) {
 	}
 	r := n.r
 	if !r.Deleting && r.Phase == converge.PhasePending && r.ObservedGeneration == r.Generation && r.Lease == nil {
-		s.setReason(n, strconv.Itoa(n.counts.Ready)+"/"+strconv.Itoa(n.counts.Total)+" children ready")
+		s.setReason(n, strconv.Itoa(n.tree().counts.Ready)+"/"+strconv.Itoa(n.tree().counts.Total)+" children ready")
 	}
 }
 
 // rollupStatus merges {"rollup": counts} into the composer's status.
 func (s *Scheduler) rollupStatus(n *node) json.RawMessage {
 	m := map[string]json.RawMessage{}
-	if len(n.composeStatus) > 0 {
-		if err := json.Unmarshal(n.composeStatus, &m); err != nil || m == nil {
+	if len(n.tree().composeStatus) > 0 {
+		if err := json.Unmarshal(n.tree().composeStatus, &m); err != nil || m == nil {
 			m = map[string]json.RawMessage{}
 		}
 	}
-	c := n.counts
+	c := n.tree().counts
 	m["rollup"] = json.RawMessage(`{"total":` + strconv.Itoa(c.Total) + `,"ready":` + strconv.Itoa(c.Ready) +
 		`,"failed":` + strconv.Itoa(c.Failed) + `,"pending":` + strconv.Itoa(c.Pending) +
 		`,"running":` + strconv.Itoa(c.Running) + `,"deleting":` + strconv.Itoa(c.Deleting) + `}`)

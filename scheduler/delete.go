@@ -250,7 +250,7 @@ func (s *Scheduler) remove(n *node) {
 // teardown keeps a re-created consumer from holding up the teardown of
 // its producer.
 func (s *Scheduler) recomposeIfOwed(o *node) {
-	if !o.recomposeOwed || o.counts.Deleting > 0 {
+	if !o.recomposeOwed || o.tree().counts.Deleting > 0 {
 		return
 	}
 	o.recomposeOwed = false

@@ -454,7 +454,7 @@ func (s *Scheduler) reconcileOK(n *node, rec *taskRec, res *converge.Result) {
 // Ready (or to its next generation).
 func (s *Scheduler) succeeded(n *node, rec *taskRec) {
 	r := n.r
-	n.tries = r.Attempts + 1
+	n.tries = int32(r.Attempts + 1)
 	if r.ObservedGeneration != rec.gen || r.Attempts != 0 || r.LastError != "" || !r.NextAttempt.IsZero() {
 		r.ObservedGeneration = rec.gen
 		r.Attempts = 0

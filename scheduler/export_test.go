@@ -40,8 +40,12 @@ func (s *Scheduler) checkInvariants() error {
 			}
 		}
 		walk(n)
-		if sub != n.counts {
-			return fmt.Errorf("%s: subtree counts %+v, tallied %+v", id, n.counts, sub)
+		var have converge.Counts
+		if n.sub != nil {
+			have = n.sub.counts
+		}
+		if sub != have {
+			return fmt.Errorf("%s: subtree counts %+v, tallied %+v", id, have, sub)
 		}
 		for cid, c := range n.children {
 			if s.nodes[cid] != c || c.owner != n || c.r.Owner != id {

@@ -8,43 +8,58 @@ import (
 )
 
 // node is one resource in memory with its derived, non-durable state.
+// A million of them are held at scale, so what only an owner needs lives
+// in sub, and the flags are packed.
 type node struct {
 	r        *converge.Resource
 	id       converge.ID
 	rs       *refState // of r.Ref(), kept current across flips
 	owner    *node
 	children map[converge.ID]*node
-	// counts tallies every descendant by phase (kept for every node;
-	// meaningful for composers).
-	counts converge.Counts
-	// composeStatus is the status the composer returned, before the
-	// rollup is merged in.
-	composeStatus []byte
+	// sub is what only an owner (a composer) keeps; nil for leaves.
+	sub *subtree
+	// recreate is a git resource re-declared while this row was being
+	// torn down: it is created again once the row is gone.
+	recreate *converge.Resource
+	// resyncAt is the resync bucket (resyncTick units since the epoch)
+	// this node waits in, or 0.
+	resyncAt int64
+	// tries is how many attempts the run that just succeeded took; the
+	// Ready event records it when it is more than one.
+	tries int32
+	// refusals counts the store's refusals of this row.
+	refusals int32
 
 	queued, dirty, rollupDirty, reasonDirty bool
 	flowsDirty, resync, parked, blocked     bool
 	inBackoff, removed, stuck               bool
-	// resyncAt is the resync bucket (resyncTick units since the epoch)
-	// this node waits in, or 0.
-	resyncAt int64
-	// recreate is a git resource re-declared while this row was being
-	// torn down: it is created again once the row is gone.
-	recreate *converge.Resource
+	// unstorable: the store refused the row again after its refused data
+	// was dropped, so it is kept out of every batch.
+	unstorable bool
 	// recomposeOwner: the owner still wants this child (it emitted it
 	// again while it was being torn down, or an operator deleted it); the
 	// owner recomposes once the row is gone (recomposeIfOwed).
 	recomposeOwner bool
-	// refusals counts the store's refusals of this row; unstorable: it
-	// was refused again after its refused data was dropped, so it is
-	// kept out of every batch.
-	refusals   int
-	unstorable bool
 	// recomposeOwed: a child this composer still wants was removed; it
 	// recomposes once no descendant is being torn down.
 	recomposeOwed bool
-	// tries is how many attempts the run that just succeeded took; the
-	// Ready event records it when it is more than one.
-	tries int
+}
+
+// subtree is an owner's view of what it owns.
+type subtree struct {
+	// counts tallies every descendant by phase.
+	counts converge.Counts
+	// composeStatus is the status the composer returned, before the
+	// rollup is merged in.
+	composeStatus []byte
+}
+
+// tree returns n's subtree state, creating it.
+func (n *node) tree() *subtree {
+	if n.sub == nil {
+		n.sub = &subtree{}
+	}
+	return n.sub
 }
 
 // isComposer reports whether n's kind declares compose.
@@ -152,13 +167,13 @@ func (s *Scheduler) load(snap *converge.Snapshot) {
 			r.Phase = converge.PhaseDeleting
 		}
 		if s.isComposer(n) {
-			if n.composeStatus == nil && r.Status != nil {
-				n.composeStatus = stripRollup(r.Status)
+			if n.tree().composeStatus == nil && r.Status != nil {
+				n.tree().composeStatus = stripRollup(r.Status)
 			}
 		}
 		s.counts.Add(r.Phase)
 		for a := n.owner; a != nil; a = a.owner {
-			a.counts.Add(r.Phase)
+			a.tree().counts.Add(r.Phase)
 		}
 		n.flowsDirty = len(s.producers[n.id]) > 0
 		if r.Phase == converge.PhaseFailed && !r.NextAttempt.IsZero() {
@@ -355,8 +370,8 @@ func (s *Scheduler) setPhase(n *node, p converge.Phase) {
 	subPhase(&s.counts, old)
 	addPhase(&s.counts, p)
 	for a := n.owner; a != nil; a = a.owner {
-		subPhase(&a.counts, old)
-		addPhase(&a.counts, p)
+		subPhase(&a.tree().counts, old)
+		addPhase(&a.tree().counts, p)
 	}
 	switch p {
 	case converge.PhaseReady:
@@ -430,7 +445,7 @@ func subPhase(c *converge.Counts, p converge.Phase) {
 func (s *Scheduler) addCounted(n *node) {
 	s.counts.Add(n.r.Phase)
 	for a := n.owner; a != nil; a = a.owner {
-		a.counts.Add(n.r.Phase)
+		a.tree().counts.Add(n.r.Phase)
 	}
 	if n.owner != nil {
 		s.ownerChanged(n.owner)
@@ -442,8 +457,8 @@ func (s *Scheduler) subCounted(n *node) {
 	s.counts.Total--
 	subPhase(&s.counts, n.r.Phase)
 	for a := n.owner; a != nil; a = a.owner {
-		a.counts.Total--
-		subPhase(&a.counts, n.r.Phase)
+		a.tree().counts.Total--
+		subPhase(&a.tree().counts, n.r.Phase)
 	}
 }
 

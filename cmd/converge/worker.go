@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 
 	"github.com/convergehq/converge/providers/classic"
@@ -21,6 +22,11 @@ const builtinWorkerNames = "classic"
 // the environment; for classic also the FAKE_* chaos knobs). converge sync
 // starts it for a local repository whose converge.cue names a builtin
 // worker. An unknown name or a bad environment is a usage error (exit 2).
+// workerMemoryLimit is a builtin worker's soft memory limit when
+// GOMEMLIMIT is not set (see defaultMemoryLimit): composing a million
+// children stays under 512 MiB resident.
+const workerMemoryLimit = 384 << 20
+
 func newWorkerCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:       "worker NAME",
@@ -39,6 +45,9 @@ func newWorkerCommand() *cobra.Command {
 				providers = classic.Providers(o)
 			default:
 				return fmt.Errorf("worker %q: no such builtin worker (have %s)", args[0], builtinWorkerNames)
+			}
+			if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
+				debug.SetMemoryLimit(workerMemoryLimit)
 			}
 			ctx := c.Context()
 			done, err := writePidFile()

@@ -336,7 +336,7 @@ func (c *client) send(ctx context.Context, stream convergev1.Control_ConnectClie
 	defer ticker.Stop()
 	batch := &convergev1.ResultBatch{}
 	msg := &convergev1.WorkerMessage{Msg: &convergev1.WorkerMessage_Results{Results: batch}}
-	var spare []*convergev1.Result
+	var spare []outItem
 	for {
 		select {
 		case <-ctx.Done():
@@ -359,32 +359,116 @@ func (c *client) send(ctx context.Context, stream convergev1.Control_ConnectClie
 		out.mu.Unlock()
 		rs := all
 		for len(rs) > 0 {
-			n, size := 0, 0
-			for n < len(rs) && n < maxBatch && size < maxBatchSize {
-				if len(rs[n].Children) > 0 || len(rs[n].Edges) > 0 {
-					size += proto.Size(rs[n])
-				} else {
-					size += 64 + len(rs[n].Status) + len(rs[n].Message)
+			if rs[0].comp != nil {
+				err := sendComposition(stream, rs[0].res.TaskId, rs[0].comp, out.maxMsg)
+				rs[0] = outItem{}
+				rs = rs[1:]
+				if err != nil {
+					return err
 				}
+				continue
+			}
+			n, size := 0, 0
+			for n < len(rs) && rs[n].comp == nil && n < maxBatch && size < maxBatchSize {
+				if len(rs[n].res.Children) > 0 || len(rs[n].res.Edges) > 0 {
+					size += proto.Size(rs[n].res)
+				} else {
+					size += 64 + len(rs[n].res.Status) + len(rs[n].res.Message)
+				}
+				batch.Results = append(batch.Results, rs[n].res)
 				n++
 			}
-			batch.Results = rs[:n]
 			err := stream.Send(msg)
+			clear(batch.Results)
+			batch.Results = batch.Results[:0]
 			clear(rs[:n])
 			rs = rs[n:]
 			if err != nil {
 				return err
 			}
 		}
-		batch.Results = nil
 		spare = all[:0]
 	}
+}
+
+// sendComposition streams comp as the parts of task taskID's result, each
+// converted only when it is sent, and lets go of what it sent: a worker
+// holds the composition and one part, not a second copy of all of it. A
+// part over the message limit (one huge child) ends the result with a
+// permanent failure that says so.
+func sendComposition(stream convergev1.Control_ConnectClient, taskID string, comp *Composition, maxMsg int) error {
+	part := &convergev1.Result{TaskId: taskID, More: true}
+	msg := &convergev1.WorkerMessage{Msg: &convergev1.WorkerMessage_Results{Results: &convergev1.ResultBatch{Results: []*convergev1.Result{part}}}}
+	items, size, parts := 0, 0, 0
+	send := func(last bool) error {
+		part.More = !last
+		if last {
+			part.Outcome = convergev1.Outcome_OUTCOME_OK
+		}
+		if n := proto.Size(part); n > maxMsg-(64<<10) {
+			*part = convergev1.Result{TaskId: taskID, Outcome: convergev1.Outcome_OUTCOME_PERMANENT,
+				Message: fmt.Sprintf("result too large: part %d is %d bytes, over the control plane's message limit of %d bytes%s",
+					parts+1, n, maxMsg, partHint(true))}
+			last = true
+		}
+		if err := stream.Send(msg); err != nil {
+			return err
+		}
+		parts++
+		if last {
+			return errDone
+		}
+		part.Children, part.Edges = part.Children[:0], part.Edges[:0]
+		items, size = 0, 0
+		return nil
+	}
+	for i := range comp.Children {
+		if items >= partItems || size >= partBytes {
+			if err := send(false); err != nil {
+				return ignoreDone(err)
+			}
+		}
+		ch := &comp.Children[i]
+		part.Children = append(part.Children, &convergev1.Child{Kind: ch.Kind, KindVersion: int32(ch.KindVersion), Name: ch.Name,
+			Spec: ch.Spec, ProviderConfigRef: ch.ProviderConfigRef})
+		items++
+		size += len(ch.Kind) + len(ch.Name) + len(ch.Spec) + len(ch.ProviderConfigRef) + 16
+		*ch = converge.Child{}
+	}
+	for i := range comp.Edges {
+		if items >= partItems || size >= partBytes {
+			if err := send(false); err != nil {
+				return ignoreDone(err)
+			}
+		}
+		e := &comp.Edges[i]
+		pe := &convergev1.Edge{Consumer: string(e.Consumer), Producer: string(e.Producer)}
+		for _, f := range e.Flows {
+			pe.Flows = append(pe.Flows, &convergev1.ValueFlow{From: f.From, To: f.To})
+			size += len(f.From) + len(f.To) + 8
+		}
+		part.Edges = append(part.Edges, pe)
+		items++
+		size += len(e.Consumer) + len(e.Producer) + 16
+		*e = converge.Edge{}
+	}
+	return ignoreDone(send(true))
+}
+
+// errDone ends sendComposition early after a final part.
+var errDone = errors.New("composition sent")
+
+func ignoreDone(err error) error {
+	if err == errDone {
+		return nil
+	}
+	return err
 }
 
 // outbox collects finished results for the sender.
 type outbox struct {
 	mu      sync.Mutex // guards results
-	results []*convergev1.Result
+	results []outItem
 	wake    chan struct{} // capacity 1: results is non-empty
 	// parts: the control plane takes a result in parts (protocol 2);
 	// maxMsg is the largest message it accepts.
@@ -392,25 +476,44 @@ type outbox struct {
 	maxMsg int
 }
 
-// add queues r for the sender: split into parts when it is a big
-// composition and the control plane takes parts, else whole. A part (or
-// a whole result) over the message limit is replaced by a permanent
-// failure that says so: it could never arrive.
+// outItem is one queued answer: a result, or (comp set) a composition
+// the sender streams in parts, res holding only its task id.
+type outItem struct {
+	res  *convergev1.Result
+	comp *Composition
+}
+
+// add queues r for the sender. A result over the message limit is
+// replaced by a permanent failure that says so: it could never arrive.
 func (o *outbox) add(r *convergev1.Result) {
-	rs := []*convergev1.Result{r}
-	if o.parts && len(r.Children)+len(r.Edges) > partItems {
-		rs = splitResult(r)
-	}
-	for i, p := range rs {
-		if n := proto.Size(p); n > o.maxMsg-(64<<10) {
-			rs = []*convergev1.Result{{TaskId: r.TaskId, Outcome: convergev1.Outcome_OUTCOME_PERMANENT,
-				Message: fmt.Sprintf("result too large: %s is %d bytes, over the control plane's message limit of %d bytes%s",
-					partName(i, len(rs)), n, o.maxMsg, partHint(o.parts))}}
-			break
+	if len(r.Children)+len(r.Edges) > 0 {
+		if n := proto.Size(r); n > o.maxMsg-(64<<10) {
+			r = &convergev1.Result{TaskId: r.TaskId, Outcome: convergev1.Outcome_OUTCOME_PERMANENT,
+				Message: fmt.Sprintf("result too large: the result is %d bytes, over the control plane's message limit of %d bytes%s",
+					n, o.maxMsg, partHint(o.parts))}
 		}
+	} else if n := len(r.Status) + len(r.Message); n > o.maxMsg-(64<<10) {
+		r = &convergev1.Result{TaskId: r.TaskId, Outcome: convergev1.Outcome_OUTCOME_PERMANENT,
+			Message: fmt.Sprintf("result too large: the status is %d bytes, over the control plane's message limit of %d bytes", n, o.maxMsg)}
 	}
+	o.push(outItem{res: r})
+}
+
+// addComposition queues the answer of a compose task: streamed in parts
+// when it is big and the control plane takes parts, else one result.
+func (o *outbox) addComposition(taskID string, comp *Composition) {
+	if o.parts && comp != nil && len(comp.Children)+len(comp.Edges) > partItems {
+		o.push(outItem{res: &convergev1.Result{TaskId: taskID}, comp: comp})
+		return
+	}
+	r := compositionResult(comp)
+	r.TaskId = taskID
+	o.add(r)
+}
+
+func (o *outbox) push(it outItem) {
 	o.mu.Lock()
-	o.results = append(o.results, rs...)
+	o.results = append(o.results, it)
 	o.mu.Unlock()
 	select {
 	case o.wake <- struct{}{}:
@@ -441,26 +544,31 @@ func (c *client) run(sctx context.Context, t *convergev1.Task, out *outbox) {
 	if ctx.Err() != nil {
 		return // expired on arrival (answered above) or the session is gone
 	}
-	res := c.call(ctx, req)
+	res, comp := c.call(ctx, req)
 	if answered.CompareAndSwap(false, true) {
+		if comp != nil {
+			out.addComposition(t.GetId(), comp)
+			return
+		}
 		res.TaskId = t.GetId()
 		out.add(res)
 	}
 }
 
 // call runs the handler for req, turning its return (or panic) into a
-// result without a task id.
-func (c *client) call(ctx context.Context, req *Request) (res *convergev1.Result) {
+// result without a task id, or, for a successful compose, the
+// composition (sent by addComposition).
+func (c *client) call(ctx context.Context, req *Request) (res *convergev1.Result, comp *Composition) {
 	defer func() {
 		if v := recover(); v != nil {
 			c.log.Error("handler panicked", "reaction", req.Reaction, "kind", req.Kind, "name", req.Name,
 				"panic", v, "stack", string(debug.Stack()))
-			res = &convergev1.Result{Outcome: convergev1.Outcome_OUTCOME_TRANSIENT, Message: fmt.Sprintf("panic: %v", v)}
+			res, comp = &convergev1.Result{Outcome: convergev1.Outcome_OUTCOME_TRANSIENT, Message: fmt.Sprintf("panic: %v", v)}, nil
 		}
 	}()
 	p := c.providers[kindKey{req.Kind, req.KindVersion}]
 	if p == nil {
-		return errResult(Permanent(fmt.Errorf("%s/v%d is not served by worker %s", req.Kind, req.KindVersion, c.name)))
+		return errResult(Permanent(fmt.Errorf("%s/v%d is not served by worker %s", req.Kind, req.KindVersion, c.name))), nil
 	}
 	notServed := func() *convergev1.Result {
 		return errResult(Permanent(fmt.Errorf("%s/v%d: reaction %q is not served by worker %s", req.Kind, req.KindVersion, req.Reaction, c.name)))
@@ -468,34 +576,37 @@ func (c *client) call(ctx context.Context, req *Request) (res *convergev1.Result
 	switch req.Reaction {
 	case converge.ReactionReconcile:
 		if p.Reconcile == nil {
-			return notServed()
+			return notServed(), nil
 		}
-		return statusResult(p.Reconcile(ctx, req))
+		return statusResult(p.Reconcile(ctx, req)), nil
 	case converge.ReactionCompose:
 		if p.Compose == nil {
-			return notServed()
+			return notServed(), nil
 		}
 		comp, err := p.Compose(ctx, req)
 		if err != nil {
-			return errResult(err)
+			return errResult(err), nil
 		}
-		return compositionResult(comp)
+		if comp == nil {
+			comp = &Composition{}
+		}
+		return nil, comp
 	case converge.ReactionTeardown:
 		if p.Teardown == nil {
-			return notServed()
+			return notServed(), nil
 		}
-		return errResult(p.Teardown(ctx, req))
+		return errResult(p.Teardown(ctx, req)), nil
 	case converge.ReactionReact:
 		if p.React == nil {
-			return notServed()
+			return notServed(), nil
 		}
-		return errResult(p.React(ctx, req))
+		return errResult(p.React(ctx, req)), nil
 	}
 	h := p.Verbs[req.Reaction]
 	if h == nil {
-		return notServed()
+		return notServed(), nil
 	}
-	return statusResult(h(ctx, req))
+	return statusResult(h(ctx, req)), nil
 }
 
 func errResult(err error) *convergev1.Result {
@@ -575,50 +686,6 @@ func requestFromProto(t *convergev1.Task) *Request {
 		}
 	}
 	return r
-}
-
-// splitResult cuts a compose result into parts of at most partItems
-// children and edges and about partBytes each, in order: every part but
-// the last has More set and carries only children and edges; the last
-// carries the outcome, message and status.
-func splitResult(r *convergev1.Result) []*convergev1.Result {
-	var parts []*convergev1.Result
-	cur := &convergev1.Result{TaskId: r.TaskId, More: true}
-	items, size := 0, 0
-	cut := func() {
-		parts = append(parts, cur)
-		cur = &convergev1.Result{TaskId: r.TaskId, More: true}
-		items, size = 0, 0
-	}
-	for _, c := range r.Children {
-		if items >= partItems || size >= partBytes {
-			cut()
-		}
-		cur.Children = append(cur.Children, c)
-		items++
-		size += len(c.Kind) + len(c.Name) + len(c.Spec) + len(c.ProviderConfigRef) + 16
-	}
-	for _, e := range r.Edges {
-		if items >= partItems || size >= partBytes {
-			cut()
-		}
-		cur.Edges = append(cur.Edges, e)
-		items++
-		size += len(e.Consumer) + len(e.Producer) + 16
-		for _, f := range e.Flows {
-			size += len(f.From) + len(f.To) + 8
-		}
-	}
-	cur.More = false
-	cur.Outcome, cur.Message, cur.Status = r.Outcome, r.Message, r.Status
-	return append(parts, cur)
-}
-
-func partName(i, n int) string {
-	if n == 1 {
-		return "the result"
-	}
-	return fmt.Sprintf("part %d of %d", i+1, n)
 }
 
 func partHint(parts bool) string {
