@@ -307,7 +307,7 @@ func cmdWaitGet(ts *testscript.TestScript, neg bool, args []string) {
 	deadline := time.Now().Add(60 * time.Second)
 	var last string
 	for {
-		if rd, done, err := openReader(g); err == nil {
+		if rd, done, err := openReader(g, io.Discard); err == nil {
 			if r, err := rd.Resource(converge.ID(args[1])); err == nil {
 				var b strings.Builder
 				writeData(&b, "json", viewOf(r))
