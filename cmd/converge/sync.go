@@ -156,6 +156,11 @@ func watchWorkTree(ctx context.Context, e *engine, syncer *gitsync.Syncer, o syn
 				fmt.Fprintln(errOut, f)
 			}
 			fmt.Fprintf(errOut, "work tree invalid (%d errors); nothing applied\n", len(pass.Record.Errors))
+			// Every save gets a verdict in the store, as every commit
+			// does: `converge status @dirty` shows it.
+			if err := syncer.Records.PutRevision(pass.Record); err != nil {
+				fmt.Fprintln(errOut, "converge:", err)
+			}
 			return
 		}
 		if err := syncer.Apply(ctx, pass); err != nil {

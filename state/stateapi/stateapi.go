@@ -44,6 +44,13 @@ type Sourcer interface {
 	Source() (*converge.AppliedSource, error)
 }
 
+// Revisioner is implemented by a Reader that keeps the verdicts of the
+// revisions it saw (*state.Store), for `converge status BRANCH@dirty`.
+type Revisioner interface {
+	// Revisions returns the newest limit records, newest first (0: all).
+	Revisions(limit int) ([]*converge.RevisionRecord, error)
+}
+
 // Controller is the write side a daemon offers: cascade delete and
 // operator verbs, carried out by its running scheduler.
 type Controller interface {
@@ -151,6 +158,16 @@ func Handler(rd Reader, ctl Controller) http.Handler {
 		}
 		src, err := sr.Source()
 		reply(w, src, err)
+	})
+	mux.HandleFunc("GET /v1/revisions", func(w http.ResponseWriter, r *http.Request) {
+		rv, ok := rd.(Revisioner)
+		if !ok {
+			reply(w, nil, errors.New("this daemon does not keep revision records"))
+			return
+		}
+		limit, _ := strconv.Atoi(r.URL.Query().Get("limit")) // none or bad: all
+		recs, err := rv.Revisions(limit)
+		reply(w, recs, err)
 	})
 	mux.HandleFunc("POST /v1/delete", func(w http.ResponseWriter, r *http.Request) {
 		if ctl == nil {
@@ -322,6 +339,12 @@ func (c *Client) Snapshot() (*converge.Snapshot, error) {
 func (c *Client) Source() (*converge.AppliedSource, error) {
 	var src *converge.AppliedSource
 	return src, c.call(context.Background(), "GET", "/v1/source", url.Values{}, nil, &src)
+}
+
+// Revisions implements Revisioner.
+func (c *Client) Revisions(limit int) ([]*converge.RevisionRecord, error) {
+	var recs []*converge.RevisionRecord
+	return recs, c.call(context.Background(), "GET", "/v1/revisions", url.Values{"limit": {strconv.Itoa(limit)}}, nil, &recs)
 }
 
 // Delete asks the daemon to cascade-delete id.
