@@ -93,7 +93,7 @@ func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
 	e.token = o.token
 	if e.token == "" {
 		var b [16]byte
-		rand.Read(b[:])
+		rand.Read(b[:]) // crypto/rand never fails (it crashes the program instead)
 		e.token = hex.EncodeToString(b[:])
 	}
 	e.srv = providers.NewServer(providers.ServerOptions{Token: e.token, Logger: o.log})

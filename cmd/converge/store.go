@@ -123,7 +123,7 @@ func storedSource(dir string) *converge.AppliedSource {
 	if err != nil {
 		return nil
 	}
-	defer st.Close()
+	defer st.Close() // read only: a failed close loses nothing
 	src, _ := st.Source()
 	return src
 }
@@ -225,7 +225,7 @@ func openReader(g *globals, errOut io.Writer) (rd reader, done func(), err error
 	if err != nil {
 		return nil, nil, fmt.Errorf("open state: %w", err)
 	}
-	return st, func() { st.Close() }, nil
+	return st, func() { st.Close() }, nil // read only: a failed close loses nothing
 }
 
 // dialAdmin connects to the admin API of the converge holding dir.

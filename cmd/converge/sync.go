@@ -308,6 +308,7 @@ func recordOnly(dir string, pass *gitsync.Pass) error {
 	if err != nil {
 		return err
 	}
+	// PutRevision is durable when it returns: a failed close loses nothing.
 	defer st.Close()
 	return st.PutRevision(pass.Record)
 }
