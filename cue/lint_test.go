@@ -30,8 +30,8 @@ func rulesOf(fs []converge.Finding) []string {
 	return out
 }
 
-// TestLintRules has one row per rule and per row of DESIGN.md section 9's
-// table (the cases where Subsume alone is wrong are marked "section 9").
+// TestLintRules has one row per rule and per row of the Subsume facts
+// table in docs/ARCHITECTURE.md (those rows are marked "facts").
 func TestLintRules(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -39,41 +39,41 @@ func TestLintRules(t *testing.T) {
 		want     []string // "RULE path", in finding order
 	}{
 		{name: "identical", old: `{a: string}`, new: `{a: string}`},
-		{name: "section 9: optional field added", old: `{a: string}`, new: `{a: string, b?: int}`},
-		{name: "section 9: regular field added", old: `{a: string}`, new: `{a: string, b: string}`,
+		{name: "facts: optional field added", old: `{a: string}`, new: `{a: string, b?: int}`},
+		{name: "facts: regular field added", old: `{a: string}`, new: `{a: string, b: string}`,
 			want: []string{"REQUIRED_FIELD_ADDED vpc/v1 spec.b"}},
-		{name: "section 9: required field added", old: `{a: string}`, new: `{a: string, b!: string}`,
+		{name: "facts: required field added", old: `{a: string}`, new: `{a: string, b!: string}`,
 			want: []string{"REQUIRED_FIELD_ADDED vpc/v1 spec.b"}},
-		{name: "section 9: nested required field added", old: `{n: {a?: int}}`, new: `{n: {a?: int, b!: string}}`,
+		{name: "facts: nested required field added", old: `{n: {a?: int}}`, new: `{n: {a?: int, b!: string}}`,
 			want: []string{"REQUIRED_FIELD_ADDED vpc/v1 spec.n.b"}},
 		{name: "required field below a new optional struct", old: `{a: string}`, new: `{a: string, n?: {b!: string, c: int}}`},
 		{name: "regular field with a default added", old: `{a: string}`, new: `{a: string, b: *"x" | string}`},
 		{name: "regular struct of optional fields added", old: `{a: string}`, new: `{a: string, n: {b?: string}}`},
-		{name: "section 9: field removed", old: `{a: string, b: string}`, new: `{a: string}`,
+		{name: "facts: field removed", old: `{a: string, b: string}`, new: `{a: string}`,
 			want: []string{"FIELD_REMOVED vpc/v1 spec.b"}},
 		{name: "optional field removed", old: `{a: string, b?: string}`, new: `{a: string}`,
 			want: []string{"FIELD_REMOVED vpc/v1 spec.b"}},
-		{name: "section 9: optional became required", old: `{a?: string}`, new: `{a!: string}`,
+		{name: "facts: optional became required", old: `{a?: string}`, new: `{a!: string}`,
 			want: []string{"FIELD_BECAME_REQUIRED vpc/v1 spec.a"}},
 		{name: "optional became regular", old: `{a?: string}`, new: `{a: string}`,
 			want: []string{"FIELD_BECAME_REQUIRED vpc/v1 spec.a"}},
 		{name: "required became optional", old: `{a!: string}`, new: `{a?: string}`},
-		{name: "section 9: type changed", old: `{a: string}`, new: `{a: int}`,
+		{name: "facts: type changed", old: `{a: string}`, new: `{a: int}`,
 			want: []string{"TYPE_CHANGED vpc/v1 spec.a"}},
 		{name: "type narrowed from a disjunction", old: `{a: int | string}`, new: `{a: int}`,
 			want: []string{"TYPE_CHANGED vpc/v1 spec.a"}},
 		{name: "type widened", old: `{a: int}`, new: `{a: int | string}`},
-		{name: "section 9: bound tightened", old: `{a: int & >=1}`, new: `{a: int & >=2}`,
+		{name: "facts: bound tightened", old: `{a: int & >=1}`, new: `{a: int & >=2}`,
 			want: []string{"CONSTRAINT_NARROWED vpc/v1 spec.a"}},
 		{name: "bound widened", old: `{a: int & >=1 & <=10}`, new: `{a: int & >=0 & <=10}`},
-		{name: "section 9: enum narrowed", old: `{a: "x" | "y" | "z"}`, new: `{a: "x" | "y"}`,
+		{name: "facts: enum narrowed", old: `{a: "x" | "y" | "z"}`, new: `{a: "x" | "y"}`,
 			want: []string{"CONSTRAINT_NARROWED vpc/v1 spec.a"}},
 		{name: "enum value added", old: `{a: "x" | "y"}`, new: `{a: "x" | "y" | "z"}`},
-		{name: "section 9: regex added", old: `{a: string}`, new: `{a: =~"^a"}`,
+		{name: "facts: regex added", old: `{a: string}`, new: `{a: =~"^a"}`,
 			want: []string{"CONSTRAINT_NARROWED vpc/v1 spec.a"}},
 		{name: "regex changed", old: `{a: =~"^a"}`, new: `{a: =~"^b"}`,
 			want: []string{"CONSTRAINT_NARROWED vpc/v1 spec.a"}},
-		{name: "section 9: list element narrowed", old: `{a: [...string]}`, new: `{a: [...int]}`,
+		{name: "facts: list element narrowed", old: `{a: [...string]}`, new: `{a: [...int]}`,
 			want: []string{"ELEMENT_NARROWED vpc/v1 spec.a[*]"}},
 		{name: "list element constraint narrowed", old: `{a: [...string]}`, new: `{a: [...=~"^x"]}`,
 			want: []string{"ELEMENT_NARROWED vpc/v1 spec.a[*]"}},
@@ -83,18 +83,18 @@ func TestLintRules(t *testing.T) {
 		{name: "required field added in list elements", old: `{teams: [...{name: string}]}`, new: `{teams: [...{name: string, lead!: string}]}`,
 			want: []string{"REQUIRED_FIELD_ADDED vpc/v1 spec.teams[*].lead"}},
 		{name: "optional field added in list elements", old: `{teams: [...{name: string}]}`, new: `{teams: [...{name: string, lead?: string}]}`},
-		{name: "section 9: identical strings.MinRunes(1)", old: "import \"strings\"\n{a: strings.MinRunes(1)}",
+		{name: "facts: identical strings.MinRunes(1)", old: "import \"strings\"\n{a: strings.MinRunes(1)}",
 			new: "import \"strings\"\n{a: strings.MinRunes(1)}"},
 		{name: "identical strings.MinRunes(1) and an optional field added", old: "import \"strings\"\n{a: strings.MinRunes(1)}",
 			new: "import \"strings\"\n{a: strings.MinRunes(1), b?: int}"},
 		{name: "strings.MinRunes tightened", old: "import \"strings\"\n{a: strings.MinRunes(1)}",
 			new: "import \"strings\"\n{a: strings.MinRunes(3)}", want: []string{"CONSTRAINT_NARROWED vpc/v1 spec.a"}},
-		{name: "section 9: default changed", old: `{a: *"x" | "y"}`, new: `{a: *"y" | "x"}`,
+		{name: "facts: default changed", old: `{a: *"x" | "y"}`, new: `{a: *"y" | "x"}`,
 			want: []string{"DEFAULT_CHANGED vpc/v1 spec.a"}},
 		{name: "default removed", old: `{a: *"x" | "y"}`, new: `{a: "x" | "y"}`,
 			want: []string{"DEFAULT_CHANGED vpc/v1 spec.a"}},
 		{name: "default added", old: `{a: "x" | "y"}`, new: `{a: *"x" | "y"}`},
-		{name: "section 9: open struct closed", old: `{n: {a: int, ...}}`, new: `{n: {a: int}}`,
+		{name: "facts: open struct closed", old: `{n: {a: int, ...}}`, new: `{n: {a: int}}`,
 			want: []string{"STRUCT_CLOSED vpc/v1 spec.n"}},
 		{name: "map pattern removed", old: `{tags?: [string]: string}`, new: `{tags?: {}}`,
 			want: []string{"STRUCT_CLOSED vpc/v1 spec.tags"}},
@@ -303,7 +303,8 @@ func ExampleLint() {
 	// new required string field; documents without it are refused (an optional region? or a default would be compatible) (at kinds/vpc-v1.cue:1:1, was kinds/vpc-v1.cue:1:1); ship it as kind_version 2
 }
 
-// TestSubsumeFacts pins the measurements of DESIGN.md section 9 that the
+// TestSubsumeFacts pins the rows of the Subsume facts table in
+// docs/ARCHITECTURE.md ("Breaking changes: the Subsume facts") that the
 // structural walk exists for: cuelang.org/go's Subsume (new ⊒ old, default
 // mode, on the compiled #S definitions) answers these rows wrongly. If a
 // CUE upgrade fixes one, this test fails: re-measure before simplifying

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	gosync "sync"
 	"time"
 
 	"github.com/convergehq/converge"
@@ -77,6 +78,88 @@ func (s *Settle) Reset() { s.since = time.Time{} }
 // Summary is the progress as a verdict states it: "R/T Ready".
 func Summary(p scheduler.Progress) string {
 	return fmt.Sprintf("%d/%d Ready", p.Counts.Ready, p.Counts.Total)
+}
+
+// CommitProblem names p's failing commit of state as a verdict states it,
+// "commit state: …", or returns "" when the newest commit succeeded. While
+// commits fail, what the engine did is not durable and the graph is never
+// Converged, even with every resource Ready: the verdict must say why.
+func CommitProblem(p scheduler.Progress) string {
+	if p.CommitError == "" {
+		return ""
+	}
+	if strings.HasPrefix(p.CommitError, "commit state: ") {
+		return p.CommitError
+	}
+	return "commit state: " + p.CommitError
+}
+
+// Verdict is the description of a wait that did not converge, as sync,
+// serve and the git note state it: why it ended ("stuck", "timed out")
+// with the Summary, then the failing commit of state (CommitProblem), then
+// hint (e.g. UnservedHint) unless it is "".
+func Verdict(why string, p scheduler.Progress, hint string) string {
+	s := why + ": " + Summary(p)
+	if c := CommitProblem(p); c != "" {
+		s += "; " + c
+	}
+	if hint != "" {
+		s += "; " + hint
+	}
+	return s
+}
+
+// Health answers a daemon's health check. The daemon's loop reports each
+// look at the engine (Observe) and each stuck verdict (Stuck); Check, safe
+// from any goroutine, says why the daemon is unhealthy. The zero value is
+// healthy and never reports a stalled loop.
+type Health struct {
+	// Stall is how long the loop may go without a look at the engine
+	// before Check reports it (a fetch that hangs); 0 for never.
+	Stall time.Duration
+
+	mu       gosync.Mutex // guards the fields below
+	seen     time.Time    // the newest look; zero before the first
+	progress scheduler.Progress
+	stuck    string // the applied revision's stuck verdict; "" if none
+}
+
+// Observe records a look at the engine at now. A graph that converged
+// clears a stuck verdict: whatever held it came right.
+func (h *Health) Observe(now time.Time, p scheduler.Progress) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.seen, h.progress = now, p
+	if p.Settled == scheduler.Converged {
+		h.stuck = ""
+	}
+}
+
+// Stuck records the applied revision's stuck verdict (e.g. "main@sha1:…
+// stuck: …"); "" clears it, as a newly applied revision does.
+func (h *Health) Stuck(verdict string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.stuck = verdict
+}
+
+// Check returns why the daemon is unhealthy at now, or "" if it is
+// healthy: commits of state failing (CommitProblem), no look at the
+// engine for longer than Stall, or the applied revision stuck.
+func (h *Health) Check(now time.Time) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var why []string
+	if c := CommitProblem(h.progress); c != "" {
+		why = append(why, c)
+	}
+	if h.Stall > 0 && !h.seen.IsZero() && now.Sub(h.seen) > h.Stall {
+		why = append(why, fmt.Sprintf("sync loop: no look at the engine for %s", now.Sub(h.seen).Round(time.Second)))
+	}
+	if h.stuck != "" {
+		why = append(why, h.stuck)
+	}
+	return strings.Join(why, "; ")
 }
 
 // UnservedHint explains problems that wait for a worker no one runs:

@@ -100,3 +100,92 @@ func TestUnservedHint(t *testing.T) {
 		})
 	}
 }
+
+func TestVerdict(t *testing.T) {
+	counts := converge.Counts{Total: 5, Ready: 5}
+	tests := []struct {
+		name string
+		why  string
+		p    scheduler.Progress
+		hint string
+		want string
+	}{
+		{name: "stuck", why: "stuck", p: scheduler.Progress{Counts: converge.Counts{Total: 5, Ready: 3}},
+			want: "stuck: 3/5 Ready"},
+		{name: "every resource Ready but commits fail", why: "stuck", p: scheduler.Progress{Counts: counts, CommitError: "write state.db: no space left on device"},
+			want: "stuck: 5/5 Ready; commit state: write state.db: no space left on device"},
+		{name: "already prefixed", why: "timed out", p: scheduler.Progress{Counts: counts, CommitError: "commit state: boom"},
+			want: "timed out: 5/5 Ready; commit state: boom"},
+		{name: "commit first, then the hint", why: "stuck", p: scheduler.Progress{Counts: counts, CommitError: "boom"},
+			hint: "no worker serves db/v1: declare one", want: "stuck: 5/5 Ready; commit state: boom; no worker serves db/v1: declare one"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := gitsync.Verdict(tt.why, tt.p, tt.hint); got != tt.want {
+				t.Errorf("Verdict = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestHealth(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	failing := scheduler.Progress{Settled: scheduler.Stuck, CommitError: "boom"}
+	working := scheduler.Progress{Settled: scheduler.Working}
+	converged := scheduler.Progress{Settled: scheduler.Converged}
+	type step struct {
+		at      time.Duration
+		observe *scheduler.Progress // a look at the engine, if not nil
+		stuck   *string             // a stuck verdict (or "" to clear), if not nil
+		want    string              // Check at this step
+	}
+	verdict := "main@sha1:abc stuck: 1/2 Ready"
+	clear := ""
+	tests := []struct {
+		name  string
+		stall time.Duration
+		steps []step
+	}{
+		{name: "healthy before the first look", stall: time.Minute, steps: []step{{at: time.Hour, want: ""}}},
+		{name: "commits failing, then recovered", steps: []step{
+			{observe: &failing, want: "commit state: boom"},
+			{at: time.Second, observe: &working, want: ""},
+		}},
+		{name: "stuck until converged", steps: []step{
+			{observe: &working, stuck: &verdict, want: verdict},
+			{at: time.Second, observe: &working, want: verdict},
+			{at: 2 * time.Second, observe: &converged, want: ""},
+		}},
+		{name: "stuck until a new revision", steps: []step{
+			{stuck: &verdict, want: verdict},
+			{stuck: &clear, want: ""},
+		}},
+		{name: "a stalled loop", stall: time.Minute, steps: []step{
+			{observe: &working, want: ""},
+			{at: time.Minute, want: ""},
+			{at: 2 * time.Minute, want: "sync loop: no look at the engine for 2m0s"},
+			{at: 2 * time.Minute, observe: &working, want: ""},
+		}},
+		{name: "every reason at once", stall: time.Minute, steps: []step{
+			{observe: &failing, stuck: &verdict, want: "commit state: boom; " + verdict},
+			{at: 90 * time.Second, want: "commit state: boom; sync loop: no look at the engine for 1m30s; " + verdict},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := &gitsync.Health{Stall: tt.stall}
+			for i, s := range tt.steps {
+				now := t0.Add(s.at)
+				if s.observe != nil {
+					h.Observe(now, *s.observe)
+				}
+				if s.stuck != nil {
+					h.Stuck(*s.stuck)
+				}
+				if got := h.Check(now); got != s.want {
+					t.Fatalf("step %d: Check = %q, want %q", i, got, s.want)
+				}
+			}
+		})
+	}
+}

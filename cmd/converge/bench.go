@@ -25,6 +25,7 @@ import (
 	"github.com/convergehq/converge/providers"
 	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/state"
+	gitsync "github.com/convergehq/converge/sync"
 )
 
 type benchOptions struct {
@@ -38,6 +39,10 @@ type benchOptions struct {
 	// lifecycle is an updated BOM file: also time its recompose and the
 	// teardown of the whole tree (bench_lifecycle.go).
 	lifecycle string
+	// log is the engines' logger: warnings and errors on stderr.
+	log *slog.Logger
+	// wrapStore is globals.wrapStore (tests only).
+	wrapStore func(scheduler.Store) scheduler.Store
 }
 
 func newBenchCommand(g *globals) *cobra.Command {
@@ -53,7 +58,10 @@ protocol, and bbolt puts batched 1,000 per fsynced transaction. It reports
 resources/s and its ratio to the raw gRPC rate, durable puts and commits per
 resource, and the peak RSS of the control plane and of each worker.`,
 		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error { return runBench(c.Context(), c.OutOrStdout(), o) },
+		RunE: func(c *cobra.Command, _ []string) error {
+			o.log, o.wrapStore = newLogger(c.ErrOrStderr(), false), g.wrapStore
+			return runBench(c.Context(), c.OutOrStdout(), o)
+		},
 	}
 	f := c.Flags()
 	f.IntVar(&o.runs, "runs", 3, "converge runs (each from an empty store)")
@@ -152,7 +160,7 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 		if i == o.runs-1 {
 			profile = o.memprofile
 		}
-		r, err := benchOnce(ctx, filepath.Join(tmp, "run"+strconv.Itoa(i)), abs, res, profile)
+		r, err := benchOnce(ctx, filepath.Join(tmp, "run"+strconv.Itoa(i)), abs, res, profile, o)
 		if err != nil {
 			return err
 		}
@@ -160,7 +168,7 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 		rep.Runs = append(rep.Runs, r)
 	}
 	for i := 0; o.lifecycle != "" && i < o.runs; i++ {
-		lr, err := benchLifecycle(ctx, filepath.Join(tmp, "lifecycle"+strconv.Itoa(i)), abs, o.lifecycle, res)
+		lr, err := benchLifecycle(ctx, filepath.Join(tmp, "lifecycle"+strconv.Itoa(i)), abs, o.lifecycle, res, o)
 		if err != nil {
 			return err
 		}
@@ -196,14 +204,14 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 // benchOnce converges res from an empty store in dir, timing from Apply
 // to the root's subtree Ready and durably committed. Worker start-up is
 // not timed.
-func benchOnce(ctx context.Context, dir, repoDir string, res *cue.Result, memprofile string) (benchRun, error) {
+func benchOnce(ctx context.Context, dir, repoDir string, res *cue.Result, memprofile string, o benchOptions) (_ benchRun, err error) {
 	workers := res.Desired.Settings.Workers
 	e, err := startEngine(ctx, engineOptions{stateDir: dir, repoDir: repoDir, workers: workers,
-		log: slog.New(slog.NewTextHandler(io.Discard, nil)), workerOut: io.Discard})
+		log: o.log, workerOut: io.Discard, wrapStore: o.wrapStore})
 	if err != nil {
 		return benchRun{}, err
 	}
-	defer e.close()
+	defer closeBenchEngine(e, &err)
 	want := expectedWorkers(workers)
 	connectBy := time.Now().Add(time.Minute)
 	for len(e.srv.Workers()) < want {
@@ -224,8 +232,8 @@ func benchOnce(ctx context.Context, dir, repoDir string, res *cue.Result, mempro
 		return benchRun{}, err
 	}
 	for e.sched.Progress().Settled != scheduler.Converged {
-		if e.sched.Progress().Settled == scheduler.Stuck {
-			return benchRun{}, failed("bench: stuck: %v", e.sched.Problems())
+		if p := e.sched.Progress(); p.Settled == scheduler.Stuck {
+			return benchRun{}, benchStuck(e, p)
 		}
 		select {
 		case <-ctx.Done():
@@ -246,7 +254,9 @@ func benchOnce(ctx context.Context, dir, repoDir string, res *cue.Result, mempro
 		}
 		runtime.GC()
 		err = pprof.WriteHeapProfile(f)
-		f.Close()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
 		if err != nil {
 			return benchRun{}, fmt.Errorf("memprofile: %w", err)
 		}
@@ -268,6 +278,20 @@ func benchOnce(ctx context.Context, dir, repoDir string, res *cue.Result, mempro
 		}
 	}
 	return r, nil
+}
+
+// benchStuck is the error of a bench run whose engine is stuck at p: the
+// verdict (a failing commit of state included) and the problems.
+func benchStuck(e *engine, p scheduler.Progress) error {
+	return failed("bench: %s: %v", gitsync.Verdict("stuck", p, ""), e.sched.Problems())
+}
+
+// closeBenchEngine closes a bench run's engine; a failure (its last flush,
+// say) fails the run unless *err already says why it failed.
+func closeBenchEngine(e *engine, err *error) {
+	if cerr := e.close(); cerr != nil && *err == nil {
+		*err = fmt.Errorf("close engine: %w", cerr)
+	}
 }
 
 // peakRSSMiB reads a process's peak resident set (VmHWM) from /proc; 0

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -34,8 +33,7 @@ type lifecycleRun struct {
 // benchLifecycle converges repoDir from an empty store in dir (untimed),
 // then times the recompose of repoDir with its resources/bom.cue replaced
 // by updatedBOM and the teardown of the BOM's root.
-func benchLifecycle(ctx context.Context, dir, repoDir, updatedBOM string, res *cue.Result) (lifecycleRun, error) {
-	var lr lifecycleRun
+func benchLifecycle(ctx context.Context, dir, repoDir, updatedBOM string, res *cue.Result, o benchOptions) (lr lifecycleRun, err error) {
 	updated, err := loadWithBOM(filepath.Join(filepath.Dir(dir), filepath.Base(dir)+"-updated"), repoDir, updatedBOM)
 	if err != nil {
 		return lr, err
@@ -51,11 +49,11 @@ func benchLifecycle(ctx context.Context, dir, repoDir, updatedBOM string, res *c
 	}
 	workers := res.Desired.Settings.Workers
 	e, err := startEngine(ctx, engineOptions{stateDir: dir, repoDir: repoDir, workers: workers,
-		log: slog.New(slog.NewTextHandler(io.Discard, nil)), workerOut: io.Discard})
+		log: o.log, workerOut: io.Discard, wrapStore: o.wrapStore})
 	if err != nil {
 		return lr, err
 	}
-	defer e.close()
+	defer closeBenchEngine(e, &err)
 	for want := expectedWorkers(workers); len(e.srv.Workers()) < want; {
 		if err := sleepCtx(ctx, 5*time.Millisecond); err != nil {
 			return lr, err
@@ -98,7 +96,7 @@ func benchLifecycle(ctx context.Context, dir, repoDir, updatedBOM string, res *c
 			return lr, err
 		}
 		if p := e.sched.Progress(); p.Settled == scheduler.Stuck {
-			return lr, failed("bench: teardown stuck: %v", e.sched.Problems())
+			return lr, benchStuck(e, p)
 		}
 		if err := sleepCtx(ctx, time.Millisecond); err != nil {
 			return lr, err
@@ -113,11 +111,11 @@ func benchLifecycle(ctx context.Context, dir, repoDir, updatedBOM string, res *c
 // waitConverged waits until the scheduler has converged and commits.
 func waitConverged(ctx context.Context, e *engine) error {
 	for {
-		switch e.sched.Progress().Settled {
+		switch p := e.sched.Progress(); p.Settled {
 		case scheduler.Converged:
 			return e.sched.Flush(ctx)
 		case scheduler.Stuck:
-			return failed("bench: stuck: %v", e.sched.Problems())
+			return benchStuck(e, p)
 		}
 		if err := sleepCtx(ctx, time.Millisecond); err != nil {
 			return err

@@ -20,6 +20,7 @@ import (
 	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/state"
 	"github.com/convergehq/converge/state/stateapi"
+	gitsync "github.com/convergehq/converge/sync"
 )
 
 // engine is one running control plane: the store, the worker service, the
@@ -57,6 +58,9 @@ type engineOptions struct {
 	// changed, when set, hears which resources every committed batch
 	// touched (the live site).
 	changed func(ids []converge.ID)
+	// wrapStore, when set, wraps the store the scheduler commits to
+	// (globals.wrapStore: tests only).
+	wrapStore func(scheduler.Store) scheduler.Store
 }
 
 // defaultMemoryLimit is the control plane's soft memory limit when
@@ -101,7 +105,7 @@ func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
 	e.token = o.token
 	if e.token == "" {
 		var b [16]byte
-		rand.Read(b[:])
+		rand.Read(b[:]) // crypto/rand never fails (it crashes the program instead)
 		e.token = hex.EncodeToString(b[:])
 	}
 	e.srv = providers.NewServer(providers.ServerOptions{Token: e.token, Logger: o.log})
@@ -124,6 +128,9 @@ func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
 	if o.changed != nil {
 		store = observedStore{Store: st, changed: o.changed}
 	}
+	if o.wrapStore != nil {
+		store = o.wrapStore(store)
+	}
 	e.sched, err = scheduler.New(store, e.srv, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("start scheduler: %w", err)
@@ -142,7 +149,7 @@ func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
 		al.Close()
 		return nil, fmt.Errorf("restrict admin socket: %w", err)
 	}
-	e.admin = &http.Server{Handler: stateapi.Handler(st, e.sched), ReadHeaderTimeout: 5 * time.Second}
+	e.admin = &http.Server{Handler: stateapi.Handler(st, adminController{e.sched}), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := e.admin.Serve(al); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			e.log.Error("serve admin api", "err", err)
@@ -165,6 +172,19 @@ func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
 	}
 	ok = true
 	return e, nil
+}
+
+// adminController is the scheduler as the admin API serves it: its
+// answers come from the store, so while the engine's commits fail they
+// carry a warning (stateapi.Warner) that the store is behind.
+type adminController struct{ *scheduler.Scheduler }
+
+// Warning implements stateapi.Warner.
+func (a adminController) Warning() string {
+	if c := gitsync.CommitProblem(a.Progress()); c != "" {
+		return "the daemon cannot commit its state (" + c + "): what it shows may be behind"
+	}
+	return ""
 }
 
 // serveWorkers accepts workers on l until the engine closes; a listener

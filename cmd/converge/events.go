@@ -26,7 +26,7 @@ func newEventsCommand(g *globals) *cobra.Command {
 					return err
 				}
 			}
-			rd, done, err := openReader(g)
+			rd, done, err := openReader(g, c.ErrOrStderr())
 			if err != nil {
 				return err
 			}

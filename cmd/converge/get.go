@@ -17,7 +17,7 @@ func newGetCommand(g *globals) *cobra.Command {
 		Short: "Show one resource: phase, reason, spec, status, owner",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			return withResource(g, output, args[0], func(rd reader, id converge.ID) error {
+			return withResource(g, c.ErrOrStderr(), output, args[0], func(rd reader, id converge.ID) error {
 				r, err := rd.Resource(id)
 				if errors.Is(err, converge.ErrNotFound) {
 					return failed("resource %s not found", id)

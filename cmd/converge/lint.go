@@ -27,8 +27,8 @@ type lintFinding struct {
 	Commit string `json:"commit"`
 }
 
-// lintReport is the JSON of `converge lint -o json` (DESIGN.md section 6):
-// add fields freely, never rename these.
+// lintReport is the JSON of `converge lint -o json` (see "Stable JSON
+// output" in docs/ARCHITECTURE.md): add fields freely, never rename these.
 type lintReport struct {
 	Findings []lintFinding `json:"findings"`
 	// Commits counts the commits linted (base excluded).
@@ -99,7 +99,7 @@ root).`,
 	c.Flags().StringVar(&base, "base", "", "the revision the range starts after (e.g. origin/main)")
 	c.Flags().StringVar(&head, "head", "HEAD", "the newest revision of the range")
 	c.Flags().StringVarP(&output, "output", "o", "text", "output format: text|json|github")
-	c.Flags().StringVar(&output, "format", "text", "the same as --output (DESIGN.md's spelling)")
+	c.Flags().StringVar(&output, "format", "text", "the same as --output")
 	c.Flags().MarkHidden("format")
 	return c
 }

@@ -28,7 +28,7 @@ func newListCommand(g *globals) *cobra.Command {
 			if phase != "" && !validPhase(converge.Phase(phase)) {
 				return usageErr("--phase %q: want one of %v", phase, converge.Phases)
 			}
-			rd, done, err := openReader(g)
+			rd, done, err := openReader(g, c.ErrOrStderr())
 			if err != nil {
 				return err
 			}

@@ -70,8 +70,8 @@ func blockStyle(n *yaml.Node) {
 	}
 }
 
-// resourceView is the stable JSON shape of a resource (DESIGN.md section
-// 6): fields may be added, never renamed.
+// resourceView is the stable JSON shape of a resource (see "Stable JSON
+// output" in docs/ARCHITECTURE.md): fields may be added, never renamed.
 type resourceView struct {
 	UID                string          `json:"uid"`
 	Kind               string          `json:"kind"`

@@ -197,7 +197,7 @@ func loadSnapshot(dir string) (*converge.Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open state: %w", err)
 	}
-	defer st.Close()
+	defer st.Close() // read only: a failed close loses nothing
 	return st.Load()
 }
 
@@ -255,7 +255,7 @@ func planComposer(ctx context.Context, admin *stateapi.Client, src *gitsync.Sour
 		return nil, nil, fmt.Errorf("create plan directory: %w", err)
 	}
 	var b [16]byte
-	rand.Read(b[:])
+	rand.Read(b[:]) // crypto/rand never fails (it crashes the program instead)
 	token := hex.EncodeToString(b[:])
 	srv := providers.NewServer(providers.ServerOptions{Token: token})
 	sock := filepath.Join(tmp, "worker.sock")
@@ -264,6 +264,8 @@ func planComposer(ctx context.Context, admin *stateapi.Client, src *gitsync.Sour
 		os.RemoveAll(tmp)
 		return nil, nil, fmt.Errorf("listen for workers: %w", err)
 	}
+	// Serve returns when stop closes srv; a worker service that failed
+	// before shows as dry runs with no answer, which hold the revision.
 	go srv.Serve(l)
 	self, err := os.Executable()
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/scheduler"
 )
 
 // Exit codes: 0 ok, 1 the checked thing failed (invalid, breaking, not
@@ -51,6 +52,10 @@ type globals struct {
 	// source is the applied revision's source the store recorded, when
 	// resolveSource used it (nil otherwise).
 	source *converge.AppliedSource
+
+	// wrapStore, when set, wraps the store an engine commits to. Tests
+	// only (e.g. a store whose commits fail); nil in the CLI.
+	wrapStore func(scheduler.Store) scheduler.Store
 }
 
 // Main runs the CLI with os.Args and returns the process exit code.
@@ -79,8 +84,10 @@ func Main() int {
 	return exitUsage
 }
 
-func newRootCommand() *cobra.Command {
-	g := &globals{}
+func newRootCommand() *cobra.Command { return newRoot(&globals{}) }
+
+// newRoot builds the command tree around g, which the flags fill in.
+func newRoot(g *globals) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "converge",
 		Short:         "converge drives a git repository of BOM files to its declared state",

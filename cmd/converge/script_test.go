@@ -47,14 +47,17 @@ func TestMain(m *testing.M) {
 //	git-rev DIR REF VAR     set env VAR to the full hash of REF in DIR
 //	kill-worker STATE NAME  SIGKILL the worker process NAME (e.g. classic-0) of the converge using STATE
 //	check-state STATEDIR    consistency check of a store; prints resource counts per kind
-//	sleep DURATION          pause, e.g. sleep 500ms
 //	wait-running STATE N    wait until N resources are Running (asks the daemon's admin API)
 //	wait-get STATE ID PAT   wait until `get ID -o json` (daemon or store) matches PAT
+//	wait-status STATE REV P wait until `status REV -o json` on STATE matches P, whatever its exit code
 //	git-http-serve DIR VAR  serve the bare repositories in DIR over smart HTTP; VAR = base URL
 //	webhook STATE SECRET N  POST a push webhook to the serve using STATE, signed with SECRET (- for none); want status N
 //	wait-http STATE PATH P  wait until GET PATH on the serve using STATE answers 200 matching P
 //	wait-file FILE PATTERN  wait until FILE exists and matches the regular expression PATTERN
 //	exit-code N PROG ARGS   run PROG like exec and fail unless it exits with status N (1 failed, 2 usage)
+//
+// There is no sleep: a scenario waits on evidence (a phase, a verdict, a
+// file, an HTTP answer), never for a while before it asserts.
 //
 // Conditions: [short] is true under `go test -short`; [scale] is true when
 // CONVERGE_SCALE=1 is set (the ~100,000-resource runs, off by default).
@@ -88,9 +91,9 @@ func TestScripts(t *testing.T) {
 			"kill-worker":    cmdKillWorker,
 			"wait-file":      cmdWaitFile,
 			"check-state":    cmdCheckState,
-			"sleep":          cmdSleep,
 			"wait-running":   cmdWaitRunning,
 			"wait-get":       cmdWaitGet,
+			"wait-status":    cmdWaitStatus,
 			"git-http-serve": cmdGitHTTPServe,
 			"webhook":        cmdWebhook,
 			"wait-http":      cmdWaitHTTP,
@@ -256,16 +259,6 @@ func cmdCheckState(ts *testscript.TestScript, neg bool, args []string) {
 	}
 }
 
-// cmdSleep pauses the script for a Go duration.
-func cmdSleep(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) != 1 {
-		ts.Fatalf("usage: sleep DURATION")
-	}
-	d, err := time.ParseDuration(args[0])
-	ts.Check(err)
-	time.Sleep(d)
-}
-
 // cmdWaitRunning waits up to 60s until at least N resources are Running
 // (leased to a worker), asking the admin API of the converge that holds
 // STATEDIR.
@@ -307,7 +300,7 @@ func cmdWaitGet(ts *testscript.TestScript, neg bool, args []string) {
 	deadline := time.Now().Add(60 * time.Second)
 	var last string
 	for {
-		if rd, done, err := openReader(g); err == nil {
+		if rd, done, err := openReader(g, io.Discard); err == nil {
 			if r, err := rd.Resource(converge.ID(args[1])); err == nil {
 				var b strings.Builder
 				writeData(&b, "json", viewOf(r))
@@ -320,6 +313,39 @@ func cmdWaitGet(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		if time.Now().After(deadline) {
 			ts.Fatalf("%s never matched %q; last:\n%s", args[1], args[2], last)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// cmdWaitStatus waits up to 60s until `converge status REV -o json` on
+// STATEDIR (e.g. REV main@dirty: through the running daemon's admin API,
+// or the store) prints what matches the regular expression PATTERN,
+// whatever its exit code (a failed verdict exits 1).
+func cmdWaitStatus(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 3 {
+		ts.Fatalf("usage: wait-status STATEDIR REV PATTERN")
+	}
+	re, err := regexp.Compile(args[2])
+	ts.Check(err)
+	deadline := time.Now().Add(60 * time.Second)
+	var last string
+	for {
+		c := newRootCommand()
+		var out, errOut bytes.Buffer
+		c.SetArgs([]string{"--state", ts.MkAbs(args[0]), "status", args[1], "-o", "json"})
+		c.SetOut(&out)
+		c.SetErr(&errOut)
+		err := c.Execute()
+		last = out.String() + errOut.String()
+		if err != nil {
+			last += "error: " + err.Error()
+		}
+		if re.MatchString(out.String()) {
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("status %s never matched %q; last:\n%s", args[1], args[2], last)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

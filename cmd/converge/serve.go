@@ -105,7 +105,7 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	live := newLiveSite(filepath.Join(dir, "site"), errOut)
 	e, err := startEngine(ctx, engineOptions{stateDir: dir, repoDir: src.Root(), workers: workers,
 		listen: o.workersListen, token: os.Getenv("CONVERGE_WORKER_TOKEN"), log: log, workerOut: workerOut,
-		changed: live.changed})
+		changed: live.changed, wrapStore: g.wrapStore})
 	if err != nil {
 		return err
 	}
@@ -118,6 +118,8 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	syncer := &gitsync.Syncer{Source: src, Path: g.path, Records: o.forge.records(e.store, errOut),
 		Engine: e.sched, Log: log, Lint: lintFunc(), Compose: e.sched.DryCompose}
 
+	// health answers GET /healthz from what the loop below last saw.
+	health := &gitsync.Health{Stall: serveStall}
 	trigger := make(chan struct{}, 1)
 	poke := func() {
 		select {
@@ -128,7 +130,13 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	if o.listen != "" {
 		mux := http.NewServeMux()
 		mux.Handle("POST /hooks/git", gitsync.WebhookHandler([]byte(os.Getenv("CONVERGE_WEBHOOK_SECRET")), poke))
-		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+			if why := health.Check(time.Now()); why != "" {
+				http.Error(w, why, http.StatusServiceUnavailable)
+				return
+			}
+			_, _ = io.WriteString(w, "ok\n") // a failed write is a client that went away
+		})
 		mux.Handle("GET /", site.Handler(live.dir))
 		l, err := net.Listen("tcp", o.listen)
 		if err != nil {
@@ -185,6 +193,7 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 				}
 				current = p
 				settle.Reset()
+				health.Stuck("")
 			}
 		}
 	}
@@ -203,11 +212,12 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 		case <-trigger:
 			step()
 		case <-watch.C:
+			pr := e.sched.Progress()
+			health.Observe(time.Now(), pr)
 			p := current
 			if p == nil {
 				continue
 			}
-			pr := e.sched.Progress()
 			summary := gitsync.Summary(pr)
 			due, failedWorkers := e.workers()
 			switch settle.Observe(time.Now(), pr, due) {
@@ -219,14 +229,12 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 				live.changed(nil)
 				current = nil
 			case gitsync.Stuck:
-				desc := "stuck: " + summary
-				if hint := gitsync.UnservedHint(e.sched.Problems(), failedWorkers, howToStartWorker(src.Remote(), true)); hint != "" {
-					desc += "; " + hint
-				}
+				desc := gitsync.Verdict("stuck", pr, gitsync.UnservedHint(e.sched.Problems(), failedWorkers, howToStartWorker(src.Remote(), true)))
 				if err := syncer.SetSyncStatus(p, converge.StateFailure, desc); err != nil {
 					fmt.Fprintf(out, "serve: %v\n", err)
 				}
 				fmt.Fprintf(out, "serve: %s %s\n", p.Revision, desc)
+				health.Stuck(p.Revision.String() + " " + desc)
 				live.changed(nil)
 				current = nil
 			}
@@ -253,6 +261,10 @@ func pendingPass(st *state.Store) (*gitsync.Pass, error) {
 	}
 	return nil, nil
 }
+
+// serveStall is how long serve's loop may go without a look at the engine
+// (a fetch or an apply that hangs) before GET /healthz reports it.
+const serveStall = 5 * time.Minute
 
 // serveStuckGrace is how long serve's engine must stay stuck before the
 // applied revision's converge/sync verdict is failure.

@@ -27,7 +27,7 @@ func newSiteCommand(g *globals) *cobra.Command {
 			if out == "" {
 				return usageErr("site build: --out DIR is required")
 			}
-			rd, done, err := openReader(g)
+			rd, done, err := openReader(g, c.ErrOrStderr())
 			if err != nil {
 				return err
 			}

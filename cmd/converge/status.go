@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/state/stateapi"
 	gitsync "github.com/convergehq/converge/sync"
 	"github.com/convergehq/converge/sync/forge"
 )
@@ -36,6 +37,10 @@ git note under refs/notes/converge, the same JSON that
 'git notes --ref converge show REV' prints. It exits 1 when a status is
 failure or error, or when the commit has no statuses yet.
 
+REV BRANCH@dirty (or @dirty) shows the verdict of the newest save of the
+uncommitted work tree that sync --watch checked, from the store (through
+the admin API while sync --watch runs): work trees have no git notes.
+
 With --forge it also posts them as commit statuses to GitHub, Gitea/Forgejo
 or GitLab (token from $CONVERGE_FORGE_TOKEN), skipping any the forge
 already shows: the notes are the source of truth, the forge a copy. With
@@ -51,6 +56,12 @@ already shows: the notes are the source of truth, the forge a copy. With
 			rev := "HEAD"
 			if len(args) == 1 {
 				rev = args[0]
+			}
+			if ref, ok := strings.CutSuffix(rev, "@dirty"); ok {
+				if fo.kind != "" || fo.push {
+					return usageErr("status %s: a work tree's verdict is never reported (--forge, --push-status)", rev)
+				}
+				return workTreeStatus(g, ref, output, c.OutOrStdout(), c.ErrOrStderr())
 			}
 			// A remote repository's statuses are in its mirror in the
 			// state directory, written by sync or serve.
@@ -113,6 +124,50 @@ already shows: the notes are the source of truth, the forge a copy. With
 	addOutputFlag(c, &output, "table")
 	fo.addFlags(c.Flags())
 	return c
+}
+
+// workTreeStatus prints the verdict of the newest work-tree pass of
+// branch ref (any branch if "") that the store recorded, and fails (exit
+// 1) when a status is failure or error.
+func workTreeStatus(g *globals, ref, output string, out, errOut io.Writer) error {
+	rd, done, err := openReader(g, errOut)
+	if err != nil {
+		return err
+	}
+	defer done()
+	rv, ok := rd.(stateapi.Revisioner)
+	if !ok {
+		return errors.New("status: this state keeps no revision records")
+	}
+	recs, err := rv.Revisions(0)
+	if err != nil {
+		return err
+	}
+	var rec *converge.RevisionRecord
+	for _, r := range recs {
+		if r.Revision.Dirty && (ref == "" || r.Revision.Ref == ref) {
+			rec = r
+			break
+		}
+	}
+	if rec == nil {
+		return failed("%s@dirty has no statuses (sync --watch checked no work tree)", ref)
+	}
+	v := statusView{Revision: rec.Revision.String(), Statuses: rec.Statuses}
+	if output != "table" {
+		err = writeData(out, output, v)
+	} else {
+		err = printStatuses(out, v)
+	}
+	if err != nil {
+		return err
+	}
+	for _, s := range rec.Statuses {
+		if s.State == converge.StateFailure || s.State == converge.StateError {
+			return failed("%s: %s is %s", rec.Revision, s.Context, s.State)
+		}
+	}
+	return nil
 }
 
 func printStatuses(w io.Writer, v statusView) error {

@@ -39,8 +39,11 @@ func statusRepo(t *testing.T, statuses []converge.CommitStatus) (string, string)
 	return dir, head.Hash
 }
 
-func runCLI(args ...string) (string, error) {
-	c := newRootCommand()
+func runCLI(args ...string) (string, error) { return runCLIWith(&globals{}, args...) }
+
+// runCLIWith is runCLI around g (e.g. with a test's wrapStore).
+func runCLIWith(g *globals, args ...string) (string, error) {
+	c := newRoot(g)
 	var buf bytes.Buffer
 	c.SetArgs(args)
 	c.SetOut(&buf)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -122,7 +123,7 @@ func storedSource(dir string) *converge.AppliedSource {
 	if err != nil {
 		return nil
 	}
-	defer st.Close()
+	defer st.Close() // read only: a failed close loses nothing
 	src, _ := st.Source()
 	return src
 }
@@ -199,8 +200,10 @@ func openSource(ctx context.Context, g *globals, dir string) (*gitsync.Source, e
 	return src, nil
 }
 
-// openReader opens the state for reading.
-func openReader(g *globals) (reader, func(), error) {
+// openReader opens the state for reading. When a daemon holds it, done
+// says on errOut why the daemon's answers may be behind, if they may
+// (its commits fail).
+func openReader(g *globals, errOut io.Writer) (rd reader, done func(), err error) {
 	dir, err := stateDir(g)
 	if err != nil {
 		return nil, nil, err
@@ -211,14 +214,18 @@ func openReader(g *globals) (reader, func(), error) {
 	st, err := state.Open(dir, state.Options{LockTimeout: 200 * time.Millisecond})
 	if errors.Is(err, state.ErrLocked) {
 		if c, cerr := dialAdmin(dir); cerr == nil {
-			return c, func() {}, nil
+			return c, func() {
+				if w := c.Warning(); w != "" {
+					fmt.Fprintln(errOut, "converge: warning:", w)
+				}
+			}, nil
 		}
 		return nil, nil, fmt.Errorf("open state: %w (a running converge holds it)", err)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("open state: %w", err)
 	}
-	return st, func() { st.Close() }, nil
+	return st, func() { st.Close() }, nil // read only: a failed close loses nothing
 }
 
 // dialAdmin connects to the admin API of the converge holding dir.
@@ -246,7 +253,7 @@ func exists(path string) (bool, error) {
 // withResource is the preamble of the commands about one resource: it
 // checks -o against table|json|yaml, parses KIND/NAME and opens the state
 // for reading around fn.
-func withResource(g *globals, output, arg string, fn func(rd reader, id converge.ID) error) error {
+func withResource(g *globals, errOut io.Writer, output, arg string, fn func(rd reader, id converge.ID) error) error {
 	if err := checkOutput(output, "table", "json", "yaml"); err != nil {
 		return err
 	}
@@ -254,7 +261,7 @@ func withResource(g *globals, output, arg string, fn func(rd reader, id converge
 	if err != nil {
 		return err
 	}
-	rd, done, err := openReader(g)
+	rd, done, err := openReader(g, errOut)
 	if err != nil {
 		return err
 	}

@@ -104,7 +104,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) e
 		workers = append(workers, pass.Loaded.Desired.Settings.Workers...)
 	}
 	e, err := startEngine(ctx, engineOptions{
-		stateDir: dir, repoDir: src.Root(), workers: workers, log: log, workerOut: workerOut,
+		stateDir: dir, repoDir: src.Root(), workers: workers, log: log, workerOut: workerOut, wrapStore: g.wrapStore,
 	})
 	if err != nil {
 		return err
@@ -156,6 +156,11 @@ func watchWorkTree(ctx context.Context, e *engine, syncer *gitsync.Syncer, o syn
 				fmt.Fprintln(errOut, f)
 			}
 			fmt.Fprintf(errOut, "work tree invalid (%d errors); nothing applied\n", len(pass.Record.Errors))
+			// Every save gets a verdict in the store, as every commit
+			// does: `converge status @dirty` shows it.
+			if err := syncer.Records.PutRevision(pass.Record); err != nil {
+				fmt.Fprintln(errOut, "converge:", err)
+			}
 			return
 		}
 		if err := syncer.Apply(ctx, pass); err != nil {
@@ -229,16 +234,25 @@ func waitSettled(ctx context.Context, e *engine, out io.Writer, o syncOptions) s
 }
 
 // finishSync records the verdict of a wait on pass's revision in the
-// store and prints it (the caller reports it to the git note); a stuck or timed-out run names what is not
-// converged and, when a kind has no worker, why (howToStart when no
-// declared worker failed).
+// store and prints it (the caller reports it to the git note); a stuck or
+// timed-out run names what is not converged: a failing commit of state
+// first, then the resources and, when a kind has no worker, why
+// (howToStart when no declared worker failed). A last flush that fails
+// turns a converged wait into a failed one: nothing is converged until it
+// is durable.
 func finishSync(e *engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res settleResult, elapsed time.Duration, out, errOut io.Writer, howToStart string) error {
 	flushCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := e.sched.Flush(flushCtx); err != nil {
-		return fmt.Errorf("flush state: %w", err)
-	}
+	ferr := e.sched.Flush(flushCtx)
 	p := e.sched.Progress()
+	if ferr != nil {
+		if p.CommitError == "" {
+			p.CommitError = ferr.Error()
+		}
+		if res == settledConverged {
+			res = settledStuck
+		}
+	}
 	summary := gitsync.Summary(p)
 	state, desc := converge.StateSuccess, summary
 	var err error
@@ -246,25 +260,29 @@ func finishSync(e *engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res settl
 	case settledConverged:
 		fmt.Fprintf(out, "converged: %s in %s, %d dispatched\n", summary, elapsed.Round(time.Millisecond), p.Dispatched)
 	case settledInterrupted:
-		state, desc = converge.StatePending, "interrupted: "+summary
-		err = failed("interrupted: %s", summary)
+		state, desc = converge.StatePending, gitsync.Verdict("interrupted", p, "")
+		err = failed("%s", desc)
 	default:
 		why := "stuck"
 		if res == settledTimeout {
 			why = "timed out"
 		}
-		state, desc = converge.StateFailure, why+": "+summary
 		problems := e.sched.Problems()
+		_, failedWorkers := e.workers()
+		hint := gitsync.UnservedHint(problems, failedWorkers, howToStart)
+		state, desc = converge.StateFailure, gitsync.Verdict(why, p, hint)
 		fmt.Fprintf(errOut, "%s: %s; not converged:\n", why, summary)
+		var names []string
+		if c := gitsync.CommitProblem(p); c != "" {
+			fmt.Fprintf(errOut, "  %s\n", c)
+			names = append(names, c)
+		}
 		for _, pr := range problems {
 			fmt.Fprintf(errOut, "  %s %s: %s\n", pr.ID, pr.Phase, pr.Reason)
 		}
-		_, failedWorkers := e.workers()
-		if hint := gitsync.UnservedHint(problems, failedWorkers, howToStart); hint != "" {
+		if hint != "" {
 			fmt.Fprintf(errOut, "hint: %s\n", hint)
-			desc += "; " + hint
 		}
-		names := make([]string, 0, 3)
 		for i, pr := range problems {
 			if i == 3 {
 				names = append(names, fmt.Sprintf("+%d more", len(problems)-3))
@@ -290,6 +308,7 @@ func recordOnly(dir string, pass *gitsync.Pass) error {
 	if err != nil {
 		return err
 	}
+	// PutRevision is durable when it returns: a failed close loses nothing.
 	defer st.Close()
 	return st.PutRevision(pass.Record)
 }

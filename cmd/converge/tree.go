@@ -19,7 +19,7 @@ func newTreeCommand(g *globals) *cobra.Command {
 		Short: "Show a resource's composition tree with phases and dependencies",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			return withResource(g, output, args[0], func(rd reader, id converge.ID) error {
+			return withResource(g, c.ErrOrStderr(), output, args[0], func(rd reader, id converge.ID) error {
 				root, err := buildTree(rd, id, depth)
 				if err != nil {
 					return err

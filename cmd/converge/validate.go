@@ -13,8 +13,9 @@ import (
 	"github.com/convergehq/converge/cue"
 )
 
-// validateReport is the JSON of `converge validate -o json` (DESIGN.md
-// section 6): add fields freely, never rename these.
+// validateReport is the JSON of `converge validate -o json` (see "Stable
+// JSON output" in docs/ARCHITECTURE.md): add fields freely, never rename
+// these.
 type validateReport struct {
 	Errors    []converge.Finding `json:"errors"`
 	Documents int                `json:"documents"`

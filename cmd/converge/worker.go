@@ -84,5 +84,7 @@ func writePidFile() (remove func(), err error) {
 	if err := os.Rename(tmp, p); err != nil {
 		return nil, fmt.Errorf("write pid file: %w", err)
 	}
+	// Best effort: a pid file left behind is replaced by the next worker
+	// of that name.
 	return func() { os.Remove(p) }, nil
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	gosync "sync"
 	"time"
 
 	"github.com/convergehq/converge"
@@ -43,12 +44,31 @@ type Sourcer interface {
 	Source() (*converge.AppliedSource, error)
 }
 
+// Revisioner is implemented by a Reader that keeps the verdicts of the
+// revisions it saw (*state.Store), for `converge status BRANCH@dirty`.
+type Revisioner interface {
+	// Revisions returns the newest limit records, newest first (0: all).
+	Revisions(limit int) ([]*converge.RevisionRecord, error)
+}
+
 // Controller is the write side a daemon offers: cascade delete and
 // operator verbs, carried out by its running scheduler.
 type Controller interface {
 	Delete(ctx context.Context, id converge.ID) error
 	Do(ctx context.Context, id converge.ID, verb string, args map[string]string) (*converge.Result, error)
 }
+
+// Warner is implemented by a Controller that knows why the answers may be
+// behind what it did: a daemon whose engine cannot commit its state
+// answers reads from the store, which lacks everything since the last
+// good commit. Warning returns that reason, or "" when the store is
+// current. Every reply carries it in the WarningHeader.
+type Warner interface {
+	Warning() string
+}
+
+// WarningHeader carries a Warner's warning on every reply that has one.
+const WarningHeader = "Converge-Warning"
 
 // DryComposer is implemented by a Controller that can dry-run a compose
 // on its workers (*scheduler.Scheduler), for plan: the answer is returned,
@@ -89,10 +109,12 @@ func Handler(rd Reader, ctl Controller) http.Handler {
 				code = http.StatusNotFound
 			}
 			w.WriteHeader(code)
-			json.NewEncoder(w).Encode(errorReply{Error: err.Error(), NotFound: code == http.StatusNotFound})
+			// An encoding error here is a client that went away: there
+			// is no one left to tell.
+			_ = json.NewEncoder(w).Encode(errorReply{Error: err.Error(), NotFound: code == http.StatusNotFound})
 			return
 		}
-		json.NewEncoder(w).Encode(v)
+		_ = json.NewEncoder(w).Encode(v) // as above
 	}
 	id := func(r *http.Request) converge.ID { return converge.ID(r.URL.Query().Get("id")) }
 	mux.HandleFunc("GET /v1/resource", func(w http.ResponseWriter, r *http.Request) {
@@ -137,6 +159,16 @@ func Handler(rd Reader, ctl Controller) http.Handler {
 		src, err := sr.Source()
 		reply(w, src, err)
 	})
+	mux.HandleFunc("GET /v1/revisions", func(w http.ResponseWriter, r *http.Request) {
+		rv, ok := rd.(Revisioner)
+		if !ok {
+			reply(w, nil, errors.New("this daemon does not keep revision records"))
+			return
+		}
+		limit, _ := strconv.Atoi(r.URL.Query().Get("limit")) // none or bad: all
+		recs, err := rv.Revisions(limit)
+		reply(w, recs, err)
+	})
 	mux.HandleFunc("POST /v1/delete", func(w http.ResponseWriter, r *http.Request) {
 		if ctl == nil {
 			reply(w, nil, errors.New("this daemon does not accept deletes"))
@@ -175,12 +207,33 @@ func Handler(rd Reader, ctl Controller) http.Handler {
 		}
 		reply(w, doReply{Outcome: res.Outcome.String(), Message: res.Message, Status: res.Status}, nil)
 	})
-	return mux
+	warner, ok := ctl.(Warner)
+	if !ok {
+		return mux
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if msg := warner.Warning(); msg != "" {
+			w.Header().Set(WarningHeader, msg)
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
 // Client talks to a daemon's admin API over its unix socket.
 type Client struct {
 	hc *http.Client
+
+	mu      gosync.Mutex // guards warning
+	warning string
+}
+
+// Warning returns the daemon's warning (Warner) on its newest reply, or
+// "" if it had none: while it is set, the answers may be behind what the
+// daemon's engine did.
+func (c *Client) Warning() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.warning
 }
 
 // Dial returns a client for the socket at path after checking that a
@@ -219,9 +272,14 @@ func (c *Client) call(ctx context.Context, method, path string, q url.Values, bo
 		return fmt.Errorf("admin api: %w", err)
 	}
 	defer resp.Body.Close()
+	c.mu.Lock()
+	c.warning = resp.Header.Get(WarningHeader)
+	c.mu.Unlock()
 	if resp.StatusCode != http.StatusOK {
 		var e errorReply
-		json.NewDecoder(resp.Body).Decode(&e)
+		if err := json.NewDecoder(resp.Body).Decode(&e); err != nil || e.Error == "" {
+			return fmt.Errorf("admin api: %s", resp.Status)
+		}
 		if e.NotFound {
 			return notFoundError(e.Error)
 		}
@@ -281,6 +339,12 @@ func (c *Client) Snapshot() (*converge.Snapshot, error) {
 func (c *Client) Source() (*converge.AppliedSource, error) {
 	var src *converge.AppliedSource
 	return src, c.call(context.Background(), "GET", "/v1/source", url.Values{}, nil, &src)
+}
+
+// Revisions implements Revisioner.
+func (c *Client) Revisions(limit int) ([]*converge.RevisionRecord, error) {
+	var recs []*converge.RevisionRecord
+	return recs, c.call(context.Background(), "GET", "/v1/revisions", url.Values{"limit": {strconv.Itoa(limit)}}, nil, &recs)
 }
 
 // Delete asks the daemon to cascade-delete id.

@@ -3,17 +3,20 @@ package stateapi_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/providers"
 	"github.com/convergehq/converge/scheduler"
+	"github.com/convergehq/converge/state"
 	"github.com/convergehq/converge/state/stateapi"
 	"github.com/convergehq/converge/state/statetest"
 )
@@ -39,24 +42,7 @@ func TestNotFound(t *testing.T) {
 		}
 	})
 	h := stateapi.Handler(st, sched)
-
-	dir, err := os.MkdirTemp("", "stateapi")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, stateapi.SocketName) // short: unix socket paths are limited
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := &http.Server{Handler: h}
-	go hs.Serve(l)
-	t.Cleanup(func() { hs.Close() })
-	c, err := stateapi.Dial(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := serve(t, h)
 
 	const missing = converge.ID("vpc/missing")
 	tests := []struct {
@@ -83,6 +69,77 @@ func TestNotFound(t *testing.T) {
 			}
 			if err != nil && !strings.Contains(err.Error(), string(missing)) {
 				t.Errorf("client %s: error %q does not name %s", tt.name, err, missing)
+			}
+		})
+	}
+}
+
+// serve serves h on a unix socket and returns a client for it.
+func serve(t *testing.T, h http.Handler) *stateapi.Client {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "stateapi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, stateapi.SocketName) // short: unix socket paths are limited
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: h}
+	go hs.Serve(l)
+	t.Cleanup(func() { hs.Close() })
+	c, err := stateapi.Dial(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// warner is a controller whose answers may be behind (stateapi.Warner).
+type warner struct {
+	stateapi.Controller
+	msg atomic.Pointer[string]
+}
+
+func (w *warner) Warning() string { return *w.msg.Load() }
+
+// TestWarning checks that a Warner's warning reaches the client on every
+// reply, errors included, and is gone once the Warner has none.
+func TestWarning(t *testing.T) {
+	st := statetest.Open(t)
+	if err := st.Commit(&converge.Batch{Resources: []*converge.Resource{{Kind: "vpc", KindVersion: 1, Name: "a", UID: "u1", Phase: converge.PhaseReady}}}); err != nil {
+		t.Fatal(err)
+	}
+	w := &warner{}
+	const msg = "the daemon cannot commit its state (commit state: boom): what it shows may be behind"
+	w.msg.Store(new(string))
+	c := serve(t, stateapi.Handler(st, w))
+	tests := []struct {
+		name string
+		warn string
+		call func() error
+	}{
+		{name: "none", call: func() error { _, err := c.Resource("vpc/a"); return err }},
+		{name: "a resource", warn: msg, call: func() error { _, err := c.Resource("vpc/a"); return err }},
+		{name: "not found", warn: msg, call: func() error {
+			if _, err := c.Resource("vpc/missing"); !errors.Is(err, converge.ErrNotFound) {
+				return fmt.Errorf("got %v, want converge.ErrNotFound", err)
+			}
+			return nil
+		}},
+		{name: "a list", warn: msg, call: func() error { _, err := c.Resources(state.Filter{}); return err }},
+		{name: "recovered", call: func() error { _, err := c.Resource("vpc/a"); return err }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w.msg.Store(&tt.warn)
+			if err := tt.call(); err != nil {
+				t.Fatal(err)
+			}
+			if got := c.Warning(); got != tt.warn {
+				t.Errorf("Warning() = %q, want %q", got, tt.warn)
 			}
 		})
 	}
