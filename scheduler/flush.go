@@ -216,7 +216,7 @@ func (s *Scheduler) retryLater() {
 
 func (s *Scheduler) hasPending() bool {
 	return len(s.dirty) > 0 || len(s.rollupDirty) > 0 || len(s.reasonDirty) > 0 || len(s.delRes) > 0 ||
-		len(s.edgePut) > 0 || len(s.edgeDel) > 0 || len(s.delivDirty) > 0 || len(s.events) > 0 ||
+		len(s.edgePut) > 0 || len(s.edgeDel) > 0 || len(s.delivDirty) > 0 || len(s.delivGone) > 0 || len(s.events) > 0 ||
 		!s.meta.Empty()
 }
 
@@ -300,6 +300,7 @@ func (s *Scheduler) buildBatch() *converge.Batch {
 	clear(s.edgeDel)
 	b.Events = s.events
 	s.events, buf.events = buf.events[:0], s.events
+	b.DeletedDeliveries = s.goneDeliveries()
 	for _, d := range s.delivDirty {
 		c := *d
 		b.Deliveries = append(b.Deliveries, &c)

@@ -49,8 +49,8 @@
 // deleted; an edge with an invalid endpoint, a self edge put, or an edge
 // both put and deleted; an edge whose consumer does not exist after the batch;
 // a resource whose owner does not exist after the batch; deleting a
-// resource that still owns a resource after the batch; an event Seq not
-// above the stored last Seq. Puts are applied before deletes. Deleting a
+// resource that still owns a resource after the batch; a delivery key
+// both put and deleted; an event Seq not above the stored last Seq. Puts are applied before deletes. Deleting a
 // resource also removes its owner-index entry and the edges it consumes;
 // edges other resources consume from it stay, naming a producer that is
 // gone (its consumers stay gated until it exists again). Deleting what is

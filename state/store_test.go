@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -312,6 +313,7 @@ func TestCommitRejects(t *testing.T) {
 		{name: "event seq not increasing", batch: &converge.Batch{Events: []converge.Event{{Seq: 1, Type: "x"}}}, wantErr: "seq 1 not above 1"},
 		{name: "kind without name", batch: &converge.Batch{Kinds: []*converge.Kind{{Version: 1}}}, wantErr: "kind 0: empty name"},
 		{name: "delivery without key", batch: &converge.Batch{Deliveries: []*converge.Delivery{{}}}, wantErr: "delivery 0: empty key"},
+		{name: "delivery put and delete", batch: &converge.Batch{Deliveries: []*converge.Delivery{{Key: "b/u/1/synced"}}, DeletedDeliveries: []string{"b/u/1/synced"}}, wantErr: "delivery b/u/1/synced: both put and deleted"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -337,6 +339,41 @@ func TestCommitRejects(t *testing.T) {
 			}
 			if got, want := s.Stats(), stats; got != want {
 				t.Errorf("Stats after a rejected batch = %+v, want %+v", got, want)
+			}
+		})
+	}
+}
+
+func TestDeletedDeliveries(t *testing.T) {
+	deliv := func(gen int64, done bool) *converge.Delivery {
+		return &converge.Delivery{Key: "notify/u/" + fmt.Sprint(gen) + "/synced", Binding: "notify", Done: done,
+			Subject: converge.Subject{Resource: "vpc/a", UID: "u", Generation: gen, Transition: "synced"}, Created: t0}
+	}
+	tests := []struct {
+		name     string
+		del      []string
+		wantKeys []string
+		wantDels uint64
+	}{
+		{name: "one", del: []string{"notify/u/1/synced"}, wantKeys: []string{"notify/u/2/synced"}, wantDels: 1},
+		{name: "both, out of order", del: []string{"notify/u/2/synced", "notify/u/1/synced"}, wantDels: 2},
+		{name: "absent is a no-op", del: []string{"notify/u/9/synced"}, wantKeys: []string{"notify/u/1/synced", "notify/u/2/synced"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := statetest.Open(t)
+			commit(t, s, &converge.Batch{Deliveries: []*converge.Delivery{deliv(1, true), deliv(2, false)}})
+			before := s.Stats()
+			commit(t, s, &converge.Batch{DeletedDeliveries: tt.del})
+			var got []string
+			for _, d := range load(t, s).Deliveries {
+				got = append(got, d.Key)
+			}
+			if !slices.Equal(got, tt.wantKeys) {
+				t.Errorf("deliveries after deleting %v = %v, want %v", tt.del, got, tt.wantKeys)
+			}
+			if got, want := s.Stats().Deletes-before.Deletes, tt.wantDels; got != want {
+				t.Errorf("deletes = %d, want %d", got, want)
 			}
 		})
 	}
