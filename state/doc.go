@@ -65,6 +65,21 @@
 // not (yet) declared and stays gated, visibly. Check therefore requires an
 // edge's consumer to exist, and not its producer.
 //
+// # Retention
+//
+// Nothing the store holds grows without bound (docs/ARCHITECTURE.md,
+// "Retention"). Events: the newest Options.MaxEvents (default 200,000),
+// trimmed by whole chunks, oldest first, in the transaction that appends.
+// Revision records: the newest Options.MaxRevisions by Seen (default
+// 1,000) plus the applied revision's, trimmed by PutRevision. Reactor
+// deliveries: whatever the scheduler keeps; it deletes them through
+// Batch.DeletedDeliveries. Resources, edges, kinds, configs and bindings
+// are the desired and observed state itself.
+//
+// bbolt never shrinks its file: deleted pages are reused, not returned.
+// Compact copies the store into a fresh file and swaps it in (`converge
+// state gc`).
+//
 // # Caveats
 //
 // Reads (Resources, Events, Revisions, …) each run in their own read

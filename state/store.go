@@ -43,6 +43,10 @@ type Options struct {
 	// MaxEvents is how many events the store keeps; older ones are
 	// trimmed. Default 200000.
 	MaxEvents int
+	// MaxRevisions is how many revision records the store keeps, the
+	// newest by Seen; the applied revision's record is kept besides.
+	// PutRevision trims the oldest beyond it. Default 1000.
+	MaxRevisions int
 	// NoSync skips fsync on commit: a crash may lose or corrupt the store.
 	// For tests and benchmarks only.
 	NoSync bool
@@ -51,6 +55,7 @@ type Options struct {
 const (
 	defaultLockTimeout = time.Second
 	defaultMaxEvents   = 200000
+	defaultMaxRevs     = 1000
 )
 
 // Store is converge's durable state over one bbolt file. It is safe for
@@ -59,6 +64,7 @@ type Store struct {
 	db        *bolt.DB
 	path      string
 	maxEvents int
+	maxRevs   int
 
 	mu    sync.Mutex // guards stats
 	stats Stats
@@ -123,6 +129,9 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.MaxEvents <= 0 {
 		opts.MaxEvents = defaultMaxEvents
 	}
+	if opts.MaxRevisions <= 0 {
+		opts.MaxRevisions = defaultMaxRevs
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("open state: %w", err)
 	}
@@ -145,7 +154,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("open state: %s: %w", path, err)
 	}
-	return &Store{db: db, path: path, maxEvents: opts.MaxEvents, pageAlloc0: pageAlloc(db)}, nil
+	return &Store{db: db, path: path, maxEvents: opts.MaxEvents, maxRevs: opts.MaxRevisions, pageAlloc0: pageAlloc(db)}, nil
 }
 
 // initBuckets creates missing buckets and checks or writes the format.

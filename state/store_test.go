@@ -249,6 +249,44 @@ func TestRevisions(t *testing.T) {
 	}
 }
 
+func TestRevisionsTrimmed(t *testing.T) {
+	tests := []struct {
+		name       string
+		applied    string // the applied revision's hash, or ""
+		put        int    // records put, r0 the oldest
+		wantHashes []string
+	}{
+		{name: "under the limit", put: 3, wantHashes: []string{"r2", "r1", "r0"}},
+		{name: "newest kept", put: 6, wantHashes: []string{"r5", "r4", "r3"}},
+		{name: "applied kept besides", applied: "r1", put: 6, wantHashes: []string{"r5", "r4", "r3", "r1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := statetest.OpenDir(t, t.TempDir(), state.Options{NoSync: true, MaxRevisions: 3})
+			if tt.applied != "" {
+				commit(t, s, &converge.Batch{Applied: &converge.Revision{Ref: "main", Hash: tt.applied}})
+			}
+			for i := range tt.put {
+				r := &converge.RevisionRecord{Revision: converge.Revision{Ref: "main", Hash: fmt.Sprint("r", i)}, Seen: t0.Add(time.Duration(i) * time.Minute)}
+				if err := s.PutRevision(r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			recs, err := s.Revisions(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, r := range recs {
+				got = append(got, r.Revision.Hash)
+			}
+			if !slices.Equal(got, tt.wantHashes) {
+				t.Errorf("revisions kept = %v, want %v", got, tt.wantHashes)
+			}
+		})
+	}
+}
+
 func TestResourcesFilter(t *testing.T) {
 	s := statetest.Open(t)
 	root := res("bom", "classic", "")
