@@ -123,6 +123,14 @@ var (
 // process holds the store for longer than opts.LockTimeout, and
 // ErrNewerFormat if the file was written by a newer format.
 func Open(dir string, opts Options) (*Store, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("open state: %w", err)
+	}
+	return openFile(filepath.Join(dir, FileName), opts)
+}
+
+// openFile opens the store in the file at path.
+func openFile(path string, opts Options) (*Store, error) {
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = defaultLockTimeout
 	}
@@ -132,23 +140,32 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.MaxRevisions <= 0 {
 		opts.MaxRevisions = defaultMaxRevs
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("open state: %w", err)
-	}
-	path := filepath.Join(dir, FileName)
-	db, err := bolt.Open(path, 0o600, &bolt.Options{
-		Timeout:      opts.LockTimeout,
-		NoSync:       opts.NoSync,
-		FreelistType: bolt.FreelistMapType,
-		// Reserve address space so a growing file rarely remaps (a remap
-		// waits for every open read transaction). It is not file size.
-		InitialMmapSize: 1 << 30,
-	})
-	if errors.Is(err, bolterrors.ErrTimeout) {
-		return nil, fmt.Errorf("open state: %s: %w (waited %v)", path, ErrLocked, opts.LockTimeout)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("open state: %s: %w", path, err)
+	var db *bolt.DB
+	for try := 0; ; try++ {
+		before, statErr := os.Stat(path)
+		var err error
+		db, err = bolt.Open(path, 0o600, &bolt.Options{
+			Timeout:      opts.LockTimeout,
+			NoSync:       opts.NoSync,
+			FreelistType: bolt.FreelistMapType,
+			// Reserve address space so a growing file rarely remaps (a remap
+			// waits for every open read transaction). It is not file size.
+			InitialMmapSize: 1 << 30,
+		})
+		if errors.Is(err, bolterrors.ErrTimeout) {
+			return nil, fmt.Errorf("open state: %s: %w (waited %v)", path, ErrLocked, opts.LockTimeout)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("open state: %s: %w", path, err)
+		}
+		// Compact may have renamed a new file over path while this
+		// open waited for the old one's lock: the lock won is then on
+		// a file nobody will read again. Open the new one.
+		after, err := os.Stat(path)
+		if statErr != nil || err == nil && os.SameFile(before, after) || try == 3 {
+			break
+		}
+		db.Close()
 	}
 	if err := db.Update(initBuckets); err != nil {
 		db.Close()
