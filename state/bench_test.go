@@ -292,3 +292,34 @@ func BenchmarkEncodeResource(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkEventsOfOne reads one resource's 5 events among a full event
+// log (200,000 events, the default MaxEvents, in chunks of 100): what
+// `converge events KIND/NAME` costs on a busy store.
+func BenchmarkEventsOfOne(b *testing.B) {
+	s, err := state.Open(b.TempDir(), state.Options{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	for c := range 2000 {
+		var batch converge.Batch
+		for i := range 100 {
+			id := converge.NewID("vpc", fmt.Sprintf("team-%05d", c*100+i))
+			if c%400 == 0 && i == 0 {
+				id = "vpc/the-one"
+			}
+			batch.Events = append(batch.Events, converge.Event{Resource: id, Type: "Ready", Message: "reconcile ok"})
+		}
+		if err := s.Commit(&batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for range b.N {
+		evs, err := s.Events("vpc/the-one", 0)
+		if err != nil || len(evs) != 5 {
+			b.Fatalf("%d events, %v; want 5", len(evs), err)
+		}
+	}
+}

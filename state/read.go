@@ -187,12 +187,22 @@ func (s *Store) EdgesOf(id converge.ID) (consumes, producedFor []converge.Edge, 
 }
 
 // Events returns the newest limit events of resource (all resources if
-// resource is ""), oldest first. limit 0 returns every event kept.
+// resource is ""), oldest first. limit 0 returns every event kept. For
+// one resource it decodes only the chunks that hold one of its events
+// (a byte search finds them), so reading a resource's few events among
+// MaxEvents costs a scan of the bytes, not a decode of every event.
 func (s *Store) Events(resource converge.ID, limit int) ([]converge.Event, error) {
 	var rev []converge.Event // newest first
+	var needle []byte
+	if resource != "" {
+		needle = resourceNeedle(resource)
+	}
 	err := s.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bEvents).Cursor()
 		for k, v := c.Last(); k != nil; k, v = c.Prev() {
+			if needle != nil && !bytes.Contains(v, needle) {
+				continue // no event of resource: skip decoding
+			}
 			evs, err := decodeChunk(v)
 			if err != nil {
 				return fmt.Errorf("chunk %d: %w", chunkSeq(k), err)
@@ -214,6 +224,14 @@ func (s *Store) Events(resource converge.ID, limit int) ([]converge.Event, error
 	}
 	slices.Reverse(rev)
 	return rev, nil
+}
+
+// resourceNeedle returns the bytes every stored event of id holds: its
+// "resource" member as encoding/json (and so appendEventsJSON) writes it.
+// A chunk without them holds no event of id.
+func resourceNeedle(id converge.ID) []byte {
+	j, _ := json.Marshal(string(id)) // a string always encodes
+	return append([]byte(`"resource":`), j...)
 }
 
 // Kinds returns every kind, sorted by name then version.

@@ -996,3 +996,48 @@ func TestSource(t *testing.T) {
 		t.Errorf("Source() after reopen = %+v, %v; want %+v", got, err, second)
 	}
 }
+
+// TestEventsOfOneResource: a resource's events among many chunks, some
+// chunks holding none of them, newest limit first.
+func TestEventsOfOneResource(t *testing.T) {
+	s := statetest.Open(t)
+	for c := range 50 {
+		var b converge.Batch
+		for i := range 20 {
+			id := converge.NewID("vpc", fmt.Sprintf("v%02d", i))
+			if c%10 == 3 && i == 7 {
+				id = "vpc/v07<x>" // escaped by encoding/json
+			}
+			b.Events = append(b.Events, converge.Event{Resource: id, Type: "T", Message: fmt.Sprint(c)})
+		}
+		commit(t, s, &b)
+	}
+	tests := []struct {
+		name  string
+		id    converge.ID
+		limit int
+		want  []string // messages
+	}{
+		{name: "all", id: "vpc/v07<x>", want: []string{"3", "13", "23", "33", "43"}},
+		{name: "newest two", id: "vpc/v07<x>", limit: 2, want: []string{"33", "43"}},
+		{name: "not a prefix match", id: "vpc/v0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			evs, err := s.Events(tt.id, tt.limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, e := range evs {
+				if e.Resource != tt.id {
+					t.Errorf("event of %s returned for %s", e.Resource, tt.id)
+				}
+				got = append(got, e.Message)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("Events(%s, %d) messages = %v, want %v", tt.id, tt.limit, got, tt.want)
+			}
+		})
+	}
+}
