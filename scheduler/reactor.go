@@ -18,7 +18,7 @@ import (
 // binding and live subject, the newest done delivery and every owed one.
 //
 // In memory, deliveries holds only owed ones; a done one is a fired
-// entry (its generation, no status, no strings of its own).
+// entry: binding/uid/transition -> generation, no status, no key.
 //
 // A delete reaches the store only with or after the row that makes it
 // safe (goneDeliveries): were it committed before the subject's newer
