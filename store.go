@@ -36,7 +36,11 @@ type Batch struct {
 	Bindings         []*Binding // keyed by Name
 	DeletedBindings  []string
 	Deliveries       []*Delivery // keyed by Key
-	Applied          *Revision
+	// DeletedDeliveries are delivery keys to remove: done deliveries the
+	// dedup no longer needs (see the retention policy in
+	// docs/ARCHITECTURE.md). A key both put and deleted is refused.
+	DeletedDeliveries []string
+	Applied           *Revision
 }
 
 // Empty reports whether the batch changes nothing.
@@ -45,13 +49,14 @@ func (b *Batch) Empty() bool {
 		len(b.DeletedEdges) == 0 && len(b.Events) == 0 && len(b.Kinds) == 0 &&
 		len(b.DeletedKinds) == 0 && len(b.Configs) == 0 && len(b.DeletedConfigs) == 0 &&
 		len(b.Bindings) == 0 && len(b.DeletedBindings) == 0 && len(b.Deliveries) == 0 &&
-		b.Applied == nil
+		len(b.DeletedDeliveries) == 0 && b.Applied == nil
 }
 
 // Delivery is one reactor invocation owed for one transition: the outbox
 // row that makes reactors at-least-once and deduplicated. Key is
 // binding/uid/generation/transition; a delivery is kept after Done so the
-// same transition never fires twice.
+// same transition never fires twice, until its subject's generation is
+// superseded or its subject is deleted (docs/ARCHITECTURE.md, "Retention").
 type Delivery struct {
 	Key         string    `json:"key"`
 	Binding     string    `json:"binding"`

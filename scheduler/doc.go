@@ -59,7 +59,10 @@
 // converge.Delivery keyed binding/uid/generation/transition in the same
 // batch as the transition; an existing key is never created again, so a
 // reactor fires once per transition (at least once: deliveries are
-// retried and survive restarts).
+// retried and survive restarts). A done delivery is kept only while that
+// transition could happen again: it is deleted once its subject is
+// deleted or a newer generation of it fires the same binding, and in
+// memory only owed deliveries are held whole (reactor.go, "Retention").
 //
 // Cascade delete marks a teardown tree (the resource, what it owns, what
 // consumes any of those, transitively); a marked resource is torn down
@@ -74,6 +77,11 @@
 // A Store must not keep references into a Batch after Commit returns:
 // the rows are the scheduler's live ones. A failed Commit keeps
 // everything pending and is retried; it is logged, not fatal.
+//
+// A superseded delivery is deleted in a batch no earlier than its
+// subject's newer row, except when the store refuses that row: the row
+// is written again (without the refused data) in the next batch, and a
+// crash in between could fire the old generation's transition once more.
 //
 // Lease.Worker is left empty: the Dispatcher port does not say which
 // worker took a task.

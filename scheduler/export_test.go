@@ -131,7 +131,25 @@ func (s *Scheduler) checkInvariants() error {
 	if owed != s.owedDeliv {
 		return fmt.Errorf("owed deliveries %d, tallied %d", s.owedDeliv, owed)
 	}
+	// Retention: a done delivery is kept (as a fired entry) only for a
+	// live subject at its generation.
+	uids := make(map[string]*node, len(s.nodes))
+	for _, n := range s.nodes {
+		uids[n.r.UID] = n
+	}
+	for fk, g := range s.fired {
+		if n := uids[fk.uid]; n == nil || g > n.r.Generation {
+			return fmt.Errorf("fired %v at generation %d: subject gone or older", fk, g)
+		}
+	}
 	return nil
+}
+
+// DeliveriesHeld returns how many deliveries s holds in memory: whole
+// (owed ones) and as a fired entry (done ones kept for dedup).
+func DeliveriesHeld(s *Scheduler) (whole, fired int) {
+	_ = s.exec(context.Background(), func(s *Scheduler) { whole, fired = len(s.deliveries), len(s.fired) })
+	return whole, fired
 }
 
 func hasEdge(l []*converge.Edge, e *converge.Edge) bool {

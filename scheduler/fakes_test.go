@@ -43,6 +43,8 @@ type memStore struct {
 	putsByID    map[converge.ID]int
 	maxAttempts map[converge.ID]int
 	uidsEver    map[string]converge.ID
+	// deliveriesDeleted counts the delivery keys deleted.
+	deliveriesDeleted int
 }
 
 func newMemStore() *memStore {
@@ -127,6 +129,15 @@ func (m *memStore) Commit(b *converge.Batch) error {
 			return fmt.Errorf("commit: %w", &rej)
 		}
 	}
+	put := map[string]bool{}
+	for _, d := range b.Deliveries {
+		put[d.Key] = true
+	}
+	for _, k := range b.DeletedDeliveries {
+		if put[k] {
+			return fmt.Errorf("commit: delivery %s: both put and deleted", k)
+		}
+	}
 	m.commits++
 	m.maxRows = max(m.maxRows, len(b.Resources))
 	for _, r := range b.Resources {
@@ -179,6 +190,20 @@ func (m *memStore) Commit(b *converge.Batch) error {
 	for _, d := range b.Deliveries {
 		m.deliveries[d.Key] = deep(d)
 	}
+	for _, k := range b.DeletedDeliveries {
+		// The retention policy, checked on every commit of every test:
+		// a delivery goes only once this batch leaves its subject
+		// deleted or at a newer generation, so no restart can fire its
+		// transition again. (It may be stored owed: a delivery done
+		// since the last batch is deleted without its done put.)
+		if d := m.deliveries[k]; d != nil {
+			if r := m.resources[d.Subject.Resource]; r != nil && r.UID == d.Subject.UID && r.Generation <= d.Subject.Generation {
+				panic(fmt.Sprintf("delivery %s deleted while its subject is stored at generation %d", k, r.Generation))
+			}
+		}
+		delete(m.deliveries, k)
+		m.deliveriesDeleted++
+	}
 	if b.Applied != nil {
 		a := *b.Applied
 		m.applied = &a
@@ -222,6 +247,12 @@ func (m *memStore) eventsOf(id converge.ID) []converge.Event {
 		}
 	}
 	return out
+}
+
+func (m *memStore) deletedDeliveries() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.deliveriesDeleted
 }
 
 func (m *memStore) deliveryList() []*converge.Delivery {

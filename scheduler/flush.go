@@ -221,7 +221,7 @@ func (s *Scheduler) retryLater() {
 
 func (s *Scheduler) hasPending() bool {
 	return len(s.dirty) > 0 || len(s.rollupDirty) > 0 || len(s.reasonDirty) > 0 || len(s.delRes) > 0 ||
-		len(s.edgePut) > 0 || len(s.edgeDel) > 0 || len(s.delivDirty) > 0 || len(s.events) > 0 ||
+		len(s.edgePut) > 0 || len(s.edgeDel) > 0 || len(s.delivDirty) > 0 || len(s.delivGone) > 0 || len(s.events) > 0 ||
 		!s.meta.Empty()
 }
 
@@ -330,6 +330,7 @@ func (s *Scheduler) buildBatch() *converge.Batch {
 	if cap(buf.events) > 2*s.cfg.MaxCommit {
 		buf.events = nil
 	}
+	b.DeletedDeliveries = s.goneDeliveries()
 	for _, d := range s.delivDirty {
 		c := *d
 		b.Deliveries = append(b.Deliveries, &c)

@@ -203,15 +203,7 @@ func (s *Scheduler) load(snap *converge.Snapshot) {
 		s.enqueue(n)
 	}
 	for _, d := range snap.Deliveries {
-		s.deliveries[d.Key] = d
-		if !d.Done {
-			s.owedDeliv++
-			if !d.NextAttempt.IsZero() && d.NextAttempt.After(s.now) {
-				s.addTimer(d.NextAttempt, timerDelivRetry, "", d.Key)
-			} else {
-				s.delivQueue = append(s.delivQueue, d)
-			}
-		}
+		s.loadDelivery(d)
 	}
 	s.dirty = s.dirty[:0]
 	for _, n := range s.nodes {

@@ -8,21 +8,65 @@ import (
 	"github.com/convergehq/converge"
 )
 
+// Retention. A delivery's key (binding/uid/generation/transition) is
+// what makes a reactor fire once per transition, so a done delivery is
+// kept as long as its transition could happen again: while its subject
+// lives at its generation. It goes once the subject is deleted (a uid
+// never comes back) or a newer generation of the same binding and
+// transition fires (generations only grow); a done delivery of an older
+// generation than its subject's goes at once. The store thus keeps, per
+// binding and live subject, the newest done delivery and every owed one.
+//
+// In memory, deliveries holds only owed ones; a done one is a fired
+// entry: binding/uid/transition -> generation, no status, no key.
+//
+// A delete reaches the store only with or after the row that makes it
+// safe (goneDeliveries): were it committed before the subject's newer
+// generation, a crash could restart the subject at the old generation
+// with nothing to stop that generation's transition from firing again.
+
+// firedKey names the deliveries of one binding, subject uid and
+// transition; only their generation differs.
+type firedKey struct{ binding, uid, transition string }
+
+// goneDelivery is a done delivery to delete from the store once n's row
+// is committed (n nil or removed: the subject is gone).
+type goneDelivery struct {
+	key string
+	n   *node
+}
+
+func deliveryKey(binding, uid string, gen int64, transition string) string {
+	return binding + "/" + uid + "/" + itoa(gen) + "/" + transition
+}
+
 // fire records the deliveries owed for n's transition. A delivery whose
-// key (binding/uid/generation/transition) exists already is not created
-// again: that is the dedup that makes reactors fire once per transition.
+// key (binding/uid/generation/transition) exists already, owed or done,
+// is not created again: that is the dedup that makes reactors fire once
+// per transition.
 func (s *Scheduler) fire(n *node, transition string) {
 	bs := s.byKind[n.r.Kind]
 	if len(bs) == 0 {
 		return
 	}
+	gen := n.r.Generation
 	for _, b := range bs {
 		if b.Transition != transition {
 			continue
 		}
-		key := b.Name + "/" + n.r.UID + "/" + itoa(n.r.Generation) + "/" + transition
+		key := deliveryKey(b.Name, n.r.UID, gen, transition)
 		if _, ok := s.deliveries[key]; ok {
 			continue
+		}
+		fk := firedKey{b.Name, n.r.UID, transition}
+		if g, ok := s.fired[fk]; ok {
+			if g == gen {
+				continue
+			}
+			// A newer generation fired: the older one can never
+			// fire again.
+			s.dropDelivery(deliveryKey(b.Name, n.r.UID, g, transition), n)
+			delete(s.fired, fk)
 		}
 		status := n.r.Status
 		if s.isComposer(n) {
@@ -39,7 +83,7 @@ func (s *Scheduler) fire(n *node, transition string) {
 			Subject: converge.Subject{
 				Resource:   n.id,
 				UID:        n.r.UID,
-				Generation: n.r.Generation,
+				Generation: gen,
 				Transition: transition,
 				Status:     converge.CloneJSON(status),
 			},
@@ -51,6 +95,101 @@ func (s *Scheduler) fire(n *node, transition string) {
 		s.delivQueue = append(s.delivQueue, d)
 		s.event(n.id, "Transition", transition+": delivery to "+d.Reactor.String()+" via "+b.Name)
 	}
+	if transition == converge.TransitionDeleted {
+		s.forgetFired(n)
+	}
+}
+
+// forgetFired drops the done deliveries kept for n, which is being
+// removed: its uid never fires again.
+func (s *Scheduler) forgetFired(n *node) {
+	for _, b := range s.byKind[n.r.Kind] {
+		for _, tr := range []string{converge.TransitionSynced, converge.TransitionFailed, converge.TransitionDeleted} {
+			fk := firedKey{b.Name, n.r.UID, tr}
+			if g, ok := s.fired[fk]; ok {
+				s.dropDelivery(deliveryKey(b.Name, n.r.UID, g, tr), n)
+				delete(s.fired, fk)
+			}
+		}
+	}
+}
+
+// subject returns the live node d is about, or nil if its subject is
+// gone (deleted, or re-created with another uid).
+func (s *Scheduler) subject(d *converge.Delivery) *node {
+	n := s.nodes[d.Subject.Resource]
+	if n == nil || n.removed || n.r.UID != d.Subject.UID {
+		return nil
+	}
+	return n
+}
+
+// delivered retires d, which is done: it is kept for dedup (as a fired
+// entry) while its subject lives at its generation, else deleted.
+func (s *Scheduler) delivered(d *converge.Delivery) {
+	n := s.subject(d)
+	gen := d.Subject.Generation
+	switch {
+	case n == nil || gen < n.r.Generation:
+		delete(s.deliveries, d.Key)
+		s.dropDelivery(d.Key, n)
+	case gen > n.r.Generation:
+		// Written before a crash that lost its subject's newer
+		// generation: kept whole until a restart finds it older.
+	default:
+		delete(s.deliveries, d.Key)
+		fk := firedKey{d.Binding, n.r.UID, d.Subject.Transition}
+		if g, ok := s.fired[fk]; ok && g != gen {
+			s.dropDelivery(deliveryKey(d.Binding, n.r.UID, g, d.Subject.Transition), n)
+		}
+		s.fired[fk] = gen
+	}
+}
+
+// loadDelivery takes in a stored delivery at start.
+func (s *Scheduler) loadDelivery(d *converge.Delivery) {
+	if d.Done {
+		s.deliveries[d.Key] = d
+		s.delivered(d)
+		return
+	}
+	s.deliveries[d.Key] = d
+	s.owedDeliv++
+	if !d.NextAttempt.IsZero() && d.NextAttempt.After(s.now) {
+		s.addTimer(d.NextAttempt, timerDelivRetry, "", d.Key)
+	} else {
+		s.delivQueue = append(s.delivQueue, d)
+	}
+}
+
+// dropDelivery deletes the done delivery key from the store, with or
+// after n's row.
+func (s *Scheduler) dropDelivery(key string, n *node) {
+	s.delivGone = append(s.delivGone, goneDelivery{key: key, n: n})
+	s.armFlush()
+}
+
+// goneDeliveries returns the delivery keys the batch being built deletes:
+// those whose subject is gone or whose row is in this batch or an earlier
+// one (not dirty). The others wait for their row. A delete wins over a
+// pending put of the same key.
+func (s *Scheduler) goneDeliveries() []string {
+	if len(s.delivGone) == 0 {
+		return nil
+	}
+	var out []string
+	keep := s.delivGone[:0]
+	for _, g := range s.delivGone {
+		if g.n != nil && !g.n.removed && g.n.dirty {
+			keep = append(keep, g)
+			continue
+		}
+		out = append(out, g.key)
+		delete(s.delivDirty, g.key)
+	}
+	clear(s.delivGone[len(keep):])
+	s.delivGone = keep
+	return out
 }
 
 // considerDelivery dispatches a react task for d if it is owed now.
@@ -120,6 +259,7 @@ func (s *Scheduler) deliveryResult(rec *taskRec, res *converge.Result) {
 		s.delivDirty[d.Key] = d
 		s.armFlush()
 		s.event(d.Subject.Resource, "Reacted", d.Reactor.String()+" via "+d.Binding+": ok")
+		s.delivered(d)
 	case converge.OutcomePermanent:
 		d.Attempts++
 		d.Done = true
@@ -129,6 +269,7 @@ func (s *Scheduler) deliveryResult(rec *taskRec, res *converge.Result) {
 		s.delivDirty[d.Key] = d
 		s.armFlush()
 		s.event(d.Subject.Resource, "ReactFailed", d.Reactor.String()+" via "+d.Binding+": "+d.LastError)
+		s.delivered(d)
 	default:
 		s.deliveryFailed(d, res.Message)
 	}

@@ -206,6 +206,11 @@ type Scheduler struct {
 	deliveries map[string]*converge.Delivery
 	applied    *converge.Revision
 
+	// fired is the dedup of done deliveries (deliveries holds owed ones):
+	// the generation of the done delivery kept per binding, subject uid
+	// and transition (reactor.go, "Retention").
+	fired map[firedKey]int64
+
 	refs   map[converge.KindRef]*refState
 	roomy  []*refState
 	serves map[servesKey]bool
@@ -236,6 +241,7 @@ type Scheduler struct {
 	edgePut     map[edgeKey]*converge.Edge
 	edgeDel     map[edgeKey]bool
 	delivDirty  map[string]*converge.Delivery
+	delivGone   []goneDelivery // done deliveries to delete (reactor.go)
 	meta        converge.Batch // kinds, configs, bindings, applied
 	events      []converge.Event
 	eventSeq    uint64
@@ -353,6 +359,7 @@ func New(store Store, disp Dispatcher, cfg Config) (*Scheduler, error) {
 		bindings:   make(map[string]*converge.Binding),
 		byKind:     make(map[string][]*converge.Binding),
 		deliveries: make(map[string]*converge.Delivery),
+		fired:      make(map[firedKey]int64),
 		refs:       make(map[converge.KindRef]*refState),
 		serves:     make(map[servesKey]bool),
 		delivLease: make(map[string]string),

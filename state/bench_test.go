@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -291,4 +292,91 @@ func BenchmarkEncodeResource(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkEventsOfOne reads one resource's 5 events among a full event
+// log (200,000 events, the default MaxEvents, in chunks of 100): what
+// `converge events KIND/NAME` costs on a busy store.
+func BenchmarkEventsOfOne(b *testing.B) {
+	s, err := state.Open(b.TempDir(), state.Options{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	for c := range 2000 {
+		var batch converge.Batch
+		for i := range 100 {
+			id := converge.NewID("vpc", fmt.Sprintf("team-%05d", c*100+i))
+			if c%400 == 0 && i == 0 {
+				id = "vpc/the-one"
+			}
+			batch.Events = append(batch.Events, converge.Event{Resource: id, Type: "Ready", Message: "reconcile ok"})
+		}
+		if err := s.Commit(&batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for range b.N {
+		evs, err := s.Events("vpc/the-one", 0)
+		if err != nil || len(evs) != 5 {
+			b.Fatalf("%d events, %v; want 5", len(evs), err)
+		}
+	}
+}
+
+// BenchmarkCompactTornDown grows a store to 100,000 classic-shaped
+// resources (created, dispatched, Ready: three commits each, batches of
+// 500, fsync off), deletes them all, then compacts it: the file's size
+// before and after Compact, and how long Compact took. What is left is the
+// event log (the newest MaxEvents) and the empty buckets.
+func BenchmarkCompactTornDown(b *testing.B) {
+	const n = 100000
+	for range b.N {
+		b.StopTimer()
+		dir := b.TempDir()
+		s, err := state.Open(dir, state.Options{NoSync: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		rs, es := classicGraph(n)
+		lifecycle(b, s, rs, es, false)
+		grown := fileBytes(b, s.Path())
+		for i := len(rs); i > 0; i -= lifeBatch {
+			batch := &converge.Batch{}
+			for _, r := range rs[max(0, i-lifeBatch):i] {
+				batch.DeletedResources = append(batch.DeletedResources, r.ID())
+			}
+			if err := s.Commit(batch); err != nil {
+				b.Fatal(err)
+			}
+		}
+		path := s.Path()
+		deleted := fileBytes(b, path)
+		s.Close()
+		b.StartTimer()
+		start := time.Now()
+		res, err := state.Compact(dir, state.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		took := time.Since(start)
+		b.StopTimer()
+		if res.Before != deleted {
+			b.Fatalf("Compact reports %d bytes before, the file had %d", res.Before, deleted)
+		}
+		b.ReportMetric(float64(grown)/(1<<20), "MiB_grown")
+		b.ReportMetric(float64(res.Before)/(1<<20), "MiB_before_gc")
+		b.ReportMetric(float64(res.After)/(1<<20), "MiB_after_gc")
+		b.ReportMetric(took.Seconds(), "gc_s")
+		b.StartTimer()
+	}
+}
+
+func fileBytes(b *testing.B, path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return fi.Size()
 }

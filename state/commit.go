@@ -98,9 +98,16 @@ func validate(b *converge.Batch) error {
 			return fmt.Errorf("binding %d: empty name", i)
 		}
 	}
+	putDeliv := make(map[string]bool, len(b.Deliveries))
 	for i, d := range b.Deliveries {
 		if d == nil || d.Key == "" {
 			return fmt.Errorf("delivery %d: empty key", i)
+		}
+		putDeliv[d.Key] = true
+	}
+	for _, k := range b.DeletedDeliveries {
+		if putDeliv[k] {
+			return fmt.Errorf("delivery %s: both put and deleted", k)
 		}
 	}
 	if b.Applied != nil && b.Applied.Hash == "" && !b.Applied.Dirty {
@@ -156,7 +163,8 @@ type edgeOp struct {
 // apply writes b through w. Order: resources (with the edges of the
 // resources put), the edges of other consumers, deleted resources (with
 // their index entries and edges), then the orphan checks, then kinds,
-// configs, bindings, deliveries, events and the applied revision.
+// configs, bindings, deliveries (puts, then deletes), events and the
+// applied revision.
 func (s *Store) apply(w *writer, b *converge.Batch) error {
 	res := w.bucket(bResources)
 	idx := newOwnerIndex(w)
@@ -321,6 +329,11 @@ func (s *Store) apply(w *writer, b *converge.Batch) error {
 	for _, d := range delivs {
 		if err := putJSON(w, bDeliveries, []byte(d.Key), d); err != nil {
 			return fmt.Errorf("delivery %s: %w", d.Key, err)
+		}
+	}
+	for _, k := range slices.Sorted(slices.Values(b.DeletedDeliveries)) {
+		if err := w.del(bDeliveries, []byte(k)); err != nil {
+			return err
 		}
 	}
 

@@ -49,8 +49,8 @@
 // deleted; an edge with an invalid endpoint, a self edge put, or an edge
 // both put and deleted; an edge whose consumer does not exist after the batch;
 // a resource whose owner does not exist after the batch; deleting a
-// resource that still owns a resource after the batch; an event Seq not
-// above the stored last Seq. Puts are applied before deletes. Deleting a
+// resource that still owns a resource after the batch; a delivery key
+// both put and deleted; an event Seq not above the stored last Seq. Puts are applied before deletes. Deleting a
 // resource also removes its owner-index entry and the edges it consumes;
 // edges other resources consume from it stay, naming a producer that is
 // gone (its consumers stay gated until it exists again). Deleting what is
@@ -64,6 +64,21 @@
 // An edge's producer need not exist: a consumer may depend on something
 // not (yet) declared and stays gated, visibly. Check therefore requires an
 // edge's consumer to exist, and not its producer.
+//
+// # Retention
+//
+// Nothing the store holds grows without bound (docs/ARCHITECTURE.md,
+// "Retention"). Events: the newest Options.MaxEvents (default 200,000),
+// trimmed by whole chunks, oldest first, in the transaction that appends.
+// Revision records: the newest Options.MaxRevisions by Seen (default
+// 1,000) plus the applied revision's, trimmed by PutRevision. Reactor
+// deliveries: whatever the scheduler keeps; it deletes them through
+// Batch.DeletedDeliveries. Resources, edges, kinds, configs and bindings
+// are the desired and observed state itself.
+//
+// bbolt never shrinks its file: deleted pages are reused, not returned.
+// Compact copies the store into a fresh file and swaps it in (`converge
+// state gc`).
 //
 // # Caveats
 //

@@ -40,3 +40,11 @@ var EncodeResource = encodeResource
 
 // SetFillPercent changes the page fill for benchmarks; it returns the old.
 func SetFillPercent(f float64) float64 { old := fillPercent; fillPercent = f; return old }
+
+// SetBeforeSwap replaces the hook Compact runs before its rename; it
+// returns a function restoring the old one.
+func SetBeforeSwap(f func(tmp string) error) (restore func()) {
+	old := beforeSwap
+	beforeSwap = f
+	return func() { beforeSwap = old }
+}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
+	"time"
 
 	"github.com/convergehq/converge"
 	bolt "go.etcd.io/bbolt"
@@ -185,12 +187,22 @@ func (s *Store) EdgesOf(id converge.ID) (consumes, producedFor []converge.Edge, 
 }
 
 // Events returns the newest limit events of resource (all resources if
-// resource is ""), oldest first. limit 0 returns every event kept.
+// resource is ""), oldest first. limit 0 returns every event kept. For
+// one resource it decodes only the chunks that hold one of its events
+// (a byte search finds them), so reading a resource's few events among
+// MaxEvents costs a scan of the bytes, not a decode of every event.
 func (s *Store) Events(resource converge.ID, limit int) ([]converge.Event, error) {
 	var rev []converge.Event // newest first
+	var needle []byte
+	if resource != "" {
+		needle = resourceNeedle(resource)
+	}
 	err := s.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bEvents).Cursor()
 		for k, v := c.Last(); k != nil; k, v = c.Prev() {
+			if needle != nil && !bytes.Contains(v, needle) {
+				continue // no event of resource: skip decoding
+			}
 			evs, err := decodeChunk(v)
 			if err != nil {
 				return fmt.Errorf("chunk %d: %w", chunkSeq(k), err)
@@ -212,6 +224,14 @@ func (s *Store) Events(resource converge.ID, limit int) ([]converge.Event, error
 	}
 	slices.Reverse(rev)
 	return rev, nil
+}
+
+// resourceNeedle returns the bytes every stored event of id holds: its
+// "resource" member as encoding/json (and so appendEventsJSON) writes it.
+// A chunk without them holds no event of id.
+func resourceNeedle(id converge.ID) []byte {
+	j, _ := json.Marshal(string(id)) // a string always encodes
+	return append([]byte(`"resource":`), j...)
 }
 
 // Kinds returns every kind, sorted by name then version.
@@ -280,13 +300,17 @@ func (s *Store) Source() (*converge.AppliedSource, error) {
 }
 
 // PutRevision stores rec, keyed by its Revision.Hash, in its own
-// transaction, replacing any record of the same hash.
+// transaction, replacing any record of the same hash, and trims the
+// records beyond Options.MaxRevisions in the same transaction.
 func (s *Store) PutRevision(rec *converge.RevisionRecord) error {
 	if rec == nil || rec.Revision.Hash == "" {
 		return fmt.Errorf("put revision: empty hash")
 	}
 	err := s.update(func(w *writer) error {
-		return putJSON(w, bRevisions, []byte(rec.Revision.Hash), rec)
+		if err := putJSON(w, bRevisions, []byte(rec.Revision.Hash), rec); err != nil {
+			return err
+		}
+		return s.trimRevisions(w)
 	})
 	if err != nil {
 		return fmt.Errorf("put revision %s: %w", rec.Revision.Hash, err)
@@ -327,6 +351,55 @@ func (s *Store) Revisions(limit int) ([]*converge.RevisionRecord, error) {
 		recs = recs[:limit]
 	}
 	return recs, nil
+}
+
+// trimRevisions deletes the oldest revision records (by Seen, ties by
+// hash, as Revisions orders them) beyond maxRevs, never the applied
+// revision's. Counting keys decodes nothing, so a store under the limit
+// pays one cursor walk.
+func (s *Store) trimRevisions(w *writer) error {
+	b := w.bucket(bRevisions)
+	n := 0
+	c := b.Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		n++
+	}
+	if n <= s.maxRevs {
+		return nil
+	}
+	type seen struct {
+		hash string
+		at   time.Time
+	}
+	all := make([]seen, 0, n)
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		var r struct {
+			Seen time.Time `json:"seen"`
+		}
+		if err := json.Unmarshal(v, &r); err != nil {
+			return fmt.Errorf("revision %s: decode: %w", k, err)
+		}
+		all = append(all, seen{string(k), r.Seen})
+	}
+	slices.SortFunc(all, func(x, y seen) int {
+		if c := y.at.Compare(x.at); c != 0 {
+			return c
+		}
+		return strings.Compare(x.hash, y.hash)
+	})
+	app, err := applied(w.tx)
+	if err != nil {
+		return err
+	}
+	for _, r := range all[s.maxRevs:] {
+		if app != nil && r.hash == app.Hash {
+			continue
+		}
+		if err := w.del(bRevisions, []byte(r.hash)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // scanResources decodes the resources under prefix (all if nil) that keep

@@ -43,6 +43,10 @@ type Options struct {
 	// MaxEvents is how many events the store keeps; older ones are
 	// trimmed. Default 200000.
 	MaxEvents int
+	// MaxRevisions is how many revision records the store keeps, the
+	// newest by Seen; the applied revision's record is kept besides.
+	// PutRevision trims the oldest beyond it. Default 1000.
+	MaxRevisions int
 	// NoSync skips fsync on commit: a crash may lose or corrupt the store.
 	// For tests and benchmarks only.
 	NoSync bool
@@ -51,6 +55,7 @@ type Options struct {
 const (
 	defaultLockTimeout = time.Second
 	defaultMaxEvents   = 200000
+	defaultMaxRevs     = 1000
 )
 
 // Store is converge's durable state over one bbolt file. It is safe for
@@ -59,6 +64,7 @@ type Store struct {
 	db        *bolt.DB
 	path      string
 	maxEvents int
+	maxRevs   int
 
 	mu    sync.Mutex // guards stats
 	stats Stats
@@ -117,35 +123,55 @@ var (
 // process holds the store for longer than opts.LockTimeout, and
 // ErrNewerFormat if the file was written by a newer format.
 func Open(dir string, opts Options) (*Store, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("open state: %w", err)
+	}
+	return openFile(filepath.Join(dir, FileName), opts)
+}
+
+// openFile opens the store in the file at path.
+func openFile(path string, opts Options) (*Store, error) {
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = defaultLockTimeout
 	}
 	if opts.MaxEvents <= 0 {
 		opts.MaxEvents = defaultMaxEvents
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("open state: %w", err)
+	if opts.MaxRevisions <= 0 {
+		opts.MaxRevisions = defaultMaxRevs
 	}
-	path := filepath.Join(dir, FileName)
-	db, err := bolt.Open(path, 0o600, &bolt.Options{
-		Timeout:      opts.LockTimeout,
-		NoSync:       opts.NoSync,
-		FreelistType: bolt.FreelistMapType,
-		// Reserve address space so a growing file rarely remaps (a remap
-		// waits for every open read transaction). It is not file size.
-		InitialMmapSize: 1 << 30,
-	})
-	if errors.Is(err, bolterrors.ErrTimeout) {
-		return nil, fmt.Errorf("open state: %s: %w (waited %v)", path, ErrLocked, opts.LockTimeout)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("open state: %s: %w", path, err)
+	var db *bolt.DB
+	for try := 0; ; try++ {
+		before, statErr := os.Stat(path)
+		var err error
+		db, err = bolt.Open(path, 0o600, &bolt.Options{
+			Timeout:      opts.LockTimeout,
+			NoSync:       opts.NoSync,
+			FreelistType: bolt.FreelistMapType,
+			// Reserve address space so a growing file rarely remaps (a remap
+			// waits for every open read transaction). It is not file size.
+			InitialMmapSize: 1 << 30,
+		})
+		if errors.Is(err, bolterrors.ErrTimeout) {
+			return nil, fmt.Errorf("open state: %s: %w (waited %v)", path, ErrLocked, opts.LockTimeout)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("open state: %s: %w", path, err)
+		}
+		// Compact may have renamed a new file over path while this
+		// open waited for the old one's lock: the lock won is then on
+		// a file nobody will read again. Open the new one.
+		after, err := os.Stat(path)
+		if statErr != nil || err == nil && os.SameFile(before, after) || try == 3 {
+			break
+		}
+		db.Close()
 	}
 	if err := db.Update(initBuckets); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open state: %s: %w", path, err)
 	}
-	return &Store{db: db, path: path, maxEvents: opts.MaxEvents, pageAlloc0: pageAlloc(db)}, nil
+	return &Store{db: db, path: path, maxEvents: opts.MaxEvents, maxRevs: opts.MaxRevisions, pageAlloc0: pageAlloc(db)}, nil
 }
 
 // initBuckets creates missing buckets and checks or writes the format.

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -248,6 +249,44 @@ func TestRevisions(t *testing.T) {
 	}
 }
 
+func TestRevisionsTrimmed(t *testing.T) {
+	tests := []struct {
+		name       string
+		applied    string // the applied revision's hash, or ""
+		put        int    // records put, r0 the oldest
+		wantHashes []string
+	}{
+		{name: "under the limit", put: 3, wantHashes: []string{"r2", "r1", "r0"}},
+		{name: "newest kept", put: 6, wantHashes: []string{"r5", "r4", "r3"}},
+		{name: "applied kept besides", applied: "r1", put: 6, wantHashes: []string{"r5", "r4", "r3", "r1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := statetest.OpenDir(t, t.TempDir(), state.Options{NoSync: true, MaxRevisions: 3})
+			if tt.applied != "" {
+				commit(t, s, &converge.Batch{Applied: &converge.Revision{Ref: "main", Hash: tt.applied}})
+			}
+			for i := range tt.put {
+				r := &converge.RevisionRecord{Revision: converge.Revision{Ref: "main", Hash: fmt.Sprint("r", i)}, Seen: t0.Add(time.Duration(i) * time.Minute)}
+				if err := s.PutRevision(r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			recs, err := s.Revisions(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, r := range recs {
+				got = append(got, r.Revision.Hash)
+			}
+			if !slices.Equal(got, tt.wantHashes) {
+				t.Errorf("revisions kept = %v, want %v", got, tt.wantHashes)
+			}
+		})
+	}
+}
+
 func TestResourcesFilter(t *testing.T) {
 	s := statetest.Open(t)
 	root := res("bom", "classic", "")
@@ -312,6 +351,7 @@ func TestCommitRejects(t *testing.T) {
 		{name: "event seq not increasing", batch: &converge.Batch{Events: []converge.Event{{Seq: 1, Type: "x"}}}, wantErr: "seq 1 not above 1"},
 		{name: "kind without name", batch: &converge.Batch{Kinds: []*converge.Kind{{Version: 1}}}, wantErr: "kind 0: empty name"},
 		{name: "delivery without key", batch: &converge.Batch{Deliveries: []*converge.Delivery{{}}}, wantErr: "delivery 0: empty key"},
+		{name: "delivery put and delete", batch: &converge.Batch{Deliveries: []*converge.Delivery{{Key: "b/u/1/synced"}}, DeletedDeliveries: []string{"b/u/1/synced"}}, wantErr: "delivery b/u/1/synced: both put and deleted"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -337,6 +377,41 @@ func TestCommitRejects(t *testing.T) {
 			}
 			if got, want := s.Stats(), stats; got != want {
 				t.Errorf("Stats after a rejected batch = %+v, want %+v", got, want)
+			}
+		})
+	}
+}
+
+func TestDeletedDeliveries(t *testing.T) {
+	deliv := func(gen int64, done bool) *converge.Delivery {
+		return &converge.Delivery{Key: "notify/u/" + fmt.Sprint(gen) + "/synced", Binding: "notify", Done: done,
+			Subject: converge.Subject{Resource: "vpc/a", UID: "u", Generation: gen, Transition: "synced"}, Created: t0}
+	}
+	tests := []struct {
+		name     string
+		del      []string
+		wantKeys []string
+		wantDels uint64
+	}{
+		{name: "one", del: []string{"notify/u/1/synced"}, wantKeys: []string{"notify/u/2/synced"}, wantDels: 1},
+		{name: "both, out of order", del: []string{"notify/u/2/synced", "notify/u/1/synced"}, wantDels: 2},
+		{name: "absent is a no-op", del: []string{"notify/u/9/synced"}, wantKeys: []string{"notify/u/1/synced", "notify/u/2/synced"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := statetest.Open(t)
+			commit(t, s, &converge.Batch{Deliveries: []*converge.Delivery{deliv(1, true), deliv(2, false)}})
+			before := s.Stats()
+			commit(t, s, &converge.Batch{DeletedDeliveries: tt.del})
+			var got []string
+			for _, d := range load(t, s).Deliveries {
+				got = append(got, d.Key)
+			}
+			if !slices.Equal(got, tt.wantKeys) {
+				t.Errorf("deliveries after deleting %v = %v, want %v", tt.del, got, tt.wantKeys)
+			}
+			if got, want := s.Stats().Deletes-before.Deletes, tt.wantDels; got != want {
+				t.Errorf("deletes = %d, want %d", got, want)
 			}
 		})
 	}
@@ -919,5 +994,50 @@ func TestSource(t *testing.T) {
 	s2 := statetest.OpenDir(t, dir, state.Options{})
 	if got, err := s2.Source(); err != nil || !reflect.DeepEqual(got, second) {
 		t.Errorf("Source() after reopen = %+v, %v; want %+v", got, err, second)
+	}
+}
+
+// TestEventsOfOneResource: a resource's events among many chunks, some
+// chunks holding none of them, newest limit first.
+func TestEventsOfOneResource(t *testing.T) {
+	s := statetest.Open(t)
+	for c := range 50 {
+		var b converge.Batch
+		for i := range 20 {
+			id := converge.NewID("vpc", fmt.Sprintf("v%02d", i))
+			if c%10 == 3 && i == 7 {
+				id = "vpc/v07<x>" // escaped by encoding/json
+			}
+			b.Events = append(b.Events, converge.Event{Resource: id, Type: "T", Message: fmt.Sprint(c)})
+		}
+		commit(t, s, &b)
+	}
+	tests := []struct {
+		name  string
+		id    converge.ID
+		limit int
+		want  []string // messages
+	}{
+		{name: "all", id: "vpc/v07<x>", want: []string{"3", "13", "23", "33", "43"}},
+		{name: "newest two", id: "vpc/v07<x>", limit: 2, want: []string{"33", "43"}},
+		{name: "not a prefix match", id: "vpc/v0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			evs, err := s.Events(tt.id, tt.limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, e := range evs {
+				if e.Resource != tt.id {
+					t.Errorf("event of %s returned for %s", e.Resource, tt.id)
+				}
+				got = append(got, e.Message)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("Events(%s, %d) messages = %v, want %v", tt.id, tt.limit, got, tt.want)
+			}
+		})
 	}
 }

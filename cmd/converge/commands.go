@@ -22,5 +22,6 @@ func subcommands(g *globals) []*cobra.Command {
 		newStatusCommand(g),
 		newDeleteCommand(g),
 		newDoCommand(g),
+		newStateCommand(g),
 	}
 }
