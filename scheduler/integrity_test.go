@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -262,4 +263,50 @@ func TestMaxChildren(t *testing.T) {
 	d.Kinds[0].MaxChildren = 0
 	h.apply(d, classicValidator)
 	h.waitSettled(scheduler.Converged, 5*time.Second)
+}
+
+// countingValidator counts spec validations and refuses any spec with
+// "bad" in it.
+type countingValidator struct {
+	validatorFunc
+	n atomic.Int64
+}
+
+func (c *countingValidator) ValidateSpec(ref converge.KindRef, spec json.RawMessage) error {
+	c.n.Add(1)
+	if strings.Contains(string(spec), "bad") {
+		return errors.New("spec.team_name: bad")
+	}
+	return c.validatorFunc.ValidateSpec(ref, spec)
+}
+
+// TestComposeValidatesChangedChildrenOnly: a big composition is validated
+// whole (on every core, the first bad child in order named); a recompose
+// validates only the children whose spec changed.
+func TestComposeValidatesChangedChildrenOnly(t *testing.T) {
+	store := newMemStore()
+	disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1"})
+	h := start(t, store, disp, testConfig())
+	v := &countingValidator{validatorFunc: classicValidator}
+	bom := makeBOM(4, 300) // 3,608 children
+	name1, name2 := bom.FDs[2].Teams[100].Name, bom.FDs[3].Teams[5].Name
+	bom.FDs[2].Teams[100].Name = "team-bad"
+	bom.FDs[3].Teams[5].Name = "team-bad"
+	h.apply(classicDesired(bom, "c1"), v)
+	h.waitSettled(scheduler.Stuck, 10*time.Second)
+	h.flush()
+	if r := store.get("classicbom/org"); r == nil || !strings.Contains(r.Reason, "account/fd-03-team-bad: spec.team_name: bad") {
+		t.Fatalf("root %+v, want the first bad child named", r)
+	}
+	bom.FDs[2].Teams[100].Name = name1
+	bom.FDs[3].Teams[5].Name = name2
+	h.apply(classicDesired(bom, "c2"), v)
+	h.waitSettled(scheduler.Converged, 20*time.Second)
+	v.n.Store(0)
+	bom.FDs[0].Teams[0].Rev = "2" // one account's spec changes
+	h.apply(classicDesired(bom, "c3"), v)
+	h.waitSettled(scheduler.Converged, 20*time.Second)
+	if got := v.n.Load(); got != 1 { // the account
+		t.Errorf("%d specs validated on a recompose that changed one child, want 1", got)
+	}
 }
