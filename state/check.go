@@ -20,7 +20,8 @@ const maxCheckErrors = 20
 //     equal to the JSON owner;
 //   - the owner index's chunks are well formed (first bound empty, bounds
 //     and children increasing, none empty), every child listed exists and
-//     is owned by that owner, and every owned resource is listed once;
+//     is owned by that owner, and every resource is listed once (a root
+//     under the empty owner);
 //   - every resource's owner exists;
 //   - the edges in consumers' rows and the producers index hold the same
 //     pairs, edges sorted by producer (an edge's producer may not exist:
@@ -135,14 +136,15 @@ func checkResources(tx *bolt.Tx, report reportFunc) {
 		if r.Owner != owner {
 			report("resource %s: owner prefix %q, JSON owner %q", k, owner, r.Owner)
 		}
-		if r.Owner == "" {
-			return nil
+		if o, ok := indexed[converge.ID(k)]; !ok || o != r.Owner {
+			if r.Owner == "" {
+				report("resource %s: the roots index lacks it", k)
+			} else {
+				report("resource %s: owner index lacks %s → %s", k, r.Owner, k)
+			}
 		}
-		if !has(res, []byte(r.Owner)) {
+		if r.Owner != "" && !has(res, []byte(r.Owner)) {
 			report("resource %s: owner %s does not exist", k, r.Owner)
-		}
-		if indexed[converge.ID(k)] != r.Owner {
-			report("resource %s: owner index lacks %s → %s", k, r.Owner, k)
 		}
 		return nil
 	})

@@ -233,15 +233,15 @@ func (s *Store) apply(w *writer, b *converge.Batch) error {
 		if old != nil && oldRow.owner == r.Owner {
 			continue
 		}
-		if oldRow.owner != "" {
+		// Roots are indexed too, under the empty owner: listing them
+		// must not scan every resource.
+		if old != nil {
 			if err := idx.remove(oldRow.owner, id); err != nil {
 				return err
 			}
 		}
-		if r.Owner != "" {
-			if err := idx.add(r.Owner, id); err != nil {
-				return err
-			}
+		if err := idx.add(r.Owner, id); err != nil {
+			return err
 		}
 	}
 
@@ -485,10 +485,7 @@ func deleteResource(w *writer, idx *ownerIndex, id converge.ID) error {
 	if err := w.del(bResources, key); err != nil {
 		return err
 	}
-	if rw.owner != "" {
-		return idx.remove(rw.owner, id)
-	}
-	return nil
+	return idx.remove(rw.owner, id)
 }
 
 // appendEvents numbers evs, stores them as one chunk keyed by the first

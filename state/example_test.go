@@ -52,5 +52,5 @@ func ExampleStore_Commit() {
 	fmt.Printf("commits=%d puts=%d\n", st.Commits, st.Puts)
 	// Output:
 	// [vpc/team-a] 2 Created
-	// commits=1 puts=6
+	// commits=1 puts=7
 }

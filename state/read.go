@@ -93,7 +93,8 @@ func (s *Store) Resources(f Filter) ([]*converge.Resource, error) {
 	var out []*converge.Resource
 	err := s.db.View(func(tx *bolt.Tx) error {
 		res := tx.Bucket(bResources)
-		if f.Owner != "" {
+		if f.Owner != "" || f.RootsOnly {
+			// The owner index lists the roots under the empty owner.
 			children, err := childrenOf(tx.Bucket(bOwners), f.Owner)
 			if err != nil {
 				return err
@@ -128,6 +129,26 @@ func (s *Store) Resources(f Filter) ([]*converge.Resource, error) {
 		return nil, fmt.Errorf("list resources: %w", err)
 	}
 	return out, nil
+}
+
+// ChildCount returns how many resources owner owns directly (the roots
+// for ""), counting the owner index's entries without listing them.
+func (s *Store) ChildCount(owner converge.ID) (int, error) {
+	n := 0
+	err := s.db.View(func(tx *bolt.Tx) error {
+		p := prefixKey(owner)
+		c := tx.Bucket(bOwners).Cursor()
+		for k, v := c.Seek(p); k != nil && hasPrefix(k, p); k, v = c.Next() {
+			if len(v) > 0 {
+				n += bytes.Count(v, []byte{0}) + 1
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("count children of %s: %w", owner, err)
+	}
+	return n, nil
 }
 
 // Children returns the IDs of the resources owner owns directly, sorted.

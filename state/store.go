@@ -11,14 +11,17 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/convergehq/converge"
 )
 
 // FormatVersion is the version of the store's on-disk layout that this
 // build writes. Open refuses a store written by another format: a newer
 // one (ErrNewerFormat) or an older one it cannot migrate (ErrOldFormat).
 // Formats 1 (edges in their own bucket) and 2 (one owner-index key per
-// child) existed only before the first release and are not migrated.
-const FormatVersion = 3
+// child) existed only before the first release and are not migrated;
+// format 3 (roots not in the owner index) is migrated at Open.
+const FormatVersion = 4
 
 // FileName is the name of the database file inside the store directory.
 const FileName = "state.db"
@@ -184,6 +187,13 @@ func initBuckets(tx *bolt.Tx) error {
 		switch f := binary.BigEndian.Uint64(v); {
 		case f > FormatVersion:
 			return fmt.Errorf("format %d: %w (%d)", f, ErrNewerFormat, FormatVersion)
+		case f == 3:
+			if err := indexRoots(tx); err != nil {
+				return fmt.Errorf("migrate format 3 to %d: %w", FormatVersion, err)
+			}
+			if err := m.Put(mFormat, u64(FormatVersion)); err != nil {
+				return err
+			}
 		case f < FormatVersion:
 			return fmt.Errorf("format %d: %w (%d); remove the file and sync again", f, ErrOldFormat, FormatVersion)
 		}
@@ -200,6 +210,27 @@ func initBuckets(tx *bolt.Tx) error {
 		}
 	}
 	return nil
+}
+
+// indexRoots adds every resource without an owner to the owner index,
+// under the empty owner (format 3 to 4).
+func indexRoots(tx *bolt.Tx) error {
+	w := &writer{tx: tx}
+	idx := newOwnerIndex(w)
+	err := tx.Bucket(bResources).ForEach(func(k, v []byte) error {
+		rw, err := splitRow(v)
+		if err != nil {
+			return fmt.Errorf("resource %s: %w", k, err)
+		}
+		if rw.owner == "" {
+			return idx.add("", converge.ID(k))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return idx.flush()
 }
 
 // Path returns the database file's path.

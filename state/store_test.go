@@ -536,7 +536,7 @@ func TestOtherFormatRefused(t *testing.T) {
 		wantErr error
 	}{
 		{name: "newer", format: state.FormatVersion + 1, wantErr: state.ErrNewerFormat},
-		{name: "older", format: state.FormatVersion - 1, wantErr: state.ErrOldFormat},
+		{name: "older", format: 2, wantErr: state.ErrOldFormat},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -558,6 +558,51 @@ func TestOtherFormatRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMigrateFormat3: a format-3 store (roots not in the owner index)
+// is migrated at Open: its roots are indexed, listing them uses the
+// index, and the store checks clean.
+func TestMigrateFormat3(t *testing.T) {
+	dir := t.TempDir()
+	s, err := state.Open(dir, state.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit(t, s, &converge.Batch{Resources: []*converge.Resource{res("bom", "a", ""), res("bom", "b", ""), res("account", "x", "bom/a")}})
+	// What format 3 had: no entries under the empty owner.
+	if err := s.RawDelete(state.BucketOwners, []byte("\x00")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RawPut(state.BucketMeta, state.MetaFormat, state.U64(3)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Check(); err == nil {
+		t.Fatal("Check of the format-3 layout passed; the test does not make one")
+	}
+	s.Close()
+	s = statetest.OpenDir(t, dir, state.Options{NoSync: true})
+	roots, err := s.Resources(state.Filter{RootsOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(ids(roots)); got != "[bom/a bom/b]" {
+		t.Errorf("roots after migration = %s, want [bom/a bom/b]", got)
+	}
+	if n, err := s.ChildCount(""); err != nil || n != 2 {
+		t.Errorf("ChildCount(\"\") = %d, %v; want 2", n, err)
+	}
+	if n, err := s.ChildCount("bom/a"); err != nil || n != 1 {
+		t.Errorf("ChildCount(bom/a) = %d, %v; want 1", n, err)
+	}
+}
+
+func ids(rs []*converge.Resource) []converge.ID {
+	out := make([]converge.ID, len(rs))
+	for i, r := range rs {
+		out[i] = r.ID()
+	}
+	return out
 }
 
 func TestEventsTrimmed(t *testing.T) {
@@ -856,7 +901,7 @@ func TestEdgeWrites(t *testing.T) {
 		wantPuts     uint64
 		wantConsumes string
 	}{
-		{name: "created with its edge: row, reverse entry", wantPuts: 2, wantConsumes: "[{vpc/a account/a [{account_id account_id}]}]",
+		{name: "created with its edge: row, reverse entry, roots index", wantPuts: 3, wantConsumes: "[{vpc/a account/a [{account_id account_id}]}]",
 			batch: &converge.Batch{Resources: []*converge.Resource{res("vpc", "a", "")}, Edges: []converge.Edge{edge("vpc/a", "account/a", flowA)}}},
 		{name: "same edge again: nothing", wantPuts: 0, wantConsumes: "[{vpc/a account/a [{account_id account_id}]}]",
 			batch: &converge.Batch{Edges: []converge.Edge{edge("vpc/a", "account/a", flowA)}}},
@@ -866,7 +911,7 @@ func TestEdgeWrites(t *testing.T) {
 			batch: &converge.Batch{Edges: []converge.Edge{edge("vpc/a", "account/a")}}},
 		{name: "edge deleted: row", wantPuts: 1, wantConsumes: "[{vpc/a tgw/t [{tgw_id tgw_id}]}]",
 			batch: &converge.Batch{DeletedEdges: []converge.Edge{edge("vpc/a", "account/a")}}},
-		{name: "producer deleted: the consumer keeps its edge", wantPuts: 0, wantConsumes: "[{vpc/a tgw/t [{tgw_id tgw_id}]}]",
+		{name: "producer deleted: the consumer keeps its edge (roots index)", wantPuts: 1, wantConsumes: "[{vpc/a tgw/t [{tgw_id tgw_id}]}]",
 			batch: &converge.Batch{DeletedResources: []converge.ID{"tgw/t"}}},
 		{name: "edge to a gone producer deleted: row", wantPuts: 1, wantConsumes: "[]",
 			batch: &converge.Batch{DeletedEdges: []converge.Edge{edge("vpc/a", "tgw/t")}}},

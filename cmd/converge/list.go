@@ -41,11 +41,10 @@ func newListCommand(g *globals) *cobra.Command {
 			for _, r := range rs {
 				v := viewOf(r)
 				if !all {
-					kids, err := rd.Children(r.ID())
+					n, err := rd.ChildCount(r.ID())
 					if err != nil {
 						return err
 					}
-					n := len(kids)
 					v.Children = &n
 				}
 				views = append(views, v)

@@ -25,6 +25,7 @@ type reader interface {
 	Resource(id converge.ID) (*converge.Resource, error)
 	Resources(f state.Filter) ([]*converge.Resource, error)
 	Children(owner converge.ID) ([]converge.ID, error)
+	ChildCount(owner converge.ID) (int, error)
 	EdgesOf(id converge.ID) (consumes, producedFor []converge.Edge, err error)
 	Events(resource converge.ID, limit int) ([]converge.Event, error)
 }

@@ -27,6 +27,7 @@ type Reader interface {
 	Resource(id converge.ID) (*converge.Resource, error)
 	Resources(f state.Filter) ([]*converge.Resource, error)
 	Children(owner converge.ID) ([]converge.ID, error)
+	ChildCount(owner converge.ID) (int, error)
 	EdgesOf(id converge.ID) (consumes, producedFor []converge.Edge, err error)
 	Events(resource converge.ID, limit int) ([]converge.Event, error)
 }
@@ -131,6 +132,10 @@ func Handler(rd Reader, ctl Controller) http.Handler {
 	mux.HandleFunc("GET /v1/children", func(w http.ResponseWriter, r *http.Request) {
 		ids, err := rd.Children(id(r))
 		reply(w, ids, err)
+	})
+	mux.HandleFunc("GET /v1/child-count", func(w http.ResponseWriter, r *http.Request) {
+		n, err := rd.ChildCount(id(r))
+		reply(w, n, err)
 	})
 	mux.HandleFunc("GET /v1/edges", func(w http.ResponseWriter, r *http.Request) {
 		c, p, err := rd.EdgesOf(id(r))
@@ -313,6 +318,12 @@ func (c *Client) Resources(f state.Filter) ([]*converge.Resource, error) {
 func (c *Client) Children(owner converge.ID) ([]converge.ID, error) {
 	var ids []converge.ID
 	return ids, c.call(context.Background(), "GET", "/v1/children", url.Values{"id": {string(owner)}}, nil, &ids)
+}
+
+// ChildCount implements Reader.
+func (c *Client) ChildCount(owner converge.ID) (int, error) {
+	var n int
+	return n, c.call(context.Background(), "GET", "/v1/child-count", url.Values{"id": {string(owner)}}, nil, &n)
 }
 
 // EdgesOf implements Reader.
