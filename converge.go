@@ -282,6 +282,9 @@ type AppliedSource struct {
 	// Workers are the worker processes the revision's converge.cue
 	// declares.
 	Workers []WorkerSpec `json:"workers,omitempty"`
+	// Declared is how many resources the revision declares: a sync of
+	// the same revision can tell one was deleted out from under it.
+	Declared int `json:"declared,omitempty"`
 }
 
 // Desired is the whole desired state read from one revision: what a sync

@@ -65,11 +65,13 @@ type engineOptions struct {
 
 // defaultMemoryLimit is the control plane's soft memory limit when
 // GOMEMLIMIT is not set: the garbage collector works harder as the heap
-// nears it, so a million-resource graph (about 1.2 GiB live) stays under
-// 2 GiB resident instead of doubling. It is not a cap: a bigger live
-// graph still runs, with more GC. GOMEMLIMIT (Go's own variable, e.g.
-// "4GiB" or "off") overrides it.
-const defaultMemoryLimit = 1792 << 20
+// nears it instead of letting it grow to twice the live heap. A
+// million-resource run peaks near 1.8 GiB live; 3 GiB keeps its heap well
+// under the 5 GiB it reaches without a limit and, unlike a limit close
+// to the live heap (1.75 GiB measured: three times slower), costs little
+// GC (docs/BENCHMARKS.md). It is not a cap. GOMEMLIMIT (Go's own
+// variable, e.g. "4GiB" or "off") overrides it.
+const defaultMemoryLimit = 3 << 30
 
 // startEngine opens the store and starts everything; close undoes it.
 func startEngine(ctx context.Context, o engineOptions) (*engine, error) {

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/state"
 	gitsync "github.com/convergehq/converge/sync"
 )
 
@@ -80,6 +81,13 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) e
 	rev, err := src.Head()
 	if err != nil {
 		return err
+	}
+	if !o.watch {
+		if total, ok := standing(dir, rev); ok {
+			fmt.Fprintf(out, "revision %s: already applied\n", rev)
+			fmt.Fprintf(out, "converged: %d/%d Ready; nothing to do\n", total, total)
+			return nil
+		}
 	}
 	pass, err := syncer.Check(rev)
 	if err != nil {
@@ -311,4 +319,41 @@ func recordOnly(dir string, pass *gitsync.Pass) error {
 	// PutRevision is durable when it returns: a failed close loses nothing.
 	defer st.Close()
 	return st.PutRevision(pass.Record)
+}
+
+// standing reports what gitsync.AlreadyConverged says of the store in dir
+// for rev, reading only the applied revision, the roots and the owed
+// deliveries; false when there is no store or another converge holds it.
+func standing(dir string, rev converge.Revision) (total int, ok bool) {
+	if ok, _ := exists(filepath.Join(dir, state.FileName)); !ok {
+		return 0, false
+	}
+	st, err := state.Open(dir, state.Options{LockTimeout: 100 * time.Millisecond})
+	if err != nil {
+		return 0, false
+	}
+	defer st.Close()
+	applied, err := st.Applied()
+	if err != nil || applied == nil || applied.Hash != rev.Hash {
+		return 0, false
+	}
+	src, err := st.Source()
+	if err != nil || src == nil || src.Revision.Hash != rev.Hash {
+		return 0, false
+	}
+	roots, err := st.Resources(state.Filter{RootsOnly: true})
+	if err != nil {
+		return 0, false
+	}
+	ds, err := st.Deliveries()
+	if err != nil {
+		return 0, false
+	}
+	owed := 0
+	for _, d := range ds {
+		if !d.Done {
+			owed++
+		}
+	}
+	return gitsync.AlreadyConverged(applied, rev, src.Declared, roots, owed)
 }
