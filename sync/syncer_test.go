@@ -36,7 +36,7 @@ func TestApplyRecordsSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &converge.AppliedSource{Repo: src.Root(), Path: "infra", Ref: "main", Revision: head,
-		Workers: []converge.WorkerSpec{{Name: "db", Command: []string{"./bin/db"}, Replicas: 2}}}
+		Workers: []converge.WorkerSpec{{Name: "db", Command: []string{"./bin/db"}, Replicas: 2}}, Declared: 1}
 	if !reflect.DeepEqual(rec.source, want) {
 		t.Errorf("recorded source %+v, want %+v", rec.source, want)
 	}
