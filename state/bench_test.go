@@ -380,3 +380,58 @@ func fileBytes(b *testing.B, path string) int64 {
 	}
 	return fi.Size()
 }
+
+// BenchmarkCommitUnderBigOwner commits a batch of 8,192 new children of
+// one owner, into an owner that has none yet and into one that already
+// has 200,000: a batch reads only the owner-index chunks it touches, so
+// the ratio stays near 1 however many children the owner has (it was the
+// whole index, read at every commit of a big composition).
+//
+//	go test -run '^$' -bench CommitUnderBigOwner -benchtime 5x ./state/
+func BenchmarkCommitUnderBigOwner(b *testing.B) {
+	const batch, existing = 8192, 200_000
+	batchOf := func(from int) *converge.Batch {
+		bt := &converge.Batch{}
+		for i := from; i < from+batch; i++ {
+			bt.Resources = append(bt.Resources, lifeResource("account", fmt.Sprintf("team-%07d", i), "bom/classic"))
+		}
+		return bt
+	}
+	open := func(b *testing.B, children int) (*state.Store, int) {
+		s, err := state.Open(b.TempDir(), state.Options{NoSync: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close() })
+		if err := s.Commit(&converge.Batch{Resources: []*converge.Resource{lifeResource("bom", "classic", "")}}); err != nil {
+			b.Fatal(err)
+		}
+		for n := 0; n < children; n += batch {
+			if err := s.Commit(batchOf(n)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return s, children
+	}
+	var empty, big time.Duration
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		s0, next0 := open(b, 0)
+		s1, next1 := open(b, existing)
+		b0, b1 := batchOf(next0+batch*10), batchOf(next1+batch*10)
+		b.StartTimer()
+		t := time.Now()
+		if err := s0.Commit(b0); err != nil {
+			b.Fatal(err)
+		}
+		empty += time.Since(t)
+		t = time.Now()
+		if err := s1.Commit(b1); err != nil {
+			b.Fatal(err)
+		}
+		big += time.Since(t)
+	}
+	b.ReportMetric(float64(empty.Milliseconds())/float64(b.N), "ms/batch-new-owner")
+	b.ReportMetric(float64(big.Milliseconds())/float64(b.N), "ms/batch-200k-owner")
+	b.ReportMetric(float64(big)/float64(empty), "ratio")
+}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/convergehq/converge"
 	bolt "go.etcd.io/bbolt"
@@ -28,53 +27,64 @@ type chunk struct {
 	dirty bool
 }
 
-// ownerIndex is the owner index of one write transaction: the chunks of
-// every owner it touched, loaded whole on first touch, written by flush.
+// ownerIndex is the owner index of one write transaction: the chunks it
+// touched, each read on first touch (a cursor seek finds the chunk that
+// holds a child), written by flush. Only those chunks are read: an owner
+// of a million children has ~8,000 chunks, and a batch that adds a few
+// thousand children must not read them all (every batch of a big
+// composition's commits did, which made them slower as the owner grew).
 type ownerIndex struct {
 	w      *writer
-	owners map[converge.ID][]*chunk
+	owners map[converge.ID]map[converge.ID]*chunk // owner → bound → chunk
 }
 
 func newOwnerIndex(w *writer) *ownerIndex {
-	return &ownerIndex{w: w, owners: map[converge.ID][]*chunk{}}
+	return &ownerIndex{w: w, owners: map[converge.ID]map[converge.ID]*chunk{}}
 }
 
-// load returns owner's chunks, reading them on first use.
-func (x *ownerIndex) load(owner converge.ID) ([]*chunk, error) {
-	if cs, ok := x.owners[owner]; ok {
-		return cs, nil
+// holder returns the chunk of owner that holds (or would hold) child:
+// the one with the greatest bound not above child, read on first use. An
+// owner with no chunk gets its first (bound "") in memory.
+func (x *ownerIndex) holder(owner, child converge.ID) (*chunk, error) {
+	loaded := x.owners[owner]
+	if loaded == nil {
+		loaded = map[converge.ID]*chunk{}
+		x.owners[owner] = loaded
 	}
-	cs, err := readChunks(x.w.bucket(bOwners), owner)
-	if err != nil {
-		return nil, err
+	p := prefixKey(owner)
+	c := x.w.bucket(bOwners).Cursor()
+	seek := append(append([]byte(nil), p...), child...)
+	k, v := c.Seek(seek)
+	if k == nil || !bytes.Equal(k, seek) {
+		if k == nil {
+			k, v = c.Last()
+		} else {
+			k, v = c.Prev()
+		}
 	}
-	x.owners[owner] = cs
-	return cs, nil
-}
-
-// find returns the index of the chunk of cs that holds (or would hold)
-// child.
-func find(cs []*chunk, child converge.ID) int {
-	i, _ := slices.BinarySearchFunc(cs, child, func(c *chunk, id converge.ID) int {
-		return strings.Compare(string(c.bound), string(id))
-	})
-	// cs[i].bound >= child; the holder is the last chunk with bound <= child.
-	if i < len(cs) && cs[i].bound == child {
-		return i
+	bound := converge.ID("")
+	stored := k != nil && hasPrefix(k, p)
+	if stored {
+		bound = converge.ID(k[len(p):])
 	}
-	return i - 1
+	if ch := loaded[bound]; ch != nil {
+		return ch, nil
+	}
+	ch := &chunk{bound: bound}
+	if stored {
+		ch.key, ch.kids = append([]byte(nil), k...), splitIDs(v)
+	} else if bound != "" {
+		return nil, fmt.Errorf("owner index: %s: no first chunk", owner)
+	}
+	loaded[bound] = ch
+	return ch, nil
 }
 
 func (x *ownerIndex) add(owner, child converge.ID) error {
-	cs, err := x.load(owner)
+	c, err := x.holder(owner, child)
 	if err != nil {
 		return err
 	}
-	if len(cs) == 0 {
-		cs = []*chunk{{}}
-		x.owners[owner] = cs
-	}
-	c := cs[find(cs, child)]
 	if i, ok := slices.BinarySearch(c.kids, child); !ok {
 		c.kids = slices.Insert(c.kids, i, child)
 		c.dirty = true
@@ -83,11 +93,10 @@ func (x *ownerIndex) add(owner, child converge.ID) error {
 }
 
 func (x *ownerIndex) remove(owner, child converge.ID) error {
-	cs, err := x.load(owner)
-	if err != nil || len(cs) == 0 {
+	c, err := x.holder(owner, child)
+	if err != nil {
 		return err
 	}
-	c := cs[find(cs, child)]
 	if i, ok := slices.BinarySearch(c.kids, child); ok {
 		c.kids = slices.Delete(c.kids, i, i+1)
 		c.dirty = true
@@ -95,22 +104,36 @@ func (x *ownerIndex) remove(owner, child converge.ID) error {
 	return nil
 }
 
-// firstChild returns one child of owner, or "" if it owns nothing.
+// firstChild returns one child of owner, or "" if it owns nothing, as
+// the index will be once flushed.
 func (x *ownerIndex) firstChild(owner converge.ID) (converge.ID, error) {
-	cs, err := x.load(owner)
-	if err != nil {
-		return "", err
+	loaded := x.owners[owner]
+	if ch := loaded[""]; ch != nil && ch.key == nil && len(ch.kids) > 0 {
+		return ch.kids[0], nil // a first chunk not stored yet
 	}
-	for _, c := range cs {
-		if len(c.kids) > 0 {
-			return c.kids[0], nil
+	p := prefixKey(owner)
+	c := x.w.bucket(bOwners).Cursor()
+	for k, v := c.Seek(p); k != nil && hasPrefix(k, p); k, v = c.Next() {
+		if ch := loaded[converge.ID(k[len(p):])]; ch != nil {
+			if len(ch.kids) > 0 {
+				return ch.kids[0], nil
+			}
+			continue
+		}
+		if len(v) > 0 {
+			i := bytes.IndexByte(v, 0)
+			if i < 0 {
+				i = len(v)
+			}
+			return converge.ID(v[:i]), nil
 		}
 	}
 	return "", nil
 }
 
-// flush writes every changed chunk: oversized ones split, empty ones
-// deleted, and the first chunk keeps the empty bound.
+// flush writes every changed chunk, owners and bounds in key order:
+// oversized ones split, empty ones deleted; when the first chunk (bound
+// "") empties, the next one takes its place.
 func (x *ownerIndex) flush() error {
 	owners := make([]converge.ID, 0, len(x.owners))
 	for o := range x.owners {
@@ -118,61 +141,73 @@ func (x *ownerIndex) flush() error {
 	}
 	slices.Sort(owners)
 	for _, o := range owners {
-		cs := x.owners[o]
-		if !slices.ContainsFunc(cs, func(c *chunk) bool { return c.dirty }) {
-			continue
+		loaded := x.owners[o]
+		bounds := make([]converge.ID, 0, len(loaded))
+		for b, c := range loaded {
+			if c.dirty {
+				bounds = append(bounds, b)
+			}
 		}
-		// Split and drop, then fix the first bound.
-		var out []*chunk
-		for _, c := range cs {
+		slices.Sort(bounds)
+		firstGone := false
+		for _, b := range bounds {
+			c := loaded[b]
 			if len(c.kids) == 0 {
 				if c.key != nil {
 					if err := x.w.del(bOwners, c.key); err != nil {
 						return err
 					}
 				}
+				delete(loaded, b)
+				firstGone = firstGone || b == ""
 				continue
 			}
-			for len(c.kids) > maxChunk {
-				// No copy: each split-off head is capped at maxChunk, so
-				// the chunks share one array without overlapping (cloning
-				// the rest at every split was quadratic: 600 MB of copies
-				// for one owner of 99,000 children).
-				rest := &chunk{bound: c.kids[maxChunk], kids: c.kids[maxChunk:], dirty: true}
-				c.kids = c.kids[:maxChunk:maxChunk]
-				c.dirty = true
-				out = append(out, c)
+			// No copy: each split-off head is capped at maxChunk, so the
+			// chunks share one array without overlapping.
+			for {
+				head := c.kids
+				var rest *chunk
+				if len(head) > maxChunk {
+					rest = &chunk{bound: head[maxChunk], kids: head[maxChunk:]}
+					head = head[:maxChunk:maxChunk]
+				}
+				key := chunkKey(o, c.bound)
+				if err := x.w.put(bOwners, key, joinIDs(head)); err != nil {
+					return err
+				}
+				c.key, c.kids, c.dirty = key, head, false
+				if rest == nil {
+					break
+				}
+				loaded[rest.bound] = rest
 				c = rest
 			}
-			out = append(out, c)
 		}
-		if len(out) > 0 && out[0].bound != "" {
-			first := out[0]
-			if first.key != nil {
-				if err := x.w.del(bOwners, first.key); err != nil {
-					return err
-				}
-				first.key = nil
-			}
-			first.bound, first.dirty = "", true
-		}
-		for _, c := range out {
-			if !c.dirty {
-				continue
-			}
-			key := chunkKey(o, c.bound)
-			if c.key != nil && !bytes.Equal(c.key, key) {
-				if err := x.w.del(bOwners, c.key); err != nil {
-					return err
-				}
-			}
-			if err := x.w.put(bOwners, key, joinIDs(c.kids)); err != nil {
+		if firstGone {
+			if err := x.promoteFirst(o); err != nil {
 				return err
 			}
-			c.key, c.dirty = key, false
 		}
-		x.owners[o] = out
 	}
+	return nil
+}
+
+// promoteFirst gives owner's lowest remaining chunk the empty bound, after
+// its first chunk was deleted.
+func (x *ownerIndex) promoteFirst(owner converge.ID) error {
+	p := prefixKey(owner)
+	k, v := x.w.bucket(bOwners).Cursor().Seek(p)
+	if k == nil || !hasPrefix(k, p) || len(k) == len(p) {
+		return nil // it owns nothing now, or the first is in place
+	}
+	old, val := append([]byte(nil), k...), append([]byte(nil), v...)
+	if err := x.w.del(bOwners, old); err != nil {
+		return err
+	}
+	if err := x.w.put(bOwners, chunkKey(owner, ""), val); err != nil {
+		return err
+	}
+	delete(x.owners[owner], converge.ID(old[len(p):]))
 	return nil
 }
 
