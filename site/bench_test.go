@@ -140,8 +140,8 @@ func BenchmarkUpdateOne(b *testing.B) {
 	}
 }
 
-// BenchmarkRenderResource measures rendering one resource page, without
-// writing it.
+// BenchmarkRenderResource measures rendering one resource's page (a shard
+// holding it alone), without writing it.
 func BenchmarkRenderResource(b *testing.B) {
 	s := statetest.Open(b)
 	fill(b, s, 1, 10)
@@ -154,7 +154,7 @@ func BenchmarkRenderResource(b *testing.B) {
 		b.Fatal(err)
 	}
 	for b.Loop() {
-		if _, err := bld.renderResource(r); err != nil {
+		if _, err := bld.renderShard(shardOf(r.ID()), []*converge.Resource{r}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"html/template"
 	"reflect"
-	"runtime"
 	"slices"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/convergehq/converge"
-	"github.com/convergehq/converge/state"
 )
 
 // Options tune a Builder. The zero value is usable.
@@ -70,6 +68,9 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// scanPage is how many resources Build reads per read transaction.
+const scanPage = 2000
+
 // Stats says what one Build or Update did.
 type Stats struct {
 	// Resources is the number of resources in the store.
@@ -79,6 +80,10 @@ type Stats struct {
 	Files, Unchanged, Removed int
 	// Bytes is the total size of the files written.
 	Bytes int64
+	// Largest is the size of the biggest file Build or Update produced
+	// (written or found unchanged) and LargestFile its path.
+	Largest     int64
+	LargestFile string
 	// Elapsed is the wall time of the call.
 	Elapsed time.Duration
 }
@@ -130,36 +135,53 @@ func (b *Builder) build() (*Stats, error) {
 		return nil, fmt.Errorf("build site: %w", err)
 	}
 	m.secrets = secretsByKind(kinds)
-	all, err := b.r.Resources(state.Filter{})
-	if err != nil {
-		return nil, fmt.Errorf("build site: %w", err)
-	}
 	kindSet := make(map[string]bool)
 	for _, k := range kinds {
 		kindSet[k.Name] = true
 	}
-	for _, r := range all { // sorted by ID, so every slice below is sorted
-		id := r.ID()
-		e := &entry{id: id, phase: r.Phase, owner: r.Owner, updated: r.UpdatedAt}
-		m.res[id] = e
-		kindSet[r.Kind] = true
-		if r.Owner != "" {
-			m.children[r.Owner] = append(m.children[r.Owner], id)
-		}
-		for _, k := range keysOf(e) {
-			m.lists[k] = append(m.lists[k], id)
-		}
-		consumes, _, err := b.r.EdgesOf(id)
+	// Pass 1: the model, from a paged scan (resources in ID order, so
+	// every slice below is sorted). Only entries are kept; pages read
+	// their resources again, a shard at a time.
+	var after converge.ID
+	for {
+		rows, err := b.r.ResourcesAfter("", after, scanPage)
 		if err != nil {
 			return nil, fmt.Errorf("build site: %w", err)
 		}
-		if len(consumes) > 0 {
-			m.consumes[id] = consumes
+		for _, row := range rows {
+			r := row.Resource
+			id := r.ID()
+			e := &entry{id: id, phase: r.Phase, owner: r.Owner, updated: r.UpdatedAt, reason: shortReason(r.Reason)}
+			m.res[id] = e
+			kindSet[r.Kind] = true
+			if r.Owner != "" {
+				m.children[r.Owner] = append(m.children[r.Owner], id)
+			}
+			for _, k := range keysOf(e) {
+				m.lists[k] = append(m.lists[k], id)
+			}
+			sk := shardOf(id)
+			m.shards[sk] = append(m.shards[sk], id)
+			if len(row.Consumes) > 0 {
+				m.consumes[id] = row.Consumes
+			}
+			for _, e := range row.Consumes {
+				m.producedFor[e.Producer] = append(m.producedFor[e.Producer], id)
+			}
 		}
-		for _, e := range consumes {
-			m.producedFor[e.Producer] = append(m.producedFor[e.Producer], id)
+		// A producer's secret paths may reach a consumer's spec through
+		// a flow: its kind is known, so the consumer's paths are too.
+		for _, row := range rows {
+			if vals := m.secretValues(row.Resource); len(vals) > 0 {
+				m.setSecrets(m.res[row.Resource.ID()], vals)
+			}
 		}
+		if len(rows) < scanPage {
+			break
+		}
+		after = rows[len(rows)-1].Resource.ID()
 	}
+	// producedFor lists were appended in consumer order: sorted.
 	for k := range kindSet {
 		m.kindNames = append(m.kindNames, k)
 	}
@@ -169,17 +191,15 @@ func (b *Builder) build() (*Stats, error) {
 		return nil, fmt.Errorf("build site: %w", err)
 	}
 	m.addEvents(evs, b.opts.Events)
+	evs = nil
 	if err := b.readRevisions(m); err != nil {
 		return nil, err
 	}
-	for _, r := range all {
-		if vals := m.secretValues(r); len(vals) > 0 {
-			m.setSecrets(m.res[r.ID()], vals)
-		}
-	}
 	m.scrub = newScrubber(m.secretVals)
-	for _, r := range all {
-		m.res[r.ID()].reason = m.clean(shortReason(r.Reason))
+	if m.scrub != nil {
+		for _, e := range m.res {
+			e.reason = m.clean(e.reason)
+		}
 	}
 	m.tally()
 	b.m = m
@@ -190,7 +210,11 @@ func (b *Builder) build() (*Stats, error) {
 
 	w := &writer{dir: b.dir}
 	keep := make(map[string]bool)
-	if err := b.writeResources(w, all, keep); err != nil {
+	shardKeys := make([]shardKey, 0, len(m.shards))
+	for k := range m.shards {
+		shardKeys = append(shardKeys, k)
+	}
+	if _, err := b.writeShards(w, shardKeys, nil, keep); err != nil {
 		b.m = nil
 		return nil, err
 	}
@@ -236,7 +260,8 @@ func (b *Builder) build() (*Stats, error) {
 		b.m = nil
 		return nil, err
 	}
-	return &Stats{Resources: len(all), Files: w.files, Unchanged: w.same, Removed: removed, Bytes: w.bytes, Elapsed: time.Since(start)}, nil
+	return &Stats{Resources: len(m.res), Files: w.files, Unchanged: w.same, Removed: removed, Bytes: w.bytes,
+		Largest: w.largest, LargestFile: w.largestName, Elapsed: time.Since(start)}, nil
 }
 
 // secretValues returns the secret strings in r's spec and status.
@@ -262,54 +287,6 @@ func (b *Builder) readRevisions(m *model) error {
 	}
 	if m.applied, err = b.r.Applied(); err != nil {
 		return fmt.Errorf("build site: %w", err)
-	}
-	return nil
-}
-
-// writeResources renders and writes the pages of rs on every core.
-func (b *Builder) writeResources(w *writer, rs []*converge.Resource, keep map[string]bool) error {
-	workers := min(runtime.GOMAXPROCS(0), 4)
-	if len(rs) < 64 {
-		workers = 1
-	}
-	var (
-		wg    sync.WaitGroup
-		errMu sync.Mutex // guards first
-		first error
-	)
-	ws := make([]*writer, workers)
-	for i := range workers {
-		ws[i] = &writer{dir: b.dir, atomic: w.atomic}
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			for j := i; j < len(rs); j += workers {
-				page, err := b.renderResource(rs[j])
-				if err == nil {
-					err = ws[i].write(ResourcePath(rs[j].ID()), page)
-				}
-				if err != nil {
-					errMu.Lock()
-					if first == nil {
-						first = fmt.Errorf("build site: %w", err)
-					}
-					errMu.Unlock()
-					return
-				}
-			}
-		}(i)
-	}
-	wg.Wait()
-	for _, x := range ws {
-		w.files += x.files
-		w.same += x.same
-		w.bytes += x.bytes
-	}
-	if first != nil {
-		return first
-	}
-	for _, r := range rs {
-		keep[ResourcePath(r.ID())] = true
 	}
 	return nil
 }
@@ -642,6 +619,14 @@ func (b *Builder) apply(u *update, id converge.ID, r *converge.Resource) (bool, 
 		m.lists[k] = insertSorted(m.lists[k], id)
 	}
 	// The entry.
+	if sk := shardOf(id); r == nil {
+		m.shards[sk] = removeSorted(m.shards[sk], id)
+		if len(m.shards[sk]) == 0 {
+			delete(m.shards, sk)
+		}
+	} else if old == nil {
+		m.shards[sk] = insertSorted(m.shards[sk], id)
+	}
 	if r == nil {
 		changed := m.setSecrets(old, nil)
 		delete(m.res, id)
@@ -712,34 +697,32 @@ func (b *Builder) newEvents() (map[converge.ID]bool, error) {
 func (b *Builder) flush(u *update, start time.Time) (*Stats, error) {
 	m := b.m
 	w := &writer{dir: b.dir, atomic: true}
-	removed := 0
-	for _, id := range u.removed {
-		if err := w.remove(ResourcePath(id)); err != nil {
-			return nil, fmt.Errorf("update site: %w", err)
-		}
-		removed++
-	}
 	for id := range u.roots {
 		if m.res[id] != nil && len(m.children[id]) > 0 {
 			u.rewrite[id] = true // its page shows the subtree's rollup
 		}
 	}
-	var rs []*converge.Resource
-	for id := range u.rewrite {
-		if id == "" || m.res[id] == nil {
-			continue
-		}
-		r := u.fetched[id]
-		if r == nil {
-			var err error
-			if r, err = b.r.Resource(id); err != nil {
-				return nil, fmt.Errorf("update site: %w", err)
-			}
-		}
-		rs = append(rs, r)
+	shards := make(map[shardKey]bool)
+	for _, id := range u.removed {
+		shards[shardOf(id)] = true
 	}
-	sort.Slice(rs, func(i, j int) bool { return rs[i].ID() < rs[j].ID() })
-	if err := b.writeResources(w, rs, map[string]bool{}); err != nil {
+	for id := range u.rewrite {
+		if id != "" && m.res[id] != nil {
+			shards[shardOf(id)] = true
+		}
+	}
+	keys := make([]shardKey, 0, len(shards))
+	for k := range shards {
+		keys = append(keys, k)
+	}
+	have := make(map[converge.ID]*converge.Resource, len(u.fetched))
+	for id, r := range u.fetched {
+		if r != nil {
+			have[id] = r
+		}
+	}
+	removed, err := b.writeShards(w, keys, have, nil)
+	if err != nil {
 		return nil, err
 	}
 	pages := make(map[listKey]map[int]bool)
@@ -805,7 +788,8 @@ func (b *Builder) flush(u *update, start time.Time) (*Stats, error) {
 	if err := b.writeTop(w, false); err != nil {
 		return nil, err
 	}
-	return &Stats{Resources: len(m.res), Files: w.files, Removed: removed, Bytes: w.bytes, Elapsed: time.Since(start)}, nil
+	return &Stats{Resources: len(m.res), Files: w.files, Removed: removed, Bytes: w.bytes,
+		Largest: w.largest, LargestFile: w.largestName, Elapsed: time.Since(start)}, nil
 }
 
 // kindPhasePages recomputes the pages of every kind-phase list the update

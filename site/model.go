@@ -34,9 +34,10 @@ type model struct {
 	producedFor map[converge.ID][]converge.ID // producer → consumers, sorted
 	events      map[converge.ID][]converge.Event
 	lastSeq     uint64
-	lists       map[listKey][]converge.ID // sorted
-	segs        map[listKey][]int         // kind-phase list → segment where each page starts
-	kindNames   []string                  // kinds declared or in use, sorted
+	lists       map[listKey][]converge.ID  // sorted
+	shards      map[shardKey][]converge.ID // resource page → its resources, sorted
+	segs        map[listKey][]int          // kind-phase list → segment where each page starts
+	kindNames   []string                   // kinds declared or in use, sorted
 	secrets     map[string]*secretPaths
 	secretVals  map[string]int // secret value → resources holding it
 	scrub       *strings.Replacer
@@ -63,6 +64,7 @@ func newModel() *model {
 		producedFor: make(map[converge.ID][]converge.ID),
 		events:      make(map[converge.ID][]converge.Event),
 		lists:       make(map[listKey][]converge.ID),
+		shards:      make(map[shardKey][]converge.ID),
 		segs:        make(map[listKey][]int),
 		secretVals:  make(map[string]int),
 	}

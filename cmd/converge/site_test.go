@@ -75,9 +75,13 @@ func TestSiteBuildCommand(t *testing.T) {
 	if got, want := sum.Counts, (converge.Counts{Total: 3, Ready: 2, Failed: 1}); got != want {
 		t.Errorf("summary counts = %+v, want %+v", got, want)
 	}
-	page, err := os.ReadFile(filepath.Join(out, site.ResourcePath("vpc/team-b")))
+	file, frag, _ := strings.Cut(site.ResourcePath("vpc/team-b"), "#")
+	page, err := os.ReadFile(filepath.Join(out, file))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !bytes.Contains(page, []byte(`id="`+frag+`"`)) {
+		t.Errorf("%s has no section %s", file, frag)
 	}
 	if bytes.Contains(page, []byte("<script>x")) {
 		t.Error("reason rendered unescaped")
