@@ -117,7 +117,10 @@ func TestBrowser(t *testing.T) {
 	defer srv.Close()
 	base, _ := url.Parse(srv.URL + "/")
 	index := base.ResolveReference(&url.URL{Path: "index.html"})
-	rootPage := base.ResolveReference(&url.URL{Path: ResourcePath("classicbom/classic")})
+	rootPage, err := base.Parse(ResourcePath("classicbom/classic"))
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	artifacts := os.Getenv("CONVERGE_ARTIFACTS")
 	if artifacts == "" {

@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"html/template"
 	"reflect"
+	"runtime"
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/state"
 )
 
 // Options tune a Builder. The zero value is usable.
@@ -142,12 +145,7 @@ func (b *Builder) build() (*Stats, error) {
 	// Pass 1: the model, from a paged scan (resources in ID order, so
 	// every slice below is sorted). Only entries are kept; pages read
 	// their resources again, a shard at a time.
-	var after converge.ID
-	for {
-		rows, err := b.r.ResourcesAfter("", after, scanPage)
-		if err != nil {
-			return nil, fmt.Errorf("build site: %w", err)
-		}
+	for rows := range b.scan(&err) {
 		for _, row := range rows {
 			r := row.Resource
 			id := r.ID()
@@ -176,10 +174,9 @@ func (b *Builder) build() (*Stats, error) {
 				m.setSecrets(m.res[row.Resource.ID()], vals)
 			}
 		}
-		if len(rows) < scanPage {
-			break
-		}
-		after = rows[len(rows)-1].Resource.ID()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("build site: %w", err)
 	}
 	// producedFor lists were appended in consumer order: sorted.
 	for k := range kindSet {
@@ -233,14 +230,29 @@ func (b *Builder) build() (*Stats, error) {
 			m.segs[k] = b.segStarts(k)
 		}
 	}
+	// Rows first, each once and on every core; then the pages, which
+	// only read them.
+	var ids []converge.ID
+	for _, k := range m.kindNames {
+		ids = append(ids, m.lists[listKey{Kind: k}]...)
+	}
+	const chunk = 4096
+	_ = parallel((len(ids)+chunk-1)/chunk, func(i int) error {
+		for _, id := range ids[i*chunk : min((i+1)*chunk, len(ids))] {
+			b.row(m.res[id])
+		}
+		return nil
+	})
+	var lists []listPageRef
 	for _, k := range keys {
 		for p := 1; p <= b.pageCount(k, len(m.lists[k])); p++ {
-			if err := b.writeList(w, k, p); err != nil {
-				b.m = nil
-				return nil, err
-			}
+			lists = append(lists, listPageRef{k, p})
 			keep[k.path(p)] = true
 		}
+	}
+	if err := b.writeLists(w, lists); err != nil {
+		b.m = nil
+		return nil, err
 	}
 	for _, id := range m.roots {
 		if m.isGraphRoot(id) {
@@ -289,6 +301,103 @@ func (b *Builder) readRevisions(m *model) error {
 		return fmt.Errorf("build site: %w", err)
 	}
 	return nil
+}
+
+// scan reads every resource, a page at a time, on its own goroutine (the
+// store decodes while the caller builds its model), and sets *errp to the
+// first error after the last page.
+func (b *Builder) scan(errp *error) <-chan []state.ResourceRow {
+	out := make(chan []state.ResourceRow, 2)
+	go func() {
+		defer close(out)
+		var after converge.ID
+		for {
+			rows, err := b.r.ResourcesAfter("", after, scanPage)
+			if err != nil {
+				*errp = err
+				return
+			}
+			out <- rows
+			if len(rows) < scanPage {
+				return
+			}
+			after = rows[len(rows)-1].Resource.ID()
+		}
+	}()
+	return out
+}
+
+// listPageRef names one page of one list.
+type listPageRef struct {
+	k    listKey
+	page int
+}
+
+// writeLists writes pages on every core; their rows must be rendered.
+func (b *Builder) writeLists(w *writer, pages []listPageRef) error {
+	workers := min(runtime.GOMAXPROCS(0), 4)
+	ws := make([]*writer, workers)
+	for i := range ws {
+		ws[i] = &writer{dir: b.dir, atomic: w.atomic}
+	}
+	var next atomic.Int64
+	err := parallelN(workers, func(i int) error {
+		for {
+			j := int(next.Add(1)) - 1
+			if j >= len(pages) {
+				return nil
+			}
+			if err := b.writeList(ws[i], pages[j].k, pages[j].page); err != nil {
+				return err
+			}
+		}
+	})
+	for _, x := range ws {
+		w.add(x)
+	}
+	return err
+}
+
+// parallel runs fn(0) … fn(n-1) on every core (at most 4 goroutines)
+// and returns the first error.
+func parallel(n int, fn func(i int) error) error {
+	var next atomic.Int64
+	return parallelN(min(runtime.GOMAXPROCS(0), 4, max(n, 1)), func(int) error {
+		for {
+			i := int(next.Add(1)) - 1
+			if i >= n {
+				return nil
+			}
+			if err := fn(i); err != nil {
+				return err
+			}
+		}
+	})
+}
+
+// parallelN runs fn(0) … fn(workers-1) at once and returns the first
+// error.
+func parallelN(workers int, fn func(worker int) error) error {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex // guards first
+		first error
+	)
+	for i := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fn(i); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return first
 }
 
 func (b *Builder) writeList(w *writer, k listKey, page int) error {

@@ -22,14 +22,7 @@ const maxShown = 64 << 10
 // resourcePage is one page of a kind's resources (one shard).
 type resourcePage struct {
 	Base     base
-	Kind     string
-	TOC      []link
 	Sections template.HTML
-}
-
-type link struct {
-	ID   converge.ID
-	Href string
 }
 
 // renderShard renders the page of shard k holding rs (sorted by ID, at
@@ -40,10 +33,16 @@ func (b *Builder) renderShard(k shardKey, rs []*converge.Resource) ([]byte, erro
 	if len(rs) > 1 {
 		title = fmt.Sprintf("%s resources %03x", k.kind, k.n)
 	}
-	p := resourcePage{Base: b.base(rel, title), Kind: k.kind}
+	p := resourcePage{Base: b.base(rel, title)}
 	var sb strings.Builder
+	if len(rs) > 1 {
+		sb.WriteString(`<nav class="toc"><p>` + strconv.Itoa(len(rs)) + " " + e(k.kind) + ` resources on this page; each link shows one:</p>` + "\n" + `<ul class="children">`)
+		for _, r := range rs {
+			sb.WriteString(`<li><a href="#` + e(anchor(r.ID())) + `">` + e(string(r.ID())) + "</a></li>")
+		}
+		sb.WriteString("</ul></nav>\n")
+	}
 	for _, r := range rs {
-		p.TOC = append(p.TOC, link{r.ID(), "#" + anchor(r.ID())})
 		b.renderSection(&sb, r)
 	}
 	p.Sections = template.HTML(sb.String())
