@@ -327,6 +327,15 @@ func (b *Builder) scan(errp *error) <-chan []state.ResourceRow {
 	return out
 }
 
+// phaseKeys returns the lists of kind in each phase.
+func phaseKeys(kind string) []listKey {
+	out := make([]listKey, len(converge.Phases))
+	for i, ph := range converge.Phases {
+		out[i] = listKey{Kind: kind, Phase: ph}
+	}
+	return out
+}
+
 // listPageRef names one page of one list.
 type listPageRef struct {
 	k    listKey
@@ -530,12 +539,33 @@ func (b *Builder) Update(ids []converge.ID) (*Stats, error) {
 	u.newKind = newKinds
 	for k := range newKinds {
 		m.kindNames = append(m.kindNames, k)
-		for _, lk := range []listKey{{Kind: k}, {Kind: k, Phase: converge.PhasePending}, {Kind: k, Phase: converge.PhaseRunning},
-			{Kind: k, Phase: converge.PhaseReady}, {Kind: k, Phase: converge.PhaseFailed}, {Kind: k, Phase: converge.PhaseDeleting}} {
+		for _, lk := range append([]listKey{{Kind: k}}, phaseKeys(k)...) {
 			u.shift[lk] = 0
 		}
 	}
 	sort.Strings(m.kindNames)
+	// A kind no longer declared whose last resource went is no longer
+	// on the site, as a full Build would not list it.
+	declared := make(map[string]bool, len(kinds))
+	for _, k := range kinds {
+		declared[k.Name] = true
+	}
+	m.kindNames = slices.DeleteFunc(m.kindNames, func(k string) bool {
+		if declared[k] || len(m.lists[listKey{Kind: k}]) > 0 {
+			return false
+		}
+		for _, lk := range append([]listKey{{Kind: k}}, phaseKeys(k)...) {
+			delete(m.lists, lk)
+			delete(m.segs, lk)
+			delete(u.shift, lk)
+			delete(u.dirty, lk)
+			delete(u.changed, lk)
+			delete(u.oldLen, lk)
+			u.goneLists = append(u.goneLists, lk)
+		}
+		delete(m.byKind, k)
+		return true
+	})
 	if u.full {
 		m.tally()
 	} else if u.edges {
@@ -557,17 +587,18 @@ func (b *Builder) Update(ids []converge.ID) (*Stats, error) {
 
 // update collects what one Update must rewrite.
 type update struct {
-	rewrite map[converge.ID]bool               // resource pages to rewrite
-	fetched map[converge.ID]*converge.Resource // read by Update; nil: gone
-	removed []converge.ID                      // resources gone
-	shift   map[listKey]int                    // list → first position whose row moved
-	dirty   map[listKey][]converge.ID          // list → rows changed in place
-	oldLen  map[listKey]int                    // list → length before the update
-	changed map[listKey][]converge.ID          // kind-phase list → rows that came, went or changed
-	newKind map[string]bool                    // kinds first seen by this update
-	roots   map[converge.ID]bool               // roots whose graph to redraw
-	full    bool                               // rollups need a full tally
-	edges   bool                               // some edge changed
+	rewrite   map[converge.ID]bool               // resource pages to rewrite
+	fetched   map[converge.ID]*converge.Resource // read by Update; nil: gone
+	removed   []converge.ID                      // resources gone
+	shift     map[listKey]int                    // list → first position whose row moved
+	dirty     map[listKey][]converge.ID          // list → rows changed in place
+	oldLen    map[listKey]int                    // list → length before the update
+	changed   map[listKey][]converge.ID          // kind-phase list → rows that came, went or changed
+	newKind   map[string]bool                    // kinds first seen by this update
+	roots     map[converge.ID]bool               // roots whose graph to redraw
+	goneLists []listKey                          // lists of kinds gone from the site
+	full      bool                               // rollups need a full tally
+	edges     bool                               // some edge changed
 }
 
 func (u *update) moved(k listKey, pos, oldLen int) {
@@ -833,6 +864,12 @@ func (b *Builder) flush(u *update, start time.Time) (*Stats, error) {
 	removed, err := b.writeShards(w, keys, have, nil)
 	if err != nil {
 		return nil, err
+	}
+	for _, k := range u.goneLists { // empty: one page
+		if err := w.remove(k.path(1)); err != nil {
+			return nil, fmt.Errorf("update site: %w", err)
+		}
+		removed++
 	}
 	pages := make(map[listKey]map[int]bool)
 	add := func(k listKey, p int) {
