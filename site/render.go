@@ -53,7 +53,7 @@ func stamp(t time.Time) string {
 }
 
 func render(name string, data any) ([]byte, error) {
-	buf := bytes.NewBuffer(make([]byte, 0, 16<<10))
+	buf := bytes.NewBuffer(make([]byte, 0, 8<<10))
 	if err := pages[name].ExecuteTemplate(buf, "layout", data); err != nil {
 		return nil, fmt.Errorf("render %s page: %w", name, err)
 	}
@@ -242,7 +242,10 @@ type listPage struct {
 	Heading string
 	Filters []filter
 	Pager   pager
-	Rows    []template.HTML
+	// Rows stands for the NRows rows, written in after rendering (see
+	// renderList).
+	Rows  template.HTML
+	NRows int
 	// Set on a phase across kinds: how many in all, and by kind.
 	Total  int
 	ByKind []kindCell
@@ -328,6 +331,9 @@ func pageOfSeg(starts []int, seg int) int {
 	return max(i, 1)
 }
 
+// rowsMark stands for a list page's rows in its rendered layout.
+const rowsMark = "<!--rows-->"
+
 func (b *Builder) renderList(k listKey, page int) ([]byte, error) {
 	m := b.m
 	rel := k.path(page)
@@ -366,10 +372,24 @@ func (b *Builder) renderList(k listKey, page int) ([]byte, error) {
 		}
 	}
 	lo, hi := b.pageRows(k, page)
-	for _, id := range ids[lo:hi] {
-		p.Rows = append(p.Rows, b.row(m.res[id]))
+	p.NRows, p.Rows = hi-lo, rowsMark
+	frame, err := render("list", p)
+	if err != nil {
+		return nil, err
 	}
-	return render("list", p)
+	// The rows are spliced in, not copied through html/template: they
+	// are HTML already, rendered once per resource.
+	head, tail, _ := bytes.Cut(frame, []byte(rowsMark))
+	n := len(head) + len(tail)
+	for _, id := range ids[lo:hi] {
+		n += len(b.row(m.res[id]))
+	}
+	out := make([]byte, 0, n)
+	out = append(out, head...)
+	for _, id := range ids[lo:hi] {
+		out = append(out, b.row(m.res[id])...)
+	}
+	return append(out, tail...), nil
 }
 
 // row returns e's row of a list page (every list page sits one directory

@@ -1,6 +1,7 @@
 package site
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"html"
@@ -28,25 +29,55 @@ type resourcePage struct {
 // renderShard renders the page of shard k holding rs (sorted by ID, at
 // least one).
 func (b *Builder) renderShard(k shardKey, rs []*converge.Resource) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := b.renderShardTo(&buf, k, rs); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// sectionsMark stands for the sections in the rendered layout, which is
+// cut there: the sections are written between its halves, never copied
+// through html/template.
+const sectionsMark = "<!--sections-->"
+
+// renderShardTo renders the page into buf (reset first; a worker reuses
+// one buffer for all its pages).
+func (b *Builder) renderShardTo(buf *bytes.Buffer, k shardKey, rs []*converge.Resource) error {
 	rel := k.path()
 	title := string(rs[0].ID())
 	if len(rs) > 1 {
 		title = fmt.Sprintf("%s resources %03x", k.kind, k.n)
 	}
-	p := resourcePage{Base: b.base(rel, title)}
-	var sb strings.Builder
+	frame, err := render("resource", resourcePage{Base: b.base(rel, title), Sections: sectionsMark})
+	if err != nil {
+		return err
+	}
+	head, tail, _ := bytes.Cut(frame, []byte(sectionsMark))
+	buf.Reset()
+	buf.Write(head)
+	w := sw{buf}
 	if len(rs) > 1 {
-		sb.WriteString(`<nav class="toc"><p>` + strconv.Itoa(len(rs)) + " " + e(k.kind) + ` resources on this page; each link shows one:</p>` + "\n" + `<ul class="children">`)
+		w.s(`<nav class="toc"><p>`, strconv.Itoa(len(rs)), " ", e(k.kind), ` resources on this page; each link shows one:</p>`, "\n", `<ul class="children">`)
 		for _, r := range rs {
-			sb.WriteString(`<li><a href="#` + e(anchor(r.ID())) + `">` + e(string(r.ID())) + "</a></li>")
+			w.s(`<li><a href="#`, e(anchor(r.ID())), `">`, e(string(r.ID())), "</a></li>")
 		}
-		sb.WriteString("</ul></nav>\n")
+		w.s("</ul></nav>\n")
 	}
 	for _, r := range rs {
-		b.renderSection(&sb, r)
+		b.renderSection(w, r)
 	}
-	p.Sections = template.HTML(sb.String())
-	return render("resource", p)
+	buf.Write(tail)
+	return nil
+}
+
+// sw writes strings to a buffer.
+type sw struct{ b *bytes.Buffer }
+
+func (w sw) s(ss ...string) {
+	for _, s := range ss {
+		w.b.WriteString(s)
+	}
 }
 
 // e escapes s for HTML text and quoted attribute values.
@@ -56,20 +87,20 @@ var e = html.EscapeString
 // redacted, every text scrubbed of known secret values and escaped. It is
 // written by hand rather than with html/template, which cost ~80 µs per
 // resource (80 s of CPU for a million); every value goes through e.
-func (b *Builder) renderSection(sb *strings.Builder, r *converge.Resource) {
+func (b *Builder) renderSection(sb sw, r *converge.Resource) {
 	m := b.m
 	id := r.ID()
 	rel := shardOf(id).path()
 	up := upTo(rel)
-	w := sb.WriteString
-	fact := func(dt, dd string) { w("<dt>" + dt + "</dt><dd>" + dd + "</dd>\n") }
+	w := sb.s
+	fact := func(dt, dd string) { w("<dt>", dt, "</dt><dd>", dd, "</dd>\n") }
 
-	w(`<section class="res" id="` + e(anchor(id)) + `" data-id="` + e(string(id)) + `">` + "\n")
-	w(`<h1><a href="` + e(up+listKey{Kind: r.Kind}.path(1)) + `">` + e(r.Kind) + `</a>/` + e(r.Name) + " " + phaseSpan(r.Phase) + "</h1>\n")
+	w(`<section class="res" id="`, e(anchor(id)), `" data-id="`, e(string(id)), `">`, "\n")
+	w(`<h1><a href="`, e(up+listKey{Kind: r.Kind}.path(1)), `">`, e(r.Kind), `</a>/`, e(r.Name), " ", phaseSpan(r.Phase), "</h1>\n")
 	if r.Reason != "" {
-		w(`<p class="reason">` + e(m.clean(r.Reason)) + "</p>\n")
+		w(`<p class="reason">`, e(m.clean(r.Reason)), "</p>\n")
 	}
-	w(`<dl class="facts">` + "\n")
+	w(`<dl class="facts">`, "\n")
 	fact("kind version", "v"+strconv.Itoa(r.KindVersion))
 	fact("generation", fmt.Sprintf("%d (observed %d)", r.Generation, r.ObservedGeneration))
 	origin := e(string(r.Origin))
@@ -101,7 +132,7 @@ func (b *Builder) renderSection(sb *strings.Builder, r *converge.Resource) {
 	}
 	fact("attempts", attempts)
 	if r.LastError != "" {
-		w(`<dt>last error</dt><dd class="error">` + e(m.clean(r.LastError)) + "</dd>\n")
+		w(`<dt>last error</dt><dd class="error">`, e(m.clean(r.LastError)), "</dd>\n")
 	}
 	if r.Lease != nil {
 		fact("lease", e(fmt.Sprintf("%s by %s until %s", r.Lease.Reaction, r.Lease.Worker, stamp(r.Lease.Expires))))
@@ -120,35 +151,35 @@ func (b *Builder) renderSection(sb *strings.Builder, r *converge.Resource) {
 	if m.isGraphRoot(id) {
 		g := e(up + GraphPath(id))
 		w("<h2>Composition</h2>\n")
-		w(`<object class="graph" type="image/svg+xml" data="` + g + `">composition graph of ` + e(string(id)) + "</object>\n")
-		w(`<p><a href="` + g + `">open the graph</a></p>` + "\n")
+		w(`<object class="graph" type="image/svg+xml" data="`, g, `">composition graph of `, e(string(id)), "</object>\n")
+		w(`<p><a href="`, g, `">open the graph</a></p>`, "\n")
 	}
 	if kids := m.children[id]; len(kids) > 0 {
-		w("<h2>Children (" + strconv.Itoa(len(kids)) + ")</h2>\n" + `<ul class="children">`)
+		w("<h2>Children (", strconv.Itoa(len(kids)), ")</h2>\n", `<ul class="children">`)
 		for i, c := range kids {
 			if i >= b.opts.Children {
 				break
 			}
-			w(`<li><a href="` + e(b.href(rel, c)) + `">` + e(string(c)) + "</a></li>")
+			w(`<li><a href="`, e(b.href(rel, c)), `">`, e(string(c)), "</a></li>")
 		}
 		w("</ul>\n")
 		if more := len(kids) - b.opts.Children; more > 0 {
-			w(`<p class="note">and ` + strconv.Itoa(more) + " more; see the composition graph and the kind lists.</p>\n")
+			w(`<p class="note">and `, strconv.Itoa(more), " more; see the composition graph and the kind lists.</p>\n")
 		}
 	}
 
 	w("<h2>Depends on</h2>\n")
 	if cs := m.consumes[id]; len(cs) > 0 {
-		w(`<table class="edges">` + "\n<thead><tr><th>Producer</th><th>Value flows</th></tr></thead>\n<tbody>")
+		w(`<table class="edges">`, "\n<thead><tr><th>Producer</th><th>Value flows</th></tr></thead>\n<tbody>")
 		for i, ed := range cs {
 			if i >= b.opts.Children {
 				break
 			}
 			w("<tr><td>")
 			if href := b.href(rel, ed.Producer); href != "" {
-				w(`<a href="` + e(href) + `">` + e(string(ed.Producer)) + "</a>")
+				w(`<a href="`, e(href), `">`, e(string(ed.Producer)), "</a>")
 			} else {
-				w(e(string(ed.Producer)) + ` <span class="muted">(not declared)</span>`)
+				w(e(string(ed.Producer)), ` <span class="muted">(not declared)</span>`)
 			}
 			w("</td>\n<td>")
 			for _, f := range ed.Flows {
@@ -162,19 +193,19 @@ func (b *Builder) renderSection(sb *strings.Builder, r *converge.Resource) {
 		w("</tbody></table>\n")
 		more(sb, len(cs)-b.opts.Children)
 	} else {
-		w(`<p class="note">Nothing.</p>` + "\n")
+		w(`<p class="note">Nothing.</p>`, "\n")
 	}
 
 	w("<h2>Depended on by</h2>\n")
 	if pf := m.producedFor[id]; len(pf) > 0 {
-		w(`<table class="edges">` + "\n<thead><tr><th>Consumer</th><th>Value flows</th></tr></thead>\n<tbody>")
+		w(`<table class="edges">`, "\n<thead><tr><th>Consumer</th><th>Value flows</th></tr></thead>\n<tbody>")
 		for i, c := range pf {
 			if i >= b.opts.Children {
 				break
 			}
 			w("<tr><td>")
 			if href := b.href(rel, c); href != "" {
-				w(`<a href="` + e(href) + `">` + e(string(c)) + "</a>")
+				w(`<a href="`, e(href), `">`, e(string(c)), "</a>")
 			} else {
 				w(e(string(c)))
 			}
@@ -197,22 +228,22 @@ func (b *Builder) renderSection(sb *strings.Builder, r *converge.Resource) {
 		w("</tbody></table>\n")
 		more(sb, len(pf)-b.opts.Children)
 	} else {
-		w(`<p class="note">Nothing.</p>` + "\n")
+		w(`<p class="note">Nothing.</p>`, "\n")
 	}
 
 	spec, _ := redact(r.Spec, m.specPaths(id))
 	status, _ := redact(r.Status, m.statusPaths(id))
 	w("<h2>Spec</h2>\n")
 	if spec != "" {
-		w(`<pre class="json">` + e(m.clean(shown(spec))) + "</pre>\n")
+		w(`<pre class="json">`, e(m.clean(shown(spec))), "</pre>\n")
 	} else {
-		w(`<p class="note">Empty.</p>` + "\n")
+		w(`<p class="note">Empty.</p>`, "\n")
 	}
 	w("<h2>Status</h2>\n")
 	if status != "" {
-		w(`<pre class="json">` + e(m.clean(shown(status))) + "</pre>\n")
+		w(`<pre class="json">`, e(m.clean(shown(status))), "</pre>\n")
 	} else {
-		w(`<p class="note">None yet.</p>` + "\n")
+		w(`<p class="note">None yet.</p>`, "\n")
 	}
 
 	w("<h2>Events</h2>\n")
@@ -221,14 +252,14 @@ func (b *Builder) renderSection(sb *strings.Builder, r *converge.Resource) {
 		evs = evs[len(evs)-b.opts.Events:]
 	}
 	if len(evs) > 0 {
-		w(`<table class="events">` + "\n<thead><tr><th>Time</th><th>Type</th><th>Message</th></tr></thead>\n<tbody>")
+		w(`<table class="events">`, "\n<thead><tr><th>Time</th><th>Type</th><th>Message</th></tr></thead>\n<tbody>")
 		for i := len(evs) - 1; i >= 0; i-- { // newest first
 			ev := evs[i]
-			w("<tr><td>" + stamp(ev.Time) + "</td><td>" + e(ev.Type) + `</td><td class="msg">` + e(m.clean(ev.Message)) + "</td></tr>\n")
+			w("<tr><td>", stamp(ev.Time), "</td><td>", e(ev.Type), `</td><td class="msg">`, e(m.clean(ev.Message)), "</td></tr>\n")
 		}
 		w("</tbody></table>\n")
 	} else {
-		w(`<p class="note">No events kept.</p>` + "\n")
+		w(`<p class="note">No events kept.</p>`, "\n")
 	}
 	w("</section>\n")
 }
@@ -237,13 +268,13 @@ func phaseSpan(p converge.Phase) string {
 	return `<span class="phase ph-` + e(strings.ToLower(string(p))) + `">` + e(string(p)) + "</span>"
 }
 
-func flow(sb *strings.Builder, from, to string) {
-	sb.WriteString(`<div class="flow"><code>` + e(from) + "</code> → <code>" + e(to) + "</code></div>")
+func flow(sb sw, from, to string) {
+	sb.s(`<div class="flow"><code>`, e(from), "</code> → <code>", e(to), "</code></div>")
 }
 
-func more(sb *strings.Builder, n int) {
+func more(sb sw, n int) {
 	if n > 0 {
-		sb.WriteString(`<p class="note">and ` + strconv.Itoa(n) + " more.</p>\n")
+		sb.s(`<p class="note">and `, strconv.Itoa(n), " more.</p>\n")
 	}
 }
 
@@ -288,6 +319,7 @@ func (b *Builder) writeShards(w *writer, keys []shardKey, have map[converge.ID]*
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
+			var buf bytes.Buffer
 			for j := i; j < len(keys); j += workers {
 				k := keys[j]
 				rs := make([]*converge.Resource, 0, len(b.m.shards[k]))
@@ -313,12 +345,11 @@ func (b *Builder) writeShards(w *writer, keys []shardKey, have map[converge.ID]*
 					mu.Unlock()
 					continue
 				}
-				var page []byte
 				if err == nil {
-					page, err = b.renderShard(k, rs)
+					err = b.renderShardTo(&buf, k, rs)
 				}
 				if err == nil {
-					err = ws[i].write(k.path(), page)
+					err = ws[i].write(k.path(), buf.Bytes())
 				}
 				mu.Lock()
 				if err != nil && first == nil {

@@ -46,8 +46,18 @@ var linkAttr = regexp.MustCompile(`\b(?:href|src|data)="([^"]*)"`)
 // fragment, to an element of it), and returns how many links it checked.
 func checkLinks(t *testing.T, files map[string][]byte) int {
 	t.Helper()
+	return checkLinksIn(t, files, func(name string) ([]byte, bool) {
+		b, ok := files[name]
+		return b, ok
+	})
+}
+
+// checkLinksIn checks the links of pages as checkLinks does, finding
+// their targets with lookup.
+func checkLinksIn(t *testing.T, pages map[string][]byte, lookup func(name string) ([]byte, bool)) int {
+	t.Helper()
 	n := 0
-	for name, body := range files {
+	for name, body := range pages {
 		if !strings.HasSuffix(name, ".html") && !strings.HasSuffix(name, ".svg") {
 			continue
 		}
@@ -62,7 +72,7 @@ func checkLinks(t *testing.T, files map[string][]byte) int {
 			}
 			ref, frag, _ := strings.Cut(ref, "#")
 			target := path.Clean(path.Join(path.Dir(name), ref))
-			body, ok := files[target]
+			body, ok := lookup(target)
 			if !ok {
 				t.Errorf("%s: link %q resolves to missing %s", name, ref, target)
 			} else if frag != "" && !bytes.Contains(body, []byte(` id="`+frag+`"`)) {
