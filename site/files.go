@@ -70,7 +70,8 @@ func shardOf(id converge.ID) shardKey {
 
 // path returns the page's file relative to the site root.
 func (k shardKey) path() string {
-	return fmt.Sprintf("r/%s/%03x.html", seg(k.kind), k.n)
+	const hex = "0123456789abcdef"
+	return "r/" + seg(k.kind) + "/" + string([]byte{hex[k.n>>8&0xf], hex[k.n>>4&0xf], hex[k.n&0xf]}) + ".html"
 }
 
 // anchor returns the fragment naming id's section on its page.

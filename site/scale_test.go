@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/convergehq/converge/state"
 	"github.com/convergehq/converge/state/statetest"
 )
 
@@ -14,12 +15,19 @@ import (
 // checks that no file passes 1 MiB, that the site is a few thousand files
 // rather than a million, and that the pages a person opens first link
 // only to files that exist. It runs only with CONVERGE_SCALE=1 (several
-// minutes, ~5 GiB); its speed is BenchmarkBuild/1M's.
+// minutes, ~5 GiB); its speed is BenchmarkBuild/1M's and, on the store
+// it keeps with CONVERGE_SCALE_STATE, `converge site build`'s.
 func TestScaleSite(t *testing.T) {
 	if os.Getenv("CONVERGE_SCALE") != "1" {
 		t.Skip("set CONVERGE_SCALE=1 to build the site of a million resources")
 	}
-	s := statetest.Open(t)
+	// CONVERGE_SCALE_STATE=DIR keeps the store in DIR (empty or absent
+	// first), to time `converge site build --state DIR` on it afterwards.
+	stateDir := os.Getenv("CONVERGE_SCALE_STATE")
+	if stateDir == "" {
+		stateDir = t.TempDir()
+	}
+	s := statetest.OpenDir(t, stateDir, state.Options{NoSync: true})
 	fill(t, s, 58, 5747)
 	dir := filepath.Join(t.TempDir(), "site")
 	st, err := Build(s, dir, Options{Now: fixedNow})

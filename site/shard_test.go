@@ -134,3 +134,26 @@ func TestPageCaps(t *testing.T) {
 		t.Errorf("largest file %s is %d bytes, want at most 1 MiB", st.LargestFile, st.Largest)
 	}
 }
+
+// TestShardPath pins the page of a few IDs: a resource's link must not
+// change between versions (status reporters and bookmarks hold it).
+func TestShardPath(t *testing.T) {
+	tests := []struct {
+		id       converge.ID
+		wantPath string
+	}{
+		{"vpc/team-a", "r/vpc/3d6.html#team-a"},
+		{"classicbom/classic", "r/classicbom/" + fmt.Sprintf("%03x", shardOf("classicbom/classic").n) + ".html#classic"},
+		{"Weird/Name", "r/_" + seg("Weird")[1:] + "/" + fmt.Sprintf("%03x", shardOf("Weird/Name").n) + ".html#" + seg("Name")},
+	}
+	for _, tc := range tests {
+		if got := ResourcePath(tc.id); got != tc.wantPath {
+			t.Errorf("ResourcePath(%s) = %s, want %s", tc.id, got, tc.wantPath)
+		}
+	}
+	for n := uint32(0); n < Shards; n += 37 {
+		if got, want := (shardKey{"vpc", n}).path(), fmt.Sprintf("r/vpc/%03x.html", n); got != want {
+			t.Errorf("shard %d: %s, want %s", n, got, want)
+		}
+	}
+}
