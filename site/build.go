@@ -263,6 +263,12 @@ func (b *Builder) build() (*Stats, error) {
 			keep[GraphPath(id)] = true
 		}
 	}
+	for _, id := range m.roots {
+		if _, err := b.writeGroups(w, id, nil, keep); err != nil {
+			b.m = nil
+			return nil, err
+		}
+	}
 	if err := b.writeTop(w, true); err != nil {
 		b.m = nil
 		return nil, err
@@ -598,6 +604,7 @@ type update struct {
 	roots     map[converge.ID]bool               // roots whose graph to redraw
 	goneLists []listKey                          // lists of kinds gone from the site
 	full      bool                               // rollups need a full tally
+	regroup   bool                               // membership changed: group roots afresh
 	edges     bool                               // some edge changed
 }
 
@@ -629,6 +636,9 @@ func (b *Builder) apply(u *update, id converge.ID, r *converge.Resource) (bool, 
 		if consumes, producedFor, err = b.r.EdgesOf(id); err != nil {
 			return false, err
 		}
+	}
+	if old == nil || r == nil || old.owner != r.Owner {
+		u.regroup = true
 	}
 	if (old == nil) != (r == nil) { // pages linking to id gain or lose a link
 		if old != nil {
@@ -930,6 +940,22 @@ func (b *Builder) flush(u *update, start time.Time) (*Stats, error) {
 				return nil, fmt.Errorf("update site: %w", err)
 			}
 		}
+	}
+	var only []converge.ID
+	if !u.regroup && !u.edges && !u.full {
+		only = make([]converge.ID, 0, len(u.fetched))
+		for id, r := range u.fetched {
+			if r != nil {
+				only = append(only, id)
+			}
+		}
+	}
+	for id := range u.roots {
+		n, err := b.writeGroups(w, id, only, nil)
+		if err != nil {
+			return nil, err
+		}
+		removed += n
 	}
 	if err := b.writeTop(w, false); err != nil {
 		return nil, err

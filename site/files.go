@@ -173,6 +173,12 @@ func (w *writer) write(rel string, data []byte) error {
 	return nil
 }
 
+// sameFile reports whether the file rel under dir holds data.
+func sameFile(dir, rel string, data []byte) bool {
+	old, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(rel)))
+	return err == nil && bytes.Equal(old, data)
+}
+
 // add counts what x wrote as written by w.
 func (w *writer) add(x *writer) {
 	w.files += x.files
@@ -214,7 +220,7 @@ func prepare(dir string) error {
 // that keep does not list (stale pages of resources that are gone).
 func prune(dir string, keep map[string]bool) (int, error) {
 	removed := 0
-	for _, sub := range []string{"r", "graph", "kinds", "phases"} {
+	for _, sub := range []string{"r", "graph", "groups", "kinds", "phases"} {
 		root := filepath.Join(dir, sub)
 		err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
 			if err != nil {

@@ -34,10 +34,12 @@ type model struct {
 	producedFor map[converge.ID][]converge.ID // producer → consumers, sorted
 	events      map[converge.ID][]converge.Event
 	lastSeq     uint64
-	lists       map[listKey][]converge.ID  // sorted
-	shards      map[shardKey][]converge.ID // resource page → its resources, sorted
-	segs        map[listKey][]int          // kind-phase list → segment where each page starts
-	kindNames   []string                   // kinds declared or in use, sorted
+	lists       map[listKey][]converge.ID       // sorted
+	shards      map[shardKey][]converge.ID      // resource page → its resources, sorted
+	groupFiles  map[converge.ID]map[string]bool // root → the group pages written for it
+	groupings   map[converge.ID]*grouping       // root → its groups, until membership or an edge changes
+	segs        map[listKey][]int               // kind-phase list → segment where each page starts
+	kindNames   []string                        // kinds declared or in use, sorted
 	secrets     map[string]*secretPaths
 	secretVals  map[string]int // secret value → resources holding it
 	scrub       *strings.Replacer
@@ -65,6 +67,8 @@ func newModel() *model {
 		events:      make(map[converge.ID][]converge.Event),
 		lists:       make(map[listKey][]converge.ID),
 		shards:      make(map[shardKey][]converge.ID),
+		groupFiles:  make(map[converge.ID]map[string]bool),
+		groupings:   make(map[converge.ID]*grouping),
 		segs:        make(map[listKey][]int),
 		secretVals:  make(map[string]int),
 	}

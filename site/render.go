@@ -25,7 +25,7 @@ var pages = func() map[string]*template.Template {
 	fm := template.FuncMap{"lower": func(v any) string { return strings.ToLower(fmt.Sprint(v)) }}
 	base := template.Must(template.New("").Funcs(fm).ParseFS(templateFS, "templates/layout.html"))
 	out := make(map[string]*template.Template)
-	for _, p := range []string{"index", "list", "resource"} {
+	for _, p := range []string{"index", "list", "resource", "groups"} {
 		out[p] = template.Must(template.Must(base.Clone()).ParseFS(templateFS, "templates/"+p+".html"))
 	}
 	return out
@@ -80,7 +80,7 @@ func (b *Builder) base(rel, title string) base {
 // current counts, before pages are rendered (concurrently) from it.
 func (b *Builder) prepareHeaders() error {
 	b.headers = make(map[string]template.HTML)
-	for _, root := range []string{"", "../", "../../"} {
+	for _, root := range []string{"", "../", "../../", "../../../"} {
 		bs := b.base(root+"x", "")
 		var buf bytes.Buffer
 		if err := pages["index"].ExecuteTemplate(&buf, "header", bs); err != nil {

@@ -152,7 +152,11 @@ func (b *Builder) renderSection(sb sw, r *converge.Resource) {
 		g := e(up + GraphPath(id))
 		w("<h2>Composition</h2>\n")
 		w(`<object class="graph" type="image/svg+xml" data="`, g, `">composition graph of `, e(string(id)), "</object>\n")
-		w(`<p><a href="`, g, `">open the graph</a></p>`, "\n")
+		w(`<p><a href="`, g, `">open the graph</a>`)
+		if m.hasGroups(id, b.opts.GraphNodes) {
+			w(` · <a href="`, e(up+GroupsPath(id, 1)), `">its groups by dependency</a>`)
+		}
+		w("</p>\n")
 	}
 	if kids := m.children[id]; len(kids) > 0 {
 		w("<h2>Children (", strconv.Itoa(len(kids)), ")</h2>\n", `<ul class="children">`)
