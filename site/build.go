@@ -161,6 +161,7 @@ func (b *Builder) build() (*Stats, error) {
 			sk := shardOf(id)
 			m.shards[sk] = append(m.shards[sk], id)
 			if len(row.Consumes) > 0 {
+				m.compactEdges(id, row.Consumes)
 				m.consumes[id] = row.Consumes
 			}
 			for _, e := range row.Consumes {

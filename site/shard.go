@@ -259,7 +259,7 @@ func (b *Builder) renderSection(sb sw, r *converge.Resource) {
 		w(`<table class="events">`, "\n<thead><tr><th>Time</th><th>Type</th><th>Message</th></tr></thead>\n<tbody>")
 		for i := len(evs) - 1; i >= 0; i-- { // newest first
 			ev := evs[i]
-			w("<tr><td>", stamp(ev.Time), "</td><td>", e(ev.Type), `</td><td class="msg">`, e(m.clean(ev.Message)), "</td></tr>\n")
+			w("<tr><td>", stamp(ev.when()), "</td><td>", e(ev.typ), `</td><td class="msg">`, e(m.clean(ev.msg)), "</td></tr>\n")
 		}
 		w("</tbody></table>\n")
 	} else {
