@@ -40,8 +40,8 @@ func newSiteCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(c.OutOrStdout(), "wrote %d files for %d resources to %s in %v\n",
-				st.Files, st.Resources, out, st.Elapsed.Round(time.Millisecond))
+			fmt.Fprintf(c.OutOrStdout(), "wrote %d files for %d resources to %s in %v; largest %s (%.1f KiB)\n",
+				st.Files, st.Resources, out, st.Elapsed.Round(time.Millisecond), st.LargestFile, float64(st.Largest)/1024)
 			return nil
 		},
 	}

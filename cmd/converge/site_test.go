@@ -40,7 +40,8 @@ func TestSiteBuildCommand(t *testing.T) {
 		wantUsage bool
 		wantOut   string
 	}{
-		{name: "build", args: []string{"--state", stateDir, "site", "build", "--out", out}, wantOut: "for 3 resources to " + out},
+		{name: "build", args: []string{"--state", stateDir, "site", "build", "--out", out}, wantOut: "for 3 resources to " + out + " in "},
+		{name: "largest", args: []string{"--state", stateDir, "site", "build", "--out", out}, wantOut: "; largest index.html ("},
 		{name: "rebuild", args: []string{"--state", stateDir, "site", "build", "--out", out}, wantOut: "for 3 resources"},
 		{name: "no out", args: []string{"--state", stateDir, "site", "build"}, wantUsage: true},
 		{name: "foreign dir", args: []string{"--state", stateDir, "site", "build", "--out", stateDir}, wantUsage: true},
