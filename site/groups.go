@@ -187,19 +187,39 @@ func (b *Builder) groupFiles(root converge.ID, g *grouping, only []converge.ID) 
 	size := b.opts.PageSize
 	out := make(map[string][]byte)
 	listPages := make(map[int]bool)
-	grs := make(map[int]bool)
+	grs := make(map[int]map[int]bool) // group → its pages to render (nil: all)
 	if only == nil {
 		for p := 1; p <= max(1, (len(g.groups)+size-1)/size); p++ {
 			listPages[p] = true
 		}
 		for i := range g.groups {
-			grs[i] = true
+			grs[i] = nil
 		}
 	}
 	for _, id := range only {
-		if i, ok := g.of[id]; ok {
-			listPages[i/size+1] = true
-			grs[i] = true
+		i, ok := g.of[id]
+		if !ok {
+			continue
+		}
+		listPages[i/size+1] = true
+		gr := g.groups[i]
+		if gr.subs == nil {
+			grs[i] = nil // drawn: its graph shows every phase
+			continue
+		}
+		// A page of subgroups shows the phases of its own resources
+		// only: rewrite the one holding id (none for the hub).
+		for si, sub := range gr.subs {
+			if _, found := slices.BinarySearch(sub, id); found {
+				if ps, seen := grs[i]; !seen || ps != nil {
+					if ps == nil {
+						ps = make(map[int]bool)
+						grs[i] = ps
+					}
+					ps[si/size+1] = true
+				}
+				break
+			}
 		}
 	}
 	for p := range listPages {
@@ -207,8 +227,8 @@ func (b *Builder) groupFiles(root converge.ID, g *grouping, only []converge.ID) 
 			return nil, err
 		}
 	}
-	for i := range grs {
-		if err := b.renderGroup(out, root, g.groups[i]); err != nil {
+	for i, ps := range grs {
+		if err := b.renderGroup(out, root, g.groups[i], ps); err != nil {
 			return nil, err
 		}
 	}
@@ -244,7 +264,8 @@ func (b *Builder) renderGroupList(out map[string][]byte, root converge.ID, g *gr
 	return nil
 }
 
-func (b *Builder) renderGroup(out map[string][]byte, root converge.ID, gr *group) error {
+// renderGroup renders gr's pages: those in pages, or all if pages is nil.
+func (b *Builder) renderGroup(out map[string][]byte, root converge.ID, gr *group, pages map[int]bool) error {
 	m := b.m
 	size := b.opts.PageSize
 	if gr.subs == nil {
@@ -263,14 +284,16 @@ func (b *Builder) renderGroup(out map[string][]byte, root converge.ID, gr *group
 		return nil
 	}
 	n := max(1, (len(gr.subs)+size-1)/size)
-	c := m.countsOf(gr.ids)
 	for p := 1; p <= n; p++ {
+		if pages != nil && !pages[p] {
+			continue
+		}
 		rel := groupPath(root, gr.hub, p)
 		up := upTo(rel)
 		gp := groupsPage{Base: b.base(rel, "group "+string(gr.hub)), Heading: "group " + string(gr.hub),
 			Root: link{root, b.href(rel, root)}, ShowCounts: true,
-			Intro: template.HTML(fmt.Sprintf(`%d resources of it (%d ready, %d failed): <a href="%s">%s</a> and %d subgroups that depend on it, connected among themselves.`,
-				len(gr.ids), c.Ready, c.Failed, e(b.href(rel, gr.hub)), e(string(gr.hub)), len(gr.subs))),
+			Intro: template.HTML(fmt.Sprintf(`%d resources of it: <a href="%s">%s</a> and %d subgroups that depend on it, connected among themselves (their counts by phase are on the list of groups).`,
+				len(gr.ids), e(b.href(rel, gr.hub)), e(string(gr.hub)), len(gr.subs))),
 			Pager: pager{Page: p, Pages: n}}
 		if p > 1 {
 			gp.Pager.PrevHref = up + groupPath(root, gr.hub, p-1)
