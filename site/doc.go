@@ -15,7 +15,7 @@
 // Every page is rendered with html/template; SVG text is XML-escaped. Links
 // are relative, so the directory works from any static host and from
 // file://. File names are stable: r/KIND/SHARD.html#NAME (see below),
-// graph/KIND/NAME.svg, kinds/KIND.html (kinds/KIND-p2.html …, PageSize
+// graph/KIND/NAME.svg, groups/KIND/NAME.html, kinds/KIND.html (kinds/KIND-p2.html …, PageSize
 // rows a page), kinds/KIND.PHASE.html (paginated the same way),
 // phases/PHASE.html (one page: the first rows and links to that phase by
 // kind), index.html, summary.json (the totals and at most Options.Roots
@@ -47,7 +47,12 @@
 // A composition root's graph draws every node (columns by dependency
 // depth, coloured by phase, each a link to its page) when its subtree has
 // at most Options.GraphNodes resources, and one box per kind with phase
-// counts otherwise, so a whole BOM stays a small SVG.
+// counts otherwise, so a whole BOM stays a small SVG. Such a big root also
+// gets groups by dependency to drill down into (groups/KIND/NAME.html and
+// below, paginated): the connected parts of its subtree named after their
+// hubs (a classic functional domain, after its transit gateway), each
+// drawn node by node when small enough and otherwise cut again without
+// its hub into subgroups listed with their resources (the domain's teams).
 //
 // # Caveats
 //
