@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -13,14 +14,28 @@ import (
 )
 
 // benchSizes are the classic example's size (1 + 4×(2+3×303) + 2 = 3,647
-// resources) and a 100,000-resource store.
-var benchSizes = []struct {
+// resources) and a 100,000-resource store; with CONVERGE_SCALE=1 also a
+// million-resource store (1 + 58×(2+3×5,747) + 2 = 1,000,097: the classic
+// example's 58 domains).
+var benchSizes = func() []struct {
 	name           string
 	domains, teams int
-}{
-	{"classic", 4, 303},
-	{"100k", 20, 1666},
-}
+} {
+	sizes := []struct {
+		name           string
+		domains, teams int
+	}{
+		{"classic", 4, 303},
+		{"100k", 20, 1666},
+	}
+	if os.Getenv("CONVERGE_SCALE") == "1" {
+		sizes = append(sizes, struct {
+			name           string
+			domains, teams int
+		}{"1M", 58, 5747})
+	}
+	return sizes
+}()
 
 // benchDir returns where a benchmark writes its site: under
 // $SITE_BENCH_DIR when set (to compare file systems, e.g. /dev/shm),
@@ -66,6 +81,7 @@ func BenchmarkBuild(b *testing.B) {
 				var st *Stats
 				var cpu time.Duration
 				n := 0
+				runtime.GC()
 				b.ResetTimer()
 				for b.Loop() {
 					out := dir
@@ -90,6 +106,8 @@ func BenchmarkBuild(b *testing.B) {
 				b.ReportMetric(float64(st.Resources), "resources")
 				b.ReportMetric(float64(st.Files), "written")
 				b.ReportMetric(float64(st.Unchanged), "unchanged")
+				b.ReportMetric(float64(st.Largest)/1024, "largest-KiB")
+				b.Logf("largest file %s: %d bytes; %d resources, %d files", st.LargestFile, st.Largest, st.Resources, st.Files+st.Unchanged)
 			})
 		}
 	}
@@ -140,8 +158,8 @@ func BenchmarkUpdateOne(b *testing.B) {
 	}
 }
 
-// BenchmarkRenderResource measures rendering one resource page, without
-// writing it.
+// BenchmarkRenderResource measures rendering one resource's page (a shard
+// holding it alone), without writing it.
 func BenchmarkRenderResource(b *testing.B) {
 	s := statetest.Open(b)
 	fill(b, s, 1, 10)
@@ -154,7 +172,7 @@ func BenchmarkRenderResource(b *testing.B) {
 		b.Fatal(err)
 	}
 	for b.Loop() {
-		if _, err := bld.renderResource(r); err != nil {
+		if _, err := bld.renderShard(shardOf(r.ID()), []*converge.Resource{r}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -3,6 +3,9 @@ package site
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"html"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -10,6 +13,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -105,11 +110,20 @@ func TestBrowser(t *testing.T) {
 	if err := s.Commit(batch); err != nil {
 		t.Fatal(err)
 	}
+	// Three buckets on one page, to open it at each one's fragment.
+	var buckets []*converge.Resource
+	for _, n := range sameShard("bucket", 3) {
+		buckets = append(buckets, &converge.Resource{Kind: "bucket", KindVersion: 1, Name: n, Phase: converge.PhaseReady, Spec: json.RawMessage(`{}`)})
+	}
+	if err := s.Commit(&converge.Batch{Resources: buckets}); err != nil {
+		t.Fatal(err)
+	}
 	putRevisions(t, s)
-	total := len(batch.Resources)
-	rootTotal := total - 2 // db/orders and app/shop are roots of their own
+	total := len(batch.Resources) + len(buckets)
+	rootTotal := len(batch.Resources) - 2 // db/orders, app/shop and the buckets are roots of their own
 	dir := filepath.Join(t.TempDir(), "site")
-	bld := NewBuilder(s, dir, Options{Now: time.Now, Title: "converge classic"})
+	const pageSize = 8 // the 20 vpcs on three pages
+	bld := NewBuilder(s, dir, Options{Now: time.Now, Title: "converge classic", PageSize: pageSize})
 	if _, err := bld.Build(); err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +131,10 @@ func TestBrowser(t *testing.T) {
 	defer srv.Close()
 	base, _ := url.Parse(srv.URL + "/")
 	index := base.ResolveReference(&url.URL{Path: "index.html"})
-	rootPage := base.ResolveReference(&url.URL{Path: ResourcePath("classicbom/classic")})
+	rootPage, err := base.Parse(ResourcePath("classicbom/classic"))
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	artifacts := os.Getenv("CONVERGE_ARTIFACTS")
 	if artifacts == "" {
@@ -180,6 +197,100 @@ func TestBrowser(t *testing.T) {
 		shot := filepath.Join(artifacts, "site-root.png")
 		headless(t, bin, rootPage.String(), "--screenshot="+shot, "--window-size=1280,900")
 		t.Logf("screenshot of the root page: %s", shot)
+	})
+
+	t.Run("pagination", func(t *testing.T) {
+		// Follow "next →" from the first page of the vpcs to the last, as
+		// a person would, then "← previous" back: every vpc once, in
+		// order, on pages of pageSize.
+		pageLink := regexp.MustCompile(`<a href="([^"]+)">(← previous|next →)</a>`)
+		rowLink := regexp.MustCompile(`<tr><td><a href="[^"]+">(vpc/[^<]+)</a>`)
+		links := func(dom string) map[string]string {
+			out := map[string]string{}
+			for _, m := range pageLink.FindAllStringSubmatch(dom, -1) {
+				out[m[2]] = m[1]
+			}
+			return out
+		}
+		var seen []string
+		var visited []*url.URL
+		page := base.ResolveReference(&url.URL{Path: "kinds/vpc.html"})
+		for n := 1; ; n++ {
+			if n > 5 {
+				t.Fatal("next → never ends")
+			}
+			dom := headless(t, bin, page.String(), "--dump-dom")
+			if want := fmt.Sprintf("page %d of 3", n); !strings.Contains(dom, want) {
+				t.Errorf("%s does not say %q", page.Path, want)
+			}
+			var rows []string
+			for _, m := range rowLink.FindAllStringSubmatch(dom, -1) {
+				rows = append(rows, m[1])
+			}
+			if n < 3 && len(rows) != pageSize {
+				t.Errorf("%s shows %d vpcs, want %d", page.Path, len(rows), pageSize)
+			}
+			seen = append(seen, rows...)
+			checkDOMLinks(t, page, dom)
+			visited = append(visited, page)
+			ls := links(dom)
+			if _, ok := ls["← previous"]; ok != (n > 1) {
+				t.Errorf("%s: previous link present = %v, want %v", page.Path, ok, n > 1)
+			}
+			next, ok := ls["next →"]
+			if !ok {
+				break
+			}
+			ref, err := url.Parse(html.UnescapeString(next))
+			if err != nil {
+				t.Fatal(err)
+			}
+			page = page.ResolveReference(ref)
+		}
+		var want []string
+		for _, r := range batch.Resources {
+			if r.Kind == "vpc" {
+				want = append(want, string(r.ID()))
+			}
+		}
+		sort.Strings(want)
+		if !slices.Equal(seen, want) {
+			t.Errorf("the pages show %v, want every vpc once in order: %v", seen, want)
+		}
+		for i := len(visited) - 1; i > 0; i-- {
+			dom := headless(t, bin, visited[i].String(), "--dump-dom")
+			ref, err := url.Parse(html.UnescapeString(links(dom)["← previous"]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := visited[i].ResolveReference(ref).Path, visited[i-1].Path; got != want {
+				t.Errorf("← previous on %s leads to %s, want %s", visited[i].Path, got, want)
+			}
+		}
+	})
+
+	t.Run("shared resource page", func(t *testing.T) {
+		// Each bucket's link opens the page of all three at its section;
+		// the tab is named after it.
+		for _, r := range buckets {
+			u, err := base.Parse(ResourcePath(r.ID()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			dom := headless(t, bin, u.String(), "--dump-dom")
+			if got := bytes.Count([]byte(dom), []byte(`<section class="res"`)); got != 3 {
+				t.Errorf("%s holds %d sections, want 3", u.Path, got)
+			}
+			if want := "<title>" + string(r.ID()) + " · converge classic</title>"; !strings.Contains(dom, want) {
+				t.Errorf("%s: the tab is not named %s", u, r.ID())
+			}
+			checkDOMLinks(t, u, dom)
+		}
+		last := buckets[len(buckets)-1]
+		u, _ := base.Parse(ResourcePath(last.ID()))
+		shot := filepath.Join(artifacts, "site-shared-page.png")
+		headless(t, bin, u.String(), "--screenshot="+shot, "--window-size=1280,900")
+		t.Logf("screenshot of %s: %s", u, shot)
 	})
 
 	t.Run("counts update by polling", func(t *testing.T) {

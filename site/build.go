@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/convergehq/converge"
@@ -70,6 +71,9 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// scanPage is how many resources Build reads per read transaction.
+const scanPage = 2000
+
 // Stats says what one Build or Update did.
 type Stats struct {
 	// Resources is the number of resources in the store.
@@ -79,6 +83,10 @@ type Stats struct {
 	Files, Unchanged, Removed int
 	// Bytes is the total size of the files written.
 	Bytes int64
+	// Largest is the size of the biggest file Build or Update produced
+	// (written or found unchanged) and LargestFile its path.
+	Largest     int64
+	LargestFile string
 	// Elapsed is the wall time of the call.
 	Elapsed time.Duration
 }
@@ -130,36 +138,48 @@ func (b *Builder) build() (*Stats, error) {
 		return nil, fmt.Errorf("build site: %w", err)
 	}
 	m.secrets = secretsByKind(kinds)
-	all, err := b.r.Resources(state.Filter{})
-	if err != nil {
-		return nil, fmt.Errorf("build site: %w", err)
-	}
 	kindSet := make(map[string]bool)
 	for _, k := range kinds {
 		kindSet[k.Name] = true
 	}
-	for _, r := range all { // sorted by ID, so every slice below is sorted
-		id := r.ID()
-		e := &entry{id: id, phase: r.Phase, owner: r.Owner, updated: r.UpdatedAt}
-		m.res[id] = e
-		kindSet[r.Kind] = true
-		if r.Owner != "" {
-			m.children[r.Owner] = append(m.children[r.Owner], id)
+	// Pass 1: the model, from a paged scan (resources in ID order, so
+	// every slice below is sorted). Only entries are kept; pages read
+	// their resources again, a shard at a time.
+	for rows := range b.scan(&err) {
+		for _, row := range rows {
+			r := row.Resource
+			id := r.ID()
+			e := &entry{id: id, phase: r.Phase, owner: r.Owner, updated: r.UpdatedAt, reason: shortReason(r.Reason)}
+			m.res[id] = e
+			kindSet[r.Kind] = true
+			if r.Owner != "" {
+				m.children[r.Owner] = append(m.children[r.Owner], id)
+			}
+			for _, k := range keysOf(e) {
+				m.lists[k] = append(m.lists[k], id)
+			}
+			sk := shardOf(id)
+			m.shards[sk] = append(m.shards[sk], id)
+			if len(row.Consumes) > 0 {
+				m.compactEdges(id, row.Consumes)
+				m.consumes[id] = row.Consumes
+			}
+			for _, e := range row.Consumes {
+				m.producedFor[e.Producer] = append(m.producedFor[e.Producer], id)
+			}
 		}
-		for _, k := range keysOf(e) {
-			m.lists[k] = append(m.lists[k], id)
-		}
-		consumes, _, err := b.r.EdgesOf(id)
-		if err != nil {
-			return nil, fmt.Errorf("build site: %w", err)
-		}
-		if len(consumes) > 0 {
-			m.consumes[id] = consumes
-		}
-		for _, e := range consumes {
-			m.producedFor[e.Producer] = append(m.producedFor[e.Producer], id)
+		// A producer's secret paths may reach a consumer's spec through
+		// a flow: its kind is known, so the consumer's paths are too.
+		for _, row := range rows {
+			if vals := m.secretValues(row.Resource); len(vals) > 0 {
+				m.setSecrets(m.res[row.Resource.ID()], vals)
+			}
 		}
 	}
+	if err != nil {
+		return nil, fmt.Errorf("build site: %w", err)
+	}
+	// producedFor lists were appended in consumer order: sorted.
 	for k := range kindSet {
 		m.kindNames = append(m.kindNames, k)
 	}
@@ -169,17 +189,15 @@ func (b *Builder) build() (*Stats, error) {
 		return nil, fmt.Errorf("build site: %w", err)
 	}
 	m.addEvents(evs, b.opts.Events)
+	evs = nil
 	if err := b.readRevisions(m); err != nil {
 		return nil, err
 	}
-	for _, r := range all {
-		if vals := m.secretValues(r); len(vals) > 0 {
-			m.setSecrets(m.res[r.ID()], vals)
-		}
-	}
 	m.scrub = newScrubber(m.secretVals)
-	for _, r := range all {
-		m.res[r.ID()].reason = m.clean(shortReason(r.Reason))
+	if m.scrub != nil {
+		for _, e := range m.res {
+			e.reason = m.clean(e.reason)
+		}
 	}
 	m.tally()
 	b.m = m
@@ -190,7 +208,11 @@ func (b *Builder) build() (*Stats, error) {
 
 	w := &writer{dir: b.dir}
 	keep := make(map[string]bool)
-	if err := b.writeResources(w, all, keep); err != nil {
+	shardKeys := make([]shardKey, 0, len(m.shards))
+	for k := range m.shards {
+		shardKeys = append(shardKeys, k)
+	}
+	if _, err := b.writeShards(w, shardKeys, nil, keep); err != nil {
 		b.m = nil
 		return nil, err
 	}
@@ -209,14 +231,29 @@ func (b *Builder) build() (*Stats, error) {
 			m.segs[k] = b.segStarts(k)
 		}
 	}
+	// Rows first, each once and on every core; then the pages, which
+	// only read them.
+	var ids []converge.ID
+	for _, k := range m.kindNames {
+		ids = append(ids, m.lists[listKey{Kind: k}]...)
+	}
+	const chunk = 4096
+	_ = parallel((len(ids)+chunk-1)/chunk, func(i int) error {
+		for _, id := range ids[i*chunk : min((i+1)*chunk, len(ids))] {
+			b.row(m.res[id])
+		}
+		return nil
+	})
+	var lists []listPageRef
 	for _, k := range keys {
 		for p := 1; p <= b.pageCount(k, len(m.lists[k])); p++ {
-			if err := b.writeList(w, k, p); err != nil {
-				b.m = nil
-				return nil, err
-			}
+			lists = append(lists, listPageRef{k, p})
 			keep[k.path(p)] = true
 		}
+	}
+	if err := b.writeLists(w, lists); err != nil {
+		b.m = nil
+		return nil, err
 	}
 	for _, id := range m.roots {
 		if m.isGraphRoot(id) {
@@ -225,6 +262,12 @@ func (b *Builder) build() (*Stats, error) {
 				return nil, err
 			}
 			keep[GraphPath(id)] = true
+		}
+	}
+	for _, id := range m.roots {
+		if _, err := b.writeGroups(w, id, nil, keep); err != nil {
+			b.m = nil
+			return nil, err
 		}
 	}
 	if err := b.writeTop(w, true); err != nil {
@@ -236,7 +279,8 @@ func (b *Builder) build() (*Stats, error) {
 		b.m = nil
 		return nil, err
 	}
-	return &Stats{Resources: len(all), Files: w.files, Unchanged: w.same, Removed: removed, Bytes: w.bytes, Elapsed: time.Since(start)}, nil
+	return &Stats{Resources: len(m.res), Files: w.files, Unchanged: w.same, Removed: removed, Bytes: w.bytes,
+		Largest: w.largest, LargestFile: w.largestName, Elapsed: time.Since(start)}, nil
 }
 
 // secretValues returns the secret strings in r's spec and status.
@@ -266,52 +310,110 @@ func (b *Builder) readRevisions(m *model) error {
 	return nil
 }
 
-// writeResources renders and writes the pages of rs on every core.
-func (b *Builder) writeResources(w *writer, rs []*converge.Resource, keep map[string]bool) error {
-	workers := min(runtime.GOMAXPROCS(0), 4)
-	if len(rs) < 64 {
-		workers = 1
+// scan reads every resource, a page at a time, on its own goroutine (the
+// store decodes while the caller builds its model), and sets *errp to the
+// first error after the last page.
+func (b *Builder) scan(errp *error) <-chan []state.ResourceRow {
+	out := make(chan []state.ResourceRow, 2)
+	go func() {
+		defer close(out)
+		var after converge.ID
+		for {
+			rows, err := b.r.ResourcesAfter("", after, scanPage)
+			if err != nil {
+				*errp = err
+				return
+			}
+			out <- rows
+			if len(rows) < scanPage {
+				return
+			}
+			after = rows[len(rows)-1].Resource.ID()
+		}
+	}()
+	return out
+}
+
+// phaseKeys returns the lists of kind in each phase.
+func phaseKeys(kind string) []listKey {
+	out := make([]listKey, len(converge.Phases))
+	for i, ph := range converge.Phases {
+		out[i] = listKey{Kind: kind, Phase: ph}
 	}
+	return out
+}
+
+// listPageRef names one page of one list.
+type listPageRef struct {
+	k    listKey
+	page int
+}
+
+// writeLists writes pages on every core; their rows must be rendered.
+func (b *Builder) writeLists(w *writer, pages []listPageRef) error {
+	workers := min(runtime.GOMAXPROCS(0), 4)
+	ws := make([]*writer, workers)
+	for i := range ws {
+		ws[i] = &writer{dir: b.dir, atomic: w.atomic}
+	}
+	var next atomic.Int64
+	err := parallelN(workers, func(i int) error {
+		for {
+			j := int(next.Add(1)) - 1
+			if j >= len(pages) {
+				return nil
+			}
+			if err := b.writeList(ws[i], pages[j].k, pages[j].page); err != nil {
+				return err
+			}
+		}
+	})
+	for _, x := range ws {
+		w.add(x)
+	}
+	return err
+}
+
+// parallel runs fn(0) … fn(n-1) on every core (at most 4 goroutines)
+// and returns the first error.
+func parallel(n int, fn func(i int) error) error {
+	var next atomic.Int64
+	return parallelN(min(runtime.GOMAXPROCS(0), 4, max(n, 1)), func(int) error {
+		for {
+			i := int(next.Add(1)) - 1
+			if i >= n {
+				return nil
+			}
+			if err := fn(i); err != nil {
+				return err
+			}
+		}
+	})
+}
+
+// parallelN runs fn(0) … fn(workers-1) at once and returns the first
+// error.
+func parallelN(workers int, fn func(worker int) error) error {
 	var (
 		wg    sync.WaitGroup
-		errMu sync.Mutex // guards first
+		mu    sync.Mutex // guards first
 		first error
 	)
-	ws := make([]*writer, workers)
 	for i := range workers {
-		ws[i] = &writer{dir: b.dir, atomic: w.atomic}
 		wg.Add(1)
-		go func(i int) {
+		go func() {
 			defer wg.Done()
-			for j := i; j < len(rs); j += workers {
-				page, err := b.renderResource(rs[j])
-				if err == nil {
-					err = ws[i].write(ResourcePath(rs[j].ID()), page)
+			if err := fn(i); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
 				}
-				if err != nil {
-					errMu.Lock()
-					if first == nil {
-						first = fmt.Errorf("build site: %w", err)
-					}
-					errMu.Unlock()
-					return
-				}
+				mu.Unlock()
 			}
-		}(i)
+		}()
 	}
 	wg.Wait()
-	for _, x := range ws {
-		w.files += x.files
-		w.same += x.same
-		w.bytes += x.bytes
-	}
-	if first != nil {
-		return first
-	}
-	for _, r := range rs {
-		keep[ResourcePath(r.ID())] = true
-	}
-	return nil
+	return first
 }
 
 func (b *Builder) writeList(w *writer, k listKey, page int) error {
@@ -444,12 +546,33 @@ func (b *Builder) Update(ids []converge.ID) (*Stats, error) {
 	u.newKind = newKinds
 	for k := range newKinds {
 		m.kindNames = append(m.kindNames, k)
-		for _, lk := range []listKey{{Kind: k}, {Kind: k, Phase: converge.PhasePending}, {Kind: k, Phase: converge.PhaseRunning},
-			{Kind: k, Phase: converge.PhaseReady}, {Kind: k, Phase: converge.PhaseFailed}, {Kind: k, Phase: converge.PhaseDeleting}} {
+		for _, lk := range append([]listKey{{Kind: k}}, phaseKeys(k)...) {
 			u.shift[lk] = 0
 		}
 	}
 	sort.Strings(m.kindNames)
+	// A kind no longer declared whose last resource went is no longer
+	// on the site, as a full Build would not list it.
+	declared := make(map[string]bool, len(kinds))
+	for _, k := range kinds {
+		declared[k.Name] = true
+	}
+	m.kindNames = slices.DeleteFunc(m.kindNames, func(k string) bool {
+		if declared[k] || len(m.lists[listKey{Kind: k}]) > 0 {
+			return false
+		}
+		for _, lk := range append([]listKey{{Kind: k}}, phaseKeys(k)...) {
+			delete(m.lists, lk)
+			delete(m.segs, lk)
+			delete(u.shift, lk)
+			delete(u.dirty, lk)
+			delete(u.changed, lk)
+			delete(u.oldLen, lk)
+			u.goneLists = append(u.goneLists, lk)
+		}
+		delete(m.byKind, k)
+		return true
+	})
 	if u.full {
 		m.tally()
 	} else if u.edges {
@@ -471,17 +594,19 @@ func (b *Builder) Update(ids []converge.ID) (*Stats, error) {
 
 // update collects what one Update must rewrite.
 type update struct {
-	rewrite map[converge.ID]bool               // resource pages to rewrite
-	fetched map[converge.ID]*converge.Resource // read by Update; nil: gone
-	removed []converge.ID                      // resources gone
-	shift   map[listKey]int                    // list → first position whose row moved
-	dirty   map[listKey][]converge.ID          // list → rows changed in place
-	oldLen  map[listKey]int                    // list → length before the update
-	changed map[listKey][]converge.ID          // kind-phase list → rows that came, went or changed
-	newKind map[string]bool                    // kinds first seen by this update
-	roots   map[converge.ID]bool               // roots whose graph to redraw
-	full    bool                               // rollups need a full tally
-	edges   bool                               // some edge changed
+	rewrite   map[converge.ID]bool               // resource pages to rewrite
+	fetched   map[converge.ID]*converge.Resource // read by Update; nil: gone
+	removed   []converge.ID                      // resources gone
+	shift     map[listKey]int                    // list → first position whose row moved
+	dirty     map[listKey][]converge.ID          // list → rows changed in place
+	oldLen    map[listKey]int                    // list → length before the update
+	changed   map[listKey][]converge.ID          // kind-phase list → rows that came, went or changed
+	newKind   map[string]bool                    // kinds first seen by this update
+	roots     map[converge.ID]bool               // roots whose graph to redraw
+	goneLists []listKey                          // lists of kinds gone from the site
+	full      bool                               // rollups need a full tally
+	regroup   bool                               // membership changed: group roots afresh
+	edges     bool                               // some edge changed
 }
 
 func (u *update) moved(k listKey, pos, oldLen int) {
@@ -512,6 +637,9 @@ func (b *Builder) apply(u *update, id converge.ID, r *converge.Resource) (bool, 
 		if consumes, producedFor, err = b.r.EdgesOf(id); err != nil {
 			return false, err
 		}
+	}
+	if old == nil || r == nil || old.owner != r.Owner {
+		u.regroup = true
 	}
 	if (old == nil) != (r == nil) { // pages linking to id gain or lose a link
 		if old != nil {
@@ -642,6 +770,14 @@ func (b *Builder) apply(u *update, id converge.ID, r *converge.Resource) (bool, 
 		m.lists[k] = insertSorted(m.lists[k], id)
 	}
 	// The entry.
+	if sk := shardOf(id); r == nil {
+		m.shards[sk] = removeSorted(m.shards[sk], id)
+		if len(m.shards[sk]) == 0 {
+			delete(m.shards, sk)
+		}
+	} else if old == nil {
+		m.shards[sk] = insertSorted(m.shards[sk], id)
+	}
 	if r == nil {
 		changed := m.setSecrets(old, nil)
 		delete(m.res, id)
@@ -712,35 +848,39 @@ func (b *Builder) newEvents() (map[converge.ID]bool, error) {
 func (b *Builder) flush(u *update, start time.Time) (*Stats, error) {
 	m := b.m
 	w := &writer{dir: b.dir, atomic: true}
-	removed := 0
-	for _, id := range u.removed {
-		if err := w.remove(ResourcePath(id)); err != nil {
-			return nil, fmt.Errorf("update site: %w", err)
-		}
-		removed++
-	}
 	for id := range u.roots {
 		if m.res[id] != nil && len(m.children[id]) > 0 {
 			u.rewrite[id] = true // its page shows the subtree's rollup
 		}
 	}
-	var rs []*converge.Resource
-	for id := range u.rewrite {
-		if id == "" || m.res[id] == nil {
-			continue
-		}
-		r := u.fetched[id]
-		if r == nil {
-			var err error
-			if r, err = b.r.Resource(id); err != nil {
-				return nil, fmt.Errorf("update site: %w", err)
-			}
-		}
-		rs = append(rs, r)
+	shards := make(map[shardKey]bool)
+	for _, id := range u.removed {
+		shards[shardOf(id)] = true
 	}
-	sort.Slice(rs, func(i, j int) bool { return rs[i].ID() < rs[j].ID() })
-	if err := b.writeResources(w, rs, map[string]bool{}); err != nil {
+	for id := range u.rewrite {
+		if id != "" && m.res[id] != nil {
+			shards[shardOf(id)] = true
+		}
+	}
+	keys := make([]shardKey, 0, len(shards))
+	for k := range shards {
+		keys = append(keys, k)
+	}
+	have := make(map[converge.ID]*converge.Resource, len(u.fetched))
+	for id, r := range u.fetched {
+		if r != nil {
+			have[id] = r
+		}
+	}
+	removed, err := b.writeShards(w, keys, have, nil)
+	if err != nil {
 		return nil, err
+	}
+	for _, k := range u.goneLists { // empty: one page
+		if err := w.remove(k.path(1)); err != nil {
+			return nil, fmt.Errorf("update site: %w", err)
+		}
+		removed++
 	}
 	pages := make(map[listKey]map[int]bool)
 	add := func(k listKey, p int) {
@@ -802,10 +942,27 @@ func (b *Builder) flush(u *update, start time.Time) (*Stats, error) {
 			}
 		}
 	}
+	var only []converge.ID
+	if !u.regroup && !u.edges && !u.full {
+		only = make([]converge.ID, 0, len(u.fetched))
+		for id, r := range u.fetched {
+			if r != nil {
+				only = append(only, id)
+			}
+		}
+	}
+	for id := range u.roots {
+		n, err := b.writeGroups(w, id, only, nil)
+		if err != nil {
+			return nil, err
+		}
+		removed += n
+	}
 	if err := b.writeTop(w, false); err != nil {
 		return nil, err
 	}
-	return &Stats{Resources: len(m.res), Files: w.files, Removed: removed, Bytes: w.bytes, Elapsed: time.Since(start)}, nil
+	return &Stats{Resources: len(m.res), Files: w.files, Removed: removed, Bytes: w.bytes,
+		Largest: w.largest, LargestFile: w.largestName, Elapsed: time.Since(start)}, nil
 }
 
 // kindPhasePages recomputes the pages of every kind-phase list the update

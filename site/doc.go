@@ -1,10 +1,10 @@
 // Package site renders converge's state as a static web site a person can
 // watch converge: an index of revisions with their commit statuses, roots
 // with rollup counts and phase totals; paginated lists of resources by kind
-// and phase; one page per resource (spec, status, owner, children, edges
-// with value flows, events); an SVG composition graph per root; and a small
-// summary.json that open pages poll to update their counts without a
-// reload.
+// and phase; a section per resource (spec, status, owner, children, edges
+// with value flows, events) on one of its kind's resource pages; an SVG
+// composition graph per root; and a small summary.json that open pages
+// poll to update their counts without a reload.
 //
 // Read first: Reader (what the site reads; *state.Store implements it),
 // Builder (Build writes everything, Update rewrites what changed) and
@@ -14,16 +14,29 @@
 //
 // Every page is rendered with html/template; SVG text is XML-escaped. Links
 // are relative, so the directory works from any static host and from
-// file://. File names are stable: r/KIND/NAME.html, graph/KIND/NAME.svg,
-// kinds/KIND.html (kinds/KIND-p2.html …), kinds/KIND.PHASE.html (paginated
-// the same way), phases/PHASE.html (one page: the first rows and links to
-// that phase by kind), index.html, summary.json, assets/site.css and
-// assets/site.js (the only script: it polls summary.json every three
-// seconds). Pages carry a Content-Security-Policy that allows only the
-// site's own files. A kind or name that is not a plain DNS label
-// (lowercase letters, digits, inner hyphens, at most 100 bytes) is stored
-// under "_" and a hash of it instead, so no name can reach outside its
-// directory.
+// file://. File names are stable: r/KIND/SHARD.html#NAME (see below),
+// graph/KIND/NAME.svg, groups/KIND/NAME.html, kinds/KIND.html (kinds/KIND-p2.html …, PageSize
+// rows a page), kinds/KIND.PHASE.html (paginated the same way),
+// phases/PHASE.html (one page: the first rows and links to that phase by
+// kind), index.html, summary.json (the totals and at most Options.Roots
+// roots), assets/site.css and assets/site.js (the only script: it polls
+// summary.json every three seconds). Pages carry a
+// Content-Security-Policy that allows only the site's own files. A kind or
+// name that is not a plain DNS label (lowercase letters, digits, inner
+// hyphens, at most 100 bytes) is stored under "_" and a hash of it
+// instead, so no name can reach outside its directory.
+//
+// Resources are not one file each: a million files cost minutes of kernel
+// time to create on ext4. A kind's resources are spread over Shards (4,096)
+// pages by a hash of the name, so a resource's link (ResourcePath) depends
+// on its ID alone and never moves; at up to a few thousand resources of a
+// kind most pages hold one, at a million resources in the classic shape
+// about 80. A page holds one section per resource and a table of
+// contents; opened at a resource's fragment, the stylesheet shows that
+// section alone (CSS :target and :has, no script needed). Lists and
+// sections cap what they show, so no page passes 1 MB at a million
+// resources: Children children and Children edges each way, the newest
+// Events events, the first 64 KiB of a spec or status.
 //
 // Values at a kind's Secret paths are replaced by "(secret)" in spec and
 // status, including values that a flow copies from a secret producer field
@@ -34,21 +47,30 @@
 // A composition root's graph draws every node (columns by dependency
 // depth, coloured by phase, each a link to its page) when its subtree has
 // at most Options.GraphNodes resources, and one box per kind with phase
-// counts otherwise, so a whole BOM stays a small SVG.
+// counts otherwise, so a whole BOM stays a small SVG. Such a big root also
+// gets groups by dependency to drill down into (groups/KIND/NAME.html and
+// below, paginated): the connected parts of its subtree named after their
+// hubs (a classic functional domain, after its transit gateway), each
+// drawn node by node when small enough and otherwise cut again without
+// its hub into subgroups listed with their resources (the domain's teams).
 //
 // # Caveats
 //
-// Build writes files in place (one open, write and close each: on a slow
-// disk file creation dominates) and a reader may see a page half-written
-// while it runs; Update writes each file to a temporary name and renames
-// it. Page headers show the counts of when the page was written; the
+// Build reads the store twice: a paged scan (Reader.ResourcesAfter) for
+// its in-memory picture of every resource (phase, owner, edges, a short
+// reason, secret values, the newest events), then each resource page's
+// resources by ID while it renders pages on every core; it never holds
+// every resource's spec in memory. It writes files in place (one open,
+// write and close each: on a slow disk file creation dominates) and a
+// reader may see a page half-written while it runs; Update writes each
+// file to a temporary name and renames it. Page headers show the counts of when the page was written; the
 // script replaces them with summary.json's.
 //
 // Update trusts its caller to name every resource that changed, including
 // both ends of a changed edge; a resource it is not told about keeps its
 // page. Neighbour pages show links, not phases, so a phase change rewrites
-// only the resource's own page, the list pages it appears on, its root's
-// graph, the index and summary.json. A new secret value found by Update is
+// only the resource's own page (with the others sharing it), the list
+// pages it appears on, its root's graph, the index and summary.json. A new secret value found by Update is
 // scrubbed from the pages Update writes; pages written earlier are fixed by
 // the next Build.
 package site

@@ -57,6 +57,6 @@ func ExampleBuild() {
 	fmt.Printf("%d/%d ready, %d failed\n", sum.Counts.Ready, sum.Counts.Total, sum.Counts.Failed)
 	// Output:
 	// resources: 2
-	// r/vpc/team-a.html graph/classicbom/classic.svg
+	// r/vpc/3d6.html#team-a graph/classicbom/classic.svg
 	// 1/2 ready, 1 failed
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -47,10 +48,42 @@ func safeLabel(s string) bool {
 	return true
 }
 
-// ResourcePath returns the path of id's page relative to the site root:
-// "r/KIND/NAME.html". The status reporters use it to build target URLs.
+// Shards is how many pages the resources of one kind are spread over. A
+// resource's page is fixed by its name alone (see ResourcePath), so its
+// link never changes as the store grows; a million resources make about
+// 12,000 files instead of a million, and at up to ~4,000 resources a kind
+// most pages hold one resource.
+const Shards = 4096
+
+// shardKey names one resource page: a kind and a shard of it.
+type shardKey struct {
+	kind string
+	n    uint32
+}
+
+// shardOf returns the page id is on: FNV-1a of its name, modulo Shards.
+func shardOf(id converge.ID) shardKey {
+	h := fnv.New32a()
+	h.Write([]byte(id.Name()))
+	return shardKey{id.Kind(), h.Sum32() % Shards}
+}
+
+// path returns the page's file relative to the site root.
+func (k shardKey) path() string {
+	const hex = "0123456789abcdef"
+	return "r/" + seg(k.kind) + "/" + string([]byte{hex[k.n>>8&0xf], hex[k.n>>4&0xf], hex[k.n&0xf]}) + ".html"
+}
+
+// anchor returns the fragment naming id's section on its page.
+func anchor(id converge.ID) string { return seg(id.Name()) }
+
+// ResourcePath returns the link to id's section relative to the site
+// root: "r/KIND/SHARD.html#NAME", where SHARD is three hex digits of a
+// hash of the name (see Shards). The page shows that section alone when
+// opened at its fragment. The status reporters use it to build target
+// URLs.
 func ResourcePath(id converge.ID) string {
-	return "r/" + seg(id.Kind()) + "/" + seg(id.Name()) + ".html"
+	return shardOf(id).path() + "#" + anchor(id)
 }
 
 // GraphPath returns the path of root's composition graph relative to the
@@ -95,9 +128,16 @@ type writer struct {
 	files  int
 	same   int // files left alone: they already held the bytes
 	bytes  int64
+	// largest and largestName are the biggest file this writer was given
+	// (written or left alone).
+	largest     int64
+	largestName string
 }
 
 func (w *writer) write(rel string, data []byte) error {
+	if int64(len(data)) > w.largest {
+		w.largest, w.largestName = int64(len(data)), rel
+	}
 	full := filepath.Join(w.dir, filepath.FromSlash(rel))
 	if d := filepath.Dir(full); !w.dirs[d] {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -133,6 +173,22 @@ func (w *writer) write(rel string, data []byte) error {
 	return nil
 }
 
+// sameFile reports whether the file rel under dir holds data.
+func sameFile(dir, rel string, data []byte) bool {
+	old, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(rel)))
+	return err == nil && bytes.Equal(old, data)
+}
+
+// add counts what x wrote as written by w.
+func (w *writer) add(x *writer) {
+	w.files += x.files
+	w.same += x.same
+	w.bytes += x.bytes
+	if x.largest > w.largest {
+		w.largest, w.largestName = x.largest, x.largestName
+	}
+}
+
 func (w *writer) remove(rel string) error {
 	err := os.Remove(filepath.Join(w.dir, filepath.FromSlash(rel)))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -164,7 +220,7 @@ func prepare(dir string) error {
 // that keep does not list (stale pages of resources that are gone).
 func prune(dir string, keep map[string]bool) (int, error) {
 	removed := 0
-	for _, sub := range []string{"r", "graph", "kinds", "phases"} {
+	for _, sub := range []string{"r", "graph", "groups", "kinds", "phases"} {
 		root := filepath.Join(dir, sub)
 		err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
 			if err != nil {

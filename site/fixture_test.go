@@ -152,11 +152,40 @@ func putRevisions(t testing.TB, s *state.Store) {
 	}
 }
 
-// fill commits the fixture into s.
+// fill commits the fixture into s: in one batch up to 100,000 resources,
+// else in batches of 5,000 resources (with the edges they consume and
+// their events), as the scheduler's group commit would.
 func fill(t testing.TB, s *state.Store, domains, teams int) {
 	t.Helper()
-	if err := s.Commit(classicBatch(domains, teams)); err != nil {
-		t.Fatalf("commit fixture: %v", err)
+	b := classicBatch(domains, teams)
+	if len(b.Resources) <= 100_000 {
+		if err := s.Commit(b); err != nil {
+			t.Fatalf("commit fixture: %v", err)
+		}
+		putRevisions(t, s)
+		return
+	}
+	edges := make(map[converge.ID][]converge.Edge)
+	for _, e := range b.Edges {
+		edges[e.Consumer] = append(edges[e.Consumer], e)
+	}
+	events := make(map[converge.ID][]converge.Event)
+	for _, ev := range b.Events {
+		events[ev.Resource] = append(events[ev.Resource], ev)
+	}
+	const size = 5000
+	for i := 0; i < len(b.Resources); i += size {
+		part := &converge.Batch{Resources: b.Resources[i:min(i+size, len(b.Resources))]}
+		if i == 0 {
+			part.Kinds, part.Applied = b.Kinds, b.Applied
+		}
+		for _, r := range part.Resources { // producers come before consumers
+			part.Edges = append(part.Edges, edges[r.ID()]...)
+			part.Events = append(part.Events, events[r.ID()]...)
+		}
+		if err := s.Commit(part); err != nil {
+			t.Fatalf("commit fixture part %d: %v", i/size, err)
+		}
 	}
 	putRevisions(t, s)
 }

@@ -276,6 +276,7 @@ func (m *model) kindGraph(root converge.ID, up string) []byte {
 	at, width, height := place(ls, w, h, legendH)
 	var b strings.Builder
 	svgOpen(&b, width, height, fmt.Sprintf("composition of %s: %d resources by kind", root, m.rollup[root].Total))
+	b.WriteString(groupsLink(root, up))
 	keys := make([][2]string, 0, len(kindEdges))
 	for ke := range kindEdges {
 		keys = append(keys, ke)

@@ -2,10 +2,12 @@ package site
 
 import (
 	"html/template"
+	"math"
 	"slices"
 	"sort"
 	"strings"
 	"time"
+	"unique"
 
 	"github.com/convergehq/converge"
 )
@@ -32,11 +34,15 @@ type model struct {
 	children    map[converge.ID][]converge.ID // sorted
 	consumes    map[converge.ID][]converge.Edge
 	producedFor map[converge.ID][]converge.ID // producer → consumers, sorted
-	events      map[converge.ID][]converge.Event
+	events      map[converge.ID][]event
+	flows       map[string][]converge.ValueFlow // distinct flow lists, see compactEdges
 	lastSeq     uint64
-	lists       map[listKey][]converge.ID // sorted
-	segs        map[listKey][]int         // kind-phase list → segment where each page starts
-	kindNames   []string                  // kinds declared or in use, sorted
+	lists       map[listKey][]converge.ID       // sorted
+	shards      map[shardKey][]converge.ID      // resource page → its resources, sorted
+	groupFiles  map[converge.ID]map[string]bool // root → the group pages written for it
+	groupings   map[converge.ID]*grouping       // root → its groups, until membership or an edge changes
+	segs        map[listKey][]int               // kind-phase list → segment where each page starts
+	kindNames   []string                        // kinds declared or in use, sorted
 	secrets     map[string]*secretPaths
 	secretVals  map[string]int // secret value → resources holding it
 	scrub       *strings.Replacer
@@ -61,12 +67,70 @@ func newModel() *model {
 		children:    make(map[converge.ID][]converge.ID),
 		consumes:    make(map[converge.ID][]converge.Edge),
 		producedFor: make(map[converge.ID][]converge.ID),
-		events:      make(map[converge.ID][]converge.Event),
+		events:      make(map[converge.ID][]event),
+		flows:       make(map[string][]converge.ValueFlow),
 		lists:       make(map[listKey][]converge.ID),
+		shards:      make(map[shardKey][]converge.ID),
+		groupFiles:  make(map[converge.ID]map[string]bool),
+		groupings:   make(map[converge.ID]*grouping),
 		segs:        make(map[listKey][]int),
 		secretVals:  make(map[string]int),
 	}
 }
+
+// event is what a resource's section shows of one event: three words
+// and two (interned) strings instead of converge.Event's five pointers,
+// since a million-resource site keeps millions (the collector's work
+// grows with the pointers the model holds).
+type event struct {
+	at       int64 // Unix nanoseconds, or noTime
+	typ, msg string
+}
+
+// noTime is the at of an event without a time.
+const noTime = math.MinInt64
+
+// when returns the event's time (zero for noTime).
+func (ev event) when() time.Time {
+	if ev.at == noTime {
+		return time.Time{}
+	}
+	return time.Unix(0, ev.at)
+}
+
+// compactEdges makes the edges id consumes share their strings with the
+// rest of the model: the consumer is id, producers and flow paths are
+// interned, and equal flow lists are one slice (shared, so never
+// appended to).
+func (m *model) compactEdges(id converge.ID, es []converge.Edge) {
+	for i := range es {
+		es[i].Consumer = id
+		es[i].Producer = converge.ID(intern(string(es[i].Producer)))
+		if len(es[i].Flows) == 0 {
+			continue
+		}
+		var key strings.Builder
+		for _, f := range es[i].Flows {
+			key.WriteString(f.From)
+			key.WriteByte(0)
+			key.WriteString(f.To)
+			key.WriteByte(0)
+		}
+		if fl, ok := m.flows[key.String()]; ok {
+			es[i].Flows = fl
+			continue
+		}
+		for j, f := range es[i].Flows {
+			es[i].Flows[j] = converge.ValueFlow{From: intern(f.From), To: intern(f.To)}
+		}
+		es[i].Flows = slices.Clip(es[i].Flows)
+		m.flows[key.String()] = es[i].Flows
+	}
+}
+
+// intern returns the canonical copy of s: the model holds each distinct
+// event type and message, flow path and producer ID once.
+func intern(s string) string { return unique.Make(s).Value() }
 
 // keysOf returns the lists e appears on.
 func keysOf(e *entry) []listKey {
@@ -262,7 +326,11 @@ func (m *model) addEvents(evs []converge.Event, keep int) map[converge.ID]bool {
 		if ev.Seq <= m.lastSeq && m.lastSeq != 0 {
 			continue
 		}
-		w := append(m.events[ev.Resource], ev)
+		at := int64(noTime)
+		if !ev.Time.IsZero() {
+			at = ev.Time.UnixNano()
+		}
+		w := append(m.events[ev.Resource], event{at: at, typ: intern(ev.Type), msg: intern(ev.Message)})
 		if len(w) > 2*keep {
 			w = append(w[:0:0], w[len(w)-keep:]...)
 		}

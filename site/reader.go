@@ -10,6 +10,9 @@ import (
 type Reader interface {
 	// Resources returns the resources matching f, sorted by ID.
 	Resources(f state.Filter) ([]*converge.Resource, error)
+	// ResourcesAfter returns up to limit resources of kind ("" for all)
+	// after the ID after, in ID order, each with the edges it consumes.
+	ResourcesAfter(kind string, after converge.ID, limit int) ([]state.ResourceRow, error)
 	// Resource returns id, or an error wrapping converge.ErrNotFound.
 	Resource(id converge.ID) (*converge.Resource, error)
 	// Children returns the IDs owner owns directly, sorted.

@@ -25,7 +25,7 @@ var pages = func() map[string]*template.Template {
 	fm := template.FuncMap{"lower": func(v any) string { return strings.ToLower(fmt.Sprint(v)) }}
 	base := template.Must(template.New("").Funcs(fm).ParseFS(templateFS, "templates/layout.html"))
 	out := make(map[string]*template.Template)
-	for _, p := range []string{"index", "list", "resource"} {
+	for _, p := range []string{"index", "list", "resource", "groups"} {
 		out[p] = template.Must(template.Must(base.Clone()).ParseFS(templateFS, "templates/"+p+".html"))
 	}
 	return out
@@ -53,7 +53,7 @@ func stamp(t time.Time) string {
 }
 
 func render(name string, data any) ([]byte, error) {
-	buf := bytes.NewBuffer(make([]byte, 0, 16<<10))
+	buf := bytes.NewBuffer(make([]byte, 0, 8<<10))
 	if err := pages[name].ExecuteTemplate(buf, "layout", data); err != nil {
 		return nil, fmt.Errorf("render %s page: %w", name, err)
 	}
@@ -80,7 +80,7 @@ func (b *Builder) base(rel, title string) base {
 // current counts, before pages are rendered (concurrently) from it.
 func (b *Builder) prepareHeaders() error {
 	b.headers = make(map[string]template.HTML)
-	for _, root := range []string{"", "../", "../../"} {
+	for _, root := range []string{"", "../", "../../", "../../../"} {
 		bs := b.base(root+"x", "")
 		var buf bytes.Buffer
 		if err := pages["index"].ExecuteTemplate(&buf, "header", bs); err != nil {
@@ -227,16 +227,6 @@ func (b *Builder) renderSummary() ([]byte, error) {
 
 // ---- lists ----
 
-type listRow struct {
-	ID        converge.ID
-	Href      string
-	Phase     converge.Phase
-	Reason    string
-	Owner     converge.ID
-	OwnerHref string
-	Updated   string
-}
-
 type filter struct {
 	Label, Href string
 	Current     bool
@@ -252,7 +242,10 @@ type listPage struct {
 	Heading string
 	Filters []filter
 	Pager   pager
-	Rows    []template.HTML
+	// Rows stands for the NRows rows, written in after rendering (see
+	// renderList).
+	Rows  template.HTML
+	NRows int
 	// Set on a phase across kinds: how many in all, and by kind.
 	Total  int
 	ByKind []kindCell
@@ -338,6 +331,9 @@ func pageOfSeg(starts []int, seg int) int {
 	return max(i, 1)
 }
 
+// rowsMark stands for a list page's rows in its rendered layout.
+const rowsMark = "<!--rows-->"
+
 func (b *Builder) renderList(k listKey, page int) ([]byte, error) {
 	m := b.m
 	rel := k.path(page)
@@ -376,143 +372,46 @@ func (b *Builder) renderList(k listKey, page int) ([]byte, error) {
 		}
 	}
 	lo, hi := b.pageRows(k, page)
-	for _, id := range ids[lo:hi] {
-		row, err := b.row(m.res[id])
-		if err != nil {
-			return nil, err
-		}
-		p.Rows = append(p.Rows, row)
+	p.NRows, p.Rows = hi-lo, rowsMark
+	frame, err := render("list", p)
+	if err != nil {
+		return nil, err
 	}
-	return render("list", p)
+	// The rows are spliced in, not copied through html/template: they
+	// are HTML already, rendered once per resource.
+	head, tail, _ := bytes.Cut(frame, []byte(rowsMark))
+	n := len(head) + len(tail)
+	for _, id := range ids[lo:hi] {
+		n += len(b.row(m.res[id]))
+	}
+	out := make([]byte, 0, n)
+	out = append(out, head...)
+	for _, id := range ids[lo:hi] {
+		out = append(out, b.row(m.res[id])...)
+	}
+	return append(out, tail...), nil
 }
 
 // row returns e's row of a list page (every list page sits one directory
-// below the root), rendered once and kept until e changes.
-func (b *Builder) row(e *entry) (template.HTML, error) {
-	if e.row != "" {
-		return e.row, nil
+// below the root), rendered once and kept until e changes. Like a
+// resource's section it is written by hand (a million rows through
+// html/template cost ~18 s of CPU); every value goes through e.
+func (b *Builder) row(ent *entry) template.HTML {
+	if ent.row != "" {
+		return ent.row
 	}
 	const rel = "kinds/x.html"
-	r := listRow{ID: e.id, Href: upTo(rel) + ResourcePath(e.id), Phase: e.phase,
-		Reason: e.reason, Owner: e.owner, OwnerHref: b.href(rel, e.owner), Updated: stamp(e.updated)}
-	var buf bytes.Buffer
-	if err := pages["list"].ExecuteTemplate(&buf, "row", r); err != nil {
-		return "", fmt.Errorf("render list row: %w", err)
+	var sb strings.Builder
+	sb.Grow(256)
+	w := sb.WriteString
+	w(`<tr><td><a href="` + e(upTo(rel)+ResourcePath(ent.id)) + `">` + e(string(ent.id)) + "</a></td><td>" + phaseSpan(ent.phase) +
+		`</td><td class="reason">` + e(ent.reason) + "</td><td>")
+	if href := b.href(rel, ent.owner); href != "" {
+		w(`<a href="` + e(href) + `">` + e(string(ent.owner)) + "</a>")
+	} else {
+		w(e(string(ent.owner)))
 	}
-	e.row = template.HTML(buf.String())
-	return e.row, nil
-}
-
-// ---- resource ----
-
-type link struct {
-	ID   converge.ID
-	Href string
-}
-
-type flowText struct{ From, To string }
-
-type edgeRow struct {
-	ID    converge.ID
-	Href  string
-	Flows []flowText
-}
-
-type eventRow struct{ Time, Type, Message string }
-
-type resourcePage struct {
-	Base                     base
-	ID                       converge.ID
-	Kind, Name, KindHref     string
-	Phase                    converge.Phase
-	Reason                   string
-	KindVersion              int
-	Generation, Observed     int64
-	Origin, Source           string
-	Owner                    converge.ID
-	OwnerHref                string
-	Rollup                   *converge.Counts
-	ProviderConfig           string
-	Attempts                 int
-	NextAttempt, LastError   string
-	Lease, Deleting          string
-	Created, Updated         string
-	GraphHref                string
-	Children                 []link
-	ChildCount, MoreChildren int
-	Consumes, ProducedFor    []edgeRow
-	Spec, Status             string
-	Events                   []eventRow
-}
-
-// renderResource renders r's page: spec and status with secret paths
-// redacted, every text scrubbed of known secret values.
-func (b *Builder) renderResource(r *converge.Resource) ([]byte, error) {
-	m := b.m
-	id := r.ID()
-	rel := ResourcePath(id)
-	up := upTo(rel)
-	spec, _ := redact(r.Spec, m.specPaths(id))
-	status, _ := redact(r.Status, m.statusPaths(id))
-	p := resourcePage{
-		Base: b.base(rel, string(id)), ID: id, Kind: r.Kind, Name: r.Name,
-		KindHref: up + listKey{Kind: r.Kind}.path(1), Phase: r.Phase, Reason: m.clean(r.Reason),
-		KindVersion: r.KindVersion, Generation: r.Generation, Observed: r.ObservedGeneration,
-		Origin: string(r.Origin), Source: r.Source, Owner: r.Owner, OwnerHref: b.href(rel, r.Owner),
-		ProviderConfig: r.ProviderConfigRef, Attempts: r.Attempts, NextAttempt: stamp(r.NextAttempt),
-		LastError: m.clean(r.LastError), Created: stamp(r.CreatedAt), Updated: stamp(r.UpdatedAt),
-		Spec: m.clean(spec), Status: m.clean(status),
-	}
-	if r.Lease != nil {
-		p.Lease = fmt.Sprintf("%s by %s until %s", r.Lease.Reaction, r.Lease.Worker, stamp(r.Lease.Expires))
-	}
-	if r.Deleting {
-		p.Deleting = stamp(r.DeletedAt)
-		if p.Deleting == "" {
-			p.Deleting = "now"
-		}
-	}
-	if c := m.rollup[id]; c != nil && len(m.children[id]) > 0 {
-		p.Rollup = c
-	}
-	if m.isGraphRoot(id) {
-		p.GraphHref = up + GraphPath(id)
-	}
-	kids := m.children[id]
-	p.ChildCount = len(kids)
-	for i, c := range kids {
-		if i >= b.opts.Children {
-			p.MoreChildren = len(kids) - i
-			break
-		}
-		p.Children = append(p.Children, link{c, b.href(rel, c)})
-	}
-	for _, e := range m.consumes[id] {
-		row := edgeRow{ID: e.Producer, Href: b.href(rel, e.Producer)}
-		for _, f := range e.Flows {
-			row.Flows = append(row.Flows, flowText{string(e.Producer) + ".status." + f.From, "spec." + f.To})
-		}
-		p.Consumes = append(p.Consumes, row)
-	}
-	for _, c := range m.producedFor[id] {
-		row := edgeRow{ID: c, Href: b.href(rel, c)}
-		for _, e := range m.consumes[c] {
-			if e.Producer != id {
-				continue
-			}
-			for _, f := range e.Flows {
-				row.Flows = append(row.Flows, flowText{"status." + f.From, string(c) + ".spec." + f.To})
-			}
-		}
-		p.ProducedFor = append(p.ProducedFor, row)
-	}
-	evs := m.events[id]
-	if len(evs) > b.opts.Events {
-		evs = evs[len(evs)-b.opts.Events:]
-	}
-	for i := len(evs) - 1; i >= 0; i-- { // newest first
-		ev := evs[i]
-		p.Events = append(p.Events, eventRow{stamp(ev.Time), ev.Type, m.clean(ev.Message)})
-	}
-	return render("resource", p)
+	w("</td><td>" + stamp(ent.updated) + "</td></tr>\n")
+	ent.row = template.HTML(sb.String())
+	return ent.row
 }

@@ -42,12 +42,22 @@ func readSite(t testing.TB, dir string) map[string][]byte {
 var linkAttr = regexp.MustCompile(`\b(?:href|src|data)="([^"]*)"`)
 
 // checkLinks fails t for every href, src or data attribute of an HTML or
-// SVG file that does not resolve to a file of the site, and returns how
-// many links it checked.
+// SVG file that does not resolve to a file of the site (and, with a
+// fragment, to an element of it), and returns how many links it checked.
 func checkLinks(t *testing.T, files map[string][]byte) int {
 	t.Helper()
+	return checkLinksIn(t, files, func(name string) ([]byte, bool) {
+		b, ok := files[name]
+		return b, ok
+	})
+}
+
+// checkLinksIn checks the links of pages as checkLinks does, finding
+// their targets with lookup.
+func checkLinksIn(t *testing.T, pages map[string][]byte, lookup func(name string) ([]byte, bool)) int {
+	t.Helper()
 	n := 0
-	for name, body := range files {
+	for name, body := range pages {
 		if !strings.HasSuffix(name, ".html") && !strings.HasSuffix(name, ".svg") {
 			continue
 		}
@@ -60,15 +70,24 @@ func checkLinks(t *testing.T, files map[string][]byte) int {
 				t.Errorf("%s: link %q is not relative", name, ref)
 				continue
 			}
-			ref, _, _ = strings.Cut(ref, "#")
+			ref, frag, _ := strings.Cut(ref, "#")
 			target := path.Clean(path.Join(path.Dir(name), ref))
-			if _, ok := files[target]; !ok {
+			body, ok := lookup(target)
+			if !ok {
 				t.Errorf("%s: link %q resolves to missing %s", name, ref, target)
+			} else if frag != "" && !bytes.Contains(body, []byte(` id="`+frag+`"`)) {
+				t.Errorf("%s: link %q: %s has no element with id %q", name, ref, target, frag)
 			}
 			n++
 		}
 	}
 	return n
+}
+
+// pageOf returns the file of id's page: ResourcePath without the fragment.
+func pageOf(id converge.ID) string {
+	p, _, _ := strings.Cut(ResourcePath(id), "#")
+	return p
 }
 
 func buildFixture(t *testing.T, domains, teams int) (*state.Store, string, map[string][]byte) {
@@ -89,18 +108,26 @@ func TestBuildLinksResolve(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pagesOf := 0
-	for name := range files {
+	sections, pages := 0, 0
+	for name, body := range files {
 		if strings.HasPrefix(name, "r/") {
-			pagesOf++
+			pages++
+			sections += bytes.Count(body, []byte(`<section class="res"`))
 		}
 	}
-	if got, want := pagesOf, len(rs); got != want {
-		t.Errorf("resource pages = %d, want one per resource (%d)", got, want)
+	if got, want := sections, len(rs); got != want {
+		t.Errorf("resource sections = %d, want one per resource (%d)", got, want)
+	}
+	if pages > len(rs) {
+		t.Errorf("%d resource pages for %d resources", pages, len(rs))
 	}
 	for _, r := range rs {
-		if _, ok := files[ResourcePath(r.ID())]; !ok {
+		body, ok := files[pageOf(r.ID())]
+		if !ok {
 			t.Errorf("no page for %s", r.ID())
+		}
+		if !bytes.Contains(body, []byte(` id="`+anchor(r.ID())+`" data-id="`+string(r.ID())+`"`)) {
+			t.Errorf("%s has no section for %s", pageOf(r.ID()), r.ID())
 		}
 	}
 	if n < 500 {
@@ -179,11 +206,11 @@ func TestSecretsNeverWritten(t *testing.T) {
 	for _, tc := range []struct {
 		name, page, want string
 	}{
-		{"kind secret in status", "r/account/fd0-team1.html", `&#34;root_password&#34;: &#34;(secret)&#34;`},
-		{"unprefixed path in status", "r/db/orders.html", `&#34;password&#34;: &#34;(secret)&#34;`},
-		{"flowed into a consumer spec", "r/app/shop.html", `&#34;db_password&#34;: &#34;(secret)&#34;`},
-		{"scrubbed from an event", "r/app/shop.html", `connected with (secret)`},
-		{"other fields kept", "r/db/orders.html", `db.local`},
+		{"kind secret in status", pageOf("account/fd0-team1"), `&#34;root_password&#34;: &#34;(secret)&#34;`},
+		{"unprefixed path in status", pageOf("db/orders"), `&#34;password&#34;: &#34;(secret)&#34;`},
+		{"flowed into a consumer spec", pageOf("app/shop"), `&#34;db_password&#34;: &#34;(secret)&#34;`},
+		{"scrubbed from an event", pageOf("app/shop"), `connected with (secret)`},
+		{"other fields kept", pageOf("db/orders"), `db.local`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if !bytes.Contains(files[tc.page], []byte(tc.want)) {
@@ -228,14 +255,14 @@ func TestEscaping(t *testing.T) {
 	if escaped == 0 {
 		t.Error("no page shows the nasty text escaped; the fixture lost it")
 	}
-	p := ResourcePath(weird.ID())
-	if !strings.HasPrefix(p, "r/weird/_") {
-		t.Errorf("weird name stored as %q, want a hashed name", p)
+	p := pageOf(weird.ID())
+	if a := anchor(weird.ID()); !strings.HasPrefix(a, "_") {
+		t.Errorf("weird name anchored as %q, want a hashed name", a)
 	}
 	if !bytes.Contains(files[p], []byte("&lt;img src=x onerror=alert(1)&gt;..")) {
 		t.Errorf("%s does not show the name escaped", p)
 	}
-	for _, page := range []string{"index.html", "r/classicbom/classic.html"} {
+	for _, page := range []string{"index.html", pageOf("classicbom/classic")} {
 		if n := bytes.Count(files[page], []byte("<script")); n != 1 {
 			t.Errorf("%s has %d script elements, want only the site's own", page, n)
 		}
@@ -509,7 +536,7 @@ func TestHandler(t *testing.T) {
 		{"index by name", "GET", "/index.html", 200, "text/html; charset=utf-8", "<h2>Revisions</h2>"},
 		{"summary", "GET", "/summary.json", 200, "application/json", `"counts"`},
 		{"graph", "GET", "/graph/classicbom/classic.svg", 200, "image/svg+xml", "<svg"},
-		{"resource", "GET", "/r/vpc/fd0-team1.html", 200, "text/html; charset=utf-8", "vpc"},
+		{"resource", "GET", "/" + pageOf("vpc/fd0-team1"), 200, "text/html; charset=utf-8", "vpc"},
 		{"no directory listing", "GET", "/r/", 404, "", ""},
 		{"no marker", "GET", "/.converge-site", 404, "", ""},
 		{"no escape", "GET", "/../../etc/passwd", 404, "", ""},

@@ -40,7 +40,8 @@ func TestSiteBuildCommand(t *testing.T) {
 		wantUsage bool
 		wantOut   string
 	}{
-		{name: "build", args: []string{"--state", stateDir, "site", "build", "--out", out}, wantOut: "for 3 resources to " + out},
+		{name: "build", args: []string{"--state", stateDir, "site", "build", "--out", out}, wantOut: "for 3 resources to " + out + " in "},
+		{name: "largest", args: []string{"--state", stateDir, "site", "build", "--out", out}, wantOut: "; largest index.html ("},
 		{name: "rebuild", args: []string{"--state", stateDir, "site", "build", "--out", out}, wantOut: "for 3 resources"},
 		{name: "no out", args: []string{"--state", stateDir, "site", "build"}, wantUsage: true},
 		{name: "foreign dir", args: []string{"--state", stateDir, "site", "build", "--out", stateDir}, wantUsage: true},
@@ -75,9 +76,13 @@ func TestSiteBuildCommand(t *testing.T) {
 	if got, want := sum.Counts, (converge.Counts{Total: 3, Ready: 2, Failed: 1}); got != want {
 		t.Errorf("summary counts = %+v, want %+v", got, want)
 	}
-	page, err := os.ReadFile(filepath.Join(out, site.ResourcePath("vpc/team-b")))
+	file, frag, _ := strings.Cut(site.ResourcePath("vpc/team-b"), "#")
+	page, err := os.ReadFile(filepath.Join(out, file))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !bytes.Contains(page, []byte(`id="`+frag+`"`)) {
+		t.Errorf("%s has no section %s", file, frag)
 	}
 	if bytes.Contains(page, []byte("<script>x")) {
 		t.Error("reason rendered unescaped")

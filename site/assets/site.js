@@ -34,6 +34,17 @@
       })
       .catch(function () { /* file:// or server gone: keep the rendered counts */ });
   }
+  // A resource page holds a shard of its kind; the CSS shows the section
+  // at the fragment alone, and the tab is named after it.
+  var pageTitle = document.title;
+  function named() {
+    var id = decodeURIComponent(location.hash.slice(1));
+    var s = id ? document.getElementById(id) : null;
+    var rid = s && s.getAttribute("data-id");
+    document.title = rid ? rid + pageTitle.slice(pageTitle.indexOf(" · ")) : pageTitle;
+  }
+  named();
+  window.addEventListener("hashchange", named);
   poll();
   setInterval(poll, 3000);
 })();
