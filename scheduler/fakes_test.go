@@ -33,6 +33,9 @@ type memStore struct {
 	lastSeq    uint64
 	crashed    bool
 	failNext   int // the next failNext commits fail
+	// crashAt, when set, crashes the store right after its crashAt-th
+	// commit (that one is kept): a kill mid-way through a drain.
+	crashAt int
 	// refuse, when set, is asked about every resource put: an error
 	// refuses the row, as the real store refuses one it cannot keep.
 	refuse func(r *converge.Resource) error
@@ -139,6 +142,9 @@ func (m *memStore) Commit(b *converge.Batch) error {
 		}
 	}
 	m.commits++
+	if m.crashAt > 0 && m.commits >= m.crashAt {
+		m.crashed = true
+	}
 	m.maxRows = max(m.maxRows, len(b.Resources))
 	for _, r := range b.Resources {
 		c := deep(r)

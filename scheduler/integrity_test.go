@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -309,4 +310,66 @@ func TestComposeValidatesChangedChildrenOnly(t *testing.T) {
 	if got := v.n.Load(); got != 1 { // the account
 		t.Errorf("%d specs validated on a recompose that changed one child, want 1", got)
 	}
+}
+
+// TestRestartMidDrainDoesNotRerunReady: a crash while a big composition's
+// rows are still being committed (MaxCommit at a time) loses what was not
+// committed; the restart runs only what the store does not record as
+// Ready at its generation.
+func TestRestartMidDrainDoesNotRerunReady(t *testing.T) {
+	store := newMemStore()
+	var mu sync.Mutex
+	gate := make(chan struct{})
+	disp := newFakeDisp(func(tk *converge.Task) *converge.Result {
+		mu.Lock()
+		g := gate
+		mu.Unlock()
+		if g != nil && tk.Reaction == converge.ReactionReconcile {
+			<-g // hold the leaves until the crash: the drain goes on
+		}
+		return classicHandler(tk)
+	}, &fakeWorker{name: "w1"})
+	cfg := testConfig()
+	cfg.MaxCommit = 4
+	h := start(t, store, disp, cfg)
+	bom := makeBOM(3, 10) // 96 children
+	h.apply(classicDesired(bom, "c1"), classicValidator)
+	waitFor(t, 5*time.Second, "the composition", func() bool {
+		for _, tk := range disp.tasks() {
+			if tk.Reaction == converge.ReactionReconcile {
+				return true
+			}
+		}
+		return false
+	})
+	// Let some leaves finish while rows still drain, then crash mid-drain.
+	store.mu.Lock()
+	store.crashAt = store.commits + 6
+	store.mu.Unlock()
+	mu.Lock()
+	close(gate)
+	gate = nil
+	mu.Unlock()
+	waitFor(t, 5*time.Second, "the crash", func() bool { store.mu.Lock(); defer store.mu.Unlock(); return store.crashed })
+	h.stop()
+	store.mu.Lock()
+	store.crashAt = 0
+	store.mu.Unlock()
+	store.restart()
+	ready := map[converge.ID]bool{}
+	for _, r := range store.all() {
+		if r.Phase == converge.PhaseReady && r.ObservedGeneration == r.Generation {
+			ready[r.ID()] = true
+		}
+	}
+	disp.resetLog()
+	h = start(t, store, disp, testConfig())
+	h.apply(classicDesired(bom, "c1"), classicValidator)
+	h.waitSettled(scheduler.Converged, 10*time.Second)
+	for _, tk := range disp.tasks() {
+		if id := converge.NewID(tk.Kind, tk.Name); ready[id] && tk.Reaction == converge.ReactionReconcile {
+			t.Errorf("%s was stored Ready at generation %d and ran again (generation %d)", id, store.get(id).ObservedGeneration, tk.Generation)
+		}
+	}
+	t.Logf("%d stored Ready before the restart, %d tasks after", len(ready), len(disp.tasks()))
 }
