@@ -132,7 +132,7 @@ var notesSignature = object.Signature{Name: "converge", Email: "converge@localho
 // Writers take git's lock file on the ref first, so converge processes
 // and the git CLI take turns; the compare-and-swap also guards against a
 // writer that ignores the lock.
-func (s *Source) WriteStatuses(hash string, statuses []converge.CommitStatus) error {
+func (s *Source) WriteStatuses(hash string, statuses []converge.CommitStatus) (err error) {
 	target, err := s.commitHash(hash)
 	if err != nil {
 		return fmt.Errorf("write statuses: %w", err)
@@ -149,7 +149,11 @@ func (s *Source) WriteStatuses(hash string, statuses []converge.CommitStatus) er
 	if err != nil {
 		return fmt.Errorf("write statuses of %s: %w", target, err)
 	}
-	defer lock.release()
+	defer func() {
+		if rerr := lock.release(); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("write statuses of %s: %w", target, rerr))
+		}
+	}()
 	for range notesCASRetries {
 		err = s.writeNote(lock, target, blob)
 		if !errors.Is(err, storage.ErrReferenceHasChanged) {
@@ -198,13 +202,19 @@ func (s *Source) lockNotes() (*notesLock, error) {
 }
 
 // release removes the lock file unless it became the ref.
-func (l *notesLock) release() {
+// release removes the lock file unless the ref update consumed it. A
+// lock that cannot be removed is an error: left behind, it would block
+// every later note write, git's own included.
+func (l *notesLock) release() error {
 	if l.fsys == nil || l.done {
-		return
+		return nil
 	}
 	l.done = true
-	l.f.Close()
-	l.fsys.Remove(NotesRef + ".lock")
+	cerr := l.f.Close()
+	if err := l.fsys.Remove(NotesRef + ".lock"); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove %s.lock: %w (remove it by hand once no converge or git writes notes)", NotesRef, err)
+	}
+	return cerr
 }
 
 // setNotesRef points NotesRef at h if it still is old (nil: absent), or
@@ -229,7 +239,9 @@ func (s *Source) setNotesRef(l *notesLock, h plumbing.Hash, old *plumbing.Refere
 	}
 	l.done = true // closed; removed or renamed below
 	if err := l.fsys.Rename(NotesRef+".lock", NotesRef); err != nil {
-		l.fsys.Remove(NotesRef + ".lock")
+		if rerr := l.fsys.Remove(NotesRef + ".lock"); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+			return errors.Join(err, fmt.Errorf("remove %s.lock: %w", NotesRef, rerr))
+		}
 		return err
 	}
 	return nil
@@ -502,12 +514,16 @@ func (s *Source) pullNotes(ctx context.Context) error {
 // commit (parents: ours, theirs) gets a flat notes tree with every note of
 // both sides; a commit noted on both keeps the local note, the verdict
 // this converge reached.
-func (s *Source) mergeNotes(theirs string) error {
+func (s *Source) mergeNotes(theirs string) (err error) {
 	lock, err := s.lockNotes()
 	if err != nil {
 		return fmt.Errorf("merge notes: %w", err)
 	}
-	defer lock.release()
+	defer func() {
+		if rerr := lock.release(); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("merge notes: %w", rerr))
+		}
+	}()
 	tc, err := s.repo.CommitObject(plumbing.NewHash(theirs))
 	if err != nil {
 		return fmt.Errorf("merge notes: read %s: %w", theirs, err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/go-git/go-billy/v5/osfs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -479,4 +480,28 @@ func TestNotesOwner(t *testing.T) {
 	check("default state once another is configured", def, false, daemon)
 	gittest.Run(t, dir, "config", "converge.state", "state")
 	check("configured relative to the work tree", filepath.Join(root, "state"), true, filepath.Join(root, "state"))
+}
+
+// TestNotesLockLeftBehindIsAnError: a notes lock that cannot be removed
+// (here a non-empty directory in its place, which even root cannot
+// remove with one unlink) is reported, not ignored: left behind it would
+// block every later note write.
+func TestNotesLockLeftBehindIsAnError(t *testing.T) {
+	dir := t.TempDir()
+	fsys := osfs.New(dir)
+	f, err := fsys.Create("held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fsys.MkdirAll(NotesRef+".lock/x", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l := &notesLock{fsys: fsys, f: f}
+	err = l.release()
+	if err == nil || !strings.Contains(err.Error(), "remove refs/notes/converge.lock") {
+		t.Fatalf("release = %v, want an error naming the lock", err)
+	}
+	if err := l.release(); err != nil {
+		t.Errorf("second release = %v, want nil", err)
+	}
 }
