@@ -181,7 +181,7 @@ func (s *Syncer) Apply(ctx context.Context, pass *Pass) error {
 			timeout = time.Minute
 		}
 		cctx, cancel := context.WithTimeout(ctx, timeout)
-		scheduler.Fanout(cctx, snap, &d, guarded, pass.Loaded.Schemas, s.Compose)
+		scheduler.Fanout(cctx, scheduler.SnapshotGraph(snap), &d, guarded, pass.Loaded.Schemas, s.Compose)
 		cancel()
 	}
 	if held := PruneGuard(snap, guarded, d.Settings); held != "" {
