@@ -129,7 +129,7 @@ func DryRunner(d Dispatcher) ComposeFunc {
 // create or change.
 const maxFanoutDepth = 8
 
-// Fanout completes p (a Diff of snap against d) with what recomposing
+// Fanout completes p (a Diff of g against d) with what recomposing
 // changes: every composer p creates, updates or flips, and every composer
 // those fan out into, is dry-run through compose (a compose task marked
 // DryRun; its answer is checked like a real one and changes nothing). The
@@ -137,10 +137,12 @@ const maxFanoutDepth = 8
 // Update and Flip with Reason "composed by OWNER", those it would prune to
 // p.Prune. A compose the engine would refuse (a permanent failure, a child
 // that does not validate under v, a name owned by someone else) applies
-// nothing and is listed in p.Refused; one that gives no answer is listed
-// in p.Unanswered. Composers whose provider config changed are not
-// dry-run.
-func Fanout(ctx context.Context, snap *converge.Snapshot, d *converge.Desired, p *Plan, v Validator, compose ComposeFunc) {
+// nothing and is listed in p.Refused; one that gives no answer, or whose
+// answer g could not be read to check, is listed in p.Unanswered.
+// Composers whose provider config changed are not dry-run. g is read twice
+// per composer (before and after its dry run), never while a dry run is
+// under way.
+func Fanout(ctx context.Context, g Graph, d *converge.Desired, p *Plan, v Validator, compose ComposeFunc) {
 	kinds := make(map[converge.KindRef]*converge.Kind, len(d.Kinds))
 	for _, k := range d.Kinds {
 		kinds[k.Ref()] = k
@@ -153,15 +155,6 @@ func Fanout(ctx context.Context, snap *converge.Snapshot, d *converge.Desired, p
 			defaults[c.Ref()] = c
 		}
 	}
-	stored := make(map[converge.ID]*converge.Resource, len(snap.Resources))
-	children := make(map[converge.ID][]*converge.Resource)
-	for _, r := range snap.Resources {
-		stored[r.ID()] = r
-		if r.Owner != "" {
-			children[r.Owner] = append(children[r.Owner], r)
-		}
-	}
-	get := func(id converge.ID) *converge.Resource { return stored[id] }
 	composes := func(ref converge.KindRef) bool {
 		k := kinds[ref]
 		return k != nil && k.Has(converge.ReactionCompose)
@@ -186,11 +179,19 @@ func Fanout(ctx context.Context, snap *converge.Snapshot, d *converge.Desired, p
 		j := queue[0]
 		queue = queue[1:]
 		r, id := j.r, j.r.ID()
-		ex := stored[id]
 		t := &converge.Task{Reaction: converge.ReactionCompose, Kind: r.Kind, KindVersion: r.KindVersion,
 			Name: r.Name, Generation: 1, Spec: r.Declared}
-		if ex != nil && !ex.Deleting {
-			t.UID, t.Generation, t.Status = ex.UID, ex.Generation+1, ex.Status
+		// live: the composer is stored and not being torn down, so what
+		// it owns now is what its recompose changes.
+		var live bool
+		if err := g.Read(ctx, func(gv GraphView) {
+			if ex := gv.Get(id); ex != nil && !ex.Deleting {
+				live = true
+				t.UID, t.Generation, t.Status = ex.UID, ex.Generation+1, converge.CloneJSON(ex.Status)
+			}
+		}); err != nil {
+			p.Unanswered = append(p.Unanswered, PlanItem{ID: id, To: r.Ref(), Reason: "read graph: " + err.Error()})
+			continue
 		}
 		t.Key = "dry-run/" + string(id) + "/" + itoa(t.Generation) + "/" + converge.ReactionCompose
 		if r.ProviderConfigRef != "" {
@@ -222,46 +223,55 @@ func Fanout(ctx context.Context, snap *converge.Snapshot, d *converge.Desired, p
 			p.Unanswered = append(p.Unanswered, PlanItem{ID: id, To: r.Ref(), Reason: "dry-run compose: " + res.Outcome.String() + ": " + res.Message})
 			continue
 		}
-		ids, err := checkComposition(id, res, get, kinds[r.Ref()], v)
-		if err != nil {
-			p.Refused = append(p.Refused, PlanItem{ID: id, To: r.Ref(), Reason: "compose refused, nothing of it is applied: " + err.Error()})
+		var next []*converge.Resource // changed children that compose
+		if err := g.Read(ctx, func(gv GraphView) {
+			ids, err := checkComposition(id, res, gv.Get, kinds[r.Ref()], v)
+			if err != nil {
+				p.Refused = append(p.Refused, PlanItem{ID: id, To: r.Ref(), Reason: "compose refused, nothing of it is applied: " + err.Error()})
+				return
+			}
+			by := "composed by " + string(id)
+			emitted := make(map[converge.ID]bool, len(ids))
+			for i, cid := range ids {
+				emitted[cid] = true
+				c := &res.Children[i]
+				cr := &converge.Resource{Kind: c.Kind, KindVersion: c.KindVersion, Name: c.Name, Declared: c.Spec,
+					ProviderConfigRef: c.ProviderConfigRef, Owner: id, Origin: converge.OriginComposed}
+				var old *converge.Resource
+				if live {
+					old = gv.Get(cid) // a new composer owns nothing yet
+				}
+				changed := true
+				switch {
+				case old == nil:
+					p.Create = append(p.Create, PlanItem{ID: cid, To: cr.Ref(), Reason: by})
+				case old.Deleting:
+					p.Create = append(p.Create, PlanItem{ID: cid, To: cr.Ref(), Reason: by + ", once its teardown finishes"})
+				case old.KindVersion != cr.KindVersion:
+					p.Flip = append(p.Flip, PlanItem{ID: cid, From: old.Ref(), To: cr.Ref(), Fields: changedFields(old, cr), Reason: by})
+				case !jsonEqual(old.Declared, cr.Declared) || old.ProviderConfigRef != cr.ProviderConfigRef:
+					p.Update = append(p.Update, PlanItem{ID: cid, From: old.Ref(), To: cr.Ref(), Fields: changedFields(old, cr), Reason: by})
+				default:
+					changed = false
+				}
+				if changed && composes(cr.Ref()) && j.depth+1 < maxFanoutDepth {
+					next = append(next, cr)
+				}
+			}
+			if !live {
+				return
+			}
+			gv.Children(id, func(c *converge.Resource) {
+				if !emitted[c.ID()] && !c.Deleting {
+					p.Prune = append(p.Prune, PlanItem{ID: c.ID(), From: c.Ref(), Reason: "pruned by " + string(id)})
+				}
+			})
+		}); err != nil {
+			p.Unanswered = append(p.Unanswered, PlanItem{ID: id, To: r.Ref(), Reason: "read graph: " + err.Error()})
 			continue
 		}
-		by := "composed by " + string(id)
-		emitted := make(map[converge.ID]bool, len(ids))
-		for i, cid := range ids {
-			emitted[cid] = true
-			c := &res.Children[i]
-			cr := &converge.Resource{Kind: c.Kind, KindVersion: c.KindVersion, Name: c.Name, Declared: c.Spec,
-				ProviderConfigRef: c.ProviderConfigRef, Owner: id, Origin: converge.OriginComposed}
-			old := stored[cid]
-			if ex == nil || ex.Deleting {
-				old = nil // a new composer owns nothing yet
-			}
-			changed := true
-			switch {
-			case old == nil:
-				p.Create = append(p.Create, PlanItem{ID: cid, To: cr.Ref(), Reason: by})
-			case old.Deleting:
-				p.Create = append(p.Create, PlanItem{ID: cid, To: cr.Ref(), Reason: by + ", once its teardown finishes"})
-			case old.KindVersion != cr.KindVersion:
-				p.Flip = append(p.Flip, PlanItem{ID: cid, From: old.Ref(), To: cr.Ref(), Fields: changedFields(old, cr), Reason: by})
-			case !jsonEqual(old.Declared, cr.Declared) || old.ProviderConfigRef != cr.ProviderConfigRef:
-				p.Update = append(p.Update, PlanItem{ID: cid, From: old.Ref(), To: cr.Ref(), Fields: changedFields(old, cr), Reason: by})
-			default:
-				changed = false
-			}
-			if changed && composes(cr.Ref()) && j.depth+1 < maxFanoutDepth {
-				queue = append(queue, job{r: cr, depth: j.depth + 1})
-			}
-		}
-		if ex == nil || ex.Deleting {
-			continue
-		}
-		for _, c := range children[id] {
-			if !emitted[c.ID()] && !c.Deleting {
-				p.Prune = append(p.Prune, PlanItem{ID: c.ID(), From: c.Ref(), Reason: "pruned by " + string(id)})
-			}
+		for _, cr := range next {
+			queue = append(queue, job{r: cr, depth: j.depth + 1})
 		}
 	}
 	for _, l := range []*[]PlanItem{&p.Create, &p.Update, &p.Flip, &p.Prune, &p.Refused, &p.Unanswered} {

@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"context"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -39,7 +40,7 @@ func TestFanoutDropOneAddOne(t *testing.T) {
 	bom.FDs[0].Teams = []bomTeam{{Name: "team-001"}, {Name: "team-003"}, {Name: "team-004"}}
 	d := classicDesired(bom, "c2")
 	p := scheduler.Diff(snap, d)
-	scheduler.Fanout(context.Background(), snap, d, p, classicValidator, h.s.DryCompose)
+	scheduler.Fanout(context.Background(), scheduler.SnapshotGraph(snap), d, p, classicValidator, h.s.DryCompose)
 
 	if got, want := ids(p.Create), "account/fd-01-team-004,route/fd-01-team-004,vpc/fd-01-team-004"; got != want {
 		t.Errorf("create %s, want %s", got, want)
@@ -129,7 +130,7 @@ func TestFanoutOutcomes(t *testing.T) {
 			p := scheduler.Diff(snap, d)
 			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 			defer cancel()
-			scheduler.Fanout(ctx, snap, d, p, classicValidator, scheduler.DryRunner(disp))
+			scheduler.Fanout(ctx, scheduler.SnapshotGraph(snap), d, p, classicValidator, scheduler.DryRunner(disp))
 			if got := len(p.Prune); got != tt.wantPrune {
 				t.Errorf("%d to prune, want %d", got, tt.wantPrune)
 			}
@@ -149,5 +150,61 @@ func TestFanoutOutcomes(t *testing.T) {
 				t.Errorf("unanswered %q, want %q", got, tt.wantUnanswered)
 			}
 		})
+	}
+}
+
+// The running scheduler's graph prices a revision as the stored snapshot
+// does: the same Diff, the same fan-out (dry runs on the scheduler's own
+// workers while Run runs) and the same Weight, with one team dropped and
+// one added.
+func TestFanoutInPlace(t *testing.T) {
+	store := newMemStore()
+	disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1"})
+	h := start(t, store, disp, testConfig())
+	bom := makeBOM(2, 3)
+	h.apply(classicDesired(bom, "c1"), classicValidator)
+	h.waitSettled(scheduler.Converged, 5*time.Second)
+	h.flush()
+	snap, err := store.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	bom.FDs[0].Teams = []bomTeam{{Name: "team-001"}, {Name: "team-003"}, {Name: "team-004"}}
+	d := classicDesired(bom, "c2")
+	ctx := context.Background()
+	tests := []struct {
+		name  string
+		graph scheduler.Graph
+		diff  func() (*scheduler.Plan, error)
+	}{
+		{"snapshot", scheduler.SnapshotGraph(snap), func() (*scheduler.Plan, error) { return scheduler.Diff(snap, d), nil }},
+		{"scheduler", h.s.Graph(), func() (*scheduler.Plan, error) { return h.s.Diff(ctx, d) }},
+	}
+	var plans []*scheduler.Plan
+	var weights []scheduler.Weight
+	for _, tt := range tests {
+		p, err := tt.diff()
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		scheduler.Fanout(ctx, tt.graph, d, p, classicValidator, h.s.DryCompose)
+		w, err := scheduler.Weigh(ctx, tt.graph, p)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		plans, weights = append(plans, p), append(weights, w)
+	}
+	if got, want := ids(plans[1].Prune), "account/fd-01-team-002,route/fd-01-team-002,vpc/fd-01-team-002"; got != want {
+		t.Errorf("scheduler: prune %s, want %s", got, want)
+	}
+	if !reflect.DeepEqual(plans[0], plans[1]) {
+		t.Errorf("scheduler plan %+v,\nsnapshot plan %+v", plans[1], plans[0])
+	}
+	if got, want := weights[1], (scheduler.Weight{Total: len(snap.Resources), TornDown: 3}); got != want {
+		t.Errorf("scheduler weight %+v, want %+v", got, want)
+	}
+	if weights[0] != weights[1] {
+		t.Errorf("scheduler weight %+v, snapshot weight %+v", weights[1], weights[0])
 	}
 }

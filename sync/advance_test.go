@@ -12,12 +12,14 @@ import (
 	"github.com/convergehq/converge/sync/gittest"
 )
 
-// memRecords is Records in memory, with a fixed stored snapshot.
+// memRecords is Records in memory, with a fixed stored snapshot. It
+// counts loads of the whole snapshot, which Apply must not make.
 type memRecords struct {
 	recs    map[string]*converge.RevisionRecord
 	applied *converge.Revision
 	snap    *converge.Snapshot
 	source  *converge.AppliedSource
+	loads   int
 }
 
 func (m *memRecords) PutSource(src *converge.AppliedSource) error {
@@ -36,10 +38,31 @@ func (m *memRecords) Revision(hash string) (*converge.RevisionRecord, error) {
 	return nil, os.ErrNotExist
 }
 func (m *memRecords) Applied() (*converge.Revision, error) { return m.applied, nil }
-func (m *memRecords) Load() (*converge.Snapshot, error)    { return m.snap, nil }
+func (m *memRecords) Load() (*converge.Snapshot, error) {
+	m.loads++
+	return m.snap, nil
+}
+func (m *memRecords) Kinds() ([]*converge.Kind, error) { return m.snap.Kinds, nil }
 
-// countingEngine records what was applied.
-type countingEngine struct{ applied []string }
+// countingEngine records what was applied; its graph is snap (nil:
+// empty).
+type countingEngine struct {
+	applied []string
+	snap    *converge.Snapshot
+}
+
+func (e *countingEngine) stored() *converge.Snapshot {
+	if e.snap == nil {
+		return &converge.Snapshot{}
+	}
+	return e.snap
+}
+
+func (e *countingEngine) Diff(_ context.Context, d *converge.Desired) (*scheduler.Plan, error) {
+	return scheduler.Diff(e.stored(), d), nil
+}
+
+func (e *countingEngine) Graph() scheduler.Graph { return scheduler.SnapshotGraph(e.stored()) }
 
 func (e *countingEngine) Apply(_ context.Context, d *converge.Desired, _ scheduler.Validator) (*scheduler.Plan, error) {
 	e.applied = append(e.applied, d.Revision.Hash)
@@ -83,7 +106,7 @@ func TestAdvanceHeldHead(t *testing.T) {
 		{Kind: "tgw", KindVersion: 1, Name: "b", Origin: converge.OriginGit},
 	}}
 	rec := &memRecords{recs: map[string]*converge.RevisionRecord{}, applied: &converge.Revision{Ref: "main", Hash: base}, snap: stored}
-	eng := &countingEngine{}
+	eng := &countingEngine{snap: stored}
 	s := &Syncer{Source: src, Records: rec, Engine: eng}
 	passes, err := s.Advance(context.Background())
 	if err != nil {

@@ -1,6 +1,7 @@
 package sync
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -16,51 +17,15 @@ const DefaultPruneLimit = 0.5
 // teardown tree of each of its Delete items (documents removed from git)
 // and Prune items (children a recompose would prune, see
 // scheduler.Fanout): everything each owns and everything that depends on
-// any of that, transitively, without double counting.
+// any of that, transitively, without double counting (scheduler.Weigh).
 func Teardown(snap *converge.Snapshot, plan *scheduler.Plan) int {
-	return teardown(snap, append(append([]scheduler.PlanItem(nil), plan.Delete...), plan.Prune...))
+	return weigh(snap, plan).TornDown
 }
 
-func teardown(snap *converge.Snapshot, roots []scheduler.PlanItem) int {
-	if len(roots) == 0 {
-		return 0
-	}
-	owned := map[converge.ID][]converge.ID{}
-	for _, r := range snap.Resources {
-		if r.Owner != "" {
-			owned[r.Owner] = append(owned[r.Owner], r.ID())
-		}
-	}
-	dependents := map[converge.ID][]converge.ID{}
-	for _, e := range snap.Edges {
-		dependents[e.Producer] = append(dependents[e.Producer], e.Consumer)
-	}
-	marked := map[converge.ID]bool{}
-	var stack []converge.ID
-	for _, it := range roots {
-		stack = append(stack, it.ID)
-	}
-	for len(stack) > 0 {
-		id := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if marked[id] {
-			continue
-		}
-		marked[id] = true
-		stack = append(stack, owned[id]...)
-		stack = append(stack, dependents[id]...)
-	}
-	n := 0
-	present := make(map[converge.ID]bool, len(snap.Resources))
-	for _, r := range snap.Resources {
-		present[r.ID()] = true
-	}
-	for id := range marked {
-		if present[id] {
-			n++
-		}
-	}
-	return n
+func weigh(snap *converge.Snapshot, plan *scheduler.Plan) scheduler.Weight {
+	// A snapshot's graph is read in place: there is no error to return.
+	w, _ := scheduler.Weigh(context.Background(), scheduler.SnapshotGraph(snap), plan)
+	return w
 }
 
 // PruneGuard returns why applying plan to snap must be held, or "" when
@@ -71,7 +36,13 @@ func teardown(snap *converge.Snapshot, roots []scheduler.PlanItem) int {
 // scheduler.Fanout); when a changed composer's dry run gave no answer
 // (plan.Unanswered), that is unknown and the revision is held.
 func PruneGuard(snap *converge.Snapshot, plan *scheduler.Plan, set converge.Settings) string {
-	total := len(snap.Resources)
+	return PruneGuardWeight(weigh(snap, plan), plan, set)
+}
+
+// PruneGuardWeight is PruneGuard given what plan tears down of the
+// stored graph (scheduler.Weigh), so the graph can be the engine's.
+func PruneGuardWeight(w scheduler.Weight, plan *scheduler.Plan, set converge.Settings) string {
+	total := w.Total
 	if total == 0 {
 		return ""
 	}
@@ -82,7 +53,7 @@ func PruneGuard(snap *converge.Snapshot, plan *scheduler.Plan, set converge.Sett
 		}
 		return fmt.Sprintf("held by the prune guard: cannot count what recomposing %s would prune%s: %s", u[0].ID, more, u[0].Reason)
 	}
-	gone := Teardown(snap, plan)
+	gone := w.TornDown
 	if gone == 0 {
 		return ""
 	}
@@ -101,7 +72,7 @@ func PruneGuard(snap *converge.Snapshot, plan *scheduler.Plan, set converge.Sett
 		if len(owners) > 1 {
 			by += fmt.Sprintf(" and %d more composers", len(owners)-1)
 		}
-		what = fmt.Sprintf(" (%d removed from git, %d pruned by recomposing %s)", teardown(snap, plan.Delete), gone-teardown(snap, plan.Delete), by)
+		what = fmt.Sprintf(" (%d removed from git, %d pruned by recomposing %s)", w.Removed, gone-w.Removed, by)
 	}
 	if gone == total {
 		if set.AllowPruneAll {

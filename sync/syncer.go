@@ -15,9 +15,16 @@ import (
 	"github.com/convergehq/converge/scheduler"
 )
 
-// Applier is the engine side a sync feeds: the scheduler.
+// Applier is the engine side a sync feeds: the scheduler. A revision is
+// priced against the engine's own graph (Diff, Graph), never a second
+// copy of it loaded from the store.
 type Applier interface {
 	Apply(ctx context.Context, d *converge.Desired, v scheduler.Validator) (*scheduler.Plan, error)
+	// Diff returns what Apply(d) would do, changing nothing.
+	Diff(ctx context.Context, d *converge.Desired) (*scheduler.Plan, error)
+	// Graph is the engine's resource graph, which the dry-run composes
+	// (scheduler.Fanout) and the prune guard (scheduler.Weigh) read.
+	Graph() scheduler.Graph
 }
 
 // Records keeps what converge concluded about each revision, and what is
@@ -26,9 +33,9 @@ type Records interface {
 	PutRevision(rec *converge.RevisionRecord) error
 	Revision(hash string) (*converge.RevisionRecord, error)
 	Applied() (*converge.Revision, error)
-	// Load returns the stored state, for apply-time lint and the prune
-	// guard.
-	Load() (*converge.Snapshot, error)
+	// Kinds returns the stored kinds (what live resources were applied
+	// under), for apply-time lint.
+	Kinds() ([]*converge.Kind, error)
 	// PutSource records where the applied revision came from.
 	PutSource(src *converge.AppliedSource) error
 }
@@ -158,12 +165,12 @@ func (s *Syncer) Apply(ctx context.Context, pass *Pass) error {
 	rec, now := pass.Record, s.now()
 	d := pass.Loaded.Desired
 	d.Revision = pass.Revision
-	snap, err := s.Records.Load()
-	if err != nil {
-		return fmt.Errorf("load state: %w", err)
-	}
 	if s.Lint != nil {
-		if findings := s.Lint(snap.Kinds, d.Kinds, nil, pass.Tree); len(findings) > 0 {
+		stored, err := s.Records.Kinds()
+		if err != nil {
+			return fmt.Errorf("list kinds: %w", err)
+		}
+		if findings := s.Lint(stored, d.Kinds, nil, pass.Tree); len(findings) > 0 {
 			rec.Findings = appendFindings(rec.Findings, findings)
 			rec.SetStatus(converge.CommitStatus{Context: converge.ContextLint, State: converge.StateFailure,
 				Description: "breaking against the applied schemas: " + findings[0].Path + ": " + findings[0].Rule, Time: now})
@@ -174,17 +181,31 @@ func (s *Syncer) Apply(ctx context.Context, pass *Pass) error {
 				Description: "no breaking schema changes", Time: now})
 		}
 	}
-	guarded := scheduler.Diff(snap, &d)
-	if s.Compose != nil && len(snap.Resources) > 0 {
+	// The plan and the guard read the engine's graph in place: loading
+	// the store again would copy every resource on every revision.
+	guarded, err := s.Engine.Diff(ctx, &d)
+	if err != nil {
+		return fmt.Errorf("diff %s: %w", pass.Revision, err)
+	}
+	g := s.Engine.Graph()
+	var stored int
+	if err := g.Read(ctx, func(v scheduler.GraphView) { stored = v.Len() }); err != nil {
+		return fmt.Errorf("read graph: %w", err)
+	}
+	if s.Compose != nil && stored > 0 {
 		timeout := s.ComposeTimeout
 		if timeout <= 0 {
 			timeout = time.Minute
 		}
 		cctx, cancel := context.WithTimeout(ctx, timeout)
-		scheduler.Fanout(cctx, snap, &d, guarded, pass.Loaded.Schemas, s.Compose)
+		scheduler.Fanout(cctx, g, &d, guarded, pass.Loaded.Schemas, s.Compose)
 		cancel()
 	}
-	if held := PruneGuard(snap, guarded, d.Settings); held != "" {
+	w, err := scheduler.Weigh(ctx, g, guarded)
+	if err != nil {
+		return fmt.Errorf("weigh %s: %w", pass.Revision, err)
+	}
+	if held := PruneGuardWeight(w, guarded, d.Settings); held != "" {
 		return s.hold(pass, held)
 	}
 	// Once handed over, an apply runs to its end even if ctx is cancelled

@@ -111,17 +111,22 @@ func runPlan(ctx context.Context, out, errOut io.Writer, g *globals, rev, output
 	d := pass.Loaded.Desired
 	d.Revision = r
 	p := scheduler.Diff(snap, &d)
+	stored := scheduler.SnapshotGraph(snap)
 	if changesComposer(p, &d) {
 		compose, stop, err := planComposer(ctx, admin, src, d.Settings.Workers)
 		if err != nil {
 			return err
 		}
-		scheduler.Fanout(ctx, snap, &d, p, pass.Loaded.Schemas, compose)
+		scheduler.Fanout(ctx, stored, &d, p, pass.Loaded.Schemas, compose)
 		stop()
+	}
+	w, err := scheduler.Weigh(ctx, stored, p)
+	if err != nil {
+		return err
 	}
 	v := planView{Revision: r.String(), Create: p.Create, Update: p.Update, Flip: p.Flip, Delete: p.Delete,
 		Refused: p.Refused, Prune: p.Prune, Unanswered: p.Unanswered, Definitions: p.Definitions,
-		TornDown: gitsync.Teardown(snap, p), Total: len(snap.Resources), Held: gitsync.PruneGuard(snap, p, d.Settings)}
+		TornDown: w.TornDown, Total: w.Total, Held: gitsync.PruneGuardWeight(w, p, d.Settings)}
 	if lint := lintFunc(); lint != nil {
 		v.Breaking = lint(snap.Kinds, d.Kinds, nil, pass.Tree)
 	}
