@@ -36,6 +36,8 @@ type memStore struct {
 	// crashAt, when set, crashes the store right after its crashAt-th
 	// commit (that one is kept): a kill mid-way through a drain.
 	crashAt int
+	// commitDelay makes every commit take this long: a slow disk.
+	commitDelay time.Duration
 	// refuse, when set, is asked about every resource put: an error
 	// refuses the row, as the real store refuses one it cannot keep.
 	refuse func(r *converge.Resource) error
@@ -112,6 +114,10 @@ func (m *memStore) Load() (*converge.Snapshot, error) {
 }
 
 func (m *memStore) Commit(b *converge.Batch) error {
+	m.mu.Lock()
+	delay := m.commitDelay
+	m.mu.Unlock()
+	time.Sleep(delay) // a slow disk, outside the lock so reads go on
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.crashed {

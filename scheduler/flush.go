@@ -94,6 +94,16 @@ func (s *Scheduler) commitEnded(err error) {
 	}
 }
 
+// dropHead removes q's first n entries in place.
+func dropHead(q []*node, n int) []*node {
+	if n == 0 {
+		return q
+	}
+	rest := copy(q, q[n:])
+	clear(q[rest:])
+	return q[:rest]
+}
+
 // bigMap is the size past which a pending-write map is replaced rather
 // than cleared once drained.
 const bigMap = 8192
@@ -220,7 +230,7 @@ func (s *Scheduler) retryLater() {
 }
 
 func (s *Scheduler) hasPending() bool {
-	return len(s.dirty) > 0 || len(s.rollupDirty) > 0 || len(s.reasonDirty) > 0 || len(s.delRes) > 0 ||
+	return len(s.dirty) > 0 || len(s.updated) > 0 || len(s.rollupDirty) > 0 || len(s.reasonDirty) > 0 || len(s.delRes) > 0 ||
 		len(s.edgePut) > 0 || len(s.edgeDel) > 0 || len(s.delivDirty) > 0 || len(s.delivGone) > 0 || len(s.events) > 0 ||
 		!s.meta.Empty()
 }
@@ -251,33 +261,38 @@ func (s *Scheduler) buildBatch() *converge.Batch {
 	// longer referenced by the store.
 	s.spare = 1 - s.spare
 	buf := &s.bufs[s.spare]
-	if len(s.dirty) > 0 {
-		// At most MaxCommit rows, oldest first: a commit stays short
-		// (bounded work lost to a crash, bounded bbolt transaction)
-		// however much a composition just created. The rest stays
-		// dirty for the next batch; a row is marked dirty after its
-		// owner is, so an owner is never left behind its children.
-		take := s.dirty
-		if len(take) > s.cfg.MaxCommit {
-			take = take[:s.cfg.MaxCommit]
-		}
+	if len(s.dirty)+len(s.updated) > 0 {
+		// At most MaxCommit rows: a commit stays short (bounded work lost
+		// to a crash, a bounded bbolt transaction) however much a
+		// composition just created. Changes of rows already in the
+		// store go first, so progress (a resource turning Ready) is
+		// durable within a batch or two instead of waiting behind a
+		// million rows a composition created; new rows fill the rest,
+		// at least a quarter of the batch, oldest first (a row is made
+		// after its owner's, so an owner is never left behind its
+		// children). What does not fit waits for the next batch.
+		newRoom := min(len(s.dirty), s.cfg.MaxCommit/4)
+		upd := s.updated[:min(len(s.updated), s.cfg.MaxCommit-newRoom)]
+		fresh := s.dirty[:min(len(s.dirty), s.cfg.MaxCommit-len(upd))]
 		rows := buf.rows[:0]
-		if cap(rows) < len(take) {
-			rows = make([]converge.Resource, 0, len(take)+len(take)/2)
+		if n := len(upd) + len(fresh); cap(rows) < n {
+			rows = make([]converge.Resource, 0, n+n/2)
 		}
 		ptrs := buf.ptrs[:0]
-		for _, n := range take {
-			n.dirty = false
-			if !n.removed && !n.unstorable {
-				rows = append(rows, *n.r)
-				ptrs = append(ptrs, &rows[len(rows)-1])
+		for _, take := range [][]*node{upd, fresh} {
+			for _, n := range take {
+				n.dirty = false
+				n.stored = true
+				if !n.removed && !n.unstorable {
+					rows = append(rows, *n.r)
+					ptrs = append(ptrs, &rows[len(rows)-1])
+				}
 			}
 		}
 		buf.rows, buf.ptrs = rows, ptrs
 		b.Resources = ptrs
-		rest := copy(s.dirty, s.dirty[len(take):])
-		clear(s.dirty[rest:])
-		s.dirty = s.dirty[:rest]
+		s.updated = dropHead(s.updated, len(upd))
+		s.dirty = dropHead(s.dirty, len(fresh))
 	}
 	if len(s.delRes) > 0 {
 		b.DeletedResources = make([]converge.ID, 0, len(s.delRes))

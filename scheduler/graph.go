@@ -36,6 +36,10 @@ type node struct {
 	// unstorable: the store refused the row again after its refused data
 	// was dropped, so it is kept out of every batch.
 	unstorable bool
+	// stored: the row has been handed to the store (loaded from it, or
+	// in a batch): a change of it is an update, committed ahead of new
+	// rows.
+	stored bool
 	// recomposeOwner: the owner still wants this child (it emitted it
 	// again while it was being torn down, or an operator deleted it); the
 	// owner recomposes once the row is gone (recomposeIfOwed).
@@ -205,10 +209,11 @@ func (s *Scheduler) load(snap *converge.Snapshot) {
 	for _, d := range snap.Deliveries {
 		s.loadDelivery(d)
 	}
-	s.dirty = s.dirty[:0]
+	s.dirty, s.updated = s.dirty[:0], s.updated[:0]
 	for _, n := range s.nodes {
+		n.stored = true
 		if n.dirty {
-			s.dirty = append(s.dirty, n)
+			s.updated = append(s.updated, n)
 		}
 	}
 }
@@ -312,7 +317,11 @@ func (s *Scheduler) markDirty(n *node) {
 		return
 	}
 	n.dirty = true
-	s.dirty = append(s.dirty, n)
+	if n.stored {
+		s.updated = append(s.updated, n)
+	} else {
+		s.dirty = append(s.dirty, n)
+	}
 	s.armFlush()
 }
 

@@ -373,3 +373,30 @@ func TestRestartMidDrainDoesNotRerunReady(t *testing.T) {
 	}
 	t.Logf("%d stored Ready before the restart, %d tasks after", len(ready), len(disp.tasks()))
 }
+
+// TestProgressIsDurableDuringADrain: while the rows a big composition
+// created still drain into a slow store, MaxCommit at a time, the
+// resources that turn Ready are committed ahead of them: a crash then
+// loses seconds of progress, not everything done since the compose.
+func TestProgressIsDurableDuringADrain(t *testing.T) {
+	store := newMemStore()
+	// A leaf takes longer than a commit: the first children's rows are
+	// stored Pending before they turn Ready.
+	disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1", delay: 5 * time.Millisecond})
+	cfg := testConfig()
+	cfg.MaxCommit = 8
+	store.commitDelay = 3 * time.Millisecond
+	h := start(t, store, disp, cfg)
+	bom := makeBOM(4, 40) // 488 children: ~60 batches of new rows
+	h.apply(classicDesired(bom, "c1"), classicValidator)
+	total := bomSize(4, 40) + 1
+	const first = "account/fd-01-team-001"
+	waitFor(t, 20*time.Second, first+" stored Ready", func() bool {
+		r := store.get(first)
+		return r != nil && r.Phase == converge.PhaseReady
+	})
+	if n := len(store.all()); n >= total {
+		t.Errorf("%s was stored Ready only after every created row (%d of %d): progress waited behind the drain", first, n, total)
+	}
+	h.waitSettled(scheduler.Converged, 20*time.Second)
+}

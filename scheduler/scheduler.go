@@ -233,8 +233,10 @@ type Scheduler struct {
 	counts    converge.Counts
 	owedDeliv int
 
-	// pending writes
+	// pending writes: rows never handed to the store (dirty, in the
+	// order made) and changes of stored rows (updated)
 	dirty       []*node
+	updated     []*node
 	rollupDirty []*node
 	reasonDirty []*node
 	delRes      map[converge.ID]bool
@@ -461,7 +463,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	s.onChanged() // a fresh start: re-check every parked resource
 	for {
 		s.pump()
-		if len(s.dirty) >= s.cfg.MaxBatch {
+		if len(s.dirty)+len(s.updated) >= s.cfg.MaxBatch {
 			s.flushAsync()
 		}
 		s.publish()
