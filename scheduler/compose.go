@@ -522,6 +522,22 @@ func (s *Scheduler) rollupStatus(n *node) json.RawMessage {
 	return b
 }
 
+// rollupTotal returns the total of st's "rollup", or 0.
+func rollupTotal(st json.RawMessage) int {
+	if len(st) == 0 {
+		return 0
+	}
+	var v struct {
+		Rollup struct {
+			Total int `json:"total"`
+		} `json:"rollup"`
+	}
+	if json.Unmarshal(st, &v) != nil {
+		return 0
+	}
+	return v.Rollup.Total
+}
+
 // stripRollup returns st without its "rollup" field.
 func stripRollup(st json.RawMessage) []byte {
 	m := map[string]json.RawMessage{}

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"container/heap"
+	"strconv"
 	"time"
 
 	"github.com/convergehq/converge"
@@ -196,9 +197,20 @@ func (s *Scheduler) load(snap *converge.Snapshot) {
 			s.scheduleResyncFrom(n, r.UpdatedAt)
 		}
 	}
-	// Composer phases follow their (now counted) subtrees.
+	// Composer phases follow their (now counted) subtrees. A composer
+	// whose stored rollup counts more descendants than the store holds
+	// made children that a crash kept from the store (its own row went
+	// first): it composes again, which re-creates them.
 	for _, n := range s.nodes {
 		if s.isComposer(n) {
+			if r := n.r; !r.Deleting && r.ObservedGeneration == r.Generation {
+				if want, have := rollupTotal(r.Status), n.tree().counts.Total; want > have {
+					s.event(n.id, "Recompose", "recomposing: "+strconv.Itoa(want-have)+" of its "+strconv.Itoa(want)+
+						" descendants are missing from the store (a crash came before they were committed)")
+					s.bumpGeneration(n)
+					continue
+				}
+			}
 			s.evalComposer(n)
 			n.rollupDirty = false
 		}

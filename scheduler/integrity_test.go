@@ -372,6 +372,13 @@ func TestRestartMidDrainDoesNotRerunReady(t *testing.T) {
 		}
 	}
 	t.Logf("%d stored Ready before the restart, %d tasks after", len(ready), len(disp.tasks()))
+	// And the whole graph is there: children the crash kept from the
+	// store are made again, though the root's row said its compose was
+	// done.
+	h.flush()
+	if got, want := len(store.all()), bomSize(3, 10)+1; got != want {
+		t.Errorf("%d resources after the restart converged, want %d", got, want)
+	}
 }
 
 // TestProgressIsDurableDuringADrain: while the rows a big composition
