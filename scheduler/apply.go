@@ -178,7 +178,7 @@ func (s *Scheduler) Apply(ctx context.Context, d *converge.Desired, v Validator)
 
 func (s *Scheduler) apply(d *converge.Desired, v Validator) *Plan {
 	if v != nil {
-		s.validator = v
+		s.setValidator(v)
 	}
 	resyncDefault := s.settings.ResyncInterval != d.Settings.ResyncInterval
 	s.settings = d.Settings

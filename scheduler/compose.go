@@ -29,7 +29,7 @@ func (s *Scheduler) composeResult(n *node, rec *taskRec, res *converge.Result) {
 		s.failPermanent(n, err.Error())
 		return
 	}
-	if err := s.checkStatus(rec.ref, res.Status); err != nil {
+	if err := s.resultStatusErr(rec.ref, res); err != nil {
 		s.failPermanent(n, "worker result refused: "+err.Error())
 		return
 	}

@@ -294,6 +294,9 @@ func (s *Scheduler) dispatchNode(n *node, reaction string, kind taskKind) {
 	rs.inflight++
 	s.inflight++
 	n.resync = false
+	if reaction != converge.ReactionTeardown {
+		s.taskRefs.Store(t.ID, ref)
+	}
 	s.tasks[t.ID] = &taskRec{kind: kind, id: n.id, gen: r.Generation, ref: ref, reaction: reaction, resync: resync, counted: true}
 	r.Lease = &converge.Lease{TaskID: t.ID, Reaction: reaction, Expires: t.Deadline}
 	s.addTimer(t.Deadline, timerLease, n.id, t.ID)
@@ -320,6 +323,7 @@ func (s *Scheduler) release(rec *taskRec) {
 
 // dropTask forgets a task: its result, if any comes, is ignored.
 func (s *Scheduler) dropTask(taskID string) {
+	s.taskRefs.Delete(taskID)
 	if rec := s.tasks[taskID]; rec != nil {
 		s.release(rec)
 		delete(s.tasks, taskID)
@@ -379,6 +383,7 @@ func (s *Scheduler) onResult(res *converge.Result) {
 	if res == nil {
 		return
 	}
+	s.taskRefs.Delete(res.TaskID)
 	rec := s.tasks[res.TaskID]
 	if rec == nil {
 		return // unknown or stale task
@@ -434,7 +439,7 @@ func (s *Scheduler) onResult(res *converge.Result) {
 // nothing of the result is kept.
 func (s *Scheduler) reconcileOK(n *node, rec *taskRec, res *converge.Result) {
 	r := n.r
-	if err := s.checkStatus(rec.ref, res.Status); err != nil {
+	if err := s.resultStatusErr(rec.ref, res); err != nil {
 		s.failPermanent(n, "worker result refused: "+err.Error())
 		return
 	}
@@ -512,6 +517,7 @@ func (s *Scheduler) leaseExpired(taskID string) {
 		return
 	case taskVerb:
 		delete(s.tasks, taskID)
+		s.taskRefs.Delete(taskID)
 		if rec.dry {
 			rec.verb <- verbOutcome{err: errors.New("dry-run compose: timed out")}
 			return
@@ -558,16 +564,66 @@ func (s *Scheduler) newTask(r *converge.Resource, reaction, key string, ttl time
 // status schema rejects it (the error names the field). A nil status
 // (nothing returned) is fine.
 func (s *Scheduler) checkStatus(ref converge.KindRef, status json.RawMessage) error {
+	return checkStatusWith(s.validator, ref, status)
+}
+
+func checkStatusWith(v Validator, ref converge.KindRef, status json.RawMessage) error {
 	if status == nil {
 		return nil
 	}
 	if err := checkObject(status); err != nil {
 		return fmt.Errorf("status: %w", err)
 	}
-	if s.validator != nil {
-		return s.validator.ValidateStatus(ref, status)
+	if v != nil {
+		return v.ValidateStatus(ref, status)
 	}
 	return nil
+}
+
+// resultStatusErr is checkStatus of res's status, taken from the check a
+// checker goroutine already made of res (Run's result stage) when there
+// is one.
+func (s *Scheduler) resultStatusErr(ref converge.KindRef, res *converge.Result) error {
+	if s.pre.res == res && s.pre.done {
+		return s.pre.err
+	}
+	return s.checkStatus(ref, res.Status)
+}
+
+// precheck is a result with its status already checked off the loop.
+type precheck struct {
+	res  *converge.Result
+	done bool  // err is the status check's answer
+	err  error // from checkStatusWith
+}
+
+// precheckResult checks r's status on a checker goroutine: the status
+// schema is a CUE validation (tens of microseconds), and a million
+// results checked on the loop would hold up everything else. It knows a
+// result's kind version from taskRefs; one it does not know (a stale or
+// unknown task, or no status) is left to the loop.
+func (s *Scheduler) precheckResult(r *converge.Result) precheck {
+	if r == nil || r.Outcome != converge.OutcomeOK || r.Status == nil {
+		return precheck{res: r}
+	}
+	ref, ok := s.taskRefs.Load(r.TaskID)
+	if !ok {
+		return precheck{res: r}
+	}
+	var v Validator
+	if b := s.validatorP.Load(); b != nil {
+		v = b.v
+	}
+	return precheck{res: r, done: true, err: checkStatusWith(v, ref.(converge.KindRef), r.Status)}
+}
+
+// validatorBox holds the Validator the checker goroutines use.
+type validatorBox struct{ v Validator }
+
+// setValidator makes v the validator of the loop and of the checkers.
+func (s *Scheduler) setValidator(v Validator) {
+	s.validator = v
+	s.validatorP.Store(&validatorBox{v})
 }
 
 // checkObject returns an error unless b is one valid JSON object.

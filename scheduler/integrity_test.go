@@ -3,6 +3,7 @@ package scheduler_test
 import (
 	"encoding/json"
 	"errors"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -406,4 +407,42 @@ func TestProgressIsDurableDuringADrain(t *testing.T) {
 		t.Errorf("%s was stored Ready only after every created row (%d of %d): progress waited behind the drain", first, n, total)
 	}
 	h.waitSettled(scheduler.Converged, 20*time.Second)
+}
+
+// blockingValidator blocks the check of one status (exactly block)
+// until release is closed.
+type blockingValidator struct {
+	validatorFunc
+	block   string
+	started chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingValidator) ValidateStatus(ref converge.KindRef, status json.RawMessage) error {
+	if string(status) == b.block {
+		close(b.started)
+		<-b.release
+	}
+	return b.validatorFunc.ValidateStatus(ref, status)
+}
+
+// TestStatusChecksOffTheLoop: a worker's status is checked on the result
+// stage's goroutines, not on the scheduler's loop: while one check is
+// slow, other results are handled and the graph moves on.
+func TestStatusChecksOffTheLoop(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("needs GOMAXPROCS >= 2: with one checker goroutine the blocked check holds every result")
+	}
+	store := newMemStore()
+	disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1"})
+	v := &blockingValidator{validatorFunc: classicValidator, block: `{"account_id":"acct-fd-01-team-001"}`,
+		started: make(chan struct{}), release: make(chan struct{})}
+	h := start(t, store, disp, testConfig())
+	h.apply(classicDesired(makeBOM(2, 4), "c1"), v)
+	<-v.started
+	waitFor(t, 5*time.Second, "other resources Ready while one status check blocks", func() bool {
+		return h.s.Progress().Counts.Ready >= 10
+	})
+	close(v.release)
+	h.waitSettled(scheduler.Converged, 5*time.Second)
 }

@@ -334,6 +334,7 @@ func (s *Scheduler) startVerb(id converge.ID, verb string, args map[string]strin
 		return nil, fmt.Errorf("do %s %s: %w", id, verb, err)
 	}
 	s.dispatched++
+	s.taskRefs.Store(t.ID, ref)
 	ch := make(chan verbOutcome, 1)
 	s.tasks[t.ID] = &taskRec{kind: taskVerb, id: id, ref: ref, reaction: verb, verb: ch}
 	s.addTimer(t.Deadline, timerLease, id, t.ID)
@@ -351,7 +352,7 @@ func (s *Scheduler) verbResult(rec *taskRec, res *converge.Result) {
 	}
 	var refused error
 	if res.Outcome == converge.OutcomeOK {
-		if refused = s.checkStatus(rec.ref, res.Status); refused != nil {
+		if refused = s.resultStatusErr(rec.ref, res); refused != nil {
 			msg += ", status refused: " + refused.Error()
 		}
 	}

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
+	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/convergehq/converge"
@@ -261,6 +263,14 @@ type Scheduler struct {
 
 	uidBuf []byte
 
+	// taskRefs maps a dispatched task's id to its KindRef for the
+	// checker goroutines of Run's result stage; validatorP is the
+	// validator they use (s.validator, published). pre is the check of
+	// the result the loop is handling.
+	taskRefs   sync.Map
+	validatorP atomic.Pointer[validatorBox]
+	pre        precheck
+
 	dispatched, completed uint64
 	rateSamples           []rateSample
 }
@@ -375,6 +385,7 @@ func New(store Store, disp Dispatcher, cfg Config) (*Scheduler, error) {
 		applied:    snap.Applied,
 	}
 	s.now = cfg.Now()
+	s.setValidator(cfg.Validator)
 	s.load(snap)
 	s.publish()
 	return s, nil
@@ -457,7 +468,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	results := s.disp.Results()
+	results := s.checkResults(ctx, s.disp.Results())
 	changed := s.disp.Changed()
 	s.now = s.cfg.Now()
 	s.onChanged() // a fresh start: re-check every parked resource
@@ -489,7 +500,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 				continue
 			}
 			s.now = s.cfg.Now()
-			s.onResult(r)
+			s.onChecked(r)
 		drain:
 			for i := 0; i < 4096; i++ {
 				select {
@@ -498,7 +509,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 						results = nil
 						break drain
 					}
-					s.onResult(r)
+					s.onChecked(r)
 				default:
 					break drain
 				}
@@ -521,6 +532,45 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			s.fireTimers()
 		}
 	}
+}
+
+// checkResults is Run's result stage: GOMAXPROCS goroutines check each
+// result's status (checkStatus, off the loop) and pass it on, until ctx
+// is done or in closes (then the returned channel closes). Results of
+// different tasks may pass each other; each task has one result.
+func (s *Scheduler) checkResults(ctx context.Context, in <-chan *converge.Result) <-chan precheck {
+	out := make(chan precheck, 1024)
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case r, ok := <-in:
+					if !ok {
+						return
+					}
+					select {
+					case out <- s.precheckResult(r):
+					case <-ctx.Done():
+						return
+					}
+				}
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(out) }()
+	return out
+}
+
+// onChecked handles one result of the result stage.
+func (s *Scheduler) onChecked(p precheck) {
+	s.pre = p
+	s.onResult(p.res)
+	s.pre = precheck{}
 }
 
 func (s *Scheduler) nextWake() time.Time {
