@@ -21,10 +21,16 @@
 // flush) and those commands.
 //
 // Group commit: every change marks its resource dirty; dirty rows, edge
-// and delivery changes and events are written as one converge.Batch every
+// and delivery changes and events are written as a converge.Batch every
 // Config.FlushInterval, or as soon as Config.MaxBatch rows are dirty. A row
 // changed three times between flushes is written once; the classic graph
-// costs about 2.5 puts per resource from create to Ready.
+// costs about 3–4 puts per resource from create to Ready. A batch holds at
+// most Config.MaxCommit rows and events: changes of stored rows first,
+// then new rows in the order they were made (owners before their
+// children, consumers with their edges), the rest in later batches.
+//
+// Results pass through a stage of checker goroutines (Run) that check
+// each status against its kind version's schema before the loop sees it.
 //
 // A resource is eligible when it is not Deleting, not leased, not in
 // backoff, not permanently failed at its generation, and every producer
@@ -76,7 +82,9 @@
 //
 // A Store must not keep references into a Batch after Commit returns:
 // the rows are the scheduler's live ones. A failed Commit keeps
-// everything pending and is retried; it is logged, not fatal.
+// everything pending and is retried; it is logged, not fatal. Rows the
+// store refuses (a converge.RejectedError) are taken out of the batch and
+// their resources fail with the store's reason; the rest is committed.
 //
 // A superseded delivery is deleted in a batch no earlier than its
 // subject's newer row, except when the store refuses that row: the row
