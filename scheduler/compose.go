@@ -377,8 +377,10 @@ func flowsEqual(a, b []converge.ValueFlow) bool {
 // createChild adds a resource composed by parent.
 func (s *Scheduler) createChild(parent *node, c *converge.Child, msg string) *node {
 	r := &converge.Resource{
-		UID:               s.newUID(),
-		Kind:              s.kindName(c.Kind),
+		UID: s.newUID(),
+		// The refState's name: a million children of a few kinds share
+		// a few strings instead of each keeping its decoded copy.
+		Kind:              s.refState(converge.KindRef{Kind: c.Kind, Version: c.KindVersion}).ref.Kind,
 		KindVersion:       c.KindVersion,
 		Name:              c.Name,
 		Declared:          c.Spec,
@@ -390,18 +392,6 @@ func (s *Scheduler) createChild(parent *node, c *converge.Child, msg string) *no
 		CreatedAt:         s.now,
 	}
 	return s.addNode(r, parent, msg)
-}
-
-// kindName returns the kind's name as the scheduler already holds it, so
-// a million children of a few kinds share a few strings rather than each
-// keeping the copy its worker's message decoded into.
-func (s *Scheduler) kindName(kind string) string {
-	for ref := range s.kinds {
-		if ref.Kind == kind {
-			return ref.Kind
-		}
-	}
-	return kind
 }
 
 // addNode inserts a new resource row (Phase Pending) into the graph.
