@@ -74,7 +74,14 @@ type Store struct {
 
 	// pageAlloc0 is bbolt's allocated-page byte count after Open.
 	pageAlloc0 int64
+	// released is when the mapped pages were last released (guarded
+	// by mu).
+	released time.Time
 }
+
+// releaseEvery is how often committing releases the mapped pages of
+// state.db from the resident set (releaseMapped).
+const releaseEvery = time.Second
 
 // Stats are counters of committed write transactions since Open.
 type Stats struct {
@@ -301,7 +308,14 @@ func (s *Store) update(fn func(w *writer) error) error {
 	s.stats.Puts += w.puts
 	s.stats.Deletes += w.dels
 	s.stats.Bytes += w.bytes
+	release := time.Since(s.released) >= releaseEvery
+	if release {
+		s.released = time.Now()
+	}
 	s.mu.Unlock()
+	if release {
+		releaseMapped(s.db)
+	}
 	return nil
 }
 
