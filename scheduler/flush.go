@@ -282,10 +282,23 @@ func (s *Scheduler) buildBatch() *converge.Batch {
 		for _, take := range [][]*node{upd, fresh} {
 			for _, n := range take {
 				n.dirty = false
+				first := !n.stored
 				n.stored = true
 				if !n.removed && !n.unstorable {
 					rows = append(rows, *n.r)
 					ptrs = append(ptrs, &rows[len(rows)-1])
+					if first {
+						// A row stored for the first time carries its
+						// edges (composeResult keeps them out of
+						// edgePut): the store gets a consumer and its
+						// edges in one commit.
+						for _, e := range s.producers[n.id] {
+							b.Edges = append(b.Edges, *e)
+							if len(s.edgePut) > 0 {
+								delete(s.edgePut, edgeKey{e.Consumer, e.Producer})
+							}
+						}
+					}
 				}
 			}
 		}
@@ -306,7 +319,8 @@ func (s *Scheduler) buildBatch() *converge.Batch {
 			clear(s.delRes)
 		}
 	}
-	bigPut, bigDel := len(s.edgePut) > bigMap, len(s.edgeDel) > bigMap
+	bigDel := len(s.edgeDel) > bigMap
+	s.edgePutPeak = max(s.edgePutPeak, len(s.edgePut))
 	for k, e := range s.edgePut {
 		if c := s.nodes[e.Consumer]; c != nil && c.unstorable {
 			delete(s.edgePut, k) // its consumer is never stored
@@ -325,8 +339,9 @@ func (s *Scheduler) buildBatch() *converge.Batch {
 	clear(s.edgeDel)
 	// A Go map keeps its buckets when emptied: one that held a whole
 	// composition's edges is replaced, not kept at that size for ever.
-	if bigPut && len(s.edgePut) == 0 {
+	if s.edgePutPeak > bigMap && len(s.edgePut) == 0 {
 		s.edgePut = make(map[edgeKey]*converge.Edge)
+		s.edgePutPeak = 0
 	}
 	if bigDel {
 		s.edgeDel = make(map[edgeKey]bool)
