@@ -6,6 +6,9 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
+// releaseSupported: releaseMapped works on this platform.
+const releaseSupported = true
+
 // releaseMapped tells the kernel this process no longer needs the pages
 // of state.db it has touched through bbolt's read-only mmap: they leave
 // the process's resident set and stay in the page cache, so the next
@@ -14,10 +17,11 @@ import (
 // read transaction holds bbolt's mmap lock, so the mapping cannot move
 // while it runs; bbolt writes through pwrite, never through the map, so
 // no dirty page is dropped.
-func releaseMapped(db *bolt.DB) {
+// Files smaller than least are left alone.
+func releaseMapped(db *bolt.DB, least int64) {
 	_ = db.View(func(tx *bolt.Tx) error {
 		base, size := db.Info().Data, uintptr(tx.Size())
-		if base == 0 || size == 0 {
+		if base == 0 || size == 0 || tx.Size() < least {
 			return nil
 		}
 		// An error here (EINVAL on an odd kernel) only means the

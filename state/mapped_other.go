@@ -4,5 +4,8 @@ package state
 
 import bolt "go.etcd.io/bbolt"
 
+// releaseSupported: releaseMapped works on this platform.
+const releaseSupported = false
+
 // releaseMapped is a no-op where madvise is not used.
-func releaseMapped(*bolt.DB) {}
+func releaseMapped(*bolt.DB, int64) {}

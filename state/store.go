@@ -74,14 +74,39 @@ type Store struct {
 
 	// pageAlloc0 is bbolt's allocated-page byte count after Open.
 	pageAlloc0 int64
-	// released is when the mapped pages were last released (guarded
-	// by mu).
-	released time.Time
+	// stopRelease ends the goroutine that releases mapped pages
+	// (releaser); closeOnce guards it and the database's Close.
+	stopRelease chan struct{}
+	releaseDone chan struct{}
+	closeOnce   sync.Once
+	closeErr    error
 }
 
-// releaseEvery is how often committing releases the mapped pages of
-// state.db from the resident set (releaseMapped).
-const releaseEvery = time.Second
+// releaseEvery is how often the pages of state.db that bbolt's mmap
+// touched are released from the resident set (releaseMapped). One commit
+// of a million-row store can touch hundreds of megabytes of pages, so a
+// release after each commit is not enough: the releaser runs alongside.
+const releaseEvery = 250 * time.Millisecond
+
+// releaseMin is the file size below which pages are not released: a
+// small store's pages cost less than the faults to bring them back.
+const releaseMin = 32 << 20
+
+// releaser releases the store's mapped pages every releaseEvery until
+// stopRelease is closed.
+func (s *Store) releaser() {
+	defer close(s.releaseDone)
+	t := time.NewTicker(releaseEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopRelease:
+			return
+		case <-t.C:
+			releaseMapped(s.db, releaseMin)
+		}
+	}
+}
 
 // Stats are counters of committed write transactions since Open.
 type Stats struct {
@@ -181,7 +206,14 @@ func openFile(path string, opts Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("open state: %s: %w", path, err)
 	}
-	return &Store{db: db, path: path, maxEvents: opts.MaxEvents, maxRevs: opts.MaxRevisions, pageAlloc0: pageAlloc(db)}, nil
+	s := &Store{db: db, path: path, maxEvents: opts.MaxEvents, maxRevs: opts.MaxRevisions, pageAlloc0: pageAlloc(db),
+		stopRelease: make(chan struct{}), releaseDone: make(chan struct{})}
+	if releaseSupported {
+		go s.releaser()
+	} else {
+		close(s.releaseDone)
+	}
+	return s, nil
 }
 
 // initBuckets creates missing buckets and checks or writes the format.
@@ -245,10 +277,14 @@ func (s *Store) Path() string { return s.path }
 
 // Close releases the store and its lock. Later calls return an error.
 func (s *Store) Close() error {
-	if err := s.db.Close(); err != nil {
-		return fmt.Errorf("close state: %w", err)
-	}
-	return nil
+	s.closeOnce.Do(func() {
+		close(s.stopRelease)
+		<-s.releaseDone
+		if err := s.db.Close(); err != nil {
+			s.closeErr = fmt.Errorf("close state: %w", err)
+		}
+	})
+	return s.closeErr
 }
 
 // Stats returns the counters of committed write transactions since Open.
@@ -308,14 +344,7 @@ func (s *Store) update(fn func(w *writer) error) error {
 	s.stats.Puts += w.puts
 	s.stats.Deletes += w.dels
 	s.stats.Bytes += w.bytes
-	release := time.Since(s.released) >= releaseEvery
-	if release {
-		s.released = time.Now()
-	}
 	s.mu.Unlock()
-	if release {
-		releaseMapped(s.db)
-	}
 	return nil
 }
 
