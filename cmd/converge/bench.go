@@ -35,6 +35,7 @@ type benchOptions struct {
 	teams      int
 	roots      int
 	memprofile string
+	cpuprofile string
 	output     string
 	// lifecycle is an updated BOM file: also time its recompose and the
 	// teardown of the whole tree (bench_lifecycle.go).
@@ -68,6 +69,7 @@ resource, and the peak RSS of the control plane and of each worker.`,
 	f.DurationVar(&o.transport, "transport", time.Second, "how long to measure each raw rate")
 	f.StringVar(&o.dir, "dir", "examples/classic", "repository directory to converge")
 	f.StringVar(&o.memprofile, "memprofile", "", "write a heap profile of the control plane after the last run (go tool pprof)")
+	f.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the control plane over the last run, from apply to converged (go tool pprof)")
 	f.IntVar(&o.teams, "teams", 0, "scale run: rewrite the classic BOM's team count (e.g. 33000 for ~100,000 resources, 333000 for ~1,000,000)")
 	f.IntVar(&o.roots, "roots", 1, "scale run: split --teams over this many classicbom roots (their own BOM files)")
 	f.StringVar(&o.lifecycle, "lifecycle", "", "also time the recompose of this updated BOM (replacing resources/bom.cue) and the teardown of the whole tree")
@@ -160,11 +162,12 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 		return err
 	}
 	for i := 0; i < o.runs; i++ {
+		last := i == o.runs-1
 		profile := ""
-		if i == o.runs-1 {
+		if last {
 			profile = o.memprofile
 		}
-		r, err := benchOnce(ctx, filepath.Join(tmp, "run"+strconv.Itoa(i)), abs, res, profile, o)
+		r, err := benchOnce(ctx, filepath.Join(tmp, "run"+strconv.Itoa(i)), abs, res, profile, last, o)
 		if err != nil {
 			return err
 		}
@@ -208,7 +211,7 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 // benchOnce converges res from an empty store in dir, timing from Apply
 // to the root's subtree Ready and durably committed. Worker start-up is
 // not timed.
-func benchOnce(ctx context.Context, dir, repoDir string, res *cue.Result, memprofile string, o benchOptions) (_ benchRun, err error) {
+func benchOnce(ctx context.Context, dir, repoDir string, res *cue.Result, memprofile string, last bool, o benchOptions) (_ benchRun, err error) {
 	workers := res.Desired.Settings.Workers
 	e, err := startEngine(ctx, engineOptions{stateDir: dir, repoDir: repoDir, workers: workers,
 		log: o.log, workerOut: io.Discard, wrapStore: o.wrapStore})
@@ -232,6 +235,22 @@ func benchOnce(ctx context.Context, dir, repoDir string, res *cue.Result, mempro
 	d := res.Desired
 	d.Revision = converge.Revision{Ref: "bench", Hash: "dir:" + repoDir, Dirty: true}
 	anon := sampleAnonRSS()
+	if last && o.cpuprofile != "" {
+		f, err := os.Create(o.cpuprofile)
+		if err != nil {
+			return benchRun{}, fmt.Errorf("cpuprofile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return benchRun{}, fmt.Errorf("cpuprofile: %w", err)
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			if cerr := f.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("cpuprofile: %w", cerr)
+			}
+		}()
+	}
 	t0 := time.Now()
 	if _, err := e.sched.Apply(ctx, &d, res.Schemas); err != nil {
 		return benchRun{}, err
