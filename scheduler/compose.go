@@ -504,11 +504,11 @@ func (s *Scheduler) writeRollup(n *node) {
 	st := s.rollupStatus(n)
 	if !bytes.Equal(st, n.r.Status) {
 		n.r.Status = st
-		s.markDirty(n)
+		s.markDirtySoon(n)
 	}
 	r := n.r
 	if !r.Deleting && r.Phase == converge.PhasePending && r.ObservedGeneration == r.Generation && r.Lease == nil {
-		s.setReason(n, strconv.Itoa(n.tree().counts.Ready)+"/"+strconv.Itoa(n.tree().counts.Total)+" children ready")
+		s.setReasonSoon(n, strconv.Itoa(n.tree().counts.Ready)+"/"+strconv.Itoa(n.tree().counts.Total)+" children ready")
 	}
 }
 

@@ -37,6 +37,9 @@ type node struct {
 	// unstorable: the store refused the row again after its refused data
 	// was dropped, so it is kept out of every batch.
 	unstorable bool
+	// deferred: a change of this big row's rollup or reason waits in
+	// Scheduler.deferred (markDirtySoon).
+	deferred bool
 	// stored: the row has been handed to the store (loaded from it, or
 	// in a batch): a change of it is an update, committed ahead of new
 	// rows.
@@ -407,6 +410,16 @@ func (s *Scheduler) setReason(n *node, reason string) {
 	if n.r.Reason != reason {
 		n.r.Reason = reason
 		s.markDirty(n)
+	}
+}
+
+// setReasonSoon is setReason for a progress reason ("N/M children ready",
+// "waiting for teardown of …"): a big row writes it within bigRowEvery
+// (markDirtySoon).
+func (s *Scheduler) setReasonSoon(n *node, reason string) {
+	if n.r.Reason != reason {
+		n.r.Reason = reason
+		s.markDirtySoon(n)
 	}
 }
 

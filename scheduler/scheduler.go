@@ -244,6 +244,8 @@ type Scheduler struct {
 	dirty       []*node
 	updated     []*node
 	rollupDirty []*node
+	deferred    []*node   // big rows whose rollup or reason waits (markDirtySoon)
+	deferDue    time.Time // when the deferred rows are written
 	reasonDirty []*node
 	delRes      map[converge.ID]bool
 	edgePut     map[edgeKey]*converge.Edge
