@@ -45,6 +45,10 @@ type Schemas struct {
 	// afresh for each evaluator: compiling resolves identifiers in the
 	// AST, so one AST is never shared between contexts.
 	files map[schemaKey][]byte
+	// fast holds the fast check of each schema written in the plain
+	// subset compileFast understands (fastcheck.go); data it accepts is
+	// valid without CUE.
+	fast map[schemaKey]*fastNode
 
 	pool chan *evaluator // idle evaluators; never blocks
 }
@@ -86,6 +90,7 @@ func newSchemas() *Schemas {
 	return &Schemas{
 		kinds: map[converge.KindRef]*converge.Kind{},
 		files: map[schemaKey][]byte{},
+		fast:  map[schemaKey]*fastNode{},
 		pool:  make(chan *evaluator, 8),
 	}
 }
@@ -96,6 +101,7 @@ func (s *Schemas) add(ev *evaluator, k *converge.Kind) error {
 	ref := k.Ref()
 	parts := [...]struct{ name, src string }{{"spec", k.SpecSchema}, {"status", k.StatusSchema}, {"config", k.ConfigSchema}}
 	files := map[schemaKey][]byte{}
+	fast := map[schemaKey]*fastNode{}
 	for _, p := range parts {
 		key := schemaKey{ref, p.name}
 		src, err := wrapSchema(key.name(), p.src, p.name == "status")
@@ -108,9 +114,16 @@ func (s *Schemas) add(ev *evaluator, k *converge.Kind) error {
 		}
 		files[key] = src
 		ev.schemas[key] = v
+		if f := compileFast(p.src, p.name == "status"); f != nil {
+			fast[key] = f
+		}
 	}
 	for key, f := range files {
 		s.files[key] = f
+		delete(s.fast, key)
+		if f := fast[key]; f != nil {
+			s.fast[key] = f
+		}
 	}
 	s.kinds[ref] = k
 	return nil
@@ -265,6 +278,15 @@ func (s *Schemas) validate(key schemaKey, data json.RawMessage) error {
 	if len(data) == 0 {
 		data = json.RawMessage("{}")
 	}
+	if f := s.fast[key]; f != nil && f.accepts(data) {
+		return nil
+	}
+	return s.validateCUE(key, data)
+}
+
+// validateCUE is validate through CUE alone: the verdict and message for
+// whatever the fast check did not accept.
+func (s *Schemas) validateCUE(key schemaKey, data json.RawMessage) error {
 	ev := s.get()
 	defer s.put(ev)
 	ev.uses++
