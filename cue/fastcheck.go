@@ -42,8 +42,8 @@ type fastNode struct {
 	regexps []*regexp.Regexp // for fastString
 	// a struct:
 	fields   map[string]*fastField
-	required int      // how many fields are required
-	open     bool     // "...": other fields allowed, any value
+	required int       // how many fields are required
+	open     bool      // "...": other fields allowed, any value
 	pattern  *fastNode // "[string]: T"
 	elem     *fastNode // a list's element
 }
