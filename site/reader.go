@@ -15,6 +15,9 @@ type Reader interface {
 	ResourcesAfter(kind string, after converge.ID, limit int) ([]state.ResourceRow, error)
 	// Resource returns id, or an error wrapping converge.ErrNotFound.
 	Resource(id converge.ID) (*converge.Resource, error)
+	// ResourcesByID returns the resources ids name, in ids' order, from
+	// one read transaction; nil for an id the store does not hold.
+	ResourcesByID(ids []converge.ID) ([]*converge.Resource, error)
 	// Children returns the IDs owner owns directly, sorted.
 	Children(owner converge.ID) ([]converge.ID, error)
 	// EdgesOf returns the edges id consumes and those it is produced for.

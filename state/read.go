@@ -70,6 +70,32 @@ func (s *Store) Resource(id converge.ID) (*converge.Resource, error) {
 	return r, nil
 }
 
+// ResourcesByID returns the resources ids name, in ids' order, read in
+// one transaction: nil for an id the store does not hold. Sorted ids read
+// fastest (the cursor moves forward through the same pages).
+func (s *Store) ResourcesByID(ids []converge.ID) ([]*converge.Resource, error) {
+	out := make([]*converge.Resource, len(ids))
+	err := s.db.View(func(tx *bolt.Tx) error {
+		res := tx.Bucket(bResources)
+		for i, id := range ids {
+			v := res.Get([]byte(id))
+			if v == nil {
+				continue
+			}
+			r, err := decodeResource(v)
+			if err != nil {
+				return fmt.Errorf("resource %s: %w", id, err)
+			}
+			out[i] = r
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get resources: %w", err)
+	}
+	return out, nil
+}
+
 // Filter selects resources. Zero fields match everything.
 type Filter struct {
 	Kind  string

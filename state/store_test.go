@@ -330,6 +330,22 @@ func TestResourcesFilter(t *testing.T) {
 	}
 }
 
+func TestResourcesByID(t *testing.T) {
+	s := statetest.Open(t)
+	a, b := res("vpc", "a", ""), res("vpc", "b", "")
+	commit(t, s, &converge.Batch{Resources: []*converge.Resource{a, b}})
+	got, err := s.ResourcesByID([]converge.ID{"vpc/b", "vpc/missing", "vpc/a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[0] == nil || got[0].ID() != "vpc/b" || got[1] != nil || got[2] == nil || got[2].ID() != "vpc/a" {
+		t.Fatalf("ResourcesByID(vpc/b, vpc/missing, vpc/a) = %v, want vpc/b, nil, vpc/a", got)
+	}
+	if !reflect.DeepEqual(got[2], a) {
+		t.Errorf("ResourcesByID: vpc/a =\n%+v\nwant\n%+v", got[2], a)
+	}
+}
+
 // TestResourcesHead checks that Filter.Head returns the very resources
 // of the same filter without it, less their declared spec, spec and
 // status, on both of Resources' paths (the owner index and the scan).
