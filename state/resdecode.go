@@ -537,14 +537,71 @@ func (d *jdec) int(old int64) (int64, bool) {
 	return v, err == nil
 }
 
-// time decodes a time with time.Time's own UnmarshalJSON, which is what
-// encoding/json calls with the same bytes.
+// time decodes a time as encoding/json does, with time.Time's own
+// UnmarshalJSON, except the form appendTime writes for UTC, which
+// parseUTC reads several times faster.
 func (d *jdec) time(t *time.Time) bool {
 	start := d.i
 	if !d.skip(0) {
 		return false
 	}
+	if u, ok := parseUTC(d.b[start:d.i]); ok {
+		*t = u
+		return true
+	}
 	return t.UnmarshalJSON(d.b[start:d.i]) == nil
+}
+
+// parseUTC parses a quoted "YYYY-MM-DDTHH:MM:SS[.F]Z" (F one to nine
+// digits), a date that exists and a time of day before 24:00, as
+// time.Time.UnmarshalJSON does; anything else it reports false for.
+func parseUTC(q []byte) (time.Time, bool) {
+	const n = len(`"2006-01-02T15:04:05Z"`)
+	if len(q) < n || q[0] != '"' || q[len(q)-1] != '"' || q[len(q)-2] != 'Z' ||
+		q[5] != '-' || q[8] != '-' || q[11] != 'T' || q[14] != ':' || q[17] != ':' {
+		return time.Time{}, false
+	}
+	num := func(b []byte) (int, bool) {
+		v := 0
+		for _, c := range b {
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			v = v*10 + int(c-'0')
+		}
+		return v, true
+	}
+	year, ok1 := num(q[1:5])
+	month, ok2 := num(q[6:8])
+	day, ok3 := num(q[9:11])
+	hour, ok4 := num(q[12:14])
+	minute, ok5 := num(q[15:17])
+	sec, ok6 := num(q[18:20])
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) || month < 1 || month > 12 || day < 1 || hour > 23 || minute > 59 || sec > 59 {
+		return time.Time{}, false
+	}
+	days := [...]int{31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31}[month-1]
+	if month == 2 && year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+		days = 29
+	}
+	if day > days {
+		return time.Time{}, false
+	}
+	nsec := 0
+	if frac := q[20 : len(q)-2]; len(frac) > 0 {
+		if len(frac) < 2 || len(frac) > 10 || frac[0] != '.' {
+			return time.Time{}, false
+		}
+		f, ok := num(frac[1:])
+		if !ok {
+			return time.Time{}, false
+		}
+		for range 10 - len(frac) {
+			f *= 10
+		}
+		nsec = f
+	}
+	return time.Date(year, time.Month(month), day, hour, minute, sec, nsec, time.UTC), true
 }
 
 // raw decodes a json.RawMessage: a copy of the value's bytes as they are

@@ -228,3 +228,26 @@ func BenchmarkDecodeResource(b *testing.B) {
 		}
 	})
 }
+
+// FuzzParseUTC: parseUTC accepts only what time.Time.UnmarshalJSON
+// accepts, and parses it to the same time.
+func FuzzParseUTC(f *testing.F) {
+	for _, s := range []string{"2026-11-30T09:00:00Z", "2026-11-30T09:00:00.123456789Z", "2024-02-29T23:59:59.5Z",
+		"2023-02-29T00:00:00Z", "2026-13-01T00:00:00Z", "2026-11-30T24:00:00Z", "0000-01-01T00:00:00.1234567890Z", "2026-11-30T09:00:00+01:00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		q := []byte(`"` + s + `"`)
+		got, ok := parseUTC(q)
+		if !ok {
+			return
+		}
+		var want time.Time
+		if err := want.UnmarshalJSON(q); err != nil {
+			t.Fatalf("parseUTC accepted %s, which time.Time refuses: %v", q, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("parseUTC(%s) = %#v, time.Time = %#v", q, got, want)
+		}
+	})
+}
