@@ -145,7 +145,9 @@ func (b *Builder) build() (*Stats, error) {
 	// Pass 1: the model, from a paged scan (resources in ID order, so
 	// every slice below is sorted). Only entries are kept; pages read
 	// their resources again, a shard at a time.
-	for rows := range b.scan(&err) {
+	// Secret values come from specs and statuses; without a kind that
+	// declares secret paths the scan copies none of them.
+	for rows := range b.scan(len(m.secrets) == 0, &err) {
 		for _, row := range rows {
 			r := row.Resource
 			id := r.ID()
@@ -310,16 +312,21 @@ func (b *Builder) readRevisions(m *model) error {
 	return nil
 }
 
-// scan reads every resource, a page at a time, on its own goroutine (the
-// store decodes while the caller builds its model), and sets *errp to the
-// first error after the last page.
-func (b *Builder) scan(errp *error) <-chan []state.ResourceRow {
+// scan reads every resource (without declared spec, spec and status if
+// heads), a page at a time, on its own goroutine (the store decodes while
+// the caller builds its model), and sets *errp to the first error after
+// the last page.
+func (b *Builder) scan(heads bool, errp *error) <-chan []state.ResourceRow {
+	read := b.r.ResourcesAfter
+	if heads {
+		read = b.r.ResourceHeadsAfter
+	}
 	out := make(chan []state.ResourceRow, 2)
 	go func() {
 		defer close(out)
 		var after converge.ID
 		for {
-			rows, err := b.r.ResourcesAfter("", after, scanPage)
+			rows, err := read("", after, scanPage)
 			if err != nil {
 				*errp = err
 				return

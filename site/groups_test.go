@@ -3,6 +3,7 @@ package site
 import (
 	"bytes"
 	"fmt"
+	"html/template"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -73,5 +74,20 @@ func TestGroups(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestGroupRowsEscapeAsTemplate checks that the hand-written rows of a
+// groups page escape labels exactly as html/template, which wrote them
+// before, does.
+func TestGroupRowsEscapeAsTemplate(t *testing.T) {
+	label := "vpc/a+b<c>&'\"\x00é (3)"
+	tmpl := template.Must(template.New("").Parse(`{{.}}`))
+	var want strings.Builder
+	if err := tmpl.Execute(&want, label); err != nil {
+		t.Fatal(err)
+	}
+	if got := tmplEscape.Replace(label); got != want.String() {
+		t.Errorf("tmplEscape(%q) = %q, html/template = %q", label, got, want.String())
 	}
 }

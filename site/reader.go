@@ -13,8 +13,14 @@ type Reader interface {
 	// ResourcesAfter returns up to limit resources of kind ("" for all)
 	// after the ID after, in ID order, each with the edges it consumes.
 	ResourcesAfter(kind string, after converge.ID, limit int) ([]state.ResourceRow, error)
+	// ResourceHeadsAfter is ResourcesAfter without each resource's
+	// declared spec, spec and status.
+	ResourceHeadsAfter(kind string, after converge.ID, limit int) ([]state.ResourceRow, error)
 	// Resource returns id, or an error wrapping converge.ErrNotFound.
 	Resource(id converge.ID) (*converge.Resource, error)
+	// ResourcesByID returns the resources ids name, in ids' order, from
+	// one read transaction; nil for an id the store does not hold.
+	ResourcesByID(ids []converge.ID) ([]*converge.Resource, error)
 	// Children returns the IDs owner owns directly, sorted.
 	Children(owner converge.ID) ([]converge.ID, error)
 	// EdgesOf returns the edges id consumes and those it is produced for.

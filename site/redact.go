@@ -77,6 +77,9 @@ func redact(raw json.RawMessage, paths [][]string) (string, []string) {
 		return "", nil
 	}
 	if len(paths) == 0 {
+		if out, ok := indentJSON(make([]byte, 0, 2*len(raw)), raw); ok {
+			return string(out), nil
+		}
 		var buf bytes.Buffer
 		if err := json.Indent(&buf, raw, "", "  "); err != nil {
 			return string(raw), nil

@@ -2,7 +2,6 @@ package site
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"html"
 	"html/template"
@@ -11,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/convergehq/converge"
 )
@@ -96,21 +96,23 @@ func (b *Builder) renderSection(sb sw, r *converge.Resource) {
 	fact := func(dt, dd string) { w("<dt>", dt, "</dt><dd>", dd, "</dd>\n") }
 
 	w(`<section class="res" id="`, e(anchor(id)), `" data-id="`, e(string(id)), `">`, "\n")
-	w(`<h1><a href="`, e(up+listKey{Kind: r.Kind}.path(1)), `">`, e(r.Kind), `</a>/`, e(r.Name), " ", phaseSpan(r.Phase), "</h1>\n")
+	w(`<h1><a href="`, e(up), e(listKey{Kind: r.Kind}.path(1)), `">`, e(r.Kind), `</a>/`, e(r.Name), " ", phaseSpan(r.Phase), "</h1>\n")
 	if r.Reason != "" {
 		w(`<p class="reason">`, e(m.clean(r.Reason)), "</p>\n")
 	}
 	w(`<dl class="facts">`, "\n")
 	fact("kind version", "v"+strconv.Itoa(r.KindVersion))
-	fact("generation", fmt.Sprintf("%d (observed %d)", r.Generation, r.ObservedGeneration))
+	w("<dt>generation</dt><dd>", strconv.FormatInt(r.Generation, 10), " (observed ", strconv.FormatInt(r.ObservedGeneration, 10), ")</dd>\n")
 	origin := e(string(r.Origin))
 	if r.Source != "" {
 		origin += " · <code>" + e(r.Source) + "</code>"
 	}
 	fact("origin", origin)
-	switch href := b.href(rel, r.Owner); {
-	case href != "":
-		fact("owner", `<a href="`+e(href)+`">`+e(string(r.Owner))+`</a>`)
+	switch {
+	case b.known(r.Owner):
+		w("<dt>owner</dt><dd>")
+		b.link(sb, up, r.Owner)
+		w("</dd>\n")
 	case r.Owner != "":
 		fact("owner", e(string(r.Owner))+" (gone)")
 	default:
@@ -144,11 +146,14 @@ func (b *Builder) renderSection(sb sw, r *converge.Resource) {
 		}
 		fact("deleting", "since "+d)
 	}
-	fact("created", stamp(r.CreatedAt))
-	fact("updated", stamp(r.UpdatedAt))
+	w("<dt>created</dt><dd>")
+	stampTo(sb, r.CreatedAt)
+	w("</dd>\n<dt>updated</dt><dd>")
+	stampTo(sb, r.UpdatedAt)
+	w("</dd>\n")
 	w("</dl>\n")
 
-	if m.isGraphRoot(id) {
+	if r.Owner == "" && m.isGraphRoot(id) {
 		g := e(up + GraphPath(id))
 		w("<h2>Composition</h2>\n")
 		w(`<object class="graph" type="image/svg+xml" data="`, g, `">composition graph of `, e(string(id)), "</object>\n")
@@ -180,14 +185,14 @@ func (b *Builder) renderSection(sb sw, r *converge.Resource) {
 				break
 			}
 			w("<tr><td>")
-			if href := b.href(rel, ed.Producer); href != "" {
-				w(`<a href="`, e(href), `">`, e(string(ed.Producer)), "</a>")
+			if b.known(ed.Producer) {
+				b.link(sb, up, ed.Producer)
 			} else {
 				w(e(string(ed.Producer)), ` <span class="muted">(not declared)</span>`)
 			}
 			w("</td>\n<td>")
 			for _, f := range ed.Flows {
-				flow(sb, string(ed.Producer)+".status."+f.From, "spec."+f.To)
+				w(`<div class="flow"><code>`, e(string(ed.Producer)), ".status.", e(f.From), "</code> → <code>spec.", e(f.To), "</code></div>")
 			}
 			if len(ed.Flows) == 0 {
 				w(`<span class="muted">ordering only</span>`)
@@ -208,8 +213,8 @@ func (b *Builder) renderSection(sb sw, r *converge.Resource) {
 				break
 			}
 			w("<tr><td>")
-			if href := b.href(rel, c); href != "" {
-				w(`<a href="`, e(href), `">`, e(string(c)), "</a>")
+			if b.known(c) {
+				b.link(sb, up, c)
 			} else {
 				w(e(string(c)))
 			}
@@ -220,7 +225,7 @@ func (b *Builder) renderSection(sb sw, r *converge.Resource) {
 					continue
 				}
 				for _, f := range ed.Flows {
-					flow(sb, "status."+f.From, string(c)+".spec."+f.To)
+					w(`<div class="flow"><code>status.`, e(f.From), "</code> → <code>", e(string(c)), ".spec.", e(f.To), "</code></div>")
 					flows++
 				}
 			}
@@ -259,7 +264,9 @@ func (b *Builder) renderSection(sb sw, r *converge.Resource) {
 		w(`<table class="events">`, "\n<thead><tr><th>Time</th><th>Type</th><th>Message</th></tr></thead>\n<tbody>")
 		for i := len(evs) - 1; i >= 0; i-- { // newest first
 			ev := evs[i]
-			w("<tr><td>", stamp(ev.when()), "</td><td>", e(ev.typ), `</td><td class="msg">`, e(m.clean(ev.msg)), "</td></tr>\n")
+			w("<tr><td>")
+			stampTo(sb, ev.when())
+			w("</td><td>", e(ev.typ), `</td><td class="msg">`, e(m.clean(ev.msg)), "</td></tr>\n")
 		}
 		w("</tbody></table>\n")
 	} else {
@@ -268,12 +275,28 @@ func (b *Builder) renderSection(sb sw, r *converge.Resource) {
 	w("</section>\n")
 }
 
-func phaseSpan(p converge.Phase) string {
-	return `<span class="phase ph-` + e(strings.ToLower(string(p))) + `">` + e(string(p)) + "</span>"
+// known reports whether id is a resource of the site (so has a page).
+func (b *Builder) known(id converge.ID) bool { return id != "" && b.m.res[id] != nil }
+
+// link writes an anchor to id's section from a page up from the root
+// (see upTo): b.href's link, written without building its string.
+func (b *Builder) link(sb sw, up string, id converge.ID) {
+	k := shardOf(id)
+	const hex = "0123456789abcdef"
+	sb.s(`<a href="`, e(up), "r/", e(seg(k.kind)), "/")
+	sb.b.Write([]byte{hex[k.n>>8&0xf], hex[k.n>>4&0xf], hex[k.n&0xf]})
+	sb.s(".html#", e(anchor(id)), `">`, e(string(id)), "</a>")
 }
 
-func flow(sb sw, from, to string) {
-	sb.s(`<div class="flow"><code>`, e(from), "</code> → <code>", e(to), "</code></div>")
+// stampTo writes stamp(t).
+func stampTo(sb sw, t time.Time) {
+	if !t.IsZero() {
+		sb.b.Write(t.UTC().AppendFormat(sb.b.AvailableBuffer(), "2006-01-02 15:04:05Z"))
+	}
+}
+
+func phaseSpan(p converge.Phase) string {
+	return `<span class="phase ph-` + e(strings.ToLower(string(p))) + `">` + e(string(p)) + "</span>"
 }
 
 func more(sb sw, n int) {
@@ -326,21 +349,26 @@ func (b *Builder) writeShards(w *writer, keys []shardKey, have map[converge.ID]*
 			var buf bytes.Buffer
 			for j := i; j < len(keys); j += workers {
 				k := keys[j]
-				rs := make([]*converge.Resource, 0, len(b.m.shards[k]))
+				var read []converge.ID
+				for _, id := range b.m.shards[k] {
+					if have[id] == nil {
+						read = append(read, id)
+					}
+				}
+				var got []*converge.Resource
 				var err error
+				if len(read) > 0 {
+					got, err = b.r.ResourcesByID(read) // one transaction a page
+				}
+				rs := make([]*converge.Resource, 0, len(b.m.shards[k]))
 				for _, id := range b.m.shards[k] {
 					r := have[id]
-					if r == nil {
-						r, err = b.r.Resource(id)
-						if errors.Is(err, converge.ErrNotFound) {
-							r, err = nil, nil
-							continue
-						}
-						if err != nil {
-							break
-						}
+					if r == nil && err == nil {
+						r, got = got[0], got[1:]
 					}
-					rs = append(rs, r)
+					if r != nil {
+						rs = append(rs, r)
+					}
 				}
 				if err == nil && len(rs) == 0 {
 					err = ws[i].remove(k.path())

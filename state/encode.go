@@ -124,6 +124,9 @@ func decodeResource(v []byte) (*converge.Resource, error) {
 	if err != nil {
 		return nil, err
 	}
+	if r, ok := decodeResourceJSON(rw.json, false); ok {
+		return r, nil
+	}
 	r := new(converge.Resource)
 	if err := json.Unmarshal(rw.json, r); err != nil {
 		return nil, fmt.Errorf("decode resource: %w", err)
@@ -131,10 +134,31 @@ func decodeResource(v []byte) (*converge.Resource, error) {
 	return r, nil
 }
 
+// decodeResourceHead decodes a resources value without its declared
+// spec, spec and status (left nil).
+func decodeResourceHead(v []byte) (*converge.Resource, error) {
+	rw, err := splitRow(v)
+	if err != nil {
+		return nil, err
+	}
+	if r, ok := decodeResourceJSON(rw.json, true); ok {
+		return r, nil
+	}
+	r := new(converge.Resource)
+	if err := json.Unmarshal(rw.json, r); err != nil {
+		return nil, fmt.Errorf("decode resource: %w", err)
+	}
+	r.Declared, r.Spec, r.Status = nil, nil, nil
+	return r, nil
+}
+
 // decodeEdges decodes a row's edges section.
 func decodeEdges(section []byte) ([]storedEdge, error) {
 	if len(section) == 0 {
 		return nil, nil
+	}
+	if es, ok := decodeEdgesJSON(section); ok {
+		return es, nil
 	}
 	var es []storedEdge
 	if err := json.Unmarshal(section, &es); err != nil {

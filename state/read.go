@@ -22,7 +22,7 @@ func (s *Store) Load() (*converge.Snapshot, error) {
 	snap := new(converge.Snapshot)
 	err := s.db.View(func(tx *bolt.Tx) error {
 		var err error
-		if snap.Resources, err = scanResources(tx.Bucket(bResources).Cursor(), nil, nil, 0); err != nil {
+		if snap.Resources, err = scanResources(tx.Bucket(bResources).Cursor(), nil, decodeResource, nil, 0); err != nil {
 			return err
 		}
 		if snap.Edges, err = scanEdges(tx.Bucket(bResources)); err != nil {
@@ -71,6 +71,32 @@ func (s *Store) Resource(id converge.ID) (*converge.Resource, error) {
 	return r, nil
 }
 
+// ResourcesByID returns the resources ids name, in ids' order, read in
+// one transaction: nil for an id the store does not hold. Sorted ids read
+// fastest (the cursor moves forward through the same pages).
+func (s *Store) ResourcesByID(ids []converge.ID) ([]*converge.Resource, error) {
+	out := make([]*converge.Resource, len(ids))
+	err := s.db.View(func(tx *bolt.Tx) error {
+		res := tx.Bucket(bResources)
+		for i, id := range ids {
+			v := res.Get([]byte(id))
+			if v == nil {
+				continue
+			}
+			r, err := decodeResource(v)
+			if err != nil {
+				return fmt.Errorf("resource %s: %w", id, err)
+			}
+			out[i] = r
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get resources: %w", err)
+	}
+	return out, nil
+}
+
 // Filter selects resources. Zero fields match everything.
 type Filter struct {
 	Kind  string
@@ -81,6 +107,10 @@ type Filter struct {
 	RootsOnly bool
 	// Limit caps the result; 0 means no cap.
 	Limit int
+	// Head leaves out each resource's Declared, Spec and Status (nil),
+	// for callers that do not show them: they are checked but not
+	// copied, and a root's spec can be megabytes.
+	Head bool
 }
 
 // Resources returns the resources matching f, sorted by ID.
@@ -90,6 +120,10 @@ func (s *Store) Resources(f Filter) ([]*converge.Resource, error) {
 			(f.Phase == "" || r.Phase == f.Phase) &&
 			(!f.RootsOnly || r.Owner == "") &&
 			(f.Owner == "" || r.Owner == f.Owner)
+	}
+	decode := decodeResource
+	if f.Head {
+		decode = decodeResourceHead
 	}
 	var out []*converge.Resource
 	err := s.db.View(func(tx *bolt.Tx) error {
@@ -105,7 +139,7 @@ func (s *Store) Resources(f Filter) ([]*converge.Resource, error) {
 				if v == nil {
 					return fmt.Errorf("owner index: %s → %s: child does not exist", f.Owner, child)
 				}
-				r, err := decodeResource(v)
+				r, err := decode(v)
 				if err != nil {
 					return fmt.Errorf("resource %s: %w", child, err)
 				}
@@ -123,7 +157,7 @@ func (s *Store) Resources(f Filter) ([]*converge.Resource, error) {
 			prefix = []byte(f.Kind + "/")
 		}
 		var err error
-		out, err = scanResources(res.Cursor(), prefix, match, f.Limit)
+		out, err = scanResources(res.Cursor(), prefix, decode, match, f.Limit)
 		return err
 	})
 	if err != nil {
@@ -424,12 +458,12 @@ func (s *Store) trimRevisions(w *writer) error {
 	return nil
 }
 
-// scanResources decodes the resources under prefix (all if nil) that keep
-// accepts (all if nil), up to max (0: no limit).
-func scanResources(c *bolt.Cursor, prefix []byte, keep func(*converge.Resource) bool, max int) ([]*converge.Resource, error) {
+// scanResources decodes with decode the resources under prefix (all if
+// nil) that keep accepts (all if nil), up to max (0: no limit).
+func scanResources(c *bolt.Cursor, prefix []byte, decode func([]byte) (*converge.Resource, error), keep func(*converge.Resource) bool, max int) ([]*converge.Resource, error) {
 	var out []*converge.Resource
 	for k, v := c.Seek(prefix); k != nil && hasPrefix(k, prefix); k, v = c.Next() {
-		r, err := decodeResource(v)
+		r, err := decode(v)
 		if err != nil {
 			return nil, fmt.Errorf("resource %s: %w", k, err)
 		}

@@ -22,6 +22,17 @@ type ResourceRow struct {
 // read in separate transactions, so a scan that runs while the store is
 // written may see some resources before and others after a commit.
 func (s *Store) ResourcesAfter(kind string, after converge.ID, limit int) ([]ResourceRow, error) {
+	return s.resourcesAfter(kind, after, limit, decodeResource)
+}
+
+// ResourceHeadsAfter is ResourcesAfter without each resource's declared
+// spec, spec and status (nil; see Filter.Head): a scan that needs none of
+// them copies none of them.
+func (s *Store) ResourceHeadsAfter(kind string, after converge.ID, limit int) ([]ResourceRow, error) {
+	return s.resourcesAfter(kind, after, limit, decodeResourceHead)
+}
+
+func (s *Store) resourcesAfter(kind string, after converge.ID, limit int, decode func([]byte) (*converge.Resource, error)) ([]ResourceRow, error) {
 	var prefix []byte
 	if kind != "" {
 		prefix = []byte(kind + "/")
@@ -41,7 +52,7 @@ func (s *Store) ResourcesAfter(kind string, after converge.ID, limit int) ([]Res
 			if err != nil {
 				return fmt.Errorf("resource %s: %w", k, err)
 			}
-			r, err := decodeResource(v)
+			r, err := decode(v)
 			if err != nil {
 				return fmt.Errorf("resource %s: %w", k, err)
 			}

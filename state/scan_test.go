@@ -83,3 +83,31 @@ func TestResourcesAfter(t *testing.T) {
 		})
 	}
 }
+
+// TestResourceHeadsAfter checks that a scan of heads is the scan of
+// resources less their declared spec, spec and status.
+func TestResourceHeadsAfter(t *testing.T) {
+	s := statetest.Open(t)
+	acct, vpc := res("account", "a", ""), res("vpc", "v", "")
+	acct.Status = []byte(`{"id":"1"}`)
+	commit(t, s, &converge.Batch{Resources: []*converge.Resource{acct, vpc},
+		Edges: []converge.Edge{edge(vpc.ID(), acct.ID(), converge.ValueFlow{From: "id", To: "account_id"})}})
+	full, err := s.ResourcesAfter("", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	heads, err := s.ResourceHeadsAfter("", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(full) != 2 || len(heads) != len(full) {
+		t.Fatalf("%d heads, %d resources; want 2 of each", len(heads), len(full))
+	}
+	for i, row := range full {
+		want := *row.Resource
+		want.Declared, want.Spec, want.Status = nil, nil, nil
+		if !reflect.DeepEqual(heads[i].Resource, &want) || !reflect.DeepEqual(heads[i].Consumes, row.Consumes) {
+			t.Errorf("head %d = %+v consuming %v, want %+v consuming %v", i, heads[i].Resource, heads[i].Consumes, &want, row.Consumes)
+		}
+	}
+}

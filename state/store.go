@@ -202,9 +202,19 @@ func openFile(path string, opts Options) (*Store, error) {
 		}
 		db.Close()
 	}
-	if err := db.Update(initBuckets); err != nil {
+	// A store in the current format with every bucket needs no write
+	// transaction: committing one (even an empty one) costs an fsync,
+	// the most of what a read command's open took.
+	current := false
+	if err := db.View(func(tx *bolt.Tx) error { current = isCurrent(tx); return nil }); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open state: %s: %w", path, err)
+	}
+	if !current {
+		if err := db.Update(initBuckets); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("open state: %s: %w", path, err)
+		}
 	}
 	s := &Store{db: db, path: path, maxEvents: opts.MaxEvents, maxRevs: opts.MaxRevisions, pageAlloc0: pageAlloc(db),
 		stopRelease: make(chan struct{}), releaseDone: make(chan struct{})}
@@ -214,6 +224,18 @@ func openFile(path string, opts Options) (*Store, error) {
 		close(s.releaseDone)
 	}
 	return s, nil
+}
+
+// isCurrent reports whether tx's store has every bucket and the current
+// format, so initBuckets would change nothing.
+func isCurrent(tx *bolt.Tx) bool {
+	for _, name := range allBuckets {
+		if tx.Bucket(name) == nil {
+			return false
+		}
+	}
+	v := tx.Bucket(bMeta).Get(mFormat)
+	return len(v) == 8 && binary.BigEndian.Uint64(v) == FormatVersion
 }
 
 // initBuckets creates missing buckets and checks or writes the format.

@@ -1,6 +1,7 @@
 package state_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -329,6 +330,59 @@ func TestResourcesFilter(t *testing.T) {
 	}
 }
 
+func TestResourcesByID(t *testing.T) {
+	s := statetest.Open(t)
+	a, b := res("vpc", "a", ""), res("vpc", "b", "")
+	commit(t, s, &converge.Batch{Resources: []*converge.Resource{a, b}})
+	got, err := s.ResourcesByID([]converge.ID{"vpc/b", "vpc/missing", "vpc/a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[0] == nil || got[0].ID() != "vpc/b" || got[1] != nil || got[2] == nil || got[2].ID() != "vpc/a" {
+		t.Fatalf("ResourcesByID(vpc/b, vpc/missing, vpc/a) = %v, want vpc/b, nil, vpc/a", got)
+	}
+	if !reflect.DeepEqual(got[2], a) {
+		t.Errorf("ResourcesByID: vpc/a =\n%+v\nwant\n%+v", got[2], a)
+	}
+}
+
+// TestResourcesHead checks that Filter.Head returns the very resources
+// of the same filter without it, less their declared spec, spec and
+// status, on both of Resources' paths (the owner index and the scan).
+func TestResourcesHead(t *testing.T) {
+	s := statetest.Open(t)
+	root := res("bom", "classic", "")
+	root.Status = json.RawMessage(`{"teams":3}`)
+	a := res("account", "a", "bom/classic")
+	a.Status = json.RawMessage(`{"id":"1"}`)
+	a.Lease = &converge.Lease{TaskID: "t", Worker: "w", Expires: t0}
+	commit(t, s, &converge.Batch{Resources: []*converge.Resource{root, a}})
+	for _, f := range []state.Filter{{}, {RootsOnly: true}, {Owner: "bom/classic"}, {Kind: "account"}} {
+		full, err := s.Resources(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Head = true
+		head, err := s.Resources(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(full) == 0 || len(head) != len(full) {
+			t.Fatalf("Resources(%+v): %d resources, without Head %d", f, len(head), len(full))
+		}
+		for i, r := range full {
+			if r.Spec == nil || r.Declared == nil {
+				t.Fatalf("Resources without Head: %s has no spec", r.ID())
+			}
+			want := *r
+			want.Declared, want.Spec, want.Status = nil, nil, nil
+			if !reflect.DeepEqual(head[i], &want) {
+				t.Errorf("Resources(%+v)[%d] =\n%+v\nwant\n%+v", f, i, head[i], &want)
+			}
+		}
+	}
+}
+
 func TestCommitRejects(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -493,6 +547,43 @@ func TestPutsPerResource(t *testing.T) {
 	}
 	if got.Bytes <= base.Bytes {
 		t.Errorf("Bytes did not grow: %d → %d", base.Bytes, got.Bytes)
+	}
+}
+
+// TestOpenWritesNothing checks that opening a store in the current
+// format does not write to it: a read command would otherwise pay a
+// write transaction's fsync.
+func TestOpenWritesNothing(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	s, err := state.Open(dir, state.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit(t, s, fullBatch())
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, state.FileName)
+	before, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err = state.Open(dir, state.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Resources(state.Filter{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	after, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(before, after) {
+		t.Error("opening and reading the store changed its file")
 	}
 }
 

@@ -33,7 +33,10 @@ func newListCommand(g *globals) *cobra.Command {
 				return err
 			}
 			defer done()
-			rs, err := rd.Resources(state.Filter{Kind: kind, Phase: converge.Phase(phase), RootsOnly: !all, Limit: limit})
+			// The table shows no spec or status: leave them in the store
+			// (a root's spec can be megabytes).
+			rs, err := rd.Resources(state.Filter{Kind: kind, Phase: converge.Phase(phase), RootsOnly: !all, Limit: limit,
+				Head: output == "table"})
 			if err != nil {
 				return err
 			}

@@ -126,7 +126,7 @@ func Handler(rd Reader, ctl Controller) http.Handler {
 		q := r.URL.Query()
 		limit, _ := strconv.Atoi(q.Get("limit"))
 		rs, err := rd.Resources(state.Filter{Kind: q.Get("kind"), Phase: converge.Phase(q.Get("phase")),
-			Owner: converge.ID(q.Get("owner")), RootsOnly: q.Get("roots") == "true", Limit: limit})
+			Owner: converge.ID(q.Get("owner")), RootsOnly: q.Get("roots") == "true", Limit: limit, Head: q.Get("head") == "true"})
 		reply(w, rs, err)
 	})
 	mux.HandleFunc("GET /v1/children", func(w http.ResponseWriter, r *http.Request) {
@@ -309,9 +309,18 @@ func (c *Client) Resource(id converge.ID) (*converge.Resource, error) {
 // Resources implements Reader.
 func (c *Client) Resources(f state.Filter) ([]*converge.Resource, error) {
 	q := url.Values{"kind": {f.Kind}, "phase": {string(f.Phase)}, "owner": {string(f.Owner)},
-		"roots": {strconv.FormatBool(f.RootsOnly)}, "limit": {strconv.Itoa(f.Limit)}}
+		"roots": {strconv.FormatBool(f.RootsOnly)}, "limit": {strconv.Itoa(f.Limit)},
+		"head": {strconv.FormatBool(f.Head)}}
 	var rs []*converge.Resource
-	return rs, c.call(context.Background(), "GET", "/v1/resources", q, nil, &rs)
+	if err := c.call(context.Background(), "GET", "/v1/resources", q, nil, &rs); err != nil {
+		return nil, err
+	}
+	if f.Head { // JSON has them as null: nil, as the store returns them
+		for _, r := range rs {
+			r.Declared, r.Spec, r.Status = nil, nil, nil
+		}
+	}
+	return rs, nil
 }
 
 // Children implements Reader.

@@ -144,3 +144,27 @@ func TestWarning(t *testing.T) {
 		})
 	}
 }
+
+// TestResourcesHead checks that the client asks the daemon's store to
+// leave specs out when the filter says Head, and only then.
+func TestResourcesHead(t *testing.T) {
+	st := statetest.Open(t)
+	root := &converge.Resource{UID: "u", Kind: "bom", KindVersion: 1, Name: "classic", Phase: converge.PhaseReady,
+		Declared: []byte(`{"teams":[1,2]}`), Spec: []byte(`{"teams":[1,2]}`), Status: []byte(`{"n":2}`)}
+	if err := st.Commit(&converge.Batch{Resources: []*converge.Resource{root}}); err != nil {
+		t.Fatal(err)
+	}
+	c := serve(t, stateapi.Handler(st, nil))
+	for _, head := range []bool{false, true} {
+		rs, err := c.Resources(state.Filter{RootsOnly: true, Head: head})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rs) != 1 || rs[0].Name != "classic" || rs[0].Phase != converge.PhaseReady {
+			t.Fatalf("Resources(Head: %v) = %+v, want bom/classic, Ready", head, rs)
+		}
+		if got, want := rs[0].Spec == nil && rs[0].Declared == nil && rs[0].Status == nil, head; got != want {
+			t.Errorf("Resources(Head: %v): spec, declared and status left out = %v, want %v", head, got, want)
+		}
+	}
+}
