@@ -37,7 +37,7 @@
 //
 // Values are JSON of the domain types, so a store is readable with any
 // bbolt tool. Resources and event chunks, written on every change, go
-// through a reflection-free encoder (resjson.go) whose output is
+// through a reflection-free encoder (internal/codec/resjson.go, shared with every backend) whose output is
 // byte-identical to encoding/json and about 2.5 times cheaper; a test
 // fails if converge.Resource, Lease or Event gains a field it does not
 // know. Keys of one batch are applied in key order.

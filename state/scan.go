@@ -45,7 +45,7 @@ func (s *Store) ResourcesAfter(kind string, after converge.ID, limit int) ([]Res
 			if err != nil {
 				return fmt.Errorf("resource %s: %w", k, err)
 			}
-			es, err := decodeEdges(rw.edges)
+			es, err := decodeEdges(rw.Edges)
 			if err != nil {
 				return fmt.Errorf("resource %s: %w", k, err)
 			}
