@@ -1,0 +1,142 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/state/etcdstate"
+	"github.com/convergehq/converge/state/etcdtest"
+	"github.com/convergehq/converge/sync/gittest"
+)
+
+// TestSyncEtcd syncs the whole classic example (its real workers over
+// gRPC) into an etcd store of an embedded three-member cluster, then
+// reads it back with the read commands, which read etcd directly: no
+// daemon, no local store.
+func TestSyncEtcd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("converges the classic example (3,652 resources) on a three-member etcd cluster")
+	}
+	cluster := etcdtest.Start(t, etcdtest.Options{Members: 3})
+	repo := t.TempDir()
+	if err := os.CopyFS(repo, os.DirFS(filepath.Join(repoRoot(t), "examples", "classic"))); err != nil {
+		t.Fatal(err)
+	}
+	gittest.Run(t, repo, "init", "-q", "-b", "main")
+	gittest.Run(t, repo, "add", "-A")
+	gittest.Run(t, repo, "commit", "-q", "-m", "classic example")
+	url := cluster.URL("/converge/classic")
+	run := func(args ...string) string {
+		t.Helper()
+		out, err := runCLI(append([]string{"--repo", repo, "--state", url}, args...)...)
+		if err != nil {
+			t.Fatalf("converge %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return out
+	}
+
+	if out := run("sync", "--timeout", "5m"); !strings.Contains(out, "converged: 3652/3652 Ready") {
+		t.Fatalf("sync did not converge:\n%s", out)
+	}
+	if ok, _ := exists(filepath.Join(repo, ".converge", "state.db")); ok {
+		t.Error("sync with --state etcd://… wrote a bbolt store")
+	}
+
+	var root struct {
+		Phase  converge.Phase `json:"phase"`
+		Owner  *string        `json:"owner"`
+		Status struct {
+			Rollup converge.Counts `json:"rollup"`
+		} `json:"status"`
+	}
+	if err := json.Unmarshal([]byte(run("get", "classicbom/classic", "-o", "json")), &root); err != nil {
+		t.Fatal(err)
+	}
+	if root.Phase != converge.PhaseReady || root.Owner != nil || root.Status.Rollup.Total != 3644 || root.Status.Rollup.Ready != 3644 {
+		t.Errorf("get classicbom/classic = phase %s, owner %v, rollup %+v; want a Ready root rolling up 3644 Ready", root.Phase, root.Owner, root.Status.Rollup)
+	}
+	if out := run("list"); !strings.Contains(out, "classicbom/classic") || !strings.Contains(out, "3644") {
+		t.Errorf("list:\n%s", out)
+	}
+	if out := run("get", "route/fd-03-team-010", "-o", "json"); !strings.Contains(out, `"vpc_id": "vpc-`) {
+		t.Errorf("a route's flowed values are missing:\n%s", out)
+	}
+	if out := run("tree", "classicbom/classic"); !strings.Contains(out, "vpc/fd-03-team-010") {
+		t.Errorf("tree does not show vpc/fd-03-team-010:\n%.2000s", out)
+	}
+	if out := run("events", "vpc/fd-03-team-010", "-o", "json"); !strings.Contains(out, `"resource": "vpc/fd-03-team-010"`) {
+		t.Errorf("events of vpc/fd-03-team-010:\n%s", out)
+	}
+	if out := run("status"); !strings.Contains(out, "converge/sync") {
+		t.Errorf("status:\n%s", out)
+	}
+	if out := run("sync"); !strings.Contains(out, "already applied") || !strings.Contains(out, "3652/3652 Ready; nothing to do") {
+		t.Errorf("second sync:\n%s", out)
+	}
+	st, err := etcdstate.Open(etcdstate.Options{Endpoints: cluster.Endpoints, Prefix: "/converge/classic", ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Check(); err != nil {
+		t.Errorf("the etcd store after sync: %v", err)
+	}
+}
+
+func TestParseEtcdState(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	tests := []struct {
+		name          string
+		state         string
+		ca, cert, key string
+		env           map[string]string
+		wantEndpoints string
+		wantPrefix    string
+		wantUser      string
+		wantErr       string
+	}{
+		{name: "one host", state: "etcd://10.0.0.1:2379/converge", wantEndpoints: "http://10.0.0.1:2379", wantPrefix: "/converge"},
+		{name: "three hosts, nested prefix", state: "etcd://a:2379,b:2379,c:2379/platform/prod/", wantEndpoints: "http://a:2379 http://b:2379 http://c:2379", wantPrefix: "/platform/prod"},
+		{name: "credentials", state: "etcd://a:2379/x", env: map[string]string{envEtcdUser: "conv", envEtcdPassword: "pw"}, wantEndpoints: "http://a:2379", wantPrefix: "/x", wantUser: "conv"},
+		{name: "no prefix", state: "etcd://a:2379", wantErr: "no key prefix"},
+		{name: "slash prefix", state: "etcd://a:2379/", wantErr: "no key prefix"},
+		{name: "no host", state: "etcd:///x", wantErr: "no HOST:PORT"},
+		{name: "no port", state: "etcd://a/x", wantErr: `"a" is not HOST:PORT`},
+		{name: "empty host in list", state: "etcd://a:1,,b:2/x", wantErr: `"" is not HOST:PORT`},
+		{name: "cert without key", state: "etcd://a:1/x", cert: "c.pem", wantErr: "--etcd-cert and --etcd-key go together"},
+		{name: "missing CA file", state: "etcd://a:1/x", ca: "/nonexistent/ca.pem", wantErr: "--etcd-cacert"},
+		{name: "password without user", state: "etcd://a:1/x", env: map[string]string{envEtcdPassword: "pw"}, wantErr: envEtcdPassword + " is set without " + envEtcdUser},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, err := parseEtcdState(tt.state, tt.ca, tt.cert, tt.key, env(tt.env))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error = %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(o.Endpoints, " "); got != tt.wantEndpoints {
+				t.Errorf("endpoints = %q, want %q", got, tt.wantEndpoints)
+			}
+			if o.Prefix != tt.wantPrefix || o.Username != tt.wantUser {
+				t.Errorf("prefix, user = %q, %q; want %q, %q", o.Prefix, o.Username, tt.wantPrefix, tt.wantUser)
+			}
+		})
+	}
+}
+
+// TestEtcdFlagsNeedEtcdState: the TLS flags mean nothing for a directory.
+func TestEtcdFlagsNeedEtcdState(t *testing.T) {
+	_, err := runCLI("--state", t.TempDir(), "--etcd-cacert", "ca.pem", "list")
+	if err == nil || !strings.Contains(err.Error(), "need --state etcd://") {
+		t.Errorf("error = %v, want the TLS flags refused without --state etcd://…", err)
+	}
+}
