@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/state/etcdstate"
 	"github.com/convergehq/converge/state/etcdtest"
@@ -138,5 +140,47 @@ func TestEtcdFlagsNeedEtcdState(t *testing.T) {
 	_, err := runCLI("--state", t.TempDir(), "--etcd-cacert", "ca.pem", "list")
 	if err == nil || !strings.Contains(err.Error(), "need --state etcd://") {
 		t.Errorf("error = %v, want the TLS flags refused without --state etcd://…", err)
+	}
+}
+
+// TestBenchEtcd runs `converge bench --state etcd://…` end to end, so
+// the etcd rate in docs/BENCHMARKS.md cannot rot: one short run on a
+// one-member cluster. With CONVERGE_ETCD_BENCH=1 it is the measurement
+// itself: three runs on a three-member cluster that fsyncs, as bbolt
+// does, printing the report (go test -run TestBenchEtcd -v).
+func TestBenchEtcd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("bench converges the whole classic example twice")
+	}
+	measure := os.Getenv("CONVERGE_ETCD_BENCH") == "1"
+	opts, runs := etcdtest.Options{}, "1"
+	if measure {
+		opts, runs = etcdtest.Options{Members: 3, Fsync: true}, "3"
+	}
+	cluster := etcdtest.Start(t, opts)
+	out, err := runCLI("--state", cluster.URL("/converge/bench"), "bench", "--runs", runs, "--transport", "200ms",
+		"--dir", filepath.Join(repoRoot(t), "examples", "classic"), "-o", "json")
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, out)
+	}
+	var rep benchReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("bench -o json: %v\n%s", err, out)
+	}
+	if len(rep.EtcdRuns) != len(rep.Runs) || rep.EtcdRuns[0].Resources != 3652 || rep.EtcdRatioToBbolt <= 0 {
+		t.Fatalf("bench report: %d etcd runs of %d, ratio %v:\n%s", len(rep.EtcdRuns), len(rep.Runs), rep.EtcdRatioToBbolt, out)
+	}
+	t.Logf("bbolt median %.0f resources/s (%.3fs), etcd (%d members) median %.0f resources/s (%.3fs): %.2f × bbolt; etcd puts/resource %.2f, commits %d",
+		rep.MedianPerSec, rep.MedianSeconds, max(1, opts.Members), rep.EtcdMedianPerSec, rep.EtcdMedianSeconds, rep.EtcdRatioToBbolt,
+		rep.EtcdRuns[0].PutsPerRes, rep.EtcdRuns[0].Commits)
+	if measure {
+		t.Logf("report:\n%s", out)
+	}
+	resp, err := cluster.Client(t).Get(t.Context(), "/converge/bench/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Count != 0 {
+		t.Errorf("bench left %d keys under its prefix", resp.Count)
 	}
 }

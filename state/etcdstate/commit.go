@@ -128,7 +128,7 @@ func (w *wtx) prefetch(keys []string) error {
 	}
 	n := w.s.opts.MaxTxnOps
 	groups := (len(missing) + n - 1) / n
-	return parallel(groups, func(g int) error {
+	return parallel(groups, readWidth, func(g int) error {
 		part := missing[g*n : min(len(missing), (g+1)*n)]
 		gets := make([]clientv3.Op, len(part))
 		for i, k := range part {
@@ -199,9 +199,12 @@ func (w *wtx) putJSON(key string, v any) error {
 	return w.putIfChanged(key, j)
 }
 
-// parallel runs fn(0..n-1) on up to 8 goroutines and returns the first
-// error.
-func parallel(n int, fn func(i int) error) error {
+// readWidth is how many read requests one read has in flight at once.
+const readWidth = 16
+
+// parallel runs fn(0..n-1) on up to width goroutines and returns the
+// first error.
+func parallel(n, width int, fn func(i int) error) error {
 	if n == 1 {
 		return fn(0)
 	}
@@ -211,7 +214,7 @@ func parallel(n int, fn func(i int) error) error {
 		first error
 		next  int
 	)
-	for range min(n, 8) {
+	for range min(n, width) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -587,7 +590,7 @@ func (c ownerChanges) remove(w *wtx, owner, child converge.ID) {
 // once.
 func (c ownerChanges) checkDeleted(w *wtx, deleted []converge.ID) error {
 	owns := make([]converge.ID, len(deleted))
-	err := parallel(max(1, len(deleted)), func(i int) error {
+	err := parallel(max(1, len(deleted)), readWidth, func(i int) error {
 		if len(deleted) == 0 {
 			return nil
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -22,6 +23,11 @@ type kvOp struct {
 type written struct {
 	puts, dels, bytes uint64
 }
+
+// writeWidth is how many transactions of one journal are in flight at
+// once: etcd batches concurrent proposals into one raft round and one
+// fsync, so a big batch costs a few rounds, not one per 128 operations.
+const writeWidth = 128
 
 // errInjected is the failure the test hooks inject.
 var errInjected = errors.New("injected failure")
@@ -86,10 +92,14 @@ func (s *Store) txn(ctx context.Context, ops []kvOp, extra []clientv3.Op) (writt
 // marker.
 func (s *Store) journal(ctx context.Context, ops []kvOp) (written, error) {
 	parts := encodeOps(ops, s.opts.MaxTxnBytes-1024)
-	for i, part := range parts {
-		if _, err := s.txn(ctx, []kvOp{{key: partKey(i), val: part}}, nil); err != nil {
-			return written{}, fmt.Errorf("write batch journal part %d: %w", i, err)
+	err := parallel(len(parts), writeWidth, func(i int) error {
+		if _, err := s.txn(ctx, []kvOp{{key: partKey(i), val: parts[i]}}, nil); err != nil {
+			return fmt.Errorf("write batch journal part %d: %w", i, err)
 		}
+		return nil
+	})
+	if err != nil {
+		return written{}, err
 	}
 	if s.failBeforeCommit {
 		return written{}, errInjected
@@ -108,10 +118,10 @@ func (s *Store) journal(ctx context.Context, ops []kvOp) (written, error) {
 }
 
 // applyJournal applies ops in transactions of at most MaxTxnOps and
-// MaxTxnBytes, then deletes the journal.
+// MaxTxnBytes, several at once (they touch distinct keys, and no reader
+// looks at them before the journal goes), then deletes the journal.
 func (s *Store) applyJournal(ctx context.Context, ops []kvOp) (written, error) {
-	var total written
-	chunks := 0
+	var chunks [][]kvOp
 	for len(ops) > 0 {
 		n, size := 0, 0
 		for n < len(ops) && n < s.opts.MaxTxnOps {
@@ -122,18 +132,34 @@ func (s *Store) applyJournal(ctx context.Context, ops []kvOp) (written, error) {
 			size += sz
 			n++
 		}
-		if s.failAfter > 0 && chunks == s.failAfter {
-			return total, errInjected
-		}
-		w, err := s.txn(ctx, ops[:n], nil)
+		chunks = append(chunks, ops[:n])
+		ops = ops[n:]
+	}
+	injected := s.failAfter > 0 && s.failAfter < len(chunks)
+	if injected {
+		chunks = chunks[:s.failAfter]
+	}
+	var (
+		mu    sync.Mutex // guards total
+		total written
+	)
+	err := parallel(len(chunks), writeWidth, func(i int) error {
+		w, err := s.txn(ctx, chunks[i], nil)
 		if err != nil {
-			return total, fmt.Errorf("apply batch journal: %w", err)
+			return fmt.Errorf("apply batch journal: %w", err)
 		}
-		chunks++
+		mu.Lock()
+		defer mu.Unlock()
 		total.puts += w.puts
 		total.dels += w.dels
 		total.bytes += w.bytes
-		ops = ops[n:]
+		return nil
+	})
+	if err != nil {
+		return total, err
+	}
+	if injected {
+		return total, errInjected
 	}
 	if _, err := s.txn(ctx, nil, []clientv3.Op{clientv3.OpDelete(s.p+kJournal, clientv3.WithPrefix())}); err != nil {
 		return total, fmt.Errorf("delete batch journal: %w", err)

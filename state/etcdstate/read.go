@@ -85,7 +85,7 @@ func (v *view) getMany(keys []string) ([][]byte, error) {
 	if groups == 0 {
 		return out, nil
 	}
-	err := parallel(groups, func(g int) error {
+	err := parallel(groups, readWidth, func(g int) error {
 		lo, hi := g*n, min(len(keys), (g+1)*n)
 		gets := make([]clientv3.Op, 0, hi-lo)
 		for _, k := range keys[lo:hi] {
