@@ -4,7 +4,9 @@
 //
 // Read first: Store (Open, Commit, Load) and Options. Store implements the
 // scheduler's Store port: Load returns a converge.Snapshot, Commit applies
-// one converge.Batch atomically and durably.
+// one converge.Batch atomically and durably. Backend is the contract every
+// state backend implements (this Store, and state/etcdstate's over etcd);
+// statetest.Run is the conformance suite that holds them to it.
 //
 // # Basics
 //
