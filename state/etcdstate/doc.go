@@ -77,7 +77,10 @@
 // # Caveats
 //
 // A reader during step 3 reads a revision that etcd's compaction may
-// remove; the read then starts again (a few times). A writer whose step
+// remove; the read then starts again (a few times). If a writer died in
+// step 3 and none has opened the store since, readers keep reading the
+// state before that batch, and fail once etcd compacts its revision: a
+// writer's Open (sync, serve) finishes the batch. A writer whose step
 // 2 fails ambiguously (a timeout) returns the error, though the batch
 // may be committed; the scheduler's retry then applies it again, which
 // is harmless but for its events, which are stored twice.

@@ -634,6 +634,14 @@ func (s *Store) PutRevision(rec *converge.RevisionRecord) error {
 // trimRevisions deletes the oldest revision records beyond MaxRevisions
 // (by Seen, ties by hash), never the applied revision's.
 func (s *Store) trimRevisions(w *wtx) error {
+	// Counting keys reads no value: a store under the limit pays that.
+	n, err := s.cli.Get(w.ctx, s.p+kRevisions, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return fmt.Errorf("count revisions: %w", err)
+	}
+	if int(n.Count)+1 <= s.opts.MaxRevisions {
+		return nil
+	}
 	resp, err := s.cli.Get(w.ctx, s.p+kRevisions, clientv3.WithPrefix())
 	if err != nil {
 		return fmt.Errorf("read revisions: %w", err)
