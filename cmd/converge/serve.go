@@ -161,7 +161,7 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	if where == "" {
 		where = src.Root()
 	}
-	fmt.Fprintf(out, "serve: following %s of %s; state in %s\n", src.Ref(), where, dir)
+	fmt.Fprintf(out, "serve: following %s of %s; state in %s\n", src.Ref(), where, stateName(g, dir))
 
 	// current is the applied pass awaiting its converge/sync verdict; only
 	// this loop touches it. A revision applied before a restart and never

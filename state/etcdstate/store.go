@@ -345,7 +345,7 @@ func (s *Store) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		// A lease already gone (expired, revoked) released the lock too.
 		if _, rerr := s.cli.Revoke(ctx, s.lease); rerr != nil && !errors.Is(rerr, rpctypes.ErrLeaseNotFound) {
-			err = fmt.Errorf("close etcd state: release lock: %w", rerr)
+			err = fmt.Errorf("close etcd state: release lock (it expires by itself within %v): %w", s.opts.LockTTL, rerr)
 		}
 		cancel()
 		s.lease = 0

@@ -83,6 +83,10 @@ func StartCluster(dir string, opts Options) (*Cluster, error) {
 		if opts.MaxTxnOps > 0 {
 			cfg.MaxTxnOps = opts.MaxTxnOps
 		}
+		// Two cores shared by every test: etcd's default 1s election
+		// timeout makes a loaded test's members elect again and again,
+		// stalling writes for seconds. Tests want a steady leader.
+		cfg.ElectionMs = 3000
 		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 		cfgs[i] = cfg
 		c.Endpoints = append(c.Endpoints, client.String())
