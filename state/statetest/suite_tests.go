@@ -739,6 +739,32 @@ func testResourcesAfter(t *testing.T, open Opener) {
 			}
 		})
 	}
+	// A start outside the kind: before it is its first page, after it
+	// the end.
+	starts := []struct {
+		kind    string
+		after   converge.ID
+		wantIDs string
+	}{
+		{kind: "vpc", after: "account/a3", wantIDs: "vpc/v0 vpc/v1 vpc/v2 vpc/v3 vpc/v4 vpc/v5 vpc/v6"},
+		{kind: "account", after: "vpc/v0", wantIDs: ""},
+		{kind: "zone", after: "zone/z", wantIDs: ""},
+		{kind: "", after: "vpc/v5", wantIDs: "vpc/v6 zone/z"},
+		{kind: "", after: "zz/0", wantIDs: ""},
+	}
+	for _, st := range starts {
+		page, err := s.ResourcesAfter(st.kind, st.after, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, row := range page {
+			ids = append(ids, string(row.Resource.ID()))
+		}
+		if got := strings.Join(ids, " "); got != st.wantIDs {
+			t.Errorf("ResourcesAfter(%q, %q) = %q, want %q", st.kind, st.after, got, st.wantIDs)
+		}
+	}
 }
 
 func testAgainstModelSeed(t *testing.T, open Opener, seed uint64) {
