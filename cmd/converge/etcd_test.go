@@ -184,3 +184,60 @@ func TestBenchEtcd(t *testing.T) {
 		t.Errorf("bench left %d keys under its prefix", resp.Count)
 	}
 }
+
+// TestEtcdTLSAndAuth syncs into an etcd cluster that serves clients over
+// TLS with client certificates and has etcd's auth on: the TLS flags
+// and the credentials in CONVERGE_ETCD_USER / CONVERGE_ETCD_PASSWORD
+// reach it; a user the cluster does not know is refused.
+func TestEtcdTLSAndAuth(t *testing.T) {
+	if testing.Short() {
+		t.Skip("syncs a small classic BOM on a TLS etcd")
+	}
+	cluster := etcdtest.Start(t, etcdtest.Options{TLS: true})
+	cli := cluster.Client(t)
+	ctx := t.Context()
+	steps := []func() error{
+		func() error { _, err := cli.RoleAdd(ctx, "root"); return err },
+		func() error { _, err := cli.UserAdd(ctx, "root", "root-pw"); return err },
+		func() error { _, err := cli.UserGrantRole(ctx, "root", "root"); return err },
+		func() error { _, err := cli.RoleAdd(ctx, "converge"); return err },
+		func() error {
+			_, err := cli.RoleGrantPermission(ctx, "converge", "/platform/", clientv3.GetPrefixRangeEnd("/platform/"), clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error { _, err := cli.UserAdd(ctx, "conv", "conv-pw"); return err },
+		func() error { _, err := cli.UserGrantRole(ctx, "conv", "converge"); return err },
+		func() error { _, err := cli.AuthEnable(ctx); return err },
+	}
+	for i, step := range steps {
+		if err := step(); err != nil {
+			t.Fatalf("auth setup step %d: %v", i, err)
+		}
+	}
+	repo, _ := classicRepo(t)
+	url := cluster.URL("/platform/converge")
+	tlsFlags := []string{"--state", url, "--etcd-cacert", cluster.TLS.CA, "--etcd-cert", cluster.TLS.ClientCert, "--etcd-key", cluster.TLS.ClientKey}
+
+	t.Setenv(envEtcdUser, "conv")
+	t.Setenv(envEtcdPassword, "conv-pw")
+	out, err := runCLI(append(append([]string{"--repo", repo}, tlsFlags...), "sync", "--timeout", "2m")...)
+	if err != nil || !strings.Contains(out, "converged: 26/26 Ready") {
+		t.Fatalf("sync over TLS with credentials: %v\n%s", err, out)
+	}
+	if out, err := runCLI(append(append([]string{"--repo", repo}, tlsFlags...), "list")...); err != nil || !strings.Contains(out, "classicbom/classic") {
+		t.Errorf("list over TLS with credentials: %v\n%s", err, out)
+	}
+
+	t.Setenv(envEtcdUser, "nobody")
+	t.Setenv(envEtcdPassword, "nope")
+	if out, err := runCLI(append(append([]string{"--repo", repo}, tlsFlags...), "list")...); err == nil {
+		t.Errorf("list as an unknown user: no error\n%s", out)
+	} else if !strings.Contains(err.Error(), "authentication failed") {
+		t.Errorf("list as an unknown user: error %v, want authentication failed", err)
+	}
+	t.Setenv(envEtcdUser, "conv")
+	t.Setenv(envEtcdPassword, "conv-pw")
+	if out, err := runCLI("--repo", repo, "--state", url, "list"); err == nil || !strings.Contains(err.Error(), "wants TLS?") {
+		t.Errorf("list without TLS against a TLS-only cluster: error %v, want one suggesting TLS\n%s", err, out)
+	}
+}

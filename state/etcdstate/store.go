@@ -158,7 +158,7 @@ func Open(opts Options) (*Store, error) {
 			Logger:      zap.NewNop(),
 		})
 		if err != nil {
-			return nil, fmt.Errorf("open etcd state %s: %w", s.where(), err)
+			return nil, fmt.Errorf("open etcd state %s: %w", s.where(), noAnswer(err))
 		}
 		s.cli, s.ownCli = cli, true
 	}
@@ -167,6 +167,14 @@ func Open(opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open etcd state %s: %w", s.where(), err)
 	}
 	return s, nil
+}
+
+// noAnswer says what a timeout reaching the cluster most likely means.
+func noAnswer(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("no member answered in time (a wrong address, or a cluster that wants TLS?): %w", err)
+	}
+	return err
 }
 
 func fill(o *Options) error {
@@ -237,6 +245,9 @@ func (s *Store) open() error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.DialTimeout+s.opts.LockTimeout)
 	defer cancel()
 	if err := s.checkFormat(ctx); err != nil {
+		if ctx.Err() != nil {
+			return noAnswer(err)
+		}
 		return err
 	}
 	if s.opts.ReadOnly {

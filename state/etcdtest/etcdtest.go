@@ -9,11 +9,13 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
@@ -21,9 +23,12 @@ import (
 
 // Cluster is a running embedded etcd cluster.
 type Cluster struct {
-	// Endpoints are the members' client URLs (http://127.0.0.1:PORT).
+	// Endpoints are the members' client URLs (http://127.0.0.1:PORT, or
+	// https:// with Options.TLS).
 	Endpoints []string
-	members   []*embed.Etcd
+	// TLS are the CA and client certificate files with Options.TLS.
+	TLS     *TLSFiles
+	members []*embed.Etcd
 }
 
 // Options tune Start. The zero value is one member, fsync off.
@@ -37,6 +42,9 @@ type Options struct {
 	Fsync bool
 	// MaxTxnOps is the servers' --max-txn-ops; 0 keeps etcd's 128.
 	MaxTxnOps uint
+	// TLS serves clients over TLS only, requiring a client certificate
+	// signed by a fresh CA (Cluster.TLS has the files).
+	TLS bool
 }
 
 // Start starts a cluster for t and stops it on cleanup.
@@ -68,18 +76,29 @@ func StartCluster(dir string, opts Options) (*Cluster, error) {
 		initial = append(initial, fmt.Sprintf("m%d=http://127.0.0.1:%d", i, ports[2*i+1]))
 	}
 	c := &Cluster{}
+	scheme := "http"
+	if opts.TLS {
+		if c.TLS, err = makeTLS(filepath.Join(dir, "tls")); err != nil {
+			return nil, err
+		}
+		scheme = "https"
+	}
 	cfgs := make([]*embed.Config, n)
 	for i := range n {
 		cfg := embed.NewConfig()
 		cfg.Name = fmt.Sprintf("m%d", i)
 		cfg.Dir = fmt.Sprintf("%s/m%d", dir, i)
-		client := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[2*i])}
+		client := url.URL{Scheme: scheme, Host: fmt.Sprintf("127.0.0.1:%d", ports[2*i])}
 		peer := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])}
 		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
 		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
 		cfg.InitialCluster = strings.Join(initial, ",")
 		cfg.InitialClusterToken = "converge-test"
 		cfg.UnsafeNoFsync = !opts.Fsync
+		if c.TLS != nil {
+			cfg.ClientTLSInfo = transport.TLSInfo{CertFile: c.TLS.serverCert, KeyFile: c.TLS.serverKey,
+				TrustedCAFile: c.TLS.CA, ClientCertAuth: true}
+		}
 		if opts.MaxTxnOps > 0 {
 			cfg.MaxTxnOps = opts.MaxTxnOps
 		}
@@ -130,7 +149,15 @@ func StartCluster(dir string, opts Options) (*Cluster, error) {
 // Client returns a client of every member, closed on t's cleanup.
 func (c *Cluster) Client(t testing.TB) *clientv3.Client {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cfg := clientv3.Config{Endpoints: c.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
+	if c.TLS != nil {
+		tc, err := c.TLS.Config()
+		if err != nil {
+			t.Fatalf("etcd client TLS: %v", err)
+		}
+		cfg.TLS = tc
+	}
+	cli, err := clientv3.New(cfg)
 	if err != nil {
 		t.Fatalf("etcd client: %v", err)
 	}
@@ -143,7 +170,8 @@ func (c *Cluster) Client(t testing.TB) *clientv3.Client {
 func (c *Cluster) URL(prefix string) string {
 	var hosts []string
 	for _, e := range c.Endpoints {
-		hosts = append(hosts, strings.TrimPrefix(e, "http://"))
+		_, h, _ := strings.Cut(e, "://")
+		hosts = append(hosts, h)
 	}
 	return "etcd://" + strings.Join(hosts, ",") + "/" + strings.Trim(prefix, "/")
 }
