@@ -60,7 +60,9 @@
 //  2. writes j/commit: the commit point. Before it the batch does not
 //     exist (the next writer deletes stray parts); after it the batch
 //     is durable and will be applied whole;
-//  3. applies the operations in transactions of at most MaxTxnOps;
+//  3. applies the operations in transactions of at most MaxTxnOps, up to
+//     128 of them in flight at once (they touch distinct keys, and no
+//     reader looks at them yet; etcd batches them into few raft rounds);
 //  4. deletes the journal.
 //
 // Every operation is an absolute put or delete, so replaying the
