@@ -330,6 +330,12 @@ func (s *Store) apply(w *wtx, b *converge.Batch) error {
 			rejected = append(rejected, converge.RowError{ID: id, Err: fmt.Errorf("encode: %w", err)})
 			continue
 		}
+		// One value must fit one etcd request: a row over the limit is
+		// refused like any bad row, so it cannot hold up the others.
+		if n := len(v) + len(resKey(id)); n > s.opts.MaxTxnBytes-1024 {
+			rejected = append(rejected, converge.RowError{ID: id, Err: fmt.Errorf("row of %d bytes: over the %d bytes one etcd write may carry", n, s.opts.MaxTxnBytes-1024)})
+			continue
+		}
 		if old == nil || !bytes.Equal(old, v) {
 			w.put(resKey(id), v)
 		}
@@ -646,12 +652,13 @@ func (s *Store) appendEvents(w *wtx, evs []converge.Event) error {
 		}
 		lastSeq = e.Seq
 	}
-	v, err := codec.EncodeChunk(evs)
+	fresh, err := encodeChunks(evs, s.opts.MaxTxnBytes/4)
 	if err != nil {
 		return fmt.Errorf("events: encode: %w", err)
 	}
-	newKey := eventKey(evs[0].Seq)
-	w.put(newKey, v)
+	for _, ck := range fresh {
+		w.put(ck.key, ck.val)
+	}
 	count += uint64(len(evs))
 
 	limit := uint64(s.opts.MaxEvents)
@@ -675,10 +682,13 @@ func (s *Store) appendEvents(w *wtx, evs []converge.Event) error {
 			}
 		}
 		var ck chunkKV
-		if len(queue) > 0 {
+		switch {
+		case len(queue) > 0:
 			ck, queue = queue[0], queue[1:]
-		} else {
-			ck = chunkKV{key: newKey, val: v} // the new chunk itself
+		case len(fresh) > 0: // this batch's own chunks, once the stored ones are gone
+			ck, fresh = fresh[0], fresh[1:]
+		default:
+			return fmt.Errorf("events: %d counted, no chunk holds them", count)
 		}
 		n, err := codec.ChunkLen(ck.val)
 		if err != nil {
@@ -709,6 +719,31 @@ func (s *Store) appendEvents(w *wtx, evs []converge.Event) error {
 type chunkKV struct {
 	key string
 	val []byte
+}
+
+// encodeChunks encodes evs as event chunks of at most max bytes each
+// (one event bigger than that gets a chunk of its own): one etcd value
+// must fit one request, and a batch may carry thousands of events. The
+// bbolt store writes a batch's events as one chunk; the format is the
+// same, keyed by each chunk's first Seq.
+func encodeChunks(evs []converge.Event, max int) ([]chunkKV, error) {
+	v, err := codec.EncodeChunk(evs)
+	if err != nil {
+		return nil, err
+	}
+	if len(v) <= max || len(evs) == 1 {
+		return []chunkKV{{key: eventKey(evs[0].Seq), val: v}}, nil
+	}
+	half := len(evs) / 2
+	a, err := encodeChunks(evs[:half], max)
+	if err != nil {
+		return nil, err
+	}
+	b, err := encodeChunks(evs[half:], max)
+	if err != nil {
+		return nil, err
+	}
+	return append(a, b...), nil
 }
 
 // eventsMeta decodes the events meta value: last Seq and count.

@@ -320,3 +320,20 @@ func TestOpenRefusesBadOptions(t *testing.T) {
 		})
 	}
 }
+
+// TestRowTooBig: a row bigger than one etcd request may carry is refused
+// as a row (the scheduler fails that resource and commits the rest),
+// never as an error that stops every commit.
+func TestRowTooBig(t *testing.T) {
+	s := open(t, one, newPrefix(), etcdstate.Options{})
+	big := res("vpc", "big", "")
+	big.Spec = json.RawMessage(`{"blob":"` + strings.Repeat("x", 2<<20) + `"}`)
+	err := s.Commit(&converge.Batch{Resources: []*converge.Resource{res("vpc", "ok", ""), big}})
+	var rej *converge.RejectedError
+	if !errors.As(err, &rej) || len(rej.Rows) != 1 || rej.Rows[0].ID != "vpc/big" || !strings.Contains(rej.Rows[0].Err.Error(), "etcd write") {
+		t.Fatalf("Commit of a 2 MiB row: %v, want vpc/big refused as too big", err)
+	}
+	if err := s.Commit(&converge.Batch{Resources: []*converge.Resource{res("vpc", "ok", "")}}); err != nil {
+		t.Fatalf("Commit without the big row: %v", err)
+	}
+}

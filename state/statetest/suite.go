@@ -26,7 +26,8 @@ func Bolt(t *testing.T, opts state.Options) state.Backend {
 // round trip of every kind of row, the batch rules and refusals (each
 // refusal leaving nothing behind), the owner and reverse edge indexes,
 // retention of events and revision records, concurrent commits and
-// untorn reads, paging, and a model-based test of random batches.
+// untorn reads, paging, batches bigger than one etcd transaction (rows
+// and events), and a model-based test of random batches.
 func Run(t *testing.T, open Opener) {
 	tests := []struct {
 		name string
@@ -51,6 +52,7 @@ func Run(t *testing.T, open Opener) {
 		{"ResourcesAfter", testResourcesAfter},
 		{"Source", testSource},
 		{"BigBatch", testBigBatch},
+		{"ManyEvents", testManyEvents},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.body(t, open) })

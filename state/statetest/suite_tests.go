@@ -1060,3 +1060,45 @@ func testBigBatch(t *testing.T, open Opener) {
 		t.Errorf("roots after deleting the tree = %v, %v; want none", got, err)
 	}
 }
+
+// testManyEvents commits the events of a batch as big as the scheduler
+// makes them (8,192, here ~3 MB of them) and one bigger than
+// MaxEvents: every event is kept in Seq order, or the newest MaxEvents.
+func testManyEvents(t *testing.T, open Opener) {
+	msg := strings.Repeat("m", 300)
+	batch := func(n int) *converge.Batch {
+		b := &converge.Batch{}
+		for i := range n {
+			b.Events = append(b.Events, converge.Event{Time: t0, Resource: converge.NewID("vpc", fmt.Sprintf("v%04d", i)), Type: "T", Message: msg})
+		}
+		return b
+	}
+	s := open(t, state.Options{})
+	commit(t, s, batch(8192))
+	evs, err := s.Events("", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 8192 || evs[0].Seq != 1 || evs[8191].Seq != 8192 || evs[8191].Resource != "vpc/v8191" {
+		t.Fatalf("Events after an 8,192-event batch: %d events", len(evs))
+	}
+	if got, want := load(t, s).LastEventSeq, uint64(8192); got != want {
+		t.Errorf("LastEventSeq = %d, want %d", got, want)
+	}
+	one, err := s.Events("vpc/v4000", 0)
+	if err != nil || len(one) != 1 || one[0].Seq != 4001 {
+		t.Errorf("Events(vpc/v4000) = %v, %v; want the one with seq 4001", one, err)
+	}
+
+	small := open(t, state.Options{MaxEvents: 1000})
+	commit(t, small, batch(3000))
+	commit(t, small, batch(5000))
+	evs, err = small.Events("", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1000 || evs[0].Seq != 7001 || evs[999].Seq != 8000 {
+		t.Errorf("with MaxEvents 1000, after 3,000 then 5,000 events: %d events, seqs %d…%d; want 1000, 7001…8000",
+			len(evs), evs[0].Seq, evs[len(evs)-1].Seq)
+	}
+}
