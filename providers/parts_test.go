@@ -34,6 +34,87 @@ func bigComposer(n, specBytes int) sdk.Provider {
 		}}
 }
 
+// streamComposer is bigComposer as a ComposeStream: it never holds the
+// composition.
+func streamComposer(n, specBytes int) sdk.Provider {
+	return sdk.Provider{Kind: "bom", Version: 1,
+		ComposeStream: func(ctx context.Context, r *sdk.Request, out *sdk.Emitter) error {
+			pad := strings.Repeat("x", specBytes)
+			for i := range n {
+				name := fmt.Sprintf("c%07d", i)
+				if err := out.Child(converge.Child{Kind: "leaf", KindVersion: 1, Name: name,
+					Spec: []byte(`{"i":` + fmt.Sprint(i) + `,"pad":"` + pad + `"}`)}); err != nil {
+					return err
+				}
+				if i > 0 {
+					if err := out.Edge(converge.Edge{Consumer: converge.NewID("leaf", name),
+						Producer: converge.NewID("leaf", fmt.Sprintf("c%07d", i-1)),
+						Flows:    []converge.ValueFlow{{From: "id", To: "prev"}}}); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		}}
+}
+
+// TestComposeStreamInParts: a streamed composition far over the message
+// limit reaches the control plane whole and in order, and a failing
+// stream fails the task with the handler's error.
+func TestComposeStreamInParts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("moves ~100 MiB through gRPC")
+	}
+	const n = 50_000
+	s, addr := startServer(t, "unix", providers.ServerOptions{})
+	startWorker(t, s, addr, "big", 4, streamComposer(n, 2000))
+	tk := task("bom", 1, converge.ReactionCompose)
+	if err := s.Dispatch(context.Background(), tk); err != nil {
+		t.Fatal(err)
+	}
+	r := result(t, s, 60*time.Second)
+	if r.Outcome != converge.OutcomeOK {
+		t.Fatalf("outcome %v: %s", r.Outcome, r.Message)
+	}
+	if len(r.Children) != n || len(r.Edges) != n-1 {
+		t.Fatalf("%d children and %d edges arrived, want %d and %d", len(r.Children), len(r.Edges), n, n-1)
+	}
+	for i, c := range r.Children {
+		if want := fmt.Sprintf("c%07d", i); c.Name != want {
+			t.Fatalf("child %d is %s, want %s: parts out of order", i, c.Name, want)
+		}
+	}
+	if e := r.Edges[n-2]; e.Consumer != converge.NewID("leaf", fmt.Sprintf("c%07d", n-1)) || len(e.Flows) != 1 {
+		t.Errorf("last edge %+v", e)
+	}
+	noResult(t, s, 100*time.Millisecond)
+}
+
+// TestComposeStreamFails: an error after parts were sent fails the task
+// permanently with the handler's message; nothing of it is applied.
+func TestComposeStreamFails(t *testing.T) {
+	s, addr := startServer(t, "unix", providers.ServerOptions{})
+	p := sdk.Provider{Kind: "bom", Version: 1,
+		ComposeStream: func(ctx context.Context, r *sdk.Request, out *sdk.Emitter) error {
+			for i := range 10_000 {
+				if err := out.Child(converge.Child{Kind: "leaf", KindVersion: 1, Name: fmt.Sprint("c", i), Spec: []byte(`{}`)}); err != nil {
+					return err
+				}
+			}
+			return sdk.Permanent(fmt.Errorf("team 10000: no name"))
+		}}
+	startWorker(t, s, addr, "big", 4, p)
+	tk := task("bom", 1, converge.ReactionCompose)
+	if err := s.Dispatch(context.Background(), tk); err != nil {
+		t.Fatal(err)
+	}
+	r := result(t, s, 30*time.Second)
+	if r.Outcome != converge.OutcomePermanent || !strings.Contains(r.Message, "team 10000: no name") {
+		t.Errorf("result %v %q, want the handler's permanent error", r.Outcome, r.Message)
+	}
+	noResult(t, s, 100*time.Millisecond)
+}
+
 // TestComposeResultInParts: a composition far over the message limit
 // (here ~100 MiB of children) reaches the control plane whole and in
 // order, streamed in parts.

@@ -225,7 +225,7 @@ func (s *Scheduler) apply(d *converge.Desired, v Validator) *Plan {
 			e.recreate = nr
 			continue
 		}
-		s.addNode(nr, nil, "created from "+sourceOr(r.Source))
+		s.addNode(nr, nr.ID(), nil, "created from "+sourceOr(r.Source))
 		touched[it.ID] = true
 	}
 	flips := plan.Flip[:0:0]

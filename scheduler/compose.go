@@ -24,7 +24,7 @@ func (s *Scheduler) composeResult(n *node, rec *taskRec, res *converge.Result) {
 		s.succeeded(n, rec) // re-enqueues
 		return
 	}
-	ids, err := s.checkComposition(n, res)
+	ids, emitted, err := s.checkComposition(n, res)
 	if err != nil {
 		s.failPermanent(n, err.Error())
 		return
@@ -39,9 +39,17 @@ func (s *Scheduler) composeResult(n *node, rec *taskRec, res *converge.Result) {
 		s.queue = slices.Grow(s.queue, k)
 	}
 	kept, created, updated, pruned := 0, 0, 0, 0
-	emitted := make(map[converge.ID]bool, len(res.Children))
-	for _, id := range ids {
-		emitted[id] = true
+	// canon returns the one copy of id the graph keeps: a child's from
+	// ids, another resource's from its node. A million edges then share
+	// their nodes' strings instead of each keeping two decoded ones.
+	canon := func(id converge.ID) converge.ID {
+		if i, ok := emitted[id]; ok {
+			return ids[i]
+		}
+		if x := s.nodes[id]; x != nil {
+			return x.id
+		}
+		return id
 	}
 	// Edges first (so new children see their producers), then children.
 	// Edges of pruned children stay until their rows are removed: the
@@ -89,9 +97,16 @@ func (s *Scheduler) composeResult(n *node, rec *taskRec, res *converge.Result) {
 		}
 		// The result is the scheduler's once it arrives: its flows are
 		// kept, not copied (a million edges at scale).
-		ne := &converge.Edge{Consumer: e.Consumer, Producer: e.Producer, Flows: e.Flows}
+		ne := &converge.Edge{Consumer: canon(e.Consumer), Producer: canon(e.Producer), Flows: s.internFlows(e.Flows)}
 		s.addEdge(ne)
-		s.putEdge(ne)
+		if c := s.nodes[ne.Consumer]; c != nil && c.stored {
+			s.putEdge(ne)
+		} else {
+			// A consumer this composition creates, or one not stored
+			// yet: its row carries its edges into the store
+			// (buildBatch), so they are not pending writes of their own.
+			delete(s.edgeDel, edgeKey{ne.Consumer, ne.Producer})
+		}
 		if c := s.nodes[e.Consumer]; c != nil {
 			c.flowsDirty = true
 			s.enqueue(c)
@@ -113,7 +128,7 @@ func (s *Scheduler) composeResult(n *node, rec *taskRec, res *converge.Result) {
 		switch {
 		case ex == nil && later[id]:
 		case ex == nil:
-			s.createChild(n, c, createdBy)
+			s.createChild(n, c, id, createdBy)
 			created++
 		case ex.r.Deleting:
 			// Being torn down: the owner composes again once it is gone.
@@ -158,7 +173,7 @@ func (s *Scheduler) composeResult(n *node, rec *taskRec, res *converge.Result) {
 
 // checkComposition validates a compose result without changing anything;
 // it returns the children's IDs.
-func (s *Scheduler) checkComposition(n *node, res *converge.Result) ([]converge.ID, error) {
+func (s *Scheduler) checkComposition(n *node, res *converge.Result) ([]converge.ID, map[converge.ID]int, error) {
 	return checkComposition(n.id, res, func(id converge.ID) *converge.Resource {
 		if ex := s.nodes[id]; ex != nil {
 			return ex.r
@@ -169,31 +184,32 @@ func (s *Scheduler) checkComposition(n *node, res *converge.Result) ([]converge.
 
 // checkComposition validates owner's compose result against the resources
 // get finds, the owner's kind k (its max_children; nil: unknown) and v
-// (nil accepts every spec); it returns the children's IDs. Fanout (a dry
-// run) and composeResult decide with it alike.
-func checkComposition(owner converge.ID, res *converge.Result, get func(converge.ID) *converge.Resource, k *converge.Kind, v Validator) ([]converge.ID, error) {
+// (nil accepts every spec); it returns the children's IDs and each ID's
+// index in them. Fanout (a dry run) and composeResult decide with it
+// alike.
+func checkComposition(owner converge.ID, res *converge.Result, get func(converge.ID) *converge.Resource, k *converge.Kind, v Validator) ([]converge.ID, map[converge.ID]int, error) {
 	if k != nil && k.MaxChildren > 0 && len(res.Children) > k.MaxChildren {
-		return nil, fmt.Errorf("%d children: more than max_children %d of %s", len(res.Children), k.MaxChildren, k.Ref())
+		return nil, nil, fmt.Errorf("%d children: more than max_children %d of %s", len(res.Children), k.MaxChildren, k.Ref())
 	}
 	ids := make([]converge.ID, len(res.Children))
-	seen := make(map[converge.ID]bool, len(res.Children))
+	seen := make(map[converge.ID]int, len(res.Children))
 	var check []int // children whose spec is validated
 	for i := range res.Children {
 		c := &res.Children[i]
 		id := converge.NewID(c.Kind, c.Name)
 		ids[i] = id
 		if _, err := converge.ParseID(string(id)); err != nil || strings.ContainsRune(string(id), 0) {
-			return nil, fmt.Errorf("child %q: want KIND/NAME without \"/\" or NUL in either", id)
+			return nil, nil, fmt.Errorf("child %q: want KIND/NAME without \"/\" or NUL in either", id)
 		}
 		if c.KindVersion < 1 {
-			return nil, fmt.Errorf("%s: kind_version %d: want >= 1", id, c.KindVersion)
+			return nil, nil, fmt.Errorf("%s: kind_version %d: want >= 1", id, c.KindVersion)
 		}
-		if seen[id] {
-			return nil, fmt.Errorf("%s: emitted twice", id)
+		if _, dup := seen[id]; dup {
+			return nil, nil, fmt.Errorf("%s: emitted twice", id)
 		}
-		seen[id] = true
+		seen[id] = i
 		if id == owner {
-			return nil, fmt.Errorf("%s: a composer cannot emit itself", id)
+			return nil, nil, fmt.Errorf("%s: a composer cannot emit itself", id)
 		}
 		ex := get(id)
 		if ex != nil && ex.Owner != owner {
@@ -201,7 +217,7 @@ func checkComposition(owner converge.ID, res *converge.Result, get func(converge
 			if by == "" {
 				by = "git"
 			}
-			return nil, fmt.Errorf("%s: already exists, owned by %s", id, by)
+			return nil, nil, fmt.Errorf("%s: already exists, owned by %s", id, by)
 		}
 		// A child emitted again with the very spec it has, at the same
 		// version, was valid when it was created; its kind version's
@@ -214,20 +230,20 @@ func checkComposition(owner converge.ID, res *converge.Result, get func(converge
 		check = append(check, i)
 	}
 	if err := validateSpecs(res.Children, ids, check, v); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, e := range res.Edges {
-		if !seen[e.Consumer] {
-			return nil, fmt.Errorf("edge %s -> %s: consumer is not a child of %s", e.Consumer, e.Producer, owner)
+		if _, ok := seen[e.Consumer]; !ok {
+			return nil, nil, fmt.Errorf("edge %s -> %s: consumer is not a child of %s", e.Consumer, e.Producer, owner)
 		}
 		if e.Consumer == e.Producer {
-			return nil, fmt.Errorf("edge %s -> %s: a resource cannot consume itself", e.Consumer, e.Producer)
+			return nil, nil, fmt.Errorf("edge %s -> %s: a resource cannot consume itself", e.Consumer, e.Producer)
 		}
 	}
 	if cyc := findCycle(res.Edges); cyc != "" {
-		return nil, fmt.Errorf("edges form a cycle through %s", cyc)
+		return nil, nil, fmt.Errorf("edges form a cycle through %s", cyc)
 	}
-	return ids, nil
+	return ids, seen, nil
 }
 
 // validateSpecs validates the specs of children[i] for every i in check:
@@ -375,14 +391,16 @@ func flowsEqual(a, b []converge.ValueFlow) bool {
 }
 
 // createChild adds a resource composed by parent.
-func (s *Scheduler) createChild(parent *node, c *converge.Child, msg string) *node {
+func (s *Scheduler) createChild(parent *node, c *converge.Child, id converge.ID, msg string) *node {
+	kind := s.refState(converge.KindRef{Kind: c.Kind, Version: c.KindVersion}).ref.Kind
 	r := &converge.Resource{
 		UID: s.newUID(),
-		// The refState's name: a million children of a few kinds share
-		// a few strings instead of each keeping its decoded copy.
-		Kind:              s.refState(converge.KindRef{Kind: c.Kind, Version: c.KindVersion}).ref.Kind,
+		// The refState's kind and a slice of the ID for the name: a
+		// million children share a few kind strings and keep one string
+		// each for ID and name.
+		Kind:              kind,
 		KindVersion:       c.KindVersion,
-		Name:              c.Name,
+		Name:              string(id)[len(kind)+1:],
 		Declared:          c.Spec,
 		Generation:        1,
 		Phase:             converge.PhasePending,
@@ -391,12 +409,13 @@ func (s *Scheduler) createChild(parent *node, c *converge.Child, msg string) *no
 		ProviderConfigRef: c.ProviderConfigRef,
 		CreatedAt:         s.now,
 	}
-	return s.addNode(r, parent, msg)
+	return s.addNode(r, id, parent, msg)
 }
 
-// addNode inserts a new resource row (Phase Pending) into the graph.
-func (s *Scheduler) addNode(r *converge.Resource, parent *node, msg string) *node {
-	n := &node{r: r, id: r.ID(), owner: parent, rs: s.refState(r.Ref())}
+// addNode inserts a new resource row (Phase Pending) with ID id into the
+// graph.
+func (s *Scheduler) addNode(r *converge.Resource, id converge.ID, parent *node, msg string) *node {
+	n := &node{r: r, id: id, owner: parent, rs: s.refState(r.Ref())}
 	if parent != nil {
 		if parent.children == nil {
 			parent.children = make(map[converge.ID]*node)
@@ -485,11 +504,11 @@ func (s *Scheduler) writeRollup(n *node) {
 	st := s.rollupStatus(n)
 	if !bytes.Equal(st, n.r.Status) {
 		n.r.Status = st
-		s.markDirty(n)
+		s.markDirtySoon(n)
 	}
 	r := n.r
 	if !r.Deleting && r.Phase == converge.PhasePending && r.ObservedGeneration == r.Generation && r.Lease == nil {
-		s.setReason(n, strconv.Itoa(n.tree().counts.Ready)+"/"+strconv.Itoa(n.tree().counts.Total)+" children ready")
+		s.setReasonSoon(n, strconv.Itoa(n.tree().counts.Ready)+"/"+strconv.Itoa(n.tree().counts.Total)+" children ready")
 	}
 }
 

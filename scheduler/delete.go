@@ -239,7 +239,7 @@ func (s *Scheduler) remove(n *node) {
 	}
 	if n.recreate != nil && s.nodes[n.id] == nil {
 		nr := n.recreate
-		s.addNode(nr, nil, "created from "+nr.Source)
+		s.addNode(nr, nr.ID(), nil, "created from "+nr.Source)
 	}
 }
 

@@ -225,7 +225,7 @@ func Fanout(ctx context.Context, g Graph, d *converge.Desired, p *Plan, v Valida
 		}
 		var next []*converge.Resource // changed children that compose
 		if err := g.Read(ctx, func(gv GraphView) {
-			ids, err := checkComposition(id, res, gv.Get, kinds[r.Ref()], v)
+			ids, _, err := checkComposition(id, res, gv.Get, kinds[r.Ref()], v)
 			if err != nil {
 				p.Refused = append(p.Refused, PlanItem{ID: id, To: r.Ref(), Reason: "compose refused, nothing of it is applied: " + err.Error()})
 				return

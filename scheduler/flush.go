@@ -26,9 +26,10 @@ func (s *Scheduler) flush() error {
 	}
 	b := s.failed
 	if b == nil {
-		b = s.buildBatch()
+		b = s.buildBatch(true)
 	}
 	s.flushAt = timeZero
+	s.armDeferred()
 	if b == nil {
 		return nil
 	}
@@ -65,9 +66,10 @@ func (s *Scheduler) flushAsync() {
 	}
 	b := s.failed
 	if b == nil {
-		b = s.buildBatch()
+		b = s.buildBatch(false)
 	}
 	s.flushAt = timeZero
+	s.armDeferred()
 	if b == nil {
 		return
 	}
@@ -235,9 +237,47 @@ func (s *Scheduler) hasPending() bool {
 		!s.meta.Empty()
 }
 
+// bigRow is the size of Declared and Spec together past which a row's
+// changes of rollup or reason alone are written at most every
+// bigRowEvery (markDirtySoon): a root whose spec is a 333,000-team BOM is
+// a 30 MB row, and writing it in every batch wrote gigabytes.
+const bigRow = 1 << 20
+
+// bigRowEvery is how often a big row's rollup and reason are written.
+const bigRowEvery = 5 * time.Second
+
+// markDirtySoon is markDirty for a change of n's rollup or reason: a big
+// row not dirty already waits up to bigRowEvery (every synchronous flush
+// writes it), so the store's copy of its rollup and reason may lag by
+// that much; phase, generation and lease changes are written at once.
+func (s *Scheduler) markDirtySoon(n *node) {
+	if n.dirty || n.removed || len(n.r.Declared)+len(n.r.Spec) < bigRow {
+		s.markDirty(n)
+		return
+	}
+	if n.deferred {
+		return
+	}
+	n.deferred = true
+	s.deferred = append(s.deferred, n)
+	if s.deferDue.IsZero() {
+		s.deferDue = s.now.Add(bigRowEvery)
+	}
+	s.armDeferred()
+}
+
+// armDeferred arms the flush timer for the deferred big rows' due time.
+func (s *Scheduler) armDeferred() {
+	if len(s.deferred) > 0 && (s.flushAt.IsZero() || s.flushAt.After(s.deferDue)) {
+		s.flushAt = s.deferDue
+	}
+}
+
 // buildBatch turns everything pending into one Batch of snapshots and
-// clears the pending sets; it returns nil if nothing is pending.
-func (s *Scheduler) buildBatch() *converge.Batch {
+// clears the pending sets; it returns nil if nothing is pending. Deferred
+// big rows (markDirtySoon) go in once due, or whenever all is set (a
+// synchronous flush).
+func (s *Scheduler) buildBatch(all bool) *converge.Batch {
 	for _, n := range s.rollupDirty {
 		n.rollupDirty = false
 		if !n.removed {
@@ -249,10 +289,18 @@ func (s *Scheduler) buildBatch() *converge.Batch {
 		n.reasonDirty = false
 		if !n.removed && n.r.Deleting && n.r.Lease == nil && !n.stuck && !n.inBackoff &&
 			(len(n.children) > 0 || s.hasLiveConsumer(n)) {
-			s.setReason(n, s.teardownReason(n))
+			s.setReasonSoon(n, s.teardownReason(n))
 		}
 	}
 	s.reasonDirty = s.reasonDirty[:0]
+	if len(s.deferred) > 0 && (all || !s.now.Before(s.deferDue)) {
+		for _, n := range s.deferred {
+			n.deferred = false
+			s.markDirty(n)
+		}
+		clear(s.deferred)
+		s.deferred, s.deferDue = s.deferred[:0], timeZero
+	}
 
 	b := s.meta
 	s.meta = converge.Batch{}
@@ -282,10 +330,23 @@ func (s *Scheduler) buildBatch() *converge.Batch {
 		for _, take := range [][]*node{upd, fresh} {
 			for _, n := range take {
 				n.dirty = false
+				first := !n.stored
 				n.stored = true
 				if !n.removed && !n.unstorable {
 					rows = append(rows, *n.r)
 					ptrs = append(ptrs, &rows[len(rows)-1])
+					if first {
+						// A row stored for the first time carries its
+						// edges (composeResult keeps them out of
+						// edgePut): the store gets a consumer and its
+						// edges in one commit.
+						for _, e := range s.producers[n.id] {
+							b.Edges = append(b.Edges, *e)
+							if len(s.edgePut) > 0 {
+								delete(s.edgePut, edgeKey{e.Consumer, e.Producer})
+							}
+						}
+					}
 				}
 			}
 		}
@@ -306,7 +367,8 @@ func (s *Scheduler) buildBatch() *converge.Batch {
 			clear(s.delRes)
 		}
 	}
-	bigPut, bigDel := len(s.edgePut) > bigMap, len(s.edgeDel) > bigMap
+	bigDel := len(s.edgeDel) > bigMap
+	s.edgePutPeak = max(s.edgePutPeak, len(s.edgePut))
 	for k, e := range s.edgePut {
 		if c := s.nodes[e.Consumer]; c != nil && c.unstorable {
 			delete(s.edgePut, k) // its consumer is never stored
@@ -325,8 +387,9 @@ func (s *Scheduler) buildBatch() *converge.Batch {
 	clear(s.edgeDel)
 	// A Go map keeps its buckets when emptied: one that held a whole
 	// composition's edges is replaced, not kept at that size for ever.
-	if bigPut && len(s.edgePut) == 0 {
+	if s.edgePutPeak > bigMap && len(s.edgePut) == 0 {
 		s.edgePut = make(map[edgeKey]*converge.Edge)
+		s.edgePutPeak = 0
 	}
 	if bigDel {
 		s.edgeDel = make(map[edgeKey]bool)

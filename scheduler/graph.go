@@ -37,6 +37,9 @@ type node struct {
 	// unstorable: the store refused the row again after its refused data
 	// was dropped, so it is kept out of every batch.
 	unstorable bool
+	// deferred: a change of this big row's rollup or reason waits in
+	// Scheduler.deferred (markDirtySoon).
+	deferred bool
 	// stored: the row has been handed to the store (loaded from it, or
 	// in a batch): a change of it is an update, committed ahead of new
 	// rows.
@@ -135,12 +138,18 @@ func (s *Scheduler) load(snap *converge.Snapshot) {
 	s.rebuildByKind()
 	for _, r := range snap.Resources {
 		n := &node{r: r, id: r.ID(), rs: s.refState(r.Ref())}
+		// One string per row for ID and name, the refState's for the
+		// kind, the owner's ID for the owner (below): a million rows
+		// do not each keep decoded copies.
+		r.Kind = n.rs.ref.Kind
+		r.Name = string(n.id)[len(r.Kind)+1:]
 		s.nodes[n.id] = n
 		n.rs.count++
 	}
 	for _, n := range s.nodes {
 		if n.r.Owner != "" {
 			if o := s.nodes[n.r.Owner]; o != nil {
+				n.r.Owner = o.id
 				n.owner = o
 				if o.children == nil {
 					o.children = make(map[converge.ID]*node)
@@ -155,8 +164,15 @@ func (s *Scheduler) load(snap *converge.Snapshot) {
 		}
 	}
 	for i := range snap.Edges {
-		e := snap.Edges[i]
-		s.addEdge(&e)
+		e := &snap.Edges[i]
+		if c := s.nodes[e.Consumer]; c != nil {
+			e.Consumer = c.id
+		}
+		if p := s.nodes[e.Producer]; p != nil {
+			e.Producer = p.id
+		}
+		e.Flows = s.internFlows(e.Flows)
+		s.addEdge(e)
 	}
 	for _, n := range s.nodes {
 		r := n.r
@@ -272,6 +288,32 @@ func (s *Scheduler) addEdge(e *converge.Edge) {
 	s.consumers[e.Producer] = append(s.consumers[e.Producer], e)
 }
 
+// maxInternedFlows bounds the table of shared flow lists: composers emit
+// a few distinct lists, each on many edges; past the bound (an unusual
+// composer) lists are simply not shared.
+const maxInternedFlows = 4096
+
+// internFlows returns the graph's shared copy of a flow list equal to f
+// (f itself the first time): a million edges of a composition carry a
+// handful of distinct lists. Flow lists are never changed in place.
+func (s *Scheduler) internFlows(f []converge.ValueFlow) []converge.ValueFlow {
+	if len(f) == 0 {
+		return nil
+	}
+	k := s.flowKey[:0]
+	for _, v := range f {
+		k = append(append(append(append(k, v.From...), 0), v.To...), 0)
+	}
+	s.flowKey = k
+	if x, ok := s.flowLists[string(k)]; ok {
+		return x
+	}
+	if len(s.flowLists) < maxInternedFlows {
+		s.flowLists[string(k)] = f
+	}
+	return f
+}
+
 // edgeOf returns the edge consumer→producer in the graph, or nil.
 func (s *Scheduler) edgeOf(consumer, producer converge.ID) *converge.Edge {
 	for _, e := range s.producers[consumer] {
@@ -368,6 +410,16 @@ func (s *Scheduler) setReason(n *node, reason string) {
 	if n.r.Reason != reason {
 		n.r.Reason = reason
 		s.markDirty(n)
+	}
+}
+
+// setReasonSoon is setReason for a progress reason ("N/M children ready",
+// "waiting for teardown of …"): a big row writes it within bigRowEvery
+// (markDirtySoon).
+func (s *Scheduler) setReasonSoon(n *node, reason string) {
+	if n.r.Reason != reason {
+		n.r.Reason = reason
+		s.markDirtySoon(n)
 	}
 }
 

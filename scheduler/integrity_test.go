@@ -449,3 +449,43 @@ func TestStatusChecksOffTheLoop(t *testing.T) {
 	close(v.release)
 	h.waitSettled(scheduler.Converged, 5*time.Second)
 }
+
+// A composer whose row is big (its spec is a large BOM) is not rewritten
+// in every batch for its rollup and reason alone: those wait up to
+// bigRowEvery, and a synchronous flush writes them. The store ends with
+// the final rollup.
+func TestBigComposerRowThrottled(t *testing.T) {
+	b := makeBOM(2, 1000)
+	pad := strings.Repeat("r", 600)
+	for i := range b.FDs {
+		for j := range b.FDs[i].Teams {
+			b.FDs[i].Teams[j].Rev = pad
+		}
+	}
+	mem := newMemStore()
+	// A millisecond a task, 16 at a time: the rollup changes in batch
+	// after batch for about a second.
+	disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1", cap: 16, delay: time.Millisecond})
+	cfg := testConfig()
+	cfg.MaxCommit = 300
+	h := start(t, mem, disp, cfg)
+	h.apply(classicDesired(b, "r1"), classicValidator)
+	h.waitSettled(scheduler.Converged, 30*time.Second)
+	h.flush()
+	root := converge.NewID("classicbom", "org")
+	mem.mu.Lock()
+	commits, rootPuts := mem.commits, mem.putsByID[root]
+	mem.mu.Unlock()
+	if commits < 20 {
+		t.Fatalf("%d commits: the test wants many batches", commits)
+	}
+	// The root's row is written when composed, when Ready, and for its
+	// rollup at most every bigRowEvery of a run that takes ~a second.
+	if rootPuts > 8 {
+		t.Errorf("the big root row was written %d times in %d commits; want its rollup and reason throttled", rootPuts, commits)
+	}
+	got := rollupOf(t, mem.get(root))
+	if want := bomSize(2, 1000); got.Total != want || got.Ready != want {
+		t.Errorf("stored rollup %+v, want total and ready %d", got, want)
+	}
+}

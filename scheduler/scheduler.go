@@ -198,6 +198,10 @@ type Scheduler struct {
 	nodes     map[converge.ID]*node
 	producers map[converge.ID][]*converge.Edge // by consumer
 	consumers map[converge.ID][]*converge.Edge // by producer
+	// flowLists are the shared flow lists of edges (internFlows), by a
+	// key flowKey builds.
+	flowLists map[string][]converge.ValueFlow
+	flowKey   []byte
 
 	kinds      map[converge.KindRef]*converge.Kind
 	retiring   map[converge.KindRef]bool
@@ -240,9 +244,12 @@ type Scheduler struct {
 	dirty       []*node
 	updated     []*node
 	rollupDirty []*node
+	deferred    []*node   // big rows whose rollup or reason waits (markDirtySoon)
+	deferDue    time.Time // when the deferred rows are written
 	reasonDirty []*node
 	delRes      map[converge.ID]bool
 	edgePut     map[edgeKey]*converge.Edge
+	edgePutPeak int // the most entries edgePut held since it was made
 	edgeDel     map[edgeKey]bool
 	delivDirty  map[string]*converge.Delivery
 	delivGone   []goneDelivery // done deliveries to delete (reactor.go)
@@ -364,6 +371,7 @@ func New(store Store, disp Dispatcher, cfg Config) (*Scheduler, error) {
 		nodes:      make(map[converge.ID]*node, len(snap.Resources)),
 		producers:  make(map[converge.ID][]*converge.Edge),
 		consumers:  make(map[converge.ID][]*converge.Edge),
+		flowLists:  make(map[string][]converge.ValueFlow),
 		kinds:      make(map[converge.KindRef]*converge.Kind),
 		retiring:   make(map[converge.KindRef]bool),
 		configs:    make(map[string]*converge.ProviderConfig),

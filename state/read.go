@@ -49,6 +49,7 @@ func (s *Store) Load() (*converge.Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load state: %w", err)
 	}
+	releaseMapped(s.db, 0) // a whole-store scan touched every page
 	return snap, nil
 }
 

@@ -74,6 +74,38 @@ type Store struct {
 
 	// pageAlloc0 is bbolt's allocated-page byte count after Open.
 	pageAlloc0 int64
+	// stopRelease ends the goroutine that releases mapped pages
+	// (releaser); closeOnce guards it and the database's Close.
+	stopRelease chan struct{}
+	releaseDone chan struct{}
+	closeOnce   sync.Once
+	closeErr    error
+}
+
+// releaseEvery is how often the pages of state.db that bbolt's mmap
+// touched are released from the resident set (releaseMapped). One commit
+// of a million-row store can touch hundreds of megabytes of pages, so a
+// release after each commit is not enough: the releaser runs alongside.
+const releaseEvery = 250 * time.Millisecond
+
+// releaseMin is the file size below which pages are not released: a
+// small store's pages cost less than the faults to bring them back.
+const releaseMin = 32 << 20
+
+// releaser releases the store's mapped pages every releaseEvery until
+// stopRelease is closed.
+func (s *Store) releaser() {
+	defer close(s.releaseDone)
+	t := time.NewTicker(releaseEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopRelease:
+			return
+		case <-t.C:
+			releaseMapped(s.db, releaseMin)
+		}
+	}
 }
 
 // Stats are counters of committed write transactions since Open.
@@ -174,7 +206,14 @@ func openFile(path string, opts Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("open state: %s: %w", path, err)
 	}
-	return &Store{db: db, path: path, maxEvents: opts.MaxEvents, maxRevs: opts.MaxRevisions, pageAlloc0: pageAlloc(db)}, nil
+	s := &Store{db: db, path: path, maxEvents: opts.MaxEvents, maxRevs: opts.MaxRevisions, pageAlloc0: pageAlloc(db),
+		stopRelease: make(chan struct{}), releaseDone: make(chan struct{})}
+	if releaseSupported {
+		go s.releaser()
+	} else {
+		close(s.releaseDone)
+	}
+	return s, nil
 }
 
 // initBuckets creates missing buckets and checks or writes the format.
@@ -238,10 +277,14 @@ func (s *Store) Path() string { return s.path }
 
 // Close releases the store and its lock. Later calls return an error.
 func (s *Store) Close() error {
-	if err := s.db.Close(); err != nil {
-		return fmt.Errorf("close state: %w", err)
-	}
-	return nil
+	s.closeOnce.Do(func() {
+		close(s.stopRelease)
+		<-s.releaseDone
+		if err := s.db.Close(); err != nil {
+			s.closeErr = fmt.Errorf("close state: %w", err)
+		}
+	})
+	return s.closeErr
 }
 
 // Stats returns the counters of committed write transactions since Open.

@@ -36,6 +36,7 @@ type benchOptions struct {
 	teams      int
 	roots      int
 	memprofile string
+	cpuprofile string
 	output     string
 	// lifecycle is an updated BOM file: also time its recompose and the
 	// teardown of the whole tree (bench_lifecycle.go).
@@ -77,6 +78,7 @@ the report adds the etcd runs and the ratio of their median rate to bbolt's.`,
 	f.DurationVar(&o.transport, "transport", time.Second, "how long to measure each raw rate")
 	f.StringVar(&o.dir, "dir", "examples/classic", "repository directory to converge")
 	f.StringVar(&o.memprofile, "memprofile", "", "write a heap profile of the control plane after the last run (go tool pprof)")
+	f.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the control plane over the last run, from apply to converged (go tool pprof)")
 	f.IntVar(&o.teams, "teams", 0, "scale run: rewrite the classic BOM's team count (e.g. 33000 for ~100,000 resources, 333000 for ~1,000,000)")
 	f.IntVar(&o.roots, "roots", 1, "scale run: split --teams over this many classicbom roots (their own BOM files)")
 	f.StringVar(&o.lifecycle, "lifecycle", "", "also time the recompose of this updated BOM (replacing resources/bom.cue) and the teardown of the whole tree")
@@ -175,11 +177,12 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 		return err
 	}
 	for i := 0; i < o.runs; i++ {
+		last := i == o.runs-1
 		profile := ""
-		if i == o.runs-1 {
+		if last {
 			profile = o.memprofile
 		}
-		r, err := benchOnce(ctx, filepath.Join(tmp, "run"+strconv.Itoa(i)), nil, abs, res, profile, o)
+		r, err := benchOnce(ctx, filepath.Join(tmp, "run"+strconv.Itoa(i)), nil, abs, res, profile, last, o)
 		if err != nil {
 			return err
 		}
@@ -254,7 +257,7 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 func benchEtcd(ctx context.Context, dir string, run int, repoDir string, res *cue.Result, o benchOptions) (benchRun, error) {
 	eo := *o.etcd
 	eo.Prefix = fmt.Sprintf("%s/bench-%d-%d-%d", strings.TrimSuffix(eo.Prefix, "/"), os.Getpid(), time.Now().UnixNano(), run)
-	r, err := benchOnce(ctx, dir, &eo, repoDir, res, "", o)
+	r, err := benchOnce(ctx, dir, &eo, repoDir, res, "", false, o)
 	st, derr := openEtcd(&eo, false, 5*time.Second)
 	if derr == nil {
 		derr = st.Drop()
@@ -268,7 +271,7 @@ func benchEtcd(ctx context.Context, dir string, run int, repoDir string, res *cu
 // benchOnce converges res from an empty store in dir (or etcd's, when
 // set), timing from Apply to the root's subtree Ready and durably
 // committed. Worker start-up is not timed.
-func benchOnce(ctx context.Context, dir string, etcd *etcdstate.Options, repoDir string, res *cue.Result, memprofile string, o benchOptions) (_ benchRun, err error) {
+func benchOnce(ctx context.Context, dir string, etcd *etcdstate.Options, repoDir string, res *cue.Result, memprofile string, last bool, o benchOptions) (_ benchRun, err error) {
 	workers := res.Desired.Settings.Workers
 	e, err := startEngine(ctx, engineOptions{stateDir: dir, etcd: etcd, repoDir: repoDir, workers: workers,
 		log: o.log, workerOut: io.Discard, wrapStore: o.wrapStore})
@@ -292,6 +295,22 @@ func benchOnce(ctx context.Context, dir string, etcd *etcdstate.Options, repoDir
 	d := res.Desired
 	d.Revision = converge.Revision{Ref: "bench", Hash: "dir:" + repoDir, Dirty: true}
 	anon := sampleAnonRSS()
+	if last && o.cpuprofile != "" {
+		f, err := os.Create(o.cpuprofile)
+		if err != nil {
+			return benchRun{}, fmt.Errorf("cpuprofile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return benchRun{}, fmt.Errorf("cpuprofile: %w", err)
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			if cerr := f.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("cpuprofile: %w", cerr)
+			}
+		}()
+	}
 	t0 := time.Now()
 	if _, err := e.sched.Apply(ctx, &d, res.Schemas); err != nil {
 		return benchRun{}, err

@@ -49,77 +49,111 @@ const MaxNameLen = 63
 // to the same child, is a permanent error naming both.
 func ComposeBOM(spec BOMSpec) (*sdk.Composition, error) {
 	c := &sdk.Composition{}
-	seen := make(map[converge.ID]string) // child → BOM path that emitted it
-	add := func(from, kind string, version int, name string, spec any) (converge.ID, error) {
+	err := composeTo(spec,
+		func(ch converge.Child) error { c.Children = append(c.Children, ch); return nil },
+		func(e converge.Edge) error { c.Edges = append(c.Edges, e); return nil })
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// composeTo is ComposeBOM handing each child and edge to child and edge
+// as it makes them, so a streamed composition is never held whole (a
+// 333,000-team BOM is a million children). Only the set of child IDs is
+// kept, to refuse two entries that map to the same child.
+func composeTo(spec BOMSpec, child func(converge.Child) error, edge func(converge.Edge) error) error {
+	// seen maps a child to the BOM entry that emitted it: the domain's
+	// index, and the team's plus one (0: the domain itself). The path
+	// is formatted only for an error.
+	seen := make(map[converge.ID]uint64)
+	path := func(at uint64) string {
+		p := fmt.Sprintf("functional_domains[%d]", at>>32)
+		if t := at & (1<<32 - 1); t > 0 {
+			p += fmt.Sprintf(".service_teams[%d]", t-1)
+		}
+		return p
+	}
+	add := func(at uint64, kind string, version int, name string, spec any) (converge.ID, error) {
 		id := converge.NewID(kind, name)
 		if prev, ok := seen[id]; ok {
-			return "", sdk.Permanent(fmt.Errorf("compose: %s and %s both map to %s", prev, from, id))
+			return "", sdk.Permanent(fmt.Errorf("compose: %s and %s both map to %s", path(prev), path(at), id))
 		}
-		seen[id] = from
+		seen[id] = at
 		b, err := json.Marshal(spec)
 		if err != nil {
 			return "", sdk.Permanent(fmt.Errorf("compose %s: %w", id, err))
 		}
-		c.Children = append(c.Children, converge.Child{Kind: kind, KindVersion: version, Name: name, Spec: b})
-		return id, nil
+		return id, child(converge.Child{Kind: kind, KindVersion: version, Name: name, Spec: b})
 	}
+	accountFlow := []converge.ValueFlow{{From: "account_id", To: "account_id"}}
+	vpcFlow := []converge.ValueFlow{{From: "vpc_id", To: "vpc_id"}}
+	tgwFlow := []converge.ValueFlow{{From: "tgw_id", To: "tgw_id"}}
 	for i, fd := range spec.FunctionalDomains {
-		at := fmt.Sprintf("functional_domains[%d]", i)
+		at := uint64(i) << 32
 		if strings.TrimSpace(fd.Name) == "" {
-			return nil, sdk.Permanent(fmt.Errorf("compose: %s.name: empty", at))
+			return sdk.Permanent(fmt.Errorf("compose: %s.name: empty", path(at)))
 		}
 		var tgw converge.ID
 		if fd.Networking {
 			name := childName(fd.Name, "tgw")
 			var err error
 			if tgw, err = add(at, "tgw", 1, name, TGWSpec{Name: name}); err != nil {
-				return nil, err
+				return err
 			}
 			host := childName(fd.Name, "tgw-host")
 			hostID, err := add(at, "account", 1, host, AccountSpec{TeamName: host})
 			if err != nil {
-				return nil, err
+				return err
 			}
-			c.Edges = append(c.Edges, converge.Edge{Consumer: tgw, Producer: hostID})
+			if err := edge(converge.Edge{Consumer: tgw, Producer: hostID}); err != nil {
+				return err
+			}
 		}
 		for j, team := range fd.ServiceTeams {
-			at := fmt.Sprintf("%s.service_teams[%d]", at, j)
+			at := at | uint64(j+1)
 			if strings.TrimSpace(team.Name) == "" {
-				return nil, sdk.Permanent(fmt.Errorf("compose: %s.name: empty", at))
+				return sdk.Permanent(fmt.Errorf("compose: %s.name: empty", path(at)))
 			}
 			name := childName(fd.Name, team.Name)
 			acct, err := add(at, "account", 1, name, AccountSpec{TeamName: name})
 			if err != nil {
-				return nil, err
+				return err
 			}
 			vpc, err := add(at, "vpc", 1, name, VPCSpec{AccountID: PlaceholderAccountID, CIDR: cidrFor(name)})
 			if err != nil {
-				return nil, err
+				return err
 			}
-			c.Edges = append(c.Edges, converge.Edge{Consumer: vpc, Producer: acct,
-				Flows: []converge.ValueFlow{{From: "account_id", To: "account_id"}}})
+			if err := edge(converge.Edge{Consumer: vpc, Producer: acct, Flows: accountFlow}); err != nil {
+				return err
+			}
 			if !fd.Networking {
 				continue
 			}
 			route, err := add(at, "route", 1, name, RouteSpec{VPCID: PlaceholderID, TGWID: PlaceholderID})
 			if err != nil {
-				return nil, err
+				return err
 			}
-			c.Edges = append(c.Edges,
-				converge.Edge{Consumer: route, Producer: vpc, Flows: []converge.ValueFlow{{From: "vpc_id", To: "vpc_id"}}},
-				converge.Edge{Consumer: route, Producer: tgw, Flows: []converge.ValueFlow{{From: "tgw_id", To: "tgw_id"}}})
+			if err := edge(converge.Edge{Consumer: route, Producer: vpc, Flows: vpcFlow}); err != nil {
+				return err
+			}
+			if err := edge(converge.Edge{Consumer: route, Producer: tgw, Flows: tgwFlow}); err != nil {
+				return err
+			}
 		}
 	}
-	return c, nil
+	return nil
 }
 
-// composeBOM is classicbom's compose reaction. It is never faulted.
-func composeBOM(_ context.Context, r *sdk.Request) (*sdk.Composition, error) {
+// composeBOM is classicbom's compose reaction, streamed: the children
+// and edges of a million-child BOM go out in parts as they are made. It
+// is never faulted.
+func composeBOM(_ context.Context, r *sdk.Request, out *sdk.Emitter) error {
 	var spec BOMSpec
 	if err := r.DecodeSpec(&spec); err != nil {
-		return nil, sdk.Permanent(fmt.Errorf("%s/%s: %w", r.Kind, r.Name, err))
+		return sdk.Permanent(fmt.Errorf("%s/%s: %w", r.Kind, r.Name, err))
 	}
-	return ComposeBOM(spec)
+	return composeTo(spec, out.Child, out.Edge)
 }
 
 // childName joins parts into a DNS label (lowercase letters, digits and

@@ -25,10 +25,10 @@ var smallBOM = BOMSpec{FunctionalDomains: []FunctionalDomain{
 func TestComposeSmallBOM(t *testing.T) {
 	ps := Providers(Options{})
 	bom := find(t, ps, "classicbom", 1)
-	if bom.Compose == nil || bom.Teardown == nil || bom.Reconcile != nil {
-		t.Fatalf("classicbom provider: want Compose and Teardown only")
+	if bom.ComposeStream == nil || bom.Teardown == nil || bom.Reconcile != nil {
+		t.Fatalf("classicbom provider: want ComposeStream and Teardown only")
 	}
-	comp, err := bom.Compose(context.Background(), request(t, "classicbom", 1, "org", smallBOM))
+	comp, err := sdk.Compose(context.Background(), &bom, request(t, "classicbom", 1, "org", smallBOM))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,12 +262,12 @@ func TestComposeBadSpec(t *testing.T) {
 	bom := find(t, Providers(Options{FaultRate: 1}), "classicbom", 1)
 	r := request(t, "classicbom", 1, "org", nil)
 	r.Spec = json.RawMessage(`{"functional_domains": 3}`)
-	if _, err := bom.Compose(context.Background(), r); !isPermanent(err) {
+	if _, err := sdk.Compose(context.Background(), &bom, r); !isPermanent(err) {
 		t.Errorf("compose of a malformed spec: err = %v, want a permanent error", err)
 	}
 	// FaultRate 1 never touches the composer.
 	r.Spec = mustJSON(t, smallBOM)
-	if _, err := bom.Compose(context.Background(), r); err != nil {
+	if _, err := sdk.Compose(context.Background(), &bom, r); err != nil {
 		t.Errorf("compose with FaultRate 1: %v, want no fault", err)
 	}
 }

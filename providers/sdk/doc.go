@@ -45,6 +45,17 @@
 // and its later return is ignored. A status of nil means "no change";
 // anything else is JSON-encoded (json.RawMessage and []byte are sent as is).
 //
+// # Big compositions
+//
+// Compose returns the whole composition, which the SDK streams to the
+// control plane in parts (protocol 2). A composer of hundreds of thousands
+// of children should set ComposeStream instead: it hands each child and
+// edge to an Emitter, which sends a part whenever one fills and waits while
+// it is on its way, so the worker holds about two parts however big the
+// composition. The control plane applies it once the last part arrives; an
+// error returned midway fails the whole compose. Compose (the function)
+// runs either handler into memory, for tests.
+//
 // # Caveats
 //
 // Delivery is at least once: the same Request.Key may arrive twice (after a

@@ -73,6 +73,14 @@ type Provider struct {
 	Reconcile func(ctx context.Context, r *Request) (status any, err error)
 	// Compose returns the children and edges the resource fans out into.
 	Compose func(ctx context.Context, r *Request) (*Composition, error)
+	// ComposeStream is Compose for a composition too big to hold: it
+	// hands each child and edge to out as it makes them, and they travel
+	// to the control plane in parts while it goes on (out.Child blocks
+	// while a part is on its way, so the worker holds about one part).
+	// Set Compose or ComposeStream, not both. An error returned after
+	// some parts were sent fails the whole compose: the control plane
+	// applies a composition only once its last part arrives.
+	ComposeStream func(ctx context.Context, r *Request, out *Emitter) error
 	// Teardown removes the real resource (a finalizer).
 	Teardown func(ctx context.Context, r *Request) error
 	// React handles a bound transition of r.Subject.
@@ -87,7 +95,7 @@ func (p *Provider) Reactions() []string {
 	if p.Reconcile != nil {
 		out = append(out, converge.ReactionReconcile)
 	}
-	if p.Compose != nil {
+	if p.Compose != nil || p.ComposeStream != nil {
 		out = append(out, converge.ReactionCompose)
 	}
 	if p.Teardown != nil {
@@ -143,4 +151,21 @@ func OutcomeOf(err error) converge.Outcome {
 		return oe.outcome
 	}
 	return converge.OutcomeTransient
+}
+
+// Compose runs p's compose handler, Compose or ComposeStream, on r and
+// returns the whole composition: for tests and tools that want it in
+// memory rather than on a stream.
+func Compose(ctx context.Context, p *Provider, r *Request) (*Composition, error) {
+	switch {
+	case p.Compose != nil:
+		return p.Compose(ctx, r)
+	case p.ComposeStream != nil:
+		e := &Emitter{ctx: ctx, all: &Composition{}}
+		if err := p.ComposeStream(ctx, r, e); err != nil {
+			return nil, err
+		}
+		return e.all, nil
+	}
+	return nil, Permanent(fmt.Errorf("%s/v%d: no compose handler", p.Kind, p.Version))
 }

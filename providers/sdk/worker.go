@@ -233,6 +233,9 @@ func newClient(o Options, providers []Provider) (*client, error) {
 		if p.Kind == "" || p.Version <= 0 {
 			return nil, fmt.Errorf("provider %s: want a kind and a version > 0", ref)
 		}
+		if p.Compose != nil && p.ComposeStream != nil {
+			return nil, fmt.Errorf("provider %s: set Compose or ComposeStream, not both", ref)
+		}
 		k := kindKey{p.Kind, p.Version}
 		if _, dup := c.providers[k]; dup {
 			return nil, fmt.Errorf("provider %s: declared twice", ref)
@@ -359,6 +362,21 @@ func (c *client) send(ctx context.Context, stream convergev1.Control_ConnectClie
 		out.mu.Unlock()
 		rs := all
 		for len(rs) > 0 {
+			if rs[0].sent != nil {
+				// A part of a streamed composition: alone, then its
+				// Emitter may make the next.
+				batch.Results = append(batch.Results, rs[0].res)
+				err := stream.Send(msg)
+				clear(batch.Results)
+				batch.Results = batch.Results[:0]
+				close(rs[0].sent)
+				rs[0] = outItem{}
+				rs = rs[1:]
+				if err != nil {
+					return err
+				}
+				continue
+			}
 			if rs[0].comp != nil {
 				err := sendComposition(stream, rs[0].res.TaskId, rs[0].comp, out.maxMsg)
 				rs[0] = outItem{}
@@ -369,7 +387,7 @@ func (c *client) send(ctx context.Context, stream convergev1.Control_ConnectClie
 				continue
 			}
 			n, size := 0, 0
-			for n < len(rs) && rs[n].comp == nil && n < maxBatch && size < maxBatchSize {
+			for n < len(rs) && rs[n].comp == nil && rs[n].sent == nil && n < maxBatch && size < maxBatchSize {
 				if len(rs[n].res.Children) > 0 || len(rs[n].res.Edges) > 0 {
 					size += proto.Size(rs[n].res)
 				} else {
@@ -477,10 +495,13 @@ type outbox struct {
 }
 
 // outItem is one queued answer: a result, or (comp set) a composition
-// the sender streams in parts, res holding only its task id.
+// the sender streams in parts, res holding only its task id, or (sent
+// set) one part of a streamed composition, sent alone, after which sent
+// is closed.
 type outItem struct {
 	res  *convergev1.Result
 	comp *Composition
+	sent chan struct{}
 }
 
 // add queues r for the sender. A result over the message limit is
@@ -544,6 +565,10 @@ func (c *client) run(sctx context.Context, t *convergev1.Task, out *outbox) {
 	if ctx.Err() != nil {
 		return // expired on arrival (answered above) or the session is gone
 	}
+	if p := c.providers[kindKey{req.Kind, req.KindVersion}]; p != nil && p.ComposeStream != nil && req.Reaction == converge.ReactionCompose {
+		c.stream(ctx, p, req, t.GetId(), out, &answered)
+		return
+	}
 	res, comp := c.call(ctx, req)
 	if answered.CompareAndSwap(false, true) {
 		if comp != nil {
@@ -553,6 +578,154 @@ func (c *client) run(sctx context.Context, t *convergev1.Task, out *outbox) {
 		res.TaskId = t.GetId()
 		out.add(res)
 	}
+}
+
+// stream runs p's ComposeStream for task taskID, its parts going out as
+// they fill; answered is the task's once-only answer flag, which the
+// final part claims (a deadline may claim it first: the rest is then
+// dropped). A control plane that takes no parts gets the composition in
+// one result.
+func (c *client) stream(ctx context.Context, p *Provider, req *Request, taskID string, out *outbox, answered *atomic.Bool) {
+	e := &Emitter{ctx: ctx, taskID: taskID, out: out, answered: answered}
+	if !out.parts {
+		e.all = &Composition{}
+	}
+	err := func() (err error) {
+		defer func() {
+			if v := recover(); v != nil {
+				c.log.Error("handler panicked", "reaction", req.Reaction, "kind", req.Kind, "name", req.Name,
+					"panic", v, "stack", string(debug.Stack()))
+				err = fmt.Errorf("panic: %v", v)
+			}
+		}()
+		return p.ComposeStream(ctx, req, e)
+	}()
+	if err == nil {
+		err = e.err
+	}
+	if !answered.CompareAndSwap(false, true) {
+		return // the deadline answered
+	}
+	if err != nil {
+		r := errResult(err)
+		r.TaskId = taskID
+		out.add(r)
+		return
+	}
+	if e.all != nil {
+		out.addComposition(taskID, e.all)
+		return
+	}
+	r := e.take()
+	r.Outcome = convergev1.Outcome_OUTCOME_OK
+	r.More = false
+	out.add(r)
+}
+
+// Emitter takes a streamed composition's children and edges
+// (Provider.ComposeStream) and sends them to the control plane in parts.
+// It is used by one goroutine, the handler's.
+type Emitter struct {
+	ctx      context.Context
+	taskID   string
+	out      *outbox
+	answered *atomic.Bool
+	part     *convergev1.Result
+	items    int
+	size     int
+	// sent is closed once the part in flight is on the stream.
+	sent chan struct{}
+	// all collects everything for a control plane that takes no parts.
+	all *Composition
+	err error
+}
+
+// Child adds a child to the composition. It returns an error once the
+// task is over (its deadline passed, or the worker is shutting down); the
+// handler should then return it.
+func (e *Emitter) Child(ch converge.Child) error {
+	if e.all != nil {
+		e.all.Children = append(e.all.Children, ch)
+		return nil
+	}
+	if err := e.room(); err != nil {
+		return err
+	}
+	e.part.Children = append(e.part.Children, &convergev1.Child{Kind: ch.Kind, KindVersion: int32(ch.KindVersion), Name: ch.Name,
+		Spec: ch.Spec, ProviderConfigRef: ch.ProviderConfigRef})
+	e.items++
+	e.size += len(ch.Kind) + len(ch.Name) + len(ch.Spec) + len(ch.ProviderConfigRef) + 16
+	return nil
+}
+
+// Edge adds an edge to the composition; errors as Child.
+func (e *Emitter) Edge(ed converge.Edge) error {
+	if e.all != nil {
+		e.all.Edges = append(e.all.Edges, ed)
+		return nil
+	}
+	if err := e.room(); err != nil {
+		return err
+	}
+	pe := &convergev1.Edge{Consumer: string(ed.Consumer), Producer: string(ed.Producer)}
+	for _, f := range ed.Flows {
+		pe.Flows = append(pe.Flows, &convergev1.ValueFlow{From: f.From, To: f.To})
+		e.size += len(f.From) + len(f.To) + 8
+	}
+	e.part.Edges = append(e.part.Edges, pe)
+	e.items++
+	e.size += len(ed.Consumer) + len(ed.Producer) + 16
+	return nil
+}
+
+// room sends the current part when it is full, after the previous one
+// left, and starts the next.
+func (e *Emitter) room() error {
+	if e.err != nil {
+		return e.err
+	}
+	if e.part == nil {
+		e.part = &convergev1.Result{TaskId: e.taskID, More: true}
+	}
+	if e.items < partItems && e.size < partBytes {
+		return nil
+	}
+	if e.answered.Load() {
+		e.err = errors.New("compose: the task was already answered (its deadline passed)")
+		return e.err
+	}
+	if err := e.wait(); err != nil {
+		return err
+	}
+	e.sent = make(chan struct{})
+	e.out.push(outItem{res: e.take(), sent: e.sent})
+	e.part = &convergev1.Result{TaskId: e.taskID, More: true}
+	return nil
+}
+
+// wait waits until the part in flight is on the stream.
+func (e *Emitter) wait() error {
+	if e.sent == nil {
+		return nil
+	}
+	select {
+	case <-e.sent:
+		e.sent = nil
+		return nil
+	case <-e.ctx.Done():
+		e.err = fmt.Errorf("compose: %w", e.ctx.Err())
+		return e.err
+	}
+}
+
+// take returns the part being filled and starts counting afresh.
+func (e *Emitter) take() *convergev1.Result {
+	p := e.part
+	if p == nil {
+		p = &convergev1.Result{TaskId: e.taskID}
+	}
+	e.part, e.items, e.size = nil, 0, 0
+	return p
 }
 
 // call runs the handler for req, turning its return (or panic) into a
