@@ -11,8 +11,9 @@ import (
 
 // TestHeavyDependencies enforces the house rule that each heavy dependency
 // is imported (directly, by non-test code) by exactly the packages allowed
-// to: go-git by sync, bbolt by state, CUE by cue, grpc by the worker
-// protocol's packages, cobra by the CLI. Everything else reaches them
+// to: go-git by sync, bbolt by state, the etcd client by state/etcdstate
+// (and the test cluster helper), the etcd server by state/etcdtest only,
+// CUE by cue, grpc by the worker protocol's packages, cobra by the CLI. Everything else reaches them
 // through those packages' own types.
 func TestHeavyDependencies(t *testing.T) {
 	if testing.Short() {
@@ -24,6 +25,9 @@ func TestHeavyDependencies(t *testing.T) {
 		"cuelang.org/go":              {"cue"},
 		"google.golang.org/grpc":      {"proto/converge/v1", "providers", "providers/sdk", "providers/sdk/sdktest"},
 		"github.com/spf13/cobra":      {"cmd/converge"},
+		"go.etcd.io/etcd/client/v3":   {"state/etcdstate", "state/etcdtest"},
+		"go.etcd.io/etcd/api/v3":      {"state/etcdstate"},
+		"go.etcd.io/etcd/server/v3":   {"state/etcdtest"},
 	}
 	const module = "github.com/convergehq/converge"
 	out, err := exec.Command("go", "list", "-json", "./...").Output()
@@ -69,5 +73,28 @@ func TestHeavyDependencies(t *testing.T) {
 		if len(bad) > 0 {
 			t.Errorf("%s is imported by %v; only %v may import it", dep, bad, ok)
 		}
+	}
+}
+
+// TestBinaryHasNoEtcdServer: the converge binary talks to etcd as a
+// client; the embedded server (state/etcdtest) is for tests only.
+func TestBinaryHasNoEtcdServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list over the binary's dependencies")
+	}
+	out, err := exec.Command("go", "list", "-deps", "./cmd/converge").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	client := false
+	for _, p := range deps {
+		if strings.HasPrefix(p, "go.etcd.io/etcd/server/") || strings.HasSuffix(p, "/state/etcdtest") {
+			t.Errorf("cmd/converge depends on %s", p)
+		}
+		client = client || p == "go.etcd.io/etcd/client/v3"
+	}
+	if !client {
+		t.Error("cmd/converge does not link the etcd client: --state etcd://… is not wired, and this test checks nothing")
 	}
 }

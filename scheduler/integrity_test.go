@@ -206,12 +206,15 @@ func TestUnstorableRowStaysVisible(t *testing.T) {
 // edges left for later batches all arrive (the real store refuses an edge
 // whose consumer is not stored yet, and a child whose owner is not).
 func TestCommitsAreBounded(t *testing.T) {
-	for _, name := range []string{"mem", "bbolt"} {
+	for _, name := range []string{"mem", "bbolt", "etcd"} {
 		t.Run(name, func(t *testing.T) {
 			mem := newMemStore()
 			var store soakStore = mem
-			if name == "bbolt" {
-				store = &boltSoak{Store: statetest.Open(t)}
+			switch name {
+			case "bbolt":
+				store = &boltSoak{Backend: statetest.Open(t)}
+			case "etcd":
+				store = &boltSoak{Backend: openEtcd(t)}
 			}
 			disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1"})
 			cfg := testConfig()

@@ -20,16 +20,17 @@ import (
 // at every step and that it always converges to exactly the declared
 // graph.
 //
-// It runs against the in-memory fake and against the real bbolt store, so
-// everything the engine asks the store to keep is also something the
-// store accepts (a refused row would show as a commit error).
+// It runs against the in-memory fake and against the real bbolt and etcd
+// stores, so everything the engine asks the store to keep is also
+// something both accept (a refused row would show as a commit error).
 func TestRandomizedLifecycle(t *testing.T) {
 	stores := []struct {
 		name string
 		open func(t *testing.T) soakStore
 	}{
 		{name: "mem", open: func(*testing.T) soakStore { return newMemStore() }},
-		{name: "bbolt", open: func(t *testing.T) soakStore { return &boltSoak{Store: statetest.Open(t)} }},
+		{name: "bbolt", open: func(t *testing.T) soakStore { return &boltSoak{Backend: statetest.Open(t)} }},
+		{name: "etcd", open: func(t *testing.T) soakStore { return &boltSoak{Backend: openEtcd(t)} }},
 	}
 	for _, st := range stores {
 		for seed := uint64(1); seed <= soakSeeds; seed++ {
@@ -49,10 +50,11 @@ type soakStore interface {
 	edgeCount() int
 }
 
-// boltSoak is the real store with a crash switch: a crashed store
-// refuses commits, as a killed process commits nothing more.
+// boltSoak is a real store (bbolt or etcd) with a crash switch: a
+// crashed store refuses commits, as a killed process commits nothing
+// more.
 type boltSoak struct {
-	*state.Store
+	state.Backend
 	mu      sync.Mutex // guards crashed
 	crashed bool
 }
@@ -67,7 +69,7 @@ func (b *boltSoak) Commit(batch *converge.Batch) error {
 	if crashed {
 		return errCrashed
 	}
-	return b.Store.Commit(batch)
+	return b.Backend.Commit(batch)
 }
 
 func (b *boltSoak) snapshot() *converge.Snapshot {

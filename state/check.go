@@ -107,8 +107,8 @@ func checkResources(tx *bolt.Tx, report reportFunc) {
 				report("owner index: %s → %s: child does not exist", owner, c)
 				continue
 			}
-			if rw, err := splitRow(v); err == nil && rw.owner != owner {
-				report("owner index: %s → %s: child's owner is %q", owner, c, rw.owner)
+			if rw, err := splitRow(v); err == nil && rw.Owner != owner {
+				report("owner index: %s → %s: child's owner is %q", owner, c, rw.Owner)
 			}
 		}
 		prevOwner, prevBound = owner, bound
@@ -124,7 +124,7 @@ func checkResources(tx *bolt.Tx, report reportFunc) {
 			report("resource %s: %v", k, err)
 			return nil
 		}
-		owner := rw.owner
+		owner := rw.Owner
 		r, err := decodeResource(v)
 		if err != nil {
 			report("resource %s: %v", k, err)
@@ -158,7 +158,7 @@ func checkEdges(tx *bolt.Tx, report reportFunc) {
 		if err != nil {
 			return nil // reported by checkResources
 		}
-		es, err := decodeEdges(rw.edges)
+		es, err := decodeEdges(rw.Edges)
 		if err != nil {
 			report("resource %s: %v", k, err)
 			return nil

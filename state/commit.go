@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -40,114 +39,6 @@ func (s *Store) Commit(b *converge.Batch) error {
 	}
 	for i := range orig {
 		orig[i].Seq = b.Events[i].Seq
-	}
-	return nil
-}
-
-// validate checks what can be checked without reading the store.
-func validate(b *converge.Batch) error {
-	deleted := make(map[converge.ID]bool, len(b.DeletedResources))
-	for _, id := range b.DeletedResources {
-		if err := checkID(id); err != nil {
-			return fmt.Errorf("delete: %w", err)
-		}
-		deleted[id] = true
-	}
-	var rejected []converge.RowError
-	for i, r := range b.Resources {
-		if r == nil {
-			return fmt.Errorf("resource %d: nil", i)
-		}
-		if err := checkRow(r, deleted); err != nil {
-			rejected = append(rejected, converge.RowError{ID: r.ID(), Err: err})
-		}
-	}
-	if len(rejected) > 0 {
-		return &converge.RejectedError{Rows: rejected}
-	}
-	type pair struct{ c, p converge.ID }
-	delEdges := make(map[pair]bool, len(b.DeletedEdges))
-	for _, e := range b.DeletedEdges {
-		// A self edge cannot exist; deleting one is a no-op like any
-		// delete of what is absent.
-		if err := checkEdge(e); err != nil && e.Consumer != e.Producer {
-			return fmt.Errorf("delete %w", err)
-		}
-		delEdges[pair{e.Consumer, e.Producer}] = true
-	}
-	for _, e := range b.Edges {
-		if err := checkEdge(e); err != nil {
-			return err
-		}
-		if delEdges[pair{e.Consumer, e.Producer}] {
-			return fmt.Errorf("edge %s→%s: both put and deleted", e.Consumer, e.Producer)
-		}
-	}
-	for i, k := range b.Kinds {
-		if k == nil || k.Name == "" {
-			return fmt.Errorf("kind %d: empty name", i)
-		}
-	}
-	for i, c := range b.Configs {
-		if c == nil || c.Name == "" {
-			return fmt.Errorf("provider config %d: empty name", i)
-		}
-	}
-	for i, bd := range b.Bindings {
-		if bd == nil || bd.Name == "" {
-			return fmt.Errorf("binding %d: empty name", i)
-		}
-	}
-	putDeliv := make(map[string]bool, len(b.Deliveries))
-	for i, d := range b.Deliveries {
-		if d == nil || d.Key == "" {
-			return fmt.Errorf("delivery %d: empty key", i)
-		}
-		putDeliv[d.Key] = true
-	}
-	for _, k := range b.DeletedDeliveries {
-		if putDeliv[k] {
-			return fmt.Errorf("delivery %s: both put and deleted", k)
-		}
-	}
-	if b.Applied != nil && b.Applied.Hash == "" && !b.Applied.Dirty {
-		return fmt.Errorf("applied revision: empty hash")
-	}
-	return nil
-}
-
-// checkRow checks what can be checked of one resource without reading the
-// store.
-func checkRow(r *converge.Resource, deleted map[converge.ID]bool) error {
-	if err := checkName("kind", r.Kind); err != nil {
-		return err
-	}
-	if err := checkName("name", r.Name); err != nil {
-		return err
-	}
-	if r.Owner != "" {
-		if err := checkID(r.Owner); err != nil {
-			return fmt.Errorf("owner: %w", err)
-		}
-		if r.Owner == r.ID() {
-			return errors.New("owns itself")
-		}
-	}
-	if deleted[r.ID()] {
-		return errors.New("both put and deleted")
-	}
-	return nil
-}
-
-func checkEdge(e converge.Edge) error {
-	if err := checkID(e.Consumer); err != nil {
-		return fmt.Errorf("edge %s→%s: consumer: %w", e.Consumer, e.Producer, err)
-	}
-	if err := checkID(e.Producer); err != nil {
-		return fmt.Errorf("edge %s→%s: producer: %w", e.Consumer, e.Producer, err)
-	}
-	if e.Consumer == e.Producer {
-		return fmt.Errorf("edge %s→%s: depends on itself", e.Consumer, e.Producer)
 	}
 	return nil
 }
@@ -206,12 +97,12 @@ func (s *Store) apply(w *writer, b *converge.Batch) error {
 				return fmt.Errorf("resource %s: stored: %w", id, err)
 			}
 		}
-		edges := oldRow.edges
+		edges := oldRow.Edges
 		var added, removed []converge.ID
 		if o, ok := ops[id]; ok {
 			delete(ops, id)
 			var err error
-			if edges, added, removed, err = applyEdgeOps(id, oldRow.edges, o); err != nil {
+			if edges, added, removed, err = applyEdgeOps(id, oldRow.Edges, o); err != nil {
 				return err
 			}
 		}
@@ -230,13 +121,13 @@ func (s *Store) apply(w *writer, b *converge.Batch) error {
 		if err := reverseIndex(w, id, added, removed); err != nil {
 			return err
 		}
-		if old != nil && oldRow.owner == r.Owner {
+		if old != nil && oldRow.Owner == r.Owner {
 			continue
 		}
 		// Roots are indexed too, under the empty owner: listing them
 		// must not scan every resource.
 		if old != nil {
-			if err := idx.remove(oldRow.owner, id); err != nil {
+			if err := idx.remove(oldRow.Owner, id); err != nil {
 				return err
 			}
 		}
@@ -448,12 +339,12 @@ func rewriteEdges(w *writer, consumer converge.ID, ops []edgeOp) error {
 	if err != nil {
 		return fmt.Errorf("resource %s: stored: %w", consumer, err)
 	}
-	edges, added, removed, err := applyEdgeOps(consumer, rw.edges, ops)
+	edges, added, removed, err := applyEdgeOps(consumer, rw.Edges, ops)
 	if err != nil {
 		return err
 	}
-	if len(added)+len(removed) > 0 || string(edges) != string(rw.edges) {
-		if err := w.put(bResources, key, rw.withEdges(edges)); err != nil {
+	if len(added)+len(removed) > 0 || string(edges) != string(rw.Edges) {
+		if err := w.put(bResources, key, rw.WithEdges(edges)); err != nil {
 			return err
 		}
 	}
@@ -475,7 +366,7 @@ func deleteResource(w *writer, idx *ownerIndex, id converge.ID) error {
 	if err != nil {
 		return fmt.Errorf("resource %s: stored: %w", id, err)
 	}
-	es, err := decodeEdges(rw.edges)
+	es, err := decodeEdges(rw.Edges)
 	if err != nil {
 		return fmt.Errorf("resource %s: stored: %w", id, err)
 	}
@@ -485,7 +376,7 @@ func deleteResource(w *writer, idx *ownerIndex, id converge.ID) error {
 	if err := w.del(bResources, key); err != nil {
 		return err
 	}
-	return idx.remove(rw.owner, id)
+	return idx.remove(rw.Owner, id)
 }
 
 // appendEvents numbers evs, stores them as one chunk keyed by the first

@@ -4,7 +4,9 @@
 //
 // Read first: Store (Open, Commit, Load) and Options. Store implements the
 // scheduler's Store port: Load returns a converge.Snapshot, Commit applies
-// one converge.Batch atomically and durably.
+// one converge.Batch atomically and durably. Backend is the contract every
+// state backend implements (this Store, and state/etcdstate's over etcd);
+// statetest.Run is the conformance suite that holds them to it.
 //
 // # Basics
 //
@@ -37,7 +39,7 @@
 //
 // Values are JSON of the domain types, so a store is readable with any
 // bbolt tool. Resources and event chunks, written on every change, go
-// through a reflection-free encoder (resjson.go) whose output is
+// through a reflection-free encoder (internal/codec/resjson.go, shared with every backend) whose output is
 // byte-identical to encoding/json and about 2.5 times cheaper; a test
 // fails if converge.Resource, Lease or Event gains a field it does not
 // know. Resource rows and their edges are read back by a reflection-free

@@ -282,14 +282,6 @@ func (s *Store) Events(resource converge.ID, limit int) ([]converge.Event, error
 	return rev, nil
 }
 
-// resourceNeedle returns the bytes every stored event of id holds: its
-// "resource" member as encoding/json (and so appendEventsJSON) writes it.
-// A chunk without them holds no event of id.
-func resourceNeedle(id converge.ID) []byte {
-	j, _ := json.Marshal(string(id)) // a string always encodes
-	return append([]byte(`"resource":`), j...)
-}
-
 // Kinds returns every kind, sorted by name then version.
 func (s *Store) Kinds() ([]*converge.Kind, error) {
 	return viewJSON[converge.Kind](s, bKinds, "list kinds")
@@ -487,10 +479,10 @@ func scanEdges(res *bolt.Bucket) ([]converge.Edge, error) {
 		if err != nil {
 			return fmt.Errorf("resource %s: %w", k, err)
 		}
-		if len(rw.edges) == 0 {
+		if len(rw.Edges) == 0 {
 			return nil
 		}
-		es, err := decodeEdges(rw.edges)
+		es, err := decodeEdges(rw.Edges)
 		if err != nil {
 			return fmt.Errorf("resource %s: %w", k, err)
 		}
@@ -512,7 +504,7 @@ func rowEdges(res *bolt.Bucket, id converge.ID) ([]converge.Edge, error) {
 	if err != nil {
 		return nil, fmt.Errorf("resource %s: %w", id, err)
 	}
-	es, err := decodeEdges(rw.edges)
+	es, err := decodeEdges(rw.Edges)
 	if err != nil {
 		return nil, fmt.Errorf("resource %s: %w", id, err)
 	}

@@ -56,7 +56,7 @@ func (s *Store) resourcesAfter(kind string, after converge.ID, limit int, decode
 			if err != nil {
 				return fmt.Errorf("resource %s: %w", k, err)
 			}
-			es, err := decodeEdges(rw.edges)
+			es, err := decodeEdges(rw.Edges)
 			if err != nil {
 				return fmt.Errorf("resource %s: %w", k, err)
 			}

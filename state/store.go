@@ -283,7 +283,7 @@ func indexRoots(tx *bolt.Tx) error {
 		if err != nil {
 			return fmt.Errorf("resource %s: %w", k, err)
 		}
-		if rw.owner == "" {
+		if rw.Owner == "" {
 			return idx.add("", converge.ID(k))
 		}
 		return nil

@@ -25,6 +25,7 @@ import (
 	"github.com/convergehq/converge/providers"
 	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/state"
+	"github.com/convergehq/converge/state/etcdstate"
 	gitsync "github.com/convergehq/converge/sync"
 )
 
@@ -44,6 +45,10 @@ type benchOptions struct {
 	log *slog.Logger
 	// wrapStore is globals.wrapStore (tests only).
 	wrapStore func(scheduler.Store) scheduler.Store
+	// etcd, when set (--state etcd://…), is where every run is repeated
+	// on an etcd store, each under its own prefix below etcd's, deleted
+	// after it.
+	etcd *etcdstate.Options
 }
 
 func newBenchCommand(g *globals) *cobra.Command {
@@ -57,10 +62,14 @@ the same run measures the raw limits it is judged against: unary loopback
 gRPC round trips with a no-op handler, the same through converge's worker
 protocol, and bbolt puts batched 1,000 per fsynced transaction. It reports
 resources/s and its ratio to the raw gRPC rate, durable puts and commits per
-resource, and the peak RSS of the control plane and of each worker.`,
+resource, and the peak RSS of the control plane and of each worker.
+
+With --state etcd://HOST:PORT[,…]/PREFIX every run is repeated on that etcd
+cluster (each run under its own prefix below PREFIX, deleted afterwards), and
+the report adds the etcd runs and the ratio of their median rate to bbolt's.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			o.log, o.wrapStore = newLogger(c.ErrOrStderr(), false), g.wrapStore
+			o.log, o.wrapStore, o.etcd = newLogger(c.ErrOrStderr(), false), g.wrapStore, g.etcd
 			return runBench(c.Context(), c.OutOrStdout(), o)
 		},
 	}
@@ -112,6 +121,12 @@ type benchReport struct {
 	MedianPerSec   float64        `json:"median_resources_per_second"`
 	MedianRatioRaw float64        `json:"median_ratio_to_raw_grpc"`
 	Lifecycle      []lifecycleRun `json:"lifecycle,omitempty"`
+	// EtcdRuns are the same runs on the etcd store of --state etcd://…;
+	// EtcdRatioToBbolt is their median rate over the bbolt runs'.
+	EtcdRuns          []benchRun `json:"etcd_runs,omitempty"`
+	EtcdMedianPerSec  float64    `json:"etcd_median_resources_per_second,omitempty"`
+	EtcdRatioToBbolt  float64    `json:"etcd_ratio_to_bbolt,omitempty"`
+	EtcdMedianSeconds float64    `json:"etcd_median_seconds,omitempty"`
 }
 
 func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
@@ -167,12 +182,21 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 		if last {
 			profile = o.memprofile
 		}
-		r, err := benchOnce(ctx, filepath.Join(tmp, "run"+strconv.Itoa(i)), abs, res, profile, last, o)
+		r, err := benchOnce(ctx, filepath.Join(tmp, "run"+strconv.Itoa(i)), nil, abs, res, profile, last, o)
 		if err != nil {
 			return err
 		}
 		r.RatioToRawGRPC = r.PerSecond / rep.RawGRPC1
 		rep.Runs = append(rep.Runs, r)
+		if o.etcd == nil {
+			continue
+		}
+		r, err = benchEtcd(ctx, filepath.Join(tmp, "etcd"+strconv.Itoa(i)), i, abs, res, o)
+		if err != nil {
+			return err
+		}
+		r.RatioToRawGRPC = r.PerSecond / rep.RawGRPC1
+		rep.EtcdRuns = append(rep.EtcdRuns, r)
 	}
 	for i := 0; o.lifecycle != "" && i < o.runs; i++ {
 		lr, err := benchLifecycle(ctx, filepath.Join(tmp, "lifecycle"+strconv.Itoa(i)), abs, o.lifecycle, res, o)
@@ -185,6 +209,13 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 	sort.Slice(runs, func(i, j int) bool { return runs[i].Seconds < runs[j].Seconds })
 	med := runs[len(runs)/2]
 	rep.MedianSeconds, rep.MedianPerSec, rep.MedianRatioRaw = med.Seconds, med.PerSecond, med.RatioToRawGRPC
+	if len(rep.EtcdRuns) > 0 {
+		er := append([]benchRun(nil), rep.EtcdRuns...)
+		sort.Slice(er, func(i, j int) bool { return er[i].Seconds < er[j].Seconds })
+		em := er[len(er)/2]
+		rep.EtcdMedianSeconds, rep.EtcdMedianPerSec = em.Seconds, em.PerSecond
+		rep.EtcdRatioToBbolt = em.PerSecond / med.PerSecond
+	}
 	if o.output != "table" {
 		return writeData(out, o.output, rep)
 	}
@@ -205,15 +236,44 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 		return err
 	}
 	fmt.Fprintf(out, "\nmedian: %.3fs, %.0f resources/s, %.2f × raw grpc (1 in flight)\n", rep.MedianSeconds, rep.MedianPerSec, rep.MedianRatioRaw)
+	if len(rep.EtcdRuns) > 0 {
+		rows := [][]string{{"ETCD RUN", "RESOURCES", "WALL", "RES/S", "PUTS/RES", "COMMITS", "LONGEST COMMIT"}}
+		for i, r := range rep.EtcdRuns {
+			rows = append(rows, []string{strconv.Itoa(i + 1), strconv.Itoa(r.Resources),
+				fmt.Sprintf("%.3fs", r.Seconds), fmt.Sprintf("%.0f", r.PerSecond), fmt.Sprintf("%.2f", r.PutsPerRes),
+				strconv.FormatUint(r.Commits, 10), fmt.Sprintf("%.3fs", r.LongestCommitSeconds)})
+		}
+		fmt.Fprintln(out)
+		if err := table(out, rows); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "\netcd median: %.3fs, %.0f resources/s, %.2f × bbolt\n", rep.EtcdMedianSeconds, rep.EtcdMedianPerSec, rep.EtcdRatioToBbolt)
+	}
 	return printLifecycle(out, rep.Lifecycle)
 }
 
-// benchOnce converges res from an empty store in dir, timing from Apply
-// to the root's subtree Ready and durably committed. Worker start-up is
-// not timed.
-func benchOnce(ctx context.Context, dir, repoDir string, res *cue.Result, memprofile string, last bool, o benchOptions) (_ benchRun, err error) {
+// benchEtcd is benchOnce on an empty etcd store: a prefix of its own
+// below --state's, deleted after the run.
+func benchEtcd(ctx context.Context, dir string, run int, repoDir string, res *cue.Result, o benchOptions) (benchRun, error) {
+	eo := *o.etcd
+	eo.Prefix = fmt.Sprintf("%s/bench-%d-%d-%d", strings.TrimSuffix(eo.Prefix, "/"), os.Getpid(), time.Now().UnixNano(), run)
+	r, err := benchOnce(ctx, dir, &eo, repoDir, res, "", false, o)
+	st, derr := openEtcd(&eo, false, 5*time.Second)
+	if derr == nil {
+		derr = st.Drop()
+	}
+	if err == nil && derr != nil {
+		err = fmt.Errorf("bench: remove the run's etcd store: %w", derr)
+	}
+	return r, err
+}
+
+// benchOnce converges res from an empty store in dir (or etcd's, when
+// set), timing from Apply to the root's subtree Ready and durably
+// committed. Worker start-up is not timed.
+func benchOnce(ctx context.Context, dir string, etcd *etcdstate.Options, repoDir string, res *cue.Result, memprofile string, last bool, o benchOptions) (_ benchRun, err error) {
 	workers := res.Desired.Settings.Workers
-	e, err := startEngine(ctx, engineOptions{stateDir: dir, repoDir: repoDir, workers: workers,
+	e, err := startEngine(ctx, engineOptions{stateDir: dir, etcd: etcd, repoDir: repoDir, workers: workers,
 		log: o.log, workerOut: io.Discard, wrapStore: o.wrapStore})
 	if err != nil {
 		return benchRun{}, err
@@ -253,7 +313,9 @@ func benchOnce(ctx context.Context, dir, repoDir string, res *cue.Result, mempro
 	}
 	t0 := time.Now()
 	if _, err := e.sched.Apply(ctx, &d, res.Schemas); err != nil {
-		return benchRun{}, err
+		// A commit that fails while applying (the store is full, say)
+		// fails the run like one that fails later: exit 1, naming it.
+		return benchRun{}, failed("bench: apply: %w", err)
 	}
 	for e.sched.Progress().Settled != scheduler.Converged {
 		if p := e.sched.Progress(); p.Settled == scheduler.Stuck {
@@ -266,7 +328,8 @@ func benchOnce(ctx context.Context, dir, repoDir string, res *cue.Result, mempro
 		}
 	}
 	if err := e.sched.Flush(ctx); err != nil {
-		return benchRun{}, err
+		// Converged in memory before the failing commit said so.
+		return benchRun{}, failed("bench: commit: %w", err)
 	}
 	wall := time.Since(t0)
 	if memprofile != "" {

@@ -17,8 +17,11 @@ func TestBenchCommitFailing(t *testing.T) {
 		t.Fatalf("bench: got %v, want exit 1\n%s", err, out)
 	}
 	want := "commit state: " + errDiskFull.Error()
-	if !strings.Contains(err.Error(), "bench: stuck: ") || !strings.Contains(err.Error(), want) {
-		t.Errorf("bench error = %q, want it stuck, naming %q", err, want)
+	// Stuck, or (fast workers) converged in memory before the failing
+	// commit's error arrived, so the final flush fails.
+	stuck, flush := strings.Contains(err.Error(), "bench: stuck: "), strings.Contains(err.Error(), "bench: commit: ")
+	if !stuck && !flush || !strings.Contains(err.Error(), want) {
+		t.Errorf("bench error = %q, want it stuck or its last commit failed, naming %q", err, want)
 	}
 	if !strings.Contains(out, `level=ERROR msg="commit state" err="`+errDiskFull.Error()+`"`) {
 		t.Errorf("the engine's error log is not on stderr:\n%s", out)

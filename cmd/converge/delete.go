@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -197,7 +196,7 @@ func openController(ctx context.Context, g *globals, errOut io.Writer, verbose b
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if ok, _ := exists(filepath.Join(dir, "state.db")); !ok {
+	if !hasState(g, dir) {
 		return nil, nil, nil, fmt.Errorf("no state in %s: run converge sync first", dir)
 	}
 	if c, err := dialAdmin(dir); err == nil {
@@ -212,7 +211,7 @@ func openController(ctx context.Context, g *globals, errOut io.Writer, verbose b
 		workerOut = errOut
 	}
 	e, err := startEngine(ctx, engineOptions{
-		stateDir: dir, repoDir: repoDir, workers: workers,
+		stateDir: dir, etcd: g.etcd, repoDir: repoDir, workers: workers,
 		log: newLogger(errOut, verbose), workerOut: workerOut,
 	})
 	if errors.Is(err, state.ErrLocked) {

@@ -19,6 +19,7 @@ import (
 	"github.com/convergehq/converge/providers"
 	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/state"
+	"github.com/convergehq/converge/state/etcdstate"
 	"github.com/convergehq/converge/state/stateapi"
 	gitsync "github.com/convergehq/converge/sync"
 )
@@ -28,7 +29,7 @@ import (
 // state (sync, serve, delete, do) start one; read commands never do.
 type engine struct {
 	dir   string
-	store *state.Store
+	store state.Backend
 	srv   *providers.Server
 	sched *scheduler.Scheduler
 	sup   *providers.Supervisor
@@ -43,7 +44,10 @@ type engine struct {
 }
 
 type engineOptions struct {
+	// stateDir holds the sockets and, unless etcd is set, the store.
 	stateDir string
+	// etcd, when set, is the etcd store the engine writes to.
+	etcd *etcdstate.Options
 	// repoDir is where relative worker commands resolve ("" for remote).
 	repoDir string
 	// workers are started only for a trusted (local) repository.
@@ -90,7 +94,13 @@ func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
 			return nil, fmt.Errorf("restrict state directory: %w", err)
 		}
 	}
-	st, err := state.Open(o.stateDir, state.Options{})
+	var st state.Backend
+	var err error
+	if o.etcd != nil {
+		st, err = openEtcd(o.etcd, false, time.Second)
+	} else {
+		st, err = state.Open(o.stateDir, state.Options{})
+	}
 	if errors.Is(err, state.ErrLocked) {
 		return nil, fmt.Errorf("open state: %w: another converge (sync or serve) is running on %s", err, o.stateDir)
 	}
@@ -128,7 +138,7 @@ func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
 	cfg.Logger = o.log
 	var store scheduler.Store = st
 	if o.changed != nil {
-		store = observedStore{Store: st, changed: o.changed}
+		store = observedStore{Backend: st, changed: o.changed}
 	}
 	if o.wrapStore != nil {
 		store = o.wrapStore(store)

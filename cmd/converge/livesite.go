@@ -15,14 +15,14 @@ import (
 // observedStore is the store the scheduler writes through, telling the
 // live site which resources each committed batch changed.
 type observedStore struct {
-	*state.Store
+	state.Backend
 	changed func(ids []converge.ID)
 }
 
 // Commit commits b, then reports the resources it touched: those put or
 // deleted and the consumers of edges put or deleted.
 func (o observedStore) Commit(b *converge.Batch) error {
-	if err := o.Store.Commit(b); err != nil {
+	if err := o.Backend.Commit(b); err != nil {
 		return err
 	}
 	if o.changed == nil {
@@ -76,7 +76,7 @@ func newLiveSite(dir string, log io.Writer) *liveSite {
 }
 
 // attach gives the site its store; call it before run.
-func (s *liveSite) attach(st *state.Store) {
+func (s *liveSite) attach(st site.Reader) {
 	s.b = site.NewBuilder(st, s.dir, site.Options{Title: "converge"})
 }
 

@@ -104,7 +104,7 @@ func runPlan(ctx context.Context, out, errOut io.Writer, g *globals, rev, output
 		}
 		return failed("revision %s is invalid (%d errors)", r, len(pass.Record.Errors))
 	}
-	snap, admin, err := planSnapshot(dir)
+	snap, admin, err := planSnapshot(g, dir)
 	if err != nil {
 		return err
 	}
@@ -211,7 +211,17 @@ func lintFunc() gitsync.LintFunc { return cue.LintTrees }
 
 // planSnapshot reads the whole stored state like loadSnapshot, and
 // returns the admin API client when a running converge holds the state.
-func planSnapshot(dir string) (*converge.Snapshot, *stateapi.Client, error) {
+func planSnapshot(g *globals, dir string) (*converge.Snapshot, *stateapi.Client, error) {
+	if g.etcd != nil {
+		// etcd serves readers beside the writer: no daemon to ask.
+		st, err := openEtcd(g.etcd, true, 0)
+		if err != nil {
+			return nil, nil, fmt.Errorf("open state: %w", err)
+		}
+		defer st.Close() // read only: a failed close loses nothing
+		snap, err := st.Load()
+		return snap, nil, err
+	}
 	if ok, _ := exists(filepath.Join(dir, state.FileName)); ok {
 		if c, err := dialAdmin(dir); err == nil {
 			snap, err := c.Snapshot()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/scheduler"
+	"github.com/convergehq/converge/state/etcdstate"
 )
 
 // Exit codes: 0 ok, 1 the checked thing failed (invalid, breaking, not
@@ -41,7 +42,7 @@ var errSilent = errors.New("")
 
 // globals are the flags every command shares.
 type globals struct {
-	state string // --state: the store's directory
+	state string // --state: the store's directory, or etcd://HOST:PORT[,…]/PREFIX
 	repo  string // --repo: local path or URL
 	path  string // --path: sub-directory of the repository
 	ref   string // --ref: branch
@@ -56,6 +57,12 @@ type globals struct {
 	// wrapStore, when set, wraps the store an engine commits to. Tests
 	// only (e.g. a store whose commits fail); nil in the CLI.
 	wrapStore func(scheduler.Store) scheduler.Store
+
+	// etcdCA, etcdCert and etcdKey are --etcd-cacert, --etcd-cert and
+	// --etcd-key; etcd is the etcd store --state names (nil for a
+	// directory), parsed before any command runs.
+	etcdCA, etcdCert, etcdKey string
+	etcd                      *etcdstate.Options
 }
 
 // Main runs the CLI with os.Args and returns the process exit code.
@@ -95,12 +102,24 @@ func newRoot(g *globals) *cobra.Command {
 		SilenceErrors: true,
 	}
 	pf := root.PersistentFlags()
-	pf.StringVar(&g.state, "state", "", "state directory (default .converge/ at the repository root)")
+	pf.StringVar(&g.state, "state", "", "state directory (default .converge/ at the repository root), or an etcd store: etcd://HOST:PORT[,HOST:PORT…]/PREFIX (credentials from $"+envEtcdUser+" and $"+envEtcdPassword+")")
+	pf.StringVar(&g.etcdCA, "etcd-cacert", "", "with --state etcd://…: verify the etcd servers with this PEM CA bundle (TLS)")
+	pf.StringVar(&g.etcdCert, "etcd-cert", "", "with --state etcd://…: client certificate (PEM) for etcd (TLS)")
+	pf.StringVar(&g.etcdKey, "etcd-key", "", "with --state etcd://…: the client certificate's key (PEM)")
 	pf.StringVar(&g.repo, "repo", ".", "repository: a local path or a URL (default: the one the state last applied, else .)")
 	pf.StringVar(&g.path, "path", "", "sub-directory holding the documents, relative to the current directory inside the repository (default: the one the state last applied)")
 	pf.StringVar(&g.ref, "ref", "", "branch to follow (default: the repository's HEAD branch)")
-	root.PersistentPreRun = func(c *cobra.Command, _ []string) {
+	root.PersistentPreRunE = func(c *cobra.Command, _ []string) error {
 		g.repoSet, g.pathSet = c.Flags().Changed("repo"), c.Flags().Changed("path")
+		if !isEtcd(g.state) {
+			if g.etcdCA != "" || g.etcdCert != "" || g.etcdKey != "" {
+				return usageErr("--etcd-cacert, --etcd-cert and --etcd-key need --state etcd://…")
+			}
+			return nil
+		}
+		var err error
+		g.etcd, err = parseEtcdState(g.state, g.etcdCA, g.etcdCert, g.etcdKey, os.Getenv)
+		return err
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return fmt.Errorf("%w\n%s", err, c.UsageString()) })
 	for _, c := range subcommands(g) {

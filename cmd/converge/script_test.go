@@ -24,6 +24,7 @@ import (
 
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/state"
+	"github.com/convergehq/converge/state/etcdtest"
 	"github.com/convergehq/converge/state/stateapi"
 	gitsync "github.com/convergehq/converge/sync"
 )
@@ -55,6 +56,9 @@ func TestMain(m *testing.M) {
 //	wait-http STATE PATH P  wait until GET PATH on the serve using STATE answers 200 matching P
 //	wait-file FILE PATTERN  wait until FILE exists and matches the regular expression PATTERN
 //	exit-code N PROG ARGS   run PROG like exec and fail unless it exits with status N (1 failed, 2 usage)
+//	etcd-start VAR MEMBERS  start an embedded etcd cluster of 1 or 3 members for the script; VAR = etcd://…/converge (a --state value)
+//
+// Where a command takes STATEDIR, an etcd://… --state value works too.
 //
 // There is no sleep: a scenario waits on evidence (a phase, a verdict, a
 // file, an HTTP answer), never for a while before it asserts.
@@ -98,6 +102,7 @@ func TestScripts(t *testing.T) {
 			"webhook":        cmdWebhook,
 			"wait-http":      cmdWaitHTTP,
 			"exit-code":      cmdExitCode,
+			"etcd-start":     cmdEtcdStart,
 		},
 	})
 }
@@ -233,7 +238,15 @@ func cmdCheckState(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 1 {
 		ts.Fatalf("usage: check-state STATEDIR")
 	}
-	st, err := state.Open(ts.MkAbs(args[0]), state.Options{LockTimeout: 5 * time.Second})
+	var st state.Backend
+	var err error
+	if isEtcd(args[0]) {
+		o, perr := parseEtcdState(args[0], "", "", "", os.Getenv)
+		ts.Check(perr)
+		st, err = openEtcd(o, true, 0)
+	} else {
+		st, err = state.Open(ts.MkAbs(args[0]), state.Options{LockTimeout: 5 * time.Second})
+	}
 	ts.Check(err)
 	defer st.Close()
 	ts.Check(st.Check())
@@ -296,7 +309,7 @@ func cmdWaitGet(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	re, err := regexp.Compile(args[2])
 	ts.Check(err)
-	g := &globals{state: ts.MkAbs(args[0])}
+	g := scriptGlobals(ts, args[0])
 	deadline := time.Now().Add(60 * time.Second)
 	var last string
 	for {
@@ -333,7 +346,11 @@ func cmdWaitStatus(ts *testscript.TestScript, neg bool, args []string) {
 	for {
 		c := newRootCommand()
 		var out, errOut bytes.Buffer
-		c.SetArgs([]string{"--state", ts.MkAbs(args[0]), "status", args[1], "-o", "json"})
+		stateArg := args[0]
+		if !isEtcd(stateArg) {
+			stateArg = ts.MkAbs(stateArg)
+		}
+		c.SetArgs([]string{"--state", stateArg, "status", args[1], "-o", "json"})
 		c.SetOut(&out)
 		c.SetErr(&errOut)
 		err := c.Execute()
@@ -453,4 +470,30 @@ func cmdExitCode(ts *testscript.TestScript, neg bool, args []string) {
 	if got != want {
 		ts.Fatalf("%s exited %d, want %d", strings.Join(args[1:], " "), got, want)
 	}
+}
+
+// scriptGlobals returns the globals of a command run on stateArg: a
+// state directory relative to the script's directory, or etcd://….
+func scriptGlobals(ts *testscript.TestScript, stateArg string) *globals {
+	if !isEtcd(stateArg) {
+		return &globals{state: ts.MkAbs(stateArg)}
+	}
+	o, err := parseEtcdState(stateArg, "", "", "", os.Getenv)
+	ts.Check(err)
+	return &globals{state: stateArg, etcd: o}
+}
+
+// cmdEtcdStart starts an embedded etcd cluster of MEMBERS (1 or 3) in the
+// script's work directory, stopped when the script ends, and sets VAR to
+// its --state value under the prefix /converge.
+func cmdEtcdStart(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: etcd-start VAR MEMBERS")
+	}
+	n, err := strconv.Atoi(args[1])
+	ts.Check(err)
+	c, err := etcdtest.StartCluster(ts.MkAbs("etcd-data"), etcdtest.Options{Members: n})
+	ts.Check(err)
+	ts.Defer(c.Stop)
+	ts.Setenv(args[0], c.URL("/converge"))
 }

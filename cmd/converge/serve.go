@@ -103,7 +103,7 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 		workers = append(workers, declared...)
 	}
 	live := newLiveSite(filepath.Join(dir, "site"), errOut)
-	e, err := startEngine(ctx, engineOptions{stateDir: dir, repoDir: src.Root(), workers: workers,
+	e, err := startEngine(ctx, engineOptions{stateDir: dir, etcd: g.etcd, repoDir: src.Root(), workers: workers,
 		listen: o.workersListen, token: os.Getenv("CONVERGE_WORKER_TOKEN"), log: log, workerOut: workerOut,
 		changed: live.changed, wrapStore: g.wrapStore})
 	if err != nil {
@@ -161,7 +161,7 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	if where == "" {
 		where = src.Root()
 	}
-	fmt.Fprintf(out, "serve: following %s of %s; state in %s\n", src.Ref(), where, dir)
+	fmt.Fprintf(out, "serve: following %s of %s; state in %s\n", src.Ref(), where, stateName(g, dir))
 
 	// current is the applied pass awaiting its converge/sync verdict; only
 	// this loop touches it. A revision applied before a restart and never
@@ -244,7 +244,7 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 
 // pendingPass returns the applied revision whose converge/sync verdict is
 // still pending (serve stopped before judging it), or nil.
-func pendingPass(st *state.Store) (*gitsync.Pass, error) {
+func pendingPass(st state.Backend) (*gitsync.Pass, error) {
 	rev, err := st.Applied()
 	if err != nil || rev == nil || rev.Dirty {
 		return nil, err

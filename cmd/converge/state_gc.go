@@ -36,6 +36,9 @@ gc needs the store to itself: it fails (exit 2) while sync or serve
 holds it.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			if g.etcd != nil {
+				return usageErr("state gc: --state %s: gc compacts a bbolt file; an etcd store is compacted by etcd (etcdctl compact, defrag)", g.state)
+			}
 			dir, err := stateDir(g)
 			if err != nil {
 				return err

@@ -41,9 +41,11 @@ func isRemote(repo string) bool {
 }
 
 // stateDir returns --state, or .converge/ at the root of the local
-// repository's work tree.
+// repository's work tree. With --state etcd://… the store is in etcd and
+// this directory keeps only what is local: the sockets, remote
+// repositories' mirrors, the live site.
 func stateDir(g *globals) (string, error) {
-	if g.state != "" {
+	if g.state != "" && !isEtcd(g.state) {
 		return filepath.Abs(g.state)
 	}
 	if isRemote(g.repo) {
@@ -83,7 +85,7 @@ func resolveSource(g *globals) error {
 		return nil
 	}
 	if dir, err := stateDir(g); err == nil {
-		if src := storedSource(dir); src != nil && (!g.repoSet || sameRepo(g.repo, src)) {
+		if src := storedSource(g, dir); src != nil && (!g.repoSet || sameRepo(g.repo, src)) {
 			if !src.Remote {
 				if ok, _ := exists(src.Repo); !ok {
 					src = nil // moved away: fall through to the current directory
@@ -108,11 +110,11 @@ func resolveSource(g *globals) error {
 
 // storedSource returns the source the store in dir recorded, from the
 // store or the admin API of the converge holding it; nil if none.
-func storedSource(dir string) *converge.AppliedSource {
-	if ok, _ := exists(filepath.Join(dir, state.FileName)); !ok {
+func storedSource(g *globals, dir string) *converge.AppliedSource {
+	if !hasState(g, dir) {
 		return nil
 	}
-	st, err := state.Open(dir, state.Options{LockTimeout: 200 * time.Millisecond})
+	st, err := openState(g, dir, false, 200*time.Millisecond)
 	if errors.Is(err, state.ErrLocked) {
 		c, cerr := dialAdmin(dir)
 		if cerr != nil {
@@ -205,6 +207,14 @@ func openSource(ctx context.Context, g *globals, dir string) (*gitsync.Source, e
 // says on errOut why the daemon's answers may be behind, if they may
 // (its commits fail).
 func openReader(g *globals, errOut io.Writer) (rd reader, done func(), err error) {
+	if g.etcd != nil {
+		// etcd serves readers beside the writer: no daemon to ask.
+		st, err := openEtcd(g.etcd, true, 0)
+		if err != nil {
+			return nil, nil, fmt.Errorf("open state: %w", err)
+		}
+		return st, func() { st.Close() }, nil // read only: a failed close loses nothing
+	}
 	dir, err := stateDir(g)
 	if err != nil {
 		return nil, nil, err
@@ -236,8 +246,8 @@ func dialAdmin(dir string) (*stateapi.Client, error) {
 
 // openStoreForWrite opens the store for a short write, failing fast when
 // another converge holds it.
-func openStoreForWrite(dir string) (*state.Store, error) {
-	return state.Open(dir, state.Options{LockTimeout: 200 * time.Millisecond})
+func openStoreForWrite(g *globals, dir string) (state.Backend, error) {
+	return openState(g, dir, true, 200*time.Millisecond)
 }
 
 func exists(path string) (bool, error) {

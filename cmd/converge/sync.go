@@ -83,7 +83,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) e
 		return err
 	}
 	if !o.watch {
-		if total, ok := standing(dir, rev); ok {
+		if total, ok := standing(g, dir, rev); ok {
 			fmt.Fprintf(out, "revision %s: already applied\n", rev)
 			fmt.Fprintf(out, "converged: %d/%d Ready; nothing to do\n", total, total)
 			return nil
@@ -99,7 +99,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) e
 			fmt.Fprintln(errOut, f)
 		}
 		// Record the verdict without starting anything.
-		if err := recordOnly(dir, pass); err != nil {
+		if err := recordOnly(g, dir, pass); err != nil {
 			fmt.Fprintln(errOut, "converge:", err)
 		}
 		o.forge.report(pass, errOut)
@@ -112,7 +112,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) e
 		workers = append(workers, pass.Loaded.Desired.Settings.Workers...)
 	}
 	e, err := startEngine(ctx, engineOptions{
-		stateDir: dir, repoDir: src.Root(), workers: workers, log: log, workerOut: workerOut, wrapStore: g.wrapStore,
+		stateDir: dir, etcd: g.etcd, repoDir: src.Root(), workers: workers, log: log, workerOut: workerOut, wrapStore: g.wrapStore,
 	})
 	if err != nil {
 		return err
@@ -308,11 +308,11 @@ func finishSync(e *engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res settl
 
 // recordOnly stores a failed revision's verdict in the store, if no other
 // process holds it.
-func recordOnly(dir string, pass *gitsync.Pass) error {
+func recordOnly(g *globals, dir string, pass *gitsync.Pass) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	st, err := openStoreForWrite(dir)
+	st, err := openStoreForWrite(g, dir)
 	if err != nil {
 		return err
 	}
@@ -324,11 +324,11 @@ func recordOnly(dir string, pass *gitsync.Pass) error {
 // standing reports what gitsync.AlreadyConverged says of the store in dir
 // for rev, reading only the applied revision, the roots and the owed
 // deliveries; false when there is no store or another converge holds it.
-func standing(dir string, rev converge.Revision) (total int, ok bool) {
-	if ok, _ := exists(filepath.Join(dir, state.FileName)); !ok {
+func standing(g *globals, dir string, rev converge.Revision) (total int, ok bool) {
+	if !hasState(g, dir) {
 		return 0, false
 	}
-	st, err := state.Open(dir, state.Options{LockTimeout: 100 * time.Millisecond})
+	st, err := openState(g, dir, false, 100*time.Millisecond)
 	if err != nil {
 		return 0, false
 	}

@@ -1,4 +1,4 @@
-package state
+package codec
 
 import (
 	"encoding/json"
@@ -273,9 +273,9 @@ func (d *jdec) lease() (*converge.Lease, bool) {
 	}
 }
 
-// decodeEdgesJSON decodes a row's edges section (JSON []storedEdge) as
+// decodeEdgesJSON decodes a row's edges section (JSON []StoredEdge) as
 // json.Unmarshal does, or reports false (see decodeResourceJSON).
-func decodeEdgesJSON(b []byte) ([]storedEdge, bool) {
+func decodeEdgesJSON(b []byte) ([]StoredEdge, bool) {
 	d := jdec{b: b}
 	d.space()
 	if d.lit("null") {
@@ -285,11 +285,11 @@ func decodeEdgesJSON(b []byte) ([]storedEdge, bool) {
 	if !d.byte('[') {
 		return nil, false
 	}
-	es := []storedEdge{}
+	es := []StoredEdge{}
 	d.space()
 	if !d.byte(']') {
 		for {
-			var e storedEdge
+			var e StoredEdge
 			if !d.edge(&e) {
 				return nil, false
 			}
@@ -309,8 +309,8 @@ func decodeEdgesJSON(b []byte) ([]storedEdge, bool) {
 	return es, d.i == len(d.b)
 }
 
-// edge decodes one storedEdge object.
-func (d *jdec) edge(e *storedEdge) bool {
+// edge decodes one StoredEdge object.
+func (d *jdec) edge(e *StoredEdge) bool {
 	if !d.byte('{') {
 		return false
 	}

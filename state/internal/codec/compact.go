@@ -1,4 +1,4 @@
-package state
+package codec
 
 // appendCompactJSON appends src to dst without insignificant whitespace,
 // as json.Compact does, and reports whether src is one valid JSON value.

@@ -1,4 +1,4 @@
-package state
+package codec
 
 import (
 	"bytes"
@@ -123,7 +123,7 @@ func TestDecodeResourceRowFallsBack(t *testing.T) {
 	// A row encoding/json wrote with a key decodeResourceJSON leaves to
 	// it (an older writer's casing) still decodes, through the fallback.
 	v := append(rowHead(""), []byte(`{"Name":"x","kind":"vpc","Spec":{"a":1}}`)...)
-	r, err := decodeResource(v)
+	r, err := DecodeResource(v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestDecodeResourceRowFallsBack(t *testing.T) {
 	if got, want := string(r.Spec), `{"a":1}`; got != want {
 		t.Errorf("Spec = %s, want %s", got, want)
 	}
-	h, err := decodeResourceHead(v)
+	h, err := DecodeResourceHead(v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func checkDecodeEdges(t *testing.T, in []byte) bool {
 	if !ok {
 		return false
 	}
-	var want []storedEdge
+	var want []StoredEdge
 	if err := json.Unmarshal(in, &want); err != nil {
 		t.Fatalf("decodeEdgesJSON accepted %q, which encoding/json rejects: %v", in, err)
 	}
@@ -165,7 +165,7 @@ func checkDecodeEdges(t *testing.T, in []byte) bool {
 }
 
 func TestDecodeEdgesJSON(t *testing.T) {
-	written, err := encodeEdges([]storedEdge{
+	written, err := EncodeEdges([]StoredEdge{
 		{Producer: "vpc/b", Flows: []converge.ValueFlow{{From: "vpc_id", To: "net.vpc"}, {From: "a", To: "b"}}},
 		{Producer: "account/a"},
 	})
@@ -207,14 +207,14 @@ func FuzzDecodeEdgesJSON(f *testing.F) {
 func BenchmarkDecodeResource(b *testing.B) {
 	r := fullResource()
 	r.Lease = &converge.Lease{TaskID: "t", Reaction: "reconcile", Worker: "w", Expires: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	v, err := encodeResource(r, nil)
+	v, err := EncodeResource(r, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	rw, _ := splitRow(v)
+	rw, _ := SplitRow(v)
 	b.Run("resdecode", func(b *testing.B) {
 		for b.Loop() {
-			if _, ok := decodeResourceJSON(rw.json, false); !ok {
+			if _, ok := decodeResourceJSON(rw.JSON, false); !ok {
 				b.Fatal("refused")
 			}
 		}
@@ -222,7 +222,7 @@ func BenchmarkDecodeResource(b *testing.B) {
 	b.Run("encoding-json", func(b *testing.B) {
 		for b.Loop() {
 			var r converge.Resource
-			if err := json.Unmarshal(rw.json, &r); err != nil {
+			if err := json.Unmarshal(rw.JSON, &r); err != nil {
 				b.Fatal(err)
 			}
 		}

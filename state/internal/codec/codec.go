@@ -1,4 +1,4 @@
-package state
+package codec
 
 import (
 	"bytes"
@@ -18,27 +18,27 @@ const resourceFormat = 3
 
 // A resources value (a "row") is: a format byte; the owner ID as a
 // uvarint-length-prefixed string; the edges the resource consumes as a
-// uvarint-length-prefixed JSON array of storedEdge sorted by producer
+// uvarint-length-prefixed JSON array of StoredEdge sorted by producer
 // (length 0: none); then the resource's JSON. The owner prefix lets
 // Commit maintain the owner index without decoding JSON; keeping a
 // consumer's edges in its row makes an edge cost no put of its own when
 // it is written with its consumer (the reverse index still costs one).
-type row struct {
-	owner converge.ID
-	edges []byte // JSON []storedEdge, or empty
-	json  []byte
+type Row struct {
+	Owner converge.ID
+	Edges []byte // JSON []StoredEdge, or empty
+	JSON  []byte
 }
 
-// storedEdge is one edge inside its consumer's row.
-type storedEdge struct {
+// StoredEdge is one edge inside its consumer's row.
+type StoredEdge struct {
 	Producer converge.ID          `json:"producer"`
 	Flows    []converge.ValueFlow `json:"flows,omitempty"`
 }
 
-// encodeResource returns the row of r with the given edges section. An
+// EncodeResource returns the row of r with the given edges section. An
 // empty (non-nil) Declared, Spec or Status is stored as absent; invalid
 // JSON in one is an error naming the field.
-func encodeResource(r *converge.Resource, edges []byte) ([]byte, error) {
+func EncodeResource(r *converge.Resource, edges []byte) ([]byte, error) {
 	var buf bytes.Buffer
 	buf.Grow(2 + 2*binary.MaxVarintLen64 + len(r.Owner) + len(edges) + 512 + len(r.Declared) + len(r.Spec) + len(r.Status))
 	writeRowHead(&buf, r.Owner, edges)
@@ -82,23 +82,23 @@ func writeRowHead(buf *bytes.Buffer, owner converge.ID, edges []byte) {
 	buf.Write(edges)
 }
 
-// withEdges returns row with its edges section replaced.
-func (r row) withEdges(edges []byte) []byte {
+// WithEdges returns row with its edges section replaced.
+func (r Row) WithEdges(edges []byte) []byte {
 	var buf bytes.Buffer
-	buf.Grow(2 + 2*binary.MaxVarintLen64 + len(r.owner) + len(edges) + len(r.json))
-	writeRowHead(&buf, r.owner, edges)
-	buf.Write(r.json)
+	buf.Grow(2 + 2*binary.MaxVarintLen64 + len(r.Owner) + len(edges) + len(r.JSON))
+	writeRowHead(&buf, r.Owner, edges)
+	buf.Write(r.JSON)
 	return buf.Bytes()
 }
 
-// errMalformedRow is returned by splitRow for a value it cannot split.
-var errMalformedRow = errors.New("malformed resource value")
+// ErrMalformedRow is returned by SplitRow for a value it cannot split.
+var ErrMalformedRow = errors.New("malformed resource value")
 
-// splitRow splits a resources value into its parts (sharing v's memory).
-func splitRow(v []byte) (row, error) {
-	bad := errMalformedRow
+// SplitRow splits a resources value into its parts (sharing v's memory).
+func SplitRow(v []byte) (Row, error) {
+	bad := ErrMalformedRow
 	if len(v) < 3 || v[0] != resourceFormat {
-		return row{}, bad
+		return Row{}, bad
 	}
 	rest := v[1:]
 	part := func() ([]byte, bool) {
@@ -113,82 +113,82 @@ func splitRow(v []byte) (row, error) {
 	owner, ok1 := part()
 	edges, ok2 := part()
 	if !ok1 || !ok2 {
-		return row{}, bad
+		return Row{}, bad
 	}
-	return row{owner: converge.ID(owner), edges: edges, json: rest}, nil
+	return Row{Owner: converge.ID(owner), Edges: edges, JSON: rest}, nil
 }
 
-// decodeResource decodes a resources value.
-func decodeResource(v []byte) (*converge.Resource, error) {
-	rw, err := splitRow(v)
+// DecodeResource decodes a resources value.
+func DecodeResource(v []byte) (*converge.Resource, error) {
+	rw, err := SplitRow(v)
 	if err != nil {
 		return nil, err
 	}
-	if r, ok := decodeResourceJSON(rw.json, false); ok {
+	if r, ok := decodeResourceJSON(rw.JSON, false); ok {
 		return r, nil
 	}
 	r := new(converge.Resource)
-	if err := json.Unmarshal(rw.json, r); err != nil {
+	if err := json.Unmarshal(rw.JSON, r); err != nil {
 		return nil, fmt.Errorf("decode resource: %w", err)
 	}
 	return r, nil
 }
 
-// decodeResourceHead decodes a resources value without its declared
+// DecodeResourceHead decodes a resources value without its declared
 // spec, spec and status (left nil).
-func decodeResourceHead(v []byte) (*converge.Resource, error) {
-	rw, err := splitRow(v)
+func DecodeResourceHead(v []byte) (*converge.Resource, error) {
+	rw, err := SplitRow(v)
 	if err != nil {
 		return nil, err
 	}
-	if r, ok := decodeResourceJSON(rw.json, true); ok {
+	if r, ok := decodeResourceJSON(rw.JSON, true); ok {
 		return r, nil
 	}
 	r := new(converge.Resource)
-	if err := json.Unmarshal(rw.json, r); err != nil {
+	if err := json.Unmarshal(rw.JSON, r); err != nil {
 		return nil, fmt.Errorf("decode resource: %w", err)
 	}
 	r.Declared, r.Spec, r.Status = nil, nil, nil
 	return r, nil
 }
 
-// decodeEdges decodes a row's edges section.
-func decodeEdges(section []byte) ([]storedEdge, error) {
+// DecodeEdges decodes a row's edges section.
+func DecodeEdges(section []byte) ([]StoredEdge, error) {
 	if len(section) == 0 {
 		return nil, nil
 	}
 	if es, ok := decodeEdgesJSON(section); ok {
 		return es, nil
 	}
-	var es []storedEdge
+	var es []StoredEdge
 	if err := json.Unmarshal(section, &es); err != nil {
 		return nil, fmt.Errorf("decode edges: %w", err)
 	}
 	return es, nil
 }
 
-// encodeEdges encodes a row's edges section, sorted by producer.
-func encodeEdges(es []storedEdge) ([]byte, error) {
+// EncodeEdges encodes a row's edges section, sorted by producer.
+func EncodeEdges(es []StoredEdge) ([]byte, error) {
 	if len(es) == 0 {
 		return nil, nil
 	}
-	slices.SortFunc(es, func(a, b storedEdge) int { return cmp.Compare(a.Producer, b.Producer) })
+	slices.SortFunc(es, func(a, b StoredEdge) int { return cmp.Compare(a.Producer, b.Producer) })
 	return json.Marshal(es)
 }
 
-// pairKey returns a\x00b, the key of the owner index and both edge indexes.
-func pairKey(a, b converge.ID) []byte {
+// PairKey returns a\x00b, the key of the owner index and both edge indexes.
+func PairKey(a, b converge.ID) []byte {
 	k := make([]byte, 0, len(a)+1+len(b))
 	k = append(k, a...)
 	k = append(k, 0)
 	return append(k, b...)
 }
 
-// prefixKey returns a\x00, the prefix of every pair key starting with a.
-func prefixKey(a converge.ID) []byte { return append([]byte(a), 0) }
+// PrefixKey returns a\x00, the prefix of every pair key starting with a.
+func PrefixKey(a converge.ID) []byte { return append([]byte(a), 0) }
 
-// splitPair splits a pair key.
-func splitPair(k []byte) (a, b converge.ID, ok bool) {
+// SplitPair splits a pair key.
+func SplitPair(k []byte) (a, b converge.ID, ok bool) {
 	i := bytes.IndexByte(k, 0)
 	if i < 0 {
 		return "", "", false
@@ -196,18 +196,18 @@ func splitPair(k []byte) (a, b converge.ID, ok bool) {
 	return converge.ID(k[:i]), converge.ID(k[i+1:]), true
 }
 
-// kindKey returns kind\x00version with the version big-endian, so a kind's
+// KindKey returns kind\x00version with the version big-endian, so a kind's
 // versions sort numerically.
-func kindKey(ref converge.KindRef) []byte {
+func KindKey(ref converge.KindRef) []byte {
 	k := make([]byte, 0, len(ref.Kind)+9)
 	k = append(k, ref.Kind...)
 	k = append(k, 0)
 	return binary.BigEndian.AppendUint64(k, uint64(int64(ref.Version)))
 }
 
-// encodeChunk returns an events value: the event count as a uvarint, then
+// EncodeChunk returns an events value: the event count as a uvarint, then
 // the JSON array of the events.
-func encodeChunk(evs []converge.Event) ([]byte, error) {
+func EncodeChunk(evs []converge.Event) ([]byte, error) {
 	var buf bytes.Buffer
 	buf.Grow(binary.MaxVarintLen64 + 2 + 160*len(evs))
 	var n [binary.MaxVarintLen64]byte
@@ -225,8 +225,8 @@ func encodeChunk(evs []converge.Event) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// chunkLen returns the number of events in an events value.
-func chunkLen(v []byte) (int, error) {
+// ChunkLen returns the number of events in an events value.
+func ChunkLen(v []byte) (int, error) {
 	n, w := binary.Uvarint(v)
 	if w <= 0 {
 		return 0, fmt.Errorf("malformed event chunk")
@@ -234,8 +234,8 @@ func chunkLen(v []byte) (int, error) {
 	return int(n), nil
 }
 
-// decodeChunk decodes an events value.
-func decodeChunk(v []byte) ([]converge.Event, error) {
+// DecodeChunk decodes an events value.
+func DecodeChunk(v []byte) ([]converge.Event, error) {
 	n, w := binary.Uvarint(v)
 	if w <= 0 {
 		return nil, fmt.Errorf("malformed event chunk")
@@ -250,9 +250,9 @@ func decodeChunk(v []byte) ([]converge.Event, error) {
 	return evs, nil
 }
 
-// checkName returns an error if a kind or name part of an ID is empty or
+// CheckName returns an error if a kind or name part of an ID is empty or
 // holds "/" or NUL.
-func checkName(what, s string) error {
+func CheckName(what, s string) error {
 	switch {
 	case s == "":
 		return fmt.Errorf("empty %s", what)
@@ -262,23 +262,23 @@ func checkName(what, s string) error {
 	return nil
 }
 
-// checkID returns an error unless id is a well-formed "kind/name".
-func checkID(id converge.ID) error {
+// CheckID returns an error unless id is a well-formed "kind/name".
+func CheckID(id converge.ID) error {
 	k, n, ok := strings.Cut(string(id), "/")
 	if !ok {
 		return fmt.Errorf("resource %q: want KIND/NAME", id)
 	}
-	if err := checkName("kind", k); err != nil {
+	if err := CheckName("kind", k); err != nil {
 		return fmt.Errorf("resource %q: %w", id, err)
 	}
-	if err := checkName("name", n); err != nil {
+	if err := CheckName("name", n); err != nil {
 		return fmt.Errorf("resource %q: %w", id, err)
 	}
 	return nil
 }
 
-// chunkSeq returns the first Seq an events key names (0 if malformed).
-func chunkSeq(k []byte) uint64 {
+// ChunkSeq returns the first Seq an events key names (0 if malformed).
+func ChunkSeq(k []byte) uint64 {
 	if len(k) != 8 {
 		return 0
 	}

@@ -1,4 +1,4 @@
-package state
+package codec
 
 import (
 	"bytes"
@@ -36,7 +36,7 @@ func TestResourceJSONFieldsKnown(t *testing.T) {
 	}
 	for _, tt := range tests {
 		if got := strings.Join(jsonKeys(tt.typ), " "); got != tt.wantKeys {
-			t.Errorf("converge.%s JSON keys changed:\n got %s\nwant %s\nteach appendResourceJSON (state/resjson.go) the change, then update this list", tt.name, got, tt.wantKeys)
+			t.Errorf("converge.%s JSON keys changed:\n got %s\nwant %s\nteach appendResourceJSON (state/internal/codec/resjson.go) the change, then update this list", tt.name, got, tt.wantKeys)
 		}
 	}
 }

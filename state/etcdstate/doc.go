@@ -1,0 +1,89 @@
+// Package etcdstate is converge's state in etcd: the same facts as the
+// bbolt store (package state), under one key prefix of an etcd cluster,
+// for a control plane that outgrew one machine. It is the only package
+// that imports go.etcd.io/etcd/client/v3 (state/etcdtest, for tests, the
+// only one that imports the etcd server).
+//
+// Read first: Store (Open, Commit, Load) and Options. Store implements
+// state.Backend, so the scheduler, the commands and the site use it as
+// they use the bbolt store, and it passes the same conformance suite
+// (statetest.Run). The row, chunk and key encodings and the batch checks
+// are shared with the bbolt store (state/internal/codec), so both refuse
+// and store the same things.
+//
+// # Keys
+//
+// Under PREFIX/ (Options.Prefix), one sub-space per bbolt bucket:
+//
+//	r/ID                       the resource's row (owner, consumed edges, JSON), as in bbolt
+//	o/OWNER\x00CHILD           the owner index, one key per child; roots under the empty owner
+//	p/PRODUCER\x00CONSUMER     the reverse edge index
+//	k/KIND\x00VERSION          JSON kind (version 8 bytes big-endian)
+//	c/NAME, b/NAME, d/KEY      JSON provider configs, bindings, reactor deliveries
+//	v/HASH                     JSON revision records
+//	e/SEQ                      one chunk of events per batch (first Seq, 8 bytes big-endian)
+//	m/format, m/applied, m/source, m/events   meta
+//	j/p/N, j/commit            the batch journal (below)
+//	lock                       the writer's lock, under its lease
+//
+// The owner index has one key per child rather than bbolt's chunks:
+// etcd counts a prefix's keys without reading them (ChildCount), and a
+// batch's writes are counted in operations, not pages.
+//
+// # Writers and readers
+//
+// One writer per prefix: Open takes the lock key under a lease it keeps
+// alive, waiting Options.LockTimeout before returning state.ErrLocked.
+// Every write transaction is conditioned on the lock key still having
+// the create revision this writer got (and on Options.Fence's
+// comparisons), so a writer that was paused past its lease and resumed
+// has its writes refused with ErrFenced instead of overwriting its
+// successor's. A store opened with Options.ReadOnly takes no lock and
+// reads beside the writer. Every read (Load, Resources, Check, …) reads
+// one etcd revision: one consistent snapshot, as a bbolt read
+// transaction is.
+//
+// # Big batches
+//
+// etcd refuses a transaction of more than --max-txn-ops operations (128
+// by default) or --max-request-bytes (1.5 MiB), and the scheduler's
+// batches hold up to 8,192 resources. A batch that fits one transaction
+// is one transaction. A bigger one is made atomic with a journal, not
+// split: the scheduler's batches carry invariants across their rows (a
+// transition and its reactor delivery, a row and its owner, the last
+// child's delete and its owner's recompose) that an arbitrary cut
+// between two halves would break, so a crash between chunks must never
+// show a prefix of a batch. The writer
+//
+//  1. writes the batch's operations, encoded, as journal parts j/p/N
+//     (each one transaction under the byte limit);
+//  2. writes j/commit: the commit point. Before it the batch does not
+//     exist (the next writer deletes stray parts); after it the batch
+//     is durable and will be applied whole;
+//  3. applies the operations in transactions of at most MaxTxnOps, up to
+//     128 of them in flight at once (they touch distinct keys, and no
+//     reader looks at them yet; etcd batches them into few raft rounds);
+//  4. deletes the journal.
+//
+// Every operation is an absolute put or delete, so replaying the
+// journal after a crash in step 3 (the next writer's Open, or this
+// store's next write after a failed step 3) is idempotent. Readers never
+// see step 3 half done: while j/commit exists they read the revision
+// just before it was written, which is the whole state before the batch
+// (steps 1 and 2 touch only journal keys). A big batch costs its bytes
+// twice (journal and data) plus one round trip per 128 operations;
+// small batches cost neither. The alternative of raising the servers'
+// --max-txn-ops is not ours to make on a platform team's cluster; set
+// Options.MaxTxnOps to match a cluster that has raised it.
+//
+// # Caveats
+//
+// A reader during step 3 reads a revision that etcd's compaction may
+// remove; the read then starts again (a few times). If a writer died in
+// step 3 and none has opened the store since, readers keep reading the
+// state before that batch, and fail once etcd compacts its revision: a
+// writer's Open (sync, serve) finishes the batch. A writer whose step
+// 2 fails ambiguously (a timeout) returns the error, though the batch
+// may be committed; the scheduler's retry then applies it again, which
+// is harmless but for its events, which are stored twice.
+package etcdstate

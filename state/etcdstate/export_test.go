@@ -1,0 +1,22 @@
+package etcdstate
+
+import clientv3 "go.etcd.io/etcd/client/v3"
+
+// SetFailAfter makes the next journal writes stop after chunks applied
+// transactions, as a crash between chunks would (0: never).
+func (s *Store) SetFailAfter(chunks int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failAfter = chunks
+}
+
+// SetFailBeforeCommit makes journal writes stop before their commit
+// marker, as a crash before the commit point would.
+func (s *Store) SetFailBeforeCommit(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failBeforeCommit = on
+}
+
+// Lease returns the writer lock's lease.
+func (s *Store) Lease() clientv3.LeaseID { return s.lease }

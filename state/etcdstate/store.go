@@ -1,0 +1,429 @@
+package etcdstate
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/convergehq/converge/state"
+)
+
+// FormatVersion is the version of the key layout this build writes
+// (meta key "m/format"). Open refuses a prefix written by a newer one.
+const FormatVersion = 1
+
+// ErrFenced is returned by a write when the store no longer holds its
+// writer's lock (its lease expired, or another writer took the prefix
+// over) or a fence of Options.Fence failed: the write was refused, and
+// nothing of it was applied past the batch journal's commit point.
+var ErrFenced = errors.New("write refused: this store no longer holds the writer's lock")
+
+// ErrReadOnly is returned by a write to a store opened with
+// Options.ReadOnly.
+var ErrReadOnly = errors.New("store is open read-only")
+
+// Options configure Open. Endpoints and Prefix are required unless
+// Client is set (then only Prefix).
+type Options struct {
+	// Endpoints are the etcd members' client URLs or host:port pairs.
+	Endpoints []string
+	// Prefix is the key prefix everything lives under, e.g.
+	// "/converge/prod"; a trailing "/" is added.
+	Prefix string
+	// TLS, if set, is the client's TLS configuration.
+	TLS *tls.Config
+	// Username and Password authenticate to etcd when Username is set.
+	Username, Password string
+	// DialTimeout bounds connecting; default 5s.
+	DialTimeout time.Duration
+	// Client, if set, is used instead of dialing Endpoints; Close leaves
+	// it open.
+	Client *clientv3.Client
+
+	// ReadOnly opens without taking the writer's lock: reads work
+	// alongside a writer, writes return ErrReadOnly.
+	ReadOnly bool
+	// LockTimeout is how long Open waits for another writer to release
+	// the prefix before returning state.ErrLocked; default 1s.
+	LockTimeout time.Duration
+	// LockTTL is the writer lease's time to live: a writer that stops
+	// renewing it (crashed, paused, cut off) loses the lock this long
+	// after, and its later writes are refused (ErrFenced). Default 10s.
+	LockTTL time.Duration
+	// Fence, if set, returns comparisons every write transaction is also
+	// conditioned on (e.g. that an election key still holds this
+	// replica's revision); when one fails the write returns ErrFenced.
+	Fence func() []clientv3.Cmp
+
+	// MaxEvents and MaxRevisions are state.Options' retention limits
+	// (defaults 200000 and 1000).
+	MaxEvents, MaxRevisions int
+	// MaxTxnOps is the most operations one etcd transaction may hold:
+	// the server's --max-txn-ops, default 128. A batch needing more is
+	// written through the batch journal (doc.go).
+	MaxTxnOps int
+	// MaxTxnBytes bounds the keys and values of one transaction, under
+	// the server's --max-request-bytes (1.5 MiB by default); default
+	// 1 MiB.
+	MaxTxnBytes int
+}
+
+const (
+	defaultLockTimeout = time.Second
+	defaultLockTTL     = 10 * time.Second
+	defaultMaxEvents   = 200000
+	defaultMaxRevs     = 1000
+	defaultMaxTxnOps   = 128
+	defaultMaxTxnBytes = 1 << 20
+	opTimeout          = 30 * time.Second
+)
+
+// Store is converge's durable state under one etcd key prefix. It
+// implements state.Backend. It is safe for concurrent use: writes are
+// serialised by mu, and every read is one consistent etcd revision.
+type Store struct {
+	cli     *clientv3.Client
+	ownCli  bool
+	p       string // the key prefix, ending in "/"
+	opts    Options
+	lease   clientv3.LeaseID
+	lockRev int64 // the lock key's create revision; 0 when read-only
+	stopKA  context.CancelFunc
+
+	mu sync.Mutex // serialises writes; guards pending and failAfter
+	// pending is set when a batch journal may be committed but not
+	// fully applied: the next write finishes it first.
+	pending bool
+	// failAfter, when > 0, makes the journal apply stop with an error
+	// after that many chunks (tests of a crash between chunks).
+	failAfter int
+	// failBeforeCommit makes a journal write stop before its commit
+	// marker (tests of a crash before the commit point).
+	failBeforeCommit bool
+
+	statsMu sync.Mutex // guards stats
+	stats   state.Stats
+}
+
+// Key sub-spaces under the prefix (doc.go, "Keys").
+const (
+	kResources  = "r/"
+	kOwners     = "o/"
+	kProducers  = "p/"
+	kKinds      = "k/"
+	kConfigs    = "c/"
+	kBindings   = "b/"
+	kDeliveries = "d/"
+	kEvents     = "e/"
+	kRevisions  = "v/"
+	kMeta       = "m/"
+	kJournal    = "j/"
+	kLock       = "lock"
+
+	mFormat  = kMeta + "format"
+	mApplied = kMeta + "applied"
+	mSource  = kMeta + "source"
+	mEvents  = kMeta + "events"
+
+	jCommit = kJournal + "commit"
+	jParts  = kJournal + "p/"
+)
+
+// Open connects to etcd and opens the store under opts.Prefix. Unless
+// opts.ReadOnly, it takes the prefix's writer lock (waiting up to
+// opts.LockTimeout, then returning state.ErrLocked, wrapped) and
+// finishes a batch a crashed writer left committed in its journal.
+func Open(opts Options) (*Store, error) {
+	if err := fill(&opts); err != nil {
+		return nil, fmt.Errorf("open etcd state: %w", err)
+	}
+	s := &Store{p: opts.Prefix, opts: opts, cli: opts.Client}
+	if s.cli == nil {
+		cli, err := clientv3.New(clientv3.Config{
+			Endpoints:   opts.Endpoints,
+			TLS:         opts.TLS,
+			Username:    opts.Username,
+			Password:    opts.Password,
+			DialTimeout: opts.DialTimeout,
+			Logger:      zap.NewNop(),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("open etcd state %s: %w", s.where(), noAnswer(err))
+		}
+		s.cli, s.ownCli = cli, true
+	}
+	if err := s.open(); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open etcd state %s: %w", s.where(), err)
+	}
+	return s, nil
+}
+
+// noAnswer says what a timeout reaching the cluster most likely means.
+func noAnswer(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("no member answered in time (a wrong address, or a cluster that wants TLS?): %w", err)
+	}
+	return err
+}
+
+func fill(o *Options) error {
+	if o.Client == nil && len(o.Endpoints) == 0 {
+		return errors.New("no endpoints")
+	}
+	if o.Prefix == "" || strings.Trim(o.Prefix, "/") == "" {
+		return errors.New("empty key prefix")
+	}
+	if !strings.HasSuffix(o.Prefix, "/") {
+		o.Prefix += "/"
+	}
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = 5 * time.Second
+	}
+	if o.LockTimeout <= 0 {
+		o.LockTimeout = defaultLockTimeout
+	}
+	if o.LockTTL <= 0 {
+		o.LockTTL = defaultLockTTL
+	}
+	if o.MaxEvents <= 0 {
+		o.MaxEvents = defaultMaxEvents
+	}
+	if o.MaxRevisions <= 0 {
+		o.MaxRevisions = defaultMaxRevs
+	}
+	if o.MaxTxnOps <= 0 {
+		o.MaxTxnOps = defaultMaxTxnOps
+	}
+	if o.MaxTxnOps < 4 {
+		return fmt.Errorf("MaxTxnOps %d: want at least 4", o.MaxTxnOps)
+	}
+	if o.MaxTxnBytes <= 0 {
+		o.MaxTxnBytes = defaultMaxTxnBytes
+	}
+	return nil
+}
+
+// where names the store in errors: endpoints and prefix.
+func (s *Store) where() string {
+	eps := s.opts.Endpoints
+	if s.cli != nil && len(eps) == 0 {
+		eps = s.cli.Endpoints()
+	}
+	return strings.Join(eps, ",") + s.p
+}
+
+// URL returns the store's address in --state form,
+// etcd://HOST:PORT[,HOST:PORT…]/PREFIX.
+func (s *Store) URL() string {
+	var hosts []string
+	eps := s.opts.Endpoints
+	if len(eps) == 0 {
+		eps = s.cli.Endpoints()
+	}
+	for _, e := range eps {
+		_, h, ok := strings.Cut(e, "://")
+		if !ok {
+			h = e
+		}
+		hosts = append(hosts, h)
+	}
+	return "etcd://" + strings.Join(hosts, ",") + "/" + strings.Trim(s.p, "/")
+}
+
+func (s *Store) open() error {
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.DialTimeout+s.opts.LockTimeout)
+	defer cancel()
+	if err := s.checkFormat(ctx); err != nil {
+		if ctx.Err() != nil {
+			return noAnswer(err)
+		}
+		return err
+	}
+	if s.opts.ReadOnly {
+		return nil
+	}
+	if err := s.lock(ctx); err != nil {
+		return err
+	}
+	if err := s.writeFormat(ctx); err != nil {
+		return err
+	}
+	s.pending = true
+	return s.finish()
+}
+
+// checkFormat refuses a prefix written by a newer layout.
+func (s *Store) checkFormat(ctx context.Context) error {
+	resp, err := s.cli.Get(ctx, s.p+mFormat)
+	if err != nil {
+		return fmt.Errorf("read format: %w", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil
+	}
+	v := resp.Kvs[0].Value
+	if len(v) != 8 {
+		return fmt.Errorf("meta: format: malformed value %x", v)
+	}
+	if f := binary.BigEndian.Uint64(v); f > FormatVersion {
+		return fmt.Errorf("format %d: %w (%d)", f, state.ErrNewerFormat, FormatVersion)
+	}
+	return nil
+}
+
+// writeFormat records the layout version in a fresh prefix.
+func (s *Store) writeFormat(ctx context.Context) error {
+	k := s.p + mFormat
+	_, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
+		Then(clientv3.OpPut(k, string(u64(FormatVersion)))).Commit()
+	if err != nil {
+		return fmt.Errorf("write format: %w", err)
+	}
+	return nil
+}
+
+// lock takes the prefix's writer lock: the lock key, created under a
+// lease this store keeps alive. Every write is conditioned on the key
+// still having the create revision it got here.
+func (s *Store) lock(ctx context.Context) error {
+	lease, err := s.cli.Grant(ctx, int64((s.opts.LockTTL+time.Second-1)/time.Second))
+	if err != nil {
+		return fmt.Errorf("grant lease: %w", err)
+	}
+	s.lease = lease.ID
+	key := s.p + kLock
+	host, _ := os.Hostname()
+	holder := fmt.Sprintf("%s pid %d", host, os.Getpid())
+	deadline := time.Now().Add(s.opts.LockTimeout)
+	for {
+		resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+			Then(clientv3.OpPut(key, holder, clientv3.WithLease(s.lease))).
+			Else(clientv3.OpGet(key)).Commit()
+		if err != nil {
+			return fmt.Errorf("take lock: %w", err)
+		}
+		if resp.Succeeded {
+			s.lockRev = resp.Header.Revision
+			break
+		}
+		if time.Now().After(deadline) {
+			by := ""
+			if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+				by = " (held by " + string(kvs[0].Value) + ")"
+			}
+			return fmt.Errorf("%s%s: %w (waited %v)", key, by, state.ErrLocked, s.opts.LockTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	kctx, stop := context.WithCancel(context.Background())
+	ch, err := s.cli.KeepAlive(kctx, s.lease)
+	if err != nil {
+		stop()
+		return fmt.Errorf("keep lock alive: %w", err)
+	}
+	s.stopKA = stop
+	go func() {
+		for range ch { // drain: the client renews as long as we listen
+		}
+	}()
+	return nil
+}
+
+// Close releases the writer's lock (revoking its lease) and the client
+// if Open dialed it. It is safe to call more than once.
+func (s *Store) Close() error {
+	var err error
+	if s.stopKA != nil {
+		s.stopKA()
+		s.stopKA = nil
+	}
+	if s.lease != 0 && s.cli != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// A lease already gone (expired, revoked) released the lock too.
+		if _, rerr := s.cli.Revoke(ctx, s.lease); rerr != nil && !errors.Is(rerr, rpctypes.ErrLeaseNotFound) {
+			err = fmt.Errorf("close etcd state: release lock (it expires by itself within %v): %w", s.opts.LockTTL, rerr)
+		}
+		cancel()
+		s.lease = 0
+	}
+	if s.ownCli && s.cli != nil {
+		if cerr := s.cli.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("close etcd state: %w", cerr)
+		}
+		s.cli = nil
+	}
+	return err
+}
+
+// Stats returns the counters of committed writes since Open. PageBytes
+// is always 0 (etcd has no pages to count from here).
+func (s *Store) Stats() state.Stats {
+	s.statsMu.Lock()
+	defer s.statsMu.Unlock()
+	return s.stats
+}
+
+// count adds one committed write to Stats.
+func (s *Store) count(w written, took time.Duration) {
+	s.statsMu.Lock()
+	defer s.statsMu.Unlock()
+	if w.puts+w.dels == 0 {
+		return
+	}
+	s.stats.Commits++
+	s.stats.Puts += w.puts
+	s.stats.Deletes += w.dels
+	s.stats.Bytes += w.bytes
+	s.stats.LongestCommit = max(s.stats.LongestCommit, took)
+}
+
+// fence returns the comparisons every write is conditioned on.
+func (s *Store) fence() []clientv3.Cmp {
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(s.p+kLock), "=", s.lockRev)}
+	if s.opts.Fence != nil {
+		cmps = append(cmps, s.opts.Fence()...)
+	}
+	return cmps
+}
+
+func u64(v uint64) []byte {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], v)
+	return b[:]
+}
+
+var _ state.Backend = (*Store)(nil)
+
+// Drop deletes every key under the store's prefix, the writer's lock
+// included, in one transaction, and closes the store. It is for scratch
+// stores (a benchmark's runs); it returns ErrReadOnly on a reader.
+func (s *Store) Drop() error {
+	if s.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	s.mu.Lock()
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	_, err := s.txn(ctx, nil, []clientv3.Op{clientv3.OpDelete(s.p, clientv3.WithPrefix())})
+	cancel()
+	s.mu.Unlock()
+	if err != nil {
+		s.Close()
+		return fmt.Errorf("drop etcd state %s: %w", s.where(), err)
+	}
+	return s.Close()
+}
