@@ -70,12 +70,13 @@ type engineOptions struct {
 // defaultMemoryLimit is the control plane's soft memory limit when
 // GOMEMLIMIT is not set: the garbage collector works harder as the heap
 // nears it instead of letting it grow to twice the live heap. A
-// million-resource run peaks near 1.8 GiB live; 3 GiB keeps its heap well
-// under the 5 GiB it reaches without a limit and, unlike a limit close
-// to the live heap (1.75 GiB measured: three times slower), costs little
-// GC (docs/BENCHMARKS.md). It is not a cap. GOMEMLIMIT (Go's own
-// variable, e.g. "4GiB" or "off") overrides it.
-const defaultMemoryLimit = 3 << 30
+// million-resource converge holds ~1 GB live; at 1300 MiB it peaks at
+// ~2 GiB RSS and takes ~155 s on two cores, at 1.6 GiB ~2.2 GiB and
+// ~105 s, at 3 GiB ~4 GiB (docs/BENCHMARKS.md). It is not a cap: a
+// bigger graph only makes the collector run more (Go bounds its share of
+// the CPU). GOMEMLIMIT (Go's own variable, e.g. "3GiB" or "off")
+// overrides it: raise it on a machine with memory to spare.
+const defaultMemoryLimit = 1300 << 20
 
 // startEngine opens the store and starts everything; close undoes it.
 func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
