@@ -58,38 +58,6 @@ func streamComposer(n, specBytes int) sdk.Provider {
 		}}
 }
 
-// TestComposeStreamInParts: a streamed composition far over the message
-// limit reaches the control plane whole and in order, and a failing
-// stream fails the task with the handler's error.
-func TestComposeStreamInParts(t *testing.T) {
-	if testing.Short() {
-		t.Skip("moves ~100 MiB through gRPC")
-	}
-	const n = 50_000
-	s, addr := startServer(t, "unix", providers.ServerOptions{})
-	startWorker(t, s, addr, "big", 4, streamComposer(n, 2000))
-	tk := task("bom", 1, converge.ReactionCompose)
-	if err := s.Dispatch(context.Background(), tk); err != nil {
-		t.Fatal(err)
-	}
-	r := result(t, s, 60*time.Second)
-	if r.Outcome != converge.OutcomeOK {
-		t.Fatalf("outcome %v: %s", r.Outcome, r.Message)
-	}
-	if len(r.Children) != n || len(r.Edges) != n-1 {
-		t.Fatalf("%d children and %d edges arrived, want %d and %d", len(r.Children), len(r.Edges), n, n-1)
-	}
-	for i, c := range r.Children {
-		if want := fmt.Sprintf("c%07d", i); c.Name != want {
-			t.Fatalf("child %d is %s, want %s: parts out of order", i, c.Name, want)
-		}
-	}
-	if e := r.Edges[n-2]; e.Consumer != converge.NewID("leaf", fmt.Sprintf("c%07d", n-1)) || len(e.Flows) != 1 {
-		t.Errorf("last edge %+v", e)
-	}
-	noResult(t, s, 100*time.Millisecond)
-}
-
 // TestComposeStreamFails: an error after parts were sent fails the task
 // permanently with the handler's message; nothing of it is applied.
 func TestComposeStreamFails(t *testing.T) {
@@ -117,14 +85,21 @@ func TestComposeStreamFails(t *testing.T) {
 
 // TestComposeResultInParts: a composition far over the message limit
 // (here ~100 MiB of children) reaches the control plane whole and in
-// order, streamed in parts.
+// order, streamed in parts: returned whole by Compose, or handed over
+// child by child to ComposeStream's Emitter.
 func TestComposeResultInParts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("moves ~100 MiB through gRPC")
 	}
 	const n = 50_000
+	for name, p := range map[string]sdk.Provider{"Compose": bigComposer(n, 2000), "ComposeStream": streamComposer(n, 2000)} {
+		t.Run(name, func(t *testing.T) { composeInParts(t, p, n) })
+	}
+}
+
+func composeInParts(t *testing.T, p sdk.Provider, n int) {
 	s, addr := startServer(t, "unix", providers.ServerOptions{})
-	startWorker(t, s, addr, "big", 4, bigComposer(n, 2000))
+	startWorker(t, s, addr, "big", 4, p)
 	tk := task("bom", 1, converge.ReactionCompose)
 	if err := s.Dispatch(context.Background(), tk); err != nil {
 		t.Fatal(err)
