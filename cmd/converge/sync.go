@@ -241,6 +241,9 @@ func waitSettled(ctx context.Context, e *engine, out io.Writer, o syncOptions) s
 	}
 }
 
+// lastFlushTimeout bounds the flush that makes a converged sync durable.
+const lastFlushTimeout = 10 * time.Minute
+
 // finishSync records the verdict of a wait on pass's revision in the
 // store and prints it (the caller reports it to the git note); a stuck or
 // timed-out run names what is not converged: a failing commit of state
@@ -249,7 +252,12 @@ func waitSettled(ctx context.Context, e *engine, out io.Writer, o syncOptions) s
 // turns a converged wait into a failed one: nothing is converged until it
 // is durable.
 func finishSync(e *engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res settleResult, elapsed time.Duration, out, errOut io.Writer, howToStart string) error {
-	flushCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// The store may be well behind the graph: a million-child
+	// composition's rows drain 8,192 a commit while the work goes on, so
+	// the last flush can take minutes (not the seconds it takes at demo
+	// size). It is bounded all the same: a store that cannot keep up for
+	// that long is failing.
+	flushCtx, cancel := context.WithTimeout(context.Background(), lastFlushTimeout)
 	defer cancel()
 	ferr := e.sched.Flush(flushCtx)
 	p := e.sched.Progress()
