@@ -390,7 +390,7 @@ func (p *fastParser) object(n *fastNode) bool {
 			keys[string(k)] = true
 			el := n.pattern
 			if el == nil {
-				el = &fastNode{kind: fastAny}
+				el = fastAnyValue
 			}
 			if !p.value(el) {
 				return false
@@ -514,6 +514,13 @@ func (p *fastParser) word(w string) bool {
 	return false
 }
 
+// The nodes any JSON value is checked against (never changed).
+var (
+	fastAnyValue  = &fastNode{kind: fastAny}
+	fastAnyObject = &fastNode{kind: fastStruct, open: true}
+	fastAnyList   = &fastNode{kind: fastList, elem: fastAnyValue}
+)
+
 // skip reads any JSON value.
 func (p *fastParser) skip() bool {
 	if p.i >= len(p.b) {
@@ -524,9 +531,9 @@ func (p *fastParser) skip() bool {
 		_, _, ok := p.str()
 		return ok
 	case c == '{':
-		return p.object(&fastNode{kind: fastStruct, open: true})
+		return p.object(fastAnyObject)
 	case c == '[':
-		return p.value(&fastNode{kind: fastList, elem: &fastNode{kind: fastAny}})
+		return p.value(fastAnyList)
 	case c == 't':
 		return p.word("true")
 	case c == 'f':
