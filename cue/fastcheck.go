@@ -42,7 +42,7 @@ type fastNode struct {
 	regexps []*regexp.Regexp // for fastString
 	// a struct:
 	fields   map[string]*fastField
-	required int       // how many fields are required
+	required uint64    // the seen-mask bits of the required fields
 	open     bool      // "...": other fields allowed, any value
 	pattern  *fastNode // "[string]: T"
 	elem     *fastNode // a list's element
@@ -51,7 +51,7 @@ type fastNode struct {
 type fastField struct {
 	node     *fastNode
 	optional bool
-	index    int // among the required fields, for the seen mask; -1 if optional
+	index    int // the field's bit in the seen mask
 }
 
 type fastKind uint8
@@ -130,10 +130,12 @@ func fastStructOf(decls []ast.Decl) *fastNode {
 			if v == nil {
 				return nil
 			}
-			ff := &fastField{node: v, optional: d.Constraint == token.OPTION, index: -1}
+			ff := &fastField{node: v, optional: d.Constraint == token.OPTION, index: len(n.fields)}
+			if ff.index >= 64 {
+				return nil // beyond the seen mask
+			}
 			if !ff.optional {
-				ff.index = n.required
-				n.required++
+				n.required |= 1 << ff.index
 			}
 			n.fields[name] = ff
 		case *ast.CommentGroup, *ast.Attribute:
@@ -141,7 +143,7 @@ func fastStructOf(decls []ast.Decl) *fastNode {
 			return nil
 		}
 	}
-	if n.pattern != nil && len(n.fields) > 0 || n.required > 64 {
+	if n.pattern != nil && len(n.fields) > 0 {
 		return nil
 	}
 	return n
@@ -338,7 +340,7 @@ func (p *fastParser) value(n *fastNode) bool {
 func (p *fastParser) object(n *fastNode) bool {
 	p.i++ // {
 	var seen uint64
-	var keys map[string]bool // for structs with a pattern or "..."
+	var keys map[string]bool // the other fields of a struct with a pattern or "..."
 	p.space()
 	if p.i < len(p.b) && p.b[p.i] == '}' {
 		p.i++
@@ -360,20 +362,10 @@ func (p *fastParser) object(n *fastNode) bool {
 		p.i++
 		p.space()
 		if f := n.fields[string(k)]; f != nil {
-			if f.index >= 0 {
-				if seen&(1<<f.index) != 0 {
-					return false // duplicate key
-				}
-				seen |= 1 << f.index
-			} else {
-				if keys == nil {
-					keys = map[string]bool{}
-				}
-				if keys[string(k)] {
-					return false
-				}
-				keys[string(k)] = true
+			if seen&(1<<f.index) != 0 {
+				return false // duplicate key
 			}
+			seen |= 1 << f.index
 			if !p.value(f.node) {
 				return false
 			}
@@ -405,7 +397,7 @@ func (p *fastParser) object(n *fastNode) bool {
 			p.i++
 		case '}':
 			p.i++
-			return seen == 1<<n.required-1
+			return seen&n.required == n.required
 		default:
 			return false
 		}
