@@ -31,6 +31,7 @@ func (s *Scheduler) pump() {
 			s.considerDelivery(d)
 		}
 		if len(s.roomy) == 0 {
+			s.startChunk()
 			return
 		}
 		roomy := s.roomy
@@ -50,8 +51,26 @@ func (s *Scheduler) pump() {
 			}
 		}
 		if s.queueHead == len(s.queue) && len(s.delivQueue) == 0 && len(s.roomy) == 0 {
+			s.startChunk()
 			return
 		}
+	}
+}
+
+// startChunk considers the next chunk of the nodes loaded at start
+// (startQueue): a million of them would hold the loop for seconds.
+func (s *Scheduler) startChunk() {
+	const chunk = 4096
+	k := min(chunk, len(s.startQueue))
+	for _, n := range s.startQueue[:k] {
+		if !n.removed && !n.queued {
+			s.consider(n)
+		}
+	}
+	clear(s.startQueue[:k])
+	s.startQueue = s.startQueue[k:]
+	if len(s.startQueue) == 0 {
+		s.startQueue = nil
 	}
 }
 

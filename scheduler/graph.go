@@ -255,8 +255,9 @@ func (s *Scheduler) load(snap *converge.Snapshot) {
 			n.rollupDirty = false
 		}
 	}
+	s.startQueue = make([]*node, 0, len(s.nodes))
 	for _, n := range s.nodes {
-		s.enqueue(n)
+		s.startQueue = append(s.startQueue, n)
 	}
 	for _, d := range snap.Deliveries {
 		s.loadDelivery(d)

@@ -232,7 +232,11 @@ type Scheduler struct {
 	roomy  []*refState
 	serves map[servesKey]bool
 
-	queue      []*node
+	queue []*node
+	// startQueue holds the loaded nodes a start looks at once (their
+	// flows, their due work); pump takes them in chunks after the queue,
+	// so the loop answers Apply and results meanwhile.
+	startQueue []*node
 	queueHead  int
 	delivQueue []*converge.Delivery
 	parked     []*node
@@ -503,6 +507,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		}
 		s.publish()
 		wake := s.nextWake()
+		if len(s.startQueue) > 0 {
+			wake = s.now // the next chunk of the start, after a look around
+		}
 		if !wake.IsZero() {
 			d := wake.Sub(s.cfg.Now())
 			if d < 0 {
@@ -714,9 +721,9 @@ func (s *Scheduler) publish() {
 		p.Rate = float64(s.completed-first.completed) / s.now.Sub(first.at).Seconds()
 	}
 	switch {
-	case s.counts.Total == s.counts.Ready && s.owedDeliv == 0 && s.commitErr == "":
+	case s.counts.Total == s.counts.Ready && s.owedDeliv == 0 && s.commitErr == "" && len(s.startQueue) == 0:
 		p.Settled = Converged
-	case s.inflight == 0 && s.backoffN == 0 && s.queueHead == len(s.queue) &&
+	case s.inflight == 0 && s.backoffN == 0 && s.queueHead == len(s.queue) && len(s.startQueue) == 0 &&
 		len(s.delivLease) == 0 && !s.waitingForSlot() && !s.delivWorkPending():
 		p.Settled = Stuck
 	default:

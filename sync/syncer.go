@@ -61,7 +61,7 @@ type Syncer struct {
 	// the prune guard counts the children their recompose would prune
 	// (scheduler.Fanout). Without it the guard counts documents only.
 	Compose scheduler.ComposeFunc
-	// ComposeTimeout bounds those dry runs (default 1m).
+	// ComposeTimeout bounds those dry runs (default 3m).
 	ComposeTimeout time.Duration
 	Now            func() time.Time
 	Log            *slog.Logger
@@ -195,7 +195,11 @@ func (s *Syncer) Apply(ctx context.Context, pass *Pass) error {
 	if s.Compose != nil && stored > 0 {
 		timeout := s.ComposeTimeout
 		if timeout <= 0 {
-			timeout = time.Minute
+			// A dry run of a million-child composer answered in full
+			// (the first after a worker upgrade) takes a minute on a
+			// busy machine; a hung worker is cut at its dry-run
+			// deadline (2m) first.
+			timeout = 3 * time.Minute
 		}
 		cctx, cancel := context.WithTimeout(ctx, timeout)
 		scheduler.Fanout(cctx, g, &d, guarded, pass.Loaded.Schemas, s.Compose)

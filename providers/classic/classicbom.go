@@ -173,21 +173,17 @@ func composeBOM(_ context.Context, r *sdk.Request, out *sdk.Emitter) error {
 // "b-c" and domain "a-b", team "c") are refused by the control plane in
 // a delta, and by composeTo in a full compose.
 func bomParts(spec json.RawMessage) ([]sdk.Part, error) {
-	var doc struct {
-		FunctionalDomains []json.RawMessage `json:"functional_domains"`
-	}
-	if err := json.Unmarshal(spec, &doc); err != nil {
+	domains, err := sdk.ArrayField(spec, "functional_domains")
+	if err != nil {
 		return nil, sdk.Permanent(fmt.Errorf("spec: %w", err))
 	}
-	parts := make([]sdk.Part, len(doc.FunctionalDomains))
-	for i, raw := range doc.FunctionalDomains {
-		var fd struct {
-			Name string `json:"name"`
-		}
-		if err := json.Unmarshal(raw, &fd); err != nil {
+	parts := make([]sdk.Part, len(domains))
+	for i, raw := range domains {
+		name, _, err := sdk.StringField(raw, "name")
+		if err != nil {
 			return nil, sdk.Permanent(fmt.Errorf("spec: functional_domains[%d]: %w", i, err))
 		}
-		parts[i] = sdk.Part{Key: fd.Name, Spec: raw, Index: i}
+		parts[i] = sdk.Part{Key: name, Spec: raw, Index: i}
 	}
 	return parts, nil
 }

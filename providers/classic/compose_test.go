@@ -358,3 +358,32 @@ func BenchmarkComposeBOM(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkComposeDelta answers a one-team change of the 333,000-team
+// BOM as the SDK does against its base: both specs cut into domains, the
+// changed domain composed twice, the difference sent.
+func BenchmarkComposeDelta(b *testing.B) {
+	spec := largeBOM(58, 333000)
+	base, err := json.Marshal(spec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fd := &spec.FunctionalDomains[17]
+	fd.ServiceTeams = append(fd.ServiceTeams, ServiceTeam{Name: "one-more-team"})
+	next, err := json.Marshal(spec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := find(&testing.T{}, Providers(Options{}), "classicbom", 1)
+	r := &sdk.Request{Kind: "classicbom", KindVersion: 1, Name: "classic", Spec: next, BaseSpec: base}
+	b.ReportAllocs()
+	for b.Loop() {
+		comp, removed, err := sdk.ComposeDelta(context.Background(), &p, r)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(comp.Children) != 3 || len(removed) != 0 {
+			b.Fatalf("delta: %d children, %d removed; want 3, 0", len(comp.Children), len(removed))
+		}
+	}
+}

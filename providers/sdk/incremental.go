@@ -198,3 +198,24 @@ func sameEdges(a, b []converge.Edge) bool {
 	slices.Sort(y)
 	return slices.Equal(x, y)
 }
+
+var errNoDelta = fmt.Errorf("the base spec cannot be cut into parts")
+
+// ComposeDelta answers r, whose BaseSpec is set, as a delta the way a
+// worker does (whatever r.BaseRevision says) and returns the children
+// and removed names it would send: for tests and benchmarks of a
+// composer's Parts, not for workers.
+func ComposeDelta(ctx context.Context, p *Provider, r *Request) (*Composition, []converge.ID, error) {
+	if p.Parts == nil || p.ComposePart == nil {
+		return nil, nil, Permanent(fmt.Errorf("%s/v%d: no Parts and ComposePart", p.Kind, p.Version))
+	}
+	out := &Emitter{ctx: ctx, all: &Composition{}}
+	delta, err := p.composeParts(ctx, r, out)
+	if err == nil && !delta {
+		err = Permanent(errNoDelta)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return out.all, out.removed, nil
+}

@@ -13,8 +13,15 @@ import (
 	"github.com/convergehq/converge"
 )
 
-// resourceFormat is the first byte of every resources value.
-const resourceFormat = 3
+// resourceFormat is the first byte of every resources value written.
+// Format 4 stores a spec equal to the declared spec as null (the spec of
+// a resource without flows, a 15 MB BOM's among them, is not written
+// twice); format 3, still read, always wrote it. An older binary refuses
+// a format 4 row instead of reading a null spec.
+const (
+	resourceFormat   = 4
+	resourceFormatV3 = 3
+)
 
 // A resources value (a "row") is: a format byte; the owner ID as a
 // uvarint-length-prefixed string; the edges the resource consumes as a
@@ -43,6 +50,11 @@ func EncodeResource(r *converge.Resource, edges []byte) ([]byte, error) {
 	buf.Grow(2 + 2*binary.MaxVarintLen64 + len(r.Owner) + len(edges) + 512 + len(r.Declared) + len(r.Spec) + len(r.Status))
 	writeRowHead(&buf, r.Owner, edges)
 	head := buf.Len()
+	if len(r.Declared) > 0 && bytes.Equal(r.Spec, r.Declared) {
+		c := *r
+		c.Spec = nil // read back as the declared spec (DecodeResource)
+		r = &c
+	}
 	if appendResourceJSON(&buf, r) {
 		return buf.Bytes(), nil
 	}
@@ -97,7 +109,7 @@ var ErrMalformedRow = errors.New("malformed resource value")
 // SplitRow splits a resources value into its parts (sharing v's memory).
 func SplitRow(v []byte) (Row, error) {
 	bad := ErrMalformedRow
-	if len(v) < 3 || v[0] != resourceFormat {
+	if len(v) < 3 || v[0] != resourceFormat && v[0] != resourceFormatV3 {
 		return Row{}, bad
 	}
 	rest := v[1:]
@@ -124,12 +136,15 @@ func DecodeResource(v []byte) (*converge.Resource, error) {
 	if err != nil {
 		return nil, err
 	}
-	if r, ok := decodeResourceJSON(rw.JSON, false); ok {
-		return r, nil
+	r, ok := decodeResourceJSON(rw.JSON, false)
+	if !ok {
+		r = new(converge.Resource)
+		if err := json.Unmarshal(rw.JSON, r); err != nil {
+			return nil, fmt.Errorf("decode resource: %w", err)
+		}
 	}
-	r := new(converge.Resource)
-	if err := json.Unmarshal(rw.JSON, r); err != nil {
-		return nil, fmt.Errorf("decode resource: %w", err)
+	if r.Declared != nil && (r.Spec == nil || string(r.Spec) == "null") {
+		r.Spec = r.Declared // stored once (format 4)
 	}
 	return r, nil
 }
