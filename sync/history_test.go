@@ -11,7 +11,9 @@ import (
 )
 
 // TestFirstParents builds main: c1 - c2 - m4 (merging side c3) - c5 and
-// checks the first-parent lists between revisions.
+// checks the first-parent lists between revisions. The tags are named
+// tag-c1 and tag-c2, not c1 and c2: those are also hex prefixes, which
+// a commit hash starting with them would win (a flake 1 run in ~40).
 func TestFirstParents(t *testing.T) {
 	dir := gittest.Repo(t, map[string]string{"a.txt": "1"})
 	git := func(args ...string) string {
@@ -26,9 +28,9 @@ func TestFirstParents(t *testing.T) {
 		git("add", "-A")
 		git("commit", "-q", "-m", msg)
 	}
-	git("tag", "c1")
+	git("tag", "tag-c1")
 	commit("a.txt", "c2")
-	git("tag", "c2")
+	git("tag", "tag-c2")
 	git("checkout", "-q", "-b", "side")
 	commit("b.txt", "c3")
 	git("checkout", "-q", "main")
@@ -43,10 +45,10 @@ func TestFirstParents(t *testing.T) {
 		base, head string
 		want       []string // subjects, oldest first
 	}{
-		{name: "whole range", base: "c1", head: "main", want: []string{"c2", "m4", "c5"}},
-		{name: "from the middle", base: "c2", head: "HEAD", want: []string{"m4", "c5"}},
+		{name: "whole range", base: "tag-c1", head: "main", want: []string{"c2", "m4", "c5"}},
+		{name: "from the middle", base: "tag-c2", head: "HEAD", want: []string{"m4", "c5"}},
 		{name: "side branch is not first-parent", base: "side", head: "main", want: []string{"m4", "c5"}},
-		{name: "empty range", base: "main", head: "c2", want: nil},
+		{name: "empty range", base: "main", head: "tag-c2", want: nil},
 		{name: "same revision", base: "main", head: "main", want: nil},
 	}
 	for _, tt := range tests {
@@ -75,7 +77,7 @@ func TestFirstParents(t *testing.T) {
 	if err != nil || !ok || p.Subject != "m4" {
 		t.Errorf("FirstParent(c5) = %q, %v, %v; want m4, true, nil", p.Subject, ok, err)
 	}
-	c2, err := src.Revision("c2")
+	c2, err := src.Revision("tag-c2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +90,7 @@ func TestFirstParents(t *testing.T) {
 	if h5 == h2 || len(h5) != 40 || none != "" {
 		t.Errorf("TreeHash: c5 %q, c2 %q (want two different hashes), missing dir %q (want \"\")", h5, h2, none)
 	}
-	root, err := src.Revision("c1")
+	root, err := src.Revision("tag-c1")
 	if err != nil {
 		t.Fatal(err)
 	}
