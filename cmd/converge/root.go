@@ -58,6 +58,10 @@ type globals struct {
 	// only (e.g. a store whose commits fail); nil in the CLI.
 	wrapStore func(scheduler.Store) scheduler.Store
 
+	// reinitState is --reinit-state (sync, serve): move an empty or
+	// damaged state.db aside and start a fresh store.
+	reinitState bool
+
 	// etcdCA, etcdCert and etcdKey are --etcd-cacert, --etcd-cert and
 	// --etcd-key; etcd is the etcd store --state names (nil for a
 	// directory), parsed before any command runs.

@@ -58,6 +58,7 @@ API. SIGTERM or SIGINT stops it gracefully: everything accepted is flushed.`,
 	f.StringSliceVar(&o.startWorkers, "start-worker", nil, "start a builtin worker from local configuration: NAME[:REPLICAS] (e.g. classic:2)")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "also log the engine's info and debug messages and the workers' output (warnings and errors always show)")
 	o.forge.addFlags(f)
+	addReinitFlag(f, g)
 	return c
 }
 
@@ -105,7 +106,7 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	live := newLiveSite(filepath.Join(dir, "site"), errOut)
 	e, err := startEngine(ctx, engineOptions{stateDir: dir, etcd: g.etcd, repoDir: src.Root(), workers: workers,
 		listen: o.workersListen, token: os.Getenv("CONVERGE_WORKER_TOKEN"), log: log, workerOut: workerOut,
-		changed: live.changed, wrapStore: g.wrapStore})
+		changed: live.changed, wrapStore: g.wrapStore, reinit: g.reinitState})
 	if err != nil {
 		return err
 	}
