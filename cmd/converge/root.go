@@ -7,12 +7,14 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/state/etcdstate"
+	gitsync "github.com/convergehq/converge/sync"
 )
 
 // Exit codes: 0 ok, 1 the checked thing failed (invalid, breaking, not
@@ -57,6 +59,13 @@ type globals struct {
 	// wrapStore, when set, wraps the store an engine commits to. Tests
 	// only (e.g. a store whose commits fail); nil in the CLI.
 	wrapStore func(scheduler.Store) scheduler.Store
+
+	// gitTimeout and loadTimeout are --git-timeout and --load-timeout
+	// (0: git_timeout and load_timeout in converge.cue, else the
+	// defaults); headSettings is what converge.cue at the followed
+	// head says, read by openSource.
+	gitTimeout, loadTimeout time.Duration
+	headSettings            converge.Settings
 
 	// reinitState is --reinit-state (sync, serve): move an empty or
 	// damaged state.db aside and start a fresh store.
@@ -113,6 +122,8 @@ func newRoot(g *globals) *cobra.Command {
 	pf.StringVar(&g.repo, "repo", ".", "repository: a local path or a URL (default: the one the state last applied, else .)")
 	pf.StringVar(&g.path, "path", "", "sub-directory holding the documents, relative to the current directory inside the repository (default: the one the state last applied)")
 	pf.StringVar(&g.ref, "ref", "", "branch to follow (default: the repository's HEAD branch)")
+	pf.DurationVar(&g.gitTimeout, "git-timeout", 0, "give up on a fetch, clone or push of notes that takes longer (default: git_timeout in converge.cue, else "+gitsync.DefaultGitTimeout.String()+")")
+	pf.DurationVar(&g.loadTimeout, "load-timeout", 0, "give up on loading a revision's documents that takes longer (default: load_timeout in converge.cue, else "+gitsync.DefaultLoadTimeout.String()+")")
 	root.PersistentPreRunE = func(c *cobra.Command, _ []string) error {
 		g.repoSet, g.pathSet = c.Flags().Changed("repo"), c.Flags().Changed("path")
 		if !isEtcd(g.state) {

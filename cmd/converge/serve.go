@@ -76,12 +76,7 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	if err != nil {
 		return err
 	}
-	var src *gitsync.Source
-	if isRemote(g.repo) {
-		src, err = gitsync.OpenRemote(ctx, gitsync.RemoteOptions{URL: g.repo, Ref: g.ref, Dir: filepath.Join(dir, "sources")})
-	} else {
-		src, err = gitsync.OpenLocal(g.repo, g.ref)
-	}
+	src, err := openFollowed(ctx, g, dir)
 	if err != nil {
 		return err
 	}
@@ -118,6 +113,7 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	defer stopSite()
 	syncer := &gitsync.Syncer{Source: src, Path: g.path, Records: o.forge.records(e.store, errOut),
 		Engine: e.sched, Log: log, Lint: lintFunc(), Compose: e.sched.DryCompose}
+	setTimeouts(g, src, syncer, g.headSettings)
 
 	// health answers GET /healthz from what the loop below last saw.
 	health := &gitsync.Health{Stall: serveStall}
@@ -193,6 +189,7 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 					}
 				}
 				current = p
+				setTimeouts(g, src, syncer, p.Loaded.Desired.Settings) // the applied converge.cue's
 				settle.Reset()
 				health.Stuck("")
 			}

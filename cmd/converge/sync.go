@@ -85,6 +85,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) e
 	}
 	defer o.forge.stop(errOut)
 	syncer := &gitsync.Syncer{Source: src, Path: g.path, Log: log}
+	setTimeouts(g, nil, syncer, g.headSettings)
 	rev, err := src.Head()
 	if err != nil {
 		return err
@@ -96,7 +97,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) e
 			return nil
 		}
 	}
-	pass, err := syncer.Check(rev)
+	pass, err := syncer.CheckContext(ctx, rev)
 	if err != nil {
 		return err
 	}

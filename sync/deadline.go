@@ -1,0 +1,88 @@
+package sync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	gosync "sync"
+	"time"
+)
+
+// ErrTimeout is returned, wrapped in an error naming the operation, the
+// remote or the revision and the timeout, when a fetch, a push or a
+// load of documents did not finish in time. The operation was
+// abandoned: nothing it would have changed was applied, and whatever was
+// applied before stays applied.
+var ErrTimeout = errors.New("timed out")
+
+// The timeouts used when none is set (RemoteOptions.Timeout,
+// Source.SetTimeout, Syncer.LoadTimeout).
+const (
+	// DefaultGitTimeout bounds one fetch (ls-remote and fetch, or the
+	// first clone) or one push of notes.
+	DefaultGitTimeout = 2 * time.Minute
+	// DefaultLoadTimeout bounds loading one revision's documents: CUE
+	// evaluates the 333,000-team classic BOM in ~11 s.
+	DefaultLoadTimeout = 5 * time.Minute
+)
+
+// gate lets one operation at a time touch what it guards (a repository's
+// storage, the CUE evaluator's memory), and outlives an operation its
+// caller abandoned: the next one waits until that has really returned.
+type gate struct {
+	once gosync.Once
+	ch   chan struct{}
+}
+
+func (g *gate) get() chan struct{} {
+	g.once.Do(func() { g.ch = make(chan struct{}, 1) })
+	return g.ch
+}
+
+// bounded runs op in its own goroutine behind g and returns when op
+// returns, when ctx is done (ctx's error) or when timeout passes
+// (ErrTimeout, wrapped with what, timeout and knob, the setting that
+// changes it), whichever comes first. op gets a context that ends at
+// the same moment; a transport that ignores it (go-git's file:// session
+// can hang in a receive-pack, go-git#614; CUE cannot be interrupted) is
+// abandoned, not waited for, and still holds g until it returns.
+func bounded[T any](ctx context.Context, g *gate, timeout time.Duration, what, knob string, op func(context.Context) (T, error)) (T, error) {
+	var zero T
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	timedOut := func(why string) error {
+		return fmt.Errorf("%s: %w after %v%s (%s)", what, ErrTimeout, timeout, why, knob)
+	}
+	ch := g.get()
+	select {
+	case ch <- struct{}{}:
+	case <-ctx.Done():
+		cancel()
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return zero, timedOut(": an earlier one, abandoned at its deadline, is still running")
+		}
+		return zero, fmt.Errorf("%s: %w", what, ctx.Err())
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		defer func() { <-ch }()
+		defer cancel()
+		v, err := op(ctx)
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return zero, timedOut("") // the transport noticed first
+		}
+		return r.v, r.err
+	case <-ctx.Done():
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return zero, timedOut("")
+		}
+		return zero, fmt.Errorf("%s: %w", what, ctx.Err())
+	}
+}
