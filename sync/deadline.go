@@ -49,18 +49,26 @@ func (g *gate) get() chan struct{} {
 func bounded[T any](ctx context.Context, g *gate, timeout time.Duration, what, knob string, op func(context.Context) (T, error)) (T, error) {
 	var zero T
 	ctx, cancel := context.WithTimeout(ctx, timeout)
+	// Cancelled when bounded returns: that stops an op that listens, and
+	// never races a result already sent (the op does not cancel).
+	defer cancel()
 	timedOut := func(why string) error {
 		return fmt.Errorf("%s: %w after %v%s (%s)", what, ErrTimeout, timeout, why, knob)
+	}
+	ended := func() error {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return timedOut("")
+		}
+		return fmt.Errorf("%s: %w", what, ctx.Err())
 	}
 	ch := g.get()
 	select {
 	case ch <- struct{}{}:
 	case <-ctx.Done():
-		cancel()
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return zero, timedOut(": an earlier one, abandoned at its deadline, is still running")
 		}
-		return zero, fmt.Errorf("%s: %w", what, ctx.Err())
+		return zero, ended()
 	}
 	type result struct {
 		v   T
@@ -69,20 +77,23 @@ func bounded[T any](ctx context.Context, g *gate, timeout time.Duration, what, k
 	done := make(chan result, 1)
 	go func() {
 		defer func() { <-ch }()
-		defer cancel()
 		v, err := op(ctx)
 		done <- result{v, err}
 	}()
 	select {
 	case r := <-done:
-		if r.err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return zero, timedOut("") // the transport noticed first
+		if r.err != nil && ctx.Err() != nil {
+			return zero, ended() // the op noticed the deadline or the cancel first
 		}
 		return r.v, r.err
 	case <-ctx.Done():
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return zero, timedOut("")
+		select {
+		case r := <-done: // it ended at the same moment
+			if r.err == nil {
+				return r.v, nil
+			}
+		default:
 		}
-		return zero, fmt.Errorf("%s: %w", what, ctx.Err())
+		return zero, ended()
 	}
 }

@@ -265,3 +265,16 @@ func TestAdvanceLoadTimeout(t *testing.T) {
 		t.Errorf("applied %v after the retry, want %s last", got, second)
 	}
 }
+
+// TestBoundedKeepsResults: an operation that succeeds is never reported
+// as cancelled or timed out (its context ends as it returns; TestSyncPushStatus
+// once failed with "load …: context canceled" that way).
+func TestBoundedKeepsResults(t *testing.T) {
+	var g gate
+	for i := range 20000 {
+		v, err := bounded(context.Background(), &g, time.Minute, "op", "knob", func(context.Context) (int, error) { return i, nil })
+		if err != nil || v != i {
+			t.Fatalf("call %d: %d, %v", i, v, err)
+		}
+	}
+}

@@ -157,6 +157,9 @@ func (s *Syncer) checkFS(ctx context.Context, pass *Pass, fsys fs.FS) (*Pass, er
 		d = DefaultLoadTimeout
 	}
 	opts := s.Load
+	if s.Log != nil {
+		s.Log.Debug("loading documents", "revision", rev.String(), "timeout", d)
+	}
 	res, err := bounded(ctx, &s.loading, d, "load "+rev.String(), "--load-timeout, load_timeout in converge.cue",
 		func(context.Context) (*cue.Result, error) { return cue.Load(fsys, ".", opts) })
 	if errors.Is(err, ErrTimeout) || errors.Is(err, ctx.Err()) && ctx.Err() != nil {
