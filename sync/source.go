@@ -46,15 +46,19 @@ type Source struct {
 // It is safe to call while a fetch or push runs (the next one uses it).
 func (s *Source) SetTimeout(d time.Duration) { s.timeout.Store(int64(d)) }
 
+// Timeout returns what bounds each fetch and push of notes.
+func (s *Source) Timeout() time.Duration {
+	if d := time.Duration(s.timeout.Load()); d > 0 {
+		return d
+	}
+	return DefaultGitTimeout
+}
+
 // gitOp runs op (a clone, fetch or push named what) bounded by s's
 // timeout (bounded). op must not write anything its caller reads but
 // its result: an abandoned op runs on.
 func gitOp[T any](ctx context.Context, s *Source, what string, op func(context.Context) (T, error)) (T, error) {
-	d := time.Duration(s.timeout.Load())
-	if d <= 0 {
-		d = DefaultGitTimeout
-	}
-	return bounded(ctx, &s.git, d, what, "--git-timeout, git_timeout in converge.cue", op)
+	return bounded(ctx, &s.git, s.Timeout(), what, "--git-timeout, git_timeout in converge.cue", op)
 }
 
 // OpenLocal opens the repository containing path (a work tree or a bare
