@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,17 +30,25 @@ import (
 // explores. Run it longer with -count or more seeds locally
 // (revertSeeds).
 func TestRandomizedRevertDuringTeardown(t *testing.T) {
+	var deltas atomic.Int64
 	stores := []struct {
 		name string
 		open func(t *testing.T) soakStore
+		h    handler
 	}{
-		{name: "mem", open: func(*testing.T) soakStore { return newMemStore() }},
-		{name: "bbolt", open: func(t *testing.T) soakStore { return &boltSoak{Backend: statetest.Open(t)} }},
+		{name: "mem", open: func(*testing.T) soakStore { return newMemStore() }, h: classicHandler},
+		{name: "bbolt", open: func(t *testing.T) soakStore { return &boltSoak{Backend: statetest.Open(t)} }, h: classicHandler},
+		// The composer answers with what changed since the composition
+		// it last made (incremental composition).
+		{name: "mem-delta", open: func(*testing.T) soakStore { return newMemStore() }, h: deltaHandler(&deltas)},
 	}
 	for _, st := range stores {
 		for seed := uint64(1); seed <= revertSeeds; seed++ {
-			t.Run(fmt.Sprint(st.name, "/seed", seed), func(t *testing.T) { revertDuringTeardown(t, seed, st.open(t)) })
+			t.Run(fmt.Sprint(st.name, "/seed", seed), func(t *testing.T) { revertDuringTeardown(t, seed, st.open(t), st.h) })
 		}
+	}
+	if deltas.Load() == 0 {
+		t.Error("the delta composer never answered with a delta")
 	}
 }
 
@@ -47,12 +56,12 @@ func TestRandomizedRevertDuringTeardown(t *testing.T) {
 // per store.
 var revertSeeds uint64 = 6
 
-func revertDuringTeardown(t *testing.T, seed uint64, store soakStore) {
+func revertDuringTeardown(t *testing.T, seed uint64, store soakStore, hd handler) {
 	rng := rand.New(rand.NewPCG(seed, 15))
 	var mu sync.Mutex // guards frng and faults
 	frng := rand.New(rand.NewPCG(seed, 16))
 	faults := 0.1
-	disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1", delay: 100 * time.Microsecond})
+	disp := newFakeDisp(hd, &fakeWorker{name: "w1", delay: 100 * time.Microsecond})
 	// Teardowns take 0-3 ms and fail transiently now and then, so a
 	// revert finds teardowns at every stage.
 	disp.setHook(func(tk *converge.Task) (*converge.Result, bool) {
