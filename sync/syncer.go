@@ -136,8 +136,8 @@ func (s *Syncer) CheckContext(ctx context.Context, rev converge.Revision) (*Pass
 
 // CheckWorkTree loads and validates the uncommitted documents of the local
 // work tree (dev mode: `sync --watch`). The revision is labelled dirty;
-// its hash names the moment it was read.
-func (s *Syncer) CheckWorkTree() (*Pass, error) {
+// its hash names the moment it was read. It gives up as CheckContext does.
+func (s *Syncer) CheckWorkTree(ctx context.Context) (*Pass, error) {
 	root := s.Source.Root()
 	if root == "" {
 		return nil, fmt.Errorf("check work tree: %s has no work tree", s.Source.URL())
@@ -146,7 +146,7 @@ func (s *Syncer) CheckWorkTree() (*Pass, error) {
 	rev := converge.Revision{Ref: s.Source.Ref(), Dirty: true, Time: now,
 		Hash: fmt.Sprintf("dirty-%d", now.UnixNano()), Subject: "uncommitted work tree"}
 	pass := &Pass{Revision: rev, Record: &converge.RevisionRecord{Revision: rev, Seen: now}}
-	return s.checkFS(context.Background(), pass, os.DirFS(filepath.Join(root, filepath.FromSlash(s.Path))))
+	return s.checkFS(ctx, pass, os.DirFS(filepath.Join(root, filepath.FromSlash(s.Path))))
 }
 
 func (s *Syncer) checkFS(ctx context.Context, pass *Pass, fsys fs.FS) (*Pass, error) {

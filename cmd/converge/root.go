@@ -107,6 +107,11 @@ func startCPUProfile(f string) (func(), error) {
 func Main() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The first SIGINT or SIGTERM cancels ctx: a fetch, a load or a
+	// converge stops and what was accepted is flushed. A second one
+	// then terminates at once, as without converge's handler (for a
+	// command that has no context to stop, or a drain that takes long).
+	go func() { <-ctx.Done(); stop() }()
 	if f := os.Getenv(envCPUProfile); f != "" {
 		stopProfile, err := startCPUProfile(f)
 		if err != nil {

@@ -163,7 +163,7 @@ func watchWorkTree(ctx context.Context, e *engine, syncer *gitsync.Syncer, o syn
 	dir := filepath.Join(syncer.Source.Root(), filepath.FromSlash(syncer.Path))
 	fmt.Fprintf(out, "watching %s (dev mode: uncommitted changes are applied as %s@dirty; Ctrl+C stops)\n", dir, syncer.Source.Ref())
 	err := gitsync.WatchTree(ctx, dir, 300*time.Millisecond, func() {
-		pass, err := syncer.CheckWorkTree()
+		pass, err := syncer.CheckWorkTree(ctx)
 		if err != nil {
 			fmt.Fprintln(errOut, "converge:", err)
 			return
