@@ -231,7 +231,9 @@ func openFile(path string, opts Options) (*Store, error) {
 	if why != "" {
 		db.Close()
 		if aside != "" {
-			return nil, fmt.Errorf("open state: %s: %w: %s", path, ErrDamaged, why) // the fresh one: cannot be
+			// The store just started afresh is damaged: never move
+			// aside twice, say so.
+			return nil, fmt.Errorf("open state: %s: %w: %s", path, ErrDamaged, why)
 		}
 		if aside, err = damaged(path, opts, why); err != nil {
 			return nil, err

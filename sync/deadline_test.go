@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	gosync "sync"
 	"sync/atomic"
@@ -276,5 +277,73 @@ func TestBoundedKeepsResults(t *testing.T) {
 		if err != nil || v != i {
 			t.Fatalf("call %d: %d, %v", i, v, err)
 		}
+	}
+}
+
+// TestAdvanceSlowCommitThenFix: a commit whose documents take CUE far
+// longer than LoadTimeout (a 60,000-team classic BOM, ~1.5 s) followed by
+// its revert: the slow one is passed over with a verdict saying why, and
+// the revert is applied once the abandoned evaluation has ended; the
+// slow one is never loaded again.
+func TestAdvanceSlowCommitThenFix(t *testing.T) {
+	if testing.Short() {
+		t.Skip("evaluates a 60,000-team BOM (~1.5 s, ~300 MB)")
+	}
+	files := map[string]string{}
+	root := filepath.Join("..", "examples", "classic")
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.HasPrefix(p, filepath.Join(root, "worker")) {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(root, p)
+		files[filepath.ToSlash(rel)] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bom := files["resources/bom.cue"]
+	delete(files, "resources/bom.cue")
+	dir := gittest.Repo(t, files)
+	src, err := OpenLocal(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &memRecords{recs: map[string]*converge.RevisionRecord{}, snap: &converge.Snapshot{}}
+	eng := &countingEngine{}
+	s := &Syncer{Source: src, Records: rec, Engine: eng, LoadTimeout: 300 * time.Millisecond}
+	if _, err := s.Advance(context.Background()); err != nil || len(eng.applied) != 1 {
+		t.Fatalf("first Advance: %v, applied %v", err, eng.applied)
+	}
+	big := strings.Replace(bom, "_teams:    1176", "_teams:    60000", 1)
+	if big == bom {
+		t.Fatal("the classic BOM no longer sets _teams: 1176")
+	}
+	gittest.Write(t, dir, map[string]string{"resources/bom.cue": big})
+	gittest.Run(t, dir, "add", "-A")
+	gittest.Run(t, dir, "commit", "-q", "-m", "a BOM CUE takes seconds to evaluate")
+	slow := gittest.Run(t, dir, "rev-parse", "HEAD")
+	gittest.Run(t, dir, "revert", "--no-edit", "HEAD")
+	fix := gittest.Run(t, dir, "rev-parse", "HEAD")
+
+	// The slow commit times out and is passed over; the revert waits for
+	// the abandoned evaluation, past its own deadline: tried again later.
+	_, err = s.Advance(context.Background())
+	if !errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), fix) {
+		t.Fatalf("Advance: %v, want the revert %s timed out behind the slow load", err, fix)
+	}
+	st, _ := rec.recs[slow].Status(converge.ContextSync)
+	if want := "not applied: load main@sha1:" + slow + ": timed out after 300ms"; !strings.HasPrefix(st.Description, want) ||
+		!strings.HasSuffix(st.Description, "; a newer commit was checked instead") || st.State != converge.StateFailure {
+		t.Errorf("verdict of the slow commit: %+v, want failure %q…", st, want)
+	}
+	s.loading.get() <- struct{}{} // the abandoned evaluation has ended
+	<-s.loading.get()
+	if _, err := s.Advance(context.Background()); err != nil {
+		t.Fatalf("Advance after the slow load ended: %v", err)
+	}
+	if got := eng.applied; len(got) != 2 || got[1] != fix {
+		t.Errorf("applied %v, want the revert %s last", got, fix)
 	}
 }

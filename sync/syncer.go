@@ -82,6 +82,10 @@ type Syncer struct {
 	// loading lets one load of documents run at a time, an abandoned
 	// one included (CUE cannot be interrupted).
 	loading gate
+	// passedOver holds the commits Advance gave up loading (timed out)
+	// while a newer one followed: they are not loaded again, so a slow
+	// document never holds up the commit that fixes it.
+	passedOver map[string]bool
 }
 
 // Pass is one revision's verdict: what Check loaded and found, and what
