@@ -261,6 +261,9 @@ type Settings struct {
 	// LoadTimeout bounds loading one revision's documents
 	// (load_timeout); 0 leaves the default. A --load-timeout flag wins.
 	LoadTimeout time.Duration `json:"load_timeout,omitempty"`
+	// ForgeTimeout bounds each request posting a commit status to a
+	// forge (forge_timeout); 0 leaves the default. --forge-timeout wins.
+	ForgeTimeout time.Duration `json:"forge_timeout,omitempty"`
 }
 
 // WorkerSpec is a worker process converge starts for a local repository.

@@ -430,6 +430,7 @@ func (l *loader) settings(rel string, v cuelang.Value) {
 		Workers        []converge.WorkerSpec `json:"workers"`
 		GitTimeout     string                `json:"git_timeout"`
 		LoadTimeout    string                `json:"load_timeout"`
+		ForgeTimeout   string                `json:"forge_timeout"`
 	}
 	if err := v.Decode(&raw); err != nil {
 		l.cueErr(rel, "SETTINGS_INVALID", err)
@@ -447,7 +448,8 @@ func (l *loader) settings(rel string, v cuelang.Value) {
 	for _, t := range []struct {
 		field, raw string
 		to         *time.Duration
-	}{{"git_timeout", raw.GitTimeout, &s.GitTimeout}, {"load_timeout", raw.LoadTimeout, &s.LoadTimeout}} {
+	}{{"git_timeout", raw.GitTimeout, &s.GitTimeout}, {"load_timeout", raw.LoadTimeout, &s.LoadTimeout},
+		{"forge_timeout", raw.ForgeTimeout, &s.ForgeTimeout}} {
 		if t.raw == "" {
 			continue
 		}

@@ -436,10 +436,10 @@ func ExampleSchemas_ValidateSpec() {
 	// spec.cidr: field is required but not present
 }
 
-// TestLoadTimeoutSettings: git_timeout and load_timeout in converge.cue
+// TestLoadTimeoutSettings: git_timeout, load_timeout and forge_timeout in converge.cue
 // are durations (what the flags override).
 func TestLoadTimeoutSettings(t *testing.T) {
-	fsys := fstest.MapFS{"converge.cue": {Data: []byte("git_timeout: \"45s\"\nload_timeout: \"3m\"\n")}}
+	fsys := fstest.MapFS{"converge.cue": {Data: []byte("git_timeout: \"45s\"\nload_timeout: \"3m\"\nforge_timeout: \"10s\"\n")}}
 	res, err := Load(fsys, ".", Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -452,5 +452,8 @@ func TestLoadTimeoutSettings(t *testing.T) {
 	}
 	if got, want := res.Desired.Settings.LoadTimeout, 3*time.Minute; got != want {
 		t.Errorf("LoadTimeout = %v, want %v", got, want)
+	}
+	if got, want := res.Desired.Settings.ForgeTimeout, 10*time.Second; got != want {
+		t.Errorf("ForgeTimeout = %v, want %v", got, want)
 	}
 }

@@ -82,6 +82,7 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	}
 	// Every revision record is also written to its commit's git note (and
 	// posted to the forge, pushed to origin, when configured).
+	o.forge.configured = g.headSettings.ForgeTimeout
 	if err := o.forge.start(ctx, src, dir, log, errOut); err != nil {
 		return err
 	}

@@ -88,6 +88,7 @@ already shows: the notes are the source of truth, the forge a copy. With
 			if err != nil {
 				return err
 			}
+			fo.configured = g.headSettings.ForgeTimeout
 			rep, err := fo.reporter(os.Getenv)
 			if err != nil {
 				return err
@@ -213,7 +214,10 @@ type forgeOptions struct {
 	repo    string        // --forge-repo: owner/name, or a GitLab project id or path
 	siteURL string        // --site-url: target_url base
 	push    bool          // --push-status
-	timeout time.Duration // --forge-timeout: each request to the forge (0: 30s)
+	timeout time.Duration // --forge-timeout: each request to the forge (0: configured)
+	// configured is forge_timeout in converge.cue (0: 30s), set by the
+	// command before start or reporter.
+	configured time.Duration
 
 	*statusRun // set by start; the options are copied by value, the run is shared
 }
@@ -390,7 +394,7 @@ func (o *forgeOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.url, "forge-url", "", "forge URL: GitHub's API root (default https://api.github.com), a Gitea or GitLab instance's web root (GitLab default https://gitlab.com)")
 	f.StringVar(&o.repo, "forge-repo", "", "repository on the forge: OWNER/NAME, or a GitLab project id or path")
 	f.StringVar(&o.siteURL, "site-url", "", "the status site's URL, linked from each status")
-	f.DurationVar(&o.timeout, "forge-timeout", 30*time.Second, "give up on a request to the forge that takes longer (each status is tried a few times; the git notes keep what was not posted)")
+	f.DurationVar(&o.timeout, "forge-timeout", 0, "give up on a request to the forge that takes longer (default: forge_timeout in converge.cue, else 30s; each status is tried a few times, the git notes keep what was not posted)")
 	f.BoolVar(&o.push, "push-status", false, "push the statuses (git notes under "+gitsync.NotesRef+") to the repository's origin, e.g. back to a remote --repo")
 }
 
@@ -410,6 +414,9 @@ func (o *forgeOptions) reporter(getenv func(string) string) (forge.Reporter, err
 	owner, name, ok := strings.Cut(o.repo, "/")
 	ownerRepo := ok && owner != "" && name != "" && !strings.Contains(name, "/")
 	timeout := o.timeout
+	if timeout <= 0 {
+		timeout = o.configured
+	}
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}

@@ -80,6 +80,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) e
 	if o.verbose {
 		workerOut = errOut
 	}
+	o.forge.configured = g.headSettings.ForgeTimeout
 	if err := o.forge.start(ctx, src, dir, log, errOut); err != nil {
 		return err
 	}
