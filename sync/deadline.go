@@ -48,6 +48,9 @@ func (g *gate) get() chan struct{} {
 // abandoned, not waited for, and still holds g until it returns.
 func bounded[T any](ctx context.Context, g *gate, timeout time.Duration, what, knob string, op func(context.Context) (T, error)) (T, error) {
 	var zero T
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
+		timeout = time.Until(dl).Round(time.Millisecond) // the caller's is sooner: name that one
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	// Cancelled when bounded returns: that stops an op that listens, and
 	// never races a result already sent (the op does not cancel).
