@@ -254,6 +254,16 @@ type Settings struct {
 	AllowPruneAll bool `json:"allow_prune_all"`
 	// Workers are the worker processes a local repository asks for.
 	Workers []WorkerSpec `json:"workers"`
+	// GitTimeout bounds each fetch of the repository and each push of
+	// its notes (git_timeout); 0 leaves the default. A --git-timeout
+	// flag wins.
+	GitTimeout time.Duration `json:"git_timeout,omitempty"`
+	// LoadTimeout bounds loading one revision's documents
+	// (load_timeout); 0 leaves the default. A --load-timeout flag wins.
+	LoadTimeout time.Duration `json:"load_timeout,omitempty"`
+	// ForgeTimeout bounds each request posting a commit status to a
+	// forge (forge_timeout); 0 leaves the default. --forge-timeout wins.
+	ForgeTimeout time.Duration `json:"forge_timeout,omitempty"`
 }
 
 // WorkerSpec is a worker process converge starts for a local repository.

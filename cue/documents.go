@@ -428,6 +428,9 @@ func (l *loader) settings(rel string, v cuelang.Value) {
 		PruneLimit     float64               `json:"prune_limit"`
 		AllowPruneAll  bool                  `json:"allow_prune_all"`
 		Workers        []converge.WorkerSpec `json:"workers"`
+		GitTimeout     string                `json:"git_timeout"`
+		LoadTimeout    string                `json:"load_timeout"`
+		ForgeTimeout   string                `json:"forge_timeout"`
 	}
 	if err := v.Decode(&raw); err != nil {
 		l.cueErr(rel, "SETTINGS_INVALID", err)
@@ -441,6 +444,21 @@ func (l *loader) settings(rel string, v cuelang.Value) {
 			return
 		}
 		s.ResyncInterval = d
+	}
+	for _, t := range []struct {
+		field, raw string
+		to         *time.Duration
+	}{{"git_timeout", raw.GitTimeout, &s.GitTimeout}, {"load_timeout", raw.LoadTimeout, &s.LoadTimeout},
+		{"forge_timeout", raw.ForgeTimeout, &s.ForgeTimeout}} {
+		if t.raw == "" {
+			continue
+		}
+		d, err := time.ParseDuration(t.raw)
+		if err != nil || d <= 0 {
+			l.addf(rel, posOf(v.LookupPath(cuelang.ParsePath(t.field)), v.Pos()), t.field, "SETTINGS_INVALID", "invalid timeout %q: want a positive duration such as \"30s\"", t.raw)
+			return
+		}
+		*t.to = d
 	}
 	if s.PruneLimit < 0 || s.PruneLimit > 1 {
 		l.addf(rel, posOf(v.LookupPath(cuelang.ParsePath("prune_limit")), v.Pos()), "prune_limit", "SETTINGS_INVALID", "prune_limit %v is outside 0..1", s.PruneLimit)

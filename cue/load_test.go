@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/convergehq/converge"
 )
@@ -235,6 +236,12 @@ func TestLoadFindings(t *testing.T) {
 		{name: "settings", files: map[string]string{
 			"converge.cue": "resync_interval: \"often\"\n",
 		}, want: []string{"converge.cue:1:1 SETTINGS_INVALID resync_interval"}},
+		{name: "git timeout", files: map[string]string{
+			"converge.cue": "git_timeout: \"0s\"\n",
+		}, want: []string{"converge.cue:1:1 SETTINGS_INVALID git_timeout"}},
+		{name: "load timeout", files: map[string]string{
+			"converge.cue": "load_timeout: \"soon\"\n",
+		}, want: []string{"converge.cue:1:1 SETTINGS_INVALID load_timeout"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -427,4 +434,26 @@ func ExampleSchemas_ValidateSpec() {
 	// <nil>
 	// spec.account_id: invalid value "x" (out of bound =~"^.{12}$")
 	// spec.cidr: field is required but not present
+}
+
+// TestLoadTimeoutSettings: git_timeout, load_timeout and forge_timeout in converge.cue
+// are durations (what the flags override).
+func TestLoadTimeoutSettings(t *testing.T) {
+	fsys := fstest.MapFS{"converge.cue": {Data: []byte("git_timeout: \"45s\"\nload_timeout: \"3m\"\nforge_timeout: \"10s\"\n")}}
+	res, err := Load(fsys, ".", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Findings) > 0 {
+		t.Fatalf("findings: %v", res.Findings)
+	}
+	if got, want := res.Desired.Settings.GitTimeout, 45*time.Second; got != want {
+		t.Errorf("GitTimeout = %v, want %v", got, want)
+	}
+	if got, want := res.Desired.Settings.LoadTimeout, 3*time.Minute; got != want {
+		t.Errorf("LoadTimeout = %v, want %v", got, want)
+	}
+	if got, want := res.Desired.Settings.ForgeTimeout, 10*time.Second; got != want {
+		t.Errorf("ForgeTimeout = %v, want %v", got, want)
+	}
 }

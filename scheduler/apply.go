@@ -274,6 +274,11 @@ func (s *Scheduler) apply(d *converge.Desired, v Validator) *Plan {
 	// resyncs whose interval changed.
 	for _, n := range s.nodes {
 		r := n.r
+		if n.recreate != nil && desired[n.id] == nil {
+			// Declared again while it was torn down, and no longer
+			// declared now: it stays gone.
+			n.recreate = nil
+		}
 		if (resyncDefault || changedKinds[r.Ref()]) && r.Phase == converge.PhaseReady && !r.Deleting {
 			s.scheduleResync(n)
 		}

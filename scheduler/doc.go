@@ -101,4 +101,8 @@
 // under a live owner counts as wanted (the store does not say whether an
 // operator deleted it or its owner pruned it), which costs a pruning
 // owner one compose more.
+//
+// A git resource declared again while it is torn down is created again,
+// with the newest declaration, when its row goes; a revision that
+// removes it again before that cancels it.
 package scheduler

@@ -519,17 +519,18 @@ func compose(spec json.RawMessage) ([]converge.Child, []converge.Edge) {
 			}
 			ch = append(ch,
 				converge.Child{Kind: "account", KindVersion: 1, Name: n, Spec: mustJSON(acct)},
-				converge.Child{Kind: "vpc", KindVersion: 1, Name: n, Spec: mustJSON(map[string]string{"cidr": "10.0.0.0/16"})},
-				converge.Child{Kind: "route", KindVersion: 1, Name: n, Spec: mustJSON(map[string]string{"dest": "0.0.0.0/0"})})
-			ed = append(ed,
-				converge.Edge{Consumer: converge.NewID("vpc", n), Producer: converge.NewID("account", n),
-					Flows: []converge.ValueFlow{{From: "account_id", To: "account_id"}}},
-				converge.Edge{Consumer: converge.NewID("route", n), Producer: converge.NewID("vpc", n),
-					Flows: []converge.ValueFlow{{From: "vpc_id", To: "vpc_id"}}})
-			if fd.Networking {
-				ed = append(ed, converge.Edge{Consumer: converge.NewID("route", n), Producer: tgw,
-					Flows: []converge.ValueFlow{{From: "tgw_id", To: "net.tgw_id"}}})
+				converge.Child{Kind: "vpc", KindVersion: 1, Name: n, Spec: mustJSON(map[string]string{"cidr": "10.0.0.0/16"})})
+			ed = append(ed, converge.Edge{Consumer: converge.NewID("vpc", n), Producer: converge.NewID("account", n),
+				Flows: []converge.ValueFlow{{From: "account_id", To: "account_id"}}})
+			if !fd.Networking {
+				continue // as the real classic composer: a route needs the domain's tgw
 			}
+			ch = append(ch, converge.Child{Kind: "route", KindVersion: 1, Name: n, Spec: mustJSON(map[string]string{"dest": "0.0.0.0/0"})})
+			ed = append(ed,
+				converge.Edge{Consumer: converge.NewID("route", n), Producer: converge.NewID("vpc", n),
+					Flows: []converge.ValueFlow{{From: "vpc_id", To: "vpc_id"}}},
+				converge.Edge{Consumer: converge.NewID("route", n), Producer: tgw,
+					Flows: []converge.ValueFlow{{From: "tgw_id", To: "net.tgw_id"}}})
 		}
 	}
 	return ch, ed

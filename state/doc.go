@@ -96,4 +96,10 @@
 // transaction; two reads are not one snapshot unless you call Load. Events
 // and Revisions scan their buckets: fine for the CLI and the site, not for
 // a hot loop.
+//
+// Only a missing state.db starts a fresh store. Open refuses a file that
+// exists but is empty, shorter than its meta page's page count, or not a
+// bbolt file (ErrDamaged), and leaves it as it is; Options.Reinit moves
+// it aside. That check reads the meta pages only: damage deeper in the
+// file shows when a read or Check reaches it.
 package state

@@ -53,6 +53,10 @@ type Options struct {
 	// NoSync skips fsync on commit: a crash may lose or corrupt the store.
 	// For tests and benchmarks only.
 	NoSync bool
+	// Reinit makes Open move a state file that is empty or damaged
+	// (ErrDamaged) aside, to state.db.damaged-TIME, and start a fresh
+	// store; MovedAside then names it. An intact store opens as it is.
+	Reinit bool
 }
 
 const (
@@ -66,6 +70,7 @@ const (
 type Store struct {
 	db        *bolt.DB
 	path      string
+	aside     string // where Open moved a damaged file (Options.Reinit), or ""
 	maxEvents int
 	maxRevs   int
 
@@ -155,8 +160,10 @@ var (
 
 // Open opens the store in dir, creating dir (0700) and dir/state.db (0600)
 // if needed. It returns ErrLocked (wrapped, naming the file) if another
-// process holds the store for longer than opts.LockTimeout, and
-// ErrNewerFormat if the file was written by a newer format.
+// process holds the store for longer than opts.LockTimeout,
+// ErrNewerFormat if the file was written by a newer format, and
+// ErrDamaged if the file exists but is empty or damaged (unless
+// opts.Reinit). Only a missing file starts a fresh store.
 func Open(dir string, opts Options) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("open state: %w", err)
@@ -175,11 +182,15 @@ func openFile(path string, opts Options) (*Store, error) {
 	if opts.MaxRevisions <= 0 {
 		opts.MaxRevisions = defaultMaxRevs
 	}
+	aside, err := checkEmpty(path, opts)
+	if err != nil {
+		return nil, err
+	}
 	var db *bolt.DB
 	for try := 0; ; try++ {
 		before, statErr := os.Stat(path)
 		var err error
-		db, err = bolt.Open(path, 0o600, &bolt.Options{
+		db, err = openBolt(path, &bolt.Options{
 			Timeout:      opts.LockTimeout,
 			NoSync:       opts.NoSync,
 			FreelistType: bolt.FreelistMapType,
@@ -189,6 +200,13 @@ func openFile(path string, opts Options) (*Store, error) {
 		})
 		if errors.Is(err, bolterrors.ErrTimeout) {
 			return nil, fmt.Errorf("open state: %s: %w (waited %v)", path, ErrLocked, opts.LockTimeout)
+		}
+		if isDamage(err) && aside == "" {
+			if aside, err = damaged(path, opts, "not a store: "+err.Error()); err != nil {
+				return nil, err
+			}
+			try--
+			continue // a fresh store
 		}
 		if err != nil {
 			return nil, fmt.Errorf("open state: %s: %w", path, err)
@@ -205,10 +223,26 @@ func openFile(path string, opts Options) (*Store, error) {
 	// A store in the current format with every bucket needs no write
 	// transaction: committing one (even an empty one) costs an fsync,
 	// the most of what a read command's open took.
-	current := false
-	if err := db.View(func(tx *bolt.Tx) error { current = isCurrent(tx); return nil }); err != nil {
+	current, why, err := checkOpened(db, path)
+	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open state: %s: %w", path, err)
+	}
+	if why != "" {
+		db.Close()
+		if aside != "" {
+			// The store just started afresh is damaged: never move
+			// aside twice, say so.
+			return nil, fmt.Errorf("open state: %s: %w: %s", path, ErrDamaged, why)
+		}
+		if aside, err = damaged(path, opts, why); err != nil {
+			return nil, err
+		}
+		s, err := openFile(path, opts)
+		if s != nil {
+			s.aside = aside
+		}
+		return s, err
 	}
 	if !current {
 		if err := db.Update(initBuckets); err != nil {
@@ -216,7 +250,7 @@ func openFile(path string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("open state: %s: %w", path, err)
 		}
 	}
-	s := &Store{db: db, path: path, maxEvents: opts.MaxEvents, maxRevs: opts.MaxRevisions, pageAlloc0: pageAlloc(db),
+	s := &Store{db: db, path: path, aside: aside, maxEvents: opts.MaxEvents, maxRevs: opts.MaxRevisions, pageAlloc0: pageAlloc(db),
 		stopRelease: make(chan struct{}), releaseDone: make(chan struct{})}
 	if releaseSupported {
 		go s.releaser()

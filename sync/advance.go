@@ -2,6 +2,7 @@ package sync
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 
@@ -48,14 +49,37 @@ func (s *Syncer) Advance(ctx context.Context) ([]*Pass, error) {
 	parentKinds, parentTree := s.lastKinds, s.lastTree
 	if s.Lint != nil && s.last != "" && parentKinds == nil {
 		if prev, err := s.Source.Revision(s.last); err == nil {
-			if p, err := s.Check(prev); err == nil && p.Loaded != nil {
+			if p, err := s.CheckContext(ctx, prev); err == nil && p.Loaded != nil {
 				parentKinds, parentTree = p.Loaded.Desired.Kinds, p.Tree
 			}
 		}
 	}
 	passes := make([]*Pass, 0, len(revs))
-	for _, rev := range revs {
-		pass, err := s.Check(rev)
+	for i, rev := range revs {
+		if s.passedOver[rev.Hash] && i < len(revs)-1 {
+			continue // timed out before, and a newer commit follows still
+		}
+		pass, err := s.CheckContext(ctx, rev)
+		if errors.Is(err, ErrTimeout) && i < len(revs)-1 {
+			// A newer commit follows (a fix, a revert): it decides what
+			// is applied, so one slow document cannot hold it up. This
+			// one's verdict says why it was not applied.
+			s.recordTimeout(rev, err, "a newer commit was checked instead")
+			if s.passedOver == nil {
+				s.passedOver = map[string]bool{}
+			}
+			s.passedOver[rev.Hash] = true
+			if s.Log != nil {
+				s.Log.Warn("revision not applied", "revision", rev.String(), "err", err)
+			}
+			continue
+		}
+		if errors.Is(err, ErrTimeout) {
+			// Its verdict says why; the next Advance tries it again, and
+			// what was applied before stays applied.
+			s.recordTimeout(rev, err, "tried again at the next fetch")
+			return passes, err
+		}
 		if err != nil {
 			return passes, err
 		}
@@ -107,7 +131,25 @@ func (s *Syncer) Advance(ctx context.Context) ([]*Pass, error) {
 		}
 	}
 	s.last, s.lastKinds, s.lastTree = head.Hash, parentKinds, parentTree
+	s.passedOver = nil // all behind s.last now
 	return passes, nil
+}
+
+// recordTimeout records that rev's documents could not be loaded in
+// time (err): not applied, and then what (next).
+func (s *Syncer) recordTimeout(rev converge.Revision, err error, next string) {
+	if s.Records == nil {
+		return
+	}
+	rec := &converge.RevisionRecord{Revision: rev, Seen: s.now()}
+	if old, rerr := s.Records.Revision(rev.Hash); rerr == nil && old != nil {
+		rec = old
+	}
+	rec.SetStatus(converge.CommitStatus{Context: converge.ContextSync, State: converge.StateFailure,
+		Description: "not applied: " + err.Error() + "; " + next, Time: s.now()})
+	if perr := s.Records.PutRevision(rec); perr != nil && s.Log != nil {
+		s.Log.Warn("record revision", "revision", rev.String(), "err", perr)
+	}
 }
 
 // lintParent lints pass's kinds against its parent's and records the

@@ -13,6 +13,14 @@
 // (fsnotify, dev mode) and WebhookHandler (HMAC-verified). Package
 // sync/forge posts the same verdicts to a forge's commit-status API.
 //
+// Nothing here waits for ever: every clone, fetch and push of notes is
+// bounded by the Source's timeout (SetTimeout, RemoteOptions.Timeout),
+// every load of documents by Syncer.LoadTimeout, and each gives up at
+// once when its context ends. One past its deadline is abandoned with an
+// error wrapping ErrTimeout; it runs on in its own goroutine (go-git and
+// CUE cannot always be interrupted) and the next one of its kind waits
+// for it.
+//
 // The package is named sync after its folder; files that also need the
 // standard library's sync import it as gosync.
 package sync

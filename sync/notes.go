@@ -475,6 +475,18 @@ func (s *Source) findNote(tree *object.Tree, name string) (plumbing.Hash, error)
 // pushed), it fetches them, merges them into the local notes (mergeNotes)
 // and pushes again, up to three times. Nothing to push is not an error.
 func (s *Source) PushNotes(ctx context.Context) error {
+	where := s.url
+	if where == "" {
+		where = "origin"
+	}
+	_, err := gitOp(ctx, s, "push "+NotesRef+" to "+where, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, s.pushNotes(ctx)
+	})
+	return err
+}
+
+// pushNotes is PushNotes, unbounded.
+func (s *Source) pushNotes(ctx context.Context) error {
 	spec := config.RefSpec(NotesRef + ":" + NotesRef)
 	for attempt := 1; ; attempt++ {
 		err := s.repo.PushContext(ctx, &git.PushOptions{RemoteName: "origin", RefSpecs: []config.RefSpec{spec}, Auth: s.auth})

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
@@ -27,15 +28,18 @@ type RemoteOptions struct {
 	Dir string
 	// Auth authenticates to the remote (nil for none).
 	Auth transport.AuthMethod
+	// Timeout bounds the first clone and each fetch and push of notes
+	// (0: DefaultGitTimeout); see Source.SetTimeout.
+	Timeout time.Duration
 }
 
 // OpenRemote opens the local bare mirror of a remote repository, cloning
 // it into o.Dir on first use. Documents are read from the mirror's
 // objects; Fetch brings new commits.
 func OpenRemote(ctx context.Context, o RemoteOptions) (*Source, error) {
-	sum := sha256.Sum256([]byte(o.URL))
-	dir := filepath.Join(o.Dir, hex.EncodeToString(sum[:8]))
+	dir := mirrorDir(o.Dir, o.URL)
 	s := &Source{url: o.URL, auth: o.Auth, ref: o.Ref}
+	s.SetTimeout(o.Timeout)
 	repo, err := git.PlainOpen(dir)
 	if errors.Is(err, git.ErrRepositoryNotExists) {
 		if err := os.MkdirAll(o.Dir, 0o700); err != nil {
@@ -45,10 +49,31 @@ func OpenRemote(ctx context.Context, o RemoteOptions) (*Source, error) {
 		if o.Ref != "" {
 			opts.ReferenceName = plumbing.NewBranchReferenceName(o.Ref)
 		}
-		repo, err = git.PlainCloneContext(ctx, dir, true, opts)
-		if err != nil {
-			os.RemoveAll(dir)
+		// The clone is made beside dir and renamed into place: a clone
+		// abandoned at its deadline, or cut short by the process's end,
+		// never leaves a half mirror where the next run would open it.
+		tmp := dir + ".clone"
+		if err := os.RemoveAll(tmp); err != nil {
 			return nil, fmt.Errorf("clone %s: %w", o.URL, err)
+		}
+		_, err = gitOp(ctx, s, "clone "+o.URL, func(ctx context.Context) (struct{}, error) {
+			_, err := git.PlainCloneContext(ctx, tmp, true, opts)
+			if err == nil {
+				err = os.Rename(tmp, dir)
+			}
+			if err != nil {
+				os.RemoveAll(tmp)
+			}
+			return struct{}{}, err
+		})
+		if errors.Is(err, ErrTimeout) || errors.Is(err, context.Canceled) {
+			return nil, err
+		}
+		if err != nil {
+			return nil, fmt.Errorf("clone %s: %w", o.URL, err)
+		}
+		if repo, err = git.PlainOpen(dir); err != nil {
+			return nil, fmt.Errorf("open mirror of %s: %w", o.URL, err)
 		}
 	} else if err != nil {
 		return nil, fmt.Errorf("open mirror of %s: %w", o.URL, err)
@@ -62,6 +87,12 @@ func OpenRemote(ctx context.Context, o RemoteOptions) (*Source, error) {
 		s.ref = head.Target().Short()
 	}
 	return s, nil
+}
+
+// mirrorDir is where the mirror of url lives below dir.
+func mirrorDir(dir, url string) string {
+	sum := sha256.Sum256([]byte(url))
+	return filepath.Join(dir, hex.EncodeToString(sum[:8]))
 }
 
 // Remote reports whether the source is a mirror of a remote repository.
@@ -79,6 +110,11 @@ func (s *Source) Fetch(ctx context.Context) (moved bool, err error) {
 	if s.url == "" {
 		return false, nil
 	}
+	return gitOp(ctx, s, "fetch "+s.url, s.fetch)
+}
+
+// fetch is Fetch, unbounded.
+func (s *Source) fetch(ctx context.Context) (moved bool, err error) {
 	branch := plumbing.NewBranchReferenceName(s.ref)
 	remote, err := s.repo.Remote("origin")
 	if err != nil {

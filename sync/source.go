@@ -1,11 +1,14 @@
 package sync
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
@@ -30,6 +33,32 @@ type Source struct {
 	// and auth its credentials.
 	url  string
 	auth transport.AuthMethod
+	// timeout bounds each fetch and push (0: DefaultGitTimeout); git
+	// lets one of them at a time touch the repository, an abandoned one
+	// included.
+	timeout atomic.Int64 // a time.Duration
+	git     gate
+}
+
+// SetTimeout bounds each later fetch and push of notes (0:
+// DefaultGitTimeout). One that takes longer is abandoned with an error
+// wrapping ErrTimeout.
+// It is safe to call while a fetch or push runs (the next one uses it).
+func (s *Source) SetTimeout(d time.Duration) { s.timeout.Store(int64(d)) }
+
+// Timeout returns what bounds each fetch and push of notes.
+func (s *Source) Timeout() time.Duration {
+	if d := time.Duration(s.timeout.Load()); d > 0 {
+		return d
+	}
+	return DefaultGitTimeout
+}
+
+// gitOp runs op (a clone, fetch or push named what) bounded by s's
+// timeout (bounded). op must not write anything its caller reads but
+// its result: an abandoned op runs on.
+func gitOp[T any](ctx context.Context, s *Source, what string, op func(context.Context) (T, error)) (T, error) {
+	return bounded(ctx, &s.git, s.Timeout(), what, "--git-timeout, git_timeout in converge.cue", op)
 }
 
 // OpenLocal opens the repository containing path (a work tree or a bare

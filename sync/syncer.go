@@ -63,8 +63,12 @@ type Syncer struct {
 	Compose scheduler.ComposeFunc
 	// ComposeTimeout bounds those dry runs (default 3m).
 	ComposeTimeout time.Duration
-	Now            func() time.Time
-	Log            *slog.Logger
+	// LoadTimeout bounds loading one revision's documents (0:
+	// DefaultLoadTimeout). A load that takes longer is abandoned: the
+	// revision is not applied, and its verdict says why.
+	LoadTimeout time.Duration
+	Now         func() time.Time
+	Log         *slog.Logger
 
 	// last is the newest revision Advance has processed, lastKinds the
 	// kinds of the newest valid one (what the next commit is linted
@@ -75,6 +79,13 @@ type Syncer struct {
 	// checked caches the newest Check, so a caller that checked a
 	// revision before starting the engine does not load it twice.
 	checked *Pass
+	// loading lets one load of documents run at a time, an abandoned
+	// one included (CUE cannot be interrupted).
+	loading gate
+	// passedOver holds the commits Advance gave up loading (timed out)
+	// while a newer one followed: they are not loaded again, so a slow
+	// document never holds up the commit that fixes it.
+	passedOver map[string]bool
 }
 
 // Pass is one revision's verdict: what Check loaded and found, and what
@@ -101,6 +112,14 @@ func (p *Pass) Valid() bool { return p.Record != nil && len(p.Record.Errors) == 
 // converge/validate status. It changes nothing else: a revision with
 // errors is not applied, and whatever was applied before stays applied.
 func (s *Syncer) Check(rev converge.Revision) (*Pass, error) {
+	return s.CheckContext(context.Background(), rev)
+}
+
+// CheckContext is Check, giving up when ctx is done (its error) or when
+// the load takes longer than LoadTimeout (an error wrapping ErrTimeout).
+// An abandoned load runs on in the background until CUE is done with it;
+// the next load waits for it.
+func (s *Syncer) CheckContext(ctx context.Context, rev converge.Revision) (*Pass, error) {
 	if c := s.checked; c != nil && c.Revision.Hash == rev.Hash && !c.Applied {
 		return c, nil
 	}
@@ -116,13 +135,13 @@ func (s *Syncer) Check(rev converge.Revision) (*Pass, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.checkFS(pass, fsys)
+	return s.checkFS(ctx, pass, fsys)
 }
 
 // CheckWorkTree loads and validates the uncommitted documents of the local
 // work tree (dev mode: `sync --watch`). The revision is labelled dirty;
-// its hash names the moment it was read.
-func (s *Syncer) CheckWorkTree() (*Pass, error) {
+// its hash names the moment it was read. It gives up as CheckContext does.
+func (s *Syncer) CheckWorkTree(ctx context.Context) (*Pass, error) {
 	root := s.Source.Root()
 	if root == "" {
 		return nil, fmt.Errorf("check work tree: %s has no work tree", s.Source.URL())
@@ -131,16 +150,29 @@ func (s *Syncer) CheckWorkTree() (*Pass, error) {
 	rev := converge.Revision{Ref: s.Source.Ref(), Dirty: true, Time: now,
 		Hash: fmt.Sprintf("dirty-%d", now.UnixNano()), Subject: "uncommitted work tree"}
 	pass := &Pass{Revision: rev, Record: &converge.RevisionRecord{Revision: rev, Seen: now}}
-	return s.checkFS(pass, os.DirFS(filepath.Join(root, filepath.FromSlash(s.Path))))
+	return s.checkFS(ctx, pass, os.DirFS(filepath.Join(root, filepath.FromSlash(s.Path))))
 }
 
-func (s *Syncer) checkFS(pass *Pass, fsys fs.FS) (*Pass, error) {
-	rev, rec, now := pass.Revision, pass.Record, s.now()
+func (s *Syncer) checkFS(ctx context.Context, pass *Pass, fsys fs.FS) (*Pass, error) {
+	rev, rec := pass.Revision, pass.Record
 	pass.Tree = fsys
-	res, err := cue.Load(fsys, ".", s.Load)
+	d := s.LoadTimeout
+	if d <= 0 {
+		d = DefaultLoadTimeout
+	}
+	opts := s.Load
+	if s.Log != nil {
+		s.Log.Debug("loading documents", "revision", rev.String(), "timeout", d)
+	}
+	res, err := bounded(ctx, &s.loading, d, "load "+rev.String(), "--load-timeout, load_timeout in converge.cue",
+		func(context.Context) (*cue.Result, error) { return cue.Load(fsys, ".", opts) })
+	if errors.Is(err, ErrTimeout) || errors.Is(err, ctx.Err()) && ctx.Err() != nil {
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", rev, err)
 	}
+	now := s.now()
 	pass.Loaded = res
 	rec.Errors = res.Findings
 	if len(res.Findings) > 0 {

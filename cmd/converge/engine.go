@@ -65,6 +65,9 @@ type engineOptions struct {
 	// wrapStore, when set, wraps the store the scheduler commits to
 	// (globals.wrapStore: tests only).
 	wrapStore func(scheduler.Store) scheduler.Store
+	// reinit is --reinit-state: an empty or damaged state.db is moved
+	// aside and a fresh store starts (state.Options.Reinit).
+	reinit bool
 }
 
 // defaultMemoryLimit is the control plane's soft memory limit when
@@ -100,10 +103,20 @@ func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
 	if o.etcd != nil {
 		st, err = openEtcd(o.etcd, false, time.Second)
 	} else {
-		st, err = state.Open(o.stateDir, state.Options{})
+		var bs *state.Store
+		if bs, err = state.Open(o.stateDir, state.Options{Reinit: o.reinit}); err == nil {
+			st = bs
+			if aside := bs.MovedAside(); aside != "" {
+				o.log.Warn("the state file was empty or damaged: moved aside, starting a fresh store (every resource is created again)",
+					"file", filepath.Join(o.stateDir, state.FileName), "moved_to", aside)
+			}
+		}
 	}
 	if errors.Is(err, state.ErrLocked) {
 		return nil, fmt.Errorf("open state: %w: another converge (sync or serve) is running on %s", err, o.stateDir)
+	}
+	if errors.Is(err, state.ErrDamaged) {
+		return nil, fmt.Errorf("%w\nhint: nothing was changed; if the state is lost, `converge sync --reinit-state` (or serve) moves the file aside and starts a fresh store, which creates every resource again", err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open state: %w", err)

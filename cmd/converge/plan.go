@@ -94,7 +94,8 @@ func runPlan(ctx context.Context, out, errOut io.Writer, g *globals, rev, output
 		return err
 	}
 	syncer := &gitsync.Syncer{Source: src, Path: g.path}
-	pass, err := syncer.Check(r)
+	setTimeouts(g, nil, syncer, g.headSettings)
+	pass, err := syncer.CheckContext(ctx, r)
 	if err != nil {
 		return err
 	}

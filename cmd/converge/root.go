@@ -8,12 +8,14 @@ import (
 	"os/signal"
 	"runtime/pprof"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/state/etcdstate"
+	gitsync "github.com/convergehq/converge/sync"
 )
 
 // Exit codes: 0 ok, 1 the checked thing failed (invalid, breaking, not
@@ -59,6 +61,17 @@ type globals struct {
 	// only (e.g. a store whose commits fail); nil in the CLI.
 	wrapStore func(scheduler.Store) scheduler.Store
 
+	// gitTimeout and loadTimeout are --git-timeout and --load-timeout
+	// (0: git_timeout and load_timeout in converge.cue, else the
+	// defaults); headSettings is what converge.cue at the followed
+	// head says, read by openSource.
+	gitTimeout, loadTimeout time.Duration
+	headSettings            converge.Settings
+
+	// reinitState is --reinit-state (sync, serve): move an empty or
+	// damaged state.db aside and start a fresh store.
+	reinitState bool
+
 	// etcdCA, etcdCert and etcdKey are --etcd-cacert, --etcd-cert and
 	// --etcd-key; etcd is the etcd store --state names (nil for a
 	// directory), parsed before any command runs.
@@ -94,6 +107,11 @@ func startCPUProfile(f string) (func(), error) {
 func Main() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The first SIGINT or SIGTERM cancels ctx: a fetch, a load or a
+	// converge stops and what was accepted is flushed. A second one
+	// then terminates at once, as without converge's handler (for a
+	// command that has no context to stop, or a drain that takes long).
+	go func() { <-ctx.Done(); stop() }()
 	if f := os.Getenv(envCPUProfile); f != "" {
 		stopProfile, err := startCPUProfile(f)
 		if err != nil {
@@ -142,6 +160,8 @@ func newRoot(g *globals) *cobra.Command {
 	pf.StringVar(&g.repo, "repo", ".", "repository: a local path or a URL (default: the one the state last applied, else .)")
 	pf.StringVar(&g.path, "path", "", "sub-directory holding the documents, relative to the current directory inside the repository (default: the one the state last applied)")
 	pf.StringVar(&g.ref, "ref", "", "branch to follow (default: the repository's HEAD branch)")
+	pf.DurationVar(&g.gitTimeout, "git-timeout", 0, "give up on a fetch, clone or push of notes that takes longer (default: git_timeout in converge.cue, else "+gitsync.DefaultGitTimeout.String()+")")
+	pf.DurationVar(&g.loadTimeout, "load-timeout", 0, "give up on loading a revision's documents that takes longer (default: load_timeout in converge.cue, else "+gitsync.DefaultLoadTimeout.String()+")")
 	root.PersistentPreRunE = func(c *cobra.Command, _ []string) error {
 		g.repoSet, g.pathSet = c.Flags().Changed("repo"), c.Flags().Changed("path")
 		if !isEtcd(g.state) {

@@ -57,6 +57,10 @@ func TestMain(m *testing.M) {
 //	wait-file FILE PATTERN  wait until FILE exists and matches the regular expression PATTERN
 //	exit-code N PROG ARGS   run PROG like exec and fail unless it exits with status N (1 failed, 2 usage)
 //	etcd-start VAR MEMBERS  start an embedded etcd cluster of 1 or 3 members for the script; VAR = etcd://…/converge (a --state value)
+//	hang-remote VAR [URL]   a real TCP server that accepts and never answers (VAR = its http:// URL); with URL it forwards there until
+//	hang-remote -silence VAR, and hangs from then on
+//	wait-hung VAR N         wait until the hang-remote VAR holds N connections it never answered
+//	signal-pid FILE SIG     send SIG (TERM, INT, KILL) to the pid in FILE (e.g. written by sh -c 'echo $$ >FILE; exec converge …')
 //
 // Where a command takes STATEDIR, an etcd://… --state value works too.
 //
@@ -103,6 +107,9 @@ func TestScripts(t *testing.T) {
 			"wait-http":      cmdWaitHTTP,
 			"exit-code":      cmdExitCode,
 			"etcd-start":     cmdEtcdStart,
+			"hang-remote":    cmdHangRemote,
+			"wait-hung":      cmdWaitHung,
+			"signal-pid":     cmdSignalPid,
 		},
 	})
 }

@@ -58,6 +58,7 @@ API. SIGTERM or SIGINT stops it gracefully: everything accepted is flushed.`,
 	f.StringSliceVar(&o.startWorkers, "start-worker", nil, "start a builtin worker from local configuration: NAME[:REPLICAS] (e.g. classic:2)")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "also log the engine's info and debug messages and the workers' output (warnings and errors always show)")
 	o.forge.addFlags(f)
+	addReinitFlag(f, g)
 	return c
 }
 
@@ -75,17 +76,13 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	if err != nil {
 		return err
 	}
-	var src *gitsync.Source
-	if isRemote(g.repo) {
-		src, err = gitsync.OpenRemote(ctx, gitsync.RemoteOptions{URL: g.repo, Ref: g.ref, Dir: filepath.Join(dir, "sources")})
-	} else {
-		src, err = gitsync.OpenLocal(g.repo, g.ref)
-	}
+	src, err := openFollowed(ctx, g, dir)
 	if err != nil {
 		return err
 	}
 	// Every revision record is also written to its commit's git note (and
 	// posted to the forge, pushed to origin, when configured).
+	o.forge.configured = g.headSettings.ForgeTimeout
 	if err := o.forge.start(ctx, src, dir, log, errOut); err != nil {
 		return err
 	}
@@ -105,7 +102,7 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	live := newLiveSite(filepath.Join(dir, "site"), errOut)
 	e, err := startEngine(ctx, engineOptions{stateDir: dir, etcd: g.etcd, repoDir: src.Root(), workers: workers,
 		listen: o.workersListen, token: os.Getenv("CONVERGE_WORKER_TOKEN"), log: log, workerOut: workerOut,
-		changed: live.changed, wrapStore: g.wrapStore})
+		changed: live.changed, wrapStore: g.wrapStore, reinit: g.reinitState})
 	if err != nil {
 		return err
 	}
@@ -117,6 +114,7 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	defer stopSite()
 	syncer := &gitsync.Syncer{Source: src, Path: g.path, Records: o.forge.records(e.store, errOut),
 		Engine: e.sched, Log: log, Lint: lintFunc(), Compose: e.sched.DryCompose}
+	setTimeouts(g, src, syncer, g.headSettings)
 
 	// health answers GET /healthz from what the loop below last saw.
 	health := &gitsync.Health{Stall: serveStall}
@@ -192,6 +190,7 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 					}
 				}
 				current = p
+				setTimeouts(g, src, syncer, p.Loaded.Desired.Settings) // the applied converge.cue's
 				settle.Reset()
 				health.Stuck("")
 			}

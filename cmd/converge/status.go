@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"strings"
 	gosync "sync"
@@ -87,6 +88,7 @@ already shows: the notes are the source of truth, the forge a copy. With
 			if err != nil {
 				return err
 			}
+			fo.configured = g.headSettings.ForgeTimeout
 			rep, err := fo.reporter(os.Getenv)
 			if err != nil {
 				return err
@@ -207,11 +209,15 @@ const forgeTokenEnv = "CONVERGE_FORGE_TOKEN"
 // calls start, then publish for each recorded pass (or stores records
 // through records), then stop.
 type forgeOptions struct {
-	kind    string // --forge: github|gitea|gitlab, "" for none
-	url     string // --forge-url
-	repo    string // --forge-repo: owner/name, or a GitLab project id or path
-	siteURL string // --site-url: target_url base
-	push    bool   // --push-status
+	kind    string        // --forge: github|gitea|gitlab, "" for none
+	url     string        // --forge-url
+	repo    string        // --forge-repo: owner/name, or a GitLab project id or path
+	siteURL string        // --site-url: target_url base
+	push    bool          // --push-status
+	timeout time.Duration // --forge-timeout: each request to the forge (0: configured)
+	// configured is forge_timeout in converge.cue (0: 30s), set by the
+	// command before start or reporter.
+	configured time.Duration
 
 	*statusRun // set by start; the options are copied by value, the run is shared
 }
@@ -224,7 +230,13 @@ type statusRun struct {
 	pushWake chan struct{}    // capacity 1: notes changed, push them; nil without --push-status
 	log      *slog.Logger
 	cancel   context.CancelFunc
-	wg       gosync.WaitGroup // the background poster and pusher
+	// pushCtx is the context of pushLoop's pushes: stop lets a push in
+	// flight finish (cancelPush only once the drain's time is up), since
+	// go-git's file:// push deadlocks when cancelled half-way (a
+	// receive-pack child keeps the pipes open; go-git#614).
+	pushCtx    context.Context
+	cancelPush context.CancelFunc
+	wg         gosync.WaitGroup // the background poster and pusher
 }
 
 // start begins posting to the forge and pushing notes in the background,
@@ -247,7 +259,8 @@ func (o *forgeOptions) start(ctx context.Context, src *gitsync.Source, stateDir 
 		fmt.Fprintf(errOut, "converge: git notes and forge statuses not written: they belong to the state in %s, not %s (git config converge.state names their owner)\n", owner, stateDir)
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	o.statusRun = &statusRun{src: src, owns: owns, log: log, cancel: cancel}
+	pushCtx, cancelPush := context.WithCancel(context.WithoutCancel(ctx))
+	o.statusRun = &statusRun{src: src, owns: owns, log: log, cancel: cancel, pushCtx: pushCtx, cancelPush: cancelPush}
 	if rep != nil {
 		o.pub = forge.NewPublisher(rep, log)
 		o.wg.Go(func() { o.pub.Run(runCtx) })
@@ -268,7 +281,7 @@ func (o *statusRun) pushLoop(ctx context.Context) {
 			return
 		case <-o.pushWake:
 		}
-		if err := o.src.PushNotes(ctx); err != nil && ctx.Err() == nil {
+		if err := o.src.PushNotes(o.pushCtx); err != nil && ctx.Err() == nil {
 			o.log.Warn("push notes", "err", err)
 			t := time.NewTimer(time.Minute)
 			select {
@@ -328,8 +341,16 @@ func (o *forgeOptions) stop(errOut io.Writer) {
 			fmt.Fprintf(errOut, "converge: forge: %v (%d statuses not posted; the git notes keep them)\n", err, o.pub.Pending())
 		}
 	}
-	o.cancel()
-	o.wg.Wait()
+	o.cancel() // the pusher ends after the push in flight, if any
+	waited := make(chan struct{})
+	go func() { o.wg.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-ctx.Done():
+		o.cancelPush()
+		<-waited
+	}
+	o.cancelPush()
 	if o.pushWake != nil {
 		if err := o.src.PushNotes(ctx); err != nil {
 			fmt.Fprintf(errOut, "converge: %v\n", err)
@@ -373,6 +394,7 @@ func (o *forgeOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.url, "forge-url", "", "forge URL: GitHub's API root (default https://api.github.com), a Gitea or GitLab instance's web root (GitLab default https://gitlab.com)")
 	f.StringVar(&o.repo, "forge-repo", "", "repository on the forge: OWNER/NAME, or a GitLab project id or path")
 	f.StringVar(&o.siteURL, "site-url", "", "the status site's URL, linked from each status")
+	f.DurationVar(&o.timeout, "forge-timeout", 0, "give up on a request to the forge that takes longer (default: forge_timeout in converge.cue, else 30s; each status is tried a few times, the git notes keep what was not posted)")
 	f.BoolVar(&o.push, "push-status", false, "push the statuses (git notes under "+gitsync.NotesRef+") to the repository's origin, e.g. back to a remote --repo")
 }
 
@@ -391,20 +413,28 @@ func (o *forgeOptions) reporter(getenv func(string) string) (forge.Reporter, err
 	}
 	owner, name, ok := strings.Cut(o.repo, "/")
 	ownerRepo := ok && owner != "" && name != "" && !strings.Contains(name, "/")
+	timeout := o.timeout
+	if timeout <= 0 {
+		timeout = o.configured
+	}
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	hc := forge.WithHTTPClient(&http.Client{Timeout: timeout})
 	switch o.kind {
 	case "github", "gitea":
 		if !ownerRepo {
 			return nil, usageErr("--forge-repo %q: want OWNER/NAME", o.repo)
 		}
 		if o.kind == "github" {
-			return forge.NewGitHub(o.url, owner, name, token), nil
+			return forge.NewGitHub(o.url, owner, name, token, hc), nil
 		}
 		if o.url == "" {
 			return nil, usageErr("--forge gitea: --forge-url is required")
 		}
-		return forge.NewGitea(o.url, owner, name, token), nil
+		return forge.NewGitea(o.url, owner, name, token, hc), nil
 	case "gitlab":
-		return forge.NewGitLab(o.url, o.repo, token), nil
+		return forge.NewGitLab(o.url, o.repo, token, hc), nil
 	}
 	return nil, usageErr("--forge %q: want github, gitea or gitlab", o.kind)
 }

@@ -190,17 +190,63 @@ func samePath(a, b string) bool {
 // openSource opens the repository --repo names: a local repository in
 // place, or a remote one mirrored (and fetched) into the state directory.
 func openSource(ctx context.Context, g *globals, dir string) (*gitsync.Source, error) {
-	if !isRemote(g.repo) {
-		return gitsync.OpenLocal(g.repo, g.ref)
-	}
-	src, err := gitsync.OpenRemote(ctx, gitsync.RemoteOptions{URL: g.repo, Ref: g.ref, Dir: filepath.Join(dir, "sources")})
-	if err != nil {
-		return nil, err
+	src, err := openFollowed(ctx, g, dir)
+	if err != nil || !src.Remote() {
+		return src, err
 	}
 	if _, err := src.Fetch(ctx); err != nil {
 		return nil, err
 	}
+	setTimeouts(g, src, nil, headSettings(src, g.path)) // the fetched head's converge.cue
 	return src, nil
+}
+
+// openFollowed opens the repository --repo names (a remote one's
+// mirror, cloned on first use) without fetching, with its git timeout
+// set (setTimeouts) from what converge.cue at the head it has says.
+func openFollowed(ctx context.Context, g *globals, dir string) (*gitsync.Source, error) {
+	var src *gitsync.Source
+	var err error
+	if isRemote(g.repo) {
+		src, err = gitsync.OpenRemote(ctx, gitsync.RemoteOptions{URL: g.repo, Ref: g.ref, Dir: filepath.Join(dir, "sources"), Timeout: g.gitTimeout})
+	} else {
+		src, err = gitsync.OpenLocal(g.repo, g.ref)
+	}
+	if err != nil {
+		return nil, err
+	}
+	setTimeouts(g, src, nil, headSettings(src, g.path))
+	return src, nil
+}
+
+// setTimeouts bounds src's fetches and pushes and syncer's loads (either
+// may be nil): --git-timeout and --load-timeout when given, else set's
+// git_timeout and load_timeout (converge.cue), else the defaults. set is
+// remembered as g.headSettings for a syncer made later.
+func setTimeouts(g *globals, src *gitsync.Source, syncer *gitsync.Syncer, set converge.Settings) {
+	g.headSettings = set
+	pick := func(flag, setting time.Duration) time.Duration {
+		if flag > 0 {
+			return flag
+		}
+		return setting // 0: the default
+	}
+	if src != nil {
+		src.SetTimeout(pick(g.gitTimeout, set.GitTimeout))
+	}
+	if syncer != nil {
+		syncer.LoadTimeout = pick(g.loadTimeout, set.LoadTimeout)
+	}
+}
+
+// headSettings is what converge.cue below path at src's head says; the
+// zero Settings when it cannot be read (the load that follows says why).
+func headSettings(src *gitsync.Source, path string) converge.Settings {
+	set, err := readHeadSettings(src, path)
+	if err != nil {
+		return converge.Settings{}
+	}
+	return set
 }
 
 // openReader opens the state for reading. When a daemon holds it, done
@@ -283,27 +329,34 @@ func withResource(g *globals, errOut io.Writer, output, arg string, fn func(rd r
 // headWorkers reads the worker processes the converge.cue below path at
 // src's head declares, without loading (or applying) anything else.
 func headWorkers(src *gitsync.Source, path string) ([]converge.WorkerSpec, error) {
+	set, err := readHeadSettings(src, path)
+	return set.Workers, err
+}
+
+// readHeadSettings reads converge.cue below path at src's head, without
+// loading (or applying) anything else.
+func readHeadSettings(src *gitsync.Source, path string) (converge.Settings, error) {
 	rev, err := src.Head()
 	if err != nil {
-		return nil, err
+		return converge.Settings{}, err
 	}
 	fsys, err := src.FS(rev, path)
 	if err != nil {
-		return nil, err
+		return converge.Settings{}, err
 	}
 	b, err := fs.ReadFile(fsys, cue.SettingsFile)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return converge.Settings{}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", cue.SettingsFile, err)
+		return converge.Settings{}, fmt.Errorf("read %s: %w", cue.SettingsFile, err)
 	}
 	res, err := cue.Load(fstest.MapFS{cue.SettingsFile: {Data: b}}, ".", cue.Options{})
 	if err != nil {
-		return nil, fmt.Errorf("load %s: %w", cue.SettingsFile, err)
+		return converge.Settings{}, fmt.Errorf("load %s: %w", cue.SettingsFile, err)
 	}
 	if !res.Valid() {
-		return nil, fmt.Errorf("%s at %s: %s", cue.SettingsFile, rev, res.Findings[0])
+		return converge.Settings{}, fmt.Errorf("%s at %s: %s", cue.SettingsFile, rev, res.Findings[0])
 	}
-	return res.Desired.Settings.Workers, nil
+	return res.Desired.Settings, nil
 }

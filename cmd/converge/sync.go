@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/state"
@@ -45,7 +46,13 @@ or --timeout passes (exit 1, with what is still pending).`,
 	f.StringSliceVar(&o.startWorkers, "start-worker", nil, "also start a builtin worker from local configuration: NAME[:REPLICAS] (the only workers started for a remote --repo)")
 	f.BoolVar(&o.watch, "watch", false, "dev mode: keep running and re-apply the uncommitted work tree on every save")
 	o.forge.addFlags(f)
+	addReinitFlag(f, g)
 	return c
+}
+
+// addReinitFlag adds --reinit-state to f (sync and serve).
+func addReinitFlag(f *pflag.FlagSet, g *globals) {
+	f.BoolVar(&g.reinitState, "reinit-state", false, "when state.db exists but is empty or damaged, move it aside (state.db.damaged-TIME) and start a fresh store: every resource is created again (without it such a file is an error; only a missing file starts fresh)")
 }
 
 func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) error {
@@ -73,11 +80,13 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) e
 	if o.verbose {
 		workerOut = errOut
 	}
+	o.forge.configured = g.headSettings.ForgeTimeout
 	if err := o.forge.start(ctx, src, dir, log, errOut); err != nil {
 		return err
 	}
 	defer o.forge.stop(errOut)
 	syncer := &gitsync.Syncer{Source: src, Path: g.path, Log: log}
+	setTimeouts(g, nil, syncer, g.headSettings)
 	rev, err := src.Head()
 	if err != nil {
 		return err
@@ -89,7 +98,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) e
 			return nil
 		}
 	}
-	pass, err := syncer.Check(rev)
+	pass, err := syncer.CheckContext(ctx, rev)
 	if err != nil {
 		return err
 	}
@@ -113,6 +122,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) e
 	}
 	e, err := startEngine(ctx, engineOptions{
 		stateDir: dir, etcd: g.etcd, repoDir: src.Root(), workers: workers, log: log, workerOut: workerOut, wrapStore: g.wrapStore,
+		reinit: g.reinitState,
 	})
 	if err != nil {
 		return err
@@ -154,7 +164,7 @@ func watchWorkTree(ctx context.Context, e *engine, syncer *gitsync.Syncer, o syn
 	dir := filepath.Join(syncer.Source.Root(), filepath.FromSlash(syncer.Path))
 	fmt.Fprintf(out, "watching %s (dev mode: uncommitted changes are applied as %s@dirty; Ctrl+C stops)\n", dir, syncer.Source.Ref())
 	err := gitsync.WatchTree(ctx, dir, 300*time.Millisecond, func() {
-		pass, err := syncer.CheckWorkTree()
+		pass, err := syncer.CheckWorkTree(ctx)
 		if err != nil {
 			fmt.Fprintln(errOut, "converge:", err)
 			return

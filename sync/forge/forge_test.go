@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"os/exec"
 	"reflect"
@@ -372,5 +373,45 @@ func TestStdlibOnly(t *testing.T) {
 		if p != "github.com/convergehq/converge" && p != "github.com/convergehq/converge/sync/forge" {
 			t.Errorf("sync/forge depends on %s", p)
 		}
+	}
+}
+
+// TestForgeThatNeverAnswers: a forge that accepts the connection and
+// never answers (a real TCP server on loopback) costs a status at most
+// its HTTP client's timeout per attempt, then an error naming the URL.
+func TestForgeThatNeverAnswers(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	accepted := make(chan struct{})
+	go func() {
+		defer close(accepted)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c) // held open, never answered
+		}
+	}()
+	defer func() {
+		l.Close()
+		<-accepted
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	url := "http://" + l.Addr().String()
+	r := forge.NewGitHub(url, forgetest.Owner, forgetest.Repo, forgetest.Token,
+		forge.WithHTTPClient(&http.Client{Timeout: 200 * time.Millisecond}), forge.WithRetry(2, time.Millisecond, time.Millisecond))
+	t0 := time.Now()
+	err = r.Report(testCtx(t), sha1, status(converge.ContextSync, converge.StatePending, "applied"))
+	if err == nil || !strings.Contains(err.Error(), url) || !strings.Contains(err.Error(), "Timeout") {
+		t.Errorf("Report to a forge that never answers: %v; want a timeout naming %s", err, url)
+	}
+	if took := time.Since(t0); took > 5*time.Second {
+		t.Errorf("Report took %v, want about two 200ms attempts", took)
 	}
 }
