@@ -45,6 +45,11 @@ type Options struct {
 	// TLS serves clients over TLS only, requiring a client certificate
 	// signed by a fresh CA (Cluster.TLS has the files).
 	TLS bool
+	// ElectionMs is the members' raft election timeout; default 3000
+	// (see StartCluster). etcd raises a lease's TTL to at least 1.5
+	// election timeouts, so a test of a short lease (a 3s leader
+	// session) sets it lower, e.g. 1500.
+	ElectionMs uint
 }
 
 // Start starts a cluster for t and stops it on cleanup.
@@ -106,6 +111,9 @@ func StartCluster(dir string, opts Options) (*Cluster, error) {
 		// timeout makes a loaded test's members elect again and again,
 		// stalling writes for seconds. Tests want a steady leader.
 		cfg.ElectionMs = 3000
+		if opts.ElectionMs > 0 {
+			cfg.ElectionMs = opts.ElectionMs
+		}
 		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 		cfgs[i] = cfg
 		c.Endpoints = append(c.Endpoints, client.String())
