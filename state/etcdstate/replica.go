@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -36,6 +37,9 @@ type Advert struct {
 	Workers string `json:"workers,omitempty"`
 	// HTTP is its site and webhook address (--listen), "" for none.
 	HTTP string `json:"http,omitempty"`
+	// Host and PID locate the leader's process (Campaign fills them).
+	Host string `json:"host,omitempty"`
+	PID  int    `json:"pid,omitempty"`
 }
 
 // Replica is one converge control-plane replica's seat in the election
@@ -132,6 +136,8 @@ func (r *Replica) Campaign(ctx context.Context, a Advert) (*Term, error) {
 	e := concurrency.NewElection(s, r.opts.Prefix+kElection)
 	a.Name = r.name
 	a.Since = time.Time{}
+	a.Host, _ = os.Hostname()
+	a.PID = os.Getpid()
 	v, _ := json.Marshal(a) // an Advert always encodes
 	if err := e.Campaign(cctx, string(v)); err != nil {
 		s.Close()
