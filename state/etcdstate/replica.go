@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
@@ -112,6 +113,10 @@ type Term struct {
 	// least the replica's, more if the cluster's minimum is higher (etcd
 	// raises a TTL under 1.5 election timeouts).
 	TTL time.Duration
+	// ctx is done when the session is lost or the term ends: its store's
+	// writes stop then.
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 // Campaign waits until this replica leads the prefix, or ctx is done
@@ -139,12 +144,29 @@ func (r *Replica) Campaign(ctx context.Context, a Advert) (*Term, error) {
 	a.Host, _ = os.Hostname()
 	a.PID = os.Getpid()
 	v, _ := json.Marshal(a) // an Advert always encodes
-	if err := e.Campaign(cctx, string(v)); err != nil {
-		s.Close()
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+	campaign := make(chan error, 1)
+	go func() { campaign <- e.Campaign(cctx, string(v)) }()
+	select {
+	case err := <-campaign:
+		if err != nil {
+			s.Close()
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, fmt.Errorf("campaign: %w", err)
 		}
-		return nil, fmt.Errorf("campaign: %w", err)
+	case <-ctx.Done():
+		// A cancelled Campaign withdraws its key with the client's own
+		// context, which waits as long as etcd does not answer: leave it
+		// to finish (Close ends it) rather than hold up a shutdown.
+		cancel()
+		go func() {
+			if err := <-campaign; err == nil {
+				e.Resign(context.Background())
+			}
+			s.Close()
+		}()
+		return nil, ctx.Err()
 	}
 	a.Since = time.Now().UTC()
 	v, _ = json.Marshal(a)
@@ -157,6 +179,14 @@ func (r *Replica) Campaign(ctx context.Context, a Advert) (*Term, error) {
 		return nil, fmt.Errorf("campaign: publish leadership: %w", err)
 	}
 	term := &Term{r: r, session: s, election: e, Advert: a, Rev: e.Header().Revision, TTL: r.ttl}
+	term.ctx, term.cancel = context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-s.Done():
+		case <-term.ctx.Done():
+		}
+		term.cancel()
+	}()
 	if ttl, err := r.cli.TimeToLive(cctx, s.Lease()); err == nil && ttl.GrantedTTL > 0 {
 		term.TTL = time.Duration(ttl.GrantedTTL) * time.Second
 	}
@@ -178,6 +208,7 @@ func (t *Term) Open(o Options) (*Store, error) {
 	o.Prefix = t.r.opts.Prefix
 	o.ReadOnly = false
 	o.termLease = t.session.Lease()
+	o.termCtx = t.ctx
 	if o.LockTimeout <= 0 {
 		o.LockTimeout = 2 * t.r.ttl
 	}
@@ -197,6 +228,7 @@ func (t *Term) Open(o Options) (*Store, error) {
 // the session, releasing its lease: another replica can win at once.
 // Close the term's store first.
 func (t *Term) End() error {
+	defer t.cancel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	select {
@@ -279,8 +311,13 @@ func Leader(o Options) (Advert, error) {
 // leader reads the election's oldest key: the leader's (as
 // concurrency.Election.Leader does, without a session).
 func leader(ctx context.Context, cli *clientv3.Client, prefix string) (Advert, error) {
-	resp, err := cli.Get(ctx, prefix+kElection+"/", clientv3.WithFirstCreate()...)
+	// WithRequireLeader: a member cut off from its quorum answers at
+	// once that it has none, instead of leaving the read to time out.
+	resp, err := cli.Get(clientv3.WithRequireLeader(ctx), prefix+kElection+"/", clientv3.WithFirstCreate()...)
 	if err != nil {
+		if errors.Is(err, rpctypes.ErrNoLeader) {
+			return Advert{}, fmt.Errorf("read leader: etcd has lost its quorum: %w", err)
+		}
 		return Advert{}, fmt.Errorf("read leader: %w", err)
 	}
 	if len(resp.Kvs) == 0 {
@@ -291,4 +328,16 @@ func leader(ctx context.Context, cli *clientv3.Client, prefix string) (Advert, e
 		return Advert{}, fmt.Errorf("read leader: %s: %w", resp.Kvs[0].Key, err)
 	}
 	return a, nil
+}
+
+// Health reports whether the cluster answers with a leader of its own
+// within timeout: nil, or an error saying it is unreachable or has no
+// quorum (why a term was lost, when it was not a pause).
+func (r *Replica) Health(timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if _, err := r.cli.Get(clientv3.WithRequireLeader(ctx), r.opts.Prefix+kSyncRequest, clientv3.WithCountOnly()); err != nil {
+		return fmt.Errorf("etcd (%s) is unreachable or has lost its quorum: %w", strings.Join(r.cli.Endpoints(), ","), err)
+	}
+	return nil
 }

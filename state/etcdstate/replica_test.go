@@ -139,9 +139,16 @@ func TestDeposedLeaderIsFenced(t *testing.T) {
 	}
 	before := snapshot(t, sb)
 
-	// a resumes, unaware: nothing it writes lands.
+	// a resumes: nothing it writes lands. Its store knows the term is
+	// over (its session noticed) and refuses at once.
 	stale := res("bom", "r", "")
 	stale.Phase = converge.PhaseFailed
+	if err := sa.Commit(&converge.Batch{Resources: []*converge.Resource{stale}}); !errors.Is(err, etcdstate.ErrFenced) {
+		t.Errorf("deposed leader's commit after its term ended: %v, want ErrFenced", err)
+	}
+	// A write that reaches etcd before the replica notices is refused by
+	// the server's fence.
+	sa.IgnoreTermEnd()
 	if err := sa.Commit(&converge.Batch{Resources: []*converge.Resource{stale}}); !errors.Is(err, etcdstate.ErrFenced) {
 		t.Errorf("deposed leader's small commit: %v, want ErrFenced", err)
 	}

@@ -82,6 +82,9 @@ type Options struct {
 	// session's, so the lock and the leadership end together. Its owner
 	// keeps it alive; Close deletes the lock key but leaves the lease.
 	termLease clientv3.LeaseID
+	// termCtx, when set (Term.Open), is done once the term is lost:
+	// every write in flight is cut short then, and refused after.
+	termCtx context.Context
 }
 
 const (
@@ -373,7 +376,8 @@ func (s *Store) Close() error {
 		cancel()
 		s.lease = 0
 	}
-	if s.opts.termLease != 0 && s.lockRev != 0 && s.cli != nil {
+	if s.opts.termLease != 0 && s.lockRev != 0 && s.cli != nil && (s.opts.termCtx == nil || s.opts.termCtx.Err() == nil) {
+		// (A lost term's lease took the lock with it.)
 		// The lease is the term's: release the lock alone, if still ours.
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		key := s.p + kLock
@@ -413,6 +417,15 @@ func (s *Store) count(w written, took time.Duration) {
 	s.stats.Deletes += w.dels
 	s.stats.Bytes += w.bytes
 	s.stats.LongestCommit = max(s.stats.LongestCommit, took)
+}
+
+// writeContext bounds one write: opTimeout, and the term's end.
+func (s *Store) writeContext() (context.Context, context.CancelFunc) {
+	base := context.Background()
+	if s.opts.termCtx != nil {
+		base = s.opts.termCtx
+	}
+	return context.WithTimeout(base, opTimeout)
 }
 
 // fence returns the comparisons every write is conditioned on.
