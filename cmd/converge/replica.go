@@ -57,6 +57,7 @@ func (s *server) runReplica(ctx context.Context) error {
 		return err
 	}
 	defer rep.Close()
+	s.rep = rep
 	token := os.Getenv("CONVERGE_WORKER_TOKEN")
 	if err := os.MkdirAll(s.dir, 0o700); err != nil {
 		return fmt.Errorf("create state directory: %w", err)
@@ -223,15 +224,20 @@ func (s *server) lead(ctx context.Context, term *etcdstate.Term, token string, s
 	// (it fetches on start anyway).
 	reqs := term.SyncRequests(tctx)
 	s.follow(tctx, e, reqs, health)
-	why := "shutting down"
 	if lost.Load() {
-		why = fmt.Sprintf("lost the election lease (not renewed for %v: paused, or cut off from etcd)", term.TTL)
 		fmt.Fprintf(s.out, "serve: replica %s lost the leadership: stopping its engine\n", name)
 	}
 	if err := e.close(); err != nil && !(lost.Load() && errors.Is(err, etcdstate.ErrFenced)) {
 		fmt.Fprintf(s.errOut, "converge: close engine: %v\n", err)
 	}
-	return why
+	if !lost.Load() {
+		return "shutting down"
+	}
+	// Paused, or cut off: say which when etcd itself is the trouble.
+	if err := s.rep.Health(time.Second); err != nil {
+		return fmt.Sprintf("lost the election lease: %v", err)
+	}
+	return fmt.Sprintf("lost the election lease (not renewed for %v: paused, or cut off from etcd)", term.TTL)
 }
 
 // connSwitch hands the connections of one listener (a replica's

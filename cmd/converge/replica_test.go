@@ -440,3 +440,110 @@ func TestReplicasFailover(t *testing.T) {
 	}
 	t.Logf("stopped %.1fs after the start", time.Since(start).Seconds())
 }
+
+// TestReplicasQuorumLoss: with one of three etcd members stopped the
+// replicas go on converging; with two stopped (no quorum) the leader
+// steps down saying etcd lost its quorum, and `converge leader` says so
+// too; with the members back a replica leads again and converges a
+// commit pushed meanwhile, and the state is consistent.
+func TestReplicasQuorumLoss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two serve replicas on a three-member etcd cluster and stops two members")
+	}
+	cluster := etcdtest.Start(t, etcdtest.Options{Members: 3, ElectionMs: 1500})
+	url := cluster.URL("/converge/quorum")
+	o, err := parseEtcdState(url, "", "", "", os.Getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := replicaRepo(t, []byte(smallBOM), false)
+	procs := map[string]*proc{}
+	for _, name := range []string{"a", "b"} {
+		procs[name] = startProc(t, name, nil, "serve", "--replica", name, "--lease-ttl", "2s",
+			"--repo", repo, "--state", url, "--listen", "", "--poll", "300ms")
+	}
+	var first etcdstate.Advert
+	waitUntil(t, 30*time.Second, "a leader", func() bool { first = leaderOf(o); return first.Name != "" })
+	var before converge.Counts
+	waitUntil(t, 60*time.Second, "the small BOM converged", func() bool {
+		var ph converge.Phase
+		ph, before = rootRollup(o)
+		return ph == converge.PhaseReady && before.Total > 0 && before.Ready == before.Total
+	})
+	addTeam := func(fd, team string) {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(repo, "resources", "bom.cue"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		old := `{name: "` + fd + `", networking: false, service_teams: [{name: "team-000"}`
+		nb := bytes.Replace(b, []byte(old), []byte(old+`, {name: "`+team+`"}`), 1)
+		if bytes.Equal(nb, b) {
+			t.Fatalf("no %q in the BOM", old)
+		}
+		if err := os.WriteFile(filepath.Join(repo, "resources", "bom.cue"), nb, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		gittest.Run(t, repo, "commit", "-q", "-am", "add "+fd+"/"+team)
+	}
+
+	// One member down: the converge goes on.
+	cluster.StopMember(2)
+	addTeam("fd-02", "team-001")
+	var mid converge.Counts
+	waitUntil(t, 60*time.Second, "a commit converged with one etcd member down", func() bool {
+		var ph converge.Phase
+		ph, mid = rootRollup(o)
+		return ph == converge.PhaseReady && mid.Total > before.Total && mid.Ready == mid.Total
+	})
+
+	// Two down: no quorum. The leader steps down, naming the cause.
+	leaderOut := procs[first.Name]
+	cluster.StopMember(1)
+	lost := time.Now()
+	waitUntil(t, 60*time.Second, "the leader to step down", func() bool {
+		return strings.Contains(leaderOut.output(), "serve: replica "+first.Name+" stepped down:")
+	})
+	t.Logf("%s stepped down %v after etcd lost its quorum", first.Name, time.Since(lost).Round(time.Millisecond))
+	for _, l := range strings.Split(leaderOut.output(), "\n") {
+		if strings.Contains(l, "serve: replica") {
+			t.Log(l)
+		}
+	}
+	if out := leaderOut.output(); !strings.Contains(out, "lost its quorum") && !strings.Contains(out, "unreachable") {
+		t.Errorf("the step-down does not say etcd lost its quorum:\n%s", out)
+	}
+	if out, err := runCLI("--state", url, "leader"); err == nil || !strings.Contains(err.Error(), "quorum") {
+		t.Errorf("converge leader without quorum: %v, want an error naming the lost quorum\n%s", err, out)
+	}
+	addTeam("fd-02", "team-002") // pushed while nothing can be written
+
+	// Quorum back: a replica leads and converges what was pushed.
+	for _, i := range []int{1, 2} {
+		if err := cluster.StartMember(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	back := time.Now()
+	var next etcdstate.Advert
+	waitUntil(t, 60*time.Second, "a leader after the quorum came back", func() bool {
+		next = leaderOf(o)
+		return next.Name != "" && next.Since.After(first.Since)
+	})
+	t.Logf("%s leads %v after the members came back", next.Name, time.Since(back).Round(time.Millisecond))
+	waitUntil(t, 120*time.Second, "the commit pushed during the outage converged", func() bool {
+		ph, c := rootRollup(o)
+		return ph == converge.PhaseReady && c.Total > mid.Total && c.Ready == c.Total
+	})
+	for _, p := range procs {
+		p.stop(t)
+	}
+	st, err := openEtcd(o, true, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Check(); err != nil {
+		t.Errorf("the state after the quorum loss: %v", err)
+	}
+}

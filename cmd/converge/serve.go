@@ -20,6 +20,7 @@ import (
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/site"
 	"github.com/convergehq/converge/state"
+	"github.com/convergehq/converge/state/etcdstate"
 	gitsync "github.com/convergehq/converge/sync"
 )
 
@@ -95,9 +96,11 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	if err != nil {
 		return err
 	}
+	notesDir := dir // whose notes a local repository's verdicts are
 	if o.replica != "" {
 		// Replicas may share a machine (and a work tree): each keeps its
-		// sockets, mirrors and site apart.
+		// sockets, mirrors and site apart. Whichever leads writes the
+		// local repository's notes, as a serve on the state would.
 		dir = filepath.Join(dir, "replicas", o.replica)
 	}
 	var src *gitsync.Source
@@ -111,7 +114,10 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	}
 	// Every revision record is also written to its commit's git note (and
 	// posted to the forge, pushed to origin, when configured).
-	if err := o.forge.start(ctx, src, dir, log, errOut); err != nil {
+	if src.Remote() {
+		notesDir = dir // the notes live in this replica's own mirror
+	}
+	if err := o.forge.start(ctx, src, notesDir, log, errOut); err != nil {
 		return err
 	}
 	defer o.forge.stop(errOut)
@@ -180,6 +186,7 @@ type server struct {
 	src         *gitsync.Source
 	workers     []converge.WorkerSpec
 	live        *liveSite
+	rep         *etcdstate.Replica // a replica's seat in the election; nil unless --replica
 }
 
 // engineOptions are the options of the engine serve starts (a replica:
