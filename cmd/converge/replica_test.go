@@ -450,7 +450,10 @@ func TestReplicasQuorumLoss(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs two serve replicas on a three-member etcd cluster and stops two members")
 	}
+	t0 := time.Now()
+	phase := func(what string) { t.Logf("%5.1fs %s", time.Since(t0).Seconds(), what) }
 	cluster := etcdtest.Start(t, etcdtest.Options{Members: 3, ElectionMs: 1500})
+	phase("etcd started")
 	url := cluster.URL("/converge/quorum")
 	o, err := parseEtcdState(url, "", "", "", os.Getenv)
 	if err != nil {
@@ -488,7 +491,20 @@ func TestReplicasQuorumLoss(t *testing.T) {
 	}
 
 	// One member down: the converge goes on.
-	cluster.StopMember(2)
+	phase("converged the small BOM")
+	// Stop etcd's followers, not its leader: closing a leader member
+	// hands its leadership over first, which takes seconds.
+	cli := cluster.Client(t)
+	var followers []int
+	for i, ep := range cluster.Endpoints {
+		if st, err := cli.Status(t.Context(), ep); err == nil && st.Leader != st.Header.MemberId {
+			followers = append(followers, i)
+		}
+	}
+	if len(followers) != 2 {
+		t.Fatalf("etcd members following their leader: %v, want 2", followers)
+	}
+	cluster.StopMember(followers[0])
 	addTeam("fd-02", "team-001")
 	var mid converge.Counts
 	waitUntil(t, 60*time.Second, "a commit converged with one etcd member down", func() bool {
@@ -497,9 +513,11 @@ func TestReplicasQuorumLoss(t *testing.T) {
 		return ph == converge.PhaseReady && mid.Total > before.Total && mid.Ready == mid.Total
 	})
 
+	phase("converged a commit with one member down")
 	// Two down: no quorum. The leader steps down, naming the cause.
 	leaderOut := procs[first.Name]
-	cluster.StopMember(1)
+	cluster.StopMember(followers[1])
+	phase("stopped a second member")
 	lost := time.Now()
 	waitUntil(t, 60*time.Second, "the leader to step down", func() bool {
 		return strings.Contains(leaderOut.output(), "serve: replica "+first.Name+" stepped down:")
@@ -515,11 +533,14 @@ func TestReplicasQuorumLoss(t *testing.T) {
 	}
 	if out, err := runCLI("--state", url, "leader"); err == nil || !strings.Contains(err.Error(), "quorum") {
 		t.Errorf("converge leader without quorum: %v, want an error naming the lost quorum\n%s", err, out)
+	} else {
+		t.Logf("converge leader without quorum: %v", err)
 	}
 	addTeam("fd-02", "team-002") // pushed while nothing can be written
 
+	phase("checked the step-down")
 	// Quorum back: a replica leads and converges what was pushed.
-	for _, i := range []int{1, 2} {
+	for _, i := range followers {
 		if err := cluster.StartMember(i); err != nil {
 			t.Fatal(err)
 		}
@@ -535,6 +556,7 @@ func TestReplicasQuorumLoss(t *testing.T) {
 		ph, c := rootRollup(o)
 		return ph == converge.PhaseReady && c.Total > mid.Total && c.Ready == c.Total
 	})
+	phase("converged the commit pushed during the outage")
 	for _, p := range procs {
 		p.stop(t)
 	}
@@ -546,4 +568,5 @@ func TestReplicasQuorumLoss(t *testing.T) {
 	if err := st.Check(); err != nil {
 		t.Errorf("the state after the quorum loss: %v", err)
 	}
+	phase("stopped and checked")
 }
