@@ -168,7 +168,7 @@ func (s *server) runReplica(ctx context.Context) error {
 		}
 		h := &gitsync.Health{Stall: serveStall}
 		health.Store(h)
-		why := s.lead(ctx, term, token, sw, h)
+		why, failed := s.lead(ctx, term, token, sw, h)
 		health.Store(nil)
 		if err := term.End(); err != nil {
 			s.log.Warn("end term", "replica", name, "err", err)
@@ -178,13 +178,20 @@ func (s *server) runReplica(ctx context.Context) error {
 			return nil
 		}
 		fmt.Fprintf(s.out, "serve: replica %s stepped down: %s; campaigning again\n", name, why)
+		if failed && sleepCtx(ctx, time.Second) != nil {
+			// A replica that cannot lead (its engine would not start)
+			// leaves the others, already campaigning, ahead of it.
+			fmt.Fprintln(s.out, "serve: shutting down")
+			return nil
+		}
 	}
 }
 
 // lead runs one term: the engine (the store opened under the term, so
 // every write is fenced on its election key) and the sync loop, until
-// ctx is done or the term is lost. It returns why the term ended.
-func (s *server) lead(ctx context.Context, term *etcdstate.Term, token string, sw *connSwitch, health *gitsync.Health) string {
+// ctx is done or the term is lost. It returns why the term ended, and
+// failed when this replica could not run it.
+func (s *server) lead(ctx context.Context, term *etcdstate.Term, token string, sw *connSwitch, health *gitsync.Health) (why string, failed bool) {
 	name := s.o.replica
 	tctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -201,14 +208,14 @@ func (s *server) lead(ctx context.Context, term *etcdstate.Term, token string, s
 	fmt.Fprintf(s.out, "serve: replica %s leads since %s (election lease %v)\n", name, since, term.TTL)
 	st, err := term.Open(etcdstate.Options{})
 	if err != nil {
-		return fmt.Sprintf("open state: %v", err)
+		return fmt.Sprintf("open state: %v", err), true
 	}
 	// The takeover is an event of the state, before the scheduler loads
 	// it (the store numbers it; the scheduler numbers on from it).
 	ev := converge.Event{Time: time.Now().UTC(), Type: "Leader", Message: fmt.Sprintf("leader %s since %s", name, since)}
 	if err := st.Commit(&converge.Batch{Events: []converge.Event{ev}}); err != nil {
 		st.Close()
-		return fmt.Sprintf("record the takeover: %v", err)
+		return fmt.Sprintf("record the takeover: %v", err), true
 	}
 	o := s.engineOptions(token)
 	o.store, o.etcd, o.listen, o.changed = st, nil, "", nil
@@ -218,7 +225,7 @@ func (s *server) lead(ctx context.Context, term *etcdstate.Term, token string, s
 	e, err := startEngine(tctx, o)
 	if err != nil {
 		st.Close()
-		return err.Error()
+		return err.Error(), true
 	}
 	// Webhook deliveries to any replica reach the term as sync requests
 	// (it fetches on start anyway).
@@ -231,13 +238,13 @@ func (s *server) lead(ctx context.Context, term *etcdstate.Term, token string, s
 		fmt.Fprintf(s.errOut, "converge: close engine: %v\n", err)
 	}
 	if !lost.Load() {
-		return "shutting down"
+		return "shutting down", false
 	}
 	// Paused, or cut off: say which when etcd itself is the trouble.
 	if err := s.rep.Health(time.Second); err != nil {
-		return fmt.Sprintf("lost the election lease: %v", err)
+		return fmt.Sprintf("lost the election lease: %v", err), false
 	}
-	return fmt.Sprintf("lost the election lease (not renewed for %v: paused, or cut off from etcd)", term.TTL)
+	return fmt.Sprintf("lost the election lease (not renewed for %v: paused, or cut off from etcd)", term.TTL), false
 }
 
 // connSwitch hands the connections of one listener (a replica's
