@@ -178,6 +178,13 @@ type Resource struct {
 	Source    string    `json:"source,omitempty"`
 	CreatedAt time.Time `json:"created_at,omitzero"`
 	UpdatedAt time.Time `json:"updated_at,omitzero"`
+	// ComposedBy is set on a composer whose children are exactly its
+	// last applied composition, of the spec at ObservedGeneration: the
+	// composing worker's revision and a digest of the provider config
+	// it composed with ("REVISION CONFIG"). The next compose may then be
+	// answered as a delta against that spec (Task.Base). Empty: the
+	// next compose is answered in full.
+	ComposedBy string `json:"composed_by,omitempty"`
 }
 
 // ID returns the resource's identity.
@@ -379,6 +386,13 @@ type Task struct {
 	// guard): nothing of the result is applied, and the composer must not
 	// cause side effects for it.
 	DryRun bool
+	// BaseSpec, for a compose, is the spec of the composition the
+	// resource's children are now, composed by a worker of revision
+	// BaseRevision (Resource.ComposedBy). A worker of that revision may
+	// answer with only what changed since (Result.Delta); any other
+	// answers in full. Nil: answer in full.
+	BaseSpec     json.RawMessage
+	BaseRevision string
 }
 
 // Ref returns the task's KindRef.
@@ -404,6 +418,16 @@ type Result struct {
 	// Children and Edges are a compose reaction's output.
 	Children []Child
 	Edges    []Edge
+	// Delta marks a compose answered against the task's BaseSpec:
+	// Children are only the added and changed children, each with every
+	// edge it consumes, and Removed the children the spec no longer
+	// yields; every other child stays as it is.
+	Delta   bool
+	Removed []ID
+	// Revision identifies the composing worker's code: the same spec
+	// composed by the same revision yields the same composition. Workers
+	// that answer deltas set it.
+	Revision string
 }
 
 // Child is one resource a composer emits.
@@ -413,6 +437,10 @@ type Child struct {
 	Name              string          `json:"name"`
 	Spec              json.RawMessage `json:"spec"`
 	ProviderConfigRef string          `json:"provider_config_ref,omitempty"`
+	// Added, in a delta (Result.Delta), marks a child the base
+	// composition did not have: one of that name already there is a
+	// duplicate.
+	Added bool `json:"added,omitempty"`
 }
 
 // Counts tallies resources by phase; a composition root's rollup.

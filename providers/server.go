@@ -472,7 +472,8 @@ func (s *Server) receive(stream convergev1.Control_ConnectServer, w *worker) err
 				if p := w.partial[id]; p != nil {
 					p.Children = append(p.Children, res.Children...)
 					p.Edges = append(p.Edges, res.Edges...)
-					res.Children, res.Edges = p.Children, p.Edges
+					p.Removed = append(p.Removed, res.Removed...)
+					res.Children, res.Edges, res.Removed = p.Children, p.Edges, p.Removed
 				}
 				if limit > 0 && len(res.Children) > limit {
 					// Stop holding parts of a composition that is over
@@ -616,6 +617,7 @@ func taskToProto(t *converge.Task) *convergev1.Task {
 		Id: t.ID, Key: t.Key, Reaction: t.Reaction, Uid: t.UID,
 		Kind: t.Kind, KindVersion: int32(t.KindVersion), Name: t.Name, Generation: t.Generation,
 		Spec: t.Spec, Status: t.Status, Config: t.Config, Args: t.Args, DryRun: t.DryRun,
+		BaseSpec: t.BaseSpec, BaseRevision: t.BaseRevision,
 	}
 	if !t.Deadline.IsZero() {
 		p.DeadlineUnixNano = t.Deadline.UnixNano()
@@ -630,7 +632,14 @@ func taskToProto(t *converge.Task) *convergev1.Task {
 }
 
 func resultFromProto(p *convergev1.Result, worker string) *converge.Result {
-	r := &converge.Result{TaskID: p.GetTaskId(), Worker: worker, Message: p.GetMessage()}
+	r := &converge.Result{TaskID: p.GetTaskId(), Worker: worker, Message: p.GetMessage(),
+		Delta: p.GetDelta(), Revision: p.GetRevision()}
+	if rm := p.GetRemoved(); len(rm) > 0 {
+		r.Removed = make([]converge.ID, len(rm))
+		for i, id := range rm {
+			r.Removed[i] = converge.ID(id)
+		}
+	}
 	switch p.GetOutcome() {
 	case convergev1.Outcome_OUTCOME_OK:
 		r.Outcome = converge.OutcomeOK
@@ -647,7 +656,7 @@ func resultFromProto(p *convergev1.Result, worker string) *converge.Result {
 		for i, c := range cs {
 			r.Children[i] = converge.Child{
 				Kind: c.GetKind(), KindVersion: int(c.GetKindVersion()), Name: c.GetName(),
-				Spec: c.GetSpec(), ProviderConfigRef: c.GetProviderConfigRef(),
+				Spec: c.GetSpec(), ProviderConfigRef: c.GetProviderConfigRef(), Added: c.GetAdded(),
 			}
 		}
 	}

@@ -24,6 +24,10 @@ func (s *Scheduler) composeResult(n *node, rec *taskRec, res *converge.Result) {
 		s.succeeded(n, rec) // re-enqueues
 		return
 	}
+	if res.Delta {
+		s.composeDeltaResult(n, rec, res)
+		return
+	}
 	ids, emitted, err := s.checkComposition(n, res)
 	if err != nil {
 		s.failPermanent(n, err.Error())
@@ -39,6 +43,7 @@ func (s *Scheduler) composeResult(n *node, rec *taskRec, res *converge.Result) {
 		s.queue = slices.Grow(s.queue, k)
 	}
 	kept, created, updated, pruned := 0, 0, 0, 0
+	partial := false // some child waits for the compose after a teardown
 	// canon returns the one copy of id the graph keeps: a child's from
 	// ids, another resource's from its node. A million edges then share
 	// their nodes' strings instead of each keeping two decoded ones.
@@ -127,12 +132,14 @@ func (s *Scheduler) composeResult(n *node, rec *taskRec, res *converge.Result) {
 		ex := s.nodes[id]
 		switch {
 		case ex == nil && later[id]:
+			partial = true
 		case ex == nil:
 			s.createChild(n, c, id, createdBy)
 			created++
 		case ex.r.Deleting:
 			// Being torn down: the owner composes again once it is gone.
 			ex.recomposeOwner = true
+			partial = true
 		default:
 			if s.updateDeclared(ex, c.KindVersion, c.Spec, c.ProviderConfigRef) {
 				updated++
@@ -158,6 +165,18 @@ func (s *Scheduler) composeResult(n *node, rec *taskRec, res *converge.Result) {
 	if created+updated+pruned > 0 || n.r.ObservedGeneration != rec.gen {
 		s.event(n.id, "Composed", fmt.Sprintf("composed %d children (%d created, %d updated, %d kept, %d pruned)",
 			len(res.Children), created, updated, kept, pruned))
+	}
+	s.finishCompose(n, rec, res, partial)
+}
+
+// finishCompose ends an applied compose of n (full or delta): it records
+// the composition the children now are (or forgets it, when some child
+// waits for a later compose) and moves n on from its rollup.
+func (s *Scheduler) finishCompose(n *node, rec *taskRec, res *converge.Result, partial bool) {
+	if partial {
+		s.forgetComposition(n)
+	} else {
+		s.recordComposition(n, res.Revision, rec.config)
 	}
 	s.succeeded(n, rec)
 	wasReady := n.r.Phase == converge.PhaseReady

@@ -234,6 +234,7 @@ func (s *Scheduler) remove(n *node) {
 	if o := n.owner; o != nil && !o.removed && !o.r.Deleting {
 		if n.recomposeOwner {
 			o.recomposeOwed = true
+			s.forgetComposition(o)
 		}
 		s.recomposeIfOwed(o)
 	}

@@ -117,7 +117,9 @@ func (s *Scheduler) consider(n *node) {
 		s.considerTeardown(n)
 		return
 	}
-	if r.Lease != nil || n.inBackoff {
+	if r.Lease != nil || n.inBackoff || n.unstorable {
+		// An unstorable row stays Failed: a new generation (a flowed
+		// value) must not make Ready what the store cannot hold.
 		return
 	}
 	// A permanent failure waits for a new generation, which a changed
@@ -281,6 +283,11 @@ func (s *Scheduler) dispatchNode(n *node, reaction string, kind taskKind) {
 	resync := kind == taskMain && r.Phase == converge.PhaseReady && r.ObservedGeneration == r.Generation
 	ttl := s.leaseTTL(ref)
 	t := s.newTask(r, reaction, r.UID+"/"+itoa(r.Generation)+"/"+reaction, ttl)
+	var config string
+	if reaction == converge.ReactionCompose {
+		config = composeContext(r.KindVersion, t.Config)
+		t.BaseSpec, t.BaseRevision = s.composeBase(n, config)
+	}
 	if err := s.disp.Dispatch(s.ctx, t); err != nil {
 		if errors.Is(err, converge.ErrNoWorker) {
 			rs.noWorker = true
@@ -297,7 +304,8 @@ func (s *Scheduler) dispatchNode(n *node, reaction string, kind taskKind) {
 	if reaction != converge.ReactionTeardown {
 		s.taskRefs.Store(t.ID, ref)
 	}
-	s.tasks[t.ID] = &taskRec{kind: kind, id: n.id, gen: r.Generation, ref: ref, reaction: reaction, resync: resync, counted: true}
+	s.tasks[t.ID] = &taskRec{kind: kind, id: n.id, gen: r.Generation, ref: ref, reaction: reaction, resync: resync, counted: true,
+		config: config, base: t.BaseSpec != nil}
 	r.Lease = &converge.Lease{TaskID: t.ID, Reaction: reaction, Expires: t.Deadline}
 	s.addTimer(t.Deadline, timerLease, n.id, t.ID)
 	if kind == taskMain && !resync {

@@ -2,10 +2,12 @@ package scheduler
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -17,8 +19,10 @@ import (
 // applied. It waits for a worker serving t's KindRef until ctx is done.
 type ComposeFunc func(ctx context.Context, t *converge.Task) (*converge.Result, error)
 
-// dryRunTTL bounds a dry-run compose whose kind sets no task_deadline.
-const dryRunTTL = 30 * time.Second
+// dryRunTTL bounds a dry-run compose whose kind sets no task_deadline: as
+// long as a real compose's lease (Config.ComposeLeaseTTL), since a
+// million-child answer takes as long.
+const dryRunTTL = 2 * time.Minute
 
 // DryCompose is a ComposeFunc over the running scheduler's workers: the
 // answer comes back to the caller only; no state, event or lease changes.
@@ -184,10 +188,17 @@ func Fanout(ctx context.Context, g Graph, d *converge.Desired, p *Plan, v Valida
 		// live: the composer is stored and not being torn down, so what
 		// it owns now is what its recompose changes.
 		var live bool
+		var composedBy string
+		var composedSpec json.RawMessage
 		if err := g.Read(ctx, func(gv GraphView) {
 			if ex := gv.Get(id); ex != nil && !ex.Deleting {
 				live = true
 				t.UID, t.Generation, t.Status = ex.UID, ex.Generation+1, converge.CloneJSON(ex.Status)
+				if ex.ObservedGeneration == ex.Generation && ex.KindVersion == r.KindVersion {
+					// Its children are the composition of its spec now:
+					// the base of a delta (composeBase).
+					composedBy, composedSpec = ex.ComposedBy, ex.Spec
+				}
 			}
 		}); err != nil {
 			p.Unanswered = append(p.Unanswered, PlanItem{ID: id, To: r.Ref(), Reason: "read graph: " + err.Error()})
@@ -209,6 +220,9 @@ func Fanout(ctx context.Context, g Graph, d *converge.Desired, p *Plan, v Valida
 			t.MaxChildren = k.MaxChildren
 		}
 		t.Deadline = time.Now().Add(ttl)
+		if rev, cfg, ok := strings.Cut(composedBy, " "); ok && rev != "" && cfg == composeContext(t.KindVersion, t.Config) {
+			t.BaseSpec, t.BaseRevision = composedSpec, rev
+		}
 		res, err := compose(ctx, t)
 		if err != nil {
 			p.Unanswered = append(p.Unanswered, PlanItem{ID: id, To: r.Ref(), Reason: err.Error()})
@@ -223,9 +237,32 @@ func Fanout(ctx context.Context, g Graph, d *converge.Desired, p *Plan, v Valida
 			p.Unanswered = append(p.Unanswered, PlanItem{ID: id, To: r.Ref(), Reason: "dry-run compose: " + res.Outcome.String() + ": " + res.Message})
 			continue
 		}
+		if res.Delta && t.BaseSpec == nil {
+			p.Unanswered = append(p.Unanswered, PlanItem{ID: id, To: r.Ref(), Reason: "dry-run compose: a delta answer to a compose without a base spec"})
+			continue
+		}
 		var next []*converge.Resource // changed children that compose
 		if err := g.Read(ctx, func(gv GraphView) {
-			ids, _, err := checkComposition(id, res, gv.Get, kinds[r.Ref()], v)
+			var ids []converge.ID
+			var err error
+			if res.Delta {
+				live := func() int {
+					c := 0
+					gv.Children(id, func(r *converge.Resource) {
+						if !r.Deleting {
+							c++
+						}
+					})
+					return c
+				}
+				ids, _, err = checkDelta(id, res, gv.Get, live, func(c converge.ID) []converge.ID {
+					var out []converge.ID
+					gv.Producers(c, func(p converge.ID) { out = append(out, p) })
+					return out
+				}, kinds[r.Ref()], v)
+			} else {
+				ids, _, err = checkComposition(id, res, gv.Get, kinds[r.Ref()], v)
+			}
 			if err != nil {
 				p.Refused = append(p.Refused, PlanItem{ID: id, To: r.Ref(), Reason: "compose refused, nothing of it is applied: " + err.Error()})
 				return
@@ -259,6 +296,16 @@ func Fanout(ctx context.Context, g Graph, d *converge.Desired, p *Plan, v Valida
 				}
 			}
 			if !live {
+				return
+			}
+			if res.Delta {
+				// Only what the delta removes goes; the children it
+				// leaves out stay.
+				for _, cid := range res.Removed {
+					if c := gv.Get(cid); c != nil && c.Owner == id && !c.Deleting {
+						p.Prune = append(p.Prune, PlanItem{ID: cid, From: c.Ref(), Reason: "pruned by " + string(id)})
+					}
+				}
 				return
 			}
 			gv.Children(id, func(c *converge.Resource) {

@@ -201,6 +201,12 @@ func (s *Scheduler) refuse(b *converge.Batch, err error) bool {
 			n.unstorable = true
 		}
 		if !r.Deleting && !permanent(r) {
+			if r.Lease != nil {
+				// Its task's answer would make it Ready again over
+				// the refusal: it is not awaited.
+				s.dropTask(r.Lease.TaskID)
+				r.Lease = nil
+			}
 			s.failPermanent(n, msg)
 		}
 		s.markDirty(n)

@@ -60,6 +60,10 @@ type subtree struct {
 	// composeStatus is the status the composer returned, before the
 	// rollup is merged in.
 	composeStatus []byte
+	// composedSpec is the spec of the composition the children are now,
+	// when the composer's ComposedBy says a worker can answer a delta
+	// against it (nil: unknown, the next compose is answered in full).
+	composedSpec []byte
 }
 
 // tree returns n's subtree state, creating it.
@@ -103,8 +107,12 @@ func (s *Scheduler) refreshKinds() {
 }
 
 func (s *Scheduler) leaseTTL(ref converge.KindRef) time.Duration {
-	if k := s.refState(ref).kind; k != nil && k.TaskDeadline > 0 {
+	k := s.refState(ref).kind
+	if k != nil && k.TaskDeadline > 0 {
 		return k.TaskDeadline
+	}
+	if k != nil && k.Has(converge.ReactionCompose) {
+		return s.cfg.ComposeLeaseTTL
 	}
 	return s.cfg.LeaseTTL
 }
@@ -125,6 +133,7 @@ func (s *Scheduler) resyncInterval(n *node) time.Duration {
 
 // load builds the in-memory graph from a snapshot.
 func (s *Scheduler) load(snap *converge.Snapshot) {
+	var overdue []*node // Ready rows whose resync came due while no process ran
 	for _, k := range snap.Kinds {
 		s.kinds[k.Ref()] = k
 	}
@@ -191,6 +200,9 @@ func (s *Scheduler) load(snap *converge.Snapshot) {
 			if n.tree().composeStatus == nil && r.Status != nil {
 				n.tree().composeStatus = stripRollup(r.Status)
 			}
+			if r.ComposedBy != "" && r.ObservedGeneration == r.Generation && !r.Deleting {
+				n.tree().composedSpec = r.Spec
+			}
 		}
 		s.counts.Add(r.Phase)
 		for a := n.owner; a != nil; a = a.owner {
@@ -210,8 +222,20 @@ func (s *Scheduler) load(snap *converge.Snapshot) {
 		if r.Phase == converge.PhaseReady && r.ObservedGeneration == r.Generation {
 			// A restart does not postpone a resync: it is due one
 			// interval after the row last changed.
-			s.scheduleResyncFrom(n, r.UpdatedAt)
+			if iv := s.resyncInterval(n); iv > 0 && !r.UpdatedAt.IsZero() && !r.UpdatedAt.Add(iv).After(s.now) {
+				overdue = append(overdue, n)
+			} else {
+				s.scheduleResyncFrom(n, r.UpdatedAt)
+			}
 		}
+	}
+	// Overdue resyncs run soon, spread over a millisecond per row (at
+	// most one interval): a million rows due at once would take every
+	// worker slot for minutes, ahead of the work the restart came for.
+	window := time.Duration(len(overdue)) * time.Millisecond
+	for _, n := range overdue {
+		w := min(window, s.resyncInterval(n))
+		s.addResync(n, s.now.Add(time.Duration(s.cfg.Rand.Int64N(int64(w)+1))))
 	}
 	// Composer phases follow their (now counted) subtrees. A composer
 	// whose stored rollup counts more descendants than the store holds

@@ -28,6 +28,8 @@ type GraphView interface {
 	Children(id converge.ID, f func(*converge.Resource))
 	// Consumers calls f with each resource that consumes id.
 	Consumers(id converge.ID, f func(converge.ID))
+	// Producers calls f with each resource id consumes.
+	Producers(id converge.ID, f func(converge.ID))
 }
 
 // SnapshotGraph returns snap as a Graph (what converge plan reads).
@@ -36,6 +38,7 @@ func SnapshotGraph(snap *converge.Snapshot) Graph {
 		byID:      make(map[converge.ID]*converge.Resource, len(snap.Resources)),
 		children:  map[converge.ID][]*converge.Resource{},
 		consumers: map[converge.ID][]converge.ID{},
+		producers: map[converge.ID][]converge.ID{},
 	}
 	for _, r := range snap.Resources {
 		g.byID[r.ID()] = r
@@ -45,6 +48,7 @@ func SnapshotGraph(snap *converge.Snapshot) Graph {
 	}
 	for _, e := range snap.Edges {
 		g.consumers[e.Producer] = append(g.consumers[e.Producer], e.Consumer)
+		g.producers[e.Consumer] = append(g.producers[e.Consumer], e.Producer)
 	}
 	return g
 }
@@ -53,6 +57,7 @@ type snapGraph struct {
 	byID      map[converge.ID]*converge.Resource
 	children  map[converge.ID][]*converge.Resource
 	consumers map[converge.ID][]converge.ID
+	producers map[converge.ID][]converge.ID
 }
 
 func (g *snapGraph) Read(_ context.Context, f func(GraphView)) error {
@@ -72,6 +77,12 @@ func (g *snapGraph) Children(id converge.ID, f func(*converge.Resource)) {
 func (g *snapGraph) Consumers(id converge.ID, f func(converge.ID)) {
 	for _, c := range g.consumers[id] {
 		f(c)
+	}
+}
+
+func (g *snapGraph) Producers(id converge.ID, f func(converge.ID)) {
+	for _, p := range g.producers[id] {
+		f(p)
 	}
 }
 
@@ -109,6 +120,12 @@ func (v nodeView) Children(id converge.ID, f func(*converge.Resource)) {
 func (v nodeView) Consumers(id converge.ID, f func(converge.ID)) {
 	for _, e := range v.s.consumers[id] {
 		f(e.Consumer)
+	}
+}
+
+func (v nodeView) Producers(id converge.ID, f func(converge.ID)) {
+	for _, e := range v.s.producers[id] {
+		f(e.Producer)
 	}
 }
 

@@ -256,6 +256,45 @@ func splitObject(b []byte) ([]field, error) {
 		i = skipSpace(b, i+1)
 	}
 }
+
+// splitArray returns the elements of the JSON array b (exactly one
+// value, nested inside depth objects and arrays).
+func splitArray(b []byte, depth int) ([][]byte, error) {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '[' {
+		return nil, errSyntax
+	}
+	i = skipSpace(b, i+1)
+	var out [][]byte
+	if i < len(b) && b[i] == ']' {
+		if skipSpace(b, i+1) != len(b) {
+			return nil, errSyntax
+		}
+		return out, nil
+	}
+	for {
+		end, err := scanValue(b, i, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b[i:end])
+		i = skipSpace(b, end)
+		if i >= len(b) {
+			return nil, errSyntax
+		}
+		if b[i] == ']' {
+			if skipSpace(b, i+1) != len(b) {
+				return nil, errSyntax
+			}
+			return out, nil
+		}
+		if b[i] != ',' {
+			return nil, errSyntax
+		}
+		i = skipSpace(b, i+1)
+	}
+}
+
 func setField(fs []field, key string, val []byte) []field {
 	for k := range fs {
 		if fs[k].key == key {

@@ -223,3 +223,31 @@ func BenchmarkValueFlow(b *testing.B) {
 		}
 	}
 }
+
+// FuzzJSONEqual checks the raw-text comparison against decoding both
+// sides with encoding/json and comparing the trees, on every pair of
+// documents encoding/json decodes.
+func FuzzJSONEqual(f *testing.F) {
+	for _, p := range [][2]string{
+		{`{"a":1,"b":[1,2]}`, `{"b":[1,2],"a":1}`},
+		{`{"a":1,"b":[1,2]}`, `{"b":[2,1],"a":1}`},
+		{`{"a":1.0}`, `{"a":1}`},
+		{`{"a":"\u00e9"}`, `{"a":"é"}`},
+		{`{"a":1,"a":2}`, `{"a":2}`},
+		{`[{"x":[]}, null, true]`, `[ {"x":[ ]},null,true ]`},
+		{`{"a":{"b":1}}`, `{"a":{"b":1,"c":2}}`},
+		{`{"functional_domains":[{"name":"a","service_teams":[{"name":"t1"}]}]}`, `{"functional_domains":[{"name":"a","service_teams":[{"name":"t1"},{"name":"t2"}]}]}`},
+		{`1`, `"1"`}, {`[]`, `{}`}, {`null`, `null `},
+	} {
+		f.Add([]byte(p[0]), []byte(p[1]))
+	}
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		var x, y any
+		if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+			return
+		}
+		if got, want := jsonEqual(a, b), reflect.DeepEqual(x, y); got != want {
+			t.Fatalf("jsonEqual(%q, %q) = %v, decoded trees say %v", a, b, got, want)
+		}
+	})
+}

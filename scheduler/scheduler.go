@@ -42,6 +42,11 @@ type Config struct {
 	// LeaseTTL is the lease of a task whose kind sets no task_deadline
 	// (default 30s).
 	LeaseTTL time.Duration
+	// ComposeLeaseTTL is the lease of a task of a composer kind that sets
+	// no task_deadline (default: LeaseTTL when that is set, else 2m: a
+	// million-child composition streams for tens of seconds on a busy
+	// machine).
+	ComposeLeaseTTL time.Duration
 	// BackoffBase and BackoffMax bound the exponential backoff with full
 	// jitter (defaults 200ms, 30s).
 	BackoffBase, BackoffMax time.Duration
@@ -69,6 +74,12 @@ func (c *Config) defaults() {
 	}
 	if c.MaxCommit <= 0 {
 		c.MaxCommit = 8192
+	}
+	if c.ComposeLeaseTTL <= 0 {
+		c.ComposeLeaseTTL = c.LeaseTTL
+		if c.ComposeLeaseTTL <= 0 {
+			c.ComposeLeaseTTL = 2 * time.Minute
+		}
 	}
 	if c.LeaseTTL <= 0 {
 		c.LeaseTTL = 30 * time.Second
@@ -342,6 +353,11 @@ type taskRec struct {
 	verb     chan verbOutcome
 	counted  bool // holds an inflight slot
 	dry      bool // a dry-run compose (taskVerb): answered, never applied
+	// config is the context a compose was sent in (composeContext), and
+	// base whether it carried a base spec (a delta answer is only taken
+	// then).
+	config string
+	base   bool
 }
 
 type verbOutcome struct {
@@ -637,6 +653,7 @@ func (s *Scheduler) Delete(ctx context.Context, id converge.ID) error {
 		for _, m := range s.cascade([]*node{n}, "deleted by operator") {
 			if o := m.owner; o != nil && !o.r.Deleting {
 				m.recomposeOwner = true
+				s.forgetComposition(o)
 			}
 		}
 		err = s.flush()

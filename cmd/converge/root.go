@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -65,10 +66,42 @@ type globals struct {
 	etcd                      *etcdstate.Options
 }
 
+// envCPUProfile names a file that receives a CPU profile of the whole
+// command (go tool pprof): how the figures of docs/BENCHMARKS.md that
+// are not `bench` runs were taken apart.
+const envCPUProfile = "CONVERGE_CPUPROFILE"
+
+// startCPUProfile profiles the process into the file f until the
+// returned function runs.
+func startCPUProfile(f string) (func(), error) {
+	out, err := os.Create(f)
+	if err != nil {
+		return nil, fmt.Errorf("$%s: %w", envCPUProfile, err)
+	}
+	if err := pprof.StartCPUProfile(out); err != nil {
+		out.Close()
+		return nil, fmt.Errorf("$%s: %w", envCPUProfile, err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := out.Close(); err != nil {
+			fmt.Fprintf(os.Stderr, "converge: $%s: %v\n", envCPUProfile, err)
+		}
+	}, nil
+}
+
 // Main runs the CLI with os.Args and returns the process exit code.
 func Main() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if f := os.Getenv(envCPUProfile); f != "" {
+		stopProfile, err := startCPUProfile(f)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "converge:", err)
+			return exitUsage
+		}
+		defer stopProfile()
+	}
 	root := newRootCommand()
 	root.SetArgs(os.Args[1:])
 	err := root.ExecuteContext(ctx)

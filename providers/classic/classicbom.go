@@ -64,9 +64,21 @@ func ComposeBOM(spec BOMSpec) (*sdk.Composition, error) {
 // kept, to refuse two entries that map to the same child.
 func composeTo(spec BOMSpec, child func(converge.Child) error, edge func(converge.Edge) error) error {
 	// seen maps a child to the BOM entry that emitted it: the domain's
-	// index, and the team's plus one (0: the domain itself). The path
-	// is formatted only for an error.
+	// index, and the team's plus one (0: the domain itself).
 	seen := make(map[converge.ID]uint64)
+	for i, fd := range spec.FunctionalDomains {
+		if err := composeDomain(i, fd, seen, child, edge); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// composeDomain composes functional domain i: its tgw and tgw host when
+// it has networking, and per team an account, a VPC and a route. seen
+// holds the children emitted so far and where from (see composeTo).
+func composeDomain(i int, fd FunctionalDomain, seen map[converge.ID]uint64, child func(converge.Child) error, edge func(converge.Edge) error) error {
+	// The path is formatted only for an error.
 	path := func(at uint64) string {
 		p := fmt.Sprintf("functional_domains[%d]", at>>32)
 		if t := at & (1<<32 - 1); t > 0 {
@@ -89,57 +101,55 @@ func composeTo(spec BOMSpec, child func(converge.Child) error, edge func(converg
 	accountFlow := []converge.ValueFlow{{From: "account_id", To: "account_id"}}
 	vpcFlow := []converge.ValueFlow{{From: "vpc_id", To: "vpc_id"}}
 	tgwFlow := []converge.ValueFlow{{From: "tgw_id", To: "tgw_id"}}
-	for i, fd := range spec.FunctionalDomains {
-		at := uint64(i) << 32
-		if strings.TrimSpace(fd.Name) == "" {
+	at := uint64(i) << 32
+	if strings.TrimSpace(fd.Name) == "" {
+		return sdk.Permanent(fmt.Errorf("compose: %s.name: empty", path(at)))
+	}
+	var tgw converge.ID
+	if fd.Networking {
+		name := childName(fd.Name, "tgw")
+		var err error
+		if tgw, err = add(at, "tgw", 1, name, TGWSpec{Name: name}); err != nil {
+			return err
+		}
+		host := childName(fd.Name, "tgw-host")
+		hostID, err := add(at, "account", 1, host, AccountSpec{TeamName: host})
+		if err != nil {
+			return err
+		}
+		if err := edge(converge.Edge{Consumer: tgw, Producer: hostID}); err != nil {
+			return err
+		}
+	}
+	for j, team := range fd.ServiceTeams {
+		at := at | uint64(j+1)
+		if strings.TrimSpace(team.Name) == "" {
 			return sdk.Permanent(fmt.Errorf("compose: %s.name: empty", path(at)))
 		}
-		var tgw converge.ID
-		if fd.Networking {
-			name := childName(fd.Name, "tgw")
-			var err error
-			if tgw, err = add(at, "tgw", 1, name, TGWSpec{Name: name}); err != nil {
-				return err
-			}
-			host := childName(fd.Name, "tgw-host")
-			hostID, err := add(at, "account", 1, host, AccountSpec{TeamName: host})
-			if err != nil {
-				return err
-			}
-			if err := edge(converge.Edge{Consumer: tgw, Producer: hostID}); err != nil {
-				return err
-			}
+		name := childName(fd.Name, team.Name)
+		acct, err := add(at, "account", 1, name, AccountSpec{TeamName: name})
+		if err != nil {
+			return err
 		}
-		for j, team := range fd.ServiceTeams {
-			at := at | uint64(j+1)
-			if strings.TrimSpace(team.Name) == "" {
-				return sdk.Permanent(fmt.Errorf("compose: %s.name: empty", path(at)))
-			}
-			name := childName(fd.Name, team.Name)
-			acct, err := add(at, "account", 1, name, AccountSpec{TeamName: name})
-			if err != nil {
-				return err
-			}
-			vpc, err := add(at, "vpc", 1, name, VPCSpec{AccountID: PlaceholderAccountID, CIDR: cidrFor(name)})
-			if err != nil {
-				return err
-			}
-			if err := edge(converge.Edge{Consumer: vpc, Producer: acct, Flows: accountFlow}); err != nil {
-				return err
-			}
-			if !fd.Networking {
-				continue
-			}
-			route, err := add(at, "route", 1, name, RouteSpec{VPCID: PlaceholderID, TGWID: PlaceholderID})
-			if err != nil {
-				return err
-			}
-			if err := edge(converge.Edge{Consumer: route, Producer: vpc, Flows: vpcFlow}); err != nil {
-				return err
-			}
-			if err := edge(converge.Edge{Consumer: route, Producer: tgw, Flows: tgwFlow}); err != nil {
-				return err
-			}
+		vpc, err := add(at, "vpc", 1, name, VPCSpec{AccountID: PlaceholderAccountID, CIDR: cidrFor(name)})
+		if err != nil {
+			return err
+		}
+		if err := edge(converge.Edge{Consumer: vpc, Producer: acct, Flows: accountFlow}); err != nil {
+			return err
+		}
+		if !fd.Networking {
+			continue
+		}
+		route, err := add(at, "route", 1, name, RouteSpec{VPCID: PlaceholderID, TGWID: PlaceholderID})
+		if err != nil {
+			return err
+		}
+		if err := edge(converge.Edge{Consumer: route, Producer: vpc, Flows: vpcFlow}); err != nil {
+			return err
+		}
+		if err := edge(converge.Edge{Consumer: route, Producer: tgw, Flows: tgwFlow}); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -154,6 +164,41 @@ func composeBOM(_ context.Context, r *sdk.Request, out *sdk.Emitter) error {
 		return sdk.Permanent(fmt.Errorf("%s/%s: %w", r.Kind, r.Name, err))
 	}
 	return composeTo(spec, out.Child, out.Edge)
+}
+
+// bomParts cuts a BOM into its functional domains, keyed by name: a
+// domain's children depend on that domain alone, so a recompose after a
+// one-team change composes one domain, twice (sdk.Provider.Parts).
+// Children of two domains that map to the same name (domain "a", team
+// "b-c" and domain "a-b", team "c") are refused by the control plane in
+// a delta, and by composeTo in a full compose.
+func bomParts(spec json.RawMessage) ([]sdk.Part, error) {
+	var doc struct {
+		FunctionalDomains []json.RawMessage `json:"functional_domains"`
+	}
+	if err := json.Unmarshal(spec, &doc); err != nil {
+		return nil, sdk.Permanent(fmt.Errorf("spec: %w", err))
+	}
+	parts := make([]sdk.Part, len(doc.FunctionalDomains))
+	for i, raw := range doc.FunctionalDomains {
+		var fd struct {
+			Name string `json:"name"`
+		}
+		if err := json.Unmarshal(raw, &fd); err != nil {
+			return nil, sdk.Permanent(fmt.Errorf("spec: functional_domains[%d]: %w", i, err))
+		}
+		parts[i] = sdk.Part{Key: fd.Name, Spec: raw, Index: i}
+	}
+	return parts, nil
+}
+
+// composeBOMPart composes one domain of a BOM (bomParts).
+func composeBOMPart(_ context.Context, r *sdk.Request, p sdk.Part, out *sdk.Emitter) error {
+	var fd FunctionalDomain
+	if err := json.Unmarshal(p.Spec, &fd); err != nil {
+		return sdk.Permanent(fmt.Errorf("%s/%s: spec: functional_domains[%d]: %w", r.Kind, r.Name, p.Index, err))
+	}
+	return composeDomain(p.Index, fd, make(map[converge.ID]uint64), out.Child, out.Edge)
 }
 
 // childName joins parts into a DNS label (lowercase letters, digits and

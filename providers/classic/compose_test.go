@@ -328,28 +328,33 @@ func ExampleComposeBOM() {
 	// route/payments-ledger -> tgw/payments-tgw [{tgw_id tgw_id}]
 }
 
-// BenchmarkComposeBOM composes the classic example's shape: 58 networking
-// domains and 1,176 teams (3,644 children), from the spec's JSON as a
-// compose task carries it.
+// BenchmarkComposeBOM composes the classic example's shape, 58
+// networking domains and 1,176 teams (3,644 children), and the million
+// resources of the scale gate (333,000 teams, 999,116 children), from
+// the spec's JSON as a compose task carries it.
 func BenchmarkComposeBOM(b *testing.B) {
-	spec := largeBOM(58, 1176)
-	for i := range spec.FunctionalDomains {
-		spec.FunctionalDomains[i].Networking = true
-	}
-	raw, err := json.Marshal(spec)
-	if err != nil {
-		b.Fatal(err)
-	}
-	compose := find(&testing.T{}, Providers(Options{}), "classicbom", 1).Compose
-	r := &sdk.Request{Kind: "classicbom", KindVersion: 1, Name: "classic", Spec: raw}
-	b.ReportAllocs()
-	for b.Loop() {
-		comp, err := compose(context.Background(), r)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if len(comp.Children) != 3644 {
-			b.Fatalf("children = %d, want 3644", len(comp.Children))
-		}
+	for _, c := range []struct{ teams, children int }{{1176, 3644}, {333000, 999116}} {
+		b.Run(fmt.Sprintf("teams=%d", c.teams), func(b *testing.B) {
+			spec := largeBOM(58, c.teams)
+			for i := range spec.FunctionalDomains {
+				spec.FunctionalDomains[i].Networking = true
+			}
+			raw, err := json.Marshal(spec)
+			if err != nil {
+				b.Fatal(err)
+			}
+			p := find(&testing.T{}, Providers(Options{}), "classicbom", 1)
+			r := &sdk.Request{Kind: "classicbom", KindVersion: 1, Name: "classic", Spec: raw}
+			b.ReportAllocs()
+			for b.Loop() {
+				comp, err := sdk.Compose(context.Background(), &p, r)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(comp.Children) != c.children {
+					b.Fatalf("children = %d, want %d", len(comp.Children), c.children)
+				}
+			}
+		})
 	}
 }

@@ -13,7 +13,7 @@ func Providers(o Options) []sdk.Provider {
 	c := newChaos(o)
 	s := &sink{stateDir: o.StateDir}
 	return []sdk.Provider{
-		{Kind: "classicbom", Version: 1, ComposeStream: composeBOM, Teardown: c.teardown},
+		{Kind: "classicbom", Version: 1, ComposeStream: composeBOM, Parts: bomParts, ComposePart: composeBOMPart, Teardown: c.teardown},
 		{Kind: "account", Version: 1, Reconcile: c.reconcile(c.reconcileAccount), Teardown: c.teardown},
 		{Kind: "vpc", Version: 1, Reconcile: c.reconcile(c.reconcileVPC(1)), Teardown: c.teardown,
 			Verbs: map[string]func(ctx context.Context, r *sdk.Request) (any, error){"enable_flow_logs": enableFlowLogs(1)}},

@@ -60,6 +60,18 @@
 // error returned midway fails the whole compose. Compose (the function)
 // runs either handler into memory, for tests.
 //
+// # Incremental compositions
+//
+// A streamed composer whose spec falls into independent parts (a BOM's
+// domains) also sets Parts and ComposePart. The control plane sends, with a
+// compose, the spec of the composition it holds and the revision (a
+// digest of the executable) that composed it; when that is this
+// worker's own revision, the SDK composes only the parts whose JSON
+// changed, old and new, and answers with the added and changed children
+// and the removed ones (Result delta). Any other compose, the first one
+// included, is answered in full. A part must compose to the same
+// children from the same JSON, whatever the other parts say.
+//
 // # Caveats
 //
 // Delivery is at least once: the same Request.Key may arrive twice (after a

@@ -289,6 +289,9 @@ func newClient(o Options, providers []Provider) (*client, error) {
 		if p.Compose != nil && p.ComposeStream != nil {
 			return nil, fmt.Errorf("provider %s: set Compose or ComposeStream, not both", ref)
 		}
+		if (p.Parts != nil) != (p.ComposePart != nil) || p.Parts != nil && p.ComposeStream == nil {
+			return nil, fmt.Errorf("provider %s: Parts and ComposePart go together, with ComposeStream", ref)
+		}
 		k := kindKey{p.Kind, p.Version}
 		if _, dup := c.providers[k]; dup {
 			return nil, fmt.Errorf("provider %s: declared twice", ref)
@@ -659,7 +662,7 @@ func (c *client) stream(ctx context.Context, p *Provider, req *Request, taskID s
 				err = fmt.Errorf("panic: %v", v)
 			}
 		}()
-		return p.ComposeStream(ctx, req, e)
+		return p.composeStream(ctx, req, e)
 	}()
 	if err == nil {
 		err = e.err
@@ -680,6 +683,10 @@ func (c *client) stream(ctx context.Context, p *Provider, req *Request, taskID s
 	r := e.take()
 	r.Outcome = convergev1.Outcome_OUTCOME_OK
 	r.More = false
+	r.Delta = e.delta
+	if p.ComposePart != nil {
+		r.Revision = revision()
+	}
 	out.add(r)
 }
 
@@ -699,6 +706,11 @@ type Emitter struct {
 	// all collects everything for a control plane that takes no parts.
 	all *Composition
 	err error
+	// delta: the composition is a delta against the task's base spec
+	// (Provider.Parts); removed collects a delta's removed children when
+	// all collects the rest (tests).
+	delta   bool
+	removed []converge.ID
 }
 
 // Child adds a child to the composition. It returns an error once the
@@ -713,7 +725,7 @@ func (e *Emitter) Child(ch converge.Child) error {
 		return err
 	}
 	e.part.Children = append(e.part.Children, &convergev1.Child{Kind: ch.Kind, KindVersion: int32(ch.KindVersion), Name: ch.Name,
-		Spec: ch.Spec, ProviderConfigRef: ch.ProviderConfigRef})
+		Spec: ch.Spec, ProviderConfigRef: ch.ProviderConfigRef, Added: ch.Added})
 	e.items++
 	e.size += len(ch.Kind) + len(ch.Name) + len(ch.Spec) + len(ch.ProviderConfigRef) + 16
 	return nil
@@ -736,6 +748,21 @@ func (e *Emitter) Edge(ed converge.Edge) error {
 	e.part.Edges = append(e.part.Edges, pe)
 	e.items++
 	e.size += len(ed.Consumer) + len(ed.Producer) + 16
+	return nil
+}
+
+// remove adds a removed child to a delta (Provider.Parts).
+func (e *Emitter) remove(id converge.ID) error {
+	if e.all != nil {
+		e.removed = append(e.removed, id)
+		return nil
+	}
+	if err := e.room(); err != nil {
+		return err
+	}
+	e.part.Removed = append(e.part.Removed, string(id))
+	e.items++
+	e.size += len(id) + 8
 	return nil
 }
 
@@ -911,6 +938,9 @@ func requestFromProto(t *convergev1.Task) *Request {
 	}
 	if b := t.GetConfig(); len(b) > 0 {
 		r.Config = b
+	}
+	if b := t.GetBaseSpec(); len(b) > 0 {
+		r.BaseSpec, r.BaseRevision = b, t.GetBaseRevision()
 	}
 	if s := t.GetSubject(); s != nil {
 		r.Subject = &converge.Subject{Resource: converge.ID(s.GetResource()), UID: s.GetUid(),

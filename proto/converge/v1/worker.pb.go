@@ -687,7 +687,14 @@ type Task struct {
 	// dry_run marks a compose asked only for its answer (converge plan, the
 	// prune guard): nothing of it is applied, and a composer must not cause
 	// side effects for it.
-	DryRun        bool `protobuf:"varint,15,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	DryRun bool `protobuf:"varint,15,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// base_spec, for a compose, is the spec of the composition the
+	// resource's children are now, composed by a worker of revision
+	// base_revision (Result.revision). A worker of that revision may answer
+	// with only what changed since (Result.delta); any other answers in
+	// full. Empty: answer in full.
+	BaseSpec      []byte `protobuf:"bytes,16,opt,name=base_spec,json=baseSpec,proto3" json:"base_spec,omitempty"`
+	BaseRevision  string `protobuf:"bytes,17,opt,name=base_revision,json=baseRevision,proto3" json:"base_revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -827,6 +834,20 @@ func (x *Task) GetDryRun() bool {
 	return false
 }
 
+func (x *Task) GetBaseSpec() []byte {
+	if x != nil {
+		return x.BaseSpec
+	}
+	return nil
+}
+
+func (x *Task) GetBaseRevision() string {
+	if x != nil {
+		return x.BaseRevision
+	}
+	return ""
+}
+
 // Subject mirrors converge.Subject.
 type Subject struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -918,7 +939,18 @@ type Result struct {
 	// same task_id and more children and edges (protocol 2). The last part
 	// (more false) carries the outcome, message and status; a part with
 	// more set carries only children and edges.
-	More          bool `protobuf:"varint,7,opt,name=more,proto3" json:"more,omitempty"`
+	More bool `protobuf:"varint,7,opt,name=more,proto3" json:"more,omitempty"`
+	// delta marks a compose answered against the task's base_spec: the
+	// children are only the added and changed ones, each with every edge it
+	// consumes, and removed names the children (KIND/NAME) the spec no
+	// longer yields; every other child stays as it is. Set on the last
+	// part; removed may come in any part.
+	Delta   bool     `protobuf:"varint,8,opt,name=delta,proto3" json:"delta,omitempty"`
+	Removed []string `protobuf:"bytes,9,rep,name=removed,proto3" json:"removed,omitempty"`
+	// revision identifies the composing worker's code (a compose of the
+	// same spec by the same revision yields the same composition); set by
+	// workers that answer deltas, on the last part.
+	Revision      string `protobuf:"bytes,10,opt,name=revision,proto3" json:"revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1002,6 +1034,27 @@ func (x *Result) GetMore() bool {
 	return false
 }
 
+func (x *Result) GetDelta() bool {
+	if x != nil {
+		return x.Delta
+	}
+	return false
+}
+
+func (x *Result) GetRemoved() []string {
+	if x != nil {
+		return x.Removed
+	}
+	return nil
+}
+
+func (x *Result) GetRevision() string {
+	if x != nil {
+		return x.Revision
+	}
+	return ""
+}
+
 // Child mirrors converge.Child.
 type Child struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
@@ -1010,8 +1063,11 @@ type Child struct {
 	Name              string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
 	Spec              []byte                 `protobuf:"bytes,4,opt,name=spec,proto3" json:"spec,omitempty"`
 	ProviderConfigRef string                 `protobuf:"bytes,5,opt,name=provider_config_ref,json=providerConfigRef,proto3" json:"provider_config_ref,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// added, in a delta, marks a child the base composition did not have:
+	// one of that name already there is a duplicate.
+	Added         bool `protobuf:"varint,6,opt,name=added,proto3" json:"added,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Child) Reset() {
@@ -1077,6 +1133,13 @@ func (x *Child) GetProviderConfigRef() string {
 		return x.ProviderConfigRef
 	}
 	return ""
+}
+
+func (x *Child) GetAdded() bool {
+	if x != nil {
+		return x.Added
+	}
+	return false
 }
 
 // Edge mirrors converge.Edge: consumer depends on producer.
@@ -1233,7 +1296,7 @@ const file_converge_v1_worker_proto_rawDesc = "" +
 	"\tTaskBatch\x12'\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x11.converge.v1.TaskR\x05tasks\"<\n" +
 	"\vResultBatch\x12-\n" +
-	"\aresults\x18\x01 \x03(\v2\x13.converge.v1.ResultR\aresults\"\xe6\x03\n" +
+	"\aresults\x18\x01 \x03(\v2\x13.converge.v1.ResultR\aresults\"\xa8\x04\n" +
 	"\x04Task\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1a\n" +
@@ -1252,7 +1315,9 @@ const file_converge_v1_worker_proto_rawDesc = "" +
 	"\x04args\x18\f \x03(\v2\x1b.converge.v1.Task.ArgsEntryR\x04args\x12,\n" +
 	"\x12deadline_unix_nano\x18\r \x01(\x03R\x10deadlineUnixNano\x12.\n" +
 	"\asubject\x18\x0e \x01(\v2\x14.converge.v1.SubjectR\asubject\x12\x17\n" +
-	"\adry_run\x18\x0f \x01(\bR\x06dryRun\x1a7\n" +
+	"\adry_run\x18\x0f \x01(\bR\x06dryRun\x12\x1b\n" +
+	"\tbase_spec\x18\x10 \x01(\fR\bbaseSpec\x12#\n" +
+	"\rbase_revision\x18\x11 \x01(\tR\fbaseRevision\x1a7\n" +
 	"\tArgsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8f\x01\n" +
@@ -1265,7 +1330,7 @@ const file_converge_v1_worker_proto_rawDesc = "" +
 	"\n" +
 	"transition\x18\x04 \x01(\tR\n" +
 	"transition\x12\x16\n" +
-	"\x06status\x18\x05 \x01(\fR\x06status\"\xf0\x01\n" +
+	"\x06status\x18\x05 \x01(\fR\x06status\"\xbc\x02\n" +
 	"\x06Result\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12.\n" +
 	"\aoutcome\x18\x02 \x01(\x0e2\x14.converge.v1.OutcomeR\aoutcome\x12\x18\n" +
@@ -1273,13 +1338,18 @@ const file_converge_v1_worker_proto_rawDesc = "" +
 	"\x06status\x18\x04 \x01(\fR\x06status\x12.\n" +
 	"\bchildren\x18\x05 \x03(\v2\x12.converge.v1.ChildR\bchildren\x12'\n" +
 	"\x05edges\x18\x06 \x03(\v2\x11.converge.v1.EdgeR\x05edges\x12\x12\n" +
-	"\x04more\x18\a \x01(\bR\x04more\"\x96\x01\n" +
+	"\x04more\x18\a \x01(\bR\x04more\x12\x14\n" +
+	"\x05delta\x18\b \x01(\bR\x05delta\x12\x18\n" +
+	"\aremoved\x18\t \x03(\tR\aremoved\x12\x1a\n" +
+	"\brevision\x18\n" +
+	" \x01(\tR\brevision\"\xac\x01\n" +
 	"\x05Child\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12!\n" +
 	"\fkind_version\x18\x02 \x01(\x05R\vkindVersion\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x12\n" +
 	"\x04spec\x18\x04 \x01(\fR\x04spec\x12.\n" +
-	"\x13provider_config_ref\x18\x05 \x01(\tR\x11providerConfigRef\"l\n" +
+	"\x13provider_config_ref\x18\x05 \x01(\tR\x11providerConfigRef\x12\x14\n" +
+	"\x05added\x18\x06 \x01(\bR\x05added\"l\n" +
 	"\x04Edge\x12\x1a\n" +
 	"\bconsumer\x18\x01 \x01(\tR\bconsumer\x12\x1a\n" +
 	"\bproducer\x18\x02 \x01(\tR\bproducer\x12,\n" +

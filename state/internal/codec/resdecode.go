@@ -93,6 +93,7 @@ const (
 	fSource
 	fCreatedAt
 	fUpdatedAt
+	fComposedBy
 )
 
 // resourceField returns the field whose JSON key is exactly key, or -1.
@@ -144,6 +145,8 @@ func resourceField(key []byte) int {
 		return fCreatedAt
 	case "updated_at":
 		return fUpdatedAt
+	case "composed_by":
+		return fComposedBy
 	}
 	return -1
 }
@@ -165,6 +168,8 @@ func (d *jdec) field(r *converge.Resource, f int, head bool) bool {
 		return d.str(&r.LastError)
 	case fSource:
 		return d.str(&r.Source)
+	case fComposedBy:
+		return d.str(&r.ComposedBy)
 	case fOwner:
 		s := string(r.Owner)
 		ok := d.str(&s)

@@ -103,6 +103,10 @@ func appendResourceJSON(buf *bytes.Buffer, r *converge.Resource) bool {
 	if !r.UpdatedAt.IsZero() && !appendTime(buf, `,"updated_at":`, r.UpdatedAt) {
 		return false
 	}
+	if r.ComposedBy != "" {
+		buf.WriteString(`,"composed_by":`)
+		appendString(buf, r.ComposedBy)
+	}
 	buf.WriteByte('}')
 	return true
 }

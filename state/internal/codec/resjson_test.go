@@ -30,7 +30,7 @@ func TestResourceJSONFieldsKnown(t *testing.T) {
 		typ      reflect.Type
 		wantKeys string
 	}{
-		{name: "Resource", typ: reflect.TypeFor[converge.Resource](), wantKeys: "uid kind kind_version name declared spec status phase reason generation observed_generation owner origin provider_config_ref attempts last_error next_attempt deleting deleted_at lease source created_at updated_at"},
+		{name: "Resource", typ: reflect.TypeFor[converge.Resource](), wantKeys: "uid kind kind_version name declared spec status phase reason generation observed_generation owner origin provider_config_ref attempts last_error next_attempt deleting deleted_at lease source created_at updated_at composed_by"},
 		{name: "Lease", typ: reflect.TypeFor[converge.Lease](), wantKeys: "task_id reaction worker expires"},
 		{name: "Event", typ: reflect.TypeFor[converge.Event](), wantKeys: "seq time resource type message"},
 	}

@@ -1,0 +1,316 @@
+package scheduler
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	"github.com/convergehq/converge"
+)
+
+// Incremental composition: a compose task carries the spec of the
+// composition the composer's children are now (its base) and the
+// revision of the worker that composed it (Resource.ComposedBy). A
+// worker of that revision may answer with only what changed
+// (Result.Delta), which is applied here without touching the children
+// it leaves out. See docs/ARCHITECTURE.md, "Incremental composition".
+
+// composeContext names what a compose of a given spec depends on besides
+// the worker's code: the kind version served and the provider config. A
+// base is only good in the context it was composed in.
+func composeContext(kindVersion int, config []byte) string {
+	c := "none"
+	if len(config) > 0 {
+		sum := sha256.Sum256(config)
+		c = hex.EncodeToString(sum[:8])
+	}
+	return "v" + itoa(int64(kindVersion)) + ":" + c
+}
+
+// composeBase returns the base spec and revision to send with n's
+// compose in the context config (composeContext), or nils.
+func (s *Scheduler) composeBase(n *node, config string) ([]byte, string) {
+	if n.sub == nil || n.sub.composedSpec == nil {
+		return nil, ""
+	}
+	rev, cfg, ok := strings.Cut(n.r.ComposedBy, " ")
+	if !ok || rev == "" || cfg != config {
+		return nil, ""
+	}
+	return n.sub.composedSpec, rev
+}
+
+// forgetComposition records that o's children are no longer exactly its
+// last composition (a child was deleted by an operator, or a compose was
+// applied only in part): its next compose is answered in full.
+func (s *Scheduler) forgetComposition(o *node) {
+	if o.sub != nil {
+		o.sub.composedSpec = nil
+	}
+	if o.r.ComposedBy != "" {
+		o.r.ComposedBy = ""
+		s.markDirty(o)
+	}
+}
+
+// recordComposition records that n's children are now exactly the
+// composition of its current spec by a worker of revision rev in the
+// context config (rev empty: a worker that answers no deltas).
+func (s *Scheduler) recordComposition(n *node, rev, config string) {
+	if rev == "" || strings.ContainsRune(rev, ' ') {
+		s.forgetComposition(n)
+		return
+	}
+	n.tree().composedSpec = n.r.Spec
+	if by := rev + " " + config; n.r.ComposedBy != by {
+		n.r.ComposedBy = by
+		s.markDirty(n)
+	}
+}
+
+// checkDelta validates a delta compose result of owner without changing
+// anything: the children it sends (as checkComposition does), an added
+// child that is already there and not removed (a duplicate), the
+// owner's max_children counting what stays, and the cycles its edges
+// would close. children counts the owner's children not being torn
+// down (called only near the limit: it may walk them all); producersOf
+// lists what a child of owner left out of the delta consumes. It returns
+// the sent children's IDs and each ID's index in them.
+func checkDelta(owner converge.ID, res *converge.Result, get func(converge.ID) *converge.Resource, children func() int,
+	producersOf func(converge.ID) []converge.ID, k *converge.Kind, v Validator) ([]converge.ID, map[converge.ID]int, error) {
+	removed := make(map[converge.ID]bool, len(res.Removed))
+	gone := 0
+	for _, id := range res.Removed {
+		if removed[id] {
+			return nil, nil, fmt.Errorf("%s: removed twice", id)
+		}
+		removed[id] = true
+		if ex := get(id); ex != nil && ex.Owner == owner && !ex.Deleting {
+			gone++
+		}
+	}
+	added := 0
+	for i := range res.Children {
+		c := &res.Children[i]
+		id := converge.NewID(c.Kind, c.Name)
+		if removed[id] {
+			return nil, nil, fmt.Errorf("%s: both sent and removed", id)
+		}
+		ex := get(id)
+		if c.Added && ex != nil && ex.Owner == owner && !ex.Deleting {
+			return nil, nil, fmt.Errorf("%s: emitted twice (the composition has it already)", id)
+		}
+		if ex == nil || ex.Deleting {
+			added++
+		}
+	}
+	if k != nil && k.MaxChildren > 0 && added > gone {
+		if n := children() - gone + added; n > k.MaxChildren {
+			return nil, nil, fmt.Errorf("%d children: more than max_children %d of %s", n, k.MaxChildren, k.Ref())
+		}
+	}
+	// Everything checkComposition checks of the children and edges
+	// sent, cycles among them included.
+	ids, seen, err := checkComposition(owner, &converge.Result{Children: res.Children, Edges: res.Edges}, get, nil, v)
+	if err != nil {
+		return nil, nil, err
+	}
+	// A cycle through a child left out: walk producers from every
+	// consumer sent, through the new edges of the children sent and the
+	// standing edges of the others, looking for a way back.
+	sent := make(map[converge.ID][]converge.ID)
+	for _, e := range res.Edges {
+		sent[e.Consumer] = append(sent[e.Consumer], e.Producer)
+	}
+	const (
+		open = 1
+		done = 2
+	)
+	state := make(map[converge.ID]uint8)
+	var visit func(id converge.ID) converge.ID
+	visit = func(id converge.ID) converge.ID {
+		switch state[id] {
+		case open:
+			return id
+		case done:
+			return ""
+		}
+		state[id] = open
+		ps, ok := sent[id]
+		if !ok {
+			if ex := get(id); ex != nil && ex.Owner == owner && !removed[id] {
+				ps = producersOf(id)
+			}
+		}
+		for _, p := range ps {
+			if c := visit(p); c != "" {
+				return c
+			}
+		}
+		state[id] = done
+		return ""
+	}
+	for c := range sent {
+		if cyc := visit(c); cyc != "" {
+			return nil, nil, fmt.Errorf("edges form a cycle through %s", cyc)
+		}
+	}
+	return ids, seen, nil
+}
+
+// composeDeltaResult applies a successful delta compose of n: the
+// children sent are created or updated, their edges replaced, the
+// removed ones pruned; the children left out stay as they are.
+func (s *Scheduler) composeDeltaResult(n *node, rec *taskRec, res *converge.Result) {
+	if !rec.base {
+		// A delta to a compose that carried no base: nothing to apply
+		// it to. Ask again, in full.
+		s.forgetComposition(n)
+		s.failTransient(n, "worker answered a compose without a base spec with a delta")
+		return
+	}
+	producersOf := func(id converge.ID) []converge.ID {
+		var out []converge.ID
+		for _, e := range s.producers[id] {
+			out = append(out, e.Producer)
+		}
+		return out
+	}
+	get := func(id converge.ID) *converge.Resource {
+		if ex := s.nodes[id]; ex != nil {
+			return ex.r
+		}
+		return nil
+	}
+	live := func() int {
+		c := 0
+		for _, ch := range n.children {
+			if !ch.r.Deleting {
+				c++
+			}
+		}
+		return c
+	}
+	ids, emitted, err := checkDelta(n.id, res, get, live, producersOf, n.rs.kind, s.validator)
+	if err != nil {
+		s.failPermanent(n, err.Error())
+		return
+	}
+	if err := s.resultStatusErr(rec.ref, res); err != nil {
+		s.failPermanent(n, "worker result refused: "+err.Error())
+		return
+	}
+	partial := false
+	canon := func(id converge.ID) converge.ID {
+		if i, ok := emitted[id]; ok {
+			return ids[i]
+		}
+		if x := s.nodes[id]; x != nil {
+			return x.id
+		}
+		return id
+	}
+	// A new child consuming a child of n being torn down waits for the
+	// compose after the teardown, as in a full compose.
+	later := make(map[converge.ID]bool)
+	for grew := true; grew; {
+		grew = false
+		for _, e := range res.Edges {
+			if later[e.Consumer] || s.nodes[e.Consumer] != nil {
+				continue
+			}
+			p := s.nodes[e.Producer]
+			if gone := p != nil && p.r.Deleting && p.owner == n; gone || later[e.Producer] {
+				if gone {
+					p.recomposeOwner = true
+				}
+				later[e.Consumer], grew = true, true
+			}
+		}
+	}
+	// The edges of every consumer sent are replaced by the ones sent.
+	oldEdges := make(map[edgeKey]*converge.Edge)
+	for id := range emitted {
+		if ex := s.nodes[id]; ex != nil && ex.r.Deleting {
+			continue
+		}
+		for _, e := range s.producers[id] {
+			oldEdges[edgeKey{e.Consumer, e.Producer}] = e
+		}
+	}
+	for i := range res.Edges {
+		e := res.Edges[i]
+		if ex := s.nodes[e.Consumer]; ex != nil && ex.r.Deleting || later[e.Consumer] {
+			continue
+		}
+		k := edgeKey{e.Consumer, e.Producer}
+		if old := oldEdges[k]; old != nil {
+			delete(oldEdges, k)
+			if flowsEqual(old.Flows, e.Flows) {
+				continue
+			}
+		}
+		ne := &converge.Edge{Consumer: canon(e.Consumer), Producer: canon(e.Producer), Flows: s.internFlows(e.Flows)}
+		s.addEdge(ne)
+		if c := s.nodes[ne.Consumer]; c != nil && c.stored {
+			s.putEdge(ne)
+		} else {
+			delete(s.edgeDel, edgeKey{ne.Consumer, ne.Producer})
+		}
+		if c := s.nodes[e.Consumer]; c != nil {
+			c.flowsDirty = true
+			s.enqueue(c)
+		}
+	}
+	for _, e := range oldEdges {
+		s.removeEdge(e)
+		s.delEdge(e)
+		if c := s.nodes[e.Consumer]; c != nil {
+			c.flowsDirty = true
+			s.enqueue(c)
+		}
+	}
+	created, updated, pruned := 0, 0, 0
+	createdBy := "created by " + string(n.id)
+	for i := range res.Children {
+		c := &res.Children[i]
+		id := ids[i]
+		ex := s.nodes[id]
+		switch {
+		case ex == nil && later[id]:
+			partial = true
+		case ex == nil:
+			s.createChild(n, c, id, createdBy)
+			created++
+		case ex.r.Deleting:
+			ex.recomposeOwner = true
+			partial = true
+		default:
+			if s.updateDeclared(ex, c.KindVersion, c.Spec, c.ProviderConfigRef) {
+				updated++
+			}
+		}
+	}
+	var prune []*node
+	for _, id := range res.Removed {
+		if ch := n.children[id]; ch != nil && !ch.r.Deleting {
+			prune = append(prune, ch)
+		}
+	}
+	pruned = len(prune)
+	if pruned > 0 {
+		s.cascade(prune, "pruned by "+string(n.id))
+	}
+	if res.Status != nil && !bytes.Equal(res.Status, n.tree().composeStatus) {
+		n.tree().composeStatus = res.Status
+		s.markRollup(n)
+	}
+	if created+updated+pruned > 0 || n.r.ObservedGeneration != rec.gen {
+		total := live() // after the prune above
+		s.event(n.id, "Composed", fmt.Sprintf("composed %d children as a delta (%d created, %d updated, %d kept, %d pruned)",
+			total, created, updated, total-created-updated, pruned))
+	}
+	s.finishCompose(n, rec, res, partial)
+}
