@@ -4,7 +4,8 @@
 // starts local worker processes.
 //
 // Read first: Server (service and Dispatcher), Supervisor (worker
-// processes). MeasureTransport measures the raw gRPC and the protocol's
+// processes). Follower is a replica's worker service while another
+// replica leads: it refuses workers, pointing them at the leader. MeasureTransport measures the raw gRPC and the protocol's
 // round-trip rates, for benchmarks that report against them. Provider authors import providers/sdk instead; the example
 // providers live in providers/classic.
 //

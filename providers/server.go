@@ -316,13 +316,17 @@ func (s *Server) signal() {
 }
 
 // authorized reports whether ctx carries the server's bearer token.
-func (s *Server) authorized(ctx context.Context) error {
+func (s *Server) authorized(ctx context.Context) error { return checkToken(ctx, s.opts.Token) }
+
+// checkToken reports whether ctx carries the bearer token; an empty
+// token refuses every caller.
+func checkToken(ctx context.Context, token string) error {
 	md, _ := metadata.FromIncomingContext(ctx)
 	vals := md.Get("authorization")
-	if s.opts.Token == "" || len(vals) != 1 {
+	if token == "" || len(vals) != 1 {
 		return status.Error(codes.Unauthenticated, "missing or invalid token")
 	}
-	want := []byte("Bearer " + s.opts.Token)
+	want := []byte("Bearer " + token)
 	if subtle.ConstantTimeCompare([]byte(vals[0]), want) != 1 {
 		return status.Error(codes.Unauthenticated, "missing or invalid token")
 	}

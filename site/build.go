@@ -1,7 +1,6 @@
 package site
 
 import (
-	"errors"
 	"fmt"
 	"html/template"
 	"reflect"
@@ -520,17 +519,21 @@ func (b *Builder) Update(ids []converge.ID) (*Stats, error) {
 	}
 	secretsChanged := false
 	seen := make(map[converge.ID]bool)
+	uniq := make([]converge.ID, 0, len(ids))
 	for _, id := range ids {
-		if seen[id] {
-			continue
+		if !seen[id] {
+			seen[id] = true
+			uniq = append(uniq, id)
 		}
-		seen[id] = true
-		r, err := b.r.Resource(id)
-		if errors.Is(err, converge.ErrNotFound) {
-			r = nil
-		} else if err != nil {
-			return nil, fmt.Errorf("update site: %w", err)
-		}
+	}
+	// One read for all: a store over the network (etcd) answers a
+	// batch of ids in a few round trips, not one each.
+	rs, err := b.r.ResourcesByID(uniq)
+	if err != nil {
+		return nil, fmt.Errorf("update site: %w", err)
+	}
+	for i, id := range uniq {
+		r := rs[i]
 		if r != nil {
 			if _, ok := slices.BinarySearch(m.kindNames, r.Kind); !ok {
 				newKinds[r.Kind] = true

@@ -15,6 +15,7 @@ func subcommands(g *globals) []*cobra.Command {
 		newBenchCommand(g),
 		newPlanCommand(g),
 		newServeCommand(g),
+		newLeaderCommand(g),
 		newWorkerCommand(),
 		newValidateCommand(g),
 		newLintCommand(g),

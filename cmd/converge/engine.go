@@ -54,8 +54,14 @@ type engineOptions struct {
 	workers []converge.WorkerSpec
 	// listen is an extra address for external workers ("" for none).
 	listen string
-	token  string
-	log    *slog.Logger
+	// workersListener, when set, is that extra listener, already open (a
+	// replica's, which outlives its terms); listen is then ignored.
+	workersListener net.Listener
+	// store, when set, is the store to write, already open (a replica's
+	// term store); the engine closes it.
+	store state.Backend
+	token string
+	log   *slog.Logger
 	// workerOut receives the worker processes' output.
 	workerOut io.Writer
 	sched     scheduler.Config
@@ -98,11 +104,13 @@ func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
 			return nil, fmt.Errorf("restrict state directory: %w", err)
 		}
 	}
-	var st state.Backend
+	st := o.store
 	var err error
-	if o.etcd != nil {
+	switch {
+	case st != nil: // opened by the caller
+	case o.etcd != nil:
 		st, err = openEtcd(o.etcd, false, time.Second)
-	} else {
+	default:
 		var bs *state.Store
 		if bs, err = state.Open(o.stateDir, state.Options{Reinit: o.reinit}); err == nil {
 			st = bs
@@ -141,7 +149,9 @@ func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
 		return nil, fmt.Errorf("listen for workers: %w", err)
 	}
 	go e.serveWorkers(l)
-	if o.listen != "" {
+	if o.workersListener != nil {
+		go e.serveWorkers(o.workersListener)
+	} else if o.listen != "" {
 		tl, err := net.Listen("tcp", o.listen)
 		if err != nil {
 			return nil, fmt.Errorf("listen for workers on %s: %w", o.listen, err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	gosync "sync"
@@ -54,8 +55,9 @@ type liveSite struct {
 	interval time.Duration
 	log      io.Writer
 
-	mu      gosync.Mutex // guards pending
+	mu      gosync.Mutex // guards pending and all
 	pending map[converge.ID]bool
+	all     bool // rebuild the whole site (rebuild)
 	kick    chan struct{}
 	// updating serializes update: one drains pending and applies it at a
 	// time, so when update returns every change recorded before the call
@@ -93,9 +95,21 @@ func (s *liveSite) changed(ids []converge.ID) {
 	}
 }
 
+// rebuild makes the next update a whole build: for a reader that may
+// have missed changes (a broken watch).
+func (s *liveSite) rebuild() {
+	s.mu.Lock()
+	s.all = true
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
 // run builds the site, then updates it until ctx ends.
 func (s *liveSite) run(ctx context.Context) {
-	if _, err := s.b.Build(); err != nil {
+	if _, err := s.b.Build(); err != nil && ctx.Err() == nil {
 		fmt.Fprintf(s.log, "site: build: %v\n", err)
 	}
 	for {
@@ -125,8 +139,82 @@ func (s *liveSite) update() {
 		ids = append(ids, id)
 	}
 	clear(s.pending)
+	all := s.all
+	s.all = false
 	s.mu.Unlock()
-	if _, err := s.b.Update(ids); err != nil {
+	if all {
+		if _, err := s.b.Build(); err != nil && !errors.Is(err, context.Canceled) {
+			fmt.Fprintf(s.log, "site: build: %v\n", err)
+		}
+		return
+	}
+	if _, err := s.b.Update(ids); err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintf(s.log, "site: update: %v\n", err)
 	}
+}
+
+// stoppableReader is a store as the live site reads it, whose reads fail
+// with ctx's error once ctx is done: a site update of thousands of
+// resources on a store over the network (a replica's etcd, a round trip
+// a resource) then stops at its next read instead of holding up the
+// shutdown.
+type stoppableReader struct {
+	state.Backend
+	ctx context.Context
+}
+
+func (r stoppableReader) Resources(f state.Filter) ([]*converge.Resource, error) {
+	if err := r.ctx.Err(); err != nil {
+		return nil, err
+	}
+	return r.Backend.Resources(f)
+}
+
+func (r stoppableReader) ResourcesAfter(kind string, after converge.ID, limit int) ([]state.ResourceRow, error) {
+	if err := r.ctx.Err(); err != nil {
+		return nil, err
+	}
+	return r.Backend.ResourcesAfter(kind, after, limit)
+}
+
+func (r stoppableReader) ResourceHeadsAfter(kind string, after converge.ID, limit int) ([]state.ResourceRow, error) {
+	if err := r.ctx.Err(); err != nil {
+		return nil, err
+	}
+	return r.Backend.ResourceHeadsAfter(kind, after, limit)
+}
+
+func (r stoppableReader) Resource(id converge.ID) (*converge.Resource, error) {
+	if err := r.ctx.Err(); err != nil {
+		return nil, err
+	}
+	return r.Backend.Resource(id)
+}
+
+func (r stoppableReader) ResourcesByID(ids []converge.ID) ([]*converge.Resource, error) {
+	if err := r.ctx.Err(); err != nil {
+		return nil, err
+	}
+	return r.Backend.ResourcesByID(ids)
+}
+
+func (r stoppableReader) Children(owner converge.ID) ([]converge.ID, error) {
+	if err := r.ctx.Err(); err != nil {
+		return nil, err
+	}
+	return r.Backend.Children(owner)
+}
+
+func (r stoppableReader) EdgesOf(id converge.ID) (consumes, producedFor []converge.Edge, err error) {
+	if err := r.ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	return r.Backend.EdgesOf(id)
+}
+
+func (r stoppableReader) Events(resource converge.ID, limit int) ([]converge.Event, error) {
+	if err := r.ctx.Err(); err != nil {
+		return nil, err
+	}
+	return r.Backend.Events(resource, limit)
 }

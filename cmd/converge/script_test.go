@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
@@ -21,9 +23,12 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/state"
+	"github.com/convergehq/converge/state/etcdstate"
 	"github.com/convergehq/converge/state/etcdtest"
 	"github.com/convergehq/converge/state/stateapi"
 	gitsync "github.com/convergehq/converge/sync"
@@ -61,6 +66,8 @@ func TestMain(m *testing.M) {
 //	hang-remote -silence VAR, and hangs from then on
 //	wait-hung VAR N         wait until the hang-remote VAR holds N connections it never answered
 //	signal-pid FILE SIG     send SIG (TERM, INT, KILL) to the pid in FILE (e.g. written by sh -c 'echo $$ >FILE; exec converge …')
+//	etcd-processes VAR N    start N members of a real `etcd` (out of process, Debian's etcd-server) on loopback; VAR as etcd-start
+//	wait-leader STATE VAR [NOT]  wait until a serve replica (other than NOT) leads the etcd state STATE; VAR = its name
 //
 // Where a command takes STATEDIR, an etcd://… --state value works too.
 //
@@ -110,6 +117,8 @@ func TestScripts(t *testing.T) {
 			"hang-remote":    cmdHangRemote,
 			"wait-hung":      cmdWaitHung,
 			"signal-pid":     cmdSignalPid,
+			"etcd-processes": cmdEtcdProcesses,
+			"wait-leader":    cmdWaitLeader,
 		},
 	})
 }
@@ -503,4 +512,106 @@ func cmdEtcdStart(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(err)
 	ts.Defer(c.Stop)
 	ts.Setenv(args[0], c.URL("/converge"))
+}
+
+// cmdEtcdProcesses starts N members of the `etcd` binary on PATH (3.4
+// from Debian's etcd-server in CI) as separate processes on free
+// loopback ports, data and logs under the script's etcd-procs/, waits up
+// to 60s until the cluster answers, and sets VAR to its --state value
+// under /converge. The members are killed when the script ends.
+func cmdEtcdProcesses(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: etcd-processes VAR N")
+	}
+	n, err := strconv.Atoi(args[1])
+	if err != nil || n < 1 {
+		ts.Fatalf("etcd-processes: N %q: want a positive number", args[1])
+	}
+	bin, err := exec.LookPath("etcd")
+	ts.Check(err)
+	var ls []net.Listener
+	for range 2 * n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		ts.Check(err)
+		ls = append(ls, l)
+	}
+	port := func(i int) int { return ls[i].Addr().(*net.TCPAddr).Port }
+	for _, l := range ls {
+		l.Close() // free now; the members bind them below
+	}
+	var initial, endpoints []string
+	for i := range n {
+		initial = append(initial, fmt.Sprintf("p%d=http://127.0.0.1:%d", i, port(2*i+1)))
+		endpoints = append(endpoints, fmt.Sprintf("http://127.0.0.1:%d", port(2*i)))
+	}
+	dir := ts.MkAbs("etcd-procs")
+	ts.Check(os.MkdirAll(dir, 0o755))
+	for i := range n {
+		client, peer := endpoints[i], fmt.Sprintf("http://127.0.0.1:%d", port(2*i+1))
+		log, err := os.Create(filepath.Join(dir, fmt.Sprintf("p%d.log", i)))
+		ts.Check(err)
+		// A loaded machine: etcd's 1s default election timeout elects
+		// again and again; 3s keeps one leader.
+		cmd := exec.Command(bin, "--name", fmt.Sprintf("p%d", i), "--data-dir", filepath.Join(dir, fmt.Sprintf("p%d", i)),
+			"--listen-client-urls", client, "--advertise-client-urls", client,
+			"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
+			"--initial-cluster-token", "converge-script", "--election-timeout", "3000", "--heartbeat-interval", "300")
+		cmd.Stdout, cmd.Stderr = log, log
+		ts.Check(cmd.Start())
+		ts.Defer(func() {
+			cmd.Process.Kill()
+			cmd.Wait()
+			log.Close()
+		})
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	ts.Check(err)
+	defer cli.Close()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := cli.Put(ctx, "/converge-script-ready", "1")
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("etcd-processes: the cluster did not answer in 60s: %v (logs in %s)", err, dir)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	hosts := make([]string, n)
+	for i, e := range endpoints {
+		hosts[i] = strings.TrimPrefix(e, "http://")
+	}
+	ts.Setenv(args[0], "etcd://"+strings.Join(hosts, ",")+"/converge")
+}
+
+// cmdWaitLeader waits up to 60s until a `serve --replica` other than
+// NOT (if given) leads the etcd state STATE, its advert published, and
+// sets VAR to its name.
+func cmdWaitLeader(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 || len(args) > 3 {
+		ts.Fatalf("usage: wait-leader STATE VAR [NOT]")
+	}
+	not := ""
+	if len(args) == 3 {
+		not = args[2]
+	}
+	o, err := parseEtcdState(args[0], "", "", "", os.Getenv)
+	ts.Check(err)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		a, err := etcdstate.Leader(*o)
+		if err == nil && !a.Since.IsZero() && a.Name != not {
+			ts.Setenv(args[1], a.Name)
+			fmt.Fprintf(ts.Stdout(), "leader %s\n", a.Name)
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("no leader after 60s: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

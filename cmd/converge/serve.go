@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/site"
 	"github.com/convergehq/converge/state"
+	"github.com/convergehq/converge/state/etcdstate"
 	gitsync "github.com/convergehq/converge/sync"
 )
 
@@ -29,6 +31,10 @@ type serveOptions struct {
 	startWorkers  []string
 	verbose       bool
 	forge         forgeOptions
+	// replica names this process among the replicas of an etcd state;
+	// leaseTTL is its election session's time to live.
+	replica  string
+	leaseTTL time.Duration
 }
 
 func newServeCommand(g *globals) *cobra.Command {
@@ -47,7 +53,17 @@ For a local repository serve starts the workers its converge.cue declares;
 a remote repository never makes converge start a command (use
 --start-worker for builtin workers from local configuration). While serve
 runs, get, list, tree, events, delete and do talk to it through its admin
-API. SIGTERM or SIGINT stops it gracefully: everything accepted is flushed.`,
+API. SIGTERM or SIGINT stops it gracefully: everything accepted is flushed.
+
+With --state etcd://… and --replica NAME, serve is one of several
+replicas (on as many machines) of one control plane: they elect a leader
+through etcd (converge leader names it), which alone runs the sync loop,
+the scheduler and the workers; every replica serves the site, /healthz
+and the webhook (a follower passes a delivery on to the leader). A
+leader that loses its election lease (--lease-ttl) stops at once, and
+its writes are refused from then on. External workers list every
+replica in CONVERGE_ADDR and follow the leader; CONVERGE_WORKER_TOKEN
+must then be set, the same on every replica.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return runServe(c.Context(), c, g, o) },
 	}
@@ -57,6 +73,8 @@ API. SIGTERM or SIGINT stops it gracefully: everything accepted is flushed.`,
 	f.DurationVar(&o.poll, "poll", time.Minute, "fetch interval (jittered by up to 10%)")
 	f.StringSliceVar(&o.startWorkers, "start-worker", nil, "start a builtin worker from local configuration: NAME[:REPLICAS] (e.g. classic:2)")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "also log the engine's info and debug messages and the workers' output (warnings and errors always show)")
+	f.StringVar(&o.replica, "replica", "", "run as the replica NAME of a replicated control plane (needs --state etcd://…): one replica, elected, leads; the others serve the site, the webhook and read commands")
+	f.DurationVar(&o.leaseTTL, "lease-ttl", defaultLeaseTTL, "with --replica: the leader's election lease; a leader that stops renewing it is replaced about this long after")
 	o.forge.addFlags(f)
 	addReinitFlag(f, g)
 	return c
@@ -64,6 +82,9 @@ API. SIGTERM or SIGINT stops it gracefully: everything accepted is flushed.`,
 
 func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions) error {
 	out, errOut := c.OutOrStdout(), c.ErrOrStderr()
+	if err := o.replicaFlags(g, c.Flags().Changed("lease-ttl")); err != nil {
+		return err
+	}
 	if err := resolveSource(g); err != nil {
 		return err
 	}
@@ -76,6 +97,13 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	if err != nil {
 		return err
 	}
+	notesDir := dir // whose notes a local repository's verdicts are
+	if o.replica != "" {
+		// Replicas may share a machine (and a work tree): each keeps its
+		// sockets, mirrors and site apart. Whichever leads writes the
+		// local repository's notes, as a serve on the state would.
+		dir = filepath.Join(dir, "replicas", o.replica)
+	}
 	src, err := openFollowed(ctx, g, dir)
 	if err != nil {
 		return err
@@ -83,7 +111,10 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	// Every revision record is also written to its commit's git note (and
 	// posted to the forge, pushed to origin, when configured).
 	o.forge.configured = g.headSettings.ForgeTimeout
-	if err := o.forge.start(ctx, src, dir, log, errOut); err != nil {
+	if src.Remote() {
+		notesDir = dir // the notes live in this replica's own mirror
+	}
+	if err := o.forge.start(ctx, src, notesDir, log, errOut); err != nil {
 		return err
 	}
 	defer o.forge.stop(errOut)
@@ -99,22 +130,21 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 		}
 		workers = append(workers, declared...)
 	}
-	live := newLiveSite(filepath.Join(dir, "site"), errOut)
-	e, err := startEngine(ctx, engineOptions{stateDir: dir, etcd: g.etcd, repoDir: src.Root(), workers: workers,
-		listen: o.workersListen, token: os.Getenv("CONVERGE_WORKER_TOKEN"), log: log, workerOut: workerOut,
-		changed: live.changed, wrapStore: g.wrapStore, reinit: g.reinitState})
+	s := &server{g: g, o: o, out: out, errOut: errOut, log: log, workerOut: workerOut, dir: dir, src: src, workers: workers,
+		live: newLiveSite(filepath.Join(dir, "site"), errOut)}
+	if o.replica != "" {
+		return s.runReplica(ctx)
+	}
+	e, err := startEngine(ctx, s.engineOptions(os.Getenv("CONVERGE_WORKER_TOKEN")))
 	if err != nil {
 		return err
 	}
 	defer closeEngine(e, errOut)
-	live.attach(e.store)
+	s.live.attach(e.store)
 	// The site reads the store: it stops, and has stopped, before the
 	// engine closes the store (defers run last first).
-	stopSite := goUntilStopped(ctx, live.run)
+	stopSite := goUntilStopped(ctx, s.live.run)
 	defer stopSite()
-	syncer := &gitsync.Syncer{Source: src, Path: g.path, Records: o.forge.records(e.store, errOut),
-		Engine: e.sched, Log: log, Lint: lintFunc(), Compose: e.sched.DryCompose}
-	setTimeouts(g, src, syncer, g.headSettings)
 
 	// health answers GET /healthz from what the loop below last saw.
 	health := &gitsync.Health{Stall: serveStall}
@@ -125,41 +155,105 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 		default:
 		}
 	}
-	if o.listen != "" {
-		mux := http.NewServeMux()
-		mux.Handle("POST /hooks/git", gitsync.WebhookHandler([]byte(os.Getenv("CONVERGE_WEBHOOK_SECRET")), poke))
-		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-			if why := health.Check(time.Now()); why != "" {
-				http.Error(w, why, http.StatusServiceUnavailable)
-				return
-			}
-			_, _ = io.WriteString(w, "ok\n") // a failed write is a client that went away
-		})
-		mux.Handle("GET /", site.Handler(live.dir))
-		l, err := net.Listen("tcp", o.listen)
-		if err != nil {
-			return fmt.Errorf("listen %s: %w", o.listen, err)
+	_, stopHTTP, err := s.startHTTP(poke, func() (int, string) {
+		if why := health.Check(time.Now()); why != "" {
+			return http.StatusServiceUnavailable, why
 		}
-		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go func() {
-			if err := hs.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("serve http", "addr", l.Addr().String(), "err", err)
-			}
-		}()
-		defer hs.Close()
-		// The bound address, for tools when --listen picked a free port.
-		addrFile := filepath.Join(dir, "http.addr")
-		if err := os.WriteFile(addrFile, []byte(l.Addr().String()+"\n"), 0o600); err != nil {
-			return fmt.Errorf("write %s: %w", addrFile, err)
-		}
-		defer os.Remove(addrFile)
-		fmt.Fprintf(out, "serve: http on %s\n", l.Addr())
+		return http.StatusOK, "ok"
+	})
+	if err != nil {
+		return err
 	}
-	where := src.URL()
+	defer stopHTTP()
+	s.announce()
+	s.follow(ctx, e, trigger, health)
+	fmt.Fprintln(out, "serve: shutting down")
+	return nil
+}
+
+// server is one serve process: what it was started with and what it
+// keeps across leadership terms (a replica leads, follows, leads again).
+type server struct {
+	g           *globals
+	o           serveOptions
+	out, errOut io.Writer
+	log         *slog.Logger
+	workerOut   io.Writer
+	dir         string // the local state directory (a replica's own)
+	src         *gitsync.Source
+	workers     []converge.WorkerSpec
+	live        *liveSite
+	rep         *etcdstate.Replica // a replica's seat in the election; nil unless --replica
+}
+
+// engineOptions are the options of the engine serve starts (a replica:
+// one per term).
+func (s *server) engineOptions(token string) engineOptions {
+	return engineOptions{stateDir: s.dir, etcd: s.g.etcd, repoDir: s.src.Root(), workers: s.workers,
+		listen: s.o.workersListen, token: token, log: s.log, workerOut: s.workerOut,
+		changed: s.live.changed, wrapStore: s.g.wrapStore, reinit: s.g.reinitState}
+}
+
+// announce says what serve follows and where its state is.
+func (s *server) announce() {
+	where := s.src.URL()
 	if where == "" {
-		where = src.Root()
+		where = s.src.Root()
 	}
-	fmt.Fprintf(out, "serve: following %s of %s; state in %s\n", src.Ref(), where, stateName(g, dir))
+	fmt.Fprintf(s.out, "serve: following %s of %s; state in %s\n", s.src.Ref(), where, stateName(s.g, s.dir))
+}
+
+// startHTTP serves the site, the webhook (which calls poke) and
+// /healthz (health's status and text) on --listen, writes the bound
+// address to http.addr in the state directory, and returns it; stop
+// ends it. With --listen "" it serves nothing.
+func (s *server) startHTTP(poke func(), health func() (int, string)) (addr string, stop func(), err error) {
+	if s.o.listen == "" {
+		return "", func() {}, nil
+	}
+	mux := http.NewServeMux()
+	mux.Handle("POST /hooks/git", gitsync.WebhookHandler([]byte(os.Getenv("CONVERGE_WEBHOOK_SECRET")), poke))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		code, text := health()
+		if code != http.StatusOK {
+			http.Error(w, text, code)
+			return
+		}
+		_, _ = io.WriteString(w, text+"\n") // a failed write is a client that went away
+	})
+	mux.Handle("GET /", site.Handler(s.live.dir))
+	l, err := net.Listen("tcp", s.o.listen)
+	if err != nil {
+		return "", nil, fmt.Errorf("listen %s: %w", s.o.listen, err)
+	}
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := hs.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("serve http", "addr", l.Addr().String(), "err", err)
+		}
+	}()
+	// The bound address, for tools when --listen picked a free port.
+	addrFile := filepath.Join(s.dir, "http.addr")
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		hs.Close()
+		return "", nil, fmt.Errorf("create state directory: %w", err)
+	}
+	if err := os.WriteFile(addrFile, []byte(l.Addr().String()+"\n"), 0o600); err != nil {
+		hs.Close()
+		return "", nil, fmt.Errorf("write %s: %w", addrFile, err)
+	}
+	fmt.Fprintf(s.out, "serve: http on %s\n", l.Addr())
+	return l.Addr().String(), func() { hs.Close(); os.Remove(addrFile) }, nil
+}
+
+// follow runs the sync loop on e until ctx is done: it fetches on start,
+// every poll interval and on every trigger, gives each new commit its
+// verdict, applies the newest good one and judges its convergence.
+func (s *server) follow(ctx context.Context, e *engine, trigger <-chan struct{}, health *gitsync.Health) {
+	out, src, live := s.out, s.src, s.live
+	syncer := &gitsync.Syncer{Source: src, Path: s.g.path, Records: s.o.forge.records(e.store, s.errOut),
+		Engine: e.sched, Log: s.log, Lint: lintFunc(), Compose: e.sched.DryCompose}
+	setTimeouts(s.g, src, syncer, s.g.headSettings)
 
 	// current is the applied pass awaiting its converge/sync verdict; only
 	// this loop touches it. A revision applied before a restart and never
@@ -167,12 +261,12 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	current, err := pendingPass(e.store)
 	if err != nil {
 		// Serve on: the next applied revision gets its verdict.
-		log.Error("resume pending verdict", "err", err)
+		s.log.Error("resume pending verdict", "err", err)
 	}
 	settle := gitsync.Settle{Grace: serveStuckGrace}
 	step := func() {
 		passes, err := syncer.Advance(ctx)
-		if err != nil {
+		if err != nil && ctx.Err() == nil {
 			fmt.Fprintf(out, "serve: %v\n", err)
 		}
 		if len(passes) > 0 {
@@ -190,7 +284,7 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 					}
 				}
 				current = p
-				setTimeouts(g, src, syncer, p.Loaded.Desired.Settings) // the applied converge.cue's
+				setTimeouts(s.g, src, syncer, p.Loaded.Desired.Settings) // the applied converge.cue's
 				settle.Reset()
 				health.Stuck("")
 			}
@@ -203,11 +297,10 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	for {
 		select {
 		case <-ctx.Done():
-			fmt.Fprintln(out, "serve: shutting down")
-			return nil
+			return
 		case <-poll.C:
 			step()
-			poll.Reset(jitter(o.poll))
+			poll.Reset(jitter(s.o.poll))
 		case <-trigger:
 			step()
 		case <-watch.C:

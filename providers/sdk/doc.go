@@ -35,6 +35,10 @@
 // handlers, and runs each task in its own goroutine, at most Concurrency at
 // once, with the task's deadline on its context. It reconnects with backoff
 // when the control plane goes away and returns nil when ctx is done.
+// CONVERGE_ADDR may list a replicated control plane's replicas
+// (host:port,host:port,…): the worker connects to whichever leads, and
+// when a follower refuses it (naming the leader in LeaderTrailer) or the
+// leader goes away, it moves to the leader or tries the next address.
 //
 // # Outcomes
 //

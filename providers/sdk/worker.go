@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,7 +33,7 @@ import (
 
 // Environment variables Serve reads.
 const (
-	EnvAddr        = "CONVERGE_ADDR"        // "unix:///abs/path.sock" or "host:port"
+	EnvAddr        = "CONVERGE_ADDR"        // "unix:///abs/path.sock", "host:port", or "host:port,host:port,…" (replicas)
 	EnvToken       = "CONVERGE_TOKEN"       // the control plane's bearer token
 	EnvWorkerName  = "CONVERGE_WORKER_NAME" // default: hostname-pid
 	EnvConcurrency = "CONVERGE_CONCURRENCY" // default 64
@@ -43,6 +44,12 @@ const (
 	EnvTLSCert = "CONVERGE_TLS_CERT"
 	EnvTLSKey  = "CONVERGE_TLS_KEY"
 )
+
+// LeaderTrailer is the trailer of a control-plane replica's refusal
+// (codes.Unavailable: it is not the leader) that holds the leader's
+// workers address, "" when none is known. A worker given several
+// addresses goes there next if it is one of them, else to the next.
+const LeaderTrailer = "converge-leader"
 
 // DefaultConcurrency is how many tasks a worker runs at once by default.
 const DefaultConcurrency = 64
@@ -65,7 +72,10 @@ const Protocol = 2
 
 // Options configure Connect.
 type Options struct {
-	// Addr is the control plane: "unix:///abs/path.sock" or "host:port".
+	// Addr is the control plane: "unix:///abs/path.sock" or "host:port",
+	// or, for a replicated control plane (serve --replica), the replicas'
+	// "host:port" separated by commas: the worker connects to whichever
+	// leads, and follows the leadership when it moves.
 	Addr string
 	// Token is the bearer token the control plane expects.
 	Token string
@@ -134,48 +144,84 @@ func Connect(ctx context.Context, o Options, providers ...Provider) error {
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
-	creds := insecure.NewCredentials()
-	if o.TLS != nil && !strings.HasPrefix(o.Addr, "unix:") {
-		creds = credentials.NewTLS(o.TLS)
+	addrs := splitAddrs(o.Addr)
+	clients := make([]convergev1.ControlClient, len(addrs))
+	for i, addr := range addrs {
+		creds := insecure.NewCredentials()
+		if o.TLS != nil && !strings.HasPrefix(addr, "unix:") {
+			creds = credentials.NewTLS(o.TLS)
+		}
+		conn, err := grpc.NewClient(target(addr),
+			grpc.WithTransportCredentials(creds),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize)),
+			grpc.WithConnectParams(grpc.ConnectParams{
+				Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
+				MinConnectTimeout: 2 * time.Second,
+			}),
+		)
+		if err != nil {
+			return fmt.Errorf("connect %s: %w", addr, err)
+		}
+		defer conn.Close()
+		clients[i] = convergev1.NewControlClient(conn)
 	}
-	conn, err := grpc.NewClient(target(o.Addr),
-		grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize)),
-		grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
-			MinConnectTimeout: 2 * time.Second,
-		}),
-	)
-	if err != nil {
-		return fmt.Errorf("connect %s: %w", o.Addr, err)
-	}
-	defer conn.Close()
-	client := convergev1.NewControlClient(conn)
 
-	const minBackoff, maxBackoff = 50 * time.Millisecond, 5 * time.Second
+	// With several addresses a failed attempt moves to the next one (or
+	// to the leader a refusing follower names) and the backoff grows only
+	// once every address has failed in a row.
+	maxBackoff := 5 * time.Second
+	if len(addrs) > 1 {
+		maxBackoff = time.Second
+	}
+	const minBackoff = 50 * time.Millisecond
 	wait := minBackoff
+	cur, failedInRow := 0, 0
 	for {
-		registered, err := c.session(ctx, client)
+		registered, leader, err := c.session(ctx, clients[cur])
 		if ctx.Err() != nil {
 			return nil
 		}
 		switch status.Code(err) {
 		case codes.Unauthenticated, codes.InvalidArgument, codes.PermissionDenied:
-			return fmt.Errorf("connect %s: %w", o.Addr, err)
+			return fmt.Errorf("connect %s: %w", addrs[cur], err)
 		}
 		if registered {
-			wait = minBackoff
+			wait, failedInRow = minBackoff, 0
+		} else {
+			failedInRow++
 		}
-		c.log.Warn("worker disconnected; reconnecting", "worker", c.name, "err", err, "in", wait)
-		t := time.NewTimer(wait + rand.N(wait/2+1))
+		next := (cur + 1) % len(addrs)
+		if i := slices.Index(addrs, leader); leader != "" && i >= 0 && i != cur {
+			next, failedInRow = i, 0 // a follower named the leader: go there now
+		}
+		pause := time.Duration(0)
+		if len(addrs) == 1 || failedInRow >= len(addrs) {
+			pause = wait + rand.N(wait/2+1)
+			wait = min(2*wait, maxBackoff)
+			failedInRow = 0
+		}
+		c.log.Warn("worker disconnected; reconnecting", "worker", c.name, "addr", addrs[cur], "err", err, "next", addrs[next], "in", pause)
+		cur = next
+		if pause == 0 {
+			continue
+		}
+		t := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return nil
 		case <-t.C:
 		}
-		wait = min(2*wait, maxBackoff)
 	}
+}
+
+// splitAddrs splits Options.Addr's comma-separated list.
+func splitAddrs(addr string) []string {
+	var out []string
+	for _, a := range strings.Split(addr, ",") {
+		out = append(out, strings.TrimSpace(a))
+	}
+	return out
 }
 
 func target(addr string) string {
@@ -205,6 +251,13 @@ type client struct {
 func newClient(o Options, providers []Provider) (*client, error) {
 	if o.Addr == "" {
 		return nil, fmt.Errorf("no control plane address (%s)", EnvAddr)
+	}
+	if addrs := splitAddrs(o.Addr); len(addrs) > 1 {
+		for _, a := range addrs {
+			if a == "" || strings.HasPrefix(a, "unix:") {
+				return nil, fmt.Errorf("control plane addresses %q: want host:port,host:port,… (a unix socket is one local control plane, never in a list)", o.Addr)
+			}
+		}
 	}
 	if o.Token == "" {
 		return nil, fmt.Errorf("no token (%s)", EnvToken)
@@ -254,28 +307,36 @@ func newClient(o Options, providers []Provider) (*client, error) {
 }
 
 // session holds one stream until it breaks or ctx is done. registered
-// reports whether the control plane accepted the worker.
-func (c *client) session(ctx context.Context, client convergev1.ControlClient) (registered bool, err error) {
+// reports whether the control plane accepted the worker; leader is the
+// leader's workers address a refusing follower replica named.
+func (c *client) session(ctx context.Context, client convergev1.ControlClient) (registered bool, leader string, err error) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	sctx = metadata.AppendToOutgoingContext(sctx, "authorization", "Bearer "+c.token)
 	stream, err := client.Connect(sctx)
 	if err != nil {
-		return false, err
+		return false, "", err
+	}
+	// A follower replica refuses the stream; its trailer names the leader.
+	refused := func(err error) (bool, string, error) {
+		if vs := stream.Trailer().Get(LeaderTrailer); len(vs) == 1 {
+			leader = vs[0]
+		}
+		return false, leader, err
 	}
 	if err := stream.Send(&convergev1.WorkerMessage{Msg: &convergev1.WorkerMessage_Register{Register: &convergev1.Register{
 		Name: c.name, Capabilities: c.caps, Concurrency: int32(cap(c.sem)), Protocol: Protocol,
 	}}}); err != nil {
 		_, rerr := stream.Recv() // the server's status explains a refused send
-		return false, rerr
+		return refused(rerr)
 	}
 	m, err := stream.Recv()
 	if err != nil {
-		return false, err
+		return refused(err)
 	}
 	reg := m.GetRegistered()
 	if reg == nil {
-		return false, errors.New("control plane did not answer register")
+		return false, "", errors.New("control plane did not answer register")
 	}
 	interval := time.Duration(reg.GetHeartbeatIntervalMs()) * time.Millisecond
 	if interval <= 0 {
@@ -303,9 +364,9 @@ func (c *client) session(ctx context.Context, client convergev1.ControlClient) (
 		if err != nil {
 			cancel()
 			if serr := <-sendErr; serr != nil && !errors.Is(serr, context.Canceled) {
-				return true, serr
+				return true, "", serr
 			}
-			return true, err
+			return true, "", err
 		}
 		lastRecv.Store(time.Now().UnixNano())
 		for _, t := range m.GetTasks().GetTasks() {

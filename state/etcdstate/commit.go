@@ -52,13 +52,23 @@ func (s *Store) update(fn func(w *wtx) error) error {
 	if s.opts.ReadOnly {
 		return ErrReadOnly
 	}
+	err := s.updateOnce(fn)
+	if err != nil && s.opts.termCtx != nil && s.opts.termCtx.Err() != nil {
+		// The leader's term ended (its lease is gone): whatever was in
+		// flight was cut short, and nothing more will be accepted.
+		return fmt.Errorf("%w: the leader's term ended (%v)", ErrFenced, err)
+	}
+	return err
+}
+
+func (s *Store) updateOnce(fn func(w *wtx) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.finish(); err != nil {
 		return err
 	}
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	ctx, cancel := s.writeContext()
 	defer cancel()
 	w := &wtx{s: s, ctx: ctx, read: map[string][]byte{}, ops: map[string]kvOp{}}
 	if err := fn(w); err != nil {

@@ -25,6 +25,8 @@
 //	m/format, m/applied, m/source, m/events   meta
 //	j/p/N, j/commit            the batch journal (below)
 //	lock                       the writer's lock, under its lease
+//	election/LEASE             a replica's candidacy (the oldest leads), its Advert as JSON
+//	sync                       a follower's request that the leader fetch now
 //
 // The owner index has one key per child rather than bbolt's chunks:
 // etcd counts a prefix's keys without reading them (ChildCount), and a
@@ -42,6 +44,20 @@
 // reads beside the writer. Every read (Load, Resources, Check, …) reads
 // one etcd revision: one consistent snapshot, as a bbolt read
 // transaction is.
+//
+// # Replicas and the leader
+//
+// Replicas of a control plane (serve --replica) share one prefix. Each
+// is a Replica; Campaign blocks until it wins the prefix's election
+// (go.etcd.io/etcd/client/v3/concurrency, a session whose lease lives
+// the replica's TTL) and returns a Term. Term.Open opens the store as
+// the term's writer: the lock is taken under the session's lease (the
+// lock and the leadership expire together), every write is also
+// conditioned on the election key's create revision, and writes stop at
+// once when the session is lost (Term.Done). Leader reads the leader's
+// Advert without campaigning; RequestSync and Term.SyncRequests carry
+// a follower's webhook to the leader; Store.Watch lets a follower's
+// reader follow the writer.
 //
 // # Big batches
 //

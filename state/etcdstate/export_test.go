@@ -20,3 +20,13 @@ func (s *Store) SetFailBeforeCommit(on bool) {
 
 // Lease returns the writer lock's lease.
 func (s *Store) Lease() clientv3.LeaseID { return s.lease }
+
+// IgnoreTermEnd makes the store write on after its term ended, as a
+// process does whose writes reach etcd before it notices the lost
+// lease: only the server's fence can refuse them then.
+func (s *Store) IgnoreTermEnd() { s.opts.termCtx = nil }
+
+// Pause stops renewing the term's lease without revoking it, as a leader
+// process that was stopped (SIGSTOP, a long GC pause, a partition)
+// does: the lease expires a TTL later and another replica can win.
+func (t *Term) Pause() { t.session.Orphan() }

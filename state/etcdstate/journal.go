@@ -174,7 +174,7 @@ func (s *Store) finish() error {
 	if !s.pending {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	ctx, cancel := s.writeContext()
 	defer cancel()
 	marker, err := s.cli.Get(ctx, s.p+jCommit)
 	if err != nil {

@@ -301,17 +301,22 @@ func (s *Store) Resource(id converge.ID) (*converge.Resource, error) {
 func (s *Store) ResourcesByID(ids []converge.ID) ([]*converge.Resource, error) {
 	out := make([]*converge.Resource, len(ids))
 	err := s.view(func(v *view) error {
+		// Gets batched in transactions, not a round trip per id.
+		keys := make([]string, len(ids))
 		for i, id := range ids {
-			val, err := v.get(resKey(id))
-			if err != nil {
-				return err
-			}
+			keys[i] = resKey(id)
+		}
+		vals, err := v.getMany(keys)
+		if err != nil {
+			return err
+		}
+		for i, val := range vals {
 			out[i] = nil
 			if val == nil {
 				continue
 			}
 			if out[i], err = codec.DecodeResource(val); err != nil {
-				return fmt.Errorf("resource %s: %w", id, err)
+				return fmt.Errorf("resource %s: %w", ids[i], err)
 			}
 		}
 		return nil

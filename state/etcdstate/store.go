@@ -76,6 +76,15 @@ type Options struct {
 	// the server's --max-request-bytes (1.5 MiB by default); default
 	// 1 MiB.
 	MaxTxnBytes int
+
+	// termLease, when set (Term.Open), is the lease the writer's lock is
+	// taken under instead of one of the store's own: the election
+	// session's, so the lock and the leadership end together. Its owner
+	// keeps it alive; Close deletes the lock key but leaves the lease.
+	termLease clientv3.LeaseID
+	// termCtx, when set (Term.Open), is done once the term is lost:
+	// every write in flight is cut short then, and refused after.
+	termCtx context.Context
 }
 
 const (
@@ -96,8 +105,8 @@ type Store struct {
 	ownCli  bool
 	p       string // the key prefix, ending in "/"
 	opts    Options
-	lease   clientv3.LeaseID
-	lockRev int64 // the lock key's create revision; 0 when read-only
+	lease   clientv3.LeaseID // the store's own lock lease (0 under a term's)
+	lockRev int64            // the lock key's create revision; 0 when read-only
 	stopKA  context.CancelFunc
 
 	mu sync.Mutex // serialises writes; guards pending and failAfter
@@ -297,18 +306,21 @@ func (s *Store) writeFormat(ctx context.Context) error {
 // lease this store keeps alive. Every write is conditioned on the key
 // still having the create revision it got here.
 func (s *Store) lock(ctx context.Context) error {
-	lease, err := s.cli.Grant(ctx, int64((s.opts.LockTTL+time.Second-1)/time.Second))
-	if err != nil {
-		return fmt.Errorf("grant lease: %w", err)
+	leaseID := s.opts.termLease
+	if leaseID == 0 {
+		lease, err := s.cli.Grant(ctx, int64((s.opts.LockTTL+time.Second-1)/time.Second))
+		if err != nil {
+			return fmt.Errorf("grant lease: %w", err)
+		}
+		s.lease, leaseID = lease.ID, lease.ID
 	}
-	s.lease = lease.ID
 	key := s.p + kLock
 	host, _ := os.Hostname()
 	holder := fmt.Sprintf("%s pid %d", host, os.Getpid())
 	deadline := time.Now().Add(s.opts.LockTimeout)
 	for {
 		resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-			Then(clientv3.OpPut(key, holder, clientv3.WithLease(s.lease))).
+			Then(clientv3.OpPut(key, holder, clientv3.WithLease(leaseID))).
 			Else(clientv3.OpGet(key)).Commit()
 		if err != nil {
 			return fmt.Errorf("take lock: %w", err)
@@ -329,6 +341,9 @@ func (s *Store) lock(ctx context.Context) error {
 			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
+	}
+	if s.lease == 0 {
+		return nil // the term's session keeps its lease alive
 	}
 	kctx, stop := context.WithCancel(context.Background())
 	ch, err := s.cli.KeepAlive(kctx, s.lease)
@@ -361,6 +376,18 @@ func (s *Store) Close() error {
 		cancel()
 		s.lease = 0
 	}
+	if s.opts.termLease != 0 && s.lockRev != 0 && s.cli != nil && (s.opts.termCtx == nil || s.opts.termCtx.Err() == nil) {
+		// (A lost term's lease took the lock with it.)
+		// The lease is the term's: release the lock alone, if still ours.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		key := s.p + kLock
+		_, derr := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", s.lockRev)).
+			Then(clientv3.OpDelete(key)).Commit()
+		cancel()
+		if derr != nil {
+			err = fmt.Errorf("close etcd state: release lock (it goes with the term's lease): %w", derr)
+		}
+	}
 	if s.ownCli && s.cli != nil {
 		if cerr := s.cli.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("close etcd state: %w", cerr)
@@ -390,6 +417,15 @@ func (s *Store) count(w written, took time.Duration) {
 	s.stats.Deletes += w.dels
 	s.stats.Bytes += w.bytes
 	s.stats.LongestCommit = max(s.stats.LongestCommit, took)
+}
+
+// writeContext bounds one write: opTimeout, and the term's end.
+func (s *Store) writeContext() (context.Context, context.CancelFunc) {
+	base := context.Background()
+	if s.opts.termCtx != nil {
+		base = s.opts.termCtx
+	}
+	return context.WithTimeout(base, opTimeout)
 }
 
 // fence returns the comparisons every write is conditioned on.

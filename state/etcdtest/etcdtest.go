@@ -27,8 +27,11 @@ type Cluster struct {
 	// https:// with Options.TLS).
 	Endpoints []string
 	// TLS are the CA and client certificate files with Options.TLS.
-	TLS     *TLSFiles
-	members []*embed.Etcd
+	TLS *TLSFiles
+
+	mu      sync.Mutex      // guards members
+	cfgs    []*embed.Config // by member index
+	members []*embed.Etcd   // by member index; nil while stopped
 }
 
 // Options tune Start. The zero value is one member, fsync off.
@@ -45,6 +48,11 @@ type Options struct {
 	// TLS serves clients over TLS only, requiring a client certificate
 	// signed by a fresh CA (Cluster.TLS has the files).
 	TLS bool
+	// ElectionMs is the members' raft election timeout; default 3000
+	// (see StartCluster). etcd raises a lease's TTL to at least 1.5
+	// election timeouts, so a test of a short lease (a 3s leader
+	// session) sets it lower, e.g. 1500.
+	ElectionMs uint
 }
 
 // Start starts a cluster for t and stops it on cleanup.
@@ -106,6 +114,9 @@ func StartCluster(dir string, opts Options) (*Cluster, error) {
 		// timeout makes a loaded test's members elect again and again,
 		// stalling writes for seconds. Tests want a steady leader.
 		cfg.ElectionMs = 3000
+		if opts.ElectionMs > 0 {
+			cfg.ElectionMs = opts.ElectionMs
+		}
 		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 		cfgs[i] = cfg
 		c.Endpoints = append(c.Endpoints, client.String())
@@ -116,7 +127,8 @@ func StartCluster(dir string, opts Options) (*Cluster, error) {
 		mu   sync.Mutex // guards c.members and errs
 		errs []error
 	)
-	for _, cfg := range cfgs {
+	c.cfgs, c.members = cfgs, make([]*embed.Etcd, n)
+	for i, cfg := range cfgs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -127,7 +139,7 @@ func StartCluster(dir string, opts Options) (*Cluster, error) {
 				errs = append(errs, fmt.Errorf("member %s: %w", cfg.Name, err))
 				return
 			}
-			c.members = append(c.members, e)
+			c.members[i] = e
 		}()
 	}
 	wg.Wait()
@@ -144,6 +156,38 @@ func StartCluster(dir string, opts Options) (*Cluster, error) {
 		}
 	}
 	return c, nil
+}
+
+// StopMember stops member i (0-based), keeping its data: two of three
+// stopped is a cluster without quorum. StartMember starts it again.
+func (c *Cluster) StopMember(i int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.members[i]; e != nil {
+		e.Close()
+		c.members[i] = nil
+	}
+}
+
+// StartMember starts member i again, on its ports and data, after
+// StopMember. It does not wait for the member to be ready: a member
+// without a quorum to join is not ready until one is.
+func (c *Cluster) StartMember(i int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.members[i] != nil {
+		return nil
+	}
+	var err error
+	for try := 0; try < 50; try++ { // the closed member's ports may linger a moment
+		var e *embed.Etcd
+		if e, err = embed.StartEtcd(c.cfgs[i]); err == nil {
+			c.members[i] = e
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("restart member %s: %w", c.cfgs[i].Name, err)
 }
 
 // Client returns a client of every member, closed on t's cleanup.
@@ -178,10 +222,14 @@ func (c *Cluster) URL(prefix string) string {
 
 // Stop stops every member.
 func (c *Cluster) Stop() {
-	for _, e := range c.members {
-		e.Close()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, e := range c.members {
+		if e != nil {
+			e.Close()
+		}
+		c.members[i] = nil
 	}
-	c.members = nil
 }
 
 // freePorts returns n loopback TCP ports free at the time of asking.
