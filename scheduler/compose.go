@@ -37,13 +37,44 @@ func (s *Scheduler) composeResult(n *node, rec *taskRec, res *converge.Result) {
 		s.failPermanent(n, "worker result refused: "+err.Error())
 		return
 	}
+	created, updated, kept, partial := s.applyComposition(n, res, ids, emitted)
+	var prune []*node
+	for id, ch := range n.children {
+		if _, ok := emitted[id]; !ok && !ch.r.Deleting {
+			prune = append(prune, ch)
+		}
+	}
+	pruned := len(prune)
+	if pruned > 0 {
+		s.cascade(prune, "pruned by "+string(n.id))
+	}
+	s.setComposeStatus(n, res)
+	if created+updated+pruned > 0 || n.r.ObservedGeneration != rec.gen {
+		s.event(n.id, "Composed", fmt.Sprintf("composed %d children (%d created, %d updated, %d kept, %d pruned)",
+			len(res.Children), created, updated, kept, pruned))
+	}
+	s.finishCompose(n, rec, res, partial)
+}
+
+// setComposeStatus keeps the status a compose returned, if any.
+func (s *Scheduler) setComposeStatus(n *node, res *converge.Result) {
+	if res.Status != nil && !bytes.Equal(res.Status, n.tree().composeStatus) {
+		n.tree().composeStatus = res.Status
+		s.markRollup(n)
+	}
+}
+
+// applyComposition applies the children and edges of n's checked
+// compose result (ids and emitted from checkComposition or checkDelta):
+// the edges of every consumer sent are replaced by the ones sent, then
+// the children sent are created or updated. It prunes nothing. partial
+// reports a child left to the compose after a teardown.
+func (s *Scheduler) applyComposition(n *node, res *converge.Result, ids []converge.ID, emitted map[converge.ID]int) (created, updated, kept int, partial bool) {
 	if k := len(res.Children); k > 64 {
 		// Room for what a big composition adds, instead of regrowing.
 		s.dirty = slices.Grow(s.dirty, k)
 		s.queue = slices.Grow(s.queue, k)
 	}
-	kept, created, updated, pruned := 0, 0, 0, 0
-	partial := false // some child waits for the compose after a teardown
 	// canon returns the one copy of id the graph keeps: a child's from
 	// ids, another resource's from its node. A million edges then share
 	// their nodes' strings instead of each keeping two decoded ones.
@@ -148,25 +179,7 @@ func (s *Scheduler) composeResult(n *node, rec *taskRec, res *converge.Result) {
 			}
 		}
 	}
-	var prune []*node
-	for id, ch := range n.children {
-		if _, ok := emitted[id]; !ok && !ch.r.Deleting {
-			prune = append(prune, ch)
-		}
-	}
-	pruned = len(prune)
-	if pruned > 0 {
-		s.cascade(prune, "pruned by "+string(n.id))
-	}
-	if res.Status != nil && !bytes.Equal(res.Status, n.tree().composeStatus) {
-		n.tree().composeStatus = res.Status
-		s.markRollup(n)
-	}
-	if created+updated+pruned > 0 || n.r.ObservedGeneration != rec.gen {
-		s.event(n.id, "Composed", fmt.Sprintf("composed %d children (%d created, %d updated, %d kept, %d pruned)",
-			len(res.Children), created, updated, kept, pruned))
-	}
-	s.finishCompose(n, rec, res, partial)
+	return created, updated, kept, partial
 }
 
 // finishCompose ends an applied compose of n (full or delta): it records

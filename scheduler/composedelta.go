@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -202,111 +201,18 @@ func (s *Scheduler) composeDeltaResult(n *node, rec *taskRec, res *converge.Resu
 		s.failPermanent(n, "worker result refused: "+err.Error())
 		return
 	}
-	partial := false
-	canon := func(id converge.ID) converge.ID {
-		if i, ok := emitted[id]; ok {
-			return ids[i]
-		}
-		if x := s.nodes[id]; x != nil {
-			return x.id
-		}
-		return id
-	}
-	// A new child consuming a child of n being torn down waits for the
-	// compose after the teardown, as in a full compose.
-	later := make(map[converge.ID]bool)
-	for grew := true; grew; {
-		grew = false
-		for _, e := range res.Edges {
-			if later[e.Consumer] || s.nodes[e.Consumer] != nil {
-				continue
-			}
-			p := s.nodes[e.Producer]
-			if gone := p != nil && p.r.Deleting && p.owner == n; gone || later[e.Producer] {
-				if gone {
-					p.recomposeOwner = true
-				}
-				later[e.Consumer], grew = true, true
-			}
-		}
-	}
-	// The edges of every consumer sent are replaced by the ones sent.
-	oldEdges := make(map[edgeKey]*converge.Edge)
-	for id := range emitted {
-		if ex := s.nodes[id]; ex != nil && ex.r.Deleting {
-			continue
-		}
-		for _, e := range s.producers[id] {
-			oldEdges[edgeKey{e.Consumer, e.Producer}] = e
-		}
-	}
-	for i := range res.Edges {
-		e := res.Edges[i]
-		if ex := s.nodes[e.Consumer]; ex != nil && ex.r.Deleting || later[e.Consumer] {
-			continue
-		}
-		k := edgeKey{e.Consumer, e.Producer}
-		if old := oldEdges[k]; old != nil {
-			delete(oldEdges, k)
-			if flowsEqual(old.Flows, e.Flows) {
-				continue
-			}
-		}
-		ne := &converge.Edge{Consumer: canon(e.Consumer), Producer: canon(e.Producer), Flows: s.internFlows(e.Flows)}
-		s.addEdge(ne)
-		if c := s.nodes[ne.Consumer]; c != nil && c.stored {
-			s.putEdge(ne)
-		} else {
-			delete(s.edgeDel, edgeKey{ne.Consumer, ne.Producer})
-		}
-		if c := s.nodes[e.Consumer]; c != nil {
-			c.flowsDirty = true
-			s.enqueue(c)
-		}
-	}
-	for _, e := range oldEdges {
-		s.removeEdge(e)
-		s.delEdge(e)
-		if c := s.nodes[e.Consumer]; c != nil {
-			c.flowsDirty = true
-			s.enqueue(c)
-		}
-	}
-	created, updated, pruned := 0, 0, 0
-	createdBy := "created by " + string(n.id)
-	for i := range res.Children {
-		c := &res.Children[i]
-		id := ids[i]
-		ex := s.nodes[id]
-		switch {
-		case ex == nil && later[id]:
-			partial = true
-		case ex == nil:
-			s.createChild(n, c, id, createdBy)
-			created++
-		case ex.r.Deleting:
-			ex.recomposeOwner = true
-			partial = true
-		default:
-			if s.updateDeclared(ex, c.KindVersion, c.Spec, c.ProviderConfigRef) {
-				updated++
-			}
-		}
-	}
+	created, updated, _, partial := s.applyComposition(n, res, ids, emitted)
 	var prune []*node
 	for _, id := range res.Removed {
 		if ch := n.children[id]; ch != nil && !ch.r.Deleting {
 			prune = append(prune, ch)
 		}
 	}
-	pruned = len(prune)
+	pruned := len(prune)
 	if pruned > 0 {
 		s.cascade(prune, "pruned by "+string(n.id))
 	}
-	if res.Status != nil && !bytes.Equal(res.Status, n.tree().composeStatus) {
-		n.tree().composeStatus = res.Status
-		s.markRollup(n)
-	}
+	s.setComposeStatus(n, res)
 	if created+updated+pruned > 0 || n.r.ObservedGeneration != rec.gen {
 		total := live() // after the prune above
 		s.event(n.id, "Composed", fmt.Sprintf("composed %d children as a delta (%d created, %d updated, %d kept, %d pruned)",
