@@ -127,7 +127,7 @@ func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
 		return nil, fmt.Errorf("%w\nhint: nothing was changed; if the state is lost, `converge sync --reinit-state` (or serve) moves the file aside and starts a fresh store, which creates every resource again", err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open state: %w", err)
+		return nil, openStateErr(err)
 	}
 	e := &engine{dir: o.stateDir, store: st, runErr: make(chan error, 1), log: o.log, want: expectedWorkers(o.workers)}
 	ok := false

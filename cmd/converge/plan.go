@@ -201,7 +201,7 @@ func loadSnapshot(dir string) (*converge.Snapshot, error) {
 		return c.Snapshot()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open state: %w", err)
+		return nil, openStateErr(err)
 	}
 	defer st.Close() // read only: a failed close loses nothing
 	return st.Load()
@@ -217,7 +217,7 @@ func planSnapshot(g *globals, dir string) (*converge.Snapshot, *stateapi.Client,
 		// etcd serves readers beside the writer: no daemon to ask.
 		st, err := openEtcd(g.etcd, true, 0)
 		if err != nil {
-			return nil, nil, fmt.Errorf("open state: %w", err)
+			return nil, nil, openStateErr(err)
 		}
 		defer st.Close() // read only: a failed close loses nothing
 		snap, err := st.Load()

@@ -66,7 +66,7 @@ func (s *server) runReplica(ctx context.Context) error {
 	// The live site follows the store through etcd, led or not.
 	ro, err := openEtcd(s.g.etcd, true, 0)
 	if err != nil {
-		return fmt.Errorf("open state: %w", err)
+		return openStateErr(err)
 	}
 	defer ro.Close() // read only: a failed close loses nothing
 	// A follower's site reads etcd a round trip a resource: on shutdown

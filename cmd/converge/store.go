@@ -249,6 +249,15 @@ func headSettings(src *gitsync.Source, path string) converge.Settings {
 	return set
 }
 
+// openStateErr says that opening the state failed, once: the state
+// package's own errors already begin "open state:".
+func openStateErr(err error) error {
+	if strings.HasPrefix(err.Error(), "open state:") {
+		return err
+	}
+	return fmt.Errorf("open state: %w", err)
+}
+
 // openReader opens the state for reading. When a daemon holds it, done
 // says on errOut why the daemon's answers may be behind, if they may
 // (its commits fail).
@@ -257,7 +266,7 @@ func openReader(g *globals, errOut io.Writer) (rd reader, done func(), err error
 		// etcd serves readers beside the writer: no daemon to ask.
 		st, err := openEtcd(g.etcd, true, 0)
 		if err != nil {
-			return nil, nil, fmt.Errorf("open state: %w", err)
+			return nil, nil, openStateErr(err)
 		}
 		return st, func() { st.Close() }, nil // read only: a failed close loses nothing
 	}
@@ -280,7 +289,7 @@ func openReader(g *globals, errOut io.Writer) (rd reader, done func(), err error
 		return nil, nil, fmt.Errorf("open state: %w (a running converge holds it)", err)
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("open state: %w", err)
+		return nil, nil, openStateErr(err)
 	}
 	return st, func() { st.Close() }, nil // read only: a failed close loses nothing
 }
