@@ -185,6 +185,7 @@ func (s *Scheduler) apply(d *converge.Desired, v Validator) *Plan {
 	defs := s.definitionsNow(d)
 	changedKinds := s.applyKinds(d.Kinds)
 	s.refreshKinds()
+	nConfigs, nDeleted := len(s.meta.Configs), len(s.meta.DeletedConfigs)
 	oldConfigs, oldDefaults := s.applyConfigs(d.Configs)
 	s.applyBindings(d.Bindings)
 
@@ -222,6 +223,9 @@ func (s *Scheduler) apply(d *converge.Desired, v Validator) *Plan {
 			CreatedAt:         s.now,
 		}
 		if e := s.nodes[it.ID]; e != nil {
+			if e.recreate == nil {
+				s.recreating++
+			}
 			e.recreate = nr
 			continue
 		}
@@ -271,13 +275,24 @@ func (s *Scheduler) apply(d *converge.Desired, v Validator) *Plan {
 		s.cascade(del, "no longer declared")
 	}
 	// Re-run resources whose resolved provider config changed; re-arm
-	// resyncs whose interval changed.
+	// resyncs whose interval changed. None of that, and no re-declared
+	// row to forget: a million rows are not walked for nothing.
+	configsChanged := len(s.meta.Configs) != nConfigs || len(s.meta.DeletedConfigs) != nDeleted ||
+		!sameDefaults(oldDefaults, s.defaults)
+	if !resyncDefault && len(changedKinds) == 0 && !configsChanged && s.recreating == 0 {
+		rev := d.Revision
+		s.applied = &rev
+		s.meta.Applied = &rev
+		s.armFlush()
+		return plan
+	}
 	for _, n := range s.nodes {
 		r := n.r
 		if n.recreate != nil && desired[n.id] == nil {
 			// Declared again while it was torn down, and no longer
 			// declared now: it stays gone.
 			n.recreate = nil
+			s.recreating--
 		}
 		if (resyncDefault || changedKinds[r.Ref()]) && r.Phase == converge.PhaseReady && !r.Deleting {
 			s.scheduleResync(n)
@@ -389,6 +404,21 @@ func (s *Scheduler) applyConfigs(cs []*converge.ProviderConfig) (map[string]*con
 	}
 	s.rebuildDefaults()
 	return oldC, oldD
+}
+
+// sameDefaults reports whether two default-config maps name the same
+// configs with the same content.
+func sameDefaults(a, b map[converge.KindRef]*converge.ProviderConfig) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		w := b[k]
+		if w == nil || w.Name != v.Name || !bytes.Equal(w.Config, v.Config) {
+			return false
+		}
+	}
+	return true
 }
 
 func resolveWith(cs map[string]*converge.ProviderConfig, ds map[converge.KindRef]*converge.ProviderConfig, r *converge.Resource) []byte {

@@ -144,7 +144,7 @@ func (s *Scheduler) applyComposition(n *node, res *converge.Result, ids []conver
 			delete(s.edgeDel, edgeKey{ne.Consumer, ne.Producer})
 		}
 		if c := s.nodes[e.Consumer]; c != nil {
-			c.flowsDirty = true
+			c.markFlows()
 			s.enqueue(c)
 		}
 	}
@@ -152,7 +152,7 @@ func (s *Scheduler) applyComposition(n *node, res *converge.Result, ids []conver
 		s.removeEdge(e)
 		s.delEdge(e)
 		if c := s.nodes[e.Consumer]; c != nil {
-			c.flowsDirty = true
+			c.markFlows()
 			s.enqueue(c)
 		}
 	}
@@ -458,7 +458,9 @@ func (s *Scheduler) addNode(r *converge.Resource, id converge.ID, parent *node, 
 	delete(s.delRes, n.id)
 	n.rs.count++
 	r.Spec = s.computeSpec(n)
-	n.flowsDirty = len(s.producers[n.id]) > 0
+	if len(s.producers[n.id]) > 0 {
+		n.markFlows()
+	}
 	s.markDirty(n)
 	s.addCounted(n)
 	s.event(n.id, "Created", msg)

@@ -276,3 +276,35 @@ func TestDeltaRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestStartRecomputesStaleFlows: a consumer whose stored spec carries a
+// producer's old value (a crash between the producer's commit and the
+// consumer's) is brought up to date at the next start, and one whose
+// spec is current is left alone (its generation does not move).
+func TestStartRecomputesStaleFlows(t *testing.T) {
+	store := newMemStore()
+	disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1"})
+	h := start(t, store, disp, testConfig())
+	h.apply(classicDesired(makeBOM(1, 2), "r1"), nil)
+	h.waitSettled(scheduler.Converged, 10*time.Second)
+	h.stop()
+
+	store.mu.Lock()
+	acct := store.resources["account/fd-01-team-001"]
+	acct.Status = json.RawMessage(`{"account_id":"999999999999"}`)
+	staleGen := store.resources["vpc/fd-01-team-001"].Generation
+	keptGen := store.resources["vpc/fd-01-team-002"].Generation
+	store.mu.Unlock()
+
+	h2 := start(t, store, disp, testConfig())
+	h2.waitSettled(scheduler.Converged, 10*time.Second)
+	h2.flush()
+	stale := store.get("vpc/fd-01-team-001")
+	if !strings.Contains(string(stale.Spec), `"999999999999"`) || stale.Generation == staleGen {
+		t.Errorf("stale consumer after the start: spec %s, generation %d (was %d); want the producer's new value in a new generation",
+			stale.Spec, stale.Generation, staleGen)
+	}
+	if kept := store.get("vpc/fd-01-team-002"); kept.Generation != keptGen {
+		t.Errorf("current consumer's generation moved %d -> %d at the start", keptGen, kept.Generation)
+	}
+}

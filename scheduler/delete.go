@@ -238,9 +238,12 @@ func (s *Scheduler) remove(n *node) {
 		}
 		s.recomposeIfOwed(o)
 	}
-	if n.recreate != nil && s.nodes[n.id] == nil {
-		nr := n.recreate
-		s.addNode(nr, nr.ID(), nil, "created from "+nr.Source)
+	if n.recreate != nil {
+		s.recreating--
+		if s.nodes[n.id] == nil {
+			nr := n.recreate
+			s.addNode(nr, nr.ID(), nil, "created from "+nr.Source)
+		}
 	}
 }
 

@@ -170,13 +170,43 @@ func (s *Scheduler) consider(n *node) {
 		}
 		if n.flowsDirty {
 			n.flowsDirty = false
-			s.applyFlows(n)
+			if !n.flowsLoaded || !s.flowsApplied(n) {
+				s.applyFlows(n)
+			}
+			n.flowsLoaded = false
 		}
 	}
 	if permanent(r) || !s.needsRun(n) {
 		return
 	}
 	s.dispatchMain(n)
+}
+
+// flowsApplied reports whether n's Spec already holds what each of its
+// flows carries now: the producer's value at every From is the bytes at
+// its To (or both are absent). It is exact only for a row as loaded: a
+// row carries its edges, so its stored Spec was computed from exactly
+// those flows, and only a producer's status can have moved on since (a
+// crash between their commits). A start then checks a million consumers
+// without rebuilding their specs.
+func (s *Scheduler) flowsApplied(n *node) bool {
+	for _, e := range s.producers[n.id] {
+		if len(e.Flows) == 0 {
+			continue
+		}
+		var status []byte
+		if p := s.nodes[e.Producer]; p != nil {
+			status = p.r.Status
+		}
+		for _, f := range e.Flows {
+			pv, pok := getField(status, f.From)
+			cv, cok := getField(n.r.Spec, f.To)
+			if pok != cok || !bytes.Equal(pv, cv) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // applyFlows recomputes n's Spec from Declared and its producers'
@@ -524,7 +554,7 @@ func (s *Scheduler) consumersChanged(n *node) {
 	for _, e := range s.consumers[n.id] {
 		if c := s.nodes[e.Consumer]; c != nil {
 			if len(e.Flows) > 0 {
-				c.flowsDirty = true
+				c.markFlows()
 			}
 			s.enqueue(c)
 		}

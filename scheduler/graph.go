@@ -33,7 +33,10 @@ type node struct {
 
 	queued, dirty, rollupDirty, reasonDirty bool
 	flowsDirty, resync, parked, blocked     bool
-	inBackoff, removed, stuck               bool
+	// flowsLoaded: flowsDirty only because the row was just loaded; its
+	// flows are checked, not recomputed (flowsApplied).
+	flowsLoaded               bool
+	inBackoff, removed, stuck bool
 	// unstorable: the store refused the row again after its refused data
 	// was dropped, so it is kept out of every batch.
 	unstorable bool
@@ -67,6 +70,13 @@ type subtree struct {
 }
 
 // tree returns n's subtree state, creating it.
+// markFlows says n's flows changed: its spec is recomputed when it is
+// next considered.
+func (n *node) markFlows() {
+	n.flowsDirty = true
+	n.flowsLoaded = false
+}
+
 func (n *node) tree() *subtree {
 	if n.sub == nil {
 		n.sub = &subtree{}
@@ -209,6 +219,7 @@ func (s *Scheduler) load(snap *converge.Snapshot) {
 			a.tree().counts.Add(r.Phase)
 		}
 		n.flowsDirty = len(s.producers[n.id]) > 0
+		n.flowsLoaded = n.flowsDirty
 		if r.Phase == converge.PhaseFailed && !r.NextAttempt.IsZero() {
 			n.inBackoff = true
 			s.backoffN++

@@ -305,22 +305,80 @@ func setField(fs []field, key string, val []byte) []field {
 	return append(fs, field{key, val})
 }
 
-// getField returns the raw value at the dotted path of object b.
+// getField returns the raw value at the dotted path of object b. It
+// scans b in place (no field list is built: a start checks a million
+// consumers' flows with it); an invalid b has no fields, as
+// splitObject would say.
 func getField(b []byte, path string) ([]byte, bool) {
 	seg, rest, more := strings.Cut(path, ".")
-	fs, err := splitObject(b)
-	if err != nil {
+	v, ok := objectField(b, seg)
+	if !ok {
 		return nil, false
 	}
-	for _, f := range fs {
-		if f.key == seg {
-			if !more {
-				return f.val, true
-			}
-			return getField(f.val, rest)
-		}
+	if !more {
+		return v, true
 	}
-	return nil, false
+	return getField(v, rest)
+}
+
+// objectField returns the value of key in the JSON object b (the last
+// one, as encoding/json decodes duplicates), validating b as a whole.
+func objectField(b []byte, key string) ([]byte, bool) {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return nil, false
+	}
+	i = skipSpace(b, i+1)
+	var found []byte
+	ok := false
+	if i < len(b) && b[i] == '}' {
+		return nil, false
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return nil, false
+		}
+		j, dec, err := scanString(b, i)
+		if err != nil {
+			return nil, false
+		}
+		match := false
+		if dec {
+			var k string
+			if json.Unmarshal(b[i:j], &k) != nil {
+				return nil, false
+			}
+			match = k == key
+		} else {
+			match = string(b[i+1:j-1]) == key
+		}
+		i = skipSpace(b, j)
+		if i >= len(b) || b[i] != ':' {
+			return nil, false
+		}
+		i = skipSpace(b, i+1)
+		end, err := scanValue(b, i, 1)
+		if err != nil {
+			return nil, false
+		}
+		if match {
+			found, ok = b[i:end], true
+		}
+		i = skipSpace(b, end)
+		if i >= len(b) {
+			return nil, false
+		}
+		if b[i] == '}' {
+			if skipSpace(b, i+1) != len(b) {
+				return nil, false
+			}
+			return found, ok
+		}
+		if b[i] != ',' {
+			return nil, false
+		}
+		i = skipSpace(b, i+1)
+	}
 }
 
 // setFields writes each value at its dotted path into object b and

@@ -233,6 +233,9 @@ type Scheduler struct {
 	serves map[servesKey]bool
 
 	queue []*node
+	// recreating counts the rows torn down with a re-declared row waiting
+	// (node.recreate).
+	recreating int
 	// startQueue holds the loaded nodes a start looks at once (their
 	// flows, their due work); pump takes them in chunks after the queue,
 	// so the loop answers Apply and results meanwhile.
