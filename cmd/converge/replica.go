@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -116,21 +115,15 @@ func (s *server) runReplica(ctx context.Context) error {
 
 	var sw *connSwitch
 	advert := etcdstate.Advert{HTTP: httpAddr}
-	if s.o.workersListen != "" {
-		l, err := net.Listen("tcp", s.o.workersListen)
-		if err != nil {
-			return fmt.Errorf("listen for workers on %s: %w", s.o.workersListen, err)
-		}
+	l, stopWorkersAddr, err := s.listenWorkers()
+	if err != nil {
+		return err
+	}
+	defer stopWorkersAddr()
+	if l != nil {
 		sw = newConnSwitch(l)
 		defer sw.Close()
 		advert.Workers = l.Addr().String()
-		// The bound address, for tools when --workers-listen picked a port.
-		addrFile := filepath.Join(s.dir, "workers.addr")
-		if err := os.WriteFile(addrFile, []byte(advert.Workers+"\n"), 0o600); err != nil {
-			return fmt.Errorf("write %s: %w", addrFile, err)
-		}
-		defer os.Remove(addrFile)
-		fmt.Fprintf(s.out, "serve: workers on %s\n", l.Addr())
 	}
 	s.announce()
 	leader := func() providers.Leader {
@@ -145,7 +138,7 @@ func (s *server) runReplica(ctx context.Context) error {
 	for {
 		var follower *providers.Follower
 		if sw != nil {
-			follower = providers.NewFollower(providers.ServerOptions{Token: token}, leader)
+			follower = providers.NewFollower(providers.ServerOptions{Token: token, TLS: s.workersTLS}, leader)
 			go follower.Serve(sw.attach())
 		}
 		if l := leader(); l.Name != "" {

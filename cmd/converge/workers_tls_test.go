@@ -1,0 +1,169 @@
+package main
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// workersPKI is a test CA's PEM files: a server certificate for
+// 127.0.0.1, a worker's client certificate, a client certificate from
+// another CA, and an expired server certificate.
+type workersPKI struct {
+	ca, serverCert, serverKey string
+	clientCert, clientKey     string
+	otherCert, otherKey       string // signed by another CA
+	expiredCert, expiredKey   string // a server certificate that expired
+}
+
+func newWorkersPKI(t *testing.T) *workersPKI {
+	t.Helper()
+	dir := t.TempDir()
+	newKey := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	serial := int64(0)
+	issue := func(tmpl, parent *x509.Certificate, parentKey, key *ecdsa.PrivateKey) *x509.Certificate {
+		serial++
+		tmpl.SerialNumber = big.NewInt(serial)
+		if tmpl.NotAfter.IsZero() {
+			tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+		}
+		if parent == nil {
+			parent, parentKey = tmpl, key
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := x509.ParseCertificate(der)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	writeCert := func(name string, c *x509.Certificate) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	writeKey := func(name string, k *ecdsa.PrivateKey) string {
+		der, err := x509.MarshalECPrivateKey(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	caTmpl := func(cn string) *x509.Certificate {
+		return &x509.Certificate{Subject: pkix.Name{CommonName: cn}, IsCA: true, BasicConstraintsValid: true,
+			KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	}
+	serverTmpl := func() *x509.Certificate {
+		return &x509.Certificate{Subject: pkix.Name{CommonName: "converge serve"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature}
+	}
+	clientTmpl := func(cn string) *x509.Certificate {
+		return &x509.Certificate{Subject: pkix.Name{CommonName: cn},
+			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, KeyUsage: x509.KeyUsageDigitalSignature}
+	}
+	p := &workersPKI{}
+	caKey := newKey()
+	ca := issue(caTmpl("converge test CA"), nil, nil, caKey)
+	p.ca = writeCert("ca.pem", ca)
+	srvKey := newKey()
+	p.serverCert, p.serverKey = writeCert("server.pem", issue(serverTmpl(), ca, caKey, srvKey)), writeKey("server.key", srvKey)
+	cliKey := newKey()
+	p.clientCert, p.clientKey = writeCert("worker.pem", issue(clientTmpl("worker"), ca, caKey, cliKey)), writeKey("worker.key", cliKey)
+	otherCAKey := newKey()
+	otherCA := issue(caTmpl("someone else"), nil, nil, otherCAKey)
+	otherKey := newKey()
+	p.otherCert, p.otherKey = writeCert("other.pem", issue(clientTmpl("intruder"), otherCA, otherCAKey, otherKey)), writeKey("other.key", otherKey)
+	expKey := newKey()
+	exp := serverTmpl()
+	exp.NotBefore, exp.NotAfter = time.Now().Add(-48*time.Hour), time.Now().Add(-24*time.Hour)
+	p.expiredCert, p.expiredKey = writeCert("expired.pem", issue(exp, ca, caKey, expKey)), writeKey("expired.key", expKey)
+	return p
+}
+
+// TestServeWorkersTLSFlags: every misuse of --workers-tls-* is a usage
+// error (exit 2) that names the flag and, for a bad file, the file; serve
+// checks them before it starts anything.
+func TestServeWorkersTLSFlags(t *testing.T) {
+	pki := newWorkersPKI(t)
+	dir := t.TempDir()
+	garbage := filepath.Join(dir, "garbage.pem")
+	if err := os.WriteFile(garbage, []byte("not PEM at all\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "missing.pem")
+	listen := []string{"--workers-listen", "127.0.0.1:0"}
+	tests := []struct {
+		name string
+		args []string
+		want []string // substrings of the error
+	}{
+		{name: "without --workers-listen", args: []string{"--workers-tls-cert", pki.serverCert, "--workers-tls-key", pki.serverKey},
+			want: []string{"need --workers-listen"}},
+		{name: "client CA without --workers-listen", args: []string{"--workers-tls-client-ca", pki.ca},
+			want: []string{"need --workers-listen"}},
+		{name: "cert without key", args: append([]string{"--workers-tls-cert", pki.serverCert}, listen...),
+			want: []string{"--workers-tls-cert and --workers-tls-key go together"}},
+		{name: "key without cert", args: append([]string{"--workers-tls-key", pki.serverKey}, listen...),
+			want: []string{"--workers-tls-cert and --workers-tls-key go together"}},
+		{name: "client CA without cert", args: append([]string{"--workers-tls-client-ca", pki.ca}, listen...),
+			want: []string{"--workers-tls-cert and --workers-tls-key go together"}},
+		{name: "unreadable cert", args: append([]string{"--workers-tls-cert", missing, "--workers-tls-key", pki.serverKey}, listen...),
+			want: []string{"--workers-tls-cert", missing, "no such file"}},
+		{name: "cert not PEM", args: append([]string{"--workers-tls-cert", garbage, "--workers-tls-key", pki.serverKey}, listen...),
+			want: []string{"--workers-tls-cert " + garbage + ": no PEM certificate"}},
+		{name: "key file holds a certificate", args: append([]string{"--workers-tls-cert", pki.serverCert, "--workers-tls-key", pki.serverCert}, listen...),
+			want: []string{"--workers-tls-key " + pki.serverCert + ": no PEM private key"}},
+		{name: "key of another certificate", args: append([]string{"--workers-tls-cert", pki.serverCert, "--workers-tls-key", pki.clientKey}, listen...),
+			want: []string{"--workers-tls-cert " + pki.serverCert + " with --workers-tls-key " + pki.clientKey, "private key does not match"}},
+		{name: "expired cert", args: append([]string{"--workers-tls-cert", pki.expiredCert, "--workers-tls-key", pki.expiredKey}, listen...),
+			want: []string{"--workers-tls-cert " + pki.expiredCert + ": the certificate expired on"}},
+		{name: "client CA not PEM", args: append([]string{"--workers-tls-cert", pki.serverCert, "--workers-tls-key", pki.serverKey, "--workers-tls-client-ca", garbage}, listen...),
+			want: []string{"--workers-tls-client-ca " + garbage + ": no PEM certificate"}},
+		{name: "unreadable client CA", args: append([]string{"--workers-tls-cert", pki.serverCert, "--workers-tls-key", pki.serverKey, "--workers-tls-client-ca", missing}, listen...),
+			want: []string{"--workers-tls-client-ca", missing, "no such file"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// No --repo: serve must refuse the flags before it looks for one.
+			out, err := runCLI(append([]string{"--state", t.TempDir(), "serve", "--listen", ""}, tt.args...)...)
+			if err == nil {
+				t.Fatalf("serve %q succeeded:\n%s", tt.args, out)
+			}
+			var f errFailed
+			if errors.As(err, &f) {
+				t.Errorf("serve %q: exit 1 (%v), want a usage error (exit 2)", tt.args, err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("serve %q: %v\nwant it to say %q", tt.args, err, w)
+				}
+			}
+		})
+	}
+}
