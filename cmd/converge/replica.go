@@ -138,7 +138,7 @@ func (s *server) runReplica(ctx context.Context) error {
 	for {
 		var follower *providers.Follower
 		if sw != nil {
-			follower = providers.NewFollower(providers.ServerOptions{Token: token, TLS: s.workersTLS}, leader)
+			follower = providers.NewFollower(providers.ServerOptions{Token: token, TLS: s.workersTLS, Logger: s.log}, leader)
 			go follower.Serve(sw.attach())
 		}
 		if l := leader(); l.Name != "" {

@@ -167,3 +167,73 @@ func TestServeWorkersTLSFlags(t *testing.T) {
 		})
 	}
 }
+
+// TestServeWorkersMutualTLS runs a real `converge serve` whose workers'
+// TCP listener requires mutual TLS, on a small classic example that
+// declares no workers: external `converge worker classic` processes
+// alone can converge it. A worker speaking plain TCP, one with no client
+// certificate and one whose certificate another CA signed are refused
+// (each logs why) and the root stays unconverged; a worker with the
+// client certificate connects and the example converges.
+func TestServeWorkersMutualTLS(t *testing.T) {
+	pki := newWorkersPKI(t)
+	repo := replicaRepo(t, []byte(smallBOM), true)
+	stateDir := t.TempDir()
+	const token = "tls-token"
+	srv := startProc(t, "serve", []string{"CONVERGE_WORKER_TOKEN=" + token}, "--repo", repo, "--state", stateDir,
+		"serve", "--listen", "", "--workers-listen", "127.0.0.1:0", "--poll", "1h",
+		"--workers-tls-cert", pki.serverCert, "--workers-tls-key", pki.serverKey, "--workers-tls-client-ca", pki.ca)
+	addr := readAddr(t, filepath.Join(stateDir, "workers.addr"))
+	waitUntil(t, 30*time.Second, "serve to apply the commit", func() bool { return strings.Contains(srv.output(), " applied: ") })
+	if want := "serve: workers on " + addr + " (mutual TLS)"; !strings.Contains(srv.output(), want) {
+		t.Errorf("serve does not say %q:\n%s", want, srv.output())
+	}
+	worker := func(name string, env ...string) *proc {
+		return startProc(t, name, append([]string{"CONVERGE_ADDR=" + addr, "CONVERGE_TOKEN=" + token,
+			"CONVERGE_WORKER_NAME=" + name, "CONVERGE_STATE_DIR=" + t.TempDir()}, env...), "worker", "classic")
+	}
+	refused := []struct {
+		name string
+		env  []string
+		log  string // serve's log of the refusal; "" when the client sends nothing to tell
+	}{
+		{name: "plaintext", log: "first record does not look like a TLS handshake"},
+		{name: "no-client-cert", env: []string{"CONVERGE_TLS_CA=" + pki.ca}, log: "client didn't provide a certificate"},
+		// A client certificate of another CA is not even offered (the
+		// server names the CAs it accepts): refused as having none.
+		{name: "other-ca", env: []string{"CONVERGE_TLS_CA=" + pki.ca, "CONVERGE_TLS_CERT=" + pki.otherCert, "CONVERGE_TLS_KEY=" + pki.otherKey},
+			log: "client didn't provide a certificate"},
+	}
+	var bad []*proc
+	for _, r := range refused {
+		bad = append(bad, worker(r.name, r.env...))
+	}
+	for i, r := range refused {
+		// The worker says it was refused, with a hint about TLS.
+		waitUntil(t, 15*time.Second, r.name+" worker refused with a hint", func() bool {
+			return strings.Contains(bad[i].output(), "reconnecting") && strings.Contains(bad[i].output(), "hint=")
+		})
+		want := "worker connection refused: TLS handshake failed"
+		if !strings.Contains(srv.output(), want) || !strings.Contains(srv.output(), r.log) {
+			t.Errorf("serve does not log %q with %q for the %s worker", want, r.log, r.name)
+		}
+	}
+	if out := srv.output(); strings.Contains(out, " converged: ") {
+		t.Fatalf("the example converged with no accepted worker:\n%s", out)
+	}
+	for _, p := range bad {
+		if strings.Contains(p.output(), "worker registered") {
+			t.Errorf("the %s worker registered:\n%s", p.name, p.output())
+		}
+		p.cmd.Process.Kill()
+	}
+
+	good := worker("mtls", "CONVERGE_TLS_CA="+pki.ca, "CONVERGE_TLS_CERT="+pki.clientCert, "CONVERGE_TLS_KEY="+pki.clientKey)
+	waitUntil(t, 60*time.Second, "the example converged through the mutual-TLS worker", func() bool {
+		return strings.Contains(srv.output(), " converged: ")
+	})
+	if out := good.output(); strings.Contains(out, "reconnecting") || !strings.Contains(out, "worker registered") {
+		t.Errorf("the worker with a client certificate was refused:\n%s", good.output())
+	}
+	srv.stop(t)
+}
