@@ -15,6 +15,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/state/etcdstate"
+	"github.com/convergehq/converge/state/etcdtest"
 )
 
 // workersPKI is a test CA's PEM files: a server certificate for
@@ -236,4 +240,63 @@ func TestServeWorkersMutualTLS(t *testing.T) {
 		t.Errorf("the worker with a client certificate was refused:\n%s", good.output())
 	}
 	srv.stop(t)
+}
+
+// TestReplicasWorkersMutualTLS: two `serve --replica` processes on one
+// etcd state, both with a mutual-TLS workers listener. A worker with the
+// client certificate that lists the follower first is refused by it over
+// TLS (naming the leader), goes to the leader and converges the example;
+// a plain-TCP worker is refused by the follower's TLS listener too.
+func TestReplicasWorkersMutualTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two serve replicas on an etcd cluster")
+	}
+	pki := newWorkersPKI(t)
+	cluster := etcdtest.Start(t, etcdtest.Options{ElectionMs: 1500})
+	url := cluster.URL("/converge/tls")
+	o, err := parseEtcdState(url, "", "", "", os.Getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := replicaRepo(t, []byte(smallBOM), true)
+	const token = "tls-token"
+	procs := map[string]*proc{}
+	addrs := map[string]string{}
+	for _, name := range []string{"a", "b"} {
+		procs[name] = startProc(t, name, []string{"CONVERGE_WORKER_TOKEN=" + token}, "serve", "--replica", name, "--lease-ttl", "2s",
+			"--repo", repo, "--state", url, "--listen", "", "--workers-listen", "127.0.0.1:0", "--poll", "1h",
+			"--workers-tls-cert", pki.serverCert, "--workers-tls-key", pki.serverKey, "--workers-tls-client-ca", pki.ca)
+	}
+	for _, name := range []string{"a", "b"} {
+		addrs[name] = readAddr(t, filepath.Join(repo, ".converge", "replicas", name, "workers.addr"))
+	}
+	var leader etcdstate.Advert
+	waitUntil(t, 30*time.Second, "a leader", func() bool { leader = leaderOf(o); return leader.Name != "" })
+	follower := map[string]string{"a": "b", "b": "a"}[leader.Name]
+
+	plain := startProc(t, "plaintext", []string{"CONVERGE_ADDR=" + addrs[follower], "CONVERGE_TOKEN=" + token,
+		"CONVERGE_WORKER_NAME=plaintext", "CONVERGE_STATE_DIR=" + t.TempDir()}, "worker", "classic")
+	waitUntil(t, 15*time.Second, "the follower to refuse a plain-TCP worker", func() bool {
+		return strings.Contains(procs[follower].output(), "first record does not look like a TLS handshake") &&
+			strings.Contains(plain.output(), "hint=")
+	})
+	plain.cmd.Process.Kill()
+
+	good := startProc(t, "mtls", []string{"CONVERGE_ADDR=" + addrs[follower] + "," + addrs[leader.Name], "CONVERGE_TOKEN=" + token,
+		"CONVERGE_WORKER_NAME=mtls", "CONVERGE_STATE_DIR=" + t.TempDir(),
+		"CONVERGE_TLS_CA=" + pki.ca, "CONVERGE_TLS_CERT=" + pki.clientCert, "CONVERGE_TLS_KEY=" + pki.clientKey}, "worker", "classic")
+	waitUntil(t, 60*time.Second, "the example converged through the mutual-TLS worker", func() bool {
+		ph, c := rootRollup(o)
+		return ph == converge.PhaseReady && c.Total > 0 && c.Ready == c.Total
+	})
+	out := good.output()
+	if want := "the leader is " + leader.Name; !strings.Contains(out, want) {
+		t.Errorf("the worker was not refused by the follower over TLS (want %q):\n%s", want, out)
+	}
+	if !strings.Contains(out, "worker registered") {
+		t.Errorf("the worker never registered:\n%s", out)
+	}
+	for _, p := range procs {
+		p.stop(t)
+	}
 }
