@@ -36,6 +36,9 @@ type serveOptions struct {
 	// leaseTTL is its election session's time to live.
 	replica  string
 	leaseTTL time.Duration
+	// advertise is the workers address a leader publishes for followers
+	// to name (--advertise; see workersAdvert).
+	advertise string
 	// workersTLS secures --workers-listen (see workersTLSOptions).
 	workersTLS workersTLSOptions
 }
@@ -84,6 +87,7 @@ must then be set, the same on every replica.`,
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "also log the engine's info and debug messages and the workers' output (warnings and errors always show)")
 	f.StringVar(&o.replica, "replica", "", "run as the replica NAME of a replicated control plane (needs --state etcd://…): one replica, elected, leads; the others serve the site, the webhook and read commands")
 	f.DurationVar(&o.leaseTTL, "lease-ttl", defaultLeaseTTL, "with --replica: the leader's election lease; a leader that stops renewing it is replaced about this long after")
+	f.StringVar(&o.advertise, "advertise", "", "with --replica and --workers-listen: the HOST:PORT workers reach this replica's workers listener at, which followers name while it leads (default: --workers-listen's host with the bound port, when it names a host)")
 	o.forge.addFlags(f)
 	addReinitFlag(f, g)
 	return c

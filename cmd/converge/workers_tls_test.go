@@ -273,6 +273,9 @@ func TestReplicasWorkersMutualTLS(t *testing.T) {
 	var leader etcdstate.Advert
 	waitUntil(t, 30*time.Second, "a leader", func() bool { leader = leaderOf(o); return leader.Name != "" })
 	follower := map[string]string{"a": "b", "b": "a"}[leader.Name]
+	if leader.Workers != addrs[leader.Name] {
+		t.Errorf("the leader advertises workers address %q, want its listener's %s (--workers-listen 127.0.0.1:0)", leader.Workers, addrs[leader.Name])
+	}
 
 	plain := startProc(t, "plaintext", []string{"CONVERGE_ADDR=" + addrs[follower], "CONVERGE_TOKEN=" + token,
 		"CONVERGE_WORKER_NAME=plaintext", "CONVERGE_STATE_DIR=" + t.TempDir()}, "worker", "classic")
@@ -298,5 +301,50 @@ func TestReplicasWorkersMutualTLS(t *testing.T) {
 	}
 	for _, p := range procs {
 		p.stop(t)
+	}
+}
+
+// TestWorkersAdvert: the workers address a leader publishes is
+// --advertise, else --workers-listen's host with the bound port, else
+// (no host, or an unspecified one) the bound address.
+func TestWorkersAdvert(t *testing.T) {
+	bound := &net.TCPAddr{IP: net.IPv6unspecified, Port: 9090}
+	tests := []struct{ listen, advertise, want string }{
+		{listen: ":9090", advertise: "m1.example.com:9090", want: "m1.example.com:9090"},
+		{listen: "m1.example.com:9090", want: "m1.example.com:9090"},
+		{listen: "127.0.0.1:0", want: "127.0.0.1:9090"},
+		{listen: "[::1]:0", want: "[::1]:9090"},
+		{listen: ":9090", want: "[::]:9090"},
+		{listen: "0.0.0.0:9090", want: "[::]:9090"},
+		{listen: "[::]:9090", want: "[::]:9090"},
+	}
+	for _, tt := range tests {
+		if got := workersAdvert(tt.listen, tt.advertise, bound); got != tt.want {
+			t.Errorf("workersAdvert(%q, %q) = %q, want %q", tt.listen, tt.advertise, got, tt.want)
+		}
+	}
+}
+
+// TestServeAdvertiseFlag: --advertise is refused without --replica or
+// --workers-listen, and when it is not HOST:PORT (exit 2).
+func TestServeAdvertiseFlag(t *testing.T) {
+	etcd := "etcd://127.0.0.1:1/converge" // never dialed: the flags are refused first
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{args: []string{"--state", t.TempDir(), "serve", "--advertise", "m1:9090"}, want: "--advertise needs --replica"},
+		{args: []string{"--state", etcd, "serve", "--replica", "a", "--advertise", "m1:9090"}, want: "--advertise needs --workers-listen"},
+		{args: []string{"--state", etcd, "serve", "--replica", "a", "--workers-listen", ":0", "--advertise", "m1"}, want: `--advertise "m1": want HOST:PORT`},
+		{args: []string{"--state", etcd, "serve", "--replica", "a", "--workers-listen", ":0", "--advertise", ":9090"}, want: `--advertise ":9090": want HOST:PORT`},
+		{args: []string{"--state", etcd, "serve", "--replica", "a", "--workers-listen", ":0", "--advertise", "m1:http"}, want: `--advertise "m1:http": want HOST:PORT`},
+	}
+	t.Setenv("CONVERGE_WORKER_TOKEN", "t")
+	for _, tt := range tests {
+		out, err := runCLI(tt.args...)
+		var f errFailed
+		if err == nil || errors.As(err, &f) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%q: %v (want a usage error saying %q)\n%s", tt.args, err, tt.want, out)
+		}
 	}
 }
