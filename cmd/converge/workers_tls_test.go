@@ -22,7 +22,7 @@ import (
 )
 
 // workersPKI is a test CA's PEM files: a server certificate for
-// 127.0.0.1, a worker's client certificate, a client certificate from
+// 127.0.0.1 and localhost, a worker's client certificate, a client certificate from
 // another CA, and an expired server certificate.
 type workersPKI struct {
 	ca, serverCert, serverKey string
@@ -84,7 +84,7 @@ func newWorkersPKI(t *testing.T) *workersPKI {
 			KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
 	}
 	serverTmpl := func() *x509.Certificate {
-		return &x509.Certificate{Subject: pkix.Name{CommonName: "converge serve"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		return &x509.Certificate{Subject: pkix.Name{CommonName: "converge serve"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"},
 			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature}
 	}
 	clientTmpl := func(cn string) *x509.Certificate {
@@ -243,10 +243,12 @@ func TestServeWorkersMutualTLS(t *testing.T) {
 }
 
 // TestReplicasWorkersMutualTLS: two `serve --replica` processes on one
-// etcd state, both with a mutual-TLS workers listener. A worker with the
-// client certificate that lists the follower first is refused by it over
-// TLS (naming the leader), goes to the leader and converges the example;
-// a plain-TCP worker is refused by the follower's TLS listener too.
+// etcd state, both with a mutual-TLS workers listener on 127.0.0.1 that
+// they --advertise as localhost:PORT (the name the worker's TLS checks
+// the certificate against). A worker with the client certificate that
+// lists the follower first is refused by it over TLS, naming the
+// leader's advertised address, goes there and converges the example; a
+// plain-TCP worker is refused by the follower's TLS listener too.
 func TestReplicasWorkersMutualTLS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs two serve replicas on an etcd cluster")
@@ -261,20 +263,22 @@ func TestReplicasWorkersMutualTLS(t *testing.T) {
 	repo := replicaRepo(t, []byte(smallBOM), true)
 	const token = "tls-token"
 	procs := map[string]*proc{}
-	addrs := map[string]string{}
+	addrs := map[string]string{} // advertised: localhost:PORT
 	for _, name := range []string{"a", "b"} {
+		port := freePort(t)
+		addrs[name] = "localhost:" + port
 		procs[name] = startProc(t, name, []string{"CONVERGE_WORKER_TOKEN=" + token}, "serve", "--replica", name, "--lease-ttl", "2s",
-			"--repo", repo, "--state", url, "--listen", "", "--workers-listen", "127.0.0.1:0", "--poll", "1h",
+			"--repo", repo, "--state", url, "--listen", "", "--workers-listen", "127.0.0.1:"+port, "--advertise", addrs[name], "--poll", "1h",
 			"--workers-tls-cert", pki.serverCert, "--workers-tls-key", pki.serverKey, "--workers-tls-client-ca", pki.ca)
 	}
 	for _, name := range []string{"a", "b"} {
-		addrs[name] = readAddr(t, filepath.Join(repo, ".converge", "replicas", name, "workers.addr"))
+		readAddr(t, filepath.Join(repo, ".converge", "replicas", name, "workers.addr")) // listening
 	}
 	var leader etcdstate.Advert
 	waitUntil(t, 30*time.Second, "a leader", func() bool { leader = leaderOf(o); return leader.Name != "" })
 	follower := map[string]string{"a": "b", "b": "a"}[leader.Name]
 	if leader.Workers != addrs[leader.Name] {
-		t.Errorf("the leader advertises workers address %q, want its listener's %s (--workers-listen 127.0.0.1:0)", leader.Workers, addrs[leader.Name])
+		t.Errorf("the leader advertises workers address %q, want its --advertise %s", leader.Workers, addrs[leader.Name])
 	}
 
 	plain := startProc(t, "plaintext", []string{"CONVERGE_ADDR=" + addrs[follower], "CONVERGE_TOKEN=" + token,
@@ -293,7 +297,7 @@ func TestReplicasWorkersMutualTLS(t *testing.T) {
 		return ph == converge.PhaseReady && c.Total > 0 && c.Ready == c.Total
 	})
 	out := good.output()
-	if want := "the leader is " + leader.Name; !strings.Contains(out, want) {
+	if want := "the leader is " + leader.Name + "; connect to its workers address " + addrs[leader.Name]; !strings.Contains(out, want) {
 		t.Errorf("the worker was not refused by the follower over TLS (want %q):\n%s", want, out)
 	}
 	if !strings.Contains(out, "worker registered") {
@@ -347,4 +351,17 @@ func TestServeAdvertiseFlag(t *testing.T) {
 			t.Errorf("%q: %v (want a usage error saying %q)\n%s", tt.args, err, tt.want, out)
 		}
 	}
+}
+
+// freePort returns a TCP port on 127.0.0.1 that was free a moment ago,
+// for a process that must be told its port before it listens.
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	return port
 }
