@@ -32,5 +32,8 @@
 // An empty ServerOptions.Token refuses every worker. With
 // ServerOptions.TLS, TCP listeners serve (mutual) TLS while unix sockets,
 // owner-only, stay plain; workers set CONVERGE_TLS_CA, CONVERGE_TLS_CERT
-// and CONVERGE_TLS_KEY (see providers/sdk).
+// and CONVERGE_TLS_KEY (see providers/sdk). A failed TLS handshake (plain
+// TCP, no client certificate) is logged to ServerOptions.Logger, since
+// gRPC only closes the connection. converge serve sets TLS from its
+// --workers-tls-* flags (docs/ARCHITECTURE.md, "Replicas and the leader").
 package providers

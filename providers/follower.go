@@ -3,6 +3,7 @@ package providers
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"sync"
 
@@ -39,8 +40,8 @@ type Follower struct {
 	close  sync.Once
 }
 
-// NewFollower returns a Follower; opts.Token and opts.TLS mean what they
-// mean for NewServer. leader is asked at every refusal.
+// NewFollower returns a Follower; opts.Token, opts.TLS and opts.Logger
+// mean what they mean for NewServer. leader is asked at every refusal.
 func NewFollower(opts ServerOptions, leader func() Leader) *Follower {
 	f := &Follower{token: opts.Token, leader: leader}
 	auth := grpc.StreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
@@ -52,7 +53,11 @@ func NewFollower(opts ServerOptions, leader func() Leader) *Follower {
 	f.grpc = grpc.NewServer(auth)
 	convergev1.RegisterControlServer(f.grpc, followerService{f: f})
 	if opts.TLS != nil {
-		f.tls = grpc.NewServer(auth, grpc.Creds(credentials.NewTLS(opts.TLS)))
+		log := opts.Logger
+		if log == nil {
+			log = slog.New(slog.DiscardHandler)
+		}
+		f.tls = grpc.NewServer(auth, grpc.Creds(newLoggedTLS(credentials.NewTLS(opts.TLS), log)))
 		convergev1.RegisterControlServer(f.tls, followerService{f: f})
 	}
 	return f

@@ -159,7 +159,7 @@ func NewServer(opts ServerOptions) *Server {
 	s.grpc = grpc.NewServer(common...)
 	convergev1.RegisterControlServer(s.grpc, controlService{s: s})
 	if opts.TLS != nil {
-		s.tls = grpc.NewServer(append(common, grpc.Creds(credentials.NewTLS(opts.TLS)))...)
+		s.tls = grpc.NewServer(append(common, grpc.Creds(newLoggedTLS(credentials.NewTLS(opts.TLS), s.log)))...)
 		convergev1.RegisterControlServer(s.tls, controlService{s: s})
 	}
 	return s

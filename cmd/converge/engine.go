@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -61,7 +62,10 @@ type engineOptions struct {
 	// term store); the engine closes it.
 	store state.Backend
 	token string
-	log   *slog.Logger
+	// tls, when set, secures the TCP listener for external workers
+	// (providers.ServerOptions.TLS); the unix socket stays plain.
+	tls *tls.Config
+	log *slog.Logger
 	// workerOut receives the worker processes' output.
 	workerOut io.Writer
 	sched     scheduler.Config
@@ -142,7 +146,7 @@ func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
 		rand.Read(b[:]) // crypto/rand never fails (it crashes the program instead)
 		e.token = hex.EncodeToString(b[:])
 	}
-	e.srv = providers.NewServer(providers.ServerOptions{Token: e.token, Logger: o.log})
+	e.srv = providers.NewServer(providers.ServerOptions{Token: e.token, Logger: o.log, TLS: o.tls})
 	sock := filepath.Join(o.stateDir, "worker.sock")
 	l, err := providers.ListenUnix(sock)
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,7 +29,19 @@ func (o serveOptions) replicaFlags(g *globals, ttlSet bool) error {
 		if ttlSet {
 			return usageErr("--lease-ttl needs --replica")
 		}
+		if o.advertise != "" {
+			return usageErr("--advertise needs --replica: it is the workers address a leader publishes to the other replicas")
+		}
 		return nil
+	}
+	if o.advertise != "" {
+		if o.workersListen == "" {
+			return usageErr("--advertise needs --workers-listen: it is where workers reach that listener")
+		}
+		host, port, err := net.SplitHostPort(o.advertise)
+		if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+			return usageErr("--advertise %q: want HOST:PORT, the address workers connect to (e.g. m1.example.com:9090)", o.advertise)
+		}
 	}
 	if g.etcd == nil {
 		return usageErr("--replica %s needs --state etcd://…: replicas share their state, and elect their leader, in etcd", o.replica)
@@ -41,6 +53,29 @@ func (o serveOptions) replicaFlags(g *globals, ttlSet bool) error {
 		return usageErr("--replica with --workers-listen needs $CONVERGE_WORKER_TOKEN, the same on every replica: workers follow the leader from one replica to another")
 	}
 	return nil
+}
+
+// workersAdvert is the workers address a replica publishes in its
+// election value while it leads, for followers to name to the workers
+// they refuse: --advertise (advertise) when given; else, when
+// --workers-listen (listen) names a host, that host with the bound port
+// (127.0.0.1:0 → 127.0.0.1:PORT, m1.example.com:9090 as written, which
+// is also the name a worker's TLS checks the certificate against); else
+// (":9090", "0.0.0.0:9090") the bound address, which no worker can
+// dial: workers then try their address list in order.
+func workersAdvert(listen, advertise string, bound net.Addr) string {
+	if advertise != "" {
+		return advertise
+	}
+	host, _, err := net.SplitHostPort(listen)
+	_, boundPort, berr := net.SplitHostPort(bound.String())
+	if err != nil || berr != nil || host == "" {
+		return bound.String()
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return bound.String()
+	}
+	return net.JoinHostPort(host, boundPort)
 }
 
 // runReplica is serve as one replica of a replicated control plane: it
@@ -116,21 +151,16 @@ func (s *server) runReplica(ctx context.Context) error {
 
 	var sw *connSwitch
 	advert := etcdstate.Advert{HTTP: httpAddr}
-	if s.o.workersListen != "" {
-		l, err := net.Listen("tcp", s.o.workersListen)
-		if err != nil {
-			return fmt.Errorf("listen for workers on %s: %w", s.o.workersListen, err)
-		}
+	l, stopWorkersAddr, err := s.listenWorkers()
+	if err != nil {
+		return err
+	}
+	defer stopWorkersAddr()
+	if l != nil {
 		sw = newConnSwitch(l)
 		defer sw.Close()
-		advert.Workers = l.Addr().String()
-		// The bound address, for tools when --workers-listen picked a port.
-		addrFile := filepath.Join(s.dir, "workers.addr")
-		if err := os.WriteFile(addrFile, []byte(advert.Workers+"\n"), 0o600); err != nil {
-			return fmt.Errorf("write %s: %w", addrFile, err)
-		}
-		defer os.Remove(addrFile)
-		fmt.Fprintf(s.out, "serve: workers on %s\n", l.Addr())
+		advert.Workers = workersAdvert(s.o.workersListen, s.o.advertise, l.Addr())
+		fmt.Fprintf(s.out, "serve: replica %s advertises workers address %s\n", name, advert.Workers)
 	}
 	s.announce()
 	leader := func() providers.Leader {
@@ -145,7 +175,7 @@ func (s *server) runReplica(ctx context.Context) error {
 	for {
 		var follower *providers.Follower
 		if sw != nil {
-			follower = providers.NewFollower(providers.ServerOptions{Token: token}, leader)
+			follower = providers.NewFollower(providers.ServerOptions{Token: token, TLS: s.workersTLS, Logger: s.log}, leader)
 			go follower.Serve(sw.attach())
 		}
 		if l := leader(); l.Name != "" {

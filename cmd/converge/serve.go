@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -35,6 +36,11 @@ type serveOptions struct {
 	// leaseTTL is its election session's time to live.
 	replica  string
 	leaseTTL time.Duration
+	// advertise is the workers address a leader publishes for followers
+	// to name (--advertise; see workersAdvert).
+	advertise string
+	// workersTLS secures --workers-listen (see workersTLSOptions).
+	workersTLS workersTLSOptions
 }
 
 func newServeCommand(g *globals) *cobra.Command {
@@ -48,7 +54,10 @@ start, every --poll interval (with jitter) and on every signed webhook
 $CONVERGE_WEBHOOK_SECRET), it fetches and gives each new first-parent commit
 its verdict (validate, lint), applies the newest good one and drives it to
 convergence. Workers connect over a unix socket in the state directory or,
-with --workers-listen, over TCP with the token in $CONVERGE_WORKER_TOKEN.
+with --workers-listen, over TCP with the token in $CONVERGE_WORKER_TOKEN;
+--workers-tls-cert and --workers-tls-key make that listener TLS, and
+--workers-tls-client-ca mutual TLS (workers set CONVERGE_TLS_CA and, for
+mutual TLS, CONVERGE_TLS_CERT and CONVERGE_TLS_KEY).
 For a local repository serve starts the workers its converge.cue declares;
 a remote repository never makes converge start a command (use
 --start-worker for builtin workers from local configuration). While serve
@@ -70,11 +79,15 @@ must then be set, the same on every replica.`,
 	f := c.Flags()
 	f.StringVar(&o.listen, "listen", ":8080", "HTTP address for the site and the webhook (\"\" for none)")
 	f.StringVar(&o.workersListen, "workers-listen", "", "TCP address for external workers (token in $CONVERGE_WORKER_TOKEN)")
+	f.StringVar(&o.workersTLS.cert, "workers-tls-cert", "", "with --workers-listen: serve workers TLS with this certificate (PEM; needs --workers-tls-key)")
+	f.StringVar(&o.workersTLS.key, "workers-tls-key", "", "with --workers-listen: the private key (PEM) of --workers-tls-cert")
+	f.StringVar(&o.workersTLS.clientCA, "workers-tls-client-ca", "", "with --workers-tls-cert: require workers' client certificates signed by this PEM CA bundle (mutual TLS)")
 	f.DurationVar(&o.poll, "poll", time.Minute, "fetch interval (jittered by up to 10%)")
 	f.StringSliceVar(&o.startWorkers, "start-worker", nil, "start a builtin worker from local configuration: NAME[:REPLICAS] (e.g. classic:2)")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "also log the engine's info and debug messages and the workers' output (warnings and errors always show)")
 	f.StringVar(&o.replica, "replica", "", "run as the replica NAME of a replicated control plane (needs --state etcd://…): one replica, elected, leads; the others serve the site, the webhook and read commands")
 	f.DurationVar(&o.leaseTTL, "lease-ttl", defaultLeaseTTL, "with --replica: the leader's election lease; a leader that stops renewing it is replaced about this long after")
+	f.StringVar(&o.advertise, "advertise", "", "with --replica and --workers-listen: the HOST:PORT workers reach this replica's workers listener at, which followers name while it leads (default: --workers-listen's host with the bound port, when it names a host)")
 	o.forge.addFlags(f)
 	addReinitFlag(f, g)
 	return c
@@ -83,6 +96,10 @@ must then be set, the same on every replica.`,
 func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions) error {
 	out, errOut := c.OutOrStdout(), c.ErrOrStderr()
 	if err := o.replicaFlags(g, c.Flags().Changed("lease-ttl")); err != nil {
+		return err
+	}
+	workersTLS, err := o.workersTLS.config(o.workersListen, time.Now())
+	if err != nil {
 		return err
 	}
 	if err := resolveSource(g); err != nil {
@@ -131,12 +148,22 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 		workers = append(workers, declared...)
 	}
 	s := &server{g: g, o: o, out: out, errOut: errOut, log: log, workerOut: workerOut, dir: dir, src: src, workers: workers,
-		live: newLiveSite(filepath.Join(dir, "site"), errOut)}
+		live: newLiveSite(filepath.Join(dir, "site"), errOut), workersTLS: workersTLS}
 	if o.replica != "" {
 		return s.runReplica(ctx)
 	}
-	e, err := startEngine(ctx, s.engineOptions(os.Getenv("CONVERGE_WORKER_TOKEN")))
+	wl, stopWorkersAddr, err := s.listenWorkers()
 	if err != nil {
+		return err
+	}
+	defer stopWorkersAddr()
+	eo := s.engineOptions(os.Getenv("CONVERGE_WORKER_TOKEN"))
+	eo.listen, eo.workersListener = "", wl
+	e, err := startEngine(ctx, eo)
+	if err != nil {
+		if wl != nil {
+			wl.Close()
+		}
 		return err
 	}
 	defer closeEngine(e, errOut)
@@ -184,13 +211,15 @@ type server struct {
 	workers     []converge.WorkerSpec
 	live        *liveSite
 	rep         *etcdstate.Replica // a replica's seat in the election; nil unless --replica
+	// workersTLS secures the workers' TCP listener (nil: plain TCP).
+	workersTLS *tls.Config
 }
 
 // engineOptions are the options of the engine serve starts (a replica:
 // one per term).
 func (s *server) engineOptions(token string) engineOptions {
 	return engineOptions{stateDir: s.dir, etcd: s.g.etcd, repoDir: s.src.Root(), workers: s.workers,
-		listen: s.o.workersListen, token: token, log: s.log, workerOut: s.workerOut,
+		listen: s.o.workersListen, tls: s.workersTLS, token: token, log: s.log, workerOut: s.workerOut,
 		changed: s.live.changed, wrapStore: s.g.wrapStore, reinit: s.g.reinitState}
 }
 

@@ -200,7 +200,11 @@ func Connect(ctx context.Context, o Options, providers ...Provider) error {
 			wait = min(2*wait, maxBackoff)
 			failedInRow = 0
 		}
-		c.log.Warn("worker disconnected; reconnecting", "worker", c.name, "addr", addrs[cur], "err", err, "next", addrs[next], "in", pause)
+		args := []any{"worker", c.name, "addr", addrs[cur], "err", err, "next", addrs[next], "in", pause}
+		if h := connectHint(err, o.TLS); h != "" {
+			args = append(args, "hint", h)
+		}
+		c.log.Warn("worker disconnected; reconnecting", args...)
 		cur = next
 		if pause == 0 {
 			continue
@@ -213,6 +217,31 @@ func Connect(ctx context.Context, o Options, providers ...Provider) error {
 		case <-t.C:
 		}
 	}
+}
+
+// connectHint explains a failed connection when its error looks like a
+// mismatch between the worker's TLS settings (cfg; nil for plain TCP)
+// and the control plane's (serve --workers-tls-*); "" otherwise.
+func connectHint(err error, cfg *tls.Config) string {
+	if err == nil {
+		return ""
+	}
+	msg := err.Error()
+	mtls := "set " + EnvTLSCert + " and " + EnvTLSKey + " to a client certificate its CA signed (mutual TLS)"
+	switch {
+	case cfg == nil && strings.Contains(msg, "error reading server preface: EOF"):
+		return "the control plane closed the connection at once: it may require TLS (set " + EnvTLSCA + ", and for mutual TLS " + EnvTLSCert + " and " + EnvTLSKey + ")"
+	case cfg != nil && strings.Contains(msg, "first record does not look like a TLS handshake"):
+		return "the control plane does not serve TLS on this address: unset " + EnvTLSCA + ", " + EnvTLSCert + " and " + EnvTLSKey + ", or give serve --workers-tls-cert"
+	case strings.Contains(msg, "tls: certificate required"), strings.Contains(msg, "tls: bad certificate"),
+		strings.Contains(msg, "tls: unknown certificate authority"):
+		return "the control plane refused this worker's client certificate, or its lack of one: " + mtls
+	case cfg != nil && (strings.Contains(msg, "broken pipe") || strings.Contains(msg, "connection reset by peer")):
+		return "the control plane closed the TLS connection: if it requires mutual TLS, " + mtls
+	case strings.Contains(msg, "x509: certificate signed by unknown authority"):
+		return "the control plane's certificate is not signed by a CA in " + EnvTLSCA
+	}
+	return ""
 }
 
 // splitAddrs splits Options.Addr's comma-separated list.

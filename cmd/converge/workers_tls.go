@@ -1,0 +1,135 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// workersTLSOptions are serve's --workers-tls-* flags: the certificate
+// and key (PEM files) the workers' TCP listener presents, and the CA
+// bundle its workers' client certificates must chain to (mutual TLS).
+type workersTLSOptions struct {
+	cert, key, clientCA string
+}
+
+// set reports whether any --workers-tls-* flag was given.
+func (o workersTLSOptions) set() bool { return o.cert != "" || o.key != "" || o.clientCA != "" }
+
+// mode names the protection the flags give: "TLS", "mutual TLS", or ""
+// (plain TCP).
+func (o workersTLSOptions) mode() string {
+	switch {
+	case o.clientCA != "":
+		return "mutual TLS"
+	case o.cert != "":
+		return "TLS"
+	}
+	return ""
+}
+
+// config checks the --workers-tls-* flags against each other and against
+// --workers-listen (workersListen), reads their files, and returns the
+// TLS configuration of the workers' TCP listener: nil without the flags.
+// Every mistake is a usage error (exit 2) naming the flag and its file.
+// The files are read once: a renewed certificate takes a restart.
+func (o workersTLSOptions) config(workersListen string, now time.Time) (*tls.Config, error) {
+	if !o.set() {
+		return nil, nil
+	}
+	if workersListen == "" {
+		return nil, usageErr("--workers-tls-cert, --workers-tls-key and --workers-tls-client-ca need --workers-listen: they secure the workers' TCP listener (the unix socket in the state directory stays plain, owner-only)")
+	}
+	if o.cert == "" || o.key == "" {
+		return nil, usageErr("--workers-tls-cert and --workers-tls-key go together: give both (the server certificate and its private key, PEM)")
+	}
+	certPEM, err := readPEM("--workers-tls-cert", o.cert, "CERTIFICATE")
+	if err != nil {
+		return nil, err
+	}
+	keyPEM, err := readPEM("--workers-tls-key", o.key, "PRIVATE KEY")
+	if err != nil {
+		return nil, err
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, usageErr("--workers-tls-cert %s with --workers-tls-key %s: %v", o.cert, o.key, err)
+	}
+	if leaf := pair.Leaf; leaf != nil {
+		if now.After(leaf.NotAfter) {
+			return nil, usageErr("--workers-tls-cert %s: the certificate expired on %s", o.cert, leaf.NotAfter.UTC().Format(time.RFC3339))
+		}
+		if now.Before(leaf.NotBefore) {
+			return nil, usageErr("--workers-tls-cert %s: the certificate is not valid before %s", o.cert, leaf.NotBefore.UTC().Format(time.RFC3339))
+		}
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+	if o.clientCA != "" {
+		caPEM, err := readPEM("--workers-tls-client-ca", o.clientCA, "CERTIFICATE")
+		if err != nil {
+			return nil, err
+		}
+		cfg.ClientCAs = x509.NewCertPool()
+		if !cfg.ClientCAs.AppendCertsFromPEM(caPEM) {
+			return nil, usageErr("--workers-tls-client-ca %s: no valid PEM certificate in it", o.clientCA)
+		}
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
+}
+
+// readPEM reads file (given as flag) and checks that it holds a PEM block
+// whose type ends with want ("CERTIFICATE", "PRIVATE KEY": also "EC
+// PRIVATE KEY", "RSA PRIVATE KEY").
+func readPEM(flag, file, want string) ([]byte, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, usageErr("%s: %v", flag, err) // the error names the file
+	}
+	for rest := b; ; {
+		var blk *pem.Block
+		blk, rest = pem.Decode(rest)
+		if blk == nil {
+			return nil, usageErr("%s %s: no PEM %s in it", flag, file, strings.ToLower(want))
+		}
+		if strings.HasSuffix(blk.Type, want) {
+			return b, nil
+		}
+	}
+}
+
+// listenWorkers opens --workers-listen (nil, and a no-op stop, when it is
+// not set), writes the bound address to workers.addr in the state
+// directory (for tools when it picked a free port) and says where workers
+// connect and how (TLS or mutual TLS); stop removes the file. The caller
+// (a worker service serving it) closes the listener.
+func (s *server) listenWorkers() (l net.Listener, stop func(), err error) {
+	if s.o.workersListen == "" {
+		return nil, func() {}, nil
+	}
+	l, err = net.Listen("tcp", s.o.workersListen)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listen for workers on %s: %w", s.o.workersListen, err)
+	}
+	addrFile := filepath.Join(s.dir, "workers.addr")
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		l.Close()
+		return nil, nil, fmt.Errorf("create state directory: %w", err)
+	}
+	if err := os.WriteFile(addrFile, []byte(l.Addr().String()+"\n"), 0o600); err != nil {
+		l.Close()
+		return nil, nil, fmt.Errorf("write %s: %w", addrFile, err)
+	}
+	how := ""
+	if m := s.o.workersTLS.mode(); m != "" {
+		how = " (" + m + ")"
+	}
+	fmt.Fprintf(s.out, "serve: workers on %s%s\n", l.Addr(), how)
+	return l, func() { os.Remove(addrFile) }, nil
+}
