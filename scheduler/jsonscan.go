@@ -195,63 +195,94 @@ func splitObject(b []byte) ([]field, error) {
 	if len(b) == 0 {
 		return nil, nil
 	}
+	var out []field
+	err := eachField(b, func(raw []byte, escaped bool, val []byte) error {
+		key := string(raw)
+		if escaped {
+			if err := json.Unmarshal(quoted(raw), &key); err != nil {
+				return err
+			}
+		}
+		out = setField(out, key, val)
+		return nil
+	})
+	if err == errNull {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// errNull is eachField's answer for a null document: no fields.
+var errNull = errors.New("null")
+
+// quoted returns the raw key between its quotes again.
+func quoted(raw []byte) []byte {
+	q := make([]byte, 0, len(raw)+2)
+	q = append(q, '"')
+	q = append(q, raw...)
+	return append(q, '"')
+}
+
+// eachField calls f with each field of the JSON object b, in order: its
+// key as written (without quotes; escaped says whether it holds escapes)
+// and its raw value, all slices of b. It validates b as exactly one JSON
+// value: errNull for null, errNotObject for any other non-object, an
+// error of f's stops it.
+func eachField(b []byte, f func(key []byte, escaped bool, val []byte) error) error {
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		end, err := scanValue(b, i, 0)
 		if err != nil || skipSpace(b, end) != len(b) {
-			return nil, errSyntax
+			return errSyntax
 		}
 		if b[i] == 'n' {
-			return nil, nil // null
+			return errNull
 		}
-		return nil, errNotObject
+		return errNotObject
 	}
 	i = skipSpace(b, i+1)
-	var out []field
 	if i < len(b) && b[i] == '}' {
 		if skipSpace(b, i+1) != len(b) {
-			return nil, errSyntax
+			return errSyntax
 		}
-		return out, nil
+		return nil
 	}
 	for {
 		if i >= len(b) || b[i] != '"' {
-			return nil, errSyntax
+			return errSyntax
 		}
 		j, dec, err := scanString(b, i)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		var key string
-		if dec {
-			if err := json.Unmarshal(b[i:j], &key); err != nil {
-				return nil, err
-			}
-		} else {
-			key = string(b[i+1 : j-1])
-		}
+		key := b[i+1 : j-1]
 		i = skipSpace(b, j)
 		if i >= len(b) || b[i] != ':' {
-			return nil, errSyntax
+			return errSyntax
 		}
 		i = skipSpace(b, i+1)
 		end, err := scanValue(b, i, 1)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		out = setField(out, key, b[i:end])
+		if err := f(key, dec, b[i:end]); err != nil {
+			return err
+		}
 		i = skipSpace(b, end)
 		if i >= len(b) {
-			return nil, errSyntax
+			return errSyntax
 		}
 		if b[i] == '}' {
 			if skipSpace(b, i+1) != len(b) {
-				return nil, errSyntax
+				return errSyntax
 			}
-			return out, nil
+			return nil
 		}
 		if b[i] != ',' {
-			return nil, errSyntax
+			return errSyntax
 		}
 		i = skipSpace(b, i+1)
 	}
@@ -324,61 +355,26 @@ func getField(b []byte, path string) ([]byte, bool) {
 // objectField returns the value of key in the JSON object b (the last
 // one, as encoding/json decodes duplicates), validating b as a whole.
 func objectField(b []byte, key string) ([]byte, bool) {
-	i := skipSpace(b, 0)
-	if i >= len(b) || b[i] != '{' {
-		return nil, false
-	}
-	i = skipSpace(b, i+1)
 	var found []byte
 	ok := false
-	if i < len(b) && b[i] == '}' {
-		return nil, false
-	}
-	for {
-		if i >= len(b) || b[i] != '"' {
-			return nil, false
-		}
-		j, dec, err := scanString(b, i)
-		if err != nil {
-			return nil, false
-		}
-		match := false
-		if dec {
+	err := eachField(b, func(raw []byte, escaped bool, val []byte) error {
+		match := string(raw) == key
+		if escaped {
 			var k string
-			if json.Unmarshal(b[i:j], &k) != nil {
-				return nil, false
+			if err := json.Unmarshal(quoted(raw), &k); err != nil {
+				return err
 			}
 			match = k == key
-		} else {
-			match = string(b[i+1:j-1]) == key
-		}
-		i = skipSpace(b, j)
-		if i >= len(b) || b[i] != ':' {
-			return nil, false
-		}
-		i = skipSpace(b, i+1)
-		end, err := scanValue(b, i, 1)
-		if err != nil {
-			return nil, false
 		}
 		if match {
-			found, ok = b[i:end], true
+			found, ok = val, true
 		}
-		i = skipSpace(b, end)
-		if i >= len(b) {
-			return nil, false
-		}
-		if b[i] == '}' {
-			if skipSpace(b, i+1) != len(b) {
-				return nil, false
-			}
-			return found, ok
-		}
-		if b[i] != ',' {
-			return nil, false
-		}
-		i = skipSpace(b, i+1)
+		return nil
+	})
+	if err != nil {
+		return nil, false
 	}
+	return found, ok
 }
 
 // setFields writes each value at its dotted path into object b and
