@@ -195,7 +195,7 @@ func (s *Scheduler) apply(d *converge.Desired, v Validator) *Plan {
 		}
 		return nil
 	}, func(f func(*converge.Resource)) {
-		for _, n := range s.nodes {
+		for _, n := range s.gitRoots {
 			f(n.r)
 		}
 	}, d)

@@ -455,6 +455,7 @@ func (s *Scheduler) addNode(r *converge.Resource, id converge.ID, parent *node, 
 		parent.children[n.id] = n
 	}
 	s.nodes[n.id] = n
+	s.noteGitRoot(n)
 	delete(s.delRes, n.id)
 	n.rs.count++
 	r.Spec = s.computeSpec(n)

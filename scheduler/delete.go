@@ -198,6 +198,9 @@ func (s *Scheduler) remove(n *node) {
 		s.refused--
 	}
 	delete(s.nodes, n.id)
+	if s.gitRoots[n.id] == n {
+		delete(s.gitRoots, n.id)
+	}
 	s.delRes[n.id] = true
 	s.armFlush()
 	n.rs.count--

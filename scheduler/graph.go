@@ -70,6 +70,13 @@ type subtree struct {
 }
 
 // tree returns n's subtree state, creating it.
+// noteGitRoot records n in gitRoots if git declares it.
+func (s *Scheduler) noteGitRoot(n *node) {
+	if n.r.Origin == converge.OriginGit && n.r.Owner == "" {
+		s.gitRoots[n.id] = n
+	}
+}
+
 // markFlows says n's flows changed: its spec is recomputed when it is
 // next considered.
 func (n *node) markFlows() {
@@ -163,6 +170,7 @@ func (s *Scheduler) load(snap *converge.Snapshot) {
 		r.Kind = n.rs.ref.Kind
 		r.Name = string(n.id)[len(r.Kind)+1:]
 		s.nodes[n.id] = n
+		s.noteGitRoot(n)
 		n.rs.count++
 	}
 	for _, n := range s.nodes {

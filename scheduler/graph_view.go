@@ -136,7 +136,7 @@ func (s *Scheduler) Diff(ctx context.Context, d *converge.Desired) (*Plan, error
 	var p *Plan
 	err := s.exec(ctx, func(s *Scheduler) {
 		p = diff(nodeView{s}.Get, func(f func(*converge.Resource)) {
-			for _, n := range s.nodes {
+			for _, n := range s.gitRoots {
 				f(n.r)
 			}
 		}, d)

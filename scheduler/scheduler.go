@@ -233,6 +233,10 @@ type Scheduler struct {
 	serves map[servesKey]bool
 
 	queue []*node
+	// gitRoots holds the rows declared in git (no owner): the only ones
+	// a revision can stop declaring, so a diff walks them, not a
+	// million composed rows.
+	gitRoots map[converge.ID]*node
 	// recreating counts the rows torn down with a re-declared row waiting
 	// (node.recreate).
 	recreating int
@@ -392,6 +396,7 @@ func New(store Store, disp Dispatcher, cfg Config) (*Scheduler, error) {
 		ctx:        context.Background(),
 		validator:  cfg.Validator,
 		nodes:      make(map[converge.ID]*node, len(snap.Resources)),
+		gitRoots:   make(map[converge.ID]*node),
 		producers:  make(map[converge.ID][]*converge.Edge),
 		consumers:  make(map[converge.ID][]*converge.Edge),
 		flowLists:  make(map[string][]converge.ValueFlow),
