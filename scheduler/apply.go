@@ -279,6 +279,17 @@ func (s *Scheduler) apply(d *converge.Desired, v Validator) *Plan {
 	// row to forget: a million rows are not walked for nothing.
 	configsChanged := len(s.meta.Configs) != nConfigs || len(s.meta.DeletedConfigs) != nDeleted ||
 		!sameDefaults(oldDefaults, s.defaults)
+	if resyncDefault && len(changedKinds) == 0 && !configsChanged && s.recreating == 0 {
+		// Only the default resync interval changed (or became known:
+		// the first apply of a process): the resyncs are re-armed in
+		// chunks beside other work (rearmChunk), not in one walk that
+		// holds the loop for a second at a million rows.
+		s.rearmQueue = s.rearmQueue[:0]
+		for _, n := range s.nodes {
+			s.rearmQueue = append(s.rearmQueue, n)
+		}
+		resyncDefault = false
+	}
 	if !resyncDefault && len(changedKinds) == 0 && !configsChanged && s.recreating == 0 {
 		rev := d.Revision
 		s.applied = &rev

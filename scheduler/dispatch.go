@@ -60,6 +60,7 @@ func (s *Scheduler) pump() {
 // startChunk considers the next chunk of the nodes loaded at start
 // (startQueue): a million of them would hold the loop for seconds.
 func (s *Scheduler) startChunk() {
+	s.rearmChunk()
 	const chunk = 4096
 	k := min(chunk, len(s.startQueue))
 	for _, n := range s.startQueue[:k] {
@@ -71,6 +72,22 @@ func (s *Scheduler) startChunk() {
 	s.startQueue = s.startQueue[k:]
 	if len(s.startQueue) == 0 {
 		s.startQueue = nil
+	}
+}
+
+// rearmChunk re-arms the resyncs of the next chunk of rearmQueue.
+func (s *Scheduler) rearmChunk() {
+	const chunk = 16384
+	k := min(chunk, len(s.rearmQueue))
+	for _, n := range s.rearmQueue[:k] {
+		if r := n.r; !n.removed && r.Phase == converge.PhaseReady && !r.Deleting {
+			s.scheduleResync(n)
+		}
+	}
+	clear(s.rearmQueue[:k])
+	s.rearmQueue = s.rearmQueue[k:]
+	if len(s.rearmQueue) == 0 {
+		s.rearmQueue = nil
 	}
 }
 

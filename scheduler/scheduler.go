@@ -244,6 +244,9 @@ type Scheduler struct {
 	// flows, their due work); pump takes them in chunks after the queue,
 	// so the loop answers Apply and results meanwhile.
 	startQueue []*node
+	// rearmQueue holds the nodes whose resync a new default interval
+	// re-arms, taken in chunks like startQueue.
+	rearmQueue []*node
 	queueHead  int
 	delivQueue []*converge.Delivery
 	parked     []*node
@@ -515,8 +518,8 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		}
 		s.publish()
 		wake := s.nextWake()
-		if len(s.startQueue) > 0 {
-			wake = s.now // the next chunk of the start, after a look around
+		if len(s.startQueue) > 0 || len(s.rearmQueue) > 0 {
+			wake = s.now // the next chunk, after a look around
 		}
 		if !wake.IsZero() {
 			d := wake.Sub(s.cfg.Now())
