@@ -2,7 +2,10 @@ package scheduler
 
 import (
 	"container/heap"
+	"runtime"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/convergehq/converge"
@@ -70,6 +73,42 @@ type subtree struct {
 }
 
 // tree returns n's subtree state, creating it.
+// checkLoadedFlows checks every loaded consumer's flows (flowsApplied)
+// on every core before the loop runs, while nothing changes the graph:
+// a consumer whose spec already holds its flows needs nothing at start,
+// the others recompute their spec when first considered. At a million
+// rows this is a fraction of a second instead of seconds on the loop.
+func (s *Scheduler) checkLoadedFlows() {
+	var check []*node
+	for _, n := range s.nodes {
+		if n.flowsLoaded {
+			check = append(check, n)
+		}
+	}
+	ok := make([]bool, len(check))
+	const chunk = 4096
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), (len(check)+chunk-1)/chunk) {
+		wg.Go(func() {
+			for {
+				c := int(next.Add(1)-1) * chunk
+				if c >= len(check) {
+					return
+				}
+				for i := c; i < min(c+chunk, len(check)); i++ {
+					ok[i] = s.flowsApplied(check[i]) // reads only
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i, n := range check {
+		n.flowsDirty = !ok[i]
+		n.flowsLoaded = false
+	}
+}
+
 // noteGitRoot records n in gitRoots if git declares it.
 func (s *Scheduler) noteGitRoot(n *node) {
 	if n.r.Origin == converge.OriginGit && n.r.Owner == "" {
@@ -248,6 +287,7 @@ func (s *Scheduler) load(snap *converge.Snapshot) {
 			}
 		}
 	}
+	s.checkLoadedFlows()
 	// Overdue resyncs run soon, spread over a millisecond per row (at
 	// most one interval): a million rows due at once would take every
 	// worker slot for minutes, ahead of the work the restart came for.
