@@ -49,6 +49,7 @@ func (s *Scheduler) composeResult(n *node, rec *taskRec, res *converge.Result) {
 		s.cascade(prune, "pruned by "+string(n.id))
 	}
 	s.setComposeStatus(n, res)
+	n.tree().composedN, n.tree().composedNKnown = len(res.Children), true
 	if created+updated+pruned > 0 || n.r.ObservedGeneration != rec.gen {
 		s.event(n.id, "Composed", fmt.Sprintf("composed %d children (%d created, %d updated, %d kept, %d pruned)",
 			len(res.Children), created, updated, kept, pruned))

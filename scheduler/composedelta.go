@@ -47,6 +47,7 @@ func (s *Scheduler) composeBase(n *node, config string) ([]byte, string) {
 func (s *Scheduler) forgetComposition(o *node) {
 	if o.sub != nil {
 		o.sub.composedSpec = nil
+		o.sub.composedNKnown = false
 	}
 	if o.r.ComposedBy != "" {
 		o.r.ComposedBy = ""
@@ -213,8 +214,13 @@ func (s *Scheduler) composeDeltaResult(n *node, rec *taskRec, res *converge.Resu
 		s.cascade(prune, "pruned by "+string(n.id))
 	}
 	s.setComposeStatus(n, res)
+	if t := n.tree(); t.composedNKnown {
+		t.composedN += created - pruned
+	} else {
+		t.composedN, t.composedNKnown = live(), true // after the prune above
+	}
 	if created+updated+pruned > 0 || n.r.ObservedGeneration != rec.gen {
-		total := live() // after the prune above
+		total := n.sub.composedN
 		s.event(n.id, "Composed", fmt.Sprintf("composed %d children as a delta (%d created, %d updated, %d kept, %d pruned)",
 			total, created, updated, total-created-updated, pruned))
 	}

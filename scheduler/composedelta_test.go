@@ -168,6 +168,23 @@ func TestDeltaComposeMatchesFull(t *testing.T) {
 		if got, want := deltas.Load(), int64(composes-1); got != want {
 			t.Fatalf("step %d: %d of %d composes answered as deltas, want every one after the first", step, got, composes)
 		}
+		// The delta's event counts the children without walking them:
+		// it must still match the store.
+		var last string
+		for _, e := range dStore.eventsOf("classicbom/org") {
+			if e.Type == "Composed" {
+				last = e.Message
+			}
+		}
+		children := 0
+		for _, r := range dStore.all() {
+			if r.Owner == "classicbom/org" && !r.Deleting {
+				children++
+			}
+		}
+		if want := fmt.Sprintf("composed %d children", children); !strings.HasPrefix(last, want) {
+			t.Fatalf("step %d: last Composed event %q, want it to begin %q", step, last, want)
+		}
 	}
 	if got := dStore.get("classicbom/org").ComposedBy; !strings.HasPrefix(got, deltaRevision+" ") {
 		t.Errorf("ComposedBy = %q, want the revision %q and the compose context", got, deltaRevision)

@@ -1274,19 +1274,28 @@ func TestResyncWritesNothingWithoutDrift(t *testing.T) {
 	}
 }
 
-func TestChildReemittedDuringTeardownComesBack(t *testing.T) {
-	store := newMemStore()
-	gate := make(chan struct{})
+// convergedWithRouteTeardownsGated converges the classic BOM of one
+// domain and two teams (revision c1) on an engine whose route teardowns
+// wait until gate is closed.
+func convergedWithRouteTeardownsGated(t *testing.T) (h *harness, store *memStore, bom bomSpec, gate chan struct{}) {
+	t.Helper()
+	store = newMemStore()
+	gate = make(chan struct{})
 	disp := newFakeDisp(func(tk *converge.Task) *converge.Result {
 		if tk.Reaction == converge.ReactionTeardown && tk.Kind == "route" {
 			<-gate
 		}
 		return classicHandler(tk)
 	}, &fakeWorker{name: "w1"})
-	h := start(t, store, disp, testConfig())
-	bom := makeBOM(1, 2)
+	h = start(t, store, disp, testConfig())
+	bom = makeBOM(1, 2)
 	h.apply(classicDesired(bom, "c1"), classicValidator)
 	h.waitSettled(scheduler.Converged, 5*time.Second)
+	return h, store, bom, gate
+}
+
+func TestChildReemittedDuringTeardownComesBack(t *testing.T) {
+	h, store, bom, gate := convergedWithRouteTeardownsGated(t)
 	if err := h.s.Delete(context.Background(), "account/fd-01-team-001"); err != nil {
 		t.Fatal(err)
 	}
@@ -1295,7 +1304,7 @@ func TestChildReemittedDuringTeardownComesBack(t *testing.T) {
 	bom.FDs[0].Teams[1].Rev = "2"
 	h.apply(classicDesired(bom, "c2"), classicValidator)
 	waitFor(t, 5*time.Second, "the recompose", func() bool {
-		for _, tk := range disp.tasks() {
+		for _, tk := range h.disp.tasks() {
 			if tk.Reaction == "compose" && tk.Generation == 2 {
 				return true
 			}

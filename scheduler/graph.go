@@ -70,6 +70,11 @@ type subtree struct {
 	// when the composer's ComposedBy says a worker can answer a delta
 	// against it (nil: unknown, the next compose is answered in full).
 	composedSpec []byte
+	// composedN counts the children of that composition, once a compose
+	// was applied in this process (composedNKnown): a delta's event then
+	// names the total without walking a million children.
+	composedN      int
+	composedNKnown bool
 }
 
 // tree returns n's subtree state, creating it.

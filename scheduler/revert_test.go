@@ -287,18 +287,7 @@ func checkStored(t *testing.T, h *harness, store soakStore, b *bomSpec) {
 // again (the revert reverted) before the teardown ends is not created
 // again when the teardown ends.
 func TestRedeclaredThenRemovedDuringTeardownStaysGone(t *testing.T) {
-	store := newMemStore()
-	gate := make(chan struct{})
-	disp := newFakeDisp(func(tk *converge.Task) *converge.Result {
-		if tk.Reaction == converge.ReactionTeardown && tk.Kind == "route" {
-			<-gate
-		}
-		return classicHandler(tk)
-	}, &fakeWorker{name: "w1"})
-	h := start(t, store, disp, testConfig())
-	bom := makeBOM(1, 2)
-	h.apply(classicDesired(bom, "c1"), classicValidator)
-	h.waitSettled(scheduler.Converged, 5*time.Second)
+	h, store, bom, gate := convergedWithRouteTeardownsGated(t)
 	gone := classicDesired(bom, "c2")
 	gone.Resources = nil
 	h.apply(gone, classicValidator)
