@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -199,7 +200,7 @@ func sameEdges(a, b []converge.Edge) bool {
 	return slices.Equal(x, y)
 }
 
-var errNoDelta = fmt.Errorf("the base spec cannot be cut into parts")
+var errNoDelta = errors.New("the base spec cannot be cut into parts")
 
 // ComposeDelta answers r, whose BaseSpec is set, as a delta the way a
 // worker does (whatever r.BaseRevision says) and returns the children
