@@ -302,6 +302,11 @@ type AppliedSource struct {
 	// Declared is how many resources the revision declares: a sync of
 	// the same revision can tell one was deleted out from under it.
 	Declared int `json:"declared,omitempty"`
+	// ResyncInterval is the revision's default resync interval
+	// (Settings.ResyncInterval). A new process arms the loaded rows'
+	// resyncs with it, so its first Apply of the same settings has no
+	// resync to re-arm.
+	ResyncInterval time.Duration `json:"resync_interval,omitempty"`
 }
 
 // Desired is the whole desired state read from one revision: what a sync

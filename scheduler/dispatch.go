@@ -11,10 +11,18 @@ import (
 	"github.com/convergehq/converge"
 )
 
-// pump dispatches everything eligible: the ready queue first, then the
-// waiters of KindRefs that got room.
+// pump dispatches everything eligible: reactor deliveries first (a
+// transition's reaction must not wait behind thousands of resyncs for a
+// free worker slot), then the ready queue, then the waiters of KindRefs
+// that got room.
 func (s *Scheduler) pump() {
 	for {
+		for len(s.delivQueue) > 0 {
+			d := s.delivQueue[0]
+			s.delivQueue[0] = nil
+			s.delivQueue = s.delivQueue[1:]
+			s.considerDelivery(d)
+		}
 		for s.queueHead < len(s.queue) {
 			n := s.queue[s.queueHead]
 			s.queue[s.queueHead] = nil
@@ -24,12 +32,6 @@ func (s *Scheduler) pump() {
 		}
 		s.queue = s.queue[:0]
 		s.queueHead = 0
-		for len(s.delivQueue) > 0 {
-			d := s.delivQueue[0]
-			s.delivQueue[0] = nil
-			s.delivQueue = s.delivQueue[1:]
-			s.considerDelivery(d)
-		}
 		if len(s.roomy) == 0 {
 			s.startChunk()
 			return

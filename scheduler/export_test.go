@@ -160,3 +160,10 @@ func hasEdge(l []*converge.Edge, e *converge.Edge) bool {
 	}
 	return false
 }
+
+// TimerLen is the number of entries in the timer heap.
+func TimerLen(s *Scheduler) int {
+	var n int
+	_ = s.exec(context.Background(), func(s *Scheduler) { n = len(s.timers) })
+	return n
+}

@@ -114,6 +114,16 @@ func (s *Scheduler) checkLoadedFlows() {
 	}
 }
 
+// settled reports whether a loaded node needs no look at start: Ready
+// at its generation, not deleting, leased or backing off, with its flows
+// as stored. consider would do nothing for it, and a converged million
+// then costs a start (and a sync waiting for it) nothing.
+func settled(n *node) bool {
+	r := n.r
+	return r.Phase == converge.PhaseReady && r.ObservedGeneration == r.Generation && !r.Deleting &&
+		r.Lease == nil && !n.inBackoff && !n.flowsDirty && !n.resync && !n.unstorable
+}
+
 // noteGitRoot records n in gitRoots if git declares it.
 func (s *Scheduler) noteGitRoot(n *node) {
 	if n.r.Origin == converge.OriginGit && n.r.Owner == "" {
@@ -319,9 +329,11 @@ func (s *Scheduler) load(snap *converge.Snapshot) {
 			n.rollupDirty = false
 		}
 	}
-	s.startQueue = make([]*node, 0, len(s.nodes))
+	s.startQueue = s.startQueue[:0]
 	for _, n := range s.nodes {
-		s.startQueue = append(s.startQueue, n)
+		if !settled(n) {
+			s.startQueue = append(s.startQueue, n)
+		}
 	}
 	for _, d := range snap.Deliveries {
 		s.loadDelivery(d)
@@ -654,8 +666,35 @@ func (h *timerHeap) Pop() any {
 
 func (s *Scheduler) addTimer(at time.Time, kind timerKind, id converge.ID, key string) uint64 {
 	s.timerSeq++
+	if kind == timerLease {
+		s.leaseTimers++
+		if s.leaseTimers > 4096 && s.leaseTimers > 2*len(s.tasks) && 2*s.leaseTimers > len(s.timers) {
+			s.compactTimers()
+		}
+	}
 	heap.Push(&s.timers, timerEntry{at: at, kind: kind, id: id, key: key, seq: s.timerSeq})
 	return s.timerSeq
+}
+
+// compactTimers drops the lease timers of tasks that already ended. A
+// task's lease timer stays in the heap when its result comes first (it
+// would fire and find no task), so at thousands of tasks a second it
+// held a task ID and an entry for every task of the last lease period:
+// a quarter of a million at a million resources. Compacting only when
+// most of the heap is lease timers and most of those are stale keeps the
+// cost amortized constant per timer.
+func (s *Scheduler) compactTimers() {
+	keep := s.timers[:0]
+	for _, e := range s.timers {
+		if e.kind == timerLease && s.tasks[e.key] == nil {
+			s.leaseTimers--
+			continue
+		}
+		keep = append(keep, e)
+	}
+	clear(s.timers[len(keep):])
+	s.timers = keep
+	heap.Init(&s.timers)
 }
 
 func (s *Scheduler) fireTimers() {
@@ -672,6 +711,7 @@ func (s *Scheduler) fireTimers() {
 			s.backoffN--
 			s.enqueue(n)
 		case timerLease:
+			s.leaseTimers--
 			s.leaseExpired(e.key)
 		case timerDelivRetry:
 			d := s.deliveries[e.key]

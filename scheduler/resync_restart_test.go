@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -61,5 +62,81 @@ func TestResyncDueAcrossRestart(t *testing.T) {
 				t.Errorf("resynced %v after a restart, want the rest of the hour's wait", got)
 			}
 		})
+	}
+}
+
+// A restart arms the loaded rows' resyncs with the repository's default
+// interval as stored (Config.ResyncInterval) before any Apply: an overdue
+// row of a kind that sets no interval resyncs at once. Without the stored
+// default nothing is armed until an Apply says what the default is.
+func TestStoredDefaultResyncArmsAtLoad(t *testing.T) {
+	for _, stored := range []time.Duration{time.Hour, 0} {
+		t.Run(stored.String(), func(t *testing.T) {
+			store := newMemStore()
+			disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1"})
+			d := &converge.Desired{
+				Revision: converge.Revision{Ref: "main", Hash: "r1"},
+				Settings: converge.Settings{ResyncInterval: time.Hour},
+				Kinds:    []*converge.Kind{leafKind("account", 1)},
+				Resources: []*converge.Resource{{Kind: "account", KindVersion: 1, Name: "a", Origin: converge.OriginGit,
+					Declared: json.RawMessage(`{"team_name":"a"}`), Source: "a.cue:1"}},
+			}
+			h := start(t, store, disp, testConfig())
+			h.apply(d, nil)
+			h.waitSettled(scheduler.Converged, 5*time.Second)
+			h.stop()
+
+			store.mu.Lock()
+			store.resources["account/a"].UpdatedAt = time.Now().Add(-2 * time.Hour)
+			store.mu.Unlock()
+			disp.resetLog()
+			cfg := testConfig()
+			cfg.ResyncInterval = stored
+			h2 := start(t, store, disp, cfg)
+			resynced := func() bool {
+				for _, tk := range disp.tasks() {
+					if tk.Name == "a" && tk.Reaction == converge.ReactionReconcile {
+						return true
+					}
+				}
+				return false
+			}
+			if stored > 0 {
+				waitFor(t, 5*time.Second, "the overdue resync", resynced)
+				return
+			}
+			h2.waitSettled(scheduler.Converged, 5*time.Second)
+			time.Sleep(100 * time.Millisecond)
+			if resynced() {
+				t.Errorf("resynced with no default known, want nothing armed before an Apply")
+			}
+		})
+	}
+}
+
+// A task that ends before its lease leaves its lease timer behind; those
+// are dropped in bulk, so the timer heap does not hold one entry per task
+// of the last lease period (at a million resources, hundreds of
+// thousands).
+func TestEndedTasksLeaveNoLeaseTimers(t *testing.T) {
+	const n = 10_000
+	store := newMemStore()
+	disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1"})
+	d := &converge.Desired{
+		Revision: converge.Revision{Ref: "main", Hash: "r1"},
+		Kinds:    []*converge.Kind{leafKind("account", 1)},
+	}
+	for i := range n {
+		d.Resources = append(d.Resources, &converge.Resource{Kind: "account", KindVersion: 1,
+			Name: fmt.Sprintf("a-%05d", i), Origin: converge.OriginGit,
+			Declared: json.RawMessage(`{"team_name":"a"}`), Source: "a.cue:1"})
+	}
+	cfg := testConfig()
+	cfg.LeaseTTL = time.Hour // no lease timer fires during the test
+	h := start(t, store, disp, cfg)
+	h.apply(d, nil)
+	h.waitSettled(scheduler.Converged, 30*time.Second)
+	if got := scheduler.TimerLen(h.s); got > n/2 {
+		t.Errorf("%d timers after %d tasks ended, want the ended tasks' lease timers dropped", got, n)
 	}
 }

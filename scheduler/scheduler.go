@@ -60,6 +60,11 @@ type Config struct {
 	// Validator checks composed children until Apply passes one; nil
 	// accepts every child.
 	Validator Validator
+	// ResyncInterval is the default resync interval of the applied
+	// revision, as last stored (converge.AppliedSource), for kinds that
+	// set none; Apply replaces it. Zero arms no default resync until the
+	// first Apply, which then re-arms every row.
+	ResyncInterval time.Duration
 }
 
 func (c *Config) defaults() {
@@ -241,8 +246,9 @@ type Scheduler struct {
 	// (node.recreate).
 	recreating int
 	// startQueue holds the loaded nodes a start looks at once (their
-	// flows, their due work); pump takes them in chunks after the queue,
-	// so the loop answers Apply and results meanwhile.
+	// flows, their due work), all but the settled ones; pump takes them
+	// in chunks after the queue, so the loop answers Apply and results
+	// meanwhile.
 	startQueue []*node
 	// rearmQueue holds the nodes whose resync a new default interval
 	// re-arms, taken in chunks like startQueue.
@@ -253,16 +259,19 @@ type Scheduler struct {
 	parkedDel  []*converge.Delivery
 	delivLease map[string]string // delivery key -> task id
 
-	tasks     map[string]*taskRec
-	taskPref  string
-	taskSeq   uint64
-	timers    timerHeap
-	resyncs   resyncBuckets
-	timerSeq  uint64
-	backoffN  int
-	inflight  int
-	counts    converge.Counts
-	owedDeliv int
+	tasks    map[string]*taskRec
+	taskPref string
+	taskSeq  uint64
+	timers   timerHeap
+	// leaseTimers counts the timerLease entries in timers, stale ones
+	// (of tasks that already ended) included: see compactTimers.
+	leaseTimers int
+	resyncs     resyncBuckets
+	timerSeq    uint64
+	backoffN    int
+	inflight    int
+	counts      converge.Counts
+	owedDeliv   int
 
 	// pending writes: rows never handed to the store (dirty, in the
 	// order made) and changes of stored rows (updated)
@@ -424,6 +433,7 @@ func New(store Store, disp Dispatcher, cfg Config) (*Scheduler, error) {
 		applied:    snap.Applied,
 	}
 	s.now = cfg.Now()
+	s.settings.ResyncInterval = cfg.ResyncInterval
 	s.setValidator(cfg.Validator)
 	s.load(snap)
 	s.publish()

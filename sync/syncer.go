@@ -271,7 +271,8 @@ func (s *Syncer) appliedSource(pass *Pass) *converge.AppliedSource {
 		return nil
 	}
 	src := &converge.AppliedSource{Repo: s.Source.Root(), Path: s.Path, Ref: s.Source.Ref(),
-		Revision: pass.Revision, Workers: pass.Loaded.Desired.Settings.Workers, Declared: len(pass.Loaded.Desired.Resources)}
+		Revision: pass.Revision, Workers: pass.Loaded.Desired.Settings.Workers, Declared: len(pass.Loaded.Desired.Resources),
+		ResyncInterval: pass.Loaded.Desired.Settings.ResyncInterval}
 	if s.Source.Remote() {
 		src.Repo, src.Remote = s.Source.URL(), true
 	}

@@ -164,6 +164,11 @@ func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
 	}
 	cfg := o.sched
 	cfg.Logger = o.log
+	if src, err := st.Source(); err == nil && src != nil && cfg.ResyncInterval == 0 {
+		// Resyncs are armed with the applied revision's default at
+		// once, not re-armed a million at a time by the first Apply.
+		cfg.ResyncInterval = src.ResyncInterval
+	}
 	var store scheduler.Store = st
 	if o.changed != nil {
 		store = observedStore{Backend: st, changed: o.changed}
