@@ -1,6 +1,9 @@
 package scheduler
 
 import (
+	"context"
+	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -286,32 +289,9 @@ func (s *Scheduler) problems() []Problem {
 	}
 	var out []ranked
 	for _, n := range s.nodes {
-		r := n.r
-		if r.Phase == converge.PhaseReady {
-			continue
+		if p, rank, ok := s.problemOf(n); ok {
+			out = append(out, ranked{p, rank})
 		}
-		p := Problem{ID: n.id, Phase: r.Phase, Reason: r.Reason}
-		rank := 5
-		switch {
-		case r.Deleting && n.stuck:
-			rank, p.Permanent = 0, true
-		case permanent(r):
-			rank, p.Permanent = 0, true
-		case n.parked:
-			rank, p.Permanent, p.Unserved = 1, true, r.Ref()
-		case r.Deleting && r.Attempts > 0:
-			rank = 2
-		case r.Phase == converge.PhaseFailed:
-			rank = 2
-		case r.Deleting:
-			rank = 3
-			if len(n.children) > 0 || s.hasLiveConsumer(n) {
-				p.Reason = s.teardownReason(n)
-			}
-		case r.Phase == converge.PhaseRunning:
-			rank = 6
-		}
-		out = append(out, ranked{p, rank})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].rank != out[j].rank {
@@ -328,5 +308,115 @@ func (s *Scheduler) problems() []Problem {
 	}
 	return ps
 }
+
+// problemOf says what keeps n from Ready and how severe it is (0 most),
+// or ok false when n is Ready.
+func (s *Scheduler) problemOf(n *node) (p Problem, rank int, ok bool) {
+	r := n.r
+	if r.Phase == converge.PhaseReady {
+		return p, 0, false
+	}
+	p = Problem{ID: n.id, Phase: r.Phase, Reason: r.Reason}
+	rank = 5
+	switch {
+	case r.Deleting && n.stuck:
+		rank, p.Permanent = 0, true
+	case permanent(r):
+		rank, p.Permanent = 0, true
+	case n.parked:
+		rank, p.Permanent, p.Unserved = 1, true, r.Ref()
+	case r.Deleting && r.Attempts > 0:
+		rank = 2
+	case r.Phase == converge.PhaseFailed:
+		rank = 2
+	case r.Deleting:
+		rank = 3
+		if len(n.children) > 0 || s.hasLiveConsumer(n) {
+			p.Reason = s.teardownReason(n)
+		}
+	case r.Phase == converge.PhaseRunning:
+		rank = 6
+	}
+	return p, rank, true
+}
+
+// ProblemGroup is the resources that are not Ready for one reason, told
+// apart only by the resource names in it ("waiting for vpc/a" and
+// "waiting for vpc/b" are one group).
+type ProblemGroup struct {
+	Phase converge.Phase
+	// Reason is the first member's reason; Pattern is it with every
+	// KIND/NAME in it written KIND/….
+	Reason, Pattern string
+	Permanent       bool
+	// Count is how many resources the group has; IDs are the first of
+	// them by ID, at most the maxIDs ProblemGroups was asked for.
+	Count int
+	IDs   []converge.ID
+}
+
+// ProblemGroups groups every resource that is not Ready by phase and
+// reason pattern, most severe group first (then the biggest), each with
+// its first maxIDs members.
+func (s *Scheduler) ProblemGroups(maxIDs int) []ProblemGroup {
+	var out []ProblemGroup
+	_ = s.exec(context.Background(), func(s *Scheduler) { out = s.problemGroups(maxIDs) })
+	return out
+}
+
+func (s *Scheduler) problemGroups(maxIDs int) []ProblemGroup {
+	type group struct {
+		g    ProblemGroup
+		rank int
+		ids  []converge.ID
+	}
+	byKey := map[string]*group{}
+	var gs []*group
+	for _, n := range s.nodes {
+		p, rank, ok := s.problemOf(n)
+		if !ok {
+			continue
+		}
+		pat := reasonPattern(p.Reason)
+		key := string(p.Phase) + "\x00" + pat
+		g := byKey[key]
+		if g == nil {
+			g = &group{g: ProblemGroup{Phase: p.Phase, Pattern: pat}, rank: rank}
+			byKey[key] = g
+			gs = append(gs, g)
+		}
+		g.g.Count++
+		g.rank = min(g.rank, rank)
+		g.g.Permanent = g.g.Permanent || p.Permanent
+		g.ids = append(g.ids, p.ID)
+	}
+	sort.Slice(gs, func(i, j int) bool {
+		if gs[i].rank != gs[j].rank {
+			return gs[i].rank < gs[j].rank
+		}
+		if gs[i].g.Count != gs[j].g.Count {
+			return gs[i].g.Count > gs[j].g.Count
+		}
+		return gs[i].g.Pattern < gs[j].g.Pattern
+	})
+	out := make([]ProblemGroup, len(gs))
+	for i, g := range gs {
+		slices.Sort(g.ids)
+		g.g.IDs = slices.Clone(g.ids[:min(max(maxIDs, 0), len(g.ids))])
+		if p, _, ok := s.problemOf(s.nodes[g.ids[0]]); ok {
+			g.g.Reason = p.Reason
+		}
+		out[i] = g.g
+	}
+	return out
+}
+
+// reasonPattern writes every KIND/NAME in a reason as KIND/…, so that
+// reasons differing only in the resources they name group together.
+func reasonPattern(reason string) string {
+	return idInReason.ReplaceAllString(reason, "$1/…")
+}
+
+var idInReason = regexp.MustCompile(`\b([a-z][a-z0-9-]*)/[A-Za-z0-9][A-Za-z0-9._-]*`)
 
 var timeZero time.Time

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -1323,5 +1324,38 @@ func TestChildReemittedDuringTeardownComesBack(t *testing.T) {
 	}
 	if err := scheduler.CheckInvariants(h.s); err != nil {
 		t.Error(err)
+	}
+}
+
+// ProblemGroups groups what is not Ready by phase and by reason with the
+// resource names taken out: every vpc failing the same way is one group,
+// every route waiting for its own vpc another, each with its count and
+// its first members.
+func TestProblemGroups(t *testing.T) {
+	store := newMemStore()
+	disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1"})
+	disp.setHook(func(tk *converge.Task) (*converge.Result, bool) {
+		if tk.Kind == "vpc" {
+			return &converge.Result{Outcome: converge.OutcomePermanent, Message: "quota exceeded"}, false
+		}
+		return nil, false
+	})
+	h := start(t, store, disp, testConfig())
+	h.apply(classicDesired(makeBOM(2, 5), "c1"), classicValidator)
+	h.waitSettled(scheduler.Stuck, 5*time.Second)
+	gs := h.s.ProblemGroups(3)
+	if len(gs) < 2 {
+		t.Fatalf("groups %+v, want the failed vpcs and the waiting routes", gs)
+	}
+	vpcs, routes := gs[0], gs[1]
+	if vpcs.Phase != converge.PhaseFailed || vpcs.Count != 10 || !vpcs.Permanent || vpcs.Reason != "permanent: quota exceeded" {
+		t.Errorf("first group %+v, want the 10 vpcs failed permanently", vpcs)
+	}
+	if got, want := fmt.Sprint(vpcs.IDs), "[vpc/fd-01-team-001 vpc/fd-01-team-002 vpc/fd-01-team-003]"; got != want {
+		t.Errorf("first group's members %s, want %s", got, want)
+	}
+	if routes.Phase != converge.PhasePending || routes.Count != 10 || routes.Pattern != "waiting for vpc/…" ||
+		routes.Reason != "waiting for vpc/fd-01-team-001" || len(routes.IDs) != 3 {
+		t.Errorf("second group %+v, want the 10 routes waiting for their vpcs", routes)
 	}
 }

@@ -21,6 +21,8 @@ type deleteOptions struct {
 	wait    bool
 	timeout time.Duration
 	verbose bool
+	output  string
+	report  *deleteReport // -o json|yaml: filled in as delete ends
 }
 
 func newDeleteCommand(g *globals) *cobra.Command {
@@ -61,10 +63,41 @@ to keep it gone.`,
 	f.BoolVar(&o.wait, "wait", true, "wait until the teardown tree is gone")
 	f.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up waiting after this long")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "also log the engine's info and debug messages and the workers' output (warnings and errors always show)")
+	f.StringVarP(&o.output, "output", "o", "table", "output format: table|json|yaml (json and yaml print one report when delete ends)")
 	return c
 }
 
-func runDelete(ctx context.Context, out, errOut io.Writer, g *globals, id converge.ID, o deleteOptions) error {
+// deleteReport is what delete -o json|yaml prints when it ends.
+type deleteReport struct {
+	Resource converge.ID `json:"resource"`
+	// Verdict is deleted, deleting (--wait=false), recreated, stuck,
+	// timed_out or interrupted.
+	Verdict     string      `json:"verdict"`
+	Seconds     float64     `json:"seconds"`
+	RecreatedBy converge.ID `json:"recreated_by,omitempty"`
+	StuckOn     string      `json:"stuck_on,omitempty"`
+}
+
+func runDelete(ctx context.Context, out, errOut io.Writer, g *globals, id converge.ID, o deleteOptions) (err error) {
+	if err := checkOutput(o.output, "table", "json", "yaml"); err != nil {
+		return err
+	}
+	if o.output != "table" {
+		rep := &deleteReport{Resource: id}
+		stdout := out
+		out = errOut
+		start := time.Now()
+		defer func() {
+			if rep.Verdict == "" {
+				return // refused before it started: the error says why
+			}
+			rep.Seconds = time.Since(start).Seconds()
+			if werr := writeData(stdout, o.output, rep); werr != nil && err == nil {
+				err = werr
+			}
+		}()
+		o.report = rep
+	}
 	ctl, rd, done, err := openController(ctx, g, errOut, o.verbose)
 	if err != nil {
 		return err
@@ -72,7 +105,7 @@ func runDelete(ctx context.Context, out, errOut io.Writer, g *globals, id conver
 	defer done()
 	before, err := rd.Resource(id)
 	if errors.Is(err, converge.ErrNotFound) {
-		return failed("resource %s not found", id)
+		return notFound(rd, id)
 	}
 	if err != nil {
 		return err
@@ -85,6 +118,7 @@ func runDelete(ctx context.Context, out, errOut io.Writer, g *globals, id conver
 		return err
 	}
 	if !o.wait {
+		o.verdict("deleting", "", "")
 		fmt.Fprintf(out, "deleting %s\n", id)
 		printComesBack(out, before)
 		return nil
@@ -97,6 +131,7 @@ func runDelete(ctx context.Context, out, errOut io.Writer, g *globals, id conver
 		r, err := rd.Resource(id)
 		switch {
 		case errors.Is(err, converge.ErrNotFound):
+			o.verdict("deleted", "", "")
 			fmt.Fprintf(out, "deleted %s in %s\n", id, time.Since(start).Round(time.Millisecond))
 			printComesBack(out, before)
 			return nil
@@ -104,6 +139,7 @@ func runDelete(ctx context.Context, out, errOut io.Writer, g *globals, id conver
 			return err
 		case r.UID != before.UID:
 			// Its owner re-created it after the teardown.
+			o.verdict("recreated", r.Owner, "")
 			fmt.Fprintf(out, "deleted %s in %s; re-created by %s\n", id, time.Since(start).Round(time.Millisecond), r.Owner)
 			return nil
 		}
@@ -112,14 +148,20 @@ func runDelete(ctx context.Context, out, errOut io.Writer, g *globals, id conver
 				if hint != "" {
 					fmt.Fprintln(errOut, "hint:", hint)
 				}
-				return failed("stuck: %s", stuckOn(rd, id))
+				on := stuckOn(rd, id)
+				o.verdict("stuck", "", on)
+				return failed("stuck: %s", on)
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return failed("interrupted: %s is still being torn down (%s)", id, stuckOn(rd, id))
+			on := stuckOn(rd, id)
+			o.verdict("interrupted", "", on)
+			return failed("interrupted: %s is still being torn down (%s)", id, on)
 		case <-deadline.C:
-			return failed("timed out after %s: %s", o.timeout, stuckOn(rd, id))
+			on := stuckOn(rd, id)
+			o.verdict("timed_out", "", on)
+			return failed("timed out after %s: %s", o.timeout, on)
 		case <-tick.C:
 		}
 	}
@@ -279,3 +321,10 @@ func declaredWorkers(g *globals) ([]converge.WorkerSpec, string, error) {
 
 var _ controller = (*stateapi.Client)(nil)
 var _ controller = (*scheduler.Scheduler)(nil)
+
+// verdict records how delete ended, for -o json|yaml.
+func (o deleteOptions) verdict(v string, recreatedBy converge.ID, stuckOn string) {
+	if o.report != nil {
+		o.report.Verdict, o.report.RecreatedBy, o.report.StuckOn = v, recreatedBy, stuckOn
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +19,17 @@ type doOptions struct {
 	args    []string
 	timeout time.Duration
 	verbose bool
+	output  string
+}
+
+// doReport is what do -o json|yaml prints for a verb that ran.
+type doReport struct {
+	Resource converge.ID     `json:"resource"`
+	Verb     string          `json:"verb"`
+	Outcome  string          `json:"outcome"`
+	Message  string          `json:"message"`
+	Status   json.RawMessage `json:"status"`
+	Seconds  float64         `json:"seconds"`
 }
 
 func newDoCommand(g *globals) *cobra.Command {
@@ -54,6 +66,7 @@ state for the verb's duration (without applying the repository).`,
 	f.StringArrayVar(&o.args, "arg", nil, "a key=value argument for the verb (repeatable)")
 	f.DurationVar(&o.timeout, "timeout", 2*time.Minute, "give up after this long")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "also log the engine's info and debug messages and the workers' output (warnings and errors always show)")
+	f.StringVarP(&o.output, "output", "o", "table", "output format: table|json|yaml")
 	return c
 }
 
@@ -75,13 +88,16 @@ func parseArgs(pairs []string) (map[string]string, error) {
 }
 
 func runDo(ctx context.Context, out, errOut io.Writer, g *globals, id converge.ID, verb string, args map[string]string, o doOptions) error {
+	if err := checkOutput(o.output, "table", "json", "yaml"); err != nil {
+		return err
+	}
 	ctl, rd, done, err := openController(ctx, g, errOut, o.verbose)
 	if err != nil {
 		return err
 	}
 	defer done()
 	if _, err := rd.Resource(id); errors.Is(err, converge.ErrNotFound) {
-		return failed("resource %s not found", id)
+		return notFound(rd, id)
 	} else if err != nil {
 		return err
 	}
@@ -105,6 +121,14 @@ func runDo(ctx context.Context, out, errOut io.Writer, g *globals, id converge.I
 		return failed("%s", strings.TrimPrefix(err.Error(), "admin api: "))
 	case res.Outcome != converge.OutcomeOK:
 		return failed("%s %s: %s: %s", id, verb, res.Outcome, res.Message)
+	}
+	if o.output != "table" {
+		st := res.Status
+		if len(st) == 0 {
+			st = json.RawMessage("null")
+		}
+		return writeData(out, o.output, doReport{Resource: id, Verb: verb, Outcome: res.Outcome.String(), Message: res.Message,
+			Status: st, Seconds: time.Since(start).Seconds()})
 	}
 	fmt.Fprintf(out, "%s %s: %s in %s\n", id, verb, res.Outcome, time.Since(start).Round(time.Millisecond))
 	if res.Message != "" {

@@ -67,7 +67,7 @@ func TestSyncEtcd(t *testing.T) {
 	if out := run("get", "route/fd-03-team-010", "-o", "json"); !strings.Contains(out, `"vpc_id": "vpc-`) {
 		t.Errorf("a route's flowed values are missing:\n%s", out)
 	}
-	if out := run("tree", "classicbom/classic"); !strings.Contains(out, "vpc/fd-03-team-010") {
+	if out := run("tree", "classicbom/classic", "--group", "0"); !strings.Contains(out, "vpc/fd-03-team-010") {
 		t.Errorf("tree does not show vpc/fd-03-team-010:\n%.2000s", out)
 	}
 	if out := run("events", "vpc/fd-03-team-010", "-o", "json"); !strings.Contains(out, `"resource": "vpc/fd-03-team-010"`) {

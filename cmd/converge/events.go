@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -35,6 +37,13 @@ func newEventsCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if id != "" && len(evs) == 0 {
+				// A deleted resource keeps its events; one with neither
+				// a row nor events does not exist.
+				if _, err := rd.Resource(id); errors.Is(err, converge.ErrNotFound) {
+					return notFound(rd, id)
+				}
+			}
 			type eventView struct {
 				Time     time.Time   `json:"time"`
 				Resource converge.ID `json:"resource"`
@@ -48,9 +57,11 @@ func newEventsCommand(g *globals) *cobra.Command {
 			if output != "table" {
 				return writeData(c.OutOrStdout(), output, map[string]any{"events": views})
 			}
-			rows := [][]string{{"TIME", "RESOURCE", "TYPE", "MESSAGE"}}
+			rows := [][]string{{"TIME", "AGE", "RESOURCE", "TYPE", "MESSAGE"}}
+			now := time.Now()
 			for _, e := range views {
-				rows = append(rows, []string{e.Time.Format("15:04:05.000"), string(e.Resource), e.Type, e.Message})
+				rows = append(rows, []string{e.Time.Local().Format("2006-01-02 15:04:05.000"), age(now.Sub(e.Time)),
+					string(e.Resource), e.Type, e.Message})
 			}
 			return table(c.OutOrStdout(), rows)
 		},
@@ -58,4 +69,31 @@ func newEventsCommand(g *globals) *cobra.Command {
 	c.Flags().IntVar(&limit, "limit", 0, "only the newest N events (0: all kept)")
 	addOutputFlag(c, &output, "table")
 	return c
+}
+
+// age renders how long ago something happened the way kubectl does, in
+// its largest one or two units: 45s, 3m12s, 5h4m, 2d3h.
+func age(d time.Duration) string {
+	if d < 0 {
+		d = 0
+	}
+	s := int64(d / time.Second)
+	switch {
+	case s < 60:
+		return strconv.FormatInt(s, 10) + "s"
+	case s < 3600:
+		return two(s/60, "m", s%60, "s")
+	case s < 86400:
+		return two(s/3600, "h", s%3600/60, "m")
+	default:
+		return two(s/86400, "d", s%86400/3600, "h")
+	}
+}
+
+func two(a int64, ua string, b int64, ub string) string {
+	out := strconv.FormatInt(a, 10) + ua
+	if b > 0 {
+		out += strconv.FormatInt(b, 10) + ub
+	}
+	return out
 }

@@ -20,7 +20,7 @@ func newGetCommand(g *globals) *cobra.Command {
 			return withResource(g, c.ErrOrStderr(), output, args[0], func(rd reader, id converge.ID) error {
 				r, err := rd.Resource(id)
 				if errors.Is(err, converge.ErrNotFound) {
-					return failed("resource %s not found", id)
+					return notFound(rd, id)
 				}
 				if err != nil {
 					return err

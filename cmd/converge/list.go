@@ -33,6 +33,11 @@ func newListCommand(g *globals) *cobra.Command {
 				return err
 			}
 			defer done()
+			if kind != "" {
+				if err := checkKind(rd, kind); err != nil {
+					return err
+				}
+			}
 			// The table shows no spec or status: leave them in the store
 			// (a root's spec can be megabytes).
 			rs, err := rd.Resources(state.Filter{Kind: kind, Phase: converge.Phase(phase), RootsOnly: !all, Limit: limit,

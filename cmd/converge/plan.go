@@ -86,6 +86,7 @@ func runPlan(ctx context.Context, out, errOut io.Writer, g *globals, rev, output
 	}
 	var r converge.Revision
 	if rev == "" {
+		noteUncommitted(errOut, src, g.path, "plan")
 		r, err = src.Head()
 	} else {
 		r, err = src.Revision(rev)

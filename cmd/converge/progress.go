@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/scheduler"
 )
 
@@ -18,7 +19,14 @@ type progress struct {
 	last     time.Time
 	lastLine string
 	printed  bool
+	// moved is when the counts last changed; counts is what they were.
+	moved  time.Time
+	counts converge.Counts
 }
+
+// stalledAfter is how long the counts must stand still before the line
+// says "stalled" instead of a rate and an ETA.
+const stalledAfter = 5 * time.Second
 
 func newProgress(w io.Writer) *progress {
 	tty := false
@@ -29,17 +37,25 @@ func newProgress(w io.Writer) *progress {
 	}
 	// Plain lines start after the first interval: a short run prints only
 	// its verdict.
-	return &progress{w: w, tty: tty, last: time.Now()}
+	now := time.Now()
+	return &progress{w: w, tty: tty, last: now, moved: now}
 }
 
-func (p *progress) line(s scheduler.Progress) string {
+// line renders s as of now: a rate and an ETA while the counts move,
+// "stalled for D" once they have not moved for stalledAfter.
+func (p *progress) line(s scheduler.Progress, now time.Time) string {
 	c := s.Counts
+	if c != p.counts {
+		p.counts, p.moved = c, now
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d resources: %d Ready, %d Running, %d Pending, %d Failed", c.Total, c.Ready, c.Running, c.Pending, c.Failed)
 	if c.Deleting > 0 {
 		fmt.Fprintf(&b, ", %d Deleting", c.Deleting)
 	}
-	if s.Rate > 0 {
+	if still := now.Sub(p.moved); still >= stalledAfter && c.Ready < c.Total {
+		fmt.Fprintf(&b, " | stalled for %s", still.Round(time.Second))
+	} else if s.Rate > 0 {
 		fmt.Fprintf(&b, " | %.0f/s", s.Rate)
 		if left := c.Total - c.Ready; left > 0 {
 			eta := time.Duration(float64(left) / s.Rate * float64(time.Second))
@@ -51,7 +67,7 @@ func (p *progress) line(s scheduler.Progress) string {
 
 func (p *progress) show(s scheduler.Progress) {
 	now := time.Now()
-	line := p.line(s)
+	line := p.line(s, now)
 	if p.tty {
 		if now.Sub(p.last) < 100*time.Millisecond {
 			return

@@ -178,6 +178,9 @@ func newRoot(g *globals) *cobra.Command {
 	for _, c := range subcommands(g) {
 		root.AddCommand(c)
 	}
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	guide(g, root)
 	return root
 }
 

@@ -28,6 +28,7 @@ type reader interface {
 	ChildCount(owner converge.ID) (int, error)
 	EdgesOf(id converge.ID) (consumes, producedFor []converge.Edge, err error)
 	Events(resource converge.ID, limit int) ([]converge.Event, error)
+	Kinds() ([]*converge.Kind, error)
 }
 
 // isRemote reports whether repo names a remote repository (a URL or an

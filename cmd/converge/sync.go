@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/state"
 	gitsync "github.com/convergehq/converge/sync"
 )
@@ -24,6 +25,41 @@ type syncOptions struct {
 	grace        time.Duration
 	verbose      bool
 	forge        forgeOptions // --forge…: also post statuses to a forge
+	output       string       // -o: table (lines as it goes), json or yaml (one report at the end)
+}
+
+// syncReport is what sync -o json|yaml prints when it ends: the revision,
+// what it applied and the verdict, with what is not Ready grouped by
+// reason. The keys are stable snake_case.
+type syncReport struct {
+	Revision string `json:"revision"`
+	// Verdict is converged, already_applied, invalid, held, stuck,
+	// timed_out or interrupted.
+	Verdict    string           `json:"verdict"`
+	Applied    *appliedCounts   `json:"applied"`
+	Counts     *converge.Counts `json:"counts"`
+	Dispatched uint64           `json:"dispatched"`
+	Seconds    float64          `json:"seconds"`
+	Held       string           `json:"held,omitempty"`
+	Errors     []string         `json:"errors"`
+	NotReady   []notReadyGroup  `json:"not_ready"`
+}
+
+type appliedCounts struct {
+	Created int `json:"created"`
+	Updated int `json:"updated"`
+	Flipped int `json:"flipped"`
+	Deleted int `json:"deleted"`
+}
+
+// notReadyGroup is a scheduler.ProblemGroup as sync reports it.
+type notReadyGroup struct {
+	Phase     converge.Phase `json:"phase"`
+	Reason    string         `json:"reason"`
+	Pattern   string         `json:"pattern"`
+	Permanent bool           `json:"permanent"`
+	Count     int            `json:"count"`
+	Resources []converge.ID  `json:"resources"`
 }
 
 func newSyncCommand(g *globals) *cobra.Command {
@@ -47,6 +83,7 @@ or --timeout passes (exit 1, with what is still pending).`,
 	f.BoolVar(&o.watch, "watch", false, "dev mode: keep running and re-apply the uncommitted work tree on every save")
 	o.forge.addFlags(f)
 	addReinitFlag(f, g)
+	f.StringVarP(&o.output, "output", "o", "table", "output format: table|json|yaml (json and yaml print one report when sync ends; the progress goes to stderr)")
 	return c
 }
 
@@ -55,8 +92,26 @@ func addReinitFlag(f *pflag.FlagSet, g *globals) {
 	f.BoolVar(&g.reinitState, "reinit-state", false, "when state.db exists but is empty or damaged, move it aside (state.db.damaged-TIME) and start a fresh store: every resource is created again (without it such a file is an error; only a missing file starts fresh)")
 }
 
-func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) error {
+func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (err error) {
 	out, errOut := c.OutOrStdout(), c.ErrOrStderr()
+	if err := checkOutput(o.output, "table", "json", "yaml"); err != nil {
+		return err
+	}
+	var rep *syncReport
+	if o.output != "table" {
+		if o.watch {
+			return usageErr("sync --watch prints as it goes: -o %s needs a sync that ends", o.output)
+		}
+		// The lines a person reads go to stderr; stdout gets the report.
+		rep = &syncReport{Errors: []string{}, NotReady: []notReadyGroup{}}
+		stdout := out
+		out = errOut
+		defer func() {
+			if werr := writeData(stdout, o.output, rep); werr != nil && err == nil {
+				err = werr
+			}
+		}()
+	}
 	if err := resolveSource(g); err != nil {
 		return err
 	}
@@ -92,7 +147,12 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) e
 		return err
 	}
 	if !o.watch {
+		noteUncommitted(errOut, src, g.path, "sync")
 		if total, ok := standing(g, dir, rev); ok {
+			if rep != nil {
+				rep.Revision, rep.Verdict = rev.String(), "already_applied"
+				rep.Applied, rep.Counts = &appliedCounts{}, &converge.Counts{Total: total, Ready: total}
+			}
 			fmt.Fprintf(out, "revision %s: already applied\n", rev)
 			fmt.Fprintf(out, "converged: %d/%d Ready; nothing to do\n", total, total)
 			return nil
@@ -103,9 +163,18 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) e
 		return err
 	}
 	fmt.Fprintf(out, "revision %s: %d documents, %d kinds\n", rev, pass.Loaded.Documents, len(pass.Loaded.Desired.Kinds))
+	if rep != nil {
+		rep.Revision = rev.String()
+	}
 	if !pass.Valid() {
 		for _, f := range pass.Record.Errors {
 			fmt.Fprintln(errOut, f)
+			if rep != nil {
+				rep.Errors = append(rep.Errors, f.String())
+			}
+		}
+		if rep != nil {
+			rep.Verdict = "invalid"
 		}
 		// Record the verdict without starting anything.
 		if err := recordOnly(g, dir, pass); err != nil {
@@ -136,16 +205,22 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) e
 		for _, f := range pass.Record.Findings {
 			fmt.Fprintln(errOut, f)
 		}
+		if rep != nil {
+			rep.Verdict, rep.Held = "held", pass.Held
+		}
 		o.forge.report(pass, errOut)
 		return failed("revision %s not applied: %s", rev, pass.Held)
 	}
 	o.forge.report(pass, errOut) // converge/sync pending until finishSync
 	if p := pass.Plan; p != nil {
 		fmt.Fprintf(out, "applied: %d created, %d updated, %d flipped, %d deleted\n", len(p.Create), len(p.Update), len(p.Flip), len(p.Delete))
+		if rep != nil {
+			rep.Applied = &appliedCounts{len(p.Create), len(p.Update), len(p.Flip), len(p.Delete)}
+		}
 	}
 	start := time.Now()
 	res := waitSettled(ctx, e, out, o)
-	err = finishSync(e, syncer, pass, res, time.Since(start), out, errOut, howToStartWorker(src.Remote(), false))
+	err = finishSync(e, syncer, pass, res, time.Since(start), out, errOut, howToStartWorker(src.Remote(), false), rep)
 	o.forge.report(pass, errOut)
 	if !o.watch {
 		return err
@@ -201,7 +276,7 @@ func watchWorkTree(ctx context.Context, e *engine, syncer *gitsync.Syncer, o syn
 		fmt.Fprintf(out, "applied work tree: %d created, %d updated, %d flipped, %d deleted\n", len(p.Create), len(p.Update), len(p.Flip), len(p.Delete))
 		start := time.Now()
 		res := waitSettled(ctx, e, out, o)
-		if err := finishSync(e, syncer, pass, res, time.Since(start), out, errOut, howToStartWorker(syncer.Source.Remote(), false)); err != nil {
+		if err := finishSync(e, syncer, pass, res, time.Since(start), out, errOut, howToStartWorker(syncer.Source.Remote(), false), nil); err != nil {
 			fmt.Fprintln(errOut, "converge:", err)
 		}
 	})
@@ -261,7 +336,7 @@ const lastFlushTimeout = 10 * time.Minute
 // (howToStart when no declared worker failed). A last flush that fails
 // turns a converged wait into a failed one: nothing is converged until it
 // is durable.
-func finishSync(e *engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res settleResult, elapsed time.Duration, out, errOut io.Writer, howToStart string) error {
+func finishSync(e *engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res settleResult, elapsed time.Duration, out, errOut io.Writer, howToStart string, rep *syncReport) error {
 	// The store may be well behind the graph: a million-child
 	// composition's rows drain 8,192 a commit while the work goes on, so
 	// the last flush can take minutes (not the seconds it takes at demo
@@ -282,6 +357,20 @@ func finishSync(e *engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res settl
 	summary := gitsync.Summary(p)
 	state, desc := converge.StateSuccess, summary
 	var err error
+	if rep != nil {
+		counts := p.Counts
+		rep.Counts, rep.Dispatched, rep.Seconds = &counts, p.Dispatched, elapsed.Seconds()
+		rep.Verdict = [...]string{settledConverged: "converged", settledStuck: "stuck", settledTimeout: "timed_out", settledInterrupted: "interrupted"}[res]
+		if p.CommitError != "" {
+			rep.Errors = append(rep.Errors, "commit state: "+p.CommitError)
+		}
+		if res != settledConverged {
+			for _, gr := range e.sched.ProblemGroups(maxListed) {
+				rep.NotReady = append(rep.NotReady, notReadyGroup{Phase: gr.Phase, Reason: gr.Reason, Pattern: gr.Pattern,
+					Permanent: gr.Permanent, Count: gr.Count, Resources: gr.IDs})
+			}
+		}
+	}
 	switch res {
 	case settledConverged:
 		fmt.Fprintf(out, "converged: %s in %s, %d dispatched\n", summary, elapsed.Round(time.Millisecond), p.Dispatched)
@@ -303,9 +392,7 @@ func finishSync(e *engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res settl
 			fmt.Fprintf(errOut, "  %s\n", c)
 			names = append(names, c)
 		}
-		for _, pr := range problems {
-			fmt.Fprintf(errOut, "  %s %s: %s\n", pr.ID, pr.Phase, pr.Reason)
-		}
+		printProblemGroups(errOut, e.sched.ProblemGroups(maxListed), maxListed)
 		if hint != "" {
 			fmt.Fprintf(errOut, "hint: %s\n", hint)
 		}
@@ -374,4 +461,52 @@ func standing(g *globals, dir string, rev converge.Revision) (total int, ok bool
 		}
 	}
 	return gitsync.AlreadyConverged(applied, rev, src.Declared, roots, owed)
+}
+
+// maxListed is how many resources a stuck verdict names.
+const maxListed = 20
+
+// printProblemGroups prints what is not converged, grouped by phase and
+// reason: one line for a group of one ("vpc/a Failed: …"); for a bigger
+// group its count and first member's reason, then its first members, at
+// most maxIDs resources named in all.
+func printProblemGroups(w io.Writer, groups []scheduler.ProblemGroup, maxIDs int) {
+	left := maxIDs
+	for _, g := range groups {
+		if g.Count == 1 {
+			if left > 0 {
+				left--
+			}
+			fmt.Fprintf(w, "  %s %s: %s\n", g.IDs[0], g.Phase, g.Reason)
+			continue
+		}
+		fmt.Fprintf(w, "  %d %s: %s\n", g.Count, g.Phase, g.Pattern)
+		k := min(max(left, 1), len(g.IDs))
+		left -= k
+		ids := make([]string, k)
+		for i := range k {
+			ids[i] = string(g.IDs[i])
+		}
+		line := strings.Join(ids, ", ")
+		if more := g.Count - k; more > 0 {
+			line += fmt.Sprintf(" (+%d more)", more)
+		}
+		fmt.Fprintf(w, "    %s\n", line)
+	}
+}
+
+// noteUncommitted tells the user (on errOut) which files below path in
+// the work tree differ from the commit that cmd reads: edits a user may
+// expect it to apply. A failure to tell is not an error of cmd.
+func noteUncommitted(errOut io.Writer, src *gitsync.Source, path, cmd string) {
+	files, err := src.Uncommitted(path)
+	if err != nil || len(files) == 0 {
+		return
+	}
+	const show = 3
+	list := strings.Join(files[:min(show, len(files))], ", ")
+	if len(files) > show {
+		list += fmt.Sprintf(" (+%d more)", len(files)-show)
+	}
+	fmt.Fprintf(errOut, "note: %s reads the last commit; the work tree has uncommitted changes it does not apply: %s (commit them, or use sync --watch to apply the work tree)\n", cmd, list)
 }

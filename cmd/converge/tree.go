@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -9,18 +10,36 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/state"
 )
 
 func newTreeCommand(g *globals) *cobra.Command {
 	var output string
-	var depth int
+	var depth, group int
 	c := &cobra.Command{
 		Use:   "tree KIND/NAME",
 		Short: "Show a resource's composition tree with phases and dependencies",
-		Args:  cobra.ExactArgs(1),
+		Long: `tree shows KIND/NAME and what it owns, level by level, with each
+resource's phase, reason and the resources it depends on (→).
+
+A resource with more than --group children shows them grouped by kind, with
+a count of each phase, instead of one line each: a composition root of a
+million children stays one screen. --group 0 lists every child.`,
+		Example: `  converge tree classicbom/classic --depth 1
+  converge tree classicbom/classic --depth 2 --group 0
+  converge tree vpc/fd-01-team-001 -o json`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
+			if depth < 0 || group < 0 {
+				return usageErr("--depth and --group take 0 or more")
+			}
 			return withResource(g, c.ErrOrStderr(), output, args[0], func(rd reader, id converge.ID) error {
-				root, err := buildTree(rd, id, depth)
+				root, err := buildTree(rd, id, depth, group)
+				if errors.Is(err, converge.ErrNotFound) {
+					if _, gerr := rd.Resource(id); errors.Is(gerr, converge.ErrNotFound) {
+						return notFound(rd, id)
+					}
+				}
 				if err != nil {
 					return err
 				}
@@ -33,6 +52,7 @@ func newTreeCommand(g *globals) *cobra.Command {
 		},
 	}
 	c.Flags().IntVar(&depth, "depth", 0, "levels to show below the resource (0: all)")
+	c.Flags().IntVar(&group, "group", 20, "group a resource's children by kind when it has more than this many (0: never)")
 	addOutputFlag(c, &output, "table")
 	return c
 }
@@ -44,13 +64,31 @@ type treeNode struct {
 	Reason    string         `json:"reason,omitempty"`
 	DependsOn []converge.ID  `json:"depends_on,omitempty"`
 	Children  []*treeNode    `json:"children,omitempty"`
+	// Groups summarize the children by kind when there are more than
+	// --group of them (Children is then empty).
+	Groups []*treeGroup `json:"groups,omitempty"`
 }
 
-func buildTree(rd reader, id converge.ID, depth int) (*treeNode, error) {
+// treeGroup is one kind's children of a node: how many, in which phases.
+type treeGroup struct {
+	Kind   string                 `json:"kind"`
+	Count  int                    `json:"count"`
+	Phases map[converge.Phase]int `json:"phases"`
+}
+
+// buildTree reads id and, down to depth levels below it (0: all), what
+// it owns; a node with more than group children (group > 0) gets them
+// counted by kind and phase instead.
+func buildTree(rd reader, id converge.ID, depth, group int) (*treeNode, error) {
 	r, err := rd.Resource(id)
 	if err != nil {
 		return nil, fmt.Errorf("get %s: %w", id, err)
 	}
+	return buildSubtree(rd, r, depth, group)
+}
+
+func buildSubtree(rd reader, r *converge.Resource, depth, group int) (*treeNode, error) {
+	id := r.ID()
 	n := &treeNode{ID: id, Version: r.KindVersion, Phase: r.Phase, Reason: r.Reason}
 	consumes, _, err := rd.EdgesOf(id)
 	if err != nil {
@@ -59,20 +97,43 @@ func buildTree(rd reader, id converge.ID, depth int) (*treeNode, error) {
 	for _, e := range consumes {
 		n.DependsOn = append(n.DependsOn, e.Producer)
 	}
-	if depth == 1 {
-		return n, nil
-	}
-	kids, err := rd.Children(id)
+	kids, err := rd.Resources(state.Filter{Owner: id, Head: true})
 	if err != nil {
 		return nil, err
 	}
-	sort.Slice(kids, func(i, j int) bool { return kids[i] < kids[j] })
-	next := depth - 1
-	if depth == 0 {
-		next = 0
+	if len(kids) == 0 {
+		return n, nil
 	}
+	if group > 0 && len(kids) > group {
+		byKind := map[string]*treeGroup{}
+		for _, k := range kids {
+			gr := byKind[k.Kind]
+			if gr == nil {
+				gr = &treeGroup{Kind: k.Kind, Phases: map[converge.Phase]int{}}
+				byKind[k.Kind] = gr
+				n.Groups = append(n.Groups, gr)
+			}
+			gr.Count++
+			gr.Phases[k.Phase]++
+		}
+		sort.Slice(n.Groups, func(i, j int) bool { return n.Groups[i].Kind < n.Groups[j].Kind })
+		return n, nil
+	}
+	next := depth - 1
 	for _, k := range kids {
-		kn, err := buildTree(rd, k, next)
+		if depth == 1 {
+			kn := &treeNode{ID: k.ID(), Version: k.KindVersion, Phase: k.Phase, Reason: k.Reason}
+			consumes, _, err := rd.EdgesOf(kn.ID)
+			if err != nil {
+				return nil, err
+			}
+			for _, e := range consumes {
+				kn.DependsOn = append(kn.DependsOn, e.Producer)
+			}
+			n.Children = append(n.Children, kn)
+			continue
+		}
+		kn, err := buildSubtree(rd, k, max(next, 0), group)
 		if err != nil {
 			return nil, err
 		}
@@ -102,6 +163,32 @@ func printTree(w io.Writer, n *treeNode, prefix string, last, top bool) {
 	}
 	fmt.Fprintln(w, line)
 	for i, k := range n.Children {
-		printTree(w, k, prefix+indent, i == len(n.Children)-1, false)
+		printTree(w, k, prefix+indent, i == len(n.Children)-1 && len(n.Groups) == 0, false)
 	}
+	for i, gr := range n.Groups {
+		branch := "├── "
+		if i == len(n.Groups)-1 {
+			branch = "└── "
+		}
+		fmt.Fprintf(w, "%s%s%s × %d: %s\n", prefix+indent, branch, gr.Kind, gr.Count, phaseCounts(gr.Phases))
+	}
+}
+
+// phaseCounts renders phase counts as "3 Ready, 1 Failed", most first.
+func phaseCounts(m map[converge.Phase]int) string {
+	ps := make([]converge.Phase, 0, len(m))
+	for p := range m {
+		ps = append(ps, p)
+	}
+	sort.Slice(ps, func(i, j int) bool {
+		if m[ps[i]] != m[ps[j]] {
+			return m[ps[i]] > m[ps[j]]
+		}
+		return ps[i] < ps[j]
+	})
+	parts := make([]string, len(ps))
+	for i, p := range ps {
+		parts[i] = fmt.Sprintf("%d %s", m[p], p)
+	}
+	return strings.Join(parts, ", ")
 }

@@ -30,6 +30,7 @@ type Reader interface {
 	ChildCount(owner converge.ID) (int, error)
 	EdgesOf(id converge.ID) (consumes, producedFor []converge.Edge, err error)
 	Events(resource converge.ID, limit int) ([]converge.Event, error)
+	Kinds() ([]*converge.Kind, error)
 }
 
 // Loader is implemented by a Reader that can return the whole state
@@ -145,6 +146,10 @@ func Handler(rd Reader, ctl Controller) http.Handler {
 		limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
 		evs, err := rd.Events(id(r), limit)
 		reply(w, evs, err)
+	})
+	mux.HandleFunc("GET /v1/kinds", func(w http.ResponseWriter, r *http.Request) {
+		ks, err := rd.Kinds()
+		reply(w, ks, err)
 	})
 	mux.HandleFunc("GET /v1/snapshot", func(w http.ResponseWriter, r *http.Request) {
 		l, ok := rd.(Loader)
@@ -321,6 +326,12 @@ func (c *Client) Resources(f state.Filter) ([]*converge.Resource, error) {
 		}
 	}
 	return rs, nil
+}
+
+// Kinds implements Reader.
+func (c *Client) Kinds() ([]*converge.Kind, error) {
+	var ks []*converge.Kind
+	return ks, c.call(context.Background(), "GET", "/v1/kinds", nil, nil, &ks)
 }
 
 // Children implements Reader.

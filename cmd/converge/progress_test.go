@@ -1,0 +1,79 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/scheduler"
+)
+
+// A progress line shows a rate and an ETA while the counts move, and
+// says "stalled" once they have stood still for a while, instead of a
+// rate and an ETA that promise progress nobody makes.
+func TestProgressSaysStalled(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	p := &progress{w: io.Discard, last: t0, moved: t0}
+	at := func(ready int, rate float64, d time.Duration) string {
+		return p.line(scheduler.Progress{Counts: converge.Counts{Total: 10, Ready: ready, Pending: 10 - ready}, Rate: rate}, t0.Add(d))
+	}
+	if got := at(2, 4, time.Second); !strings.Contains(got, "4/s | ETA 2s") {
+		t.Errorf("moving: %q, want a rate and an ETA", got)
+	}
+	if got := at(2, 3, 4*time.Second); !strings.Contains(got, "3/s") {
+		t.Errorf("still for 3s: %q, want the rate still", got)
+	}
+	if got := at(2, 2, 7*time.Second); !strings.Contains(got, "stalled for 6s") || strings.Contains(got, "ETA") {
+		t.Errorf("still for 6s: %q, want \"stalled for 6s\" and no ETA", got)
+	}
+	if got := at(3, 1, 8*time.Second); strings.Contains(got, "stalled") {
+		t.Errorf("moved again: %q, want no \"stalled\"", got)
+	}
+}
+
+// A stuck verdict names at most maxIDs resources, grouped by reason with
+// counts, and a group of one on one line as before.
+func TestPrintProblemGroups(t *testing.T) {
+	ids := func(prefix string, n int) []converge.ID {
+		var out []converge.ID
+		for i := range n {
+			out = append(out, converge.ID(fmt.Sprintf("%s-%d", prefix, i)))
+		}
+		return out
+	}
+	groups := []scheduler.ProblemGroup{
+		{Phase: converge.PhaseFailed, Reason: "permanent: quota", Pattern: "permanent: quota", Count: 1, IDs: ids("vpc/a", 1)},
+		{Phase: converge.PhasePending, Reason: "waiting for vpc/a-0", Pattern: "waiting for vpc/…", Count: 500, IDs: ids("route/a", 3)},
+		{Phase: converge.PhasePending, Reason: "waiting for route/a-0", Pattern: "waiting for route/…", Count: 7, IDs: ids("x/a", 3)},
+	}
+	var b strings.Builder
+	printProblemGroups(&b, groups, 3)
+	want := `  vpc/a-0 Failed: permanent: quota
+  500 Pending: waiting for vpc/…
+    route/a-0, route/a-1 (+498 more)
+  7 Pending: waiting for route/…
+    x/a-0 (+6 more)
+`
+	if got := b.String(); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+// Every command's help shows an example a user can copy.
+func TestEveryCommandHasExample(t *testing.T) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if !c.Hidden && c.Name() != "__complete" && c.Name() != "__completeNoDesc" && strings.TrimSpace(c.Example) == "" {
+			t.Errorf("%s: no Example", c.CommandPath())
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRootCommand())
+}
