@@ -133,7 +133,7 @@ func runPlan(ctx context.Context, out, errOut io.Writer, g *globals, rev, output
 		v.Breaking = lint(snap.Kinds, d.Kinds, nil, pass.Tree)
 	}
 	if output != "table" {
-		if err := writeData(out, output, v); err != nil {
+		if err := writeData(out, output, v.data()); err != nil {
 			return err
 		}
 	} else {
@@ -304,4 +304,62 @@ func planComposer(ctx context.Context, admin *stateapi.Client, src *gitsync.Sour
 		os.RemoveAll(tmp)
 	}
 	return scheduler.DryRunner(srv), stop, nil
+}
+
+// planItemData is a plan item as plan -o json|yaml prints it: stable
+// snake_case keys, kind versions as "kind/vN" (null when not set).
+type planItemData struct {
+	ID     converge.ID `json:"id"`
+	From   *string     `json:"from"`
+	To     *string     `json:"to"`
+	Fields []string    `json:"fields"`
+	Reason string      `json:"reason,omitempty"`
+}
+
+// planData is planView with every list [] rather than null.
+type planData struct {
+	Revision    string             `json:"revision"`
+	Create      []planItemData     `json:"create"`
+	Update      []planItemData     `json:"update"`
+	Flip        []planItemData     `json:"flip"`
+	Delete      []planItemData     `json:"delete"`
+	Refused     []planItemData     `json:"refused"`
+	Prune       []planItemData     `json:"prune"`
+	Unanswered  []planItemData     `json:"unanswered"`
+	Definitions []string           `json:"definitions"`
+	TornDown    int                `json:"torn_down"`
+	Total       int                `json:"total"`
+	Held        string             `json:"held,omitempty"`
+	Breaking    []converge.Finding `json:"breaking"`
+}
+
+func (v planView) data() planData {
+	items := func(its []scheduler.PlanItem) []planItemData {
+		out := make([]planItemData, len(its))
+		for i, it := range its {
+			ref := func(r converge.KindRef) *string {
+				if r.Kind == "" {
+					return nil
+				}
+				s := r.String()
+				return &s
+			}
+			fields := it.Fields
+			if fields == nil {
+				fields = []string{}
+			}
+			out[i] = planItemData{ID: it.ID, From: ref(it.From), To: ref(it.To), Fields: fields, Reason: it.Reason}
+		}
+		return out
+	}
+	defs, breaking := v.Definitions, v.Breaking
+	if defs == nil {
+		defs = []string{}
+	}
+	if breaking == nil {
+		breaking = []converge.Finding{}
+	}
+	return planData{Revision: v.Revision, Create: items(v.Create), Update: items(v.Update), Flip: items(v.Flip),
+		Delete: items(v.Delete), Refused: items(v.Refused), Prune: items(v.Prune), Unanswered: items(v.Unanswered),
+		Definitions: defs, TornDown: v.TornDown, Total: v.Total, Held: v.Held, Breaking: breaking}
 }
