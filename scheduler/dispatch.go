@@ -465,6 +465,7 @@ func (s *Scheduler) onResult(res *converge.Result) {
 	delete(s.tasks, res.TaskID)
 	s.release(rec)
 	s.completed++
+	res.Message = s.scrubMessage(rec, res.Message)
 	switch rec.kind {
 	case taskReact:
 		s.deliveryResult(rec, res)

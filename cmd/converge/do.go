@@ -80,9 +80,14 @@ func runDo(ctx context.Context, out, errOut io.Writer, g *globals, id converge.I
 		return err
 	}
 	defer done()
-	if _, err := rd.Resource(id); errors.Is(err, converge.ErrNotFound) {
+	r, err := rd.Resource(id)
+	if errors.Is(err, converge.ErrNotFound) {
 		return failed("resource %s not found", id)
 	} else if err != nil {
+		return err
+	}
+	x, err := newRedactor(rd)
+	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
@@ -111,7 +116,7 @@ func runDo(ctx context.Context, out, errOut io.Writer, g *globals, id converge.I
 		fmt.Fprintln(out, res.Message)
 	}
 	if len(res.Status) > 0 {
-		fmt.Fprintf(out, "status: %s\n", res.Status)
+		fmt.Fprintf(out, "status: %s\n", x.status(r, res.Status))
 	}
 	return nil
 }

@@ -40,9 +40,13 @@ func newListCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			x, err := newRedactor(rd)
+			if err != nil {
+				return err
+			}
 			views := make([]resourceView, 0, len(rs))
 			for _, r := range rs {
-				v := viewOf(r)
+				v := x.view(r)
 				if !all {
 					n, err := rd.ChildCount(r.ID())
 					if err != nil {

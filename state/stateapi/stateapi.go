@@ -45,6 +45,14 @@ type Sourcer interface {
 	Source() (*converge.AppliedSource, error)
 }
 
+// Definer is implemented by a Reader that holds the kinds and provider
+// configs (*state.Store), for redacting secret fields from what the read
+// commands print.
+type Definer interface {
+	Kinds() ([]*converge.Kind, error)
+	Configs() ([]*converge.ProviderConfig, error)
+}
+
 // Revisioner is implemented by a Reader that keeps the verdicts of the
 // revisions it saw (*state.Store), for `converge status BRANCH@dirty`.
 type Revisioner interface {
@@ -154,6 +162,24 @@ func Handler(rd Reader, ctl Controller) http.Handler {
 		}
 		snap, err := l.Load()
 		reply(w, snap, err)
+	})
+	mux.HandleFunc("GET /v1/kinds", func(w http.ResponseWriter, r *http.Request) {
+		d, ok := rd.(Definer)
+		if !ok {
+			reply(w, nil, errors.New("this daemon does not serve kinds"))
+			return
+		}
+		ks, err := d.Kinds()
+		reply(w, ks, err)
+	})
+	mux.HandleFunc("GET /v1/configs", func(w http.ResponseWriter, r *http.Request) {
+		d, ok := rd.(Definer)
+		if !ok {
+			reply(w, nil, errors.New("this daemon does not serve provider configs"))
+			return
+		}
+		cs, err := d.Configs()
+		reply(w, cs, err)
 	})
 	mux.HandleFunc("GET /v1/source", func(w http.ResponseWriter, r *http.Request) {
 		sr, ok := rd.(Sourcer)
@@ -346,6 +372,18 @@ func (c *Client) EdgesOf(id converge.ID) ([]converge.Edge, []converge.Edge, erro
 func (c *Client) Events(resource converge.ID, limit int) ([]converge.Event, error) {
 	var evs []converge.Event
 	return evs, c.call(context.Background(), "GET", "/v1/events", url.Values{"id": {string(resource)}, "limit": {strconv.Itoa(limit)}}, nil, &evs)
+}
+
+// Kinds returns the daemon's stored kinds.
+func (c *Client) Kinds() ([]*converge.Kind, error) {
+	var ks []*converge.Kind
+	return ks, c.call(context.Background(), "GET", "/v1/kinds", url.Values{}, nil, &ks)
+}
+
+// Configs returns the daemon's stored provider configs.
+func (c *Client) Configs() ([]*converge.ProviderConfig, error) {
+	var cs []*converge.ProviderConfig
+	return cs, c.call(context.Background(), "GET", "/v1/configs", url.Values{}, nil, &cs)
 }
 
 // Snapshot returns the daemon's whole stored state.
