@@ -214,7 +214,11 @@ type Scheduler struct {
 	flowLists map[string][]converge.ValueFlow
 	flowKey   []byte
 
-	kinds      map[converge.KindRef]*converge.Kind
+	kinds map[converge.KindRef]*converge.Kind
+	// secrets caches which kinds have secret fields and the provider
+	// configs' secret values (secret.go); nil when kinds or configs
+	// changed since.
+	secrets    *secretCache
 	retiring   map[converge.KindRef]bool
 	configs    map[string]*converge.ProviderConfig
 	defaults   map[converge.KindRef]*converge.ProviderConfig
@@ -830,6 +834,7 @@ func fmtDelay(d time.Duration) string {
 }
 
 func (s *Scheduler) event(id converge.ID, typ, msg string) {
+	msg = s.scrubMessage(id, "", msg)
 	s.eventSeq++
 	s.events = append(s.events, converge.Event{Seq: s.eventSeq, Time: s.now, Resource: id, Type: typ, Message: msg})
 	s.armFlush()

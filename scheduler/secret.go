@@ -1,24 +1,57 @@
 package scheduler
 
-import "github.com/convergehq/converge"
+import (
+	"slices"
 
-// scrubMessage removes the secret values a worker's result message may
-// repeat (a password in an error, a provider config's bucket) before it
-// becomes a reason, an event or a delivery's error: the values at the
-// secret paths of the task's resource (spec, status, provider config),
-// of a delivery's subject, and of every provider config. Kinds declare
-// their secret fields (converge.Kind.Secret); with none, msg is returned
-// as is without looking.
-func (s *Scheduler) scrubMessage(rec *taskRec, msg string) string {
+	"github.com/convergehq/converge"
+)
+
+// secretCache is what scrubMessage needs to know of the kinds and
+// provider configs, computed once after each change of either.
+type secretCache struct {
+	any        bool     // some kind has secret fields
+	configVals []string // every provider config's secret values
+}
+
+// secretInfo returns the cache, computing it if kinds or configs changed.
+func (s *Scheduler) secretInfo() *secretCache {
+	if s.secrets != nil {
+		return s.secrets
+	}
+	c := &secretCache{}
+	for _, k := range s.kinds {
+		if len(k.Secret) > 0 {
+			c.any = true
+			break
+		}
+	}
+	if c.any {
+		for _, pc := range s.configs {
+			if k := s.kinds[pc.Ref()]; k != nil && len(k.Secret) > 0 {
+				c.configVals = append(c.configVals, converge.SecretValues(pc.Config, k.SecretPaths().Config)...)
+			}
+		}
+	}
+	s.secrets = c
+	return c
+}
+
+// scrubMessage removes the secret values a message may repeat (a worker's
+// error quoting a password, a status refused for a provider config's
+// bucket) before it becomes a reason, an event or a delivery's error:
+// the values at the secret paths of resource id (spec, status, provider
+// config), of the subject of the delivery with key (if any), and of every
+// provider config. Kinds declare their secret fields
+// (converge.Kind.Secret); with none, msg is returned as is.
+func (s *Scheduler) scrubMessage(id converge.ID, key, msg string) string {
 	if msg == "" {
 		return msg
 	}
-	var vals []string
-	for _, c := range s.configs {
-		if k := s.kinds[c.Ref()]; k != nil && len(k.Secret) > 0 {
-			vals = append(vals, converge.SecretValues(c.Config, k.SecretPaths().Config)...)
-		}
+	c := s.secretInfo()
+	if !c.any {
+		return msg
 	}
+	vals := slices.Clip(c.configVals)
 	add := func(id converge.ID) {
 		n := s.nodes[id]
 		if n == nil {
@@ -28,9 +61,9 @@ func (s *Scheduler) scrubMessage(rec *taskRec, msg string) string {
 			vals = append(vals, converge.ResourceSecrets(k, n.r, s.resolveConfig(n.r))...)
 		}
 	}
-	add(rec.id)
-	if rec.key != "" {
-		if d := s.deliveries[rec.key]; d != nil {
+	add(id)
+	if key != "" {
+		if d := s.deliveries[key]; d != nil {
 			add(d.Subject.Resource)
 		}
 	}

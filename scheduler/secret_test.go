@@ -22,6 +22,10 @@ func TestWorkerMessageSecretsScrubbed(t *testing.T) {
 		Secret: []string{"spec.password", "config.bucket"}}
 	var tries atomic.Int32
 	h := func(tk *converge.Task) *converge.Result {
+		if tk.Name == "echo" {
+			// A status that echoes the config's secret bucket, refused.
+			return &converge.Result{Outcome: converge.OutcomeOK, Status: json.RawMessage(`{"conn_id":"NOT-` + bucket + `"}`)}
+		}
 		msg := fmt.Sprintf("cannot log in with %q to %s", pw, bucket)
 		if tries.Add(1) == 1 {
 			return &converge.Result{Outcome: converge.OutcomeTransient, Message: msg}
@@ -36,7 +40,8 @@ func TestWorkerMessageSecretsScrubbed(t *testing.T) {
 		Configs: []*converge.ProviderConfig{{Name: "db-default", Kind: "db", KindVersion: 1, IsDefault: true,
 			Config: json.RawMessage(`{"bucket":"` + bucket + `"}`)}},
 		Resources: []*converge.Resource{{Kind: "db", KindVersion: 1, Name: "main", Origin: converge.OriginGit,
-			Declared: json.RawMessage(`{"user":"u","password":"` + pw + `"}`)}},
+			Declared: json.RawMessage(`{"user":"u","password":"` + pw + `"}`)},
+			{Kind: "db", KindVersion: 1, Name: "echo", Origin: converge.OriginGit, Declared: json.RawMessage(`{"user":"e"}`)}},
 	}, validatorFunc(func(converge.KindRef, json.RawMessage) error { return nil }))
 	hs.waitSettled(scheduler.Stuck, 10*time.Second)
 	hs.flush()
@@ -44,8 +49,12 @@ func TestWorkerMessageSecretsScrubbed(t *testing.T) {
 	if r == nil || r.Phase != converge.PhaseFailed {
 		t.Fatalf("db/main = %+v, want Failed", r)
 	}
+	echo := store.get("db/echo")
+	if echo == nil || !strings.HasPrefix(echo.Reason, "permanent: worker result refused: status.conn_id: invalid value") {
+		t.Fatalf("db/echo = %+v, want its status refused", echo)
+	}
 	var texts []string
-	texts = append(texts, r.Reason, r.LastError)
+	texts = append(texts, r.Reason, r.LastError, echo.Reason, echo.LastError)
 	for _, e := range store.eventsOf("") {
 		texts = append(texts, e.Type+": "+e.Message)
 	}
