@@ -214,11 +214,7 @@ type Scheduler struct {
 	flowLists map[string][]converge.ValueFlow
 	flowKey   []byte
 
-	kinds map[converge.KindRef]*converge.Kind
-	// secrets caches which kinds have secret fields and the provider
-	// configs' secret values (secret.go); nil when kinds or configs
-	// changed since.
-	secrets    *secretCache
+	kinds      map[converge.KindRef]*converge.Kind
 	retiring   map[converge.KindRef]bool
 	configs    map[string]*converge.ProviderConfig
 	defaults   map[converge.KindRef]*converge.ProviderConfig
@@ -226,6 +222,10 @@ type Scheduler struct {
 	byKind     map[string][]*converge.Binding
 	deliveries map[string]*converge.Delivery
 	applied    *converge.Revision
+	// secrets caches which kinds have secret fields and the provider
+	// configs' secret values (secret.go); nil when kinds or configs
+	// changed since.
+	secrets *secretCache
 
 	// fired is the dedup of done deliveries (deliveries holds owed ones):
 	// the generation of the done delivery kept per binding, subject uid
