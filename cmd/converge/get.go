@@ -29,7 +29,10 @@ func newGetCommand(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				v := x.view(r)
+				v, err := x.viewWithEdges(rd, r)
+				if err != nil {
+					return err
+				}
 				if output != "table" {
 					return writeData(c.OutOrStdout(), output, v)
 				}

@@ -46,7 +46,12 @@ func newListCommand(g *globals) *cobra.Command {
 			}
 			views := make([]resourceView, 0, len(rs))
 			for _, r := range rs {
-				v := x.view(r)
+				v := x.view(r, nil)
+				if output != "table" && x.flowsMatter(r) {
+					if v, err = x.viewWithEdges(rd, r); err != nil {
+						return err
+					}
+				}
 				if !all {
 					n, err := rd.ChildCount(r.ID())
 					if err != nil {

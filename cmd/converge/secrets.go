@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"strings"
 
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/state/stateapi"
@@ -17,6 +19,9 @@ type redactor struct {
 	configs    map[string]*converge.ProviderConfig
 	defaults   map[converge.KindRef]*converge.ProviderConfig
 	configVals []string // every provider config's secret values
+	// statusByName are the secret status paths of each kind name, the
+	// union over its versions: what a flow may copy from a producer.
+	statusByName map[string][][]string
 }
 
 // newRedactor reads the kinds and provider configs of rd (the store, or
@@ -32,9 +37,11 @@ func newRedactor(rd any) (*redactor, error) {
 	if err != nil {
 		return nil, err
 	}
+	x.statusByName = map[string][][]string{}
 	for _, k := range ks {
 		if len(k.Secret) > 0 {
 			x.kinds[k.Ref()] = k
+			x.statusByName[k.Name] = append(x.statusByName[k.Name], k.SecretPaths().Status...)
 		}
 	}
 	if len(x.kinds) == 0 {
@@ -70,11 +77,55 @@ func (x *redactor) config(r *converge.Resource) json.RawMessage {
 	return nil
 }
 
-// view is viewOf with r's secrets hidden.
-func (x *redactor) view(r *converge.Resource) resourceView {
+// flowPaths returns the fields of consumes' consumer's spec that a value
+// flow fills from a producer's secret status field.
+func (x *redactor) flowPaths(consumes []converge.Edge) [][]string {
+	var out [][]string
+	for _, e := range consumes {
+		ps := x.statusByName[e.Producer.Kind()]
+		if len(ps) == 0 {
+			continue
+		}
+		for _, f := range e.Flows {
+			if converge.UnderSecret(strings.Split(f.From, "."), ps) {
+				out = append(out, strings.Split(f.To, "."))
+			}
+		}
+	}
+	return out
+}
+
+// flowsMatter reports whether r's spec may hold a value a flow copied
+// from a producer's secret status field: some kind has one, and r's spec
+// is not its declared spec (flows filled something in).
+func (x *redactor) flowsMatter(r *converge.Resource) bool {
+	return len(x.statusByName) > 0 && !bytes.Equal(r.Spec, r.Declared)
+}
+
+// viewWithEdges is view, also hiding the spec fields a value flow fills
+// from a producer's secret status field (rd's edges of r).
+func (x *redactor) viewWithEdges(rd reader, r *converge.Resource) (resourceView, error) {
+	if len(x.statusByName) == 0 {
+		return x.view(r, nil), nil
+	}
+	consumes, _, err := rd.EdgesOf(r.ID())
+	if err != nil {
+		return resourceView{}, err
+	}
+	return x.view(r, x.flowPaths(consumes)), nil
+}
+
+// view is viewOf with r's secrets hidden, and the spec fields at flows
+// (flowPaths).
+func (x *redactor) view(r *converge.Resource, flows [][]string) resourceView {
 	v := viewOf(r)
 	k := x.kinds[r.Ref()]
 	vals := x.configVals
+	if len(flows) > 0 {
+		var found []string
+		v.Spec, found = converge.RedactJSON(v.Spec, flows)
+		vals = append(found, vals...)
+	}
 	if k != nil {
 		vals = append(converge.ResourceSecrets(k, r, x.config(r)), vals...)
 		p := k.SecretPaths()

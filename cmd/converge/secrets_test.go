@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/convergehq/converge/state"
 	"github.com/convergehq/converge/sync/forge/forgetest"
 	"github.com/convergehq/converge/sync/gittest"
 
@@ -120,6 +122,16 @@ func TestSecretsNeverShown(t *testing.T) {
 	}
 	write("configs/vpc.yaml", strings.Replace(string(cfg), old, "flow_logs_bucket: "+plantedBucket+"\n  default_region: eu-west-1", 1))
 	write("kinds/vpc-v2.cue", secretVPCKind)
+	// An account's id is secret too: a value flow copies it into its
+	// vpc's spec, whose field is not marked.
+	acct, err := os.ReadFile(filepath.Join(repo, "kinds", "account.cue"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if old := `status: account_id?: =~"^.{12}$"`; !bytes.Contains(acct, []byte(old)) {
+		t.Fatalf("kinds/account.cue changed: no %q", old)
+	}
+	write("kinds/account.cue", strings.Replace(string(acct), `status: account_id?: =~"^.{12}$"`, `status: account_id?: =~"^.{12}$" @converge(secret)`, 1))
 	write("resources/vpc-v2.cue", secretVPC(plantedPassword))
 	c1 := commit("a secret password and bucket")
 
@@ -218,6 +230,7 @@ func TestSecretsNeverShown(t *testing.T) {
 		run("get (daemon) -o "+o, false, "get", "vpc/sample-vpc-v2", "-o", o)
 	}
 	run("list (daemon)", false, "list", "--all", "-o", "json")
+	run("get vpc (daemon)", false, "get", "vpc/fd-00-team-000", "-o", "json")
 	run("events (daemon)", false, "events", "-o", "json")
 	run("tree (daemon)", false, "tree", "vpc/sample-vpc-v2")
 	live := crawl(t, "http://"+addr+"/")
@@ -241,6 +254,10 @@ func TestSecretsNeverShown(t *testing.T) {
 		run("get -o "+o, false, "get", "vpc/sample-vpc-v2", "-o", o)
 	}
 	run("events", false, "events")
+	run("list", false, "list", "--all", "-o", "yaml")
+	if out := run("get vpc", false, "get", "vpc/fd-00-team-000", "-o", "json"); !strings.Contains(out, `"account_id": "(secret)"`) {
+		t.Errorf("get of a vpc does not hide the account id flowed into its spec:\n%s", out)
+	}
 	run("events vpc", false, "events", "vpc/sample-vpc-v2", "-o", "json")
 	for i, h := range []string{c1, c2, c3} {
 		run(fmt.Sprintf("status c%d", i+1), i > 0, "status", "-o", "json", h)
@@ -264,6 +281,25 @@ func TestSecretsNeverShown(t *testing.T) {
 	}
 
 	planted := []string{plantedPassword, plantedBad, plantedBadServe, plantedBucket, plantedWebhook, plantedToken}
+	// The account ids the workers made, from the store itself.
+	st, err := state.Open(stateDir, state.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	accounts, err := st.Resources(state.Filter{Kind: "account"})
+	st.Close()
+	if err != nil || len(accounts) < 2 {
+		t.Fatalf("accounts: %v, %v", accounts, err)
+	}
+	for _, a := range accounts {
+		var s struct {
+			AccountID string `json:"account_id"`
+		}
+		if err := json.Unmarshal(a.Status, &s); err != nil || len(s.AccountID) != 12 {
+			t.Fatalf("account %s status %s: %v", a.ID(), a.Status, err)
+		}
+		planted = append(planted, s.AccountID)
+	}
 	for name, text := range outputs {
 		for _, s := range planted {
 			if i := strings.Index(text, s); i >= 0 {
