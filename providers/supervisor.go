@@ -33,10 +33,10 @@ type SupervisorOptions struct {
 	Stdout, Stderr io.Writer
 	// ExtraEnv is added to every worker's environment (KEY=VALUE).
 	ExtraEnv []string
-	// Environ is the environment the workers' is taken from (default
-	// os.Environ()): only the variables BaseWorkerEnv, PassEnv and the
-	// patterns of its CONVERGE_WORKER_ENV name are passed on
-	// (WorkerEnv).
+	// Environ is the environment the workers' environments are taken
+	// from (default os.Environ()): only the variables BaseWorkerEnv,
+	// PassEnv and the patterns of its own CONVERGE_WORKER_ENV name are
+	// passed on (WorkerEnv).
 	Environ []string
 	// PassEnv are more names and NAME_* prefixes of Environ to pass to
 	// every worker.
