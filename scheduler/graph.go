@@ -194,7 +194,7 @@ func (s *Scheduler) resyncInterval(n *node) time.Duration {
 
 // load builds the in-memory graph from a snapshot.
 func (s *Scheduler) load(snap *converge.Snapshot) {
-	var overdue []*node // Ready rows whose resync came due while no process ran
+	var overdue []*node                // Ready rows whose resync came due while no process ran
 	defer func() { s.secrets = nil }() // kinds and configs loaded: secretInfo computes again
 	for _, k := range snap.Kinds {
 		s.kinds[k.Ref()] = k
