@@ -194,8 +194,9 @@ func (s *Scheduler) resyncInterval(n *node) time.Duration {
 
 // load builds the in-memory graph from a snapshot.
 func (s *Scheduler) load(snap *converge.Snapshot) {
-	var overdue []*node                // Ready rows whose resync came due while no process ran
-	defer func() { s.secrets = nil }() // kinds and configs loaded: secretInfo computes again
+	// Kinds and configs are loaded: secretInfo computes again.
+	defer func() { s.secrets = nil }()
+	var overdue []*node // Ready rows whose resync came due while no process ran
 	for _, k := range snap.Kinds {
 		s.kinds[k.Ref()] = k
 	}
