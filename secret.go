@@ -220,7 +220,7 @@ func secretLeaves(v any, found *[]string) {
 // is replaced only where it stands alone, not inside a longer word or
 // number: "5" in "key:5}" but not in "25 errors".
 func Scrub(s string, values []string, min int) string {
-	if len(values) == 0 || s == "" {
+	if len(values) == 0 || s == "" || !holdsAny(s, values, min) {
 		return s
 	}
 	var long, short []string
@@ -255,6 +255,24 @@ func Scrub(s string, values []string, min int) string {
 		s = replaceWord(s, f)
 	}
 	return s
+}
+
+// holdsAny reports whether s holds one of values (at least min bytes),
+// plain or JSON-escaped: the cheap test before building a replacer.
+func holdsAny(s string, values []string, min int) bool {
+	for _, v := range values {
+		if len(v) < min || v == "" {
+			continue
+		}
+		if strings.Contains(s, v) {
+			return true
+		}
+		if q, _ := json.Marshal(v); !strings.Contains(s, string(q[1:len(q)-1])) {
+			continue
+		}
+		return true
+	}
+	return false
 }
 
 // replaceWord replaces each occurrence of w in s that no letter, digit or

@@ -834,7 +834,9 @@ func fmtDelay(d time.Duration) string {
 }
 
 func (s *Scheduler) event(id converge.ID, typ, msg string) {
-	msg = s.scrubMessage(id, "", msg)
+	if !ownWords[typ] {
+		msg = s.scrubMessage(id, "", msg)
+	}
 	s.eventSeq++
 	s.events = append(s.events, converge.Event{Seq: s.eventSeq, Time: s.now, Resource: id, Type: typ, Message: msg})
 	s.armFlush()

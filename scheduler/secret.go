@@ -6,6 +6,16 @@ import (
 	"github.com/convergehq/converge"
 )
 
+// ownWords are the event types whose messages converge makes of IDs,
+// sources, versions and counts alone: they cannot hold a secret, and a
+// big converge writes millions of them, so event does not scrub them.
+// Every other event's message (reasons, worker messages, refusals) is
+// scrubbed.
+var ownWords = map[string]bool{
+	"Created": true, "Ready": true, "Pending": true, "Composed": true, "Deleted": true, "Updated": true,
+	"Flipped": true, "ConfigChanged": true, "Recompose": true, "Transition": true, "Reacted": true,
+}
+
 // secretCache is what scrubMessage needs to know of the kinds and
 // provider configs, computed once after each change of either.
 type secretCache struct {
