@@ -113,8 +113,10 @@ type Kind struct {
 	SpecSchema   string `json:"spec_schema"`
 	StatusSchema string `json:"status_schema"`
 	ConfigSchema string `json:"config_schema"`
-	// Secret lists spec, status and config field paths (dotted) whose
-	// values are never written to the site, events or logs.
+	// Secret lists spec, status and config field paths (dotted,
+	// "spec.password", "config.bucket"; see SecretPaths) whose values
+	// converge never shows: the kind's explicit list plus every schema
+	// field marked @converge(secret) (cue.SecretList).
 	Secret []string `json:"secret,omitempty"`
 	// Source is "file:line" of the manifest in the repository.
 	Source string `json:"source,omitempty"`

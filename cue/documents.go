@@ -170,6 +170,7 @@ func (l *loader) kind(d *document, places map[converge.KindRef]*namedPlace) {
 		}
 		*srcs[part] = src
 	}
+	k.Secret = SecretList(k)
 	if !r.ok {
 		return
 	}
@@ -390,6 +391,9 @@ func (l *loader) validate(d *document, data cuelang.Value, key schemaKey, root, 
 		return nil, false
 	}
 	errs := check(sch, data)
+	if paths := l.schemas.secret[key]; len(errs) > 0 && len(paths) > 0 {
+		redactErrs(errs, cueSecretValues(data, paths), paths)
+	}
 	for _, e := range errs {
 		l.addf(d.file, l.errPos(d, data, e), joinPath(root, e.path), rule, "%s", e.msg)
 	}

@@ -471,6 +471,18 @@ func listPart(v cuelang.Value) cuelang.Value {
 func (w *walker) checkDefault(path []string, o, n cuelang.Value) bool {
 	od, oh := o.Default()
 	nd, nh := n.Default()
+	if w.secret(path) {
+		// A secret field's default is not shown (README, "Security").
+		switch {
+		case oh && !nh:
+			w.add(RuleDefaultChanged, path, "default %s is removed; documents that relied on it are refused or change meaning", converge.SecretText)
+			return true
+		case oh && nh && defaultText(od) != defaultText(nd):
+			w.add(RuleDefaultChanged, path, "default changed; documents that relied on it change meaning (the field is secret: its defaults are not shown)")
+			return true
+		}
+		return false
+	}
 	switch {
 	case oh && !nh:
 		w.add(RuleDefaultChanged, path, "default %s is removed; documents that relied on it are refused or change meaning", defaultText(od))
@@ -504,6 +516,10 @@ func (w *walker) compareLeaf(path []string, o, n cuelang.Value, elem bool) {
 		what := "constraint narrowed"
 		if elem {
 			what = "list element narrowed"
+		}
+		if w.secret(path) {
+			w.add(rule, path, "%s (the field is secret: its constraints are not shown)", what)
+			return
 		}
 		w.add(rule, path, "%s from %s to %s", what, shortText(o), shortText(n))
 	}

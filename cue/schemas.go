@@ -49,6 +49,9 @@ type Schemas struct {
 	// subset compileFast understands (fastcheck.go); data it accepts is
 	// valid without CUE.
 	fast map[schemaKey]*fastNode
+	// secret holds the secret field paths below each schema's root
+	// (secret.go), whose values no validation error shows.
+	secret map[schemaKey][][]string
 
 	pool chan *evaluator // idle evaluators; never blocks
 }
@@ -88,10 +91,11 @@ func Compile(kinds []*converge.Kind) (*Schemas, error) {
 
 func newSchemas() *Schemas {
 	return &Schemas{
-		kinds: map[converge.KindRef]*converge.Kind{},
-		files: map[schemaKey][]byte{},
-		fast:  map[schemaKey]*fastNode{},
-		pool:  make(chan *evaluator, 8),
+		kinds:  map[converge.KindRef]*converge.Kind{},
+		files:  map[schemaKey][]byte{},
+		fast:   map[schemaKey]*fastNode{},
+		secret: map[schemaKey][][]string{},
+		pool:   make(chan *evaluator, 8),
 	}
 }
 
@@ -123,6 +127,10 @@ func (s *Schemas) add(ev *evaluator, k *converge.Kind) error {
 		delete(s.fast, key)
 		if f := fast[key]; f != nil {
 			s.fast[key] = f
+		}
+		delete(s.secret, key)
+		if p := partPaths(k, key.part); len(p) > 0 {
+			s.secret[key] = p
 		}
 	}
 	s.kinds[ref] = k
@@ -302,12 +310,20 @@ func (s *Schemas) validateCUE(key schemaKey, data json.RawMessage) error {
 	// JSON as CUE and five times faster than CompileBytes
 	// (docs/BENCHMARKS.md); positions are not needed here.
 	v := ev.ctx.Encode(x)
+	paths := s.secret[key]
 	if err := v.Err(); err != nil {
-		return fmt.Errorf("%s: %s", key.part, strings.TrimSpace(cueerrors.Details(err, nil)))
+		msg := strings.TrimSpace(cueerrors.Details(err, nil))
+		if len(paths) > 0 {
+			msg = converge.Scrub(msg, converge.SecretValues(data, paths), converge.MinScrub)
+		}
+		return fmt.Errorf("%s: %s", key.part, msg)
 	}
 	errs := check(sch, v)
 	if len(errs) == 0 {
 		return nil
+	}
+	if len(paths) > 0 {
+		redactErrs(errs, converge.SecretValues(data, paths), paths)
 	}
 	msgs := make([]string, 0, len(errs))
 	for _, e := range errs {

@@ -53,7 +53,7 @@ func helperWorker() int {
 		Reconcile: func(ctx context.Context, r *sdk.Request) (any, error) {
 			return helperStatus{
 				Argv: os.Args, Pid: os.Getpid(), Name: os.Getenv(sdk.EnvWorkerName),
-				Extra: os.Getenv("EXTRA"), SpecEnv: os.Getenv("SPEC_ENV"),
+				Extra: os.Getenv("EXTRA"), SpecEnv: os.Getenv("SPEC_ENV"), Env: os.Environ(),
 			}, nil
 		}})
 	if err != nil {
@@ -69,6 +69,7 @@ type helperStatus struct {
 	Name    string   `json:"name"`
 	Extra   string   `json:"extra"`
 	SpecEnv string   `json:"spec_env"`
+	Env     []string `json:"env"` // the whole environment
 }
 
 // startServer serves s on a unix socket or on loopback TCP and returns the

@@ -48,8 +48,12 @@ const Protocol = 2
 type ServerOptions struct {
 	// Token is the bearer token every worker must present. An empty Token
 	// refuses every worker: there is no unauthenticated mode.
-	Token  string
-	Logger *slog.Logger
+	Token string
+	// LocalToken, if set, is accepted too: the token of the workers the
+	// control plane starts itself (SupervisorOptions.Token), so that they
+	// never learn Token, the one external workers share.
+	LocalToken string
+	Logger     *slog.Logger
 	// HeartbeatInterval is how often workers send heartbeats and the
 	// server pings them (default 2s).
 	HeartbeatInterval time.Duration
@@ -315,8 +319,15 @@ func (s *Server) signal() {
 	}
 }
 
-// authorized reports whether ctx carries the server's bearer token.
-func (s *Server) authorized(ctx context.Context) error { return checkToken(ctx, s.opts.Token) }
+// authorized reports whether ctx carries the server's bearer token, or
+// its local workers' one.
+func (s *Server) authorized(ctx context.Context) error {
+	err := checkToken(ctx, s.opts.Token)
+	if err != nil && s.opts.LocalToken != "" && checkToken(ctx, s.opts.LocalToken) == nil {
+		return nil
+	}
+	return err
+}
 
 // checkToken reports whether ctx carries the bearer token; an empty
 // token refuses every caller.

@@ -33,7 +33,18 @@ type SupervisorOptions struct {
 	Stdout, Stderr io.Writer
 	// ExtraEnv is added to every worker's environment (KEY=VALUE).
 	ExtraEnv []string
-	Logger   *slog.Logger
+	// Environ is the environment the workers' environments are taken
+	// from (default os.Environ()): only the variables BaseWorkerEnv,
+	// PassEnv and the patterns of its own CONVERGE_WORKER_ENV name are
+	// passed on (WorkerEnv).
+	Environ []string
+	// PassEnv are more names and NAME_* prefixes of Environ to pass to
+	// every worker.
+	PassEnv []string
+	// BuiltinEnv are names and prefixes of Environ passed to Builtin
+	// workers only: the knobs of the workers compiled into converge.
+	BuiltinEnv []string
+	Logger     *slog.Logger
 	// StopTimeout is how long Stop waits after SIGTERM before SIGKILL
 	// (default 5s).
 	StopTimeout time.Duration
@@ -82,8 +93,10 @@ const (
 // keeps them running until Stop or until ctx is done. A Builtin spec runs
 // `Self worker BUILTIN` with argv[0] "converge"; a Command spec runs that
 // argv, a relative path resolved against Dir. Each process gets the
-// parent's environment plus CONVERGE_ADDR, CONVERGE_TOKEN,
-// CONVERGE_WORKER_NAME=<name>-<i>, ExtraEnv and the spec's Env. It returns
+// allowed part of the parent's environment (WorkerEnv: BaseWorkerEnv, the
+// operator's CONVERGE_WORKER_ENV, PassEnv, and BuiltinEnv for a builtin)
+// plus CONVERGE_ADDR, CONVERGE_TOKEN, CONVERGE_WORKER_NAME=<name>-<i>,
+// ExtraEnv and the spec's Env. It returns
 // an error, starting nothing, if a spec is invalid; a process that fails to
 // start is retried like a crashed one.
 func StartWorkers(ctx context.Context, specs []converge.WorkerSpec, opts SupervisorOptions) (*Supervisor, error) {
@@ -101,6 +114,10 @@ func StartWorkers(ctx context.Context, specs []converge.WorkerSpec, opts Supervi
 	}
 	var procs []proc
 	seen := map[string]bool{}
+	environ := opts.Environ
+	if environ == nil {
+		environ = os.Environ()
+	}
 	for _, sp := range specs {
 		if sp.Name == "" {
 			return nil, errors.New("start workers: a worker has no name")
@@ -134,7 +151,11 @@ func StartWorkers(ctx context.Context, specs []converge.WorkerSpec, opts Supervi
 		default:
 			return nil, fmt.Errorf("start workers: worker %q: needs builtin or command", sp.Name)
 		}
-		env := append(os.Environ(), "CONVERGE_ADDR="+opts.Addr, "CONVERGE_TOKEN="+opts.Token)
+		allow := slices.Concat(BaseWorkerEnv, opts.PassEnv, passFrom(environ))
+		if sp.Builtin != "" {
+			allow = append(allow, opts.BuiltinEnv...)
+		}
+		env := append(WorkerEnv(environ, allow), "CONVERGE_ADDR="+opts.Addr, "CONVERGE_TOKEN="+opts.Token)
 		env = append(env, opts.ExtraEnv...)
 		for _, k := range slices.Sorted(maps.Keys(sp.Env)) {
 			env = append(env, k+"="+sp.Env[k])
@@ -151,6 +172,16 @@ func StartWorkers(ctx context.Context, specs []converge.WorkerSpec, opts Supervi
 		go s.keep(ctx, p.name, p.path, p.argv, p.env)
 	}
 	return s, nil
+}
+
+// passFrom returns the patterns environ's CONVERGE_WORKER_ENV names.
+func passFrom(environ []string) []string {
+	for i := len(environ) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(environ[i], EnvWorkerPass+"="); ok {
+			return ParseWorkerPass(v)
+		}
+	}
+	return nil
 }
 
 // keep runs one worker process, restarting it with backoff until ctx is

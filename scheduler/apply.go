@@ -362,6 +362,7 @@ func sourceOr(src string) string {
 
 // applyKinds replaces the kinds and returns the refs that changed.
 func (s *Scheduler) applyKinds(ks []*converge.Kind) map[converge.KindRef]bool {
+	defer func() { s.secrets = nil }() // secretInfo computes again
 	changed := make(map[converge.KindRef]bool)
 	want := make(map[converge.KindRef]bool, len(ks))
 	for _, k := range ks {
@@ -391,6 +392,7 @@ func (s *Scheduler) applyKinds(ks []*converge.Kind) map[converge.KindRef]bool {
 // applyConfigs replaces the provider configs and returns the previous
 // ones (by name, and defaults by KindRef).
 func (s *Scheduler) applyConfigs(cs []*converge.ProviderConfig) (map[string]*converge.ProviderConfig, map[converge.KindRef]*converge.ProviderConfig) {
+	defer func() { s.secrets = nil }() // secretInfo computes again
 	oldC := make(map[string]*converge.ProviderConfig, len(s.configs))
 	for k, v := range s.configs {
 		oldC[k] = v

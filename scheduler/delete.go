@@ -276,6 +276,7 @@ func (s *Scheduler) retireCheck(ref converge.KindRef) {
 	}
 	delete(s.retiring, ref)
 	delete(s.kinds, ref)
+	s.secrets = nil
 	s.refreshKind(s.refState(ref))
 	s.meta.DeletedKinds = append(s.meta.DeletedKinds, ref)
 	s.armFlush()

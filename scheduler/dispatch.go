@@ -408,6 +408,7 @@ func (s *Scheduler) dropTask(taskID string) {
 
 // failTransient schedules a retry of n's current task with backoff.
 func (s *Scheduler) failTransient(n *node, msg string) {
+	msg = s.scrubMessage(n.id, "", msg)
 	r := n.r
 	r.Attempts++
 	r.LastError = msg
@@ -434,6 +435,7 @@ func (s *Scheduler) failTransient(n *node, msg string) {
 
 // failPermanent stops n until its spec changes.
 func (s *Scheduler) failPermanent(n *node, msg string) {
+	msg = s.scrubMessage(n.id, "", msg)
 	r := n.r
 	r.Attempts++
 	r.LastError = msg
@@ -467,6 +469,7 @@ func (s *Scheduler) onResult(res *converge.Result) {
 	delete(s.tasks, res.TaskID)
 	s.release(rec)
 	s.completed++
+	res.Message = s.scrubMessage(rec.id, rec.key, res.Message)
 	switch rec.kind {
 	case taskReact:
 		s.deliveryResult(rec, res)

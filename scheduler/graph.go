@@ -204,6 +204,8 @@ func (s *Scheduler) resyncInterval(n *node) time.Duration {
 
 // load builds the in-memory graph from a snapshot.
 func (s *Scheduler) load(snap *converge.Snapshot) {
+	// Kinds and configs are loaded: secretInfo computes again.
+	defer func() { s.secrets = nil }()
 	var overdue []*node // Ready rows whose resync came due while no process ran
 	for _, k := range snap.Kinds {
 		s.kinds[k.Ref()] = k

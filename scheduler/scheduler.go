@@ -227,6 +227,10 @@ type Scheduler struct {
 	byKind     map[string][]*converge.Binding
 	deliveries map[string]*converge.Delivery
 	applied    *converge.Revision
+	// secrets caches which kinds have secret fields and the provider
+	// configs' secret values (secret.go); nil when kinds or configs
+	// changed since.
+	secrets *secretCache
 
 	// fired is the dedup of done deliveries (deliveries holds owed ones):
 	// the generation of the done delivery kept per binding, subject uid
@@ -840,6 +844,9 @@ func fmtDelay(d time.Duration) string {
 }
 
 func (s *Scheduler) event(id converge.ID, typ, msg string) {
+	if !ownWords[typ] {
+		msg = s.scrubMessage(id, "", msg)
+	}
 	s.eventSeq++
 	s.events = append(s.events, converge.Event{Seq: s.eventSeq, Time: s.now, Resource: id, Type: typ, Message: msg})
 	s.armFlush()

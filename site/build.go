@@ -137,6 +137,12 @@ func (b *Builder) build() (*Stats, error) {
 		return nil, fmt.Errorf("build site: %w", err)
 	}
 	m.secrets = secretsByKind(kinds)
+	if m.configVals, err = configSecrets(b.r, kinds); err != nil {
+		return nil, fmt.Errorf("build site: %w", err)
+	}
+	for _, v := range m.configVals {
+		m.secretVals[v]++
+	}
 	kindSet := make(map[string]bool)
 	for _, k := range kinds {
 		kindSet[k.Name] = true
@@ -492,6 +498,11 @@ func (b *Builder) Update(ids []converge.ID) (*Stats, error) {
 		return nil, fmt.Errorf("update site: %w", err)
 	}
 	if !reflect.DeepEqual(secretsByKind(kinds), m.secrets) {
+		return b.build()
+	}
+	if cv, err := configSecrets(b.r, kinds); err != nil {
+		return nil, fmt.Errorf("update site: %w", err)
+	} else if !slices.Equal(cv, m.configVals) {
 		return b.build()
 	}
 	newKinds := make(map[string]bool)

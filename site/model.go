@@ -45,7 +45,11 @@ type model struct {
 	kindNames   []string                        // kinds declared or in use, sorted
 	secrets     map[string]*secretPaths
 	secretVals  map[string]int // secret value → resources holding it
-	scrub       *strings.Replacer
+	// configVals are the provider configs' secret values (configSecrets),
+	// each counted once in secretVals: a worker may echo one into a
+	// status field that is not itself secret.
+	configVals []string
+	scrub      *strings.Replacer
 
 	// Filled by tally, then kept by adjust.
 	counts     converge.Counts

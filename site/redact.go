@@ -3,6 +3,7 @@ package site
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"sort"
 	"strings"
 
@@ -58,6 +59,40 @@ func secretsByKind(kinds []*converge.Kind) map[string]*secretPaths {
 	return out
 }
 
+// configSecrets returns the secret values of the provider configs r
+// holds (sorted, without duplicates), if r can list them
+// (*state.Store can): the values at each config's kind's "config."
+// secret paths.
+func configSecrets(r Reader, kinds []*converge.Kind) ([]string, error) {
+	lister, ok := r.(interface {
+		Configs() ([]*converge.ProviderConfig, error)
+	})
+	if !ok {
+		return nil, nil
+	}
+	byRef := make(map[converge.KindRef]*converge.Kind)
+	for _, k := range kinds {
+		if len(k.Secret) > 0 {
+			byRef[k.Ref()] = k
+		}
+	}
+	if len(byRef) == 0 {
+		return nil, nil
+	}
+	cs, err := lister.Configs()
+	if err != nil {
+		return nil, err
+	}
+	var vals []string
+	for _, c := range cs {
+		if k := byRef[c.Ref()]; k != nil {
+			vals = append(vals, converge.SecretValues(c.Config, k.SecretPaths().Config)...)
+		}
+	}
+	sort.Strings(vals)
+	return slices.Compact(vals), nil
+}
+
 // hasPath reports whether paths holds p.
 func hasPath(paths [][]string, p string) bool {
 	for _, q := range paths {
@@ -109,15 +144,16 @@ func redactAt(v any, path []string, found *[]string) any {
 		if len(path) == 0 {
 			break
 		}
-		child, ok := t[path[0]]
-		if !ok {
-			return v
-		}
-		if len(path) == 1 {
-			collect(child, found)
-			t[path[0]] = secretText
-		} else {
-			t[path[0]] = redactAt(child, path[1:], found)
+		for k, child := range t {
+			if path[0] != "*" && path[0] != k {
+				continue
+			}
+			if len(path) == 1 {
+				collect(child, found)
+				t[k] = secretText
+			} else {
+				t[k] = redactAt(child, path[1:], found)
+			}
 		}
 	case []any:
 		for i := range t {

@@ -96,9 +96,14 @@ func runDo(ctx context.Context, out, errOut io.Writer, g *globals, id converge.I
 		return err
 	}
 	defer done()
-	if _, err := rd.Resource(id); errors.Is(err, converge.ErrNotFound) {
+	r, err := rd.Resource(id)
+	if errors.Is(err, converge.ErrNotFound) {
 		return notFound(rd, id)
 	} else if err != nil {
+		return err
+	}
+	x, err := newRedactor(rd)
+	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
@@ -123,9 +128,9 @@ func runDo(ctx context.Context, out, errOut io.Writer, g *globals, id converge.I
 		return failed("%s %s: %s: %s", id, verb, res.Outcome, res.Message)
 	}
 	if o.output != "table" {
-		st := res.Status
-		if len(st) == 0 {
-			st = json.RawMessage("null")
+		st := json.RawMessage("null")
+		if len(res.Status) > 0 {
+			st = x.status(r, res.Status)
 		}
 		return writeData(out, o.output, doReport{Resource: id, Verb: verb, Outcome: res.Outcome.String(), Message: res.Message,
 			Status: st, Seconds: time.Since(start).Seconds()})
@@ -135,7 +140,7 @@ func runDo(ctx context.Context, out, errOut io.Writer, g *globals, id converge.I
 		fmt.Fprintln(out, res.Message)
 	}
 	if len(res.Status) > 0 {
-		fmt.Fprintf(out, "status: %s\n", res.Status)
+		fmt.Fprintf(out, "status: %s\n", x.status(r, res.Status))
 	}
 	return nil
 }

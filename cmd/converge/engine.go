@@ -140,13 +140,17 @@ func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
 			e.close()
 		}
 	}()
-	e.token = o.token
-	if e.token == "" {
-		var b [16]byte
-		rand.Read(b[:]) // crypto/rand never fails (it crashes the program instead)
-		e.token = hex.EncodeToString(b[:])
+	// The workers this engine starts get a token of their own: the
+	// external workers' (o.token, $CONVERGE_WORKER_TOKEN) never reaches
+	// them.
+	var b [16]byte
+	rand.Read(b[:]) // crypto/rand never fails (it crashes the program instead)
+	e.token = hex.EncodeToString(b[:])
+	ext := o.token
+	if ext == "" {
+		ext = e.token
 	}
-	e.srv = providers.NewServer(providers.ServerOptions{Token: e.token, Logger: o.log, TLS: o.tls})
+	e.srv = providers.NewServer(providers.ServerOptions{Token: ext, LocalToken: e.token, Logger: o.log, TLS: o.tls})
 	sock := filepath.Join(o.stateDir, "worker.sock")
 	l, err := providers.ListenUnix(sock)
 	if err != nil {
@@ -209,7 +213,7 @@ func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
 		e.sup, err = providers.StartWorkers(ctx, o.workers, providers.SupervisorOptions{
 			Addr: "unix://" + sock, Token: e.token, Dir: o.repoDir, Self: self,
 			Stdout: o.workerOut, Stderr: o.workerOut, Logger: o.log,
-			ExtraEnv: []string{"CONVERGE_STATE_DIR=" + o.stateDir},
+			ExtraEnv: []string{"CONVERGE_STATE_DIR=" + o.stateDir}, BuiltinEnv: builtinWorkerEnv,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("start workers: %w", err)

@@ -25,7 +25,14 @@ func newGetCommand(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				v := viewOf(r)
+				x, err := newRedactor(rd)
+				if err != nil {
+					return err
+				}
+				v, err := x.viewWithEdges(rd, r)
+				if err != nil {
+					return err
+				}
 				if output != "table" {
 					return writeData(c.OutOrStdout(), output, v)
 				}
@@ -38,7 +45,7 @@ func newGetCommand(g *globals) *cobra.Command {
 					{"VERSION", "v" + strconv.Itoa(r.KindVersion)},
 					{"UID", r.UID},
 					{"PHASE", string(r.Phase)},
-					{"REASON", orDash(r.Reason)},
+					{"REASON", orDash(v.Reason)},
 					{"GENERATION", fmt.Sprintf("%d (observed %d)", r.Generation, r.ObservedGeneration)},
 					{"ATTEMPTS", strconv.Itoa(r.Attempts)},
 					{"OWNER", owner},

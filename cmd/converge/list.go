@@ -45,9 +45,18 @@ func newListCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			x, err := newRedactor(rd)
+			if err != nil {
+				return err
+			}
 			views := make([]resourceView, 0, len(rs))
 			for _, r := range rs {
-				v := viewOf(r)
+				v := x.view(r, nil)
+				if output != "table" && x.flowsMatter(r) {
+					if v, err = x.viewWithEdges(rd, r); err != nil {
+						return err
+					}
+				}
 				if !all {
 					n, err := rd.ChildCount(r.ID())
 					if err != nil {

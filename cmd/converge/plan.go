@@ -292,6 +292,7 @@ func planComposer(ctx context.Context, admin *stateapi.Client, src *gitsync.Sour
 	}
 	sup, err := providers.StartWorkers(ctx, workers, providers.SupervisorOptions{
 		Addr: "unix://" + sock, Token: token, Dir: src.Root(), Self: self, Stdout: io.Discard, Stderr: io.Discard,
+		BuiltinEnv: builtinWorkerEnv,
 	})
 	if err != nil {
 		srv.Close()

@@ -88,3 +88,10 @@ func writePidFile() (remove func(), err error) {
 	// of that name.
 	return func() { os.Remove(p) }, nil
 }
+
+// builtinWorkerEnv are the variables of converge's environment that reach
+// the builtin workers besides providers.BaseWorkerEnv: the classic
+// workers' fault knobs (README, "The classic example"). Nothing else of
+// converge's environment does (README, "Security").
+var builtinWorkerEnv = []string{classic.EnvFaultRate, classic.EnvWorkDelay, classic.EnvDeleteDelay,
+	classic.EnvTeardownFail, classic.EnvBadStatus}

@@ -30,7 +30,6 @@ type Reader interface {
 	ChildCount(owner converge.ID) (int, error)
 	EdgesOf(id converge.ID) (consumes, producedFor []converge.Edge, err error)
 	Events(resource converge.ID, limit int) ([]converge.Event, error)
-	Kinds() ([]*converge.Kind, error)
 }
 
 // Loader is implemented by a Reader that can return the whole state
@@ -44,6 +43,14 @@ type Loader interface {
 // --path.
 type Sourcer interface {
 	Source() (*converge.AppliedSource, error)
+}
+
+// Definer is implemented by a Reader that holds the kinds and provider
+// configs (*state.Store), for redacting secret fields from what the read
+// commands print.
+type Definer interface {
+	Kinds() ([]*converge.Kind, error)
+	Configs() ([]*converge.ProviderConfig, error)
 }
 
 // Revisioner is implemented by a Reader that keeps the verdicts of the
@@ -147,10 +154,6 @@ func Handler(rd Reader, ctl Controller) http.Handler {
 		evs, err := rd.Events(id(r), limit)
 		reply(w, evs, err)
 	})
-	mux.HandleFunc("GET /v1/kinds", func(w http.ResponseWriter, r *http.Request) {
-		ks, err := rd.Kinds()
-		reply(w, ks, err)
-	})
 	mux.HandleFunc("GET /v1/snapshot", func(w http.ResponseWriter, r *http.Request) {
 		l, ok := rd.(Loader)
 		if !ok {
@@ -159,6 +162,24 @@ func Handler(rd Reader, ctl Controller) http.Handler {
 		}
 		snap, err := l.Load()
 		reply(w, snap, err)
+	})
+	mux.HandleFunc("GET /v1/kinds", func(w http.ResponseWriter, r *http.Request) {
+		d, ok := rd.(Definer)
+		if !ok {
+			reply(w, nil, errors.New("this daemon does not serve kinds"))
+			return
+		}
+		ks, err := d.Kinds()
+		reply(w, ks, err)
+	})
+	mux.HandleFunc("GET /v1/configs", func(w http.ResponseWriter, r *http.Request) {
+		d, ok := rd.(Definer)
+		if !ok {
+			reply(w, nil, errors.New("this daemon does not serve provider configs"))
+			return
+		}
+		cs, err := d.Configs()
+		reply(w, cs, err)
 	})
 	mux.HandleFunc("GET /v1/source", func(w http.ResponseWriter, r *http.Request) {
 		sr, ok := rd.(Sourcer)
@@ -328,12 +349,6 @@ func (c *Client) Resources(f state.Filter) ([]*converge.Resource, error) {
 	return rs, nil
 }
 
-// Kinds implements Reader.
-func (c *Client) Kinds() ([]*converge.Kind, error) {
-	var ks []*converge.Kind
-	return ks, c.call(context.Background(), "GET", "/v1/kinds", nil, nil, &ks)
-}
-
 // Children implements Reader.
 func (c *Client) Children(owner converge.ID) ([]converge.ID, error) {
 	var ids []converge.ID
@@ -357,6 +372,18 @@ func (c *Client) EdgesOf(id converge.ID) ([]converge.Edge, []converge.Edge, erro
 func (c *Client) Events(resource converge.ID, limit int) ([]converge.Event, error) {
 	var evs []converge.Event
 	return evs, c.call(context.Background(), "GET", "/v1/events", url.Values{"id": {string(resource)}, "limit": {strconv.Itoa(limit)}}, nil, &evs)
+}
+
+// Kinds returns the daemon's stored kinds.
+func (c *Client) Kinds() ([]*converge.Kind, error) {
+	var ks []*converge.Kind
+	return ks, c.call(context.Background(), "GET", "/v1/kinds", url.Values{}, nil, &ks)
+}
+
+// Configs returns the daemon's stored provider configs.
+func (c *Client) Configs() ([]*converge.ProviderConfig, error) {
+	var cs []*converge.ProviderConfig
+	return cs, c.call(context.Background(), "GET", "/v1/configs", url.Values{}, nil, &cs)
 }
 
 // Snapshot returns the daemon's whole stored state.

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -166,5 +167,25 @@ func TestResourcesHead(t *testing.T) {
 		if got, want := rs[0].Spec == nil && rs[0].Declared == nil && rs[0].Status == nil, head; got != want {
 			t.Errorf("Resources(Head: %v): spec, declared and status left out = %v, want %v", head, got, want)
 		}
+	}
+}
+
+// TestKindsAndConfigs: the read commands learn a daemon's kinds and
+// provider configs (their secret fields) through the admin API.
+func TestKindsAndConfigs(t *testing.T) {
+	st := statetest.Open(t)
+	k := &converge.Kind{Name: "db", Version: 1, Reactions: []string{"reconcile"}, Secret: []string{"spec.password", "config.bucket"}}
+	cfg := &converge.ProviderConfig{Name: "db-default", Kind: "db", KindVersion: 1, IsDefault: true, Config: []byte(`{"bucket":"b"}`)}
+	if err := st.Commit(&converge.Batch{Kinds: []*converge.Kind{k}, Configs: []*converge.ProviderConfig{cfg}}); err != nil {
+		t.Fatal(err)
+	}
+	c := serve(t, stateapi.Handler(st, nil))
+	ks, err := c.Kinds()
+	if err != nil || len(ks) != 1 || !reflect.DeepEqual(ks[0].Secret, k.Secret) {
+		t.Fatalf("Kinds() = %+v, %v; want db/v1 with its secret list", ks, err)
+	}
+	cs, err := c.Configs()
+	if err != nil || len(cs) != 1 || cs[0].Name != "db-default" || string(cs[0].Config) != `{"bucket":"b"}` {
+		t.Fatalf("Configs() = %+v, %v", cs, err)
 	}
 }
