@@ -103,7 +103,7 @@ func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
 	// an owner-only directory: one converge created is; one that already
 	// holds a store is made so. Any other directory an operator named is
 	// left alone, and the sockets' own 0600 protects them.
-	if ok, _ := exists(filepath.Join(o.stateDir, state.FileName)); ok {
+	if ok, _ := stateFileExists(o.stateDir); ok {
 		if err := os.Chmod(o.stateDir, 0o700); err != nil {
 			return nil, fmt.Errorf("restrict state directory: %w", err)
 		}
@@ -126,9 +126,6 @@ func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
 	}
 	if errors.Is(err, state.ErrLocked) {
 		return nil, fmt.Errorf("open state: %w: another converge (sync or serve) is running on %s", err, o.stateDir)
-	}
-	if errors.Is(err, state.ErrDamaged) {
-		return nil, fmt.Errorf("%w\nhint: nothing was changed; if the state is lost, `converge sync --reinit-state` (or serve) moves the file aside and starts a fresh store, which creates every resource again", err)
 	}
 	if err != nil {
 		return nil, openStateErr(err)
