@@ -589,7 +589,7 @@ func TestReconnectAfterServerRestart(t *testing.T) {
 // worker is not silent then and must not be dropped as timed out.
 func TestSlowSchedulerKeepsWorker(t *testing.T) {
 	const n = 9000 // more than the Results buffer
-	s, addr := startServer(t, "unix", providers.ServerOptions{HeartbeatInterval: 50 * time.Millisecond, WorkerTimeout: 200 * time.Millisecond})
+	s, addr := startServer(t, "unix", providers.ServerOptions{HeartbeatInterval: 200 * time.Millisecond, WorkerTimeout: time.Second})
 	stream := rawStream(t, addr, testToken)
 	if err := stream.Send(register("raw", n, &convergev1.Capability{Kind: "vpc", KindVersion: 1, Reactions: []string{"reconcile"}})); err != nil {
 		t.Fatal(err)
@@ -598,6 +598,28 @@ func TestSlowSchedulerKeepsWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 2*time.Second, "raw registered", func() bool { return hasWorker(s, "raw") })
+	// The worker heartbeats on its own until it has sent its results, as
+	// the SDK does: on a slow machine dispatching and receiving the tasks
+	// takes longer than the worker timeout, and a worker silent that long
+	// is dropped, whatever the control plane is doing.
+	var sendMu sync.Mutex
+	send := func(m *convergev1.WorkerMessage) error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		return stream.Send(m)
+	}
+	stopBeats, beatsDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(beatsDone)
+		for {
+			select {
+			case <-stopBeats:
+				return
+			case <-time.After(20 * time.Millisecond):
+				send(&convergev1.WorkerMessage{Msg: &convergev1.WorkerMessage_Heartbeat{Heartbeat: &convergev1.Heartbeat{}}})
+			}
+		}
+	}()
 	for range n {
 		if err := s.Dispatch(context.Background(), task("vpc", 1, "reconcile")); err != nil {
 			t.Fatal(err)
@@ -612,15 +634,14 @@ func TestSlowSchedulerKeepsWorker(t *testing.T) {
 		for _, tk := range m.GetTasks().GetTasks() {
 			rb.Results = append(rb.Results, &convergev1.Result{TaskId: tk.Id, Outcome: convergev1.Outcome_OUTCOME_OK})
 		}
-		// Stay alive however slow this machine is.
-		if err := stream.Send(&convergev1.WorkerMessage{Msg: &convergev1.WorkerMessage_Heartbeat{Heartbeat: &convergev1.Heartbeat{}}}); err != nil {
-			t.Fatal(err)
-		}
 	}
-	if err := stream.Send(&convergev1.WorkerMessage{Msg: &convergev1.WorkerMessage_Results{Results: rb}}); err != nil {
+	err := send(&convergev1.WorkerMessage{Msg: &convergev1.WorkerMessage_Results{Results: rb}})
+	close(stopBeats)
+	<-beatsDone
+	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(600 * time.Millisecond) // three worker timeouts without reading Results
+	time.Sleep(2500 * time.Millisecond) // over two worker timeouts without reading Results
 	if !hasWorker(s, "raw") {
 		t.Fatal("worker dropped while the scheduler was slow")
 	}
