@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -328,6 +329,14 @@ func (s *Store) view(fn func(*bolt.Tx) error) (err error) {
 // damaged: what bbolt panicked with.
 func (s *Store) damagedErr(p any) error {
 	return fmt.Errorf("%s: %w: unreadable: %v", s.path, ErrDamaged, p)
+}
+
+// MoveAside moves the state file in dir aside, to state.db.damaged-TIME
+// (kept, never deleted), and returns that name: what Open does with
+// Options.Reinit for a file it finds damaged, for damage that showed only
+// later, when a read reached it. The store must be closed.
+func MoveAside(dir string) (string, error) {
+	return damaged(filepath.Join(dir, FileName), Options{Reinit: true}, "")
 }
 
 // MovedAside returns where Open moved a damaged state file

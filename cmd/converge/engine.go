@@ -161,14 +161,35 @@ func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
 	}
 	cfg := o.sched
 	cfg.Logger = o.log
-	var store scheduler.Store = st
-	if o.changed != nil {
-		store = observedStore{Backend: st, changed: o.changed}
+	schedStore := func() scheduler.Store {
+		var store scheduler.Store = e.store
+		if o.changed != nil {
+			store = observedStore{Backend: e.store, changed: o.changed}
+		}
+		if o.wrapStore != nil {
+			store = o.wrapStore(store)
+		}
+		return store
 	}
-	if o.wrapStore != nil {
-		store = o.wrapStore(store)
+	e.sched, err = scheduler.New(schedStore(), e.srv, cfg)
+	if errors.Is(err, state.ErrDamaged) && o.reinit && o.store == nil && o.etcd == nil {
+		// Damage Open's checks did not reach (the load read a bad page
+		// deeper in the file): --reinit-state starts afresh all the same.
+		e.store.Close() // damaged: whatever it says
+		e.store = nil
+		aside, merr := state.MoveAside(o.stateDir)
+		if merr != nil {
+			return nil, fmt.Errorf("%w (%v)", err, merr)
+		}
+		o.log.Warn("the state file was damaged: moved aside, starting a fresh store (every resource is created again)",
+			"file", filepath.Join(o.stateDir, state.FileName), "moved_to", aside, "damage", err)
+		bs, oerr := state.Open(o.stateDir, state.Options{})
+		if oerr != nil {
+			return nil, openStateErr(oerr)
+		}
+		e.store = bs
+		e.sched, err = scheduler.New(schedStore(), e.srv, cfg)
 	}
-	e.sched, err = scheduler.New(store, e.srv, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("start scheduler: %w", err)
 	}
@@ -186,7 +207,7 @@ func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
 		al.Close()
 		return nil, fmt.Errorf("restrict admin socket: %w", err)
 	}
-	e.admin = &http.Server{Handler: stateapi.Handler(st, adminController{e.sched}), ReadHeaderTimeout: 5 * time.Second}
+	e.admin = &http.Server{Handler: stateapi.Handler(e.store, adminController{e.sched}), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := e.admin.Serve(al); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			e.log.Error("serve admin api", "err", err)
