@@ -107,6 +107,9 @@ type worker struct {
 	// delivering is set while the receiver waits for room on Results: the
 	// worker is not silent then, the scheduler is slow.
 	delivering atomic.Bool
+	// removed is set (under Server.mu) once remove has answered the
+	// worker's tasks: a second remove does nothing.
+	removed bool
 
 	inflight map[string]int // task ids sent or queued, not answered: their max children (0: no limit)
 	// partial holds the parts received so far of streamed results, by
@@ -404,6 +407,31 @@ func (s *Server) connect(stream convergev1.Control_ConnectServer) (err error) {
 	go func() { recvErr <- s.receive(stream, w) }()
 
 	tick := min(s.opts.HeartbeatInterval, s.opts.WorkerTimeout/3)
+	timedOut := status.Error(codes.DeadlineExceeded, "no heartbeat within the worker timeout")
+	// The watchdog notices a silent worker on its own goroutine: the
+	// loop below can be stuck in Send to a worker that stopped reading
+	// (a stopped process, a dead host: its flow-control window full)
+	// and would never look. It answers the worker's tasks at once
+	// (remove); their results, should the worker wake, are ignored.
+	watchdogDone := make(chan struct{})
+	defer close(watchdogDone)
+	go func() {
+		t := time.NewTicker(tick)
+		defer t.Stop()
+		for {
+			select {
+			case <-watchdogDone:
+				return
+			case now := <-t.C:
+				if !w.delivering.Load() && now.Sub(time.Unix(0, w.lastSeen.Load())) > s.opts.WorkerTimeout {
+					s.log.Warn("worker timed out", "worker", w.name, "id", w.id)
+					s.remove(w, timedOut)
+					return
+				}
+			}
+		}
+	}()
+
 	ticker := time.NewTicker(tick)
 	defer ticker.Stop()
 	lastPing := time.Now()
@@ -413,9 +441,11 @@ func (s *Server) connect(stream convergev1.Control_ConnectServer) (err error) {
 		select {
 		case <-w.wake:
 		case now := <-ticker.C:
-			if !w.delivering.Load() && now.Sub(time.Unix(0, w.lastSeen.Load())) > s.opts.WorkerTimeout {
-				s.log.Warn("worker timed out", "worker", w.name, "id", w.id)
-				return status.Error(codes.DeadlineExceeded, "no heartbeat within the worker timeout")
+			s.mu.Lock()
+			gone := w.removed
+			s.mu.Unlock()
+			if gone {
+				return timedOut
 			}
 			if now.Sub(lastPing) >= s.opts.HeartbeatInterval-tick/2 { // tolerate ticker jitter
 				lastPing = now
@@ -581,6 +611,11 @@ func (s *Server) add(w *worker) {
 // lease expires.
 func (s *Server) remove(w *worker, why error) {
 	s.mu.Lock()
+	if w.removed {
+		s.mu.Unlock()
+		return
+	}
+	w.removed = true
 	lost := make([]string, 0, len(w.inflight))
 	for id := range w.inflight {
 		lost = append(lost, id)

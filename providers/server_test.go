@@ -290,6 +290,66 @@ func TestHeartbeatTimeout(t *testing.T) {
 	}
 }
 
+// TestStalledWorkerLosesTasks: a worker that stops reading and sending
+// (a stopped process, a dead host) while the control plane sends it more
+// than its stream's flow-control window holds is dropped after the worker
+// timeout all the same, and each of its tasks is answered at once with a
+// transient "worker … disconnected", though the sender is stuck in Send
+// to it. (Before, only the sender looked at the timeout: it never did, and
+// the tasks waited for their leases.) A result the worker sends when it
+// wakes is not taken: the tasks were answered.
+func TestStalledWorkerLosesTasks(t *testing.T) {
+	s, addr := startServer(t, "tcp", providers.ServerOptions{HeartbeatInterval: 50 * time.Millisecond, WorkerTimeout: 300 * time.Millisecond})
+	stream := rawStream(t, addr, testToken)
+	if err := stream.Send(register("stalled", 64, &convergev1.Capability{Kind: "vpc", KindVersion: 1, Reactions: []string{"reconcile"}})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	drain(s)
+	// 48 tasks of 1 MiB specs: far more than a stream's window, which
+	// only grows while the worker reads.
+	big := json.RawMessage(`{"pad":"` + strings.Repeat("x", 1<<20) + `"}`)
+	ids := map[string]bool{}
+	for range 48 {
+		tk := task("vpc", 1, "reconcile")
+		tk.Spec = big
+		if err := s.Dispatch(context.Background(), tk); err != nil {
+			t.Fatal(err)
+		}
+		ids[tk.ID] = true
+	}
+	deadline := time.After(30 * time.Second) // liveness, not speed: before the fix, never
+	for len(ids) > 0 {
+		select {
+		case r := <-s.Results():
+			if !ids[r.TaskID] || r.Outcome != converge.OutcomeTransient || !strings.HasPrefix(r.Message, "worker stalled disconnected: no heartbeat") {
+				t.Fatalf("result %+v, want a transient \"worker stalled disconnected: no heartbeat…\" for one of its tasks", r)
+			}
+			delete(ids, r.TaskID)
+		case <-deadline:
+			t.Fatalf("%d tasks of the stalled worker never answered", len(ids))
+		}
+	}
+	waitFor(t, 5*time.Second, "stalled worker removed", func() bool { return !hasWorker(s, "stalled") })
+	// The worker wakes and answers a task it was sent: ignored.
+	var first string
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			break
+		}
+		if ts := m.GetTasks().GetTasks(); len(ts) > 0 {
+			first = ts[0].GetId()
+			stream.Send(&convergev1.WorkerMessage{Msg: &convergev1.WorkerMessage_Results{Results: &convergev1.ResultBatch{
+				Results: []*convergev1.Result{{TaskId: first, Outcome: convergev1.Outcome_OUTCOME_OK}}}}})
+			break
+		}
+	}
+	noResult(t, s, 300*time.Millisecond)
+}
+
 func TestBatchingAndAtMostOnce(t *testing.T) {
 	const n = 2000
 	s, addr := startServer(t, "tcp", providers.ServerOptions{})
@@ -529,7 +589,7 @@ func TestReconnectAfterServerRestart(t *testing.T) {
 // worker is not silent then and must not be dropped as timed out.
 func TestSlowSchedulerKeepsWorker(t *testing.T) {
 	const n = 9000 // more than the Results buffer
-	s, addr := startServer(t, "unix", providers.ServerOptions{HeartbeatInterval: 50 * time.Millisecond, WorkerTimeout: 200 * time.Millisecond})
+	s, addr := startServer(t, "unix", providers.ServerOptions{HeartbeatInterval: 200 * time.Millisecond, WorkerTimeout: time.Second})
 	stream := rawStream(t, addr, testToken)
 	if err := stream.Send(register("raw", n, &convergev1.Capability{Kind: "vpc", KindVersion: 1, Reactions: []string{"reconcile"}})); err != nil {
 		t.Fatal(err)
@@ -538,6 +598,28 @@ func TestSlowSchedulerKeepsWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 2*time.Second, "raw registered", func() bool { return hasWorker(s, "raw") })
+	// The worker heartbeats on its own until it has sent its results, as
+	// the SDK does: on a slow machine dispatching and receiving the tasks
+	// takes longer than the worker timeout, and a worker silent that long
+	// is dropped, whatever the control plane is doing.
+	var sendMu sync.Mutex
+	send := func(m *convergev1.WorkerMessage) error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		return stream.Send(m)
+	}
+	stopBeats, beatsDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(beatsDone)
+		for {
+			select {
+			case <-stopBeats:
+				return
+			case <-time.After(20 * time.Millisecond):
+				send(&convergev1.WorkerMessage{Msg: &convergev1.WorkerMessage_Heartbeat{Heartbeat: &convergev1.Heartbeat{}}})
+			}
+		}
+	}()
 	for range n {
 		if err := s.Dispatch(context.Background(), task("vpc", 1, "reconcile")); err != nil {
 			t.Fatal(err)
@@ -552,15 +634,14 @@ func TestSlowSchedulerKeepsWorker(t *testing.T) {
 		for _, tk := range m.GetTasks().GetTasks() {
 			rb.Results = append(rb.Results, &convergev1.Result{TaskId: tk.Id, Outcome: convergev1.Outcome_OUTCOME_OK})
 		}
-		// Stay alive however slow this machine is.
-		if err := stream.Send(&convergev1.WorkerMessage{Msg: &convergev1.WorkerMessage_Heartbeat{Heartbeat: &convergev1.Heartbeat{}}}); err != nil {
-			t.Fatal(err)
-		}
 	}
-	if err := stream.Send(&convergev1.WorkerMessage{Msg: &convergev1.WorkerMessage_Results{Results: rb}}); err != nil {
+	err := send(&convergev1.WorkerMessage{Msg: &convergev1.WorkerMessage_Results{Results: rb}})
+	close(stopBeats)
+	<-beatsDone
+	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(600 * time.Millisecond) // three worker timeouts without reading Results
+	time.Sleep(2500 * time.Millisecond) // over two worker timeouts without reading Results
 	if !hasWorker(s, "raw") {
 		t.Fatal("worker dropped while the scheduler was slow")
 	}

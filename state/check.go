@@ -36,7 +36,7 @@ func (s *Store) Check() error {
 			errs = append(errs, fmt.Errorf(format, args...))
 		}
 	}
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		for err := range tx.Check() {
 			report("bbolt: %v", err)
 		}

@@ -98,8 +98,10 @@
 // a hot loop.
 //
 // Only a missing state.db starts a fresh store. Open refuses a file that
-// exists but is empty, shorter than its meta page's page count, or not a
+// exists but is empty, shorter than its meta page's page count, with a
+// meta page that is not valid, a freelist or root page that is not one,
+// a bucket whose first or last pages cannot be read, or that is not a
 // bbolt file (ErrDamaged), and leaves it as it is; Options.Reinit moves
-// it aside. That check reads the meta pages only: damage deeper in the
-// file shows when a read or Check reaches it.
+// it aside. Damage deeper in the file shows when a read or a commit
+// reaches it (ErrDamaged too, never a panic), or in Check.
 package state

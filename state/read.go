@@ -20,7 +20,7 @@ import (
 // Seq. It implements the scheduler's Store port.
 func (s *Store) Load() (*converge.Snapshot, error) {
 	snap := new(converge.Snapshot)
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		var err error
 		if snap.Resources, err = scanResources(tx.Bucket(bResources).Cursor(), nil, decodeResource, nil, 0); err != nil {
 			return err
@@ -56,7 +56,7 @@ func (s *Store) Load() (*converge.Snapshot, error) {
 // Resource returns the resource id, or converge.ErrNotFound (wrapped).
 func (s *Store) Resource(id converge.ID) (*converge.Resource, error) {
 	var r *converge.Resource
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		v := tx.Bucket(bResources).Get([]byte(id))
 		if v == nil {
 			return converge.ErrNotFound
@@ -76,7 +76,7 @@ func (s *Store) Resource(id converge.ID) (*converge.Resource, error) {
 // fastest (the cursor moves forward through the same pages).
 func (s *Store) ResourcesByID(ids []converge.ID) ([]*converge.Resource, error) {
 	out := make([]*converge.Resource, len(ids))
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		res := tx.Bucket(bResources)
 		for i, id := range ids {
 			v := res.Get([]byte(id))
@@ -126,7 +126,7 @@ func (s *Store) Resources(f Filter) ([]*converge.Resource, error) {
 		decode = decodeResourceHead
 	}
 	var out []*converge.Resource
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		res := tx.Bucket(bResources)
 		if f.Owner != "" || f.RootsOnly {
 			// The owner index lists the roots under the empty owner.
@@ -170,7 +170,7 @@ func (s *Store) Resources(f Filter) ([]*converge.Resource, error) {
 // for ""), counting the owner index's entries without listing them.
 func (s *Store) ChildCount(owner converge.ID) (int, error) {
 	n := 0
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		p := prefixKey(owner)
 		c := tx.Bucket(bOwners).Cursor()
 		for k, v := c.Seek(p); k != nil && hasPrefix(k, p); k, v = c.Next() {
@@ -189,7 +189,7 @@ func (s *Store) ChildCount(owner converge.ID) (int, error) {
 // Children returns the IDs of the resources owner owns directly, sorted.
 func (s *Store) Children(owner converge.ID) ([]converge.ID, error) {
 	var out []converge.ID
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		var err error
 		out, err = childrenOf(tx.Bucket(bOwners), owner)
 		return err
@@ -217,7 +217,7 @@ func (s *Store) Counts(owner converge.ID) (converge.Counts, error) {
 // edges it is produced for (id is their Producer), each sorted by the other
 // endpoint. An unknown id has no edges; that is not an error.
 func (s *Store) EdgesOf(id converge.ID) (consumes, producedFor []converge.Edge, err error) {
-	err = s.db.View(func(tx *bolt.Tx) error {
+	err = s.view(func(tx *bolt.Tx) error {
 		res := tx.Bucket(bResources)
 		var err error
 		if consumes, err = rowEdges(res, id); err != nil {
@@ -253,7 +253,7 @@ func (s *Store) Events(resource converge.ID, limit int) ([]converge.Event, error
 	if resource != "" {
 		needle = resourceNeedle(resource)
 	}
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bEvents).Cursor()
 		for k, v := c.Last(); k != nil; k, v = c.Prev() {
 			if needle != nil && !bytes.Contains(v, needle) {
@@ -306,7 +306,7 @@ func (s *Store) Deliveries() ([]*converge.Delivery, error) {
 // ever applied.
 func (s *Store) Applied() (*converge.Revision, error) {
 	var r *converge.Revision
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		var err error
 		r, err = applied(tx)
 		return err
@@ -333,7 +333,7 @@ func (s *Store) PutSource(src *converge.AppliedSource) error {
 // error if no revision was applied with its source recorded.
 func (s *Store) Source() (*converge.AppliedSource, error) {
 	var src *converge.AppliedSource
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		v := tx.Bucket(bMeta).Get(mSource)
 		if v == nil {
 			return nil
@@ -369,7 +369,7 @@ func (s *Store) PutRevision(rec *converge.RevisionRecord) error {
 // Revision returns the record of hash, or converge.ErrNotFound (wrapped).
 func (s *Store) Revision(hash string) (*converge.RevisionRecord, error) {
 	rec := new(converge.RevisionRecord)
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		v := tx.Bucket(bRevisions).Get([]byte(hash))
 		if v == nil {
 			return converge.ErrNotFound
@@ -541,7 +541,7 @@ func scanJSON[T any](b *bolt.Bucket) ([]*T, error) {
 
 func viewJSON[T any](s *Store, bucket []byte, op string) ([]*T, error) {
 	var out []*T
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		var err error
 		out, err = scanJSON[T](tx.Bucket(bucket))
 		return err

@@ -38,7 +38,7 @@ func (s *Store) resourcesAfter(kind string, after converge.ID, limit int, decode
 		prefix = []byte(kind + "/")
 	}
 	var out []ResourceRow
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bResources).Cursor()
 		k, v := c.Seek(prefix)
 		if after != "" && string(after) >= string(prefix) {

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -85,6 +87,11 @@ type Store struct {
 	releaseDone chan struct{}
 	closeOnce   sync.Once
 	closeErr    error
+
+	// broken is the error of a write transaction that panicked on a
+	// damaged page: bbolt then keeps its writer's lock, so Close must
+	// not wait for it (the file stays open until the process exits).
+	broken atomic.Pointer[error]
 }
 
 // releaseEvery is how often the pages of state.db that bbolt's mmap
@@ -336,6 +343,10 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.stopRelease)
 		<-s.releaseDone
+		if broken := s.broken.Load(); broken != nil {
+			s.closeErr = fmt.Errorf("close state: %w (left open: a write found it damaged)", *broken)
+			return
+		}
 		if err := s.db.Close(); err != nil {
 			s.closeErr = fmt.Errorf("close state: %w", err)
 		}
@@ -368,10 +379,17 @@ var errNoChange = errors.New("no change")
 // adds its counters to Stats if it commits. A transaction that wrote
 // nothing (every put equal to what was stored) is rolled back instead:
 // no fsync, and Stats does not count it.
-func (s *Store) update(fn func(w *writer) error) error {
+func (s *Store) update(fn func(w *writer) error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if p := recover(); p != nil {
+			err = s.damagedErr(p)
+			s.broken.Store(&err)
+		}
+	}()
 	var w writer
 	start := time.Now()
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err = s.db.Update(func(tx *bolt.Tx) error {
 		// Keys mostly arrive in order within a kind (and updates do not
 		// split pages), so pack pages fuller than bbolt's default half:
 		// fewer pages written per commit.

@@ -84,13 +84,24 @@ func parseEtcdState(v, caFile, certFile, keyFile string, getenv func(string) str
 }
 
 // hasState reports whether there is a store to read: a bbolt file in
-// dir, or an etcd store (an empty prefix reads as an empty store).
-func hasState(g *globals, dir string) bool {
+// dir, or an etcd store (an empty prefix reads as an empty store). A
+// file that cannot be looked at (a state directory without permission)
+// is an error, never "no state".
+func hasState(g *globals, dir string) (bool, error) {
 	if g.etcd != nil {
-		return true
+		return true, nil
 	}
-	ok, _ := exists(filepath.Join(dir, state.FileName))
-	return ok
+	return stateFileExists(dir)
+}
+
+// stateFileExists reports whether dir holds a state file; an error other
+// than its absence (permission denied) says so, naming the file.
+func stateFileExists(dir string) (bool, error) {
+	ok, err := exists(filepath.Join(dir, state.FileName))
+	if err != nil {
+		return false, fmt.Errorf("open state: %w", err)
+	}
+	return ok, nil
 }
 
 // stateName names the store in messages: dir, or the etcd address.

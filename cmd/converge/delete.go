@@ -238,8 +238,11 @@ func openController(ctx context.Context, g *globals, errOut io.Writer, verbose b
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if !hasState(g, dir) {
-		return nil, nil, nil, fmt.Errorf("no state in %s: run converge sync first", dir)
+	if ok, err := hasState(g, dir); err != nil || !ok {
+		if err == nil {
+			err = fmt.Errorf("no state in %s: run converge sync first", dir)
+		}
+		return nil, nil, nil, err
 	}
 	if c, err := dialAdmin(dir); err == nil {
 		return c, c, func() {}, nil

@@ -103,7 +103,7 @@ func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
 	// an owner-only directory: one converge created is; one that already
 	// holds a store is made so. Any other directory an operator named is
 	// left alone, and the sockets' own 0600 protects them.
-	if ok, _ := exists(filepath.Join(o.stateDir, state.FileName)); ok {
+	if ok, _ := stateFileExists(o.stateDir); ok {
 		if err := os.Chmod(o.stateDir, 0o700); err != nil {
 			return nil, fmt.Errorf("restrict state directory: %w", err)
 		}
@@ -126,9 +126,6 @@ func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
 	}
 	if errors.Is(err, state.ErrLocked) {
 		return nil, fmt.Errorf("open state: %w: another converge (sync or serve) is running on %s", err, o.stateDir)
-	}
-	if errors.Is(err, state.ErrDamaged) {
-		return nil, fmt.Errorf("%w\nhint: nothing was changed; if the state is lost, `converge sync --reinit-state` (or serve) moves the file aside and starts a fresh store, which creates every resource again", err)
 	}
 	if err != nil {
 		return nil, openStateErr(err)
@@ -168,19 +165,40 @@ func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
 	}
 	cfg := o.sched
 	cfg.Logger = o.log
-	if src, err := st.Source(); err == nil && src != nil && cfg.ResyncInterval == 0 {
+	if src, err := e.store.Source(); err == nil && src != nil && cfg.ResyncInterval == 0 {
 		// Resyncs are armed with the applied revision's default at
 		// once, not re-armed a million at a time by the first Apply.
 		cfg.ResyncInterval = src.ResyncInterval
 	}
-	var store scheduler.Store = st
-	if o.changed != nil {
-		store = observedStore{Backend: st, changed: o.changed}
+	schedStore := func() scheduler.Store {
+		var store scheduler.Store = e.store
+		if o.changed != nil {
+			store = observedStore{Backend: e.store, changed: o.changed}
+		}
+		if o.wrapStore != nil {
+			store = o.wrapStore(store)
+		}
+		return store
 	}
-	if o.wrapStore != nil {
-		store = o.wrapStore(store)
+	e.sched, err = scheduler.New(schedStore(), e.srv, cfg)
+	if errors.Is(err, state.ErrDamaged) && o.reinit && o.store == nil && o.etcd == nil {
+		// Damage Open's checks did not reach (the load read a bad page
+		// deeper in the file): --reinit-state starts afresh all the same.
+		e.store.Close() // damaged: whatever it says
+		e.store = nil
+		aside, merr := state.MoveAside(o.stateDir)
+		if merr != nil {
+			return nil, fmt.Errorf("%w (%v)", err, merr)
+		}
+		o.log.Warn("the state file was damaged: moved aside, starting a fresh store (every resource is created again)",
+			"file", filepath.Join(o.stateDir, state.FileName), "moved_to", aside, "damage", err)
+		bs, oerr := state.Open(o.stateDir, state.Options{})
+		if oerr != nil {
+			return nil, openStateErr(oerr)
+		}
+		e.store = bs
+		e.sched, err = scheduler.New(schedStore(), e.srv, cfg)
 	}
-	e.sched, err = scheduler.New(store, e.srv, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("start scheduler: %w", err)
 	}
@@ -198,7 +216,7 @@ func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
 		al.Close()
 		return nil, fmt.Errorf("restrict admin socket: %w", err)
 	}
-	e.admin = &http.Server{Handler: stateapi.Handler(st, adminController{e.sched}), ReadHeaderTimeout: 5 * time.Second}
+	e.admin = &http.Server{Handler: stateapi.Handler(e.store, adminController{e.sched}), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := e.admin.Serve(al); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			e.log.Error("serve admin api", "err", err)

@@ -190,8 +190,8 @@ func printPlan(w io.Writer, v planView) {
 // loadSnapshot reads the whole stored state: from the store, or from the
 // admin API of the converge holding it. An absent store is empty.
 func loadSnapshot(dir string) (*converge.Snapshot, error) {
-	if ok, _ := exists(filepath.Join(dir, "state.db")); !ok {
-		return &converge.Snapshot{}, nil
+	if ok, err := stateFileExists(dir); err != nil || !ok {
+		return &converge.Snapshot{}, err
 	}
 	st, err := state.Open(dir, state.Options{LockTimeout: 200 * time.Millisecond})
 	if errors.Is(err, state.ErrLocked) {
@@ -224,7 +224,7 @@ func planSnapshot(g *globals, dir string) (*converge.Snapshot, *stateapi.Client,
 		snap, err := st.Load()
 		return snap, nil, err
 	}
-	if ok, _ := exists(filepath.Join(dir, state.FileName)); ok {
+	if ok, _ := stateFileExists(dir); ok {
 		if c, err := dialAdmin(dir); err == nil {
 			snap, err := c.Snapshot()
 			return snap, c, err

@@ -322,7 +322,7 @@ func TestReplicasFailover(t *testing.T) {
 	var addrs []string
 	for _, name := range names {
 		procs[name] = startProc(t, name, env, "serve", "--replica", name, "--lease-ttl", "3s",
-			"--repo", repo, "--state", url, "--listen", "", "--workers-listen", "127.0.0.1:0", "--poll", "1h")
+			"--repo", repo, "--state", url, "--listen", "", "--workers-listen", "127.0.0.1:0", "--insecure", "--poll", "1h")
 	}
 	for _, name := range names {
 		addrs = append(addrs, readAddr(t, filepath.Join(repo, ".converge", "replicas", name, "workers.addr")))

@@ -7,13 +7,16 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/scheduler"
+	"github.com/convergehq/converge/state"
 	"github.com/convergehq/converge/state/etcdstate"
 	gitsync "github.com/convergehq/converge/sync"
 )
@@ -138,9 +141,17 @@ func Main() int {
 	}
 	if err != errSilent {
 		fmt.Fprintln(os.Stderr, "converge:", err)
+		if errors.Is(err, state.ErrDamaged) {
+			fmt.Fprintln(os.Stderr, damagedHint)
+		}
 	}
 	return exitUsage
 }
+
+// damagedHint follows every error that found the state file damaged.
+const damagedHint = "hint: nothing was changed; restore state.db from a backup, or rebuild the state from git: " +
+	"`converge sync --reinit-state` (or serve --reinit-state) moves the damaged file aside and applies the repository " +
+	"to a fresh store, which creates every resource again (a real provider may make duplicates)"
 
 func newRootCommand() *cobra.Command { return newRoot(&globals{}) }
 
@@ -163,6 +174,9 @@ func newRoot(g *globals) *cobra.Command {
 	pf.DurationVar(&g.gitTimeout, "git-timeout", 0, "give up on a fetch, clone or push of notes that takes longer (default: git_timeout in converge.cue, else "+gitsync.DefaultGitTimeout.String()+")")
 	pf.DurationVar(&g.loadTimeout, "load-timeout", 0, "give up on loading a revision's documents that takes longer (default: load_timeout in converge.cue, else "+gitsync.DefaultLoadTimeout.String()+")")
 	root.PersistentPreRunE = func(c *cobra.Command, _ []string) error {
+		if err := checkNotNegative(c); err != nil {
+			return err
+		}
 		g.repoSet, g.pathSet = c.Flags().Changed("repo"), c.Flags().Changed("path")
 		if !isEtcd(g.state) {
 			if g.etcdCA != "" || g.etcdCert != "" || g.etcdKey != "" {
@@ -182,6 +196,24 @@ func newRoot(g *globals) *cobra.Command {
 	root.InitDefaultCompletionCmd()
 	guide(g, root)
 	return root
+}
+
+// checkNotNegative refuses a negative value of any count or duration
+// flag (--limit, --timeout, --git-timeout, …): none has a meaning below
+// zero, and a negative one used to act as "no limit" or "give up at once".
+func checkNotNegative(c *cobra.Command) error {
+	var err error
+	c.Flags().Visit(func(f *pflag.Flag) {
+		switch f.Value.Type() {
+		case "int", "int64", "duration", "float64":
+		default:
+			return
+		}
+		if err == nil && strings.HasPrefix(f.Value.String(), "-") {
+			err = usageErr("--%s %s: must not be negative", f.Name, f.Value.String())
+		}
+	})
+	return err
 }
 
 // usageErr returns an exit-2 error.

@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/cgi"
@@ -68,6 +70,10 @@ func TestMain(m *testing.M) {
 //	signal-pid FILE SIG     send SIG (TERM, INT, KILL) to the pid in FILE (e.g. written by sh -c 'echo $$ >FILE; exec converge …')
 //	etcd-processes VAR N    start N members of a real `etcd` (out of process, Debian's etcd-server) on loopback; VAR as etcd-start
 //	wait-leader STATE VAR [NOT]  wait until a serve replica (other than NOT) leads the etcd state STATE; VAR = its name
+//	damage-state FILE HOW   damage a bbolt file in place: truncate-half, garbage-half (random bytes over its second
+//	                        half), meta0 or meta1 (zero that meta page), truncate-pages or garbage-pages (the same,
+//	                        halving the pages in use, which bbolt's file may be far bigger than), leaves (the
+//	                        leaf pages of the classic accounts fd-20 to fd-29 misnamed: deep in the tree)
 //
 // Where a command takes STATEDIR, an etcd://… --state value works too.
 //
@@ -75,7 +81,8 @@ func TestMain(m *testing.M) {
 // file, an HTTP answer), never for a while before it asserts.
 //
 // Conditions: [short] is true under `go test -short`; [scale] is true when
-// CONVERGE_SCALE=1 is set (the ~100,000-resource runs, off by default).
+// CONVERGE_SCALE=1 is set (the ~100,000-resource runs, off by default);
+// [root] when the tests run as root (who is never refused a file).
 func TestScripts(t *testing.T) {
 	t.Parallel()
 	root := repoRoot(t)
@@ -83,8 +90,11 @@ func TestScripts(t *testing.T) {
 		Dir:                 filepath.Join(root, "testdata", "script"),
 		RequireExplicitExec: false,
 		Condition: func(cond string) (bool, error) {
-			if cond == "scale" {
+			switch cond {
+			case "scale":
 				return os.Getenv("CONVERGE_SCALE") == "1", nil
+			case "root":
+				return os.Geteuid() == 0, nil
 			}
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},
@@ -113,6 +123,7 @@ func TestScripts(t *testing.T) {
 			"webhook":        cmdWebhook,
 			"wait-http":      cmdWaitHTTP,
 			"exit-code":      cmdExitCode,
+			"damage-state":   cmdDamageState,
 			"etcd-start":     cmdEtcdStart,
 			"hang-remote":    cmdHangRemote,
 			"wait-hung":      cmdWaitHung,
@@ -614,4 +625,76 @@ func cmdWaitLeader(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// cmdDamageState damages the bbolt file FILE in place (see TestScripts).
+func cmdDamageState(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: damage-state FILE truncate-half|garbage-half|truncate-pages|garbage-pages|leaves|meta0|meta1")
+	}
+	path := ts.MkAbs(args[0])
+	b, err := os.ReadFile(path)
+	ts.Check(err)
+	// The pages in use: the newest meta page's page size times its
+	// page count (bbolt's meta: page size at 24, pgid at 56, txid at 64).
+	ne := binary.NativeEndian
+	meta := func(off int) (ps, pgid, txid uint64) {
+		return uint64(ne.Uint32(b[off+24:])), ne.Uint64(b[off+56:]), ne.Uint64(b[off+64:])
+	}
+	ps, pgid, txid := meta(0)
+	if _, pgid1, txid1 := meta(int(ps)); txid1 > txid {
+		pgid = pgid1
+	}
+	used := int(ps * pgid)
+	garbage := func(from, to int) {
+		r := rand.New(rand.NewPCG(1, 2))
+		for i := from; i < to; i++ {
+			b[i] = byte(r.Uint32())
+		}
+	}
+	switch args[1] {
+	case "truncate-half":
+		b = b[:len(b)/2]
+	case "garbage-half":
+		garbage(len(b)/2, len(b))
+	case "truncate-pages":
+		b = b[:used/2]
+	case "garbage-pages":
+		garbage(used/2, used)
+	case "leaves":
+		// Every leaf page of the resources bucket whose first row is an
+		// account of the classic domains fd-20 to fd-29 says it is
+		// another page: bbolt panics on reaching one (a load, a full
+		// list), while Open's checks (meta, freelist and root pages,
+		// each bucket's first and last pages) pass. A leaf page is a
+		// 16-byte header, then per element flags, pos, key and value
+		// sizes (4 bytes each), pos counting from the element.
+		n := 0
+		for id := uint64(2); id < pgid; id++ {
+			p := b[id*ps:]
+			if ne.Uint64(p) != id || ne.Uint16(p[8:]) != 0x02 || ne.Uint16(p[10:]) == 0 {
+				continue
+			}
+			e := p[16:]
+			pos, ksize, vsize := ne.Uint32(e[4:]), ne.Uint32(e[8:]), ne.Uint32(e[12:])
+			if int(pos+ksize) > len(e) {
+				continue
+			}
+			if key := string(e[pos : pos+ksize]); strings.HasPrefix(key, "account/fd-2") && vsize > 100 {
+				ne.PutUint64(p, id+1<<40)
+				n++
+			}
+		}
+		if n == 0 {
+			ts.Fatalf("damage-state: no leaf page of classic accounts fd-20 to fd-29 in %s", args[0])
+		}
+	case "meta0":
+		clear(b[:ps])
+	case "meta1":
+		clear(b[ps : 2*ps])
+	default:
+		ts.Fatalf("damage-state: unknown damage %q", args[1])
+	}
+	ts.Check(os.WriteFile(path, b, 0o600))
+	fmt.Fprintf(ts.Stdout(), "damaged %s (%s): %d bytes, %d in use\n", args[0], args[1], len(b), used)
 }

@@ -54,10 +54,11 @@ start, every --poll interval (with jitter) and on every signed webhook
 $CONVERGE_WEBHOOK_SECRET), it fetches and gives each new first-parent commit
 its verdict (validate, lint), applies the newest good one and drives it to
 convergence. Workers connect over a unix socket in the state directory or,
-with --workers-listen, over TCP with the token in $CONVERGE_WORKER_TOKEN;
---workers-tls-cert and --workers-tls-key make that listener TLS, and
---workers-tls-client-ca mutual TLS (workers set CONVERGE_TLS_CA and, for
-mutual TLS, CONVERGE_TLS_CERT and CONVERGE_TLS_KEY).
+with --workers-listen, over TCP with the token in $CONVERGE_WORKER_TOKEN
+(required then). That listener serves TLS: --workers-tls-cert and
+--workers-tls-key, and --workers-tls-client-ca for mutual TLS (workers set
+CONVERGE_TLS_CA and, for mutual TLS, CONVERGE_TLS_CERT and
+CONVERGE_TLS_KEY); plain TCP only with --insecure, which warns.
 For a local repository serve starts the workers its converge.cue declares;
 a remote repository never makes converge start a command (use
 --start-worker for builtin workers from local configuration). While serve
@@ -78,10 +79,11 @@ must then be set, the same on every replica.`,
 	}
 	f := c.Flags()
 	f.StringVar(&o.listen, "listen", ":8080", "HTTP address for the site and the webhook (\"\" for none)")
-	f.StringVar(&o.workersListen, "workers-listen", "", "TCP address for external workers (token in $CONVERGE_WORKER_TOKEN)")
+	f.StringVar(&o.workersListen, "workers-listen", "", "TCP address for external workers: TLS (--workers-tls-cert, --workers-tls-key) or, with --insecure, plain TCP; needs the workers' token in $CONVERGE_WORKER_TOKEN")
 	f.StringVar(&o.workersTLS.cert, "workers-tls-cert", "", "with --workers-listen: serve workers TLS with this certificate (PEM; needs --workers-tls-key)")
 	f.StringVar(&o.workersTLS.key, "workers-tls-key", "", "with --workers-listen: the private key (PEM) of --workers-tls-cert")
 	f.StringVar(&o.workersTLS.clientCA, "workers-tls-client-ca", "", "with --workers-tls-cert: require workers' client certificates signed by this PEM CA bundle (mutual TLS)")
+	f.BoolVar(&o.workersTLS.insecure, "insecure", false, "with --workers-listen: serve workers over plain TCP instead of TLS; their token crosses the network in clear (serve warns)")
 	f.DurationVar(&o.poll, "poll", time.Minute, "fetch interval (jittered by up to 10%)")
 	f.StringSliceVar(&o.startWorkers, "start-worker", nil, "start a builtin worker from local configuration: NAME[:REPLICAS] (e.g. classic:2)")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "also log the engine's info and debug messages and the workers' output (warnings and errors always show)")
@@ -101,6 +103,9 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	workersTLS, err := o.workersTLS.config(o.workersListen, time.Now())
 	if err != nil {
 		return err
+	}
+	if o.workersListen != "" && os.Getenv("CONVERGE_WORKER_TOKEN") == "" {
+		return usageErr("--workers-listen needs $CONVERGE_WORKER_TOKEN: the token every external worker presents (CONVERGE_TOKEN on the worker's side); without it no worker could connect")
 	}
 	if err := resolveSource(g); err != nil {
 		return err

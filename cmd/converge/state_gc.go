@@ -44,8 +44,11 @@ holds it.`,
 				return err
 			}
 			path := filepath.Join(dir, state.FileName)
-			if ok, _ := exists(path); !ok {
-				return fmt.Errorf("state gc: no state in %s", dir)
+			if ok, err := stateFileExists(dir); err != nil || !ok {
+				if err == nil {
+					err = fmt.Errorf("no state in %s", dir)
+				}
+				return fmt.Errorf("state gc: %w", err)
 			}
 			res, err := state.Compact(dir, state.Options{LockTimeout: 200 * time.Millisecond})
 			if errors.Is(err, state.ErrLocked) {

@@ -72,8 +72,10 @@ func stateDir(g *globals) (string, error) {
 //     repository (g.source is then set);
 //  3. the current directory's place inside the repository's work tree.
 //
-// A store that cannot be read leaves the defaults; the command then
-// reports what is wrong with the state.
+// A store that is damaged or cannot be read for its permissions is an
+// error (exit 2, naming the file), except for sync and serve with
+// --reinit-state, whose engine moves a damaged file aside; a store held
+// by a converge without an admin API leaves the defaults.
 func resolveSource(g *globals) error {
 	if g.pathSet && !isRemote(g.repo) {
 		p, err := cwdRelative(g.repo, g.path)
@@ -86,7 +88,11 @@ func resolveSource(g *globals) error {
 		return nil
 	}
 	if dir, err := stateDir(g); err == nil {
-		if src := storedSource(g, dir); src != nil && (!g.repoSet || sameRepo(g.repo, src)) {
+		src, err := storedSource(g, dir)
+		if err != nil && !g.reinitState {
+			return err
+		}
+		if src != nil && (!g.repoSet || sameRepo(g.repo, src)) {
 			if !src.Remote {
 				if ok, _ := exists(src.Repo); !ok {
 					src = nil // moved away: fall through to the current directory
@@ -110,26 +116,35 @@ func resolveSource(g *globals) error {
 }
 
 // storedSource returns the source the store in dir recorded, from the
-// store or the admin API of the converge holding it; nil if none.
-func storedSource(g *globals, dir string) *converge.AppliedSource {
-	if !hasState(g, dir) {
-		return nil
+// store or the admin API of the converge holding it; nil if none. A
+// store that is damaged, or that cannot be read for its permissions, is
+// an error.
+func storedSource(g *globals, dir string) (*converge.AppliedSource, error) {
+	ok, err := hasState(g, dir)
+	if err != nil || !ok {
+		return nil, err
 	}
 	st, err := openState(g, dir, false, 200*time.Millisecond)
 	if errors.Is(err, state.ErrLocked) {
 		c, cerr := dialAdmin(dir)
 		if cerr != nil {
-			return nil
+			return nil, nil
 		}
 		src, _ := c.Source()
-		return src
+		return src, nil
+	}
+	if errors.Is(err, state.ErrDamaged) || errors.Is(err, fs.ErrPermission) {
+		return nil, openStateErr(err)
 	}
 	if err != nil {
-		return nil
+		return nil, nil // the command's own open says what is wrong
 	}
 	defer st.Close() // read only: a failed close loses nothing
-	src, _ := st.Source()
-	return src
+	src, err := st.Source()
+	if errors.Is(err, state.ErrDamaged) {
+		return nil, err
+	}
+	return src, nil
 }
 
 // sameRepo reports whether repo (a --repo value) names src's repository.
@@ -275,8 +290,11 @@ func openReader(g *globals, errOut io.Writer) (rd reader, done func(), err error
 	if err != nil {
 		return nil, nil, err
 	}
-	if ok, _ := exists(filepath.Join(dir, "state.db")); !ok {
-		return nil, nil, fmt.Errorf("no state in %s: run converge sync first", dir)
+	if ok, err := stateFileExists(dir); err != nil || !ok {
+		if err == nil {
+			err = fmt.Errorf("no state in %s: run converge sync first", dir)
+		}
+		return nil, nil, err
 	}
 	st, err := state.Open(dir, state.Options{LockTimeout: 200 * time.Millisecond})
 	if errors.Is(err, state.ErrLocked) {

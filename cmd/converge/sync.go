@@ -430,8 +430,8 @@ func recordOnly(g *globals, dir string, pass *gitsync.Pass) error {
 // for rev, reading only the applied revision, the roots and the owed
 // deliveries; false when there is no store or another converge holds it.
 func standing(g *globals, dir string, rev converge.Revision) (total int, ok bool) {
-	if !hasState(g, dir) {
-		return 0, false
+	if ok, _ := hasState(g, dir); !ok {
+		return 0, false // the engine's open says what is wrong
 	}
 	st, err := openState(g, dir, false, 100*time.Millisecond)
 	if err != nil {

@@ -14,9 +14,11 @@ import (
 
 // workersTLSOptions are serve's --workers-tls-* flags: the certificate
 // and key (PEM files) the workers' TCP listener presents, and the CA
-// bundle its workers' client certificates must chain to (mutual TLS).
+// bundle its workers' client certificates must chain to (mutual TLS);
+// and --insecure, the explicit choice of plain TCP instead.
 type workersTLSOptions struct {
 	cert, key, clientCA string
+	insecure            bool
 }
 
 // set reports whether any --workers-tls-* flag was given.
@@ -30,6 +32,8 @@ func (o workersTLSOptions) mode() string {
 		return "mutual TLS"
 	case o.cert != "":
 		return "TLS"
+	case o.insecure:
+		return "plain TCP, --insecure"
 	}
 	return ""
 }
@@ -39,8 +43,24 @@ func (o workersTLSOptions) mode() string {
 // TLS configuration of the workers' TCP listener: nil without the flags.
 // Every mistake is a usage error (exit 2) naming the flag and its file.
 // The files are read once: a renewed certificate takes a restart.
+//
+// The workers' port serves TLS: --workers-listen without the certificate
+// and key is refused unless --insecure chooses plain TCP, where the
+// workers' bearer token crosses the network in clear (serve warns).
 func (o workersTLSOptions) config(workersListen string, now time.Time) (*tls.Config, error) {
+	if o.insecure {
+		switch {
+		case workersListen == "":
+			return nil, usageErr("--insecure needs --workers-listen: it makes the workers' TCP listener plain TCP")
+		case o.set():
+			return nil, usageErr("--insecure with --workers-tls-cert, --workers-tls-key or --workers-tls-client-ca: choose plain TCP or TLS, not both")
+		}
+		return nil, nil
+	}
 	if !o.set() {
+		if workersListen != "" {
+			return nil, usageErr("--workers-listen %s: the workers' port serves TLS, so the workers' token never crosses the network in clear: give --workers-tls-cert and --workers-tls-key (PEM; --workers-tls-client-ca for mutual TLS), or --insecure for plain TCP on a network you trust", workersListen)
+		}
 		return nil, nil
 	}
 	if workersListen == "" {
@@ -131,5 +151,8 @@ func (s *server) listenWorkers() (l net.Listener, stop func(), err error) {
 		how = " (" + m + ")"
 	}
 	fmt.Fprintf(s.out, "serve: workers on %s%s\n", l.Addr(), how)
+	if s.o.workersTLS.insecure {
+		fmt.Fprintf(s.errOut, "converge: warning: --insecure: workers connect to %s over plain TCP; their token (and every task and result) crosses the network in clear\n", l.Addr())
+	}
 	return l, func() { os.Remove(addrFile) }, nil
 }

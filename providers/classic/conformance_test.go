@@ -33,11 +33,11 @@ func TestConformance(t *testing.T) {
 	flowLogs.Config = json.RawMessage(`{"flow_logs_bucket":"flow-logs-default"}`)
 	placeholder := task("route", 1, converge.ReactionReconcile, "payments-ledger", RouteSpec{VPCID: PlaceholderID, TGWID: PlaceholderID})
 	react := converge.Task{Kind: "statussink", KindVersion: 1, Reaction: converge.ReactionReact, Name: "sink",
-		Config: raw(StatusSinkConfig{BucketDir: bucket}),
+		Config: raw(StatusSinkConfig{BucketDir: "."}),
 		Subject: &converge.Subject{Resource: "classicbom/classic", UID: "uid-classic", Generation: 3,
 			Transition: converge.TransitionSynced, Status: json.RawMessage(`{"rollup":{"total":10,"ready":10}}`)}}
 
-	sdktest.Run(t, Providers(Options{}),
+	sdktest.Run(t, Providers(Options{StateDir: bucket}),
 		sdktest.Case{Name: "classicbom composes", Task: task("classicbom", 1, converge.ReactionCompose, "org", smallBOM),
 			Check: func(t *testing.T, r *converge.Result) {
 				if got, want := len(r.Children), 10; got != want {

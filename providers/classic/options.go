@@ -35,8 +35,9 @@ type Options struct {
 	// ({"<kind>_id": "NOT-AN-ID", "bogus": 1}): a broken worker, to show
 	// that the control plane refuses what a worker must not report.
 	BadStatus string
-	// StateDir is the base of a relative statussink bucket_dir; empty
-	// means the working directory.
+	// StateDir is the worker's own directory: statussink's bucket_dir
+	// is a directory inside it, and nothing is written outside it.
+	// Empty means the working directory.
 	StateDir string
 	// Rand drives fault injection; nil means a randomly seeded source.
 	// Providers guards it with a mutex, so it need not be safe for

@@ -27,12 +27,13 @@ func reactRequest(t *testing.T, bucket string, gen int64) *sdk.Request {
 }
 
 func TestStatusSinkIdempotent(t *testing.T) {
-	dir := t.TempDir()
-	sink := find(t, Providers(Options{}), "statussink", 1)
+	state := t.TempDir()
+	dir := filepath.Join(state, "bucket")
+	sink := find(t, Providers(Options{StateDir: state}), "statussink", 1)
 	if sink.React == nil {
 		t.Fatal("statussink has no React")
 	}
-	r := reactRequest(t, dir, 1)
+	r := reactRequest(t, "bucket", 1)
 	for range 2 {
 		if err := sink.React(context.Background(), r); err != nil {
 			t.Fatal(err)
@@ -78,7 +79,7 @@ func TestStatusSinkIdempotent(t *testing.T) {
 		}
 	}
 	// A new generation is a new object.
-	if err := sink.React(context.Background(), reactRequest(t, dir, 2)); err != nil {
+	if err := sink.React(context.Background(), reactRequest(t, "bucket", 2)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, ObjectPath("classicbom", "org", 2, "synced"))); err != nil {
@@ -99,7 +100,7 @@ func TestStatusSinkRelativeBucket(t *testing.T) {
 
 func TestStatusSinkErrors(t *testing.T) {
 	dir := t.TempDir()
-	sink := find(t, Providers(Options{}), "statussink", 1)
+	sink := find(t, Providers(Options{StateDir: dir}), "statussink", 1)
 	tests := []struct {
 		name   string
 		modify func(r *sdk.Request)
@@ -111,7 +112,7 @@ func TestStatusSinkErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := reactRequest(t, dir, 1)
+			r := reactRequest(t, ".", 1)
 			tt.modify(r)
 			if err := sink.React(context.Background(), r); !isPermanent(err) {
 				t.Errorf("err = %v, want permanent", err)
@@ -123,16 +124,76 @@ func TestStatusSinkErrors(t *testing.T) {
 	}
 }
 
+// TestStatusSinkStaysInside: a provider config comes from the repository,
+// which may be remote: whatever its bucket_dir says, statussink writes
+// nothing outside the worker's state directory. An absolute or climbing
+// bucket_dir fails permanently naming the field; a symbolic link inside
+// the directory that leads out of it is not followed.
+func TestStatusSinkStaysInside(t *testing.T) {
+	state, outside := t.TempDir(), t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(state, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(state, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(state, "sub", "objects")); err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(state, outside)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := find(t, Providers(Options{StateDir: state}), "statussink", 1)
+	for _, tt := range []struct {
+		bucket    string
+		permanent bool
+	}{
+		{outside, true},
+		{rel, true},
+		{"statussink/../../x", true},
+		{"..", true},
+		{"link", false},
+		{"link/deeper", false},
+	} {
+		t.Run(tt.bucket, func(t *testing.T) {
+			err := sink.React(context.Background(), reactRequest(t, tt.bucket, 1))
+			if err == nil {
+				t.Fatalf("bucket_dir %q: delivered, want refused", tt.bucket)
+			}
+			if tt.permanent && (!isPermanent(err) || !strings.Contains(err.Error(), "bucket_dir")) {
+				t.Errorf("bucket_dir %q: %v; want a permanent error naming bucket_dir", tt.bucket, err)
+			}
+		})
+	}
+	// A subject's object path through a link inside the bucket.
+	if err := sink.React(context.Background(), reactRequest(t, "sub", 1)); err != nil {
+		t.Errorf("bucket_dir sub: %v", err)
+	}
+	r := reactRequest(t, "sub", 1)
+	r.Subject.Resource = "objects/x"
+	if err := sink.React(context.Background(), r); err == nil {
+		t.Errorf("an object path through a link that leads out was written")
+	}
+	entries, err := os.ReadDir(outside)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		t.Errorf("written outside the state directory: %s", e.Name())
+	}
+}
+
 // TestStatusSinkConcurrentRepeats: eight concurrent deliveries of the same
 // key (a retried react racing the original) leave one whole object and
 // eight whole log lines.
 func TestStatusSinkConcurrentRepeats(t *testing.T) {
 	dir := t.TempDir()
-	sink := find(t, Providers(Options{}), "statussink", 1)
+	sink := find(t, Providers(Options{StateDir: dir}), "statussink", 1)
 	const n = 8
 	errs := make(chan error, n)
 	for range n {
-		go func() { errs <- sink.React(context.Background(), reactRequest(t, dir, 1)) }()
+		go func() { errs <- sink.React(context.Background(), reactRequest(t, ".", 1)) }()
 	}
 	for range n {
 		if err := <-errs; err != nil {
