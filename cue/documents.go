@@ -2,6 +2,7 @@ package cue
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"sort"
@@ -182,7 +183,22 @@ func (l *loader) kind(d *document, places map[converge.KindRef]*namedPlace) {
 	places[ref] = &namedPlace{place: here}
 	l.declared[ref] = here
 	if err := l.schemas.add(l.ev, k); err != nil {
-		l.addf(d.file, d.pos, "", "SCHEMA_INVALID", "%v", err)
+		// Point at the schema that does not compile, and at the field
+		// inside it when the schema is written as CUE (a string's own
+		// positions are those of the compiled source, in the message).
+		pos, path := d.pos, ""
+		var se *schemaError
+		if errors.As(err, &se) {
+			part := r.get(se.part)
+			pos, path = posOf(part, d.pos), se.part
+			if inner := se.path(); len(inner) > 0 {
+				path = joinPath(se.part, inner)
+				if part.Kind() != cuelang.StringKind {
+					pos = posOf(part.LookupPath(selectorPath(inner)), pos)
+				}
+			}
+		}
+		l.addf(d.file, pos, path, "SCHEMA_INVALID", "%v", err)
 	}
 }
 

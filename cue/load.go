@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	cuelang "cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
@@ -191,6 +192,11 @@ func (l *loader) file(p, rel string, e fs.DirEntry, ext string) {
 	}
 	l.res.Files++
 	l.src[rel] = b
+	if line, col, c, ok := notText(b); ok {
+		l.res.Findings = append(l.res.Findings, converge.Finding{File: rel, Line: line, Column: col, Rule: "SYNTAX",
+			Message: fmt.Sprintf("%s; a document must be UTF-8 text", c)})
+		return
+	}
 	switch ext {
 	case ".cue":
 		f, err := parser.ParseFile(rel, b, parser.ParseComments)
@@ -203,7 +209,7 @@ func (l *loader) file(p, rel string, e fs.DirEntry, ext string) {
 		}
 		v := l.ev.ctx.BuildFile(f)
 		if err := v.Err(); err != nil {
-			l.cueErr(rel, "CUE_INVALID", err)
+			l.cueErrIn(rel, f, "CUE_INVALID", err)
 			return
 		}
 		if rel == SettingsFile {
@@ -269,7 +275,13 @@ func (l *loader) doc(rel string, v cuelang.Value, pos token.Pos) {
 }
 
 // cueErr turns a CUE parse or build error into findings.
-func (l *loader) cueErr(rel, rule string, err error) {
+func (l *loader) cueErr(rel, rule string, err error) { l.cueErrIn(rel, nil, rule, err) }
+
+// cueErrIn is cueErr for an error about file f: an error CUE gives no
+// position (a structural cycle, @embed outside a module) is placed at the
+// field its path names in f, or at the attribute or the first declaration
+// it is about, so every finding has a line and column.
+func (l *loader) cueErrIn(rel string, f *ast.File, rule string, err error) {
 	for _, e := range cueerrors.Errors(err) {
 		format, args := e.Msg()
 		msg := fmt.Sprintf(format, args...)
@@ -291,6 +303,9 @@ func (l *loader) cueErr(rel, rule string, err error) {
 		path := ""
 		if p := e.Path(); len(p) > 0 {
 			path = joinPath("", p)
+		}
+		if !pos.IsValid() && f != nil {
+			pos = astPos(f, e.Path(), msg)
 		}
 		l.addf(rel, pos, path, rule, "%s", msg)
 	}
@@ -351,6 +366,89 @@ func sortFindings(fs []converge.Finding) {
 		}
 		return a.Message < b.Message
 	})
+}
+
+// notText reports whether b is not UTF-8 text: invalid UTF-8 or a NUL
+// byte (binary content), with the line and column of the first such byte
+// and what it is.
+func notText(b []byte) (line, col int, what string, bad bool) {
+	line, col = 1, 1
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		switch {
+		case r == utf8.RuneError && n <= 1:
+			return line, col, fmt.Sprintf("invalid UTF-8 (byte 0x%02x)", b[i]), true
+		case r == 0:
+			return line, col, "NUL byte (binary content)", true
+		case r == '\n':
+			line, col = line+1, 1
+		default:
+			col += n
+		}
+		i += n
+	}
+	return 0, 0, "", false
+}
+
+// astPos finds where in f an error without a position belongs: the
+// deepest field on its path, else (for @embed) the first embed
+// attribute, else the first declaration.
+func astPos(f *ast.File, path []string, msg string) token.Pos {
+	best := token.NoPos
+	var walk func(decls []ast.Decl, path []string)
+	walk = func(decls []ast.Decl, path []string) {
+		if len(path) == 0 {
+			return
+		}
+		for _, d := range decls {
+			field, ok := d.(*ast.Field)
+			if !ok {
+				continue
+			}
+			name, _, err := ast.LabelName(field.Label)
+			if err != nil || name != path[0] {
+				continue
+			}
+			if !best.IsValid() || len(path) == 1 {
+				best = field.Label.Pos()
+			}
+			if st, ok := field.Value.(*ast.StructLit); ok {
+				before := best
+				walk(st.Elts, path[1:])
+				if best != before {
+					return
+				}
+			}
+			if len(path) == 1 {
+				return
+			}
+		}
+	}
+	walk(f.Decls, path)
+	if best.IsValid() {
+		return best
+	}
+	if strings.Contains(msg, "embed") {
+		for _, want := range []string{"embed", "extern"} {
+			ast.Walk(f, func(n ast.Node) bool {
+				if a, ok := n.(*ast.Attribute); ok && !best.IsValid() {
+					if k, _ := a.Split(); k == want {
+						best = a.Pos()
+					}
+				}
+				return !best.IsValid()
+			}, nil)
+			if best.IsValid() {
+				return best
+			}
+		}
+	}
+	for _, d := range f.Decls {
+		if _, ok := d.(*ast.CommentGroup); !ok && d.Pos().IsValid() {
+			return d.Pos()
+		}
+	}
+	return token.NoPos
 }
 
 // emptyFile reports whether f declares nothing but a package clause and
