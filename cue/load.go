@@ -20,6 +20,7 @@ import (
 	"cuelang.org/go/cue/token"
 	cuejson "cuelang.org/go/encoding/json"
 	cueyaml "cuelang.org/go/encoding/yaml"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/convergehq/converge"
 )
@@ -72,6 +73,12 @@ func (r *Result) Valid() bool { return len(r.Findings) == 0 }
 // .converge) and files other than *.cue, *.json, *.yaml and *.yml are
 // skipped.
 func Load(fsys fs.FS, dir string, opts Options) (*Result, error) {
+	return load(fsys, dir, opts, nil)
+}
+
+// load is Load, telling progress (when not nil) about each file and
+// document before it evaluates it.
+func load(fsys fs.FS, dir string, opts Options, progress func(file string, line, col int)) (*Result, error) {
 	if opts.MaxFileSize <= 0 {
 		opts.MaxFileSize = DefaultMaxFileSize
 	}
@@ -90,7 +97,7 @@ func Load(fsys fs.FS, dir string, opts Options) (*Result, error) {
 	}
 	schemas := newSchemas()
 	l := &loader{fsys: fsys, dir: dir, opts: opts, schemas: schemas, ev: schemas.newEvaluator(), res: &Result{},
-		declared: map[converge.KindRef]place{}, src: map[string][]byte{}}
+		declared: map[converge.KindRef]place{}, src: map[string][]byte{}, progress: progress}
 	l.walk(dir, entries)
 	l.check()
 	sortFindings(l.res.Findings)
@@ -114,6 +121,12 @@ type loader struct {
 	// reference to an invalid kind is not called unknown.
 	declared map[converge.KindRef]place
 	full     bool // MaxDocuments reached
+	// collect, when set, is handed each document file's contents
+	// instead of parsing it (Sandbox reads, the child evaluates).
+	collect func(rel string, data []byte)
+	// progress, when set, hears of each file and document before it is
+	// evaluated (the child of a Sandbox reports where it is).
+	progress func(file string, line, col int)
 }
 
 // document is one typed document.
@@ -190,6 +203,13 @@ func (l *loader) file(p, rel string, e fs.DirEntry, ext string) {
 		l.addf(rel, token.NoPos, "", "FILE_TOO_LARGE", "file is %d bytes, over the limit of %d", len(b), l.opts.MaxFileSize)
 		return
 	}
+	if l.collect != nil {
+		l.collect(rel, b)
+		return
+	}
+	if l.progress != nil {
+		l.progress(rel, 1, 1)
+	}
 	l.res.Files++
 	l.src[rel] = b
 	if line, col, c, ok := notText(b); ok {
@@ -232,7 +252,7 @@ func (l *loader) file(p, rel string, e fs.DirEntry, ext string) {
 				return
 			}
 			if err != nil {
-				l.yamlErr(rel, err)
+				l.yamlErr(rel, b, err)
 				return
 			}
 			l.expr(rel, expr)
@@ -314,18 +334,62 @@ func (l *loader) cueErrIn(rel string, f *ast.File, rule string, err error) {
 // yamlLine matches the YAML decoder's "file:line: message" errors.
 var yamlLine = regexp.MustCompile(`^(?:yaml: )?(?:.*?):(\d+): (.*)$`)
 
-func (l *loader) yamlErr(rel string, err error) {
+func (l *loader) yamlErr(rel string, b []byte, err error) {
 	if ps := cueerrors.Positions(err); len(ps) > 0 {
 		l.cueErr(rel, "SYNTAX", err)
 		return
 	}
-	f := converge.Finding{File: rel, Rule: "SYNTAX", Message: err.Error()}
+	f := converge.Finding{File: rel, Rule: "SYNTAX", Message: strings.TrimPrefix(err.Error(), rel+": ")}
 	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
 		f.Line, _ = strconv.Atoi(m[1])
-		f.Column = 1
 		f.Message = m[2]
+	} else {
+		// yaml.v3 words some errors without a line: find the first
+		// line that makes the file fail.
+		f.Line = yamlBadLine(b)
 	}
+	f.Column = 1
 	l.res.Findings = append(l.res.Findings, f)
+}
+
+// yamlBadLine returns the first line n such that b's first n lines do not
+// decode as YAML (a binary search; 1 if none is found).
+func yamlBadLine(b []byte) int {
+	var ends []int // offset after each line
+	for i, c := range b {
+		if c == '\n' {
+			ends = append(ends, i+1)
+		}
+	}
+	if len(ends) == 0 || ends[len(ends)-1] != len(b) {
+		ends = append(ends, len(b))
+	}
+	fails := func(n int) bool {
+		dec := yaml.NewDecoder(bytes.NewReader(b[:ends[n-1]]))
+		for {
+			var node yaml.Node
+			err := dec.Decode(&node)
+			if err == io.EOF {
+				return false
+			}
+			if err != nil {
+				return true
+			}
+		}
+	}
+	lo, hi := 1, len(ends)
+	if !fails(hi) {
+		return 1
+	}
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if fails(mid) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo
 }
 
 // addf appends a finding at pos (line 0 if pos is unknown).

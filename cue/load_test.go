@@ -245,6 +245,9 @@ func TestLoadFindings(t *testing.T) {
 			"r.json": "{\"type\": \"resource\",\n \"name\": \"\xc3\"}",
 			"r.cue":  "type: \"resource\"\n// \xff\n",
 		}, want: []string{"r.cue:2:4 SYNTAX ", "r.json:2:11 SYNTAX ", "r.yaml:5:10 SYNTAX "}},
+		{name: "a YAML error worded without a line", files: map[string]string{
+			"r.yaml": "type: resource\nkind: bucket\n@extern(embed)\n",
+		}, want: []string{"r.yaml:3:1 SYNTAX "}},
 		{name: "binary content", files: map[string]string{
 			"b.yaml": "type: resource\nkind: bucket\x00\x01\x02\n",
 		}, want: []string{"b.yaml:2:13 SYNTAX "}},

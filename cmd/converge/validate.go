@@ -39,7 +39,10 @@ func newValidateCommand(g *globals) *cobra.Command {
 		Long: `Validate reads every *.cue, *.json, *.yaml and *.yml document under DIR
 (default: --repo joined with --path, i.e. the current directory), compiles the kinds' CUE schemas and checks
 every resource, provider config and binding. Each problem prints as
-file:line:col: path: message, relative to DIR; a summary line follows.`,
+file:line:col: path: message, relative to DIR; a summary line follows.
+The documents are evaluated in a child process under a budget
+(--load-document-timeout, --load-memory, --load-output): a file that goes
+over it is an error naming it.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			// DIR, or else --repo and --path as every other command reads
@@ -68,7 +71,13 @@ file:line:col: path: message, relative to DIR; a summary line follows.`,
 			if !st.IsDir() {
 				return fmt.Errorf("validate %s: not a directory", dir)
 			}
-			res, err := cue.Load(os.DirFS(dir), ".", cue.Options{MaxFileSize: maxFileSize})
+			// The documents are evaluated in a child process under
+			// the load budget: any committer writes them.
+			sb, err := g.sandbox()
+			if err != nil {
+				return err
+			}
+			res, err := sb.Load(c.Context(), os.DirFS(dir), ".", cue.Options{MaxFileSize: maxFileSize})
 			if err != nil {
 				return fmt.Errorf("validate: %w", err)
 			}
