@@ -145,6 +145,13 @@ func (s *Sandbox) Load(ctx context.Context, fsys fs.FS, dir string, opts Options
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("evaluate documents: start %s: %w", cmd.Path, err)
 	}
+	// wait reaps the child once, on every way out (killed first, unless
+	// it already ended).
+	wait := sync.OnceValue(cmd.Wait)
+	defer func() {
+		cancel()
+		_ = wait()
+	}()
 	// The child reports each file and document before it evaluates it;
 	// each report restarts the clock.
 	msgs := make(chan sandboxMsg)
@@ -204,10 +211,9 @@ wait:
 			break wait
 		case err := <-readErr:
 			if ctx.Err() != nil {
-				_ = cmd.Wait()
 				return nil, ctx.Err()
 			}
-			werr := cmd.Wait()
+			werr := wait()
 			if strings.Contains(stderr.String(), "out of memory") {
 				over = overAt("evaluating this file ran out of memory (budget %s, --load-memory); stopped", mib(b.Memory))
 				break wait
@@ -217,12 +223,11 @@ wait:
 			}
 			return nil, fmt.Errorf("evaluate documents (at %s): %v (%v): %s", at.File, err, werr, strings.TrimSpace(stderr.String()))
 		case <-ctx.Done():
-			_ = cmd.Wait()
 			return nil, ctx.Err()
 		}
 	}
 	cancel() // kills the child if it is still running
-	_ = cmd.Wait()
+	_ = wait()
 	res := &Result{Findings: walked}
 	if over != nil {
 		res.Findings = append(res.Findings, *over)
