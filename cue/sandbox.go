@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/gob"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -106,6 +105,7 @@ type sandboxMsg struct {
 	Result       *sandboxResult
 	OverMemory   int64  // the memory the child had when it gave up
 	OverOutput   int64  // the JSON size it refused to send
+	OverFindings int64  // the JSON and findings it refused to send
 	Err          string // any other failure
 }
 
@@ -156,10 +156,11 @@ func (s *Sandbox) Load(ctx context.Context, fsys fs.FS, dir string, opts Options
 	// each report restarts the clock.
 	msgs := make(chan sandboxMsg)
 	readErr := make(chan error, 1)
+	// Findings and the settings travel beside the JSON: allow a little
+	// over the output budget before refusing to read on.
+	limited := &io.LimitedReader{R: out, N: b.Output + b.Output/4 + 1<<20}
 	go func() {
-		// Findings and the settings travel beside the JSON: allow a
-		// little over the output budget.
-		dec := gob.NewDecoder(io.LimitReader(out, b.Output+b.Output/4+1<<20))
+		dec := gob.NewDecoder(limited)
 		for {
 			var m sandboxMsg
 			if err := dec.Decode(&m); err != nil {
@@ -201,6 +202,10 @@ wait:
 				at.File, at.Line, at.Column = m.File, m.Line, m.Column
 				over = overAt("the documents evaluate to %s of JSON, over the budget of %s (--load-output); this one is the largest", mib(m.OverOutput), mib(b.Output))
 				break wait
+			case m.OverFindings > 0:
+				at.File, at.Line, at.Column = m.File, m.Line, m.Column
+				over = overAt("the documents evaluate to %s of JSON and findings, over the budget of %s (--load-output); this file has the most", mib(m.OverFindings), mib(b.Output))
+				break wait
 			case m.Err != "":
 				return nil, fmt.Errorf("evaluate documents: %s", m.Err)
 			}
@@ -213,13 +218,17 @@ wait:
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
+			// A child that wrote too much is blocked writing more:
+			// kill it before waiting.
+			cancel()
 			werr := wait()
-			if strings.Contains(stderr.String(), "out of memory") {
+			switch {
+			case limited.N <= 0:
+				over = overAt("the documents evaluate to more than %s (--load-output); stopped", mib(b.Output))
+				break wait
+			case strings.Contains(stderr.String(), "out of memory"):
 				over = overAt("evaluating this file ran out of memory (budget %s, --load-memory); stopped", mib(b.Memory))
 				break wait
-			}
-			if errors.Is(err, io.EOF) && werr == nil {
-				err = fmt.Errorf("more than %s of output (--load-output)", mib(b.Output))
 			}
 			return nil, fmt.Errorf("evaluate documents (at %s): %v (%v): %s", at.File, err, werr, strings.TrimSpace(stderr.String()))
 		case <-ctx.Done():
@@ -318,6 +327,28 @@ func ServeSandbox(r io.Reader, w io.Writer) error {
 		m := sandboxMsg{OverOutput: size, Column: 1}
 		m.File, m.Line = splitSource(largest.Source)
 		return enc.Encode(&m)
+	}
+	// Findings travel too: blame the file with the most of them.
+	var fsize int64
+	perFile := map[string]int64{}
+	first := map[string]converge.Finding{}
+	for _, f := range res.Findings {
+		n := int64(len(f.File) + len(f.Path) + len(f.Rule) + len(f.Message) + 16)
+		fsize += n
+		perFile[f.File] += n
+		if _, ok := first[f.File]; !ok {
+			first[f.File] = f
+		}
+	}
+	if size+fsize > b.Output {
+		worst := ""
+		for file, n := range perFile {
+			if worst == "" || n > perFile[worst] || n == perFile[worst] && file < worst {
+				worst = file
+			}
+		}
+		f := first[worst]
+		return enc.Encode(&sandboxMsg{OverFindings: size + fsize, File: f.File, Line: f.Line, Column: f.Column})
 	}
 	// Spec is Declared (Load's contract): send it once.
 	for _, x := range res.Desired.Resources {
