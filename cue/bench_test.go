@@ -1,6 +1,7 @@
 package cue
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -51,6 +52,21 @@ func BenchmarkLoadClassic(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		res, err := Load(fsys, ".", Options{})
+		if err != nil || len(res.Findings) > 0 {
+			b.Fatal(err, res.Findings)
+		}
+	}
+}
+
+// BenchmarkSandboxLoadClassic is BenchmarkLoadClassic in a child process
+// under the default budget (what validate, sync and serve do): the price of
+// the process, the copy of the documents and compiling the kinds again.
+func BenchmarkSandboxLoadClassic(b *testing.B) {
+	fsys := os.DirFS("../examples/classic")
+	sb := testSandbox(Budget{})
+	b.ReportAllocs()
+	for b.Loop() {
+		res, err := sb.Load(context.Background(), fsys, ".", Options{})
 		if err != nil || len(res.Findings) > 0 {
 			b.Fatal(err, res.Findings)
 		}

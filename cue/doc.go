@@ -3,7 +3,8 @@
 // working tree, a git tree at a revision) into a converge.Desired plus a
 // sorted list of findings, each naming file, line, column and field path.
 //
-// Read first: Load and Result (one pass over a directory), then Schemas (the
+// Read first: Load and Result (one pass over a directory), Sandbox (the
+// same in a child process under a Budget), then Schemas (the
 // compiled kind schemas, also rebuilt from the store with Compile), then
 // Lint and LintTrees (breaking schema changes between two sets of kinds,
 // a structural walk with its own rule ids).
@@ -24,8 +25,11 @@
 // plus its compiled schemas), one goroutine at a time each, and drops each
 // after recycleAfter validations (docs/BENCHMARKS.md).
 //
-// CUE evaluation of a repository's .cue files is bounded only by the file
-// size limit: a comprehension over a huge range can still run long.
+// CUE evaluation cannot be interrupted, and a small .cue file can ask for
+// an exponential amount of work. Load evaluates in the caller's process;
+// untrusted repositories are loaded through a Sandbox, which evaluates in
+// a child process under a Budget (time per file, memory, output) and
+// reports a file over it as a finding (RuleBudget).
 //
 // When one struct has several violations, CUE may report only some of
 // them; unknown fields are always reported (a second, shape-only check).

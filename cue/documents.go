@@ -2,6 +2,7 @@ package cue
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"sort"
@@ -83,6 +84,7 @@ func (p place) source() string {
 func (l *loader) check() {
 	byType := map[string][]*document{}
 	for _, d := range l.docs {
+		l.step(d)
 		t := d.v.LookupPath(cuelang.MakePath(cuelang.Str("type")))
 		if !t.Exists() {
 			l.addf(d.file, d.pos, "type", "TYPE_MISSING", `document has no type (want kind, resource, providerconfig or binding)`)
@@ -104,20 +106,24 @@ func (l *loader) check() {
 	}
 	kindPlaces := map[converge.KindRef]*namedPlace{}
 	for _, d := range byType[TypeKind] {
+		l.step(d)
 		l.kind(d, kindPlaces)
 	}
 	configs := map[string]*converge.ProviderConfig{}
 	configPlaces := map[string]*namedPlace{}
 	defaults := map[converge.KindRef]namedPlace{}
 	for _, d := range byType[TypeProviderConfig] {
+		l.step(d)
 		l.providerConfig(d, configs, configPlaces, defaults)
 	}
 	resPlaces := map[converge.ID]*namedPlace{}
 	for _, d := range byType[TypeResource] {
+		l.step(d)
 		l.resource(d, configs, resPlaces)
 	}
 	bindPlaces := map[string]*namedPlace{}
 	for _, d := range byType[TypeBinding] {
+		l.step(d)
 		l.binding(d, bindPlaces)
 	}
 	ds := &l.res.Desired
@@ -125,6 +131,14 @@ func (l *loader) check() {
 	sort.Slice(ds.Configs, func(i, j int) bool { return ds.Configs[i].Name < ds.Configs[j].Name })
 	sort.Slice(ds.Resources, func(i, j int) bool { return ds.Resources[i].ID() < ds.Resources[j].ID() })
 	sort.Slice(ds.Bindings, func(i, j int) bool { return ds.Bindings[i].Name < ds.Bindings[j].Name })
+}
+
+// step tells progress (if any) that d is evaluated next.
+func (l *loader) step(d *document) {
+	if l.progress != nil {
+		p := l.at(d.file, d.pos)
+		l.progress(d.file, p.line, p.col)
+	}
 }
 
 // kind validates and compiles one kind manifest.
@@ -183,7 +197,22 @@ func (l *loader) kind(d *document, places map[converge.KindRef]*namedPlace) {
 	places[ref] = &namedPlace{place: here}
 	l.declared[ref] = here
 	if err := l.schemas.add(l.ev, k); err != nil {
-		l.addf(d.file, d.pos, "", "SCHEMA_INVALID", "%v", err)
+		// Point at the schema that does not compile, and at the field
+		// inside it when the schema is written as CUE (a string's own
+		// positions are those of the compiled source, in the message).
+		pos, path := d.pos, ""
+		var se *schemaError
+		if errors.As(err, &se) {
+			part := r.get(se.part)
+			pos, path = posOf(part, d.pos), se.part
+			if inner := se.path(); len(inner) > 0 {
+				path = joinPath(se.part, inner)
+				if part.Kind() != cuelang.StringKind {
+					pos = posOf(part.LookupPath(selectorPath(inner)), pos)
+				}
+			}
+		}
+		l.addf(d.file, pos, path, "SCHEMA_INVALID", "%v", err)
 	}
 }
 

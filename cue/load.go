@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	cuelang "cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
@@ -19,6 +20,7 @@ import (
 	"cuelang.org/go/cue/token"
 	cuejson "cuelang.org/go/encoding/json"
 	cueyaml "cuelang.org/go/encoding/yaml"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/convergehq/converge"
 )
@@ -71,6 +73,12 @@ func (r *Result) Valid() bool { return len(r.Findings) == 0 }
 // .converge) and files other than *.cue, *.json, *.yaml and *.yml are
 // skipped.
 func Load(fsys fs.FS, dir string, opts Options) (*Result, error) {
+	return load(fsys, dir, opts, nil)
+}
+
+// load is Load, telling progress (when not nil) about each file and
+// document before it evaluates it.
+func load(fsys fs.FS, dir string, opts Options, progress func(file string, line, col int)) (*Result, error) {
 	if opts.MaxFileSize <= 0 {
 		opts.MaxFileSize = DefaultMaxFileSize
 	}
@@ -89,7 +97,7 @@ func Load(fsys fs.FS, dir string, opts Options) (*Result, error) {
 	}
 	schemas := newSchemas()
 	l := &loader{fsys: fsys, dir: dir, opts: opts, schemas: schemas, ev: schemas.newEvaluator(), res: &Result{},
-		declared: map[converge.KindRef]place{}, src: map[string][]byte{}}
+		declared: map[converge.KindRef]place{}, src: map[string][]byte{}, progress: progress}
 	l.walk(dir, entries)
 	l.check()
 	sortFindings(l.res.Findings)
@@ -113,6 +121,12 @@ type loader struct {
 	// reference to an invalid kind is not called unknown.
 	declared map[converge.KindRef]place
 	full     bool // MaxDocuments reached
+	// collect, when set, is handed each document file's contents
+	// instead of parsing it (Sandbox reads, the child evaluates).
+	collect func(rel string, data []byte)
+	// progress, when set, hears of each file and document before it is
+	// evaluated (the child of a Sandbox reports where it is).
+	progress func(file string, line, col int)
 }
 
 // document is one typed document.
@@ -189,8 +203,20 @@ func (l *loader) file(p, rel string, e fs.DirEntry, ext string) {
 		l.addf(rel, token.NoPos, "", "FILE_TOO_LARGE", "file is %d bytes, over the limit of %d", len(b), l.opts.MaxFileSize)
 		return
 	}
+	if l.collect != nil {
+		l.collect(rel, b)
+		return
+	}
+	if l.progress != nil {
+		l.progress(rel, 1, 1)
+	}
 	l.res.Files++
 	l.src[rel] = b
+	if line, col, c, ok := notText(b); ok {
+		l.res.Findings = append(l.res.Findings, converge.Finding{File: rel, Line: line, Column: col, Rule: "SYNTAX",
+			Message: fmt.Sprintf("%s; a document must be UTF-8 text", c)})
+		return
+	}
 	switch ext {
 	case ".cue":
 		f, err := parser.ParseFile(rel, b, parser.ParseComments)
@@ -203,7 +229,7 @@ func (l *loader) file(p, rel string, e fs.DirEntry, ext string) {
 		}
 		v := l.ev.ctx.BuildFile(f)
 		if err := v.Err(); err != nil {
-			l.cueErr(rel, "CUE_INVALID", err)
+			l.cueErrIn(rel, f, "CUE_INVALID", err)
 			return
 		}
 		if rel == SettingsFile {
@@ -226,7 +252,7 @@ func (l *loader) file(p, rel string, e fs.DirEntry, ext string) {
 				return
 			}
 			if err != nil {
-				l.yamlErr(rel, err)
+				l.yamlErr(rel, b, err)
 				return
 			}
 			l.expr(rel, expr)
@@ -269,7 +295,13 @@ func (l *loader) doc(rel string, v cuelang.Value, pos token.Pos) {
 }
 
 // cueErr turns a CUE parse or build error into findings.
-func (l *loader) cueErr(rel, rule string, err error) {
+func (l *loader) cueErr(rel, rule string, err error) { l.cueErrIn(rel, nil, rule, err) }
+
+// cueErrIn is cueErr for an error about file f: an error CUE gives no
+// position (a structural cycle, @embed outside a module) is placed at the
+// field its path names in f, or at the attribute or the first declaration
+// it is about, so every finding has a line and column.
+func (l *loader) cueErrIn(rel string, f *ast.File, rule string, err error) {
 	for _, e := range cueerrors.Errors(err) {
 		format, args := e.Msg()
 		msg := fmt.Sprintf(format, args...)
@@ -292,6 +324,9 @@ func (l *loader) cueErr(rel, rule string, err error) {
 		if p := e.Path(); len(p) > 0 {
 			path = joinPath("", p)
 		}
+		if !pos.IsValid() && f != nil {
+			pos = astPos(f, e.Path(), msg)
+		}
 		l.addf(rel, pos, path, rule, "%s", msg)
 	}
 }
@@ -299,18 +334,62 @@ func (l *loader) cueErr(rel, rule string, err error) {
 // yamlLine matches the YAML decoder's "file:line: message" errors.
 var yamlLine = regexp.MustCompile(`^(?:yaml: )?(?:.*?):(\d+): (.*)$`)
 
-func (l *loader) yamlErr(rel string, err error) {
+func (l *loader) yamlErr(rel string, b []byte, err error) {
 	if ps := cueerrors.Positions(err); len(ps) > 0 {
 		l.cueErr(rel, "SYNTAX", err)
 		return
 	}
-	f := converge.Finding{File: rel, Rule: "SYNTAX", Message: err.Error()}
+	f := converge.Finding{File: rel, Rule: "SYNTAX", Message: strings.TrimPrefix(err.Error(), rel+": ")}
 	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
 		f.Line, _ = strconv.Atoi(m[1])
-		f.Column = 1
 		f.Message = m[2]
+	} else {
+		// yaml.v3 words some errors without a line: find the first
+		// line that makes the file fail.
+		f.Line = yamlBadLine(b)
 	}
+	f.Column = 1
 	l.res.Findings = append(l.res.Findings, f)
+}
+
+// yamlBadLine returns the first line n such that b's first n lines do not
+// decode as YAML (a binary search; 1 if none is found).
+func yamlBadLine(b []byte) int {
+	var ends []int // offset after each line
+	for i, c := range b {
+		if c == '\n' {
+			ends = append(ends, i+1)
+		}
+	}
+	if len(ends) == 0 || ends[len(ends)-1] != len(b) {
+		ends = append(ends, len(b))
+	}
+	fails := func(n int) bool {
+		dec := yaml.NewDecoder(bytes.NewReader(b[:ends[n-1]]))
+		for {
+			var node yaml.Node
+			err := dec.Decode(&node)
+			if err == io.EOF {
+				return false
+			}
+			if err != nil {
+				return true
+			}
+		}
+	}
+	lo, hi := 1, len(ends)
+	if !fails(hi) {
+		return 1
+	}
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if fails(mid) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo
 }
 
 // addf appends a finding at pos (line 0 if pos is unknown).
@@ -351,6 +430,89 @@ func sortFindings(fs []converge.Finding) {
 		}
 		return a.Message < b.Message
 	})
+}
+
+// notText reports whether b is not UTF-8 text: invalid UTF-8 or a NUL
+// byte (binary content), with the line and column of the first such byte
+// and what it is.
+func notText(b []byte) (line, col int, what string, bad bool) {
+	line, col = 1, 1
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		switch {
+		case r == utf8.RuneError && n <= 1:
+			return line, col, fmt.Sprintf("invalid UTF-8 (byte 0x%02x)", b[i]), true
+		case r == 0:
+			return line, col, "NUL byte (binary content)", true
+		case r == '\n':
+			line, col = line+1, 1
+		default:
+			col += n
+		}
+		i += n
+	}
+	return 0, 0, "", false
+}
+
+// astPos finds where in f an error without a position belongs: the
+// deepest field on its path, else (for @embed) the first embed
+// attribute, else the first declaration.
+func astPos(f *ast.File, path []string, msg string) token.Pos {
+	best := token.NoPos
+	var walk func(decls []ast.Decl, path []string)
+	walk = func(decls []ast.Decl, path []string) {
+		if len(path) == 0 {
+			return
+		}
+		for _, d := range decls {
+			field, ok := d.(*ast.Field)
+			if !ok {
+				continue
+			}
+			name, _, err := ast.LabelName(field.Label)
+			if err != nil || name != path[0] {
+				continue
+			}
+			if !best.IsValid() || len(path) == 1 {
+				best = field.Label.Pos()
+			}
+			if st, ok := field.Value.(*ast.StructLit); ok {
+				before := best
+				walk(st.Elts, path[1:])
+				if best != before {
+					return
+				}
+			}
+			if len(path) == 1 {
+				return
+			}
+		}
+	}
+	walk(f.Decls, path)
+	if best.IsValid() {
+		return best
+	}
+	if strings.Contains(msg, "embed") {
+		for _, want := range []string{"embed", "extern"} {
+			ast.Walk(f, func(n ast.Node) bool {
+				if a, ok := n.(*ast.Attribute); ok && !best.IsValid() {
+					if k, _ := a.Split(); k == want {
+						best = a.Pos()
+					}
+				}
+				return !best.IsValid()
+			}, nil)
+			if best.IsValid() {
+				return best
+			}
+		}
+	}
+	for _, d := range f.Decls {
+		if _, ok := d.(*ast.CommentGroup); !ok && d.Pos().IsValid() {
+			return d.Pos()
+		}
+	}
+	return token.NoPos
 }
 
 // emptyFile reports whether f declares nothing but a package clause and

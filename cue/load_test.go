@@ -232,7 +232,28 @@ func TestLoadFindings(t *testing.T) {
 		{name: "bad schema", files: map[string]string{
 			"k.yaml": "type: kind\nkind: k\nkind_version: 1\nspec: '{ a: strin }'\n",
 			"r.yaml": "type: resource\nkind: k\nkind_version: 1\nname: r\nspec: {a: x}\n",
-		}, want: []string{"k.yaml:1:1 SCHEMA_INVALID ", "r.yaml:2:1 KIND_INVALID kind"}},
+		}, want: []string{"k.yaml:4:1 SCHEMA_INVALID spec.a", "r.yaml:2:1 KIND_INVALID kind"}},
+		// Issue 11: each of these used to have no line, or 1:1.
+		{name: "schema that does not compile, written as a string", files: map[string]string{
+			"k.cue": "type: \"kind\"\nkind: \"k\"\nkind_version: 1\nreactions: []\nstatus: \"\"\"\n\tname: string\n\ty: undefined_ref\n\t\"\"\"\n",
+		}, want: []string{"k.cue:5:1 SCHEMA_INVALID status.y"}},
+		{name: "structural cycle", files: map[string]string{
+			"r.cue": "type: \"resource\"\nkind: \"bucket\"\nkind_version: 1\nname: \"c\"\nspec: tier: \"hot\"\nspec: a: b: spec.a\n",
+		}, want: []string{"r.cue:6:10 CUE_INVALID spec.a.b"}},
+		{name: "not UTF-8", files: map[string]string{
+			"r.yaml": "type: resource\nkind: bucket\nname: b\nspec:\n  tier: \"\xff\xfe\"\n",
+			"r.json": "{\"type\": \"resource\",\n \"name\": \"\xc3\"}",
+			"r.cue":  "type: \"resource\"\n// \xff\n",
+		}, want: []string{"r.cue:2:4 SYNTAX ", "r.json:2:11 SYNTAX ", "r.yaml:5:10 SYNTAX "}},
+		{name: "a YAML error worded without a line", files: map[string]string{
+			"r.yaml": "type: resource\nkind: bucket\n@extern(embed)\n",
+		}, want: []string{"r.yaml:3:1 SYNTAX "}},
+		{name: "binary content", files: map[string]string{
+			"b.yaml": "type: resource\nkind: bucket\x00\x01\x02\n",
+		}, want: []string{"b.yaml:2:13 SYNTAX "}},
+		{name: "embed outside a module", files: map[string]string{
+			"e.cue": "@extern(embed)\npackage x\n\ntype: \"resource\"\nkind: \"bucket\"\nkind_version: 1\nname: \"e\"\nspec: _ @embed(file=\"x.json\")\n",
+		}, want: []string{"e.cue:8:9 CUE_INVALID "}},
 		{name: "settings", files: map[string]string{
 			"converge.cue": "resync_interval: \"often\"\n",
 		}, want: []string{"converge.cue:1:1 SETTINGS_INVALID resync_interval"}},

@@ -110,11 +110,11 @@ func (s *Schemas) add(ev *evaluator, k *converge.Kind) error {
 		key := schemaKey{ref, p.name}
 		src, err := wrapSchema(key.name(), p.src, p.name == "status")
 		if err != nil {
-			return fmt.Errorf("compile %s %s schema: %w", ref, p.name, err)
+			return &schemaError{ref: ref, part: p.name, err: err}
 		}
 		v, err := build(ev.ctx, key.name(), src)
 		if err != nil {
-			return fmt.Errorf("compile %s %s schema: %w", ref, p.name, err)
+			return &schemaError{ref: ref, part: p.name, err: err}
 		}
 		files[key] = src
 		ev.schemas[key] = v
@@ -135,6 +135,51 @@ func (s *Schemas) add(ev *evaluator, k *converge.Kind) error {
 	}
 	s.kinds[ref] = k
 	return nil
+}
+
+// schemaError is a kind schema that does not compile: which part (spec,
+// status or config), and where inside it.
+type schemaError struct {
+	ref  converge.KindRef
+	part string
+	err  error
+}
+
+func (e *schemaError) Error() string {
+	return fmt.Sprintf("compile %s %s schema: %v", e.ref, e.part, e.err)
+}
+
+func (e *schemaError) Unwrap() error { return e.err }
+
+// path returns the field path inside the schema the error is about (the
+// wrapping definition #S left out), or nil.
+func (e *schemaError) path() []string {
+	var ce *cueError
+	if !errors.As(e.err, &ce) || len(ce.path) == 0 {
+		return nil
+	}
+	p := ce.path
+	if p[0] == "#S" {
+		p = p[1:]
+	}
+	return p
+}
+
+// cueError is a CUE error flattened to its details, keeping the path of
+// its first error.
+type cueError struct {
+	msg  string
+	path []string
+}
+
+func (e *cueError) Error() string { return e.msg }
+
+func newCUEError(err error) error {
+	ce := &cueError{msg: strings.TrimSpace(cueerrors.Details(err, nil))}
+	if es := cueerrors.Errors(err); len(es) > 0 {
+		ce.path = es[0].Path()
+	}
+	return ce
 }
 
 // name names the schema in CUE positions: "vpc/v1 spec".
@@ -178,11 +223,11 @@ func wrapSchema(name, src string, open bool) ([]byte, error) {
 func build(ctx *cuelang.Context, name string, src []byte) (cuelang.Value, error) {
 	v := ctx.CompileBytes(src, cuelang.Filename(name))
 	if err := v.Err(); err != nil {
-		return v, errors.New(strings.TrimSpace(cueerrors.Details(err, nil)))
+		return v, newCUEError(err)
 	}
 	v = v.LookupPath(cuelang.MakePath(cuelang.Def("#S")))
 	if err := v.Validate(); err != nil {
-		return v, errors.New(strings.TrimSpace(cueerrors.Details(err, nil)))
+		return v, newCUEError(err)
 	}
 	return v, nil
 }

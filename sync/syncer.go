@@ -67,8 +67,14 @@ type Syncer struct {
 	// DefaultLoadTimeout). A load that takes longer is abandoned: the
 	// revision is not applied, and its verdict says why.
 	LoadTimeout time.Duration
-	Now         func() time.Time
-	Log         *slog.Logger
+	// Sandbox, when set, evaluates the documents in a child process
+	// under its budget (a file over it is a finding: the revision is
+	// invalid, and whatever was applied stays applied) and kills it at
+	// LoadTimeout or when ctx ends. Without it documents are evaluated
+	// in this process, and a load abandoned at LoadTimeout runs on.
+	Sandbox *cue.Sandbox
+	Now     func() time.Time
+	Log     *slog.Logger
 
 	// last is the newest revision Advance has processed, lastKinds the
 	// kinds of the newest valid one (what the next commit is linted
@@ -165,7 +171,12 @@ func (s *Syncer) checkFS(ctx context.Context, pass *Pass, fsys fs.FS) (*Pass, er
 		s.Log.Debug("loading documents", "revision", rev.String(), "timeout", d)
 	}
 	res, err := bounded(ctx, &s.loading, d, "load "+rev.String(), "--load-timeout, load_timeout in converge.cue",
-		func(context.Context) (*cue.Result, error) { return cue.Load(fsys, ".", opts) })
+		func(ctx context.Context) (*cue.Result, error) {
+			if s.Sandbox != nil {
+				return s.Sandbox.Load(ctx, fsys, ".", opts)
+			}
+			return cue.Load(fsys, ".", opts)
+		})
 	if errors.Is(err, ErrTimeout) || errors.Is(err, ctx.Err()) && ctx.Err() != nil {
 		return nil, err
 	}

@@ -46,3 +46,41 @@ func TestWebhookHandler(t *testing.T) {
 		})
 	}
 }
+
+// FuzzWebhookHandler posts any body with any signature: the handler never
+// panics, triggers exactly when the signature is the body's HMAC under
+// the secret (202), refuses a body over the limit (413) and anything else
+// unsigned (401).
+func FuzzWebhookHandler(f *testing.F) {
+	secret := []byte("s3cret")
+	f.Add([]byte(`{"ref":"refs/heads/main"}`), "", true)
+	f.Add([]byte(`{"ref":"refs/heads/main"}`), "sha256=00", false)
+	f.Add([]byte{}, "sha256=", false)
+	f.Add([]byte("\x00\xff"), "sha256="+strings.Repeat("zz", 32), false)
+	f.Fuzz(func(t *testing.T, body []byte, sig string, sign bool) {
+		if sign {
+			sig = Sign(secret, body)
+		}
+		triggered := 0
+		h := WebhookHandler(secret, func() { triggered++ })
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, "/hooks/git", strings.NewReader(string(body)))
+		req.Header.Set("X-Hub-Signature-256", sig)
+		h.ServeHTTP(rec, req)
+		valid := strings.HasPrefix(sig, "sha256=") && strings.EqualFold(sig, Sign(secret, body)) // hex in either case
+		switch {
+		case len(body) > maxWebhookBody:
+			if rec.Code != http.StatusRequestEntityTooLarge || triggered != 0 {
+				t.Fatalf("body of %d bytes: %d, %d triggers", len(body), rec.Code, triggered)
+			}
+		case valid:
+			if rec.Code != http.StatusAccepted || triggered != 1 {
+				t.Fatalf("signed body: %d, %d triggers", rec.Code, triggered)
+			}
+		default:
+			if rec.Code != http.StatusUnauthorized || triggered != 0 {
+				t.Fatalf("signature %q: %d, %d triggers", sig, rec.Code, triggered)
+			}
+		}
+	})
+}

@@ -24,5 +24,6 @@ func subcommands(g *globals) []*cobra.Command {
 		newDeleteCommand(g),
 		newDoCommand(g),
 		newStateCommand(g),
+		newInternalEvalCommand(),
 	}
 }

@@ -318,7 +318,7 @@ func declaredWorkers(g *globals) ([]converge.WorkerSpec, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	workers, err := headWorkers(src, g.path)
+	workers, err := headWorkers(g, src, g.path)
 	return workers, src.Root(), err
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -81,7 +82,11 @@ root).`,
 			if err != nil {
 				return fmt.Errorf("lint: %w", err)
 			}
-			groups, n, err := lintRange(src, g.path, base, head)
+			sb, err := g.sandbox()
+			if err != nil {
+				return err
+			}
+			groups, n, err := lintRange(c.Context(), sb, src, g.path, base, head)
 			if err != nil {
 				return fmt.Errorf("lint: %w", err)
 			}
@@ -120,7 +125,7 @@ type loaded struct {
 // Loading (validating every document) is most of the cost: each distinct
 // tree below sub is loaded once, on GOMAXPROCS goroutines; reads of the git
 // object database are serialized (go-git is not safe for concurrent use).
-func lintRange(src *gitsync.Source, sub, base, head string) ([]lintGroup, int, error) {
+func lintRange(ctx context.Context, sb *cue.Sandbox, src *gitsync.Source, sub, base, head string) ([]lintGroup, int, error) {
 	commits, err := src.FirstParents(base, head)
 	if err != nil {
 		return nil, 0, err
@@ -153,7 +158,7 @@ func lintRange(src *gitsync.Source, sub, base, head string) ([]lintGroup, int, e
 			jobs[keys[i]] = r
 		}
 	}
-	trees, err := loadTrees(src, sub, jobs)
+	trees, err := loadTrees(ctx, sb, src, sub, jobs)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -182,8 +187,8 @@ func lintRange(src *gitsync.Source, sub, base, head string) ([]lintGroup, int, e
 }
 
 // loadTrees loads the documents of each job (tree hash to a revision
-// holding it) concurrently.
-func loadTrees(src *gitsync.Source, sub string, jobs map[string]converge.Revision) (map[string]*loaded, error) {
+// holding it) concurrently, each under the load budget (sb).
+func loadTrees(ctx context.Context, sb *cue.Sandbox, src *gitsync.Source, sub string, jobs map[string]converge.Revision) (map[string]*loaded, error) {
 	var mu gosync.Mutex // guards src and every tree read from it
 	out := make(map[string]*loaded, len(jobs))
 	var outMu gosync.Mutex // guards out
@@ -198,7 +203,7 @@ func loadTrees(src *gitsync.Source, sub string, jobs map[string]converge.Revisio
 				return err
 			}
 			tree = &lockedFS{mu: &mu, fsys: tree}
-			res, err := cue.Load(tree, ".", cue.Options{})
+			res, err := sb.Load(ctx, tree, ".", cue.Options{})
 			if err != nil {
 				return fmt.Errorf("load %s: %w", rev, err)
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cue"
 	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/state"
 	"github.com/convergehq/converge/state/etcdstate"
@@ -69,7 +70,12 @@ type globals struct {
 	// defaults); headSettings is what converge.cue at the followed
 	// head says, read by openSource.
 	gitTimeout, loadTimeout time.Duration
-	headSettings            converge.Settings
+	// loadDocumentTimeout, loadMemory and loadOutput are the budget of
+	// evaluating a repository's documents (--load-document-timeout,
+	// --load-memory, --load-output; sandbox).
+	loadDocumentTimeout    time.Duration
+	loadMemory, loadOutput string
+	headSettings           converge.Settings
 
 	// reinitState is --reinit-state (sync, serve): move an empty or
 	// damaged state.db aside and start a fresh store.
@@ -173,11 +179,17 @@ func newRoot(g *globals) *cobra.Command {
 	pf.StringVar(&g.ref, "ref", "", "branch to follow (default: the repository's HEAD branch)")
 	pf.DurationVar(&g.gitTimeout, "git-timeout", 0, "give up on a fetch, clone or push of notes that takes longer (default: git_timeout in converge.cue, else "+gitsync.DefaultGitTimeout.String()+")")
 	pf.DurationVar(&g.loadTimeout, "load-timeout", 0, "give up on loading a revision's documents that takes longer (default: load_timeout in converge.cue, else "+gitsync.DefaultLoadTimeout.String()+")")
+	pf.DurationVar(&g.loadDocumentTimeout, "load-document-timeout", 0, "refuse a file whose documents take longer to evaluate (default "+cue.DefaultDocumentTimeout.String()+")")
+	pf.StringVar(&g.loadMemory, "load-memory", "", "refuse documents whose evaluation needs more memory, e.g. 2GiB (default 4GiB)")
+	pf.StringVar(&g.loadOutput, "load-output", "", "refuse documents that evaluate to more JSON, all together, e.g. 64MiB (default 256MiB)")
 	root.PersistentPreRunE = func(c *cobra.Command, _ []string) error {
 		if err := checkNotNegative(c); err != nil {
 			return err
 		}
 		g.repoSet, g.pathSet = c.Flags().Changed("repo"), c.Flags().Changed("path")
+		if _, err := g.sandbox(); err != nil {
+			return err // a bad --load-memory or --load-output
+		}
 		if !isEtcd(g.state) {
 			if g.etcdCA != "" || g.etcdCert != "" || g.etcdKey != "" {
 				return usageErr("--etcd-cacert, --etcd-cert and --etcd-key need --state etcd://…")

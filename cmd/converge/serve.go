@@ -146,7 +146,7 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	}
 	if !src.Remote() {
 		// A local repository is trusted: start the workers it declares.
-		declared, err := headWorkers(src, g.path)
+		declared, err := headWorkers(g, src, g.path)
 		if err != nil {
 			log.Warn("no declared workers started", "err", err)
 		}

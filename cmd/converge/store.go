@@ -213,7 +213,7 @@ func openSource(ctx context.Context, g *globals, dir string) (*gitsync.Source, e
 	if _, err := src.Fetch(ctx); err != nil {
 		return nil, err
 	}
-	setTimeouts(g, src, nil, headSettings(src, g.path)) // the fetched head's converge.cue
+	setTimeouts(g, src, nil, headSettings(g, src, g.path)) // the fetched head's converge.cue
 	return src, nil
 }
 
@@ -231,7 +231,7 @@ func openFollowed(ctx context.Context, g *globals, dir string) (*gitsync.Source,
 	if err != nil {
 		return nil, err
 	}
-	setTimeouts(g, src, nil, headSettings(src, g.path))
+	setTimeouts(g, src, nil, headSettings(g, src, g.path))
 	return src, nil
 }
 
@@ -252,13 +252,16 @@ func setTimeouts(g *globals, src *gitsync.Source, syncer *gitsync.Syncer, set co
 	}
 	if syncer != nil {
 		syncer.LoadTimeout = pick(g.loadTimeout, set.LoadTimeout)
+		// g.sandbox fails only on a bad flag, which every command
+		// making a syncer checked first (PersistentPreRunE).
+		syncer.Sandbox, _ = g.sandbox()
 	}
 }
 
 // headSettings is what converge.cue below path at src's head says; the
 // zero Settings when it cannot be read (the load that follows says why).
-func headSettings(src *gitsync.Source, path string) converge.Settings {
-	set, err := readHeadSettings(src, path)
+func headSettings(g *globals, src *gitsync.Source, path string) converge.Settings {
+	set, err := readHeadSettings(g, src, path)
 	if err != nil {
 		return converge.Settings{}
 	}
@@ -356,14 +359,15 @@ func withResource(g *globals, errOut io.Writer, output, arg string, fn func(rd r
 
 // headWorkers reads the worker processes the converge.cue below path at
 // src's head declares, without loading (or applying) anything else.
-func headWorkers(src *gitsync.Source, path string) ([]converge.WorkerSpec, error) {
-	set, err := readHeadSettings(src, path)
+func headWorkers(g *globals, src *gitsync.Source, path string) ([]converge.WorkerSpec, error) {
+	set, err := readHeadSettings(g, src, path)
 	return set.Workers, err
 }
 
 // readHeadSettings reads converge.cue below path at src's head, without
-// loading (or applying) anything else.
-func readHeadSettings(src *gitsync.Source, path string) (converge.Settings, error) {
+// loading (or applying) anything else. It is evaluated under the load
+// budget (g.sandbox) like every document.
+func readHeadSettings(g *globals, src *gitsync.Source, path string) (converge.Settings, error) {
 	rev, err := src.Head()
 	if err != nil {
 		return converge.Settings{}, err
@@ -379,7 +383,11 @@ func readHeadSettings(src *gitsync.Source, path string) (converge.Settings, erro
 	if err != nil {
 		return converge.Settings{}, fmt.Errorf("read %s: %w", cue.SettingsFile, err)
 	}
-	res, err := cue.Load(fstest.MapFS{cue.SettingsFile: {Data: b}}, ".", cue.Options{})
+	sb, err := g.sandbox()
+	if err != nil {
+		return converge.Settings{}, err
+	}
+	res, err := sb.Load(context.Background(), fstest.MapFS{cue.SettingsFile: {Data: b}}, ".", cue.Options{})
 	if err != nil {
 		return converge.Settings{}, fmt.Errorf("load %s: %w", cue.SettingsFile, err)
 	}

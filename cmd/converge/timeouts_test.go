@@ -20,7 +20,7 @@ func TestSetTimeouts(t *testing.T) {
 		flag time.Duration
 		want time.Duration
 	}{{0, 45 * time.Second}, {10 * time.Second, 10 * time.Second}} {
-		setTimeouts(&globals{gitTimeout: tc.flag}, src, nil, headSettings(src, ""))
+		setTimeouts(&globals{gitTimeout: tc.flag}, src, nil, headSettings(&globals{}, src, ""))
 		if got := src.Timeout(); got != tc.want {
 			t.Errorf("--git-timeout %v with git_timeout 45s: %v, want %v", tc.flag, got, tc.want)
 		}

@@ -6,11 +6,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/cue"
+	gitsync "github.com/convergehq/converge/sync"
 )
 
 // validateReport is the JSON of `converge validate -o json` (see "Stable
@@ -37,14 +39,21 @@ func newValidateCommand(g *globals) *cobra.Command {
 		Long: `Validate reads every *.cue, *.json, *.yaml and *.yml document under DIR
 (default: --repo joined with --path, i.e. the current directory), compiles the kinds' CUE schemas and checks
 every resource, provider config and binding. Each problem prints as
-file:line:col: path: message, relative to DIR; a summary line follows.`,
+file:line:col: path: message, relative to DIR; a summary line follows.
+The documents are evaluated in a child process under a budget
+(--load-document-timeout, --load-memory, --load-output): a file that goes
+over it is an error naming it.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			// DIR, or else --repo and --path as every other command reads
 			// them (here from the working tree, not from git).
 			dir := filepath.Join(g.repo, filepath.FromSlash(g.path))
 			if len(args) == 1 {
-				dir = args[0]
+				d, err := validateDir(g.repo, args[0])
+				if err != nil {
+					return err
+				}
+				dir = d
 			} else if isRemote(g.repo) {
 				return usageErr("validate reads a local directory; --repo %s is remote (use lint or plan)", g.repo)
 			}
@@ -62,7 +71,13 @@ file:line:col: path: message, relative to DIR; a summary line follows.`,
 			if !st.IsDir() {
 				return fmt.Errorf("validate %s: not a directory", dir)
 			}
-			res, err := cue.Load(os.DirFS(dir), ".", cue.Options{MaxFileSize: maxFileSize})
+			// The documents are evaluated in a child process under
+			// the load budget: any committer writes them.
+			sb, err := g.sandbox()
+			if err != nil {
+				return err
+			}
+			res, err := sb.Load(c.Context(), os.DirFS(dir), ".", cue.Options{MaxFileSize: maxFileSize})
 			if err != nil {
 				return fmt.Errorf("validate: %w", err)
 			}
@@ -82,6 +97,39 @@ file:line:col: path: message, relative to DIR; a summary line follows.`,
 	c.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	c.Flags().Int64Var(&maxFileSize, "max-file-size", cue.DefaultMaxFileSize, "refuse files larger than this many bytes")
 	return c
+}
+
+// validateDir returns the directory `validate DIR` reads. A relative DIR
+// whose ".." leaves the current directory is refused unless it stays
+// inside the work tree of the repository the current directory is in, as
+// --path is (cwdRelative): documents come from that repository, never from
+// beside it. An absolute DIR is taken as given.
+func validateDir(repo, arg string) (string, error) {
+	clean := filepath.Clean(arg)
+	if filepath.IsAbs(clean) || (clean != ".." && !strings.HasPrefix(clean, ".."+string(filepath.Separator))) {
+		return arg, nil
+	}
+	refuse := usageErr("validate %s: outside the repository (\"..\" refused; give an absolute directory to read one elsewhere)", arg)
+	src, err := gitsync.OpenLocal(repo, "")
+	if err != nil || src.Root() == "" {
+		return "", refuse
+	}
+	root, err := filepath.EvalSymlinks(src.Root())
+	if err != nil {
+		return "", refuse
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("validate %s: %w", arg, err)
+	}
+	if c, err := filepath.EvalSymlinks(cwd); err == nil {
+		cwd = c
+	}
+	rel, err := filepath.Rel(root, filepath.Join(cwd, clean))
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "", refuse
+	}
+	return arg, nil
 }
 
 func printValidate(w io.Writer, format string, rep validateReport) error {
