@@ -185,7 +185,7 @@ func TestSecretsNeverShown(t *testing.T) {
 	go func() {
 		c := newRoot(&globals{})
 		c.SetArgs(append([]string{"--repo", repo, "serve", "-v", "--listen", "127.0.0.1:0",
-			"--workers-listen", "127.0.0.1:0", "--poll", "1h"}, forgeArgs...))
+			"--workers-listen", "127.0.0.1:0", "--insecure", "--poll", "1h"}, forgeArgs...))
 		c.SetOut(&serveOut)
 		c.SetErr(&serveOut)
 		done <- c.ExecuteContext(ctx)
