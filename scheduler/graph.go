@@ -298,7 +298,11 @@ func (s *Scheduler) load(snap *converge.Snapshot) {
 			// A restart does not postpone a resync: it is due one
 			// interval after the row last changed.
 			if iv := s.resyncInterval(n); iv > 0 && !r.UpdatedAt.IsZero() && !r.UpdatedAt.Add(iv).After(s.now) {
-				overdue = append(overdue, n)
+				if s.cfg.PostponeLoadedResyncs {
+					s.scheduleResync(n)
+				} else {
+					overdue = append(overdue, n)
+				}
 			} else {
 				s.scheduleResyncFrom(n, r.UpdatedAt)
 			}

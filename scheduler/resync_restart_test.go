@@ -140,3 +140,37 @@ func TestEndedTasksLeaveNoLeaseTimers(t *testing.T) {
 		t.Errorf("%d timers after %d tasks ended, want the ended tasks' lease timers dropped", got, n)
 	}
 }
+
+// A process that runs only until a revision converges (sync, delete, do:
+// Config.PostponeLoadedResyncs) does not start the loaded rows' overdue
+// resyncs; it arms them one interval from now.
+func TestPostponeLoadedResyncs(t *testing.T) {
+	store := newMemStore()
+	disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1"})
+	k := leafKind("account", 1)
+	k.ResyncInterval = time.Hour
+	d := &converge.Desired{
+		Revision: converge.Revision{Ref: "main", Hash: "r1"},
+		Kinds:    []*converge.Kind{k},
+		Resources: []*converge.Resource{{Kind: "account", KindVersion: 1, Name: "a", Origin: converge.OriginGit,
+			Declared: json.RawMessage(`{"team_name":"a"}`), Source: "a.cue:1"}},
+	}
+	h := start(t, store, disp, testConfig())
+	h.apply(d, nil)
+	h.waitSettled(scheduler.Converged, 5*time.Second)
+	h.stop()
+	store.mu.Lock()
+	store.resources["account/a"].UpdatedAt = time.Now().Add(-2 * time.Hour)
+	store.mu.Unlock()
+	disp.resetLog()
+	cfg := testConfig()
+	cfg.PostponeLoadedResyncs = true
+	h2 := start(t, store, disp, cfg)
+	h2.waitSettled(scheduler.Converged, 5*time.Second)
+	time.Sleep(100 * time.Millisecond)
+	for _, tk := range disp.tasks() {
+		if tk.Name == "a" {
+			t.Errorf("dispatched %s %s: an overdue resync ran, want it postponed", tk.Reaction, tk.Name)
+		}
+	}
+}

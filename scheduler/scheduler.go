@@ -65,6 +65,13 @@ type Config struct {
 	// set none; Apply replaces it. Zero arms no default resync until the
 	// first Apply, which then re-arms every row.
 	ResyncInterval time.Duration
+	// PostponeLoadedResyncs arms each loaded row's resync one interval
+	// from now instead of running the ones already due: for a process
+	// that runs only until a revision converges (sync, delete, do),
+	// where a million overdue resyncs would be dispatched and abandoned
+	// at exit. A daemon leaves it false: a restart does not postpone a
+	// due resync.
+	PostponeLoadedResyncs bool
 }
 
 func (c *Config) defaults() {

@@ -258,6 +258,7 @@ func openController(ctx context.Context, g *globals, errOut io.Writer, verbose b
 	e, err := startEngine(ctx, engineOptions{
 		stateDir: dir, etcd: g.etcd, repoDir: repoDir, workers: workers,
 		log: newLogger(errOut, verbose), workerOut: workerOut,
+		sched: scheduler.Config{PostponeLoadedResyncs: true}, // it runs for one teardown or verb
 	})
 	if errors.Is(err, state.ErrLocked) {
 		// A daemon took the state while we started: it answers on its

@@ -192,6 +192,9 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 	e, err := startEngine(ctx, engineOptions{
 		stateDir: dir, etcd: g.etcd, repoDir: src.Root(), workers: workers, log: log, workerOut: workerOut, wrapStore: g.wrapStore,
 		reinit: g.reinitState,
+		// A sync that ends at convergence does not start the loaded
+		// rows' overdue resyncs (a daemon, --watch included, does).
+		sched: scheduler.Config{PostponeLoadedResyncs: !o.watch},
 	})
 	if err != nil {
 		return err
