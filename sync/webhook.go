@@ -48,7 +48,7 @@ var WebhookForges = []string{ForgeGitHub, ForgeGitea, ForgeForgejo, ForgeGitLab,
 //
 //   - GitHub: X-Hub-Signature-256 is "sha256=" and the hex HMAC-SHA256
 //     of the body (Gitea and Forgejo send it too);
-//   - Gitea and Forgejo: X-Gitea-Signature (or X-Forgejo-Signature) is
+//   - Gitea and Forgejo: X-Gitea-Signature (Forgejo: X-Forgejo-Signature) is
 //     the bare hex HMAC-SHA256 of the body;
 //   - GitLab: X-Gitlab-Token is the secret itself, compared in constant
 //     time (GitLab signs nothing).
@@ -124,7 +124,7 @@ func verify(secret, body []byte, hd http.Header) (outcome, reason string) {
 		}
 		return WebhookAccepted, ""
 	}
-	for _, name := range []string{"X-Gitea-Signature", "X-Forgejo-Signature"} {
+	for _, name := range []string{"X-Forgejo-Signature", "X-Gitea-Signature"} {
 		if v := hd.Get(name); v != "" {
 			if !hmacMatches(secret, body, v) {
 				return WebhookBadSignature, name + " does not match the body under the secret"

@@ -206,13 +206,9 @@ func openController(ctx context.Context, g *globals, errOut io.Writer, verbose b
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	workerOut := io.Discard // the workers' own output, with -v
-	if verbose {
-		workerOut = errOut
-	}
 	e, err := startEngine(ctx, engineOptions{
 		stateDir: dir, etcd: g.etcd, repoDir: repoDir, workers: workers,
-		log: newLogger(errOut, verbose), workerOut: workerOut,
+		log: g.logger(errOut, verbose),
 	})
 	if errors.Is(err, state.ErrLocked) {
 		// A daemon took the state while we started: it answers on its

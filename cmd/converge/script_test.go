@@ -119,6 +119,9 @@ func TestScripts(t *testing.T) {
 			"signal-pid":     cmdSignalPid,
 			"etcd-processes": cmdEtcdProcesses,
 			"wait-leader":    cmdWaitLeader,
+			"forge-webhook":  cmdForgeWebhook,
+			"metrics":        cmdMetrics,
+			"metrics-match":  cmdMetricsMatch,
 		},
 	})
 }

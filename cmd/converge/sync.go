@@ -75,11 +75,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) e
 	if err != nil {
 		return err
 	}
-	log := newLogger(errOut, o.verbose)
-	workerOut := io.Discard // the workers' own output, with -v
-	if o.verbose {
-		workerOut = errOut
-	}
+	log := g.logger(errOut, o.verbose)
 	o.forge.configured = g.headSettings.ForgeTimeout
 	if err := o.forge.start(ctx, src, dir, log, errOut); err != nil {
 		return err
@@ -121,7 +117,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) e
 		workers = append(workers, pass.Loaded.Desired.Settings.Workers...)
 	}
 	e, err := startEngine(ctx, engineOptions{
-		stateDir: dir, etcd: g.etcd, repoDir: src.Root(), workers: workers, log: log, workerOut: workerOut, wrapStore: g.wrapStore,
+		stateDir: dir, etcd: g.etcd, repoDir: src.Root(), workers: workers, log: log, wrapStore: g.wrapStore,
 		reinit: g.reinitState,
 	})
 	if err != nil {
