@@ -158,13 +158,18 @@ func reactionIndex(rec *taskRec) int {
 	return 4
 }
 
-// taskStats returns the counters of rec's KindRef and reaction.
+// taskStats returns the counters of rec's KindRef and reaction, found
+// once per task (track) and kept on rec.
 func (s *Scheduler) taskStats(rec *taskRec) *TaskStats {
+	if rec.stats != nil {
+		return rec.stats
+	}
 	rs := s.refState(rec.ref)
 	st := &rs.stats.tasks[reactionIndex(rec)]
 	if st.Latency.Counts == nil {
 		st.Latency = newHistogram(LatencyBuckets)
 	}
+	rec.stats = st
 	return st
 }
 

@@ -385,8 +385,10 @@ type taskRec struct {
 	// then).
 	config string
 	base   bool
-	// started is when the task was dispatched (its latency, Metrics).
+	// started is when the task was dispatched (its latency, Metrics);
+	// stats are the counters it is counted in.
 	started time.Time
+	stats   *TaskStats
 }
 
 type verbOutcome struct {
