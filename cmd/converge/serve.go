@@ -130,10 +130,10 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	if src.Remote() {
 		notesDir = dir // the notes live in this replica's own mirror
 	}
-	if err := o.forge.start(ctx, src, notesDir, log, errOut); err != nil {
+	if err := o.forge.start(ctx, src, notesDir, log); err != nil {
 		return err
 	}
-	defer o.forge.stop(errOut)
+	defer o.forge.stop()
 	workers, err := builtinWorkers(o.startWorkers)
 	if err != nil {
 		return err

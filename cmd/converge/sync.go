@@ -77,10 +77,10 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) e
 	}
 	log := g.logger(errOut, o.verbose)
 	o.forge.configured = g.headSettings.ForgeTimeout
-	if err := o.forge.start(ctx, src, dir, log, errOut); err != nil {
+	if err := o.forge.start(ctx, src, dir, log); err != nil {
 		return err
 	}
-	defer o.forge.stop(errOut)
+	defer o.forge.stop()
 	syncer := &gitsync.Syncer{Source: src, Path: g.path, Log: log}
 	setTimeouts(g, nil, syncer, g.headSettings)
 	rev, err := src.Head()
