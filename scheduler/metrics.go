@@ -228,10 +228,13 @@ func (s *Scheduler) commitDone() {
 
 // Metrics returns a snapshot of the scheduler's counters. It runs on the
 // loop (a copy of a few integers per KindRef), so it waits for the loop's
-// current step.
+// current step, or until ctx is done.
 func (s *Scheduler) Metrics(ctx context.Context) (Metrics, error) {
-	var m Metrics
+	// The loop hands its copy over a channel: a ctx that ends first must
+	// not leave the loop writing what the caller reads.
+	out := make(chan Metrics, 1)
 	err := s.exec(ctx, func(s *Scheduler) {
+		var m Metrics
 		m.Kinds = make([]KindMetrics, 0, len(s.refs))
 		for ref, rs := range s.refs {
 			km := KindMetrics{Ref: ref, Phases: rs.stats.phases, Tasks: rs.stats.tasks}
@@ -251,9 +254,14 @@ func (s *Scheduler) Metrics(ctx context.Context) (Metrics, error) {
 		m.Commits = s.ops.commits
 		m.CommitLatency = s.ops.commitLatency.clone()
 		m.CommitRows = s.ops.commitRows.clone()
+		out <- m
 	})
+	if err != nil {
+		return Metrics{}, err
+	}
+	m := <-out
 	slices.SortFunc(m.Kinds, func(a, b KindMetrics) int {
 		return cmp.Or(cmp.Compare(a.Ref.Kind, b.Ref.Kind), cmp.Compare(a.Ref.Version, b.Ref.Version))
 	})
-	return m, err
+	return m, nil
 }

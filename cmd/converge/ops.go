@@ -131,7 +131,9 @@ func (o *ops) observeVerdict(v string) { o.verdicts[v].Inc() }
 
 // handler serves the registry (/metrics).
 func (o *ops) handler() http.Handler {
-	return promhttp.HandlerFor(o.reg, promhttp.HandlerOpts{Registry: o.reg})
+	// A scrape that could not read the engine (its loop busy past
+	// metricsTimeout) still serves everything else.
+	return promhttp.HandlerFor(o.reg, promhttp.HandlerOpts{Registry: o.reg, ErrorHandling: promhttp.ContinueOnError})
 }
 
 // metricsTimeout bounds how long a scrape waits for the scheduler's loop.
