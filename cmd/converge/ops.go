@@ -43,11 +43,13 @@ const (
 	verdictBreaking   = "breaking"
 	verdictHeld       = "held"
 	verdictSuperseded = "superseded"
+	verdictNotApplied = "not_applied"
 	verdictConverged  = "converged"
 	verdictStuck      = "stuck"
 )
 
-var verdictNames = []string{verdictApplied, verdictInvalid, verdictBreaking, verdictHeld, verdictSuperseded, verdictConverged, verdictStuck}
+var verdictNames = []string{verdictApplied, verdictInvalid, verdictBreaking, verdictHeld, verdictSuperseded, verdictNotApplied,
+	verdictConverged, verdictStuck}
 
 // newOps returns serve's metrics registry and readiness, not ready with
 // why.
@@ -68,7 +70,7 @@ func newOps(why string) *ops {
 	o.findVec = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "converge_lint_findings_total",
 		Help: "Lint findings (breaking schema changes) in the commits serve judged, by rule."}, []string{"rule"})
 	vd := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "converge_revision_verdicts_total",
-		Help: "Verdicts on revisions: a commit applied, invalid, breaking, held by the prune guard or superseded; an applied revision converged or stuck."},
+		Help: "Verdicts on revisions: a commit applied, invalid, breaking, held (by the prune guard, or behind a newer one held), superseded or not applied (e.g. its load timed out); an applied revision converged or stuck."},
 		[]string{"verdict"})
 	for _, v := range verdictNames {
 		o.verdicts[v] = vd.WithLabelValues(v)
@@ -104,6 +106,9 @@ func (o *ops) observeWebhook(forge, outcome string) {
 // observePass counts a commit's verdict and its lint findings; the sync
 // loop alone calls it.
 func (o *ops) observePass(p *gitsync.Pass) {
+	if p.Record == nil {
+		return // a revision that got no verdict
+	}
 	for _, f := range p.Record.Findings {
 		c := o.findings[f.Rule]
 		if c == nil {
@@ -112,16 +117,18 @@ func (o *ops) observePass(p *gitsync.Pass) {
 		}
 		c.Inc()
 	}
-	v := verdictSuperseded
+	v := verdictNotApplied
 	switch {
 	case !p.Valid():
 		v = verdictInvalid
 	case breakingPass(p):
 		v = verdictBreaking
-	case p.Held != "":
-		v = verdictHeld
 	case p.Applied:
 		v = verdictApplied
+	case p.Record.Held == "superseded": // sync.Syncer.Advance's word for it
+		v = verdictSuperseded
+	case p.Held != "" || p.Record.Held != "":
+		v = verdictHeld
 	}
 	o.verdicts[v].Inc()
 }

@@ -80,7 +80,7 @@ must then be set, the same on every replica.`,
 		RunE: func(c *cobra.Command, _ []string) error { return runServe(c.Context(), c, g, o) },
 	}
 	f := c.Flags()
-	f.StringVar(&o.listen, "listen", ":8080", "HTTP address for the site and the webhook (\"\" for none)")
+	f.StringVar(&o.listen, "listen", ":8080", "HTTP address for the site, the webhook, /metrics, /readyz and /healthz (\"\" for none)")
 	f.StringVar(&o.workersListen, "workers-listen", "", "TCP address for external workers (token in $CONVERGE_WORKER_TOKEN)")
 	f.StringVar(&o.workersTLS.cert, "workers-tls-cert", "", "with --workers-listen: serve workers TLS with this certificate (PEM; needs --workers-tls-key)")
 	f.StringVar(&o.workersTLS.key, "workers-tls-key", "", "with --workers-listen: the private key (PEM) of --workers-tls-cert")
