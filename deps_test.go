@@ -13,21 +13,22 @@ import (
 // is imported (directly, by non-test code) by exactly the packages allowed
 // to: go-git by sync, bbolt by state, the etcd client by state/etcdstate
 // (and the test cluster helper), the etcd server by state/etcdtest only,
-// CUE by cue, grpc by the worker protocol's packages, cobra by the CLI. Everything else reaches them
+// CUE by cue, grpc by the worker protocol's packages, cobra and the Prometheus client by the CLI. Everything else reaches them
 // through those packages' own types.
 func TestHeavyDependencies(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go list over the module")
 	}
 	allowed := map[string][]string{
-		"github.com/go-git/go-git/v5": {"sync"},
-		"go.etcd.io/bbolt":            {"state"},
-		"cuelang.org/go":              {"cue"},
-		"google.golang.org/grpc":      {"proto/converge/v1", "providers", "providers/sdk", "providers/sdk/sdktest"},
-		"github.com/spf13/cobra":      {"cmd/converge"},
-		"go.etcd.io/etcd/client/v3":   {"state/etcdstate", "state/etcdtest"},
-		"go.etcd.io/etcd/api/v3":      {"state/etcdstate"},
-		"go.etcd.io/etcd/server/v3":   {"state/etcdtest"},
+		"github.com/go-git/go-git/v5":         {"sync"},
+		"go.etcd.io/bbolt":                    {"state"},
+		"cuelang.org/go":                      {"cue"},
+		"google.golang.org/grpc":              {"proto/converge/v1", "providers", "providers/sdk", "providers/sdk/sdktest"},
+		"github.com/spf13/cobra":              {"cmd/converge"},
+		"github.com/prometheus/client_golang": {"cmd/converge"},
+		"go.etcd.io/etcd/client/v3":           {"state/etcdstate", "state/etcdtest"},
+		"go.etcd.io/etcd/api/v3":              {"state/etcdstate"},
+		"go.etcd.io/etcd/server/v3":           {"state/etcdtest"},
 	}
 	const module = "github.com/convergehq/converge"
 	out, err := exec.Command("go", "list", "-json", "./...").Output()

@@ -31,6 +31,11 @@ type SupervisorOptions struct {
 	// Self is the converge binary, started for Builtin workers.
 	Self           string
 	Stdout, Stderr io.Writer
+	// RelogOutput, when set, replaces Stdout and Stderr: every line a
+	// worker writes is logged by Logger with the worker's name and the
+	// stream, in Logger's format (a worker's own slog JSON lines keep
+	// their level, message and attributes; other lines are info).
+	RelogOutput bool
 	// ExtraEnv is added to every worker's environment (KEY=VALUE).
 	ExtraEnv []string
 	// Environ is the environment the workers' environments are taken
@@ -192,6 +197,11 @@ func (s *Supervisor) keep(ctx context.Context, name, path string, argv, env []st
 	for ctx.Err() == nil {
 		cmd := &exec.Cmd{Path: path, Args: argv, Env: env, Dir: s.opts.Dir,
 			Stdout: s.opts.Stdout, Stderr: s.opts.Stderr, SysProcAttr: sysProcAttr()}
+		var relog []*lineLogger
+		if s.opts.RelogOutput {
+			relog = []*lineLogger{newLineLogger(s.log, name, "stdout"), newLineLogger(s.log, name, "stderr")}
+			cmd.Stdout, cmd.Stderr = relog[0], relog[1]
+		}
 		start := time.Now()
 		err := cmd.Start()
 		started := err == nil
@@ -211,6 +221,9 @@ func (s *Supervisor) keep(ctx context.Context, name, path string, argv, env []st
 			}()
 			err = cmd.Wait()
 			close(done)
+			for _, l := range relog {
+				l.Flush()
+			}
 			if err == nil {
 				err = errors.New("exit status 0")
 			}

@@ -481,9 +481,12 @@ func (s *Scheduler) updateDeclared(n *node, version int, declared json.RawMessag
 	if r.KindVersion != version {
 		from := r.Ref()
 		n.rs.count--
+		n.rs.stats.phases.Total--
+		subPhase(&n.rs.stats.phases, r.Phase)
 		r.KindVersion = version
 		n.rs = s.refState(r.Ref())
 		n.rs.count++
+		n.rs.stats.phases.Add(r.Phase)
 		s.retireCheck(from)
 		if r.Lease != nil {
 			// A task of the old version: its result is stale.

@@ -372,8 +372,8 @@ func (s *Scheduler) dispatchNode(n *node, reaction string, kind taskKind) {
 	if reaction != converge.ReactionTeardown {
 		s.taskRefs.Store(t.ID, ref)
 	}
-	s.tasks[t.ID] = &taskRec{kind: kind, id: n.id, gen: r.Generation, ref: ref, reaction: reaction, resync: resync, counted: true,
-		config: config, base: t.BaseSpec != nil}
+	s.track(t.ID, &taskRec{kind: kind, id: n.id, gen: r.Generation, ref: ref, reaction: reaction, resync: resync, counted: true,
+		config: config, base: t.BaseSpec != nil})
 	r.Lease = &converge.Lease{TaskID: t.ID, Reaction: reaction, Expires: t.Deadline}
 	s.addTimer(t.Deadline, timerLease, n.id, t.ID)
 	if kind == taskMain && !resync {
@@ -470,6 +470,7 @@ func (s *Scheduler) onResult(res *converge.Result) {
 	s.release(rec)
 	s.completed++
 	res.Message = s.scrubMessage(rec.id, rec.key, res.Message)
+	s.countResult(rec, res.Outcome)
 	switch rec.kind {
 	case taskReact:
 		s.deliveryResult(rec, res)
@@ -589,6 +590,7 @@ func (s *Scheduler) leaseExpired(taskID string) {
 	if rec == nil {
 		return
 	}
+	s.countExpired(rec)
 	switch rec.kind {
 	case taskReact:
 		s.dropTask(taskID)

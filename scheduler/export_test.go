@@ -20,6 +20,17 @@ func CheckInvariants(s *Scheduler) error {
 
 func (s *Scheduler) checkInvariants() error {
 	var total converge.Counts
+	byRef := map[converge.KindRef]converge.Counts{}
+	for _, n := range s.nodes {
+		c := byRef[n.r.Ref()]
+		c.Add(n.r.Phase)
+		byRef[n.r.Ref()] = c
+	}
+	for ref, rs := range s.refs {
+		if rs.stats.phases != byRef[ref] {
+			return fmt.Errorf("%s: metrics count %+v by phase, tallied %+v", ref, rs.stats.phases, byRef[ref])
+		}
+	}
 	for id, n := range s.nodes {
 		if n.id != id || n.r.ID() != id || n.removed {
 			return fmt.Errorf("%s: bad node identity", id)

@@ -82,7 +82,7 @@ func (s *Scheduler) startDry(t *converge.Task) (chan verbOutcome, error) {
 	s.dispatched++
 	ch := make(chan verbOutcome, 1)
 	id := converge.NewID(t.Kind, t.Name)
-	s.tasks[dt.ID] = &taskRec{kind: taskVerb, id: id, ref: ref, reaction: converge.ReactionCompose, verb: ch, dry: true}
+	s.track(dt.ID, &taskRec{kind: taskVerb, id: id, ref: ref, reaction: converge.ReactionCompose, verb: ch, dry: true})
 	s.addTimer(dt.Deadline, timerLease, id, dt.ID)
 	return ch, nil
 }

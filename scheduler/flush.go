@@ -34,6 +34,7 @@ func (s *Scheduler) flush() error {
 		return nil
 	}
 	for round := 0; ; round++ {
+		s.commitSent(b)
 		err := s.store.Commit(b)
 		if err == nil {
 			break
@@ -75,6 +76,7 @@ func (s *Scheduler) flushAsync() {
 	}
 	s.failed = b // until the committer says it is durable
 	s.committing = true
+	s.commitSent(b)
 	s.commitReq <- b
 }
 
@@ -117,6 +119,7 @@ const maxRefuseRounds = 8
 
 // committed records that the batch in flight is durable.
 func (s *Scheduler) committed() {
+	s.commitDone()
 	s.failed = nil
 	if s.commitErr != "" {
 		s.log.Info("commit state: recovered", "after", s.commitErr)

@@ -279,6 +279,7 @@ func (s *Scheduler) load(snap *converge.Snapshot) {
 			}
 		}
 		s.counts.Add(r.Phase)
+		n.rs.stats.phases.Add(r.Phase)
 		for a := n.owner; a != nil; a = a.owner {
 			a.tree().counts.Add(r.Phase)
 		}
@@ -541,6 +542,8 @@ func (s *Scheduler) setPhase(n *node, p converge.Phase) {
 	s.markDirty(n)
 	subPhase(&s.counts, old)
 	addPhase(&s.counts, p)
+	subPhase(&n.rs.stats.phases, old)
+	addPhase(&n.rs.stats.phases, p)
 	for a := n.owner; a != nil; a = a.owner {
 		subPhase(&a.tree().counts, old)
 		addPhase(&a.tree().counts, p)
@@ -616,6 +619,7 @@ func subPhase(c *converge.Counts, p converge.Phase) {
 // every ancestor.
 func (s *Scheduler) addCounted(n *node) {
 	s.counts.Add(n.r.Phase)
+	n.rs.stats.phases.Add(n.r.Phase)
 	for a := n.owner; a != nil; a = a.owner {
 		a.tree().counts.Add(n.r.Phase)
 	}
@@ -628,6 +632,8 @@ func (s *Scheduler) addCounted(n *node) {
 func (s *Scheduler) subCounted(n *node) {
 	s.counts.Total--
 	subPhase(&s.counts, n.r.Phase)
+	n.rs.stats.phases.Total--
+	subPhase(&n.rs.stats.phases, n.r.Phase)
 	for a := n.owner; a != nil; a = a.owner {
 		a.tree().counts.Total--
 		subPhase(&a.tree().counts, n.r.Phase)

@@ -239,7 +239,7 @@ func (s *Scheduler) considerDelivery(d *converge.Delivery) {
 	s.dispatched++
 	rs.inflight++
 	s.inflight++
-	s.tasks[t.ID] = &taskRec{kind: taskReact, ref: ref, reaction: converge.ReactionReact, key: d.Key, counted: true}
+	s.track(t.ID, &taskRec{kind: taskReact, ref: ref, reaction: converge.ReactionReact, key: d.Key, counted: true})
 	s.delivLease[d.Key] = t.ID
 	s.addTimer(t.Deadline, timerLease, "", t.ID)
 }
@@ -336,7 +336,7 @@ func (s *Scheduler) startVerb(id converge.ID, verb string, args map[string]strin
 	s.dispatched++
 	s.taskRefs.Store(t.ID, ref)
 	ch := make(chan verbOutcome, 1)
-	s.tasks[t.ID] = &taskRec{kind: taskVerb, id: id, ref: ref, reaction: verb, verb: ch}
+	s.track(t.ID, &taskRec{kind: taskVerb, id: id, ref: ref, reaction: verb, verb: ch})
 	s.addTimer(t.Deadline, timerLease, id, t.ID)
 	return ch, nil
 }

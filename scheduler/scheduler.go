@@ -325,6 +325,8 @@ type Scheduler struct {
 
 	dispatched, completed uint64
 	rateSamples           []rateSample
+	// ops are the counters only Metrics reads.
+	ops opStats
 }
 
 // batchBufs are reusable backing arrays of one Batch.
@@ -354,6 +356,8 @@ type refState struct {
 	inRoomy  bool
 	waiting  []waitItem
 	count    int // resources of this ref
+	// stats are this ref's counters for Metrics.
+	stats refStats
 	// cached from the kind (refreshKind)
 	kind     *converge.Kind
 	composer bool
@@ -392,6 +396,10 @@ type taskRec struct {
 	// then).
 	config string
 	base   bool
+	// started is when the task was dispatched (its latency, Metrics);
+	// stats are the counters it is counted in.
+	started time.Time
+	stats   *TaskStats
 }
 
 type verbOutcome struct {
@@ -445,6 +453,7 @@ func New(store Store, disp Dispatcher, cfg Config) (*Scheduler, error) {
 	}
 	s.now = cfg.Now()
 	s.settings.ResyncInterval = cfg.ResyncInterval
+	s.ops.init()
 	s.setValidator(cfg.Validator)
 	s.load(snap)
 	s.publish()

@@ -10,7 +10,8 @@
 // Read first: Source (a repository and the branch it follows; FS gives the
 // documents of one revision as an fs.FS), Syncer (Check, Apply, Advance)
 // and Pass (one revision's verdict). Triggers live here too: WatchTree
-// (fsnotify, dev mode) and WebhookHandler (HMAC-verified). Package
+// (fsnotify, dev mode) and Webhook (a push delivery from GitHub,
+// Gitea/Forgejo or GitLab, verified their way). Package
 // sync/forge posts the same verdicts to a forge's commit-status API.
 //
 // Nothing here waits for ever: every clone, fetch and push of notes is

@@ -69,7 +69,7 @@ cluster (each run under its own prefix below PREFIX, deleted afterwards), and
 the report adds the etcd runs and the ratio of their median rate to bbolt's.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			o.log, o.wrapStore, o.etcd = newLogger(c.ErrOrStderr(), false), g.wrapStore, g.etcd
+			o.log, o.wrapStore, o.etcd = g.logger(c.ErrOrStderr(), false), g.wrapStore, g.etcd
 			return runBench(c.Context(), c.OutOrStdout(), o)
 		},
 	}
@@ -274,7 +274,7 @@ func benchEtcd(ctx context.Context, dir string, run int, repoDir string, res *cu
 func benchOnce(ctx context.Context, dir string, etcd *etcdstate.Options, repoDir string, res *cue.Result, memprofile string, last bool, o benchOptions) (_ benchRun, err error) {
 	workers := res.Desired.Settings.Workers
 	e, err := startEngine(ctx, engineOptions{stateDir: dir, etcd: etcd, repoDir: repoDir, workers: workers,
-		log: o.log, workerOut: io.Discard, wrapStore: o.wrapStore})
+		log: o.log, wrapStore: o.wrapStore})
 	if err != nil {
 		return benchRun{}, err
 	}

@@ -49,7 +49,7 @@ func benchLifecycle(ctx context.Context, dir, repoDir, updatedBOM string, res *c
 	}
 	workers := res.Desired.Settings.Workers
 	e, err := startEngine(ctx, engineOptions{stateDir: dir, repoDir: repoDir, workers: workers,
-		log: o.log, workerOut: io.Discard, wrapStore: o.wrapStore})
+		log: o.log, wrapStore: o.wrapStore})
 	if err != nil {
 		return lr, err
 	}

@@ -16,7 +16,7 @@ func subcommands(g *globals) []*cobra.Command {
 		newPlanCommand(g),
 		newServeCommand(g),
 		newLeaderCommand(g),
-		newWorkerCommand(),
+		newWorkerCommand(g),
 		newValidateCommand(g),
 		newLintCommand(g),
 		newSiteCommand(g),

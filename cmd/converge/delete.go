@@ -251,13 +251,9 @@ func openController(ctx context.Context, g *globals, errOut io.Writer, verbose b
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	workerOut := io.Discard // the workers' own output, with -v
-	if verbose {
-		workerOut = errOut
-	}
 	e, err := startEngine(ctx, engineOptions{
 		stateDir: dir, etcd: g.etcd, repoDir: repoDir, workers: workers,
-		log: newLogger(errOut, verbose), workerOut: workerOut,
+		log: g.logger(errOut, verbose),
 		sched: scheduler.Config{PostponeLoadedResyncs: true}, // it runs for one teardown or verb
 	})
 	if errors.Is(err, state.ErrLocked) {

@@ -65,10 +65,10 @@ type engineOptions struct {
 	// tls, when set, secures the TCP listener for external workers
 	// (providers.ServerOptions.TLS); the unix socket stays plain.
 	tls *tls.Config
-	log *slog.Logger
-	// workerOut receives the worker processes' output.
-	workerOut io.Writer
-	sched     scheduler.Config
+	// log is the engine's logger; it also re-logs every line the worker
+	// processes write, with the worker's name.
+	log   *slog.Logger
+	sched scheduler.Config
 	// changed, when set, hears which resources every committed batch
 	// touched (the live site).
 	changed func(ids []converge.ID)
@@ -230,8 +230,8 @@ func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
 		}
 		e.sup, err = providers.StartWorkers(ctx, o.workers, providers.SupervisorOptions{
 			Addr: "unix://" + sock, Token: e.token, Dir: o.repoDir, Self: self,
-			Stdout: o.workerOut, Stderr: o.workerOut, Logger: o.log,
-			ExtraEnv: []string{"CONVERGE_STATE_DIR=" + o.stateDir}, BuiltinEnv: builtinWorkerEnv,
+			RelogOutput: true, Logger: o.log, BuiltinEnv: builtinWorkerEnv,
+			ExtraEnv: append([]string{"CONVERGE_STATE_DIR=" + o.stateDir}, workerLogEnv(o.log)...),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("start workers: %w", err)
@@ -297,16 +297,6 @@ func closeEngine(e *engine, errOut io.Writer) {
 	if err := e.close(); err != nil {
 		fmt.Fprintln(errOut, "converge: close engine:", err)
 	}
-}
-
-// newLogger returns the engine's logger: warnings and errors always go to
-// w; verbose adds info and debug.
-func newLogger(w io.Writer, verbose bool) *slog.Logger {
-	level := slog.LevelWarn
-	if verbose {
-		level = slog.LevelDebug
-	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
 }
 
 // expectedWorkers is how many worker processes the engine started.

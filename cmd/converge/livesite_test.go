@@ -62,7 +62,7 @@ func TestLiveSiteFollowsConverge(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	e, err := startEngine(ctx, engineOptions{stateDir: stateDir, repoDir: repo, workers: workers,
-		log: slog.New(slog.NewTextHandler(io.Discard, nil)), workerOut: io.Discard, changed: live.changed})
+		log: slog.New(slog.NewTextHandler(io.Discard, nil)), changed: live.changed})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -148,6 +148,7 @@ func (s *server) runReplica(ctx context.Context) error {
 		return err
 	}
 	defer stopHTTP()
+	s.ops.setNotReady("") // a follower serves the site and the webhook; a leader is ready once it evaluated
 
 	var sw *connSwitch
 	advert := etcdstate.Advert{HTTP: httpAddr}
@@ -260,7 +261,11 @@ func (s *server) lead(ctx context.Context, term *etcdstate.Term, token string, s
 	// Webhook deliveries to any replica reach the term as sync requests
 	// (it fetches on start anyway).
 	reqs := term.SyncRequests(tctx)
+	s.ops.engine.Store(e)
+	s.ops.setNotReady("leading: the first revision is not evaluated yet")
 	s.follow(tctx, e, reqs, health)
+	s.ops.engine.Store(nil)
+	s.ops.setNotReady("")
 	if lost.Load() {
 		fmt.Fprintf(s.out, "serve: replica %s lost the leadership: stopping its engine\n", name)
 	}

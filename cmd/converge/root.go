@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -86,6 +88,12 @@ type globals struct {
 	// directory), parsed before any command runs.
 	etcdCA, etcdCert, etcdKey string
 	etcd                      *etcdstate.Options
+
+	// logFormat and logLevel are --log-format and --log-level (defaults
+	// $CONVERGE_LOG_FORMAT and $CONVERGE_LOG_LEVEL, else text and warn);
+	// level is logLevel parsed.
+	logFormat, logLevel string
+	level               slog.Level
 }
 
 // envCPUProfile names a file that receives a CPU profile of the whole
@@ -182,6 +190,8 @@ func newRoot(g *globals) *cobra.Command {
 	pf.DurationVar(&g.loadDocumentTimeout, "load-document-timeout", 0, "refuse a file whose documents take longer to evaluate (default "+cue.DefaultDocumentTimeout.String()+")")
 	pf.StringVar(&g.loadMemory, "load-memory", "", "refuse documents whose evaluation needs more memory, e.g. 2GiB (default 4GiB)")
 	pf.StringVar(&g.loadOutput, "load-output", "", "refuse documents that evaluate to more JSON, all together, e.g. 64MiB (default 256MiB)")
+	pf.StringVar(&g.logFormat, "log-format", envOr(envLogFormat, "text"), "log format: text or json (default $"+envLogFormat+", else text); logs go to stderr")
+	pf.StringVar(&g.logLevel, "log-level", envOr(envLogLevel, "warn"), "log level: debug, info or warn (default $"+envLogLevel+", else warn); warnings and errors always show, -v lowers it to debug")
 	root.PersistentPreRunE = func(c *cobra.Command, _ []string) error {
 		if err := checkNotNegative(c); err != nil {
 			return err
@@ -189,6 +199,9 @@ func newRoot(g *globals) *cobra.Command {
 		g.repoSet, g.pathSet = c.Flags().Changed("repo"), c.Flags().Changed("path")
 		if _, err := g.sandbox(); err != nil {
 			return err // a bad --load-memory or --load-output
+		}
+		if err := g.parseLogFlags(); err != nil {
+			return err
 		}
 		if !isEtcd(g.state) {
 			if g.etcdCA != "" || g.etcdCert != "" || g.etcdKey != "" {
@@ -230,3 +243,71 @@ func checkNotNegative(c *cobra.Command) error {
 
 // usageErr returns an exit-2 error.
 func usageErr(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+// The environment variables that give --log-format and --log-level their
+// defaults; serve, sync, delete and do set them for the workers they
+// start, so a builtin worker logs as its parent re-logs it.
+const (
+	envLogFormat = "CONVERGE_LOG_FORMAT"
+	envLogLevel  = "CONVERGE_LOG_LEVEL"
+)
+
+// envOr returns $name, or def when it is unset or empty.
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// parseLogFlags checks --log-format and --log-level.
+func (g *globals) parseLogFlags() error {
+	switch g.logFormat {
+	case "text", "json":
+	default:
+		return usageErr("--log-format %q: want text or json", g.logFormat)
+	}
+	switch g.logLevel {
+	case "debug":
+		g.level = slog.LevelDebug
+	case "info":
+		g.level = slog.LevelInfo
+	case "warn", "warning":
+		g.level = slog.LevelWarn
+	default:
+		return usageErr("--log-level %q: want debug, info or warn (warnings and errors always show)", g.logLevel)
+	}
+	return nil
+}
+
+// logger returns the logger of a command: --log-format, to w (stderr),
+// at --log-level; verbose (-v) lowers the level to debug. Warnings and
+// errors always show.
+func (g *globals) logger(w io.Writer, verbose bool) *slog.Logger {
+	level := g.level
+	if g.logLevel == "" {
+		level = slog.LevelWarn // a globals no flags filled in (tests)
+	}
+	if verbose {
+		level = min(level, slog.LevelDebug)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if g.logFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// workerLogEnv is the environment that makes a builtin worker log what
+// its parent re-logs (providers.SupervisorOptions.RelogOutput): JSON,
+// which keeps each line's level, message and attributes, at log's level.
+func workerLogEnv(log *slog.Logger) []string {
+	level := "warn"
+	switch {
+	case log.Enabled(context.Background(), slog.LevelDebug):
+		level = "debug"
+	case log.Enabled(context.Background(), slog.LevelInfo):
+		level = "info"
+	}
+	return []string{envLogFormat + "=json", envLogLevel + "=" + level}
+}

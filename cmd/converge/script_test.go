@@ -130,6 +130,9 @@ func TestScripts(t *testing.T) {
 			"signal-pid":     cmdSignalPid,
 			"etcd-processes": cmdEtcdProcesses,
 			"wait-leader":    cmdWaitLeader,
+			"forge-webhook":  cmdForgeWebhook,
+			"metrics":        cmdMetrics,
+			"metrics-match":  cmdMetricsMatch,
 		},
 	})
 }

@@ -50,7 +50,7 @@ func newServeCommand(g *globals) *cobra.Command {
 		Short: "Run the daemon: follow the branch, apply every good commit, serve workers, webhook, admin API",
 		Long: `serve follows a branch of a local or remote repository (--repo PATH|URL): on
 start, every --poll interval (with jitter) and on every signed webhook
-(POST /hooks/git, X-Hub-Signature-256 with the secret in
+(POST /hooks/git from GitHub, Gitea, Forgejo or GitLab, with the secret in
 $CONVERGE_WEBHOOK_SECRET), it fetches and gives each new first-parent commit
 its verdict (validate, lint), applies the newest good one and drives it to
 convergence. Workers connect over a unix socket in the state directory or,
@@ -63,7 +63,10 @@ For a local repository serve starts the workers its converge.cue declares;
 a remote repository never makes converge start a command (use
 --start-worker for builtin workers from local configuration). While serve
 runs, get, list, tree, events, delete and do talk to it through its admin
-API. SIGTERM or SIGINT stops it gracefully: everything accepted is flushed.
+API. The HTTP listener also serves GET /metrics (Prometheus), GET /readyz
+(ready once the store is open and the first revision evaluated) and
+GET /healthz (503 while commits fail or the sync loop is stuck). SIGTERM
+or SIGINT stops it gracefully: everything accepted is flushed.
 
 With --state etcd://… and --replica NAME, serve is one of several
 replicas (on as many machines) of one control plane: they elect a leader
@@ -78,7 +81,7 @@ must then be set, the same on every replica.`,
 		RunE: func(c *cobra.Command, _ []string) error { return runServe(c.Context(), c, g, o) },
 	}
 	f := c.Flags()
-	f.StringVar(&o.listen, "listen", ":8080", "HTTP address for the site and the webhook (\"\" for none)")
+	f.StringVar(&o.listen, "listen", ":8080", "HTTP address for the site, the webhook, /metrics, /readyz and /healthz (\"\" for none)")
 	f.StringVar(&o.workersListen, "workers-listen", "", "TCP address for external workers: TLS (--workers-tls-cert, --workers-tls-key) or, with --insecure, plain TCP; needs the workers' token in $CONVERGE_WORKER_TOKEN")
 	f.StringVar(&o.workersTLS.cert, "workers-tls-cert", "", "with --workers-listen: serve workers TLS with this certificate (PEM; needs --workers-tls-key)")
 	f.StringVar(&o.workersTLS.key, "workers-tls-key", "", "with --workers-listen: the private key (PEM) of --workers-tls-cert")
@@ -110,11 +113,7 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	if err := resolveSource(g); err != nil {
 		return err
 	}
-	log := newLogger(errOut, o.verbose)
-	workerOut := io.Discard // the workers' own output, with -v
-	if o.verbose {
-		workerOut = errOut
-	}
+	log := g.logger(errOut, o.verbose)
 	dir, err := stateDir(g)
 	if err != nil {
 		return err
@@ -136,10 +135,10 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	if src.Remote() {
 		notesDir = dir // the notes live in this replica's own mirror
 	}
-	if err := o.forge.start(ctx, src, notesDir, log, errOut); err != nil {
+	if err := o.forge.start(ctx, src, notesDir, log); err != nil {
 		return err
 	}
-	defer o.forge.stop(errOut)
+	defer o.forge.stop()
 	workers, err := builtinWorkers(o.startWorkers)
 	if err != nil {
 		return err
@@ -152,8 +151,9 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 		}
 		workers = append(workers, declared...)
 	}
-	s := &server{g: g, o: o, out: out, errOut: errOut, log: log, workerOut: workerOut, dir: dir, src: src, workers: workers,
-		live: newLiveSite(filepath.Join(dir, "site"), errOut), workersTLS: workersTLS}
+	s := &server{g: g, o: o, out: out, errOut: errOut, log: log, dir: dir, src: src, workers: workers,
+		live: newLiveSite(filepath.Join(dir, "site"), errOut), workersTLS: workersTLS,
+		ops: newOps("starting: the store is not open yet")}
 	if o.replica != "" {
 		return s.runReplica(ctx)
 	}
@@ -172,6 +172,9 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 		return err
 	}
 	defer closeEngine(e, errOut)
+	s.ops.engine.Store(e)
+	defer s.ops.engine.Store(nil)
+	s.ops.setNotReady("starting: the first revision is not evaluated yet")
 	s.live.attach(e.store)
 	// The site reads the store: it stops, and has stopped, before the
 	// engine closes the store (defers run last first).
@@ -210,7 +213,6 @@ type server struct {
 	o           serveOptions
 	out, errOut io.Writer
 	log         *slog.Logger
-	workerOut   io.Writer
 	dir         string // the local state directory (a replica's own)
 	src         *gitsync.Source
 	workers     []converge.WorkerSpec
@@ -218,13 +220,15 @@ type server struct {
 	rep         *etcdstate.Replica // a replica's seat in the election; nil unless --replica
 	// workersTLS secures the workers' TCP listener (nil: plain TCP).
 	workersTLS *tls.Config
+	// ops answers /metrics and /readyz.
+	ops *ops
 }
 
 // engineOptions are the options of the engine serve starts (a replica:
 // one per term).
 func (s *server) engineOptions(token string) engineOptions {
 	return engineOptions{stateDir: s.dir, etcd: s.g.etcd, repoDir: s.src.Root(), workers: s.workers,
-		listen: s.o.workersListen, tls: s.workersTLS, token: token, log: s.log, workerOut: s.workerOut,
+		listen: s.o.workersListen, tls: s.workersTLS, token: token, log: s.log,
 		changed: s.live.changed, wrapStore: s.g.wrapStore, reinit: s.g.reinitState}
 }
 
@@ -237,24 +241,33 @@ func (s *server) announce() {
 	fmt.Fprintf(s.out, "serve: following %s of %s; state in %s\n", s.src.Ref(), where, stateName(s.g, s.dir))
 }
 
-// startHTTP serves the site, the webhook (which calls poke) and
-// /healthz (health's status and text) on --listen, writes the bound
-// address to http.addr in the state directory, and returns it; stop
-// ends it. With --listen "" it serves nothing.
+// startHTTP serves the site, the webhook (which calls poke), /healthz
+// (health's status and text), /readyz and /metrics on --listen, writes
+// the bound address to http.addr in the state directory, and returns it;
+// stop ends it. With --listen "" it serves nothing.
 func (s *server) startHTTP(poke func(), health func() (int, string)) (addr string, stop func(), err error) {
 	if s.o.listen == "" {
 		return "", func() {}, nil
 	}
 	mux := http.NewServeMux()
-	mux.Handle("POST /hooks/git", gitsync.WebhookHandler([]byte(os.Getenv("CONVERGE_WEBHOOK_SECRET")), poke))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		code, text := health()
-		if code != http.StatusOK {
-			http.Error(w, text, code)
-			return
+	secret := os.Getenv(envWebhookSecret)
+	if secret == "" {
+		s.log.Warn("webhook disabled: $" + envWebhookSecret + " is not set, so POST /hooks/git refuses every delivery (serve still polls)")
+	}
+	mux.Handle("POST /hooks/git", &gitsync.Webhook{Secret: []byte(secret), Trigger: poke, Log: s.log, Observe: s.ops.observeWebhook})
+	answer := func(check func() (int, string)) http.HandlerFunc {
+		return func(w http.ResponseWriter, _ *http.Request) {
+			code, text := check()
+			if code != http.StatusOK {
+				http.Error(w, text, code)
+				return
+			}
+			_, _ = io.WriteString(w, text+"\n") // a failed write is a client that went away
 		}
-		_, _ = io.WriteString(w, text+"\n") // a failed write is a client that went away
-	})
+	}
+	mux.HandleFunc("GET /healthz", answer(health))
+	mux.HandleFunc("GET /readyz", answer(s.ops.ready))
+	mux.Handle("GET /metrics", s.ops.handler())
 	mux.Handle("GET /", site.Handler(s.live.dir))
 	l, err := net.Listen("tcp", s.o.listen)
 	if err != nil {
@@ -298,15 +311,24 @@ func (s *server) follow(ctx context.Context, e *engine, trigger <-chan struct{},
 		s.log.Error("resume pending verdict", "err", err)
 	}
 	settle := gitsync.Settle{Grace: serveStuckGrace}
+	evaluated := false
 	step := func() {
 		passes, err := syncer.Advance(ctx)
 		if err != nil && ctx.Err() == nil {
 			fmt.Fprintf(out, "serve: %v\n", err)
+			if !evaluated {
+				s.ops.setNotReady("starting: the first fetch failed: " + err.Error())
+			}
+		}
+		if err == nil && !evaluated {
+			evaluated = true
+			s.ops.setNotReady("")
 		}
 		if len(passes) > 0 {
 			live.changed(nil) // new revision records: the index
 		}
 		for _, p := range passes {
+			s.ops.observePass(p)
 			fmt.Fprintln(out, "serve: "+describePass(p))
 			if p.Applied {
 				if current != nil && current.Revision.Hash != p.Revision.Hash {
@@ -352,6 +374,7 @@ func (s *server) follow(ctx context.Context, e *engine, trigger <-chan struct{},
 					fmt.Fprintf(out, "serve: %v\n", err)
 				}
 				fmt.Fprintf(out, "serve: %s converged: %s\n", p.Revision, summary)
+				s.ops.observeVerdict(verdictConverged)
 				live.changed(nil)
 				current = nil
 			case gitsync.Stuck:
@@ -360,6 +383,7 @@ func (s *server) follow(ctx context.Context, e *engine, trigger <-chan struct{},
 					fmt.Fprintf(out, "serve: %v\n", err)
 				}
 				fmt.Fprintf(out, "serve: %s %s\n", p.Revision, desc)
+				s.ops.observeVerdict(verdictStuck)
 				health.Stuck(p.Revision.String() + " " + desc)
 				live.changed(nil)
 				current = nil
@@ -387,6 +411,10 @@ func pendingPass(st state.Backend) (*gitsync.Pass, error) {
 	}
 	return nil, nil
 }
+
+// envWebhookSecret holds the webhook's secret: the HMAC key of GitHub's,
+// Gitea's and Forgejo's signatures, GitLab's token.
+const envWebhookSecret = "CONVERGE_WEBHOOK_SECRET"
 
 // serveStall is how long serve's loop may go without a look at the engine
 // (a fetch or an apply that hangs) before GET /healthz reports it.

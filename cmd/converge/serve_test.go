@@ -99,7 +99,7 @@ func (l *lockedBuffer) String() string {
 // The failure must show everywhere at once: GET /healthz answers 503
 // naming it, the revision's verdict (printed and recorded) names it, and
 // `get`, answered from the daemon's store, warns on stderr that the store
-// is behind.
+// is behind, and /metrics says commits fail.
 func TestServeCommitFailing(t *testing.T) {
 	repo, hash := classicRepo(t)
 	stateDir := t.TempDir()
@@ -130,6 +130,22 @@ func TestServeCommitFailing(t *testing.T) {
 		health = fmt.Sprintf("%d %s", resp.StatusCode, b)
 		return err == nil && resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(string(b), want)
 	})
+	metrics := func() string {
+		addr, err := os.ReadFile(filepath.Join(stateDir, "http.addr"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.Get("http://" + strings.TrimSpace(string(addr)) + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	if m := metrics(); !strings.Contains(m, "\nconverge_commit_failing 1\n") {
+		t.Errorf("/metrics while commits fail does not say converge_commit_failing 1:\n%.4000s", m)
+	}
 	got, err := runCLI("--state", stateDir, "get", "classicbom/classic")
 	if err != nil {
 		t.Fatalf("get: %v\n%s", err, got)

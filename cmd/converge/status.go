@@ -242,8 +242,8 @@ type statusRun struct {
 // start begins posting to the forge and pushing notes in the background,
 // as configured. Notes and forge statuses are written only when the state
 // in stateDir owns the repository's notes: a run on another state (a
-// scratch --state) says so on errOut and keeps its verdicts in its store.
-func (o *forgeOptions) start(ctx context.Context, src *gitsync.Source, stateDir string, log *slog.Logger, errOut io.Writer) error {
+// scratch --state) says so on log and keeps its verdicts in its store.
+func (o *forgeOptions) start(ctx context.Context, src *gitsync.Source, stateDir string, log *slog.Logger) error {
 	rep, err := o.reporter(os.Getenv)
 	if err != nil {
 		return err
@@ -256,7 +256,8 @@ func (o *forgeOptions) start(ctx context.Context, src *gitsync.Source, stateDir 
 		return err
 	}
 	if !owns {
-		fmt.Fprintf(errOut, "converge: git notes and forge statuses not written: they belong to the state in %s, not %s (git config converge.state names their owner)\n", owner, stateDir)
+		log.Warn("git notes and forge statuses not written: another state owns them (git config converge.state names it); this one keeps its verdicts in its store",
+			"owner", owner, "state", stateDir)
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	pushCtx, cancelPush := context.WithCancel(context.WithoutCancel(ctx))
@@ -328,9 +329,9 @@ func (o *forgeOptions) publishRecord(rec *converge.RevisionRecord) {
 
 // stop posts what is still queued and pushes the notes a last time, for at
 // most forgeDrain, then stops the background work. What could not be
-// posted or pushed is reported on errOut; the local git notes keep it, and
+// posted or pushed is logged; the local git notes keep it, and
 // `converge status --forge …` posts it later.
-func (o *forgeOptions) stop(errOut io.Writer) {
+func (o *forgeOptions) stop() {
 	if o.statusRun == nil {
 		return
 	}
@@ -338,7 +339,7 @@ func (o *forgeOptions) stop(errOut io.Writer) {
 	defer cancel()
 	if o.pub != nil {
 		if err := o.pub.Flush(ctx); err != nil {
-			fmt.Fprintf(errOut, "converge: forge: %v (%d statuses not posted; the git notes keep them)\n", err, o.pub.Pending())
+			o.log.Warn("forge: statuses not posted; the git notes keep them", "err", err, "pending", o.pub.Pending())
 		}
 	}
 	o.cancel() // the pusher ends after the push in flight, if any
@@ -353,7 +354,7 @@ func (o *forgeOptions) stop(errOut io.Writer) {
 	o.cancelPush()
 	if o.pushWake != nil {
 		if err := o.src.PushNotes(ctx); err != nil {
-			fmt.Fprintf(errOut, "converge: %v\n", err)
+			o.log.Error("push git notes", "err", err)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -278,7 +279,7 @@ func TestStatusRecords(t *testing.T) {
 	t.Setenv(forgeTokenEnv, forgetest.Token)
 	o := forgeOptions{kind: "github", url: f.URL(), repo: forgetest.Owner + "/" + forgetest.Repo}
 	var errOut bytes.Buffer
-	if err := o.start(context.Background(), src, stateDir, nil, &errOut); err != nil {
+	if err := o.start(context.Background(), src, stateDir, slog.New(slog.NewTextHandler(&errOut, nil))); err != nil {
 		t.Fatal(err)
 	}
 	recs := o.records(st, &errOut)
@@ -299,7 +300,7 @@ func TestStatusRecords(t *testing.T) {
 			t.Errorf("note state: got %q, want %q", got, want)
 		}
 	}
-	o.stop(&errOut)
+	o.stop()
 	if errOut.Len() > 0 {
 		t.Errorf("errors: %s", errOut.String())
 	}
@@ -340,19 +341,19 @@ func TestStatusRecordsNotOwner(t *testing.T) {
 		}
 		o := forgeOptions{kind: "github", url: f.URL(), repo: forgetest.Owner + "/" + forgetest.Repo}
 		var errOut bytes.Buffer
-		if err := o.start(context.Background(), src, scratch, nil, &errOut); err != nil {
+		if err := o.start(context.Background(), src, scratch, slog.New(slog.NewTextHandler(&errOut, nil))); err != nil {
 			t.Fatal(err)
 		}
 		if err := o.records(st, &errOut).PutRevision(failure); err != nil {
 			t.Fatal(err)
 		}
 		o.report(&gitsync.Pass{Revision: failure.Revision, Record: failure}, &errOut)
-		o.stop(&errOut)
+		o.stop()
 		return errOut.String()
 	}
 
 	msg := run()
-	if want := "not written: they belong to the state in " + filepath.Join(dir, ".converge"); !strings.Contains(msg, want) {
+	if want := "not written: another state owns them (git config converge.state names it); this one keeps its verdicts in its store\" owner=" + filepath.Join(dir, ".converge"); !strings.Contains(msg, want) {
 		t.Errorf("output %q, want it to contain %q", msg, want)
 	}
 	if note, err := gitsync.OpenLocal(dir, ""); err != nil {

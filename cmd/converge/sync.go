@@ -130,16 +130,12 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 	if err != nil {
 		return err
 	}
-	log := newLogger(errOut, o.verbose)
-	workerOut := io.Discard // the workers' own output, with -v
-	if o.verbose {
-		workerOut = errOut
-	}
+	log := g.logger(errOut, o.verbose)
 	o.forge.configured = g.headSettings.ForgeTimeout
-	if err := o.forge.start(ctx, src, dir, log, errOut); err != nil {
+	if err := o.forge.start(ctx, src, dir, log); err != nil {
 		return err
 	}
-	defer o.forge.stop(errOut)
+	defer o.forge.stop()
 	syncer := &gitsync.Syncer{Source: src, Path: g.path, Log: log}
 	setTimeouts(g, nil, syncer, g.headSettings)
 	rev, err := src.Head()
@@ -190,7 +186,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 		workers = append(workers, pass.Loaded.Desired.Settings.Workers...)
 	}
 	e, err := startEngine(ctx, engineOptions{
-		stateDir: dir, etcd: g.etcd, repoDir: src.Root(), workers: workers, log: log, workerOut: workerOut, wrapStore: g.wrapStore,
+		stateDir: dir, etcd: g.etcd, repoDir: src.Root(), workers: workers, log: log, wrapStore: g.wrapStore,
 		reinit: g.reinitState,
 		// A sync that ends at convergence does not start the loaded
 		// rows' overdue resyncs (a daemon, --watch included, does).

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -27,7 +28,7 @@ const builtinWorkerNames = "classic"
 // children stays under 512 MiB resident.
 const workerMemoryLimit = 384 << 20
 
-func newWorkerCommand() *cobra.Command {
+func newWorkerCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:       "worker NAME",
 		Short:     "Serve a builtin provider set (" + builtinWorkerNames + ") to the control plane",
@@ -48,6 +49,12 @@ func newWorkerCommand() *cobra.Command {
 			}
 			if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
 				debug.SetMemoryLimit(workerMemoryLimit)
+			}
+			// The SDK logs through slog's default logger (info and up, as
+			// text): --log-format and --log-level, or the environment a
+			// supervisor sets, change it.
+			if c.Flags().Changed("log-format") || c.Flags().Changed("log-level") || os.Getenv(envLogFormat) != "" || os.Getenv(envLogLevel) != "" {
+				slog.SetDefault(g.logger(c.ErrOrStderr(), false))
 			}
 			ctx := c.Context()
 			done, err := writePidFile()

@@ -33,7 +33,7 @@ func TestWorkerCommandRefuses(t *testing.T) {
 			for k, v := range tt.env {
 				t.Setenv(k, v)
 			}
-			c := newWorkerCommand()
+			c := newWorkerCommand(&globals{})
 			c.SetArgs(tt.args)
 			c.SetOut(io.Discard)
 			c.SetErr(io.Discard)
@@ -62,7 +62,7 @@ func TestWorkerCommandServes(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		c := newWorkerCommand()
+		c := newWorkerCommand(&globals{})
 		c.SetArgs([]string{"classic"})
 		done <- c.ExecuteContext(ctx)
 	}()

@@ -1,0 +1,247 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/scheduler"
+	gitsync "github.com/convergehq/converge/sync"
+)
+
+// ops is what serve's /metrics and /readyz answer from: a registry whose
+// engine collector reads the leading engine's counters at scrape time
+// (nothing is counted per task outside the scheduler's loop), the
+// counters serve itself keeps, resolved ahead so counting is an atomic
+// add, and readiness.
+type ops struct {
+	reg *prometheus.Registry
+	// engine is the engine serve runs now (nil before it starts, and on
+	// a replica that follows).
+	engine atomic.Pointer[engine]
+	// notReady is why serve is not ready yet; nil once it is.
+	notReady atomic.Pointer[string]
+
+	webhook  map[[2]string]prometheus.Counter // by forge and outcome
+	findings map[string]prometheus.Counter    // lint findings by rule, resolved as rules appear (sync loop only)
+	findVec  *prometheus.CounterVec
+	verdicts map[string]prometheus.Counter // by verdict
+}
+
+// The verdicts converge_revision_verdicts_total counts: a commit's (from
+// Syncer.Advance) and an applied revision's convergence.
+const (
+	verdictApplied    = "applied"
+	verdictInvalid    = "invalid"
+	verdictBreaking   = "breaking"
+	verdictHeld       = "held"
+	verdictSuperseded = "superseded"
+	verdictNotApplied = "not_applied"
+	verdictConverged  = "converged"
+	verdictStuck      = "stuck"
+)
+
+var verdictNames = []string{verdictApplied, verdictInvalid, verdictBreaking, verdictHeld, verdictSuperseded, verdictNotApplied,
+	verdictConverged, verdictStuck}
+
+// newOps returns serve's metrics registry and readiness, not ready with
+// why.
+func newOps(why string) *ops {
+	o := &ops{reg: prometheus.NewRegistry(), webhook: map[[2]string]prometheus.Counter{},
+		findings: map[string]prometheus.Counter{}, verdicts: map[string]prometheus.Counter{}}
+	o.setNotReady(why)
+	o.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		engineCollector{o})
+	wh := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "converge_webhook_deliveries_total",
+		Help: "Webhook deliveries to POST /hooks/git, by forge and outcome (accepted, unsigned, bad_signature, disabled, bad_request)."},
+		[]string{"forge", "outcome"})
+	for _, f := range gitsync.WebhookForges {
+		for _, oc := range gitsync.WebhookOutcomes {
+			o.webhook[[2]string{f, oc}] = wh.WithLabelValues(f, oc)
+		}
+	}
+	o.findVec = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "converge_lint_findings_total",
+		Help: "Lint findings (breaking schema changes) in the commits serve judged, by rule."}, []string{"rule"})
+	vd := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "converge_revision_verdicts_total",
+		Help: "Verdicts on revisions: a commit applied, invalid, breaking, held (by the prune guard, or behind a newer one held), superseded or not applied (e.g. its load timed out); an applied revision converged or stuck."},
+		[]string{"verdict"})
+	for _, v := range verdictNames {
+		o.verdicts[v] = vd.WithLabelValues(v)
+	}
+	o.reg.MustRegister(wh, o.findVec, vd)
+	return o
+}
+
+// setNotReady makes /readyz answer 503 with why ("" for ready).
+func (o *ops) setNotReady(why string) {
+	if why == "" {
+		o.notReady.Store(nil)
+		return
+	}
+	o.notReady.Store(&why)
+}
+
+// ready answers /readyz.
+func (o *ops) ready() (int, string) {
+	if why := o.notReady.Load(); why != nil {
+		return http.StatusServiceUnavailable, *why
+	}
+	return http.StatusOK, "ready"
+}
+
+// observeWebhook counts a webhook delivery (gitsync.Webhook.Observe).
+func (o *ops) observeWebhook(forge, outcome string) {
+	if c := o.webhook[[2]string{forge, outcome}]; c != nil {
+		c.Inc()
+	}
+}
+
+// observePass counts a commit's verdict and its lint findings; the sync
+// loop alone calls it.
+func (o *ops) observePass(p *gitsync.Pass) {
+	if p.Record == nil {
+		return // a revision that got no verdict
+	}
+	for _, f := range p.Record.Findings {
+		c := o.findings[f.Rule]
+		if c == nil {
+			c = o.findVec.WithLabelValues(f.Rule)
+			o.findings[f.Rule] = c
+		}
+		c.Inc()
+	}
+	v := verdictNotApplied
+	switch {
+	case !p.Valid():
+		v = verdictInvalid
+	case breakingPass(p):
+		v = verdictBreaking
+	case p.Applied:
+		v = verdictApplied
+	case p.Record.Held == "superseded": // sync.Syncer.Advance's word for it
+		v = verdictSuperseded
+	case p.Held != "" || p.Record.Held != "":
+		v = verdictHeld
+	}
+	o.verdicts[v].Inc()
+}
+
+// observeVerdict counts an applied revision's convergence verdict.
+func (o *ops) observeVerdict(v string) { o.verdicts[v].Inc() }
+
+// handler serves the registry (/metrics).
+func (o *ops) handler() http.Handler {
+	// A scrape that could not read the engine (its loop busy past
+	// metricsTimeout) still serves everything else.
+	return promhttp.HandlerFor(o.reg, promhttp.HandlerOpts{Registry: o.reg, ErrorHandling: promhttp.ContinueOnError})
+}
+
+// metricsTimeout bounds how long a scrape waits for the scheduler's loop.
+const metricsTimeout = 5 * time.Second
+
+// engineCollector reads the running engine's counters when Prometheus
+// scrapes: the scheduler's Metrics and Progress, the connected workers.
+type engineCollector struct{ o *ops }
+
+var (
+	descResources = prometheus.NewDesc("converge_resources",
+		"Resources by kind, kind version and phase.", []string{"kind", "kind_version", "phase"}, nil)
+	descDispatched = prometheus.NewDesc("converge_tasks_dispatched_total",
+		"Tasks handed to workers, by kind, kind version and reaction.", []string{"kind", "kind_version", "reaction"}, nil)
+	descResults = prometheus.NewDesc("converge_task_results_total",
+		"Results workers returned, by kind, kind version and reaction.", []string{"kind", "kind_version", "reaction"}, nil)
+	descRetries = prometheus.NewDesc("converge_task_retries_total",
+		"Transient task failures (retried after a backoff), lease expiries included.", []string{"kind", "kind_version", "reaction"}, nil)
+	descFailures = prometheus.NewDesc("converge_task_failures_total",
+		"Permanent task failures.", []string{"kind", "kind_version", "reaction"}, nil)
+	descLatency = prometheus.NewDesc("converge_task_duration_seconds",
+		"Time from a task's dispatch to its result.", []string{"kind", "kind_version", "reaction"}, nil)
+	descCommits       = prometheus.NewDesc("converge_commits_total", "Successful commits of state.", nil, nil)
+	descCommitLatency = prometheus.NewDesc("converge_commit_duration_seconds",
+		"How long a commit of state took.", nil, nil)
+	descBatchRows = prometheus.NewDesc("converge_commit_batch_resources",
+		"Resource rows (puts and deletes) in a committed batch.", nil, nil)
+	descCommitFailing = prometheus.NewDesc("converge_commit_failing",
+		"1 while commits of state fail (the engine retries; see /healthz), else 0.", nil, nil)
+	descQueue = prometheus.NewDesc("converge_queue_depth",
+		"Resources waiting: ready (for a dispatch), waiting (for a free worker slot or a worker), backoff (for a retry).", []string{"queue"}, nil)
+	descInflight   = prometheus.NewDesc("converge_tasks_inflight", "Tasks leased to workers now.", nil, nil)
+	descDeliveries = prometheus.NewDesc("converge_reactor_deliveries_owed", "Reactor deliveries not yet done.", nil, nil)
+	descWorkers    = prometheus.NewDesc("converge_workers_connected", "Worker processes connected to the control plane.", nil, nil)
+	descLeading    = prometheus.NewDesc("converge_engine_running",
+		"1 while this process runs the engine (a replica that follows runs none), else 0.", nil, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (engineCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descResources, descDispatched, descResults, descRetries, descFailures, descLatency,
+		descCommits, descCommitLatency, descBatchRows, descCommitFailing, descQueue, descInflight, descDeliveries, descWorkers, descLeading} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c engineCollector) Collect(ch chan<- prometheus.Metric) {
+	e := c.o.engine.Load()
+	if e == nil {
+		ch <- prometheus.MustNewConstMetric(descLeading, prometheus.GaugeValue, 0)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(descLeading, prometheus.GaugeValue, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), metricsTimeout)
+	defer cancel()
+	m, err := e.sched.Metrics(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(descResources, err)
+		return
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	for _, k := range m.Kinds {
+		ver := strconv.Itoa(k.Ref.Version)
+		for _, p := range []struct {
+			phase converge.Phase
+			n     int
+		}{{converge.PhasePending, k.Phases.Pending}, {converge.PhaseRunning, k.Phases.Running}, {converge.PhaseReady, k.Phases.Ready},
+			{converge.PhaseFailed, k.Phases.Failed}, {converge.PhaseDeleting, k.Phases.Deleting}} {
+			gauge(descResources, float64(p.n), k.Ref.Kind, ver, string(p.phase))
+		}
+		for i, t := range k.Tasks {
+			if t.Dispatched == 0 && t.Results == 0 && t.Retries == 0 && t.Failures == 0 {
+				continue // a reaction this kind never ran
+			}
+			labels := []string{k.Ref.Kind, ver, scheduler.Reactions[i]}
+			counter(descDispatched, t.Dispatched, labels...)
+			counter(descResults, t.Results, labels...)
+			counter(descRetries, t.Retries, labels...)
+			counter(descFailures, t.Failures, labels...)
+			ch <- prometheus.MustNewConstHistogram(descLatency, t.Latency.Count, t.Latency.Sum, t.Latency.Cumulative(), labels...)
+		}
+	}
+	counter(descCommits, m.Commits)
+	ch <- prometheus.MustNewConstHistogram(descCommitLatency, m.CommitLatency.Count, m.CommitLatency.Sum, m.CommitLatency.Cumulative())
+	ch <- prometheus.MustNewConstHistogram(descBatchRows, m.CommitRows.Count, m.CommitRows.Sum, m.CommitRows.Cumulative())
+	gauge(descQueue, float64(m.Ready), "ready")
+	gauge(descQueue, float64(m.Waiting), "waiting")
+	gauge(descQueue, float64(m.Backoff), "backoff")
+	gauge(descInflight, float64(m.Inflight))
+	pr := e.sched.Progress()
+	failing := 0.0
+	if pr.CommitError != "" {
+		failing = 1
+	}
+	gauge(descCommitFailing, failing)
+	gauge(descDeliveries, float64(pr.Deliveries))
+	gauge(descWorkers, float64(len(e.srv.Workers())))
+}
