@@ -253,7 +253,7 @@ func openController(ctx context.Context, g *globals, errOut io.Writer, verbose b
 	}
 	e, err := startEngine(ctx, engineOptions{
 		stateDir: dir, etcd: g.etcd, repoDir: repoDir, workers: workers,
-		log: g.logger(errOut, verbose),
+		log:   g.logger(errOut, verbose),
 		sched: scheduler.Config{PostponeLoadedResyncs: true}, // it runs for one teardown or verb
 	})
 	if errors.Is(err, state.ErrLocked) {
