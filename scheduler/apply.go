@@ -18,6 +18,9 @@ type PlanItem struct {
 	Fields []string
 	// Reason says why an item is Refused, or notes a special case.
 	Reason string
+	// KnownAfter lists the spec fields of a resource to create or update
+	// that value flows fill once their producers are Ready.
+	KnownAfter []KnownAfter `json:",omitempty"`
 }
 
 // Plan is what applying a desired state does.

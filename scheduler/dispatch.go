@@ -188,7 +188,20 @@ func (s *Scheduler) consider(n *node) {
 		if n.flowsDirty {
 			n.flowsDirty = false
 			if !n.flowsLoaded || !s.flowsApplied(n) {
-				s.applyFlows(n)
+				changed := s.applyFlows(n)
+				// A flowed value is checked when it is written, or
+				// before the first run of a spec composed with it.
+				var err error
+				if changed || r.ObservedGeneration == 0 && r.Attempts == 0 {
+					err = s.checkFlowed(n)
+				}
+				if err != nil {
+					if !permanent(r) || r.LastError != err.Error() {
+						s.failPermanent(n, err.Error())
+					}
+					n.flowsLoaded = false
+					return
+				}
 			}
 			n.flowsLoaded = false
 		}
@@ -228,17 +241,18 @@ func (s *Scheduler) flowsApplied(n *node) bool {
 
 // applyFlows recomputes n's Spec from Declared and its producers'
 // statuses. A changed spec of a resource that ran before bumps its
-// generation, so it runs again.
-func (s *Scheduler) applyFlows(n *node) {
+// generation, so it runs again. It reports whether the spec changed.
+func (s *Scheduler) applyFlows(n *node) bool {
 	spec := s.computeSpec(n)
 	if bytes.Equal(spec, n.r.Spec) {
-		return
+		return false
 	}
 	n.r.Spec = spec
 	if n.r.ObservedGeneration > 0 || n.r.Attempts > 0 {
 		s.bumpGeneration(n)
 	}
 	s.markDirty(n)
+	return true
 }
 
 // bumpGeneration starts a new generation of n: attempts reset, Pending.

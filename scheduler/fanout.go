@@ -269,9 +269,16 @@ func Fanout(ctx context.Context, g Graph, d *converge.Desired, p *Plan, v Valida
 			}
 			by := "composed by " + string(id)
 			emitted := make(map[converge.ID]bool, len(ids))
+			consumes := make(map[converge.ID][]converge.Edge)
+			for _, e := range res.Edges {
+				if len(e.Flows) > 0 {
+					consumes[e.Consumer] = append(consumes[e.Consumer], e)
+				}
+			}
 			for i, cid := range ids {
 				emitted[cid] = true
 				c := &res.Children[i]
+				known := KnownAfterApply(c.Spec, consumes[cid])
 				cr := &converge.Resource{Kind: c.Kind, KindVersion: c.KindVersion, Name: c.Name, Declared: c.Spec,
 					ProviderConfigRef: c.ProviderConfigRef, Owner: id, Origin: converge.OriginComposed}
 				var old *converge.Resource
@@ -281,9 +288,9 @@ func Fanout(ctx context.Context, g Graph, d *converge.Desired, p *Plan, v Valida
 				changed := true
 				switch {
 				case old == nil:
-					p.Create = append(p.Create, PlanItem{ID: cid, To: cr.Ref(), Reason: by})
+					p.Create = append(p.Create, PlanItem{ID: cid, To: cr.Ref(), Reason: by, KnownAfter: known})
 				case old.Deleting:
-					p.Create = append(p.Create, PlanItem{ID: cid, To: cr.Ref(), Reason: by + ", once its teardown finishes"})
+					p.Create = append(p.Create, PlanItem{ID: cid, To: cr.Ref(), Reason: by + ", once its teardown finishes", KnownAfter: known})
 				case old.KindVersion != cr.KindVersion:
 					p.Flip = append(p.Flip, PlanItem{ID: cid, From: old.Ref(), To: cr.Ref(), Fields: changedFields(old, cr), Reason: by})
 				case !jsonEqual(old.Declared, cr.Declared) || old.ProviderConfigRef != cr.ProviderConfigRef:

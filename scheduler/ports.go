@@ -44,3 +44,14 @@ type Validator interface {
 	// "status.").
 	ValidateStatus(ref converge.KindRef, status json.RawMessage) error
 }
+
+// PendingValidator is a Validator that also checks a spec whose flowed
+// fields are "known after apply". The cue package implements it; with a
+// Validator that does not, a composed child must carry every field its
+// schema requires.
+type PendingValidator interface {
+	// ValidateSpecPending is ValidateSpec where a required field at one
+	// of pending (a value flow's To path) may be absent: a flow fills it
+	// once its producer is Ready, and the flowed value is checked then.
+	ValidateSpecPending(ref converge.KindRef, spec json.RawMessage, pending []string) error
+}

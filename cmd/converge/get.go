@@ -8,7 +8,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/scheduler"
 )
+
+// getView is get's JSON: the resource, and the flowed spec fields not
+// known yet (known_after_apply, omitted when none).
+type getView struct {
+	resourceView
+	KnownAfter []scheduler.KnownAfter `json:"known_after_apply,omitempty"`
+}
 
 func newGetCommand(g *globals) *cobra.Command {
 	var output string
@@ -26,9 +34,16 @@ func newGetCommand(g *globals) *cobra.Command {
 					return err
 				}
 				v := viewOf(r)
-				if output != "table" {
-					return writeData(c.OutOrStdout(), output, v)
+				consumes, _, err := rd.EdgesOf(id)
+				if err != nil {
+					return err
 				}
+				// Flowed fields not known yet: shown, never stored.
+				known := scheduler.KnownAfterApply(r.Spec, consumes)
+				if output != "table" {
+					return writeData(c.OutOrStdout(), output, getView{resourceView: v, KnownAfter: known})
+				}
+				v.Spec = scheduler.ShowKnownAfter(v.Spec, known)
 				owner := "-"
 				if v.Owner != nil {
 					owner = *v.Owner

@@ -152,11 +152,18 @@ func printPlan(w io.Writer, v planView) {
 		}
 		return ", " + it.Reason
 	}
+	known := func(it scheduler.PlanItem) {
+		for _, k := range it.KnownAfter {
+			fmt.Fprintf(w, "            %s = %s\n", k.Field, k.Placeholder())
+		}
+	}
 	for _, it := range v.Create {
 		fmt.Fprintf(w, "  create  %s (%s%s)\n", it.ID, it.To, by(it))
+		known(it)
 	}
 	for _, it := range v.Update {
 		fmt.Fprintf(w, "  update  %s: %v%s\n", it.ID, it.Fields, by(it))
+		known(it)
 	}
 	for _, it := range v.Flip {
 		fmt.Fprintf(w, "  flip    %s %s → %s%s\n", it.ID, it.From, it.To, by(it))
