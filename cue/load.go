@@ -113,6 +113,10 @@ type loader struct {
 	// reference to an invalid kind is not called unknown.
 	declared map[converge.KindRef]place
 	full     bool // MaxDocuments reached
+	// deps are the depends_on entries of the resources read (depends.go).
+	deps []gitDep
+	// composers are the kinds that compose in CUE (compose.go).
+	composers []*composeSrc
 }
 
 // document is one typed document.

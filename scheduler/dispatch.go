@@ -119,6 +119,9 @@ func (s *Scheduler) onChanged() {
 }
 
 func (s *Scheduler) servesRef(ref converge.KindRef, reaction string) bool {
+	if s.localServes(ref, reaction) {
+		return true
+	}
 	k := servesKey{ref, reaction}
 	v, ok := s.serves[k]
 	if !ok {
@@ -185,26 +188,28 @@ func (s *Scheduler) consider(n *node) {
 			}
 			return
 		}
-		if n.flowsDirty {
-			n.flowsDirty = false
-			if !n.flowsLoaded || !s.flowsApplied(n) {
-				changed := s.applyFlows(n)
-				// A flowed value is checked when it is written, or
-				// before the first run of a spec composed with it.
-				var err error
-				if changed || r.ObservedGeneration == 0 && r.Attempts == 0 {
-					err = s.checkFlowed(n)
-				}
-				if err != nil {
-					if !permanent(r) || r.LastError != err.Error() {
-						s.failPermanent(n, err.Error())
-					}
-					n.flowsLoaded = false
-					return
-				}
+	}
+	// Flows are dirty also when the last edge with flows went: the spec
+	// is Declared again.
+	if n.flowsDirty {
+		n.flowsDirty = false
+		if !n.flowsLoaded || !s.flowsApplied(n) {
+			changed := s.applyFlows(n)
+			// A flowed value is checked when it is written, or
+			// before the first run of a spec composed with it.
+			var err error
+			if changed || r.ObservedGeneration == 0 && r.Attempts == 0 && len(s.producers[n.id]) > 0 {
+				err = s.checkFlowed(n)
 			}
-			n.flowsLoaded = false
+			if err != nil {
+				if !permanent(r) || r.LastError != err.Error() {
+					s.failPermanent(n, err.Error())
+				}
+				n.flowsLoaded = false
+				return
+			}
 		}
+		n.flowsLoaded = false
 	}
 	if permanent(r) || !s.needsRun(n) {
 		return
@@ -368,7 +373,9 @@ func (s *Scheduler) dispatchNode(n *node, reaction string, kind taskKind) {
 		config = composeContext(r.KindVersion, t.Config)
 		t.BaseSpec, t.BaseRevision = s.composeBase(n, config)
 	}
-	if err := s.disp.Dispatch(s.ctx, t); err != nil {
+	if s.localServes(ref, reaction) {
+		s.dispatchLocal(t)
+	} else if err := s.disp.Dispatch(s.ctx, t); err != nil {
 		if errors.Is(err, converge.ErrNoWorker) {
 			rs.noWorker = true
 			s.block(n, rs)
@@ -710,6 +717,7 @@ type validatorBox struct{ v Validator }
 
 // setValidator makes v the validator of the loop and of the checkers.
 func (s *Scheduler) setValidator(v Validator) {
+	s.setLocal(v)
 	s.validator = v
 	s.validatorP.Store(&validatorBox{v})
 }

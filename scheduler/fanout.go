@@ -68,6 +68,9 @@ func (s *Scheduler) DryCompose(ctx context.Context, t *converge.Task) (*converge
 // returned channel (verbResult), or a timeout when its lease expires.
 func (s *Scheduler) startDry(t *converge.Task) (chan verbOutcome, error) {
 	ref := t.Ref()
+	if s.localServes(ref, converge.ReactionCompose) {
+		return s.dryLocal(t), nil
+	}
 	if !s.disp.Serves(ref, converge.ReactionCompose) {
 		return nil, fmt.Errorf("dry-run compose %s/%s: %w serves %s compose", t.Kind, t.Name, converge.ErrNoWorker, ref)
 	}
@@ -223,7 +226,15 @@ func Fanout(ctx context.Context, g Graph, d *converge.Desired, p *Plan, v Valida
 		if rev, cfg, ok := strings.Cut(composedBy, " "); ok && rev != "" && cfg == composeContext(t.KindVersion, t.Config) {
 			t.BaseSpec, t.BaseRevision = composedSpec, rev
 		}
-		res, err := compose(ctx, t)
+		var res *converge.Result
+		var err error
+		if lc, ok := v.(LocalComposer); ok && lc.Composes(r.Ref()) {
+			res = lc.Compose(t) // a CUE composer: no worker
+		} else if compose == nil {
+			err = fmt.Errorf("dry-run compose %s: no worker to ask", id)
+		} else {
+			res, err = compose(ctx, t)
+		}
 		if err != nil {
 			p.Unanswered = append(p.Unanswered, PlanItem{ID: id, To: r.Ref(), Reason: err.Error()})
 			continue

@@ -95,3 +95,65 @@ func TestFlowedFieldKnownAfterApply(t *testing.T) {
 		}
 	}
 }
+
+// TestGitDependsOn: resources declared in git with depends_on are gated
+// like composed children (the vpc runs once its account is Ready) and
+// get their flowed field, which the document left out.
+func TestGitDependsOn(t *testing.T) {
+	v := accountIDValidator{validatorFunc: classicValidator}
+	store := newMemStore()
+	disp := newFakeDisp(func(tk *converge.Task) *converge.Result {
+		if tk.Kind == "account" && tk.Reaction == converge.ReactionReconcile {
+			return &converge.Result{Outcome: converge.OutcomeOK, Status: mustJSON(map[string]string{"account_id": "123456789012"})}
+		}
+		return classicHandler(tk)
+	}, &fakeWorker{name: "w1"})
+	h := start(t, store, disp, testConfig())
+	d := &converge.Desired{
+		Revision: converge.Revision{Ref: "main", Hash: "g1"},
+		Kinds:    classicKinds(),
+		Resources: []*converge.Resource{
+			{Kind: "account", KindVersion: 1, Name: "sample-account", Origin: converge.OriginGit, Declared: mustJSON(map[string]string{"team_name": "t"})},
+			{Kind: "vpc", KindVersion: 1, Name: "sample-vpc", Origin: converge.OriginGit, Declared: mustJSON(map[string]string{"cidr": "10.0.0.0/16"})},
+		},
+		Edges: []converge.Edge{{Consumer: "vpc/sample-vpc", Producer: "account/sample-account",
+			Flows: []converge.ValueFlow{{From: "account_id", To: "account_id"}}}},
+	}
+	plan := h.apply(d, v)
+	var known []string
+	for _, it := range plan.Create {
+		for _, k := range it.KnownAfter {
+			known = append(known, string(it.ID)+" "+k.String())
+		}
+	}
+	if got, want := strings.Join(known, "; "), "vpc/sample-vpc spec.account_id (known after apply: account/sample-account status.account_id)"; got != want {
+		t.Errorf("plan known after apply %q, want %q", got, want)
+	}
+	h.waitSettled(scheduler.Converged, 5*time.Second)
+	h.flush()
+	vpc := store.get("vpc/sample-vpc")
+	if got := statusField(t, vpc.Spec, "account_id"); got != "123456789012" {
+		t.Errorf("vpc spec account_id = %v, want the account's", got)
+	}
+	if got, want := strings.Join(reactionsOf(disp.tasks()), "; "), "reconcile account/sample-account; reconcile vpc/sample-vpc"; got != want {
+		t.Errorf("dispatched %q, want %q", got, want)
+	}
+	if store.edgeCount() != 1 {
+		t.Errorf("stored edges = %d, want 1", store.edgeCount())
+	}
+
+	// Dropping the depends_on drops the edge; the spec loses the flowed
+	// field, which the schema then wants.
+	d2 := *d
+	d2.Revision.Hash = "g2"
+	d2.Edges = nil
+	h.apply(&d2, v)
+	h.waitSettled(scheduler.Stuck, 5*time.Second)
+	h.flush()
+	if store.edgeCount() != 0 {
+		t.Errorf("stored edges = %d after the depends_on went, want 0", store.edgeCount())
+	}
+	if r := store.get("vpc/sample-vpc"); r.Phase != converge.PhaseFailed || !strings.Contains(r.Reason, "spec.account_id: field is required but not present") {
+		t.Errorf("vpc %s %q, want Failed for its missing account_id", r.Phase, r.Reason)
+	}
+}

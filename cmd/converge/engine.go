@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cue"
 	"github.com/convergehq/converge/providers"
 	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/state"
@@ -164,6 +165,7 @@ func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
 	}
 	cfg := o.sched
 	cfg.Logger = o.log
+	cfg.LocalFor = localComposer
 	var store scheduler.Store = st
 	if o.changed != nil {
 		store = observedStore{Backend: st, changed: o.changed}
@@ -321,4 +323,23 @@ func (e *engine) close() error {
 		errs = append(errs, e.store.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// localComposer compiles the stored kinds that compose in CUE, so their
+// compose and teardown run before any Apply (delete, a restart).
+func localComposer(kinds []*converge.Kind) scheduler.LocalComposer {
+	var cs []*converge.Kind
+	for _, k := range kinds {
+		if k.Compose != "" {
+			cs = append(cs, k)
+		}
+	}
+	if len(cs) == 0 {
+		return nil
+	}
+	s, _ := cue.Compile(cs)
+	if s == nil {
+		return nil
+	}
+	return s
 }

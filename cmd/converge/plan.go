@@ -113,10 +113,15 @@ func runPlan(ctx context.Context, out, errOut io.Writer, g *globals, rev, output
 	d.Revision = r
 	p := scheduler.Diff(snap, &d)
 	stored := scheduler.SnapshotGraph(snap)
-	if changesComposer(p, &d) {
-		compose, stop, err := planComposer(ctx, admin, src, d.Settings.Workers)
-		if err != nil {
-			return err
+	if changesComposer(p, &d, false) {
+		// A kind that composes in CUE is dry-run here (Fanout asks
+		// the Schemas): workers are started only for the others.
+		compose, stop := scheduler.ComposeFunc(nil), func() {}
+		if changesComposer(p, &d, true) {
+			compose, stop, err = planComposer(ctx, admin, src, d.Settings.Workers)
+			if err != nil {
+				return err
+			}
 		}
 		scheduler.Fanout(ctx, stored, &d, p, pass.Loaded.Schemas, compose)
 		stop()
@@ -241,11 +246,12 @@ func planSnapshot(g *globals, dir string) (*converge.Snapshot, *stateapi.Client,
 }
 
 // changesComposer reports whether p creates, updates or flips a resource
-// whose kind (in d) composes.
-func changesComposer(p *scheduler.Plan, d *converge.Desired) bool {
+// whose kind (in d) composes; with worker, one whose compose a worker
+// runs (not CUE).
+func changesComposer(p *scheduler.Plan, d *converge.Desired, worker bool) bool {
 	composes := map[converge.KindRef]bool{}
 	for _, k := range d.Kinds {
-		composes[k.Ref()] = k.Has(converge.ReactionCompose)
+		composes[k.Ref()] = k.Has(converge.ReactionCompose) && (!worker || k.Compose == "")
 	}
 	for _, l := range [][]scheduler.PlanItem{p.Create, p.Update, p.Flip} {
 		for _, it := range l {
