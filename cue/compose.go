@@ -20,9 +20,9 @@ import (
 // composeShape is what a kind's compose expression must yield: children
 // (kind_version defaults to 1) and edges between them or to other
 // resources, each edge's flows written as depends_on's
-// ({"status.FROM": "spec.TO"}). It is one line: the expression starts on
-// line composeLine of the compiled file.
-const composeShape = `{children: [...{kind: string, kind_version: int | *1, name: string, spec: {...}, provider_config_ref?: string}], edges: [...{consumer: string, producer: string, flows?: [string]: string}]}`
+// ({"status.FROM": "spec.TO"}); either list may hold lists of them
+// (flattened one level, see composed). It is one line.
+const composeShape = `{#C: {kind: string, kind_version: int | *1, name: string, spec: {...}, provider_config_ref?: string}, #E: {consumer: string, producer: string, flows?: [string]: string}, children: [...(#C | [...#C])], edges: [...(#E | [...#E])]}`
 
 // composeFile is the CUE file k's compose expression is evaluated in:
 // spec is filled with the composer's spec (or, at load, its schema). The
@@ -157,14 +157,48 @@ func (s *Schemas) Compose(t *converge.Task) *converge.Result {
 	return res
 }
 
-// composed is the JSON of a compose expression's value.
+// composed is the JSON of a compose expression's value. Children and
+// edges may each be a list of items or of lists of items (flattened one
+// level): CUE inserts a list's elements one by one, each after a scan of
+// those before, so one list of a hundred thousand children costs
+// quadratic time where lists of a few hundred (one per BOM domain) do not.
 type composed struct {
-	Children []converge.Child `json:"children"`
-	Edges    []struct {
-		Consumer converge.ID       `json:"consumer"`
-		Producer converge.ID       `json:"producer"`
-		Flows    map[string]string `json:"flows"`
-	} `json:"edges"`
+	Children flat[converge.Child] `json:"children"`
+	Edges    flat[composedEdge]   `json:"edges"`
+}
+
+type composedEdge struct {
+	Consumer converge.ID       `json:"consumer"`
+	Producer converge.ID       `json:"producer"`
+	Flows    map[string]string `json:"flows"`
+}
+
+// flat is a JSON list of T or of lists of T, read as one list.
+type flat[T any] []T
+
+func (f *flat[T]) UnmarshalJSON(b []byte) error {
+	var items []json.RawMessage
+	if err := json.Unmarshal(b, &items); err != nil {
+		return err
+	}
+	out := make([]T, 0, len(items))
+	for _, it := range items {
+		if len(it) > 0 && it[0] == '[' {
+			var inner []T
+			if err := json.Unmarshal(it, &inner); err != nil {
+				return err
+			}
+			out = append(out, inner...)
+			continue
+		}
+		var x T
+		if err := json.Unmarshal(it, &x); err != nil {
+			return err
+		}
+		out = append(out, x)
+	}
+	*f = out
+	return nil
 }
 
 func (s *Schemas) compose(ref converge.KindRef, spec json.RawMessage) ([]converge.Child, []converge.Edge, error) {

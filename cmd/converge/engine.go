@@ -257,7 +257,7 @@ func howToStartWorker(remote, serve bool) string {
 	var how string
 	switch {
 	case remote:
-		how = "a remote repository's workers are never started: start a builtin one with --start-worker"
+		how = "a remote repository's workers are never started: start one from local configuration with --start-worker (a builtin NAME, or NAME=COMMAND)"
 	default:
 		how = "declare a worker for it in converge.cue"
 	}
