@@ -120,6 +120,15 @@ type Kind struct {
 	Secret []string `json:"secret,omitempty"`
 	// Source is "file:line" of the manifest in the repository.
 	Source string `json:"source,omitempty"`
+	// Compose is a CUE expression over spec that yields the kind's
+	// composition ({children: [...], edges: [...]}): the control plane
+	// evaluates it, so the kind's compose (and teardown) needs no worker.
+	// ComposeAt is "file:line:col" of the expression in the repository.
+	Compose   string `json:"compose,omitempty"`
+	ComposeAt string `json:"compose_at,omitempty"`
+	// ComposeImports are the import specs the expression uses, as
+	// written in the kind's file (`"strings"`, `h "encoding/hex"`).
+	ComposeImports []string `json:"compose_imports,omitempty"`
 }
 
 // Ref returns the kind's KindRef.
@@ -320,6 +329,9 @@ type Desired struct {
 	Configs   []*ProviderConfig
 	Bindings  []*Binding
 	Resources []*Resource // Origin git, Declared and Source set
+	// Edges are the depends_on entries of Resources: each consumer and
+	// producer is one of Resources. Sorted by consumer, then producer.
+	Edges []Edge
 }
 
 // Revision is one commit of the source (or a dirty working tree in dev

@@ -121,6 +121,8 @@ func (l *loader) check() {
 		l.step(d)
 		l.resource(d, configs, resPlaces)
 	}
+	l.checkDepends()
+	l.checkComposers()
 	bindPlaces := map[string]*namedPlace{}
 	for _, d := range byType[TypeBinding] {
 		l.step(d)
@@ -145,7 +147,7 @@ func (l *loader) step(d *document) {
 func (l *loader) kind(d *document, places map[converge.KindRef]*namedPlace) {
 	r := l.reader(d)
 	r.allow("type", "kind", "kind_version", "reactions", "finalizer", "resync_interval", "resync_recomposes",
-		"max_inflight", "max_children", "task_deadline", "secret", "spec", "status", "config", "description")
+		"max_inflight", "max_children", "task_deadline", "secret", "spec", "status", "config", "compose", "description")
 	k := &converge.Kind{
 		Name:             r.name("kind"),
 		Version:          r.int("kind_version", 0, 1, true),
@@ -159,6 +161,7 @@ func (l *loader) kind(d *document, places map[converge.KindRef]*namedPlace) {
 		Secret:           r.strs("secret"),
 		Source:           l.at(d.file, d.pos).source(),
 	}
+	l.composeOf(d, r, k)
 	if k.Finalizer && !k.Has(converge.ReactionTeardown) {
 		r.fail("finalizer", "KIND_INVALID", "a kind with a finalizer must declare the teardown reaction")
 	}
@@ -291,7 +294,7 @@ func (l *loader) providerConfig(d *document, configs map[string]*converge.Provid
 // resource validates one resource against its kind version.
 func (l *loader) resource(d *document, configs map[string]*converge.ProviderConfig, places map[converge.ID]*namedPlace) {
 	r := l.reader(d)
-	r.allow("type", "kind", "kind_version", "name", "spec", "provider_config_ref", "description")
+	r.allow("type", "kind", "kind_version", "name", "spec", "provider_config_ref", "depends_on", "description")
 	res := &converge.Resource{
 		Kind:              r.str("kind", true),
 		KindVersion:       r.int("kind_version", 0, 1, true),
@@ -331,7 +334,11 @@ func (l *loader) resource(d *document, configs map[string]*converge.ProviderConf
 			r.ok = false
 		}
 	}
-	js, ok := l.validate(d, spec, schemaKey{ref, "spec"}, "spec", "SPEC_INVALID")
+	pending, ok := l.dependsOn(d, r, id)
+	if !ok {
+		return
+	}
+	js, ok := l.validatePending(d, spec, schemaKey{ref, "spec"}, pending)
 	if !ok || !r.ok {
 		return
 	}

@@ -256,6 +256,9 @@ func (n *fastNode) accepts(data []byte) bool {
 type fastParser struct {
 	b []byte
 	i int
+	// allow is the required fields of the outermost struct that may be
+	// absent (acceptsPending); the first object read takes it.
+	allow uint64
 }
 
 func (p *fastParser) space() {
@@ -339,12 +342,14 @@ func (p *fastParser) value(n *fastNode) bool {
 
 func (p *fastParser) object(n *fastNode) bool {
 	p.i++ // {
+	allow := p.allow
+	p.allow = 0
 	var seen uint64
 	var keys map[string]bool // the other fields of a struct with a pattern or "..."
 	p.space()
 	if p.i < len(p.b) && p.b[p.i] == '}' {
 		p.i++
-		return n.required == 0
+		return n.required&^allow == 0
 	}
 	for {
 		p.space()
@@ -397,7 +402,7 @@ func (p *fastParser) object(n *fastNode) bool {
 			p.i++
 		case '}':
 			p.i++
-			return seen&n.required == n.required
+			return (seen|allow)&n.required == n.required
 		default:
 			return false
 		}

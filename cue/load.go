@@ -127,6 +127,10 @@ type loader struct {
 	// progress, when set, hears of each file and document before it is
 	// evaluated (the child of a Sandbox reports where it is).
 	progress func(file string, line, col int)
+	// deps are the depends_on entries of the resources read (depends.go).
+	deps []gitDep
+	// composers are the kinds that compose in CUE (compose.go).
+	composers []*composeSrc
 }
 
 // document is one typed document.

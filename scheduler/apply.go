@@ -18,6 +18,9 @@ type PlanItem struct {
 	Fields []string
 	// Reason says why an item is Refused, or notes a special case.
 	Reason string
+	// KnownAfter lists the spec fields of a resource to create or update
+	// that value flows fill once their producers are Ready.
+	KnownAfter []KnownAfter `json:",omitempty"`
 }
 
 // Plan is what applying a desired state does.
@@ -109,6 +112,7 @@ func Diff(snap *converge.Snapshot, d *converge.Desired) *Plan {
 			}
 		}, d)
 	p.Definitions = definitions(snap.Kinds, snap.Configs, snap.Bindings, d)
+	noteKnownAfter(p, d)
 	return p
 }
 
@@ -200,6 +204,7 @@ func (s *Scheduler) apply(d *converge.Desired, v Validator) *Plan {
 		}
 	}, d)
 	plan.Definitions = defs
+	noteKnownAfter(plan, d)
 	desired := make(map[converge.ID]*converge.Resource, len(d.Resources))
 	for _, r := range d.Resources {
 		if _, ok := desired[r.ID()]; !ok {
@@ -237,7 +242,7 @@ func (s *Scheduler) apply(d *converge.Desired, v Validator) *Plan {
 		r := desired[it.ID]
 		n := s.nodes[it.ID]
 		if s.validator != nil {
-			if err := s.validator.ValidateSpec(r.Ref(), r.Declared); err != nil {
+			if err := validateDeclared(s.validator, d, r); err != nil {
 				it.Reason = "flip to " + r.Ref().String() + " refused: " + err.Error()
 				plan.Refused = append(plan.Refused, it)
 				s.event(it.ID, "FlipRefused", it.Reason)
@@ -261,6 +266,7 @@ func (s *Scheduler) apply(d *converge.Desired, v Validator) *Plan {
 		}
 		touched[it.ID] = true
 	}
+	s.applyGitEdges(d)
 	for id, r := range desired {
 		if n := s.nodes[id]; n != nil && n.r.Origin == converge.OriginGit && n.r.Source != r.Source {
 			n.r.Source = r.Source

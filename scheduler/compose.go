@@ -262,7 +262,7 @@ func checkComposition(owner converge.ID, res *converge.Result, get func(converge
 		}
 		check = append(check, i)
 	}
-	if err := validateSpecs(res.Children, ids, check, v); err != nil {
+	if err := validateSpecs(res.Children, ids, check, flowedFields(res.Edges, seen, check, v), v); err != nil {
 		return nil, nil, err
 	}
 	for _, e := range res.Edges {
@@ -279,12 +279,51 @@ func checkComposition(owner converge.ID, res *converge.Result, get func(converge
 	return ids, seen, nil
 }
 
+// flowedFields returns, for each child (by its index in seen) that check
+// names, the spec fields its value flows in edges fill (their To paths):
+// "known after apply", so a composed child may leave them out. Nil when
+// v cannot validate a spec with pending fields or no checked child has a
+// flow.
+func flowedFields(edges []converge.Edge, seen map[converge.ID]int, check []int, v Validator) [][]string {
+	if _, ok := v.(PendingValidator); !ok || len(check) == 0 {
+		return nil
+	}
+	var checked []bool
+	var out [][]string
+	for i := range edges {
+		e := &edges[i]
+		if len(e.Flows) == 0 {
+			continue
+		}
+		c, ok := seen[e.Consumer]
+		if !ok {
+			continue // refused below
+		}
+		if out == nil {
+			out = make([][]string, len(seen))
+			checked = make([]bool, len(seen))
+			for _, j := range check {
+				checked[j] = true
+			}
+		}
+		if !checked[c] {
+			continue
+		}
+		for _, f := range e.Flows {
+			out[c] = append(out[c], f.To)
+		}
+	}
+	return out
+}
+
 // validateSpecs validates the specs of children[i] for every i in check:
 // a JSON object, valid under its kind version's spec schema (v nil: JSON
-// only). A big composition is validated on every core (the Validator is
-// safe for concurrent use); the error of the first failing child in
-// check's order is returned.
-func validateSpecs(children []converge.Child, ids []converge.ID, check []int, v Validator) error {
+// only), where a field in pending[i] (a flowed field, see flowedFields)
+// may be absent. A big composition is validated on every core
+// (the Validator is safe for concurrent use); the error of the first
+// failing child in check's order is returned.
+func validateSpecs(children []converge.Child, ids []converge.ID, check []int, pending [][]string, v Validator) error {
+	pv, _ := v.(PendingValidator)
 	one := func(i int) error {
 		c := &children[i]
 		if len(c.Spec) > 0 {
@@ -293,7 +332,14 @@ func validateSpecs(children []converge.Child, ids []converge.ID, check []int, v 
 			}
 		}
 		if v != nil {
-			if err := v.ValidateSpec(converge.KindRef{Kind: c.Kind, Version: c.KindVersion}, c.Spec); err != nil {
+			ref := converge.KindRef{Kind: c.Kind, Version: c.KindVersion}
+			var err error
+			if pending != nil && len(pending[i]) > 0 {
+				err = pv.ValidateSpecPending(ref, c.Spec, pending[i])
+			} else {
+				err = v.ValidateSpec(ref, c.Spec)
+			}
+			if err != nil {
 				return fmt.Errorf("%s: %w", ids[i], err)
 			}
 		}

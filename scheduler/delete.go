@@ -248,7 +248,7 @@ func (s *Scheduler) remove(n *node) {
 		s.recreating--
 		if s.nodes[n.id] == nil {
 			nr := n.recreate
-			s.addNode(nr, nr.ID(), nil, "created from "+nr.Source)
+			s.setGitEdges(s.addNode(nr, nr.ID(), nil, "created from "+nr.Source))
 		}
 	}
 }

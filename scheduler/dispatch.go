@@ -121,6 +121,9 @@ func (s *Scheduler) onChanged() {
 }
 
 func (s *Scheduler) servesRef(ref converge.KindRef, reaction string) bool {
+	if s.localServes(ref, reaction) {
+		return true
+	}
 	k := servesKey{ref, reaction}
 	v, ok := s.serves[k]
 	if !ok {
@@ -187,13 +190,28 @@ func (s *Scheduler) consider(n *node) {
 			}
 			return
 		}
-		if n.flowsDirty {
-			n.flowsDirty = false
-			if !n.flowsLoaded || !s.flowsApplied(n) {
-				s.applyFlows(n)
+	}
+	// Flows are dirty also when the last edge with flows went: the spec
+	// is Declared again.
+	if n.flowsDirty {
+		n.flowsDirty = false
+		if !n.flowsLoaded || !s.flowsApplied(n) {
+			changed := s.applyFlows(n)
+			// A flowed value is checked when it is written, or
+			// before the first run of a spec composed with it.
+			var err error
+			if changed || r.ObservedGeneration == 0 && r.Attempts == 0 && len(s.producers[n.id]) > 0 {
+				err = s.checkFlowed(n)
 			}
-			n.flowsLoaded = false
+			if err != nil {
+				if !permanent(r) || r.LastError != err.Error() {
+					s.failPermanent(n, err.Error())
+				}
+				n.flowsLoaded = false
+				return
+			}
 		}
+		n.flowsLoaded = false
 	}
 	if permanent(r) || !s.needsRun(n) {
 		return
@@ -230,17 +248,18 @@ func (s *Scheduler) flowsApplied(n *node) bool {
 
 // applyFlows recomputes n's Spec from Declared and its producers'
 // statuses. A changed spec of a resource that ran before bumps its
-// generation, so it runs again.
-func (s *Scheduler) applyFlows(n *node) {
+// generation, so it runs again. It reports whether the spec changed.
+func (s *Scheduler) applyFlows(n *node) bool {
 	spec := s.computeSpec(n)
 	if bytes.Equal(spec, n.r.Spec) {
-		return
+		return false
 	}
 	n.r.Spec = spec
 	if n.r.ObservedGeneration > 0 || n.r.Attempts > 0 {
 		s.bumpGeneration(n)
 	}
 	s.markDirty(n)
+	return true
 }
 
 // bumpGeneration starts a new generation of n: attempts reset, Pending.
@@ -356,7 +375,9 @@ func (s *Scheduler) dispatchNode(n *node, reaction string, kind taskKind) {
 		config = composeContext(r.KindVersion, t.Config)
 		t.BaseSpec, t.BaseRevision = s.composeBase(n, config)
 	}
-	if err := s.disp.Dispatch(s.ctx, t); err != nil {
+	if s.localServes(ref, reaction) {
+		s.dispatchLocal(t)
+	} else if err := s.disp.Dispatch(s.ctx, t); err != nil {
 		if errors.Is(err, converge.ErrNoWorker) {
 			rs.noWorker = true
 			s.block(n, rs)
@@ -703,6 +724,7 @@ type validatorBox struct{ v Validator }
 
 // setValidator makes v the validator of the loop and of the checkers.
 func (s *Scheduler) setValidator(v Validator) {
+	s.setLocal(v)
 	s.validator = v
 	s.validatorP.Store(&validatorBox{v})
 }

@@ -68,6 +68,9 @@ func (s *Scheduler) DryCompose(ctx context.Context, t *converge.Task) (*converge
 // returned channel (verbResult), or a timeout when its lease expires.
 func (s *Scheduler) startDry(t *converge.Task) (chan verbOutcome, error) {
 	ref := t.Ref()
+	if s.localServes(ref, converge.ReactionCompose) {
+		return s.dryLocal(t), nil
+	}
 	if !s.disp.Serves(ref, converge.ReactionCompose) {
 		return nil, fmt.Errorf("dry-run compose %s/%s: %w serves %s compose", t.Kind, t.Name, converge.ErrNoWorker, ref)
 	}
@@ -223,7 +226,15 @@ func Fanout(ctx context.Context, g Graph, d *converge.Desired, p *Plan, v Valida
 		if rev, cfg, ok := strings.Cut(composedBy, " "); ok && rev != "" && cfg == composeContext(t.KindVersion, t.Config) {
 			t.BaseSpec, t.BaseRevision = composedSpec, rev
 		}
-		res, err := compose(ctx, t)
+		var res *converge.Result
+		var err error
+		if lc, ok := v.(LocalComposer); ok && lc.Composes(r.Ref()) {
+			res = lc.Compose(t) // a CUE composer: no worker
+		} else if compose == nil {
+			err = fmt.Errorf("dry-run compose %s: no worker to ask", id)
+		} else {
+			res, err = compose(ctx, t)
+		}
 		if err != nil {
 			p.Unanswered = append(p.Unanswered, PlanItem{ID: id, To: r.Ref(), Reason: err.Error()})
 			continue
@@ -269,9 +280,16 @@ func Fanout(ctx context.Context, g Graph, d *converge.Desired, p *Plan, v Valida
 			}
 			by := "composed by " + string(id)
 			emitted := make(map[converge.ID]bool, len(ids))
+			consumes := make(map[converge.ID][]converge.Edge)
+			for _, e := range res.Edges {
+				if len(e.Flows) > 0 {
+					consumes[e.Consumer] = append(consumes[e.Consumer], e)
+				}
+			}
 			for i, cid := range ids {
 				emitted[cid] = true
 				c := &res.Children[i]
+				known := KnownAfterApply(c.Spec, consumes[cid])
 				cr := &converge.Resource{Kind: c.Kind, KindVersion: c.KindVersion, Name: c.Name, Declared: c.Spec,
 					ProviderConfigRef: c.ProviderConfigRef, Owner: id, Origin: converge.OriginComposed}
 				var old *converge.Resource
@@ -281,9 +299,9 @@ func Fanout(ctx context.Context, g Graph, d *converge.Desired, p *Plan, v Valida
 				changed := true
 				switch {
 				case old == nil:
-					p.Create = append(p.Create, PlanItem{ID: cid, To: cr.Ref(), Reason: by})
+					p.Create = append(p.Create, PlanItem{ID: cid, To: cr.Ref(), Reason: by, KnownAfter: known})
 				case old.Deleting:
-					p.Create = append(p.Create, PlanItem{ID: cid, To: cr.Ref(), Reason: by + ", once its teardown finishes"})
+					p.Create = append(p.Create, PlanItem{ID: cid, To: cr.Ref(), Reason: by + ", once its teardown finishes", KnownAfter: known})
 				case old.KindVersion != cr.KindVersion:
 					p.Flip = append(p.Flip, PlanItem{ID: cid, From: old.Ref(), To: cr.Ref(), Fields: changedFields(old, cr), Reason: by})
 				case !jsonEqual(old.Declared, cr.Declared) || old.ProviderConfigRef != cr.ProviderConfigRef:

@@ -44,3 +44,29 @@ type Validator interface {
 	// "status.").
 	ValidateStatus(ref converge.KindRef, status json.RawMessage) error
 }
+
+// PendingValidator is a Validator that also checks a spec whose flowed
+// fields are "known after apply". The cue package implements it; with a
+// Validator that does not, a composed child must carry every field its
+// schema requires.
+type PendingValidator interface {
+	// ValidateSpecPending is ValidateSpec where a required field at one
+	// of pending (a value flow's To path) may be absent: a flow fills it
+	// once its producer is Ready, and the flowed value is checked then.
+	ValidateSpecPending(ref converge.KindRef, spec json.RawMessage, pending []string) error
+}
+
+// LocalComposer composes some kinds in the control plane: a kind whose
+// compose is a CUE expression. Their compose and teardown reactions go
+// to it instead of a worker; its answer is applied like a worker's (the
+// same checks, rollup, prune guard and max_children). The cue package's
+// Schemas implements it; the scheduler takes it from the Validator
+// Apply is given.
+type LocalComposer interface {
+	// Composes reports whether ref's compose is evaluated here.
+	Composes(ref converge.KindRef) bool
+	// Compose answers t, a compose or teardown task of such a kind. It
+	// is safe for concurrent use and may take a while (it runs off the
+	// loop).
+	Compose(t *converge.Task) *converge.Result
+}

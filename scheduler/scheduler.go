@@ -72,6 +72,11 @@ type Config struct {
 	// at exit. A daemon leaves it false: a restart does not postpone a
 	// due resync.
 	PostponeLoadedResyncs bool
+	// LocalFor, when set, makes the LocalComposer of the stored kinds
+	// (nil if none composes in CUE): a CUE composer is then composed and
+	// torn down before any Apply (delete, a restart). Apply's Validator
+	// replaces it.
+	LocalFor func(kinds []*converge.Kind) LocalComposer
 }
 
 func (c *Config) defaults() {
@@ -253,6 +258,13 @@ type Scheduler struct {
 	// a revision can stop declaring, so a diff walks them, not a
 	// million composed rows.
 	gitRoots map[converge.ID]*node
+	// gitEdges are the edges the applied revision's depends_on declares,
+	// by consumer (applyGitEdges).
+	gitEdges map[converge.ID][]converge.Edge
+	// local composes the kinds whose compose is CUE (from Apply's
+	// Validator); their results come back on localRes.
+	local    LocalComposer
+	localRes chan *converge.Result
 	// recreating counts the rows torn down with a re-declared row waiting
 	// (node.recreate).
 	recreating int
@@ -424,6 +436,7 @@ func New(store Store, disp Dispatcher, cfg Config) (*Scheduler, error) {
 		disp:       disp,
 		log:        cfg.Logger,
 		cmds:       make(chan command),
+		localRes:   make(chan *converge.Result, 64),
 		ctx:        context.Background(),
 		validator:  cfg.Validator,
 		nodes:      make(map[converge.ID]*node, len(snap.Resources)),
@@ -455,6 +468,9 @@ func New(store Store, disp Dispatcher, cfg Config) (*Scheduler, error) {
 	s.settings.ResyncInterval = cfg.ResyncInterval
 	s.ops.init()
 	s.setValidator(cfg.Validator)
+	if s.local == nil && cfg.LocalFor != nil {
+		s.local = cfg.LocalFor(snap.Kinds)
+	}
 	s.load(snap)
 	s.publish()
 	return s, nil
@@ -586,6 +602,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 					break drain
 				}
 			}
+		case r := <-s.localRes:
+			s.now = s.cfg.Now()
+			s.onChecked(precheck{res: r})
 		case _, ok := <-changed:
 			if !ok {
 				changed = nil

@@ -41,6 +41,10 @@ type benchOptions struct {
 	// lifecycle is an updated BOM file: also time its recompose and the
 	// teardown of the whole tree (bench_lifecycle.go).
 	lifecycle string
+	// composeCUE is a repository whose classicbom composes in CUE: the
+	// bench also times composing the BOM with it and with the Go
+	// composer (bench_compose.go).
+	composeCUE string
 	// log is the engines' logger: warnings and errors on stderr.
 	log *slog.Logger
 	// wrapStore is globals.wrapStore (tests only).
@@ -82,6 +86,7 @@ the report adds the etcd runs and the ratio of their median rate to bbolt's.`,
 	f.IntVar(&o.teams, "teams", 0, "scale run: rewrite the classic BOM's team count (e.g. 33000 for ~100,000 resources, 333000 for ~1,000,000)")
 	f.IntVar(&o.roots, "roots", 1, "scale run: split --teams over this many classicbom roots (their own BOM files)")
 	f.StringVar(&o.lifecycle, "lifecycle", "", "also time the recompose of this updated BOM (replacing resources/bom.cue) and the teardown of the whole tree")
+	f.StringVar(&o.composeCUE, "compose-cue", "examples/datadriven", "also time composing the BOM with this repository's CUE compose against the Go composer (\"\" skips; skipped when absent)")
 	addOutputFlag(c, &o.output, "table")
 	return c
 }
@@ -127,6 +132,8 @@ type benchReport struct {
 	EtcdMedianPerSec  float64    `json:"etcd_median_resources_per_second,omitempty"`
 	EtcdRatioToBbolt  float64    `json:"etcd_ratio_to_bbolt,omitempty"`
 	EtcdMedianSeconds float64    `json:"etcd_median_seconds,omitempty"`
+	// Compose compares composing the BOM in CUE and in Go (--compose-cue).
+	Compose *composeBench `json:"compose,omitempty"`
 }
 
 func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
@@ -205,6 +212,11 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 		}
 		rep.Lifecycle = append(rep.Lifecycle, lr)
 	}
+	if o.composeCUE != "" && checkDir(o.composeCUE) {
+		if rep.Compose, err = benchComposeCUE(o.composeCUE, o); err != nil {
+			return err
+		}
+	}
 	runs := append([]benchRun(nil), rep.Runs...)
 	sort.Slice(runs, func(i, j int) bool { return runs[i].Seconds < runs[j].Seconds })
 	med := runs[len(runs)/2]
@@ -248,6 +260,10 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 			return err
 		}
 		fmt.Fprintf(out, "\netcd median: %.3fs, %.0f resources/s, %.2f × bbolt\n", rep.EtcdMedianSeconds, rep.EtcdMedianPerSec, rep.EtcdRatioToBbolt)
+	}
+	if c := rep.Compose; c != nil {
+		fmt.Fprintf(out, "\ncompose the BOM (%d children, median of %d): go %.4fs wall %.4fs cpu (%.0f MiB allocated), cue %.4fs wall %.4fs cpu (%.0f MiB allocated): cue/go %.1f× wall, %.1f× cpu\n",
+			c.Children, max(o.runs, 1), c.GoSeconds, c.GoCPUSeconds, c.GoAllocMiB, c.CUESeconds, c.CUECPUSeconds, c.CUEAllocMiB, c.Ratio, c.CPURatio)
 	}
 	return printLifecycle(out, rep.Lifecycle)
 }

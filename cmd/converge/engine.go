@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cue"
 	"github.com/convergehq/converge/providers"
 	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/state"
@@ -170,6 +171,7 @@ func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
 		// once, not re-armed a million at a time by the first Apply.
 		cfg.ResyncInterval = src.ResyncInterval
 	}
+	cfg.LocalFor = localComposer
 	schedStore := func() scheduler.Store {
 		var store scheduler.Store = e.store
 		if o.changed != nil {
@@ -282,7 +284,7 @@ func howToStartWorker(remote, serve bool) string {
 	var how string
 	switch {
 	case remote:
-		how = "a remote repository's workers are never started: start a builtin one with --start-worker"
+		how = "a remote repository's workers are never started: start one from local configuration with --start-worker (a builtin NAME, or NAME=COMMAND)"
 	default:
 		how = "declare a worker for it in converge.cue"
 	}
@@ -338,4 +340,23 @@ func (e *engine) close() error {
 		errs = append(errs, e.store.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// localComposer compiles the stored kinds that compose in CUE, so their
+// compose and teardown run before any Apply (delete, a restart).
+func localComposer(kinds []*converge.Kind) scheduler.LocalComposer {
+	var cs []*converge.Kind
+	for _, k := range kinds {
+		if k.Compose != "" {
+			cs = append(cs, k)
+		}
+	}
+	if len(cs) == 0 {
+		return nil
+	}
+	s, _ := cue.Compile(cs)
+	if s == nil {
+		return nil
+	}
+	return s
 }

@@ -8,7 +8,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/scheduler"
 )
+
+// getView is get's JSON: the resource, and the flowed spec fields not
+// known yet (known_after_apply, omitted when none).
+type getView struct {
+	resourceView
+	KnownAfter []scheduler.KnownAfter `json:"known_after_apply,omitempty"`
+}
 
 func newGetCommand(g *globals) *cobra.Command {
 	var output string
@@ -29,13 +37,17 @@ func newGetCommand(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				v, err := x.viewWithEdges(rd, r)
+				consumes, _, err := rd.EdgesOf(id)
 				if err != nil {
 					return err
 				}
+				v := x.view(r, x.flowPaths(consumes))
+				// Flowed fields not known yet: shown, never stored.
+				known := scheduler.KnownAfterApply(r.Spec, consumes)
 				if output != "table" {
-					return writeData(c.OutOrStdout(), output, v)
+					return writeData(c.OutOrStdout(), output, getView{resourceView: v, KnownAfter: known})
 				}
+				v.Spec = scheduler.ShowKnownAfter(v.Spec, known)
 				owner := "-"
 				if v.Owner != nil {
 					owner = *v.Owner

@@ -114,10 +114,15 @@ func runPlan(ctx context.Context, out, errOut io.Writer, g *globals, rev, output
 	d.Revision = r
 	p := scheduler.Diff(snap, &d)
 	stored := scheduler.SnapshotGraph(snap)
-	if changesComposer(p, &d) {
-		compose, stop, err := planComposer(ctx, admin, src, d.Settings.Workers)
-		if err != nil {
-			return err
+	if changesComposer(p, &d, false) {
+		// A kind that composes in CUE is dry-run here (Fanout asks
+		// the Schemas): workers are started only for the others.
+		compose, stop := scheduler.ComposeFunc(nil), func() {}
+		if changesComposer(p, &d, true) {
+			compose, stop, err = planComposer(ctx, admin, src, d.Settings.Workers)
+			if err != nil {
+				return err
+			}
 		}
 		scheduler.Fanout(ctx, stored, &d, p, pass.Loaded.Schemas, compose)
 		stop()
@@ -153,11 +158,18 @@ func printPlan(w io.Writer, v planView) {
 		}
 		return ", " + it.Reason
 	}
+	known := func(it scheduler.PlanItem) {
+		for _, k := range it.KnownAfter {
+			fmt.Fprintf(w, "            %s = %s\n", k.Field, k.Placeholder())
+		}
+	}
 	for _, it := range v.Create {
 		fmt.Fprintf(w, "  create  %s (%s%s)\n", it.ID, it.To, by(it))
+		known(it)
 	}
 	for _, it := range v.Update {
 		fmt.Fprintf(w, "  update  %s: %v%s\n", it.ID, it.Fields, by(it))
+		known(it)
 	}
 	for _, it := range v.Flip {
 		fmt.Fprintf(w, "  flip    %s %s → %s%s\n", it.ID, it.From, it.To, by(it))
@@ -235,11 +247,12 @@ func planSnapshot(g *globals, dir string) (*converge.Snapshot, *stateapi.Client,
 }
 
 // changesComposer reports whether p creates, updates or flips a resource
-// whose kind (in d) composes.
-func changesComposer(p *scheduler.Plan, d *converge.Desired) bool {
+// whose kind (in d) composes; with worker, one whose compose a worker
+// runs (not CUE).
+func changesComposer(p *scheduler.Plan, d *converge.Desired, worker bool) bool {
 	composes := map[converge.KindRef]bool{}
 	for _, k := range d.Kinds {
-		composes[k.Ref()] = k.Has(converge.ReactionCompose)
+		composes[k.Ref()] = k.Has(converge.ReactionCompose) && (!worker || k.Compose == "")
 	}
 	for _, l := range [][]scheduler.PlanItem{p.Create, p.Update, p.Flip} {
 		for _, it := range l {
@@ -315,6 +328,9 @@ type planItemData struct {
 	To     *string     `json:"to"`
 	Fields []string    `json:"fields"`
 	Reason string      `json:"reason,omitempty"`
+	// KnownAfter are the spec fields value flows fill once their
+	// producers are Ready.
+	KnownAfter []scheduler.KnownAfter `json:"known_after_apply"`
 }
 
 // planData is planView with every list [] rather than null.
@@ -349,7 +365,11 @@ func (v planView) data() planData {
 			if fields == nil {
 				fields = []string{}
 			}
-			out[i] = planItemData{ID: it.ID, From: ref(it.From), To: ref(it.To), Fields: fields, Reason: it.Reason}
+			known := it.KnownAfter
+			if known == nil {
+				known = []scheduler.KnownAfter{}
+			}
+			out[i] = planItemData{ID: it.ID, From: ref(it.From), To: ref(it.To), Fields: fields, Reason: it.Reason, KnownAfter: known}
 		}
 		return out
 	}

@@ -88,7 +88,7 @@ must then be set, the same on every replica.`,
 	f.StringVar(&o.workersTLS.clientCA, "workers-tls-client-ca", "", "with --workers-tls-cert: require workers' client certificates signed by this PEM CA bundle (mutual TLS)")
 	f.BoolVar(&o.workersTLS.insecure, "insecure", false, "with --workers-listen: serve workers over plain TCP instead of TLS; their token crosses the network in clear (serve warns)")
 	f.DurationVar(&o.poll, "poll", time.Minute, "fetch interval (jittered by up to 10%)")
-	f.StringSliceVar(&o.startWorkers, "start-worker", nil, "start a builtin worker from local configuration: NAME[:REPLICAS] (e.g. classic:2)")
+	f.StringSliceVar(&o.startWorkers, "start-worker", nil, "start a worker from local configuration: a builtin NAME[:REPLICAS] (e.g. classic:2), or NAME=COMMAND (a worker binary, its path relative to the current directory)")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "also log the engine's info and debug messages and the workers' output (warnings and errors always show)")
 	f.StringVar(&o.replica, "replica", "", "run as the replica NAME of a replicated control plane (needs --state etcd://…): one replica, elected, leads; the others serve the site, the webhook and read commands")
 	f.DurationVar(&o.leaseTTL, "lease-ttl", defaultLeaseTTL, "with --replica: the leader's election lease; a leader that stops renewing it is replaced about this long after")
@@ -473,6 +473,21 @@ func jitter(d time.Duration) time.Duration {
 func builtinWorkers(vals []string) ([]converge.WorkerSpec, error) {
 	var out []converge.WorkerSpec
 	for _, v := range vals {
+		if name, command, ok := strings.Cut(v, "="); ok {
+			// A command worker from local configuration: its path is
+			// the operator's (relative to the current directory),
+			// never the repository's, so a remote --repo can run a
+			// custom worker that the remote does not name.
+			if name == "" || command == "" || strings.ContainsAny(name, "/ ") {
+				return nil, fmt.Errorf("--start-worker %q: want NAME=COMMAND (a path)", v)
+			}
+			abs, err := filepath.Abs(command)
+			if err != nil {
+				return nil, fmt.Errorf("--start-worker %q: %w", v, err)
+			}
+			out = append(out, converge.WorkerSpec{Name: name, Command: []string{abs}, Replicas: 1})
+			continue
+		}
 		name, reps, _ := strings.Cut(v, ":")
 		n := 1
 		if reps != "" {
@@ -481,7 +496,7 @@ func builtinWorkers(vals []string) ([]converge.WorkerSpec, error) {
 				return nil, fmt.Errorf("--start-worker %q: want NAME[:REPLICAS]", v)
 			}
 		}
-		if name != "classic" {
+		if name != "classic" && name != "classic-leaves" {
 			return nil, errors.New("--start-worker " + v + ": no such builtin worker (have " + builtinWorkerNames + ")")
 		}
 		out = append(out, converge.WorkerSpec{Name: name, Builtin: name, Replicas: n})

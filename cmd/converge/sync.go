@@ -79,7 +79,7 @@ or --timeout passes (exit 1, with what is still pending).`,
 	f.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long")
 	f.DurationVar(&o.grace, "stuck-grace", 2*time.Second, "how long nothing must progress before sync gives up")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "also log the engine's info and debug messages and the workers' output (warnings and errors always show)")
-	f.StringSliceVar(&o.startWorkers, "start-worker", nil, "also start a builtin worker from local configuration: NAME[:REPLICAS] (the only workers started for a remote --repo)")
+	f.StringSliceVar(&o.startWorkers, "start-worker", nil, "also start a worker from local configuration: a builtin NAME[:REPLICAS], or NAME=COMMAND (a worker binary, its path relative to the current directory); the only workers started for a remote --repo")
 	f.BoolVar(&o.watch, "watch", false, "dev mode: keep running and re-apply the uncommitted work tree on every save")
 	o.forge.addFlags(f)
 	addReinitFlag(f, g)

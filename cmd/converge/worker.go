@@ -15,7 +15,7 @@ import (
 
 // builtinWorkerNames are the provider sets compiled into converge, by the
 // name a repository's converge.cue gives as a worker's `builtin`.
-const builtinWorkerNames = "classic"
+const builtinWorkerNames = "classic, classic-leaves"
 
 // newWorkerCommand returns the hidden `converge worker NAME`: it serves a
 // builtin provider set through sdk.Serve, exactly as a standalone worker
@@ -34,7 +34,7 @@ func newWorkerCommand(g *globals) *cobra.Command {
 		Short:     "Serve a builtin provider set (" + builtinWorkerNames + ") to the control plane",
 		Hidden:    true,
 		Args:      cobra.ExactArgs(1),
-		ValidArgs: []string{"classic"},
+		ValidArgs: []string{"classic", "classic-leaves"},
 		RunE: func(c *cobra.Command, args []string) error {
 			var providers []sdk.Provider
 			switch args[0] {
@@ -44,6 +44,19 @@ func newWorkerCommand(g *globals) *cobra.Command {
 					return fmt.Errorf("worker classic: %w", err)
 				}
 				providers = classic.Providers(o)
+			case "classic-leaves":
+				// The classic providers but the composer: for a
+				// repository whose classicbom composes in CUE
+				// (examples/datadriven).
+				o, err := classic.OptionsFromEnv()
+				if err != nil {
+					return fmt.Errorf("worker classic-leaves: %w", err)
+				}
+				for _, p := range classic.Providers(o) {
+					if p.Kind != "classicbom" {
+						providers = append(providers, p)
+					}
+				}
 			default:
 				return fmt.Errorf("worker %q: no such builtin worker (have %s)", args[0], builtinWorkerNames)
 			}

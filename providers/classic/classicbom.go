@@ -28,15 +28,6 @@ type ServiceTeam struct {
 	Name string `json:"name"`
 }
 
-// Placeholders the composer writes into fields that value flows fill.
-// Children are validated against their kind's schema before flows run, so
-// each placeholder satisfies the schema (vpc.account_id is exactly 12
-// characters). A leaf that still sees one fails permanently.
-const (
-	PlaceholderAccountID = "000000000000"
-	PlaceholderID        = "pending"
-)
-
 // MaxNameLen is the longest child name the composer emits (a DNS label).
 const MaxNameLen = 63
 
@@ -131,7 +122,7 @@ func composeDomain(i int, fd FunctionalDomain, seen map[converge.ID]uint64, chil
 		if err != nil {
 			return err
 		}
-		vpc, err := add(at, "vpc", 1, name, VPCSpec{AccountID: PlaceholderAccountID, CIDR: cidrFor(name)})
+		vpc, err := add(at, "vpc", 1, name, VPCSpec{CIDR: cidrFor(name)})
 		if err != nil {
 			return err
 		}
@@ -141,7 +132,7 @@ func composeDomain(i int, fd FunctionalDomain, seen map[converge.ID]uint64, chil
 		if !fd.Networking {
 			continue
 		}
-		route, err := add(at, "route", 1, name, RouteSpec{VPCID: PlaceholderID, TGWID: PlaceholderID})
+		route, err := add(at, "route", 1, name, RouteSpec{})
 		if err != nil {
 			return err
 		}

@@ -40,13 +40,13 @@ func TestComposeSmallBOM(t *testing.T) {
 		`tgw/v1/payments-tgw {"name":"payments-tgw"}`,
 		`account/v1/payments-tgw-host {"team_name":"payments-tgw-host"}`,
 		`account/v1/payments-ledger {"team_name":"payments-ledger"}`,
-		`vpc/v1/payments-ledger {"account_id":"000000000000","cidr":"` + cidrFor("payments-ledger") + `"}`,
-		`route/v1/payments-ledger {"vpc_id":"pending","tgw_id":"pending"}`,
+		`vpc/v1/payments-ledger {"cidr":"` + cidrFor("payments-ledger") + `"}`,
+		`route/v1/payments-ledger {}`,
 		`account/v1/payments-checkout {"team_name":"payments-checkout"}`,
-		`vpc/v1/payments-checkout {"account_id":"000000000000","cidr":"` + cidrFor("payments-checkout") + `"}`,
-		`route/v1/payments-checkout {"vpc_id":"pending","tgw_id":"pending"}`,
+		`vpc/v1/payments-checkout {"cidr":"` + cidrFor("payments-checkout") + `"}`,
+		`route/v1/payments-checkout {}`,
 		`account/v1/research-lab {"team_name":"research-lab"}`,
-		`vpc/v1/research-lab {"account_id":"000000000000","cidr":"` + cidrFor("research-lab") + `"}`,
+		`vpc/v1/research-lab {"cidr":"` + cidrFor("research-lab") + `"}`,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("children:\n got %q\nwant %q", got, want)

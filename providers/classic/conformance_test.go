@@ -31,7 +31,7 @@ func TestConformance(t *testing.T) {
 	}
 	flowLogs := task("vpc", 1, "enable_flow_logs", "payments-ledger", vpcV1)
 	flowLogs.Config = json.RawMessage(`{"flow_logs_bucket":"flow-logs-default"}`)
-	placeholder := task("route", 1, converge.ReactionReconcile, "payments-ledger", RouteSpec{VPCID: PlaceholderID, TGWID: PlaceholderID})
+	unflowed := task("route", 1, converge.ReactionReconcile, "payments-ledger", RouteSpec{})
 	react := converge.Task{Kind: "statussink", KindVersion: 1, Reaction: converge.ReactionReact, Name: "sink",
 		Config: raw(StatusSinkConfig{BucketDir: "."}),
 		Subject: &converge.Subject{Resource: "classicbom/classic", UID: "uid-classic", Generation: 3,
@@ -59,10 +59,10 @@ func TestConformance(t *testing.T) {
 			WantStatus: raw(TGWStatus{TGWID: tgwID})},
 		sdktest.Case{Name: "route", Task: task("route", 1, converge.ReactionReconcile, "payments-ledger", RouteSpec{VPCID: vpcID, TGWID: tgwID}),
 			WantStatus: raw(RouteStatus{RouteID: "rtb-" + shortHash(17, vpcID, tgwID)})},
-		sdktest.Case{Name: "route refuses placeholders", Task: placeholder, WantOutcome: converge.OutcomePermanent,
+		sdktest.Case{Name: "route refuses a spec without its flowed ids", Task: unflowed, WantOutcome: converge.OutcomePermanent,
 			Check: func(t *testing.T, r *converge.Result) {
-				if !strings.Contains(r.Message, ErrPlaceholder.Error()) {
-					t.Errorf("message = %q, want it to say %q", r.Message, ErrPlaceholder)
+				if !strings.Contains(r.Message, "vpc_id: empty") {
+					t.Errorf("message = %q, want it to say vpc_id: empty", r.Message)
 				}
 			}},
 		sdktest.Case{Name: "statussink uploads once per key", Task: react,

@@ -25,11 +25,11 @@
 //
 // Every fake id is a pure function of the spec (and name), so a reaction
 // run twice yields the same status: all reactions are idempotent.
-// Composed children are validated against their schemas before value flows
-// fill them, so the composer writes schema-valid placeholders
-// ([PlaceholderAccountID], [PlaceholderID]) that the flows overwrite. A
-// leaf that still sees a placeholder fails permanently: a flow that never
-// arrived is never silently accepted.
+// The composer leaves out the fields value flows fill (a vpc's
+// account_id, a route's vpc_id and tgw_id): they are "known after apply".
+// The control plane validates a composed child without them, and the
+// flowed values against the schema when the flow writes them, so a leaf
+// never sees a spec without them.
 //
 // Fault injection ([Options.FaultRate]) hits only leaf reconciles, never
 // the composer and never a teardown, unless [Options.TeardownFail] matches.

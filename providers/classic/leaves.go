@@ -27,7 +27,9 @@ type AccountStatus struct {
 // additive owner) are accepted and ignored, so additive schema changes
 // need no provider change.
 type VPCSpec struct {
-	AccountID string `json:"account_id"`
+	// AccountID arrives by value flow from the team's account: a
+	// composer leaves it out ("known after apply").
+	AccountID string `json:"account_id,omitempty"`
 	CIDR      string `json:"cidr"`
 	Region    string `json:"region,omitempty"`
 }
@@ -62,21 +64,17 @@ type TGWStatus struct {
 	TGWID string `json:"tgw_id"`
 }
 
-// RouteSpec is the spec of a route; both ids arrive by value flow.
+// RouteSpec is the spec of a route; both ids arrive by value flow, so a
+// composer leaves them out ("known after apply").
 type RouteSpec struct {
-	VPCID string `json:"vpc_id"`
-	TGWID string `json:"tgw_id"`
+	VPCID string `json:"vpc_id,omitempty"`
+	TGWID string `json:"tgw_id,omitempty"`
 }
 
 // RouteStatus is the status of a route.
 type RouteStatus struct {
 	RouteID string `json:"route_id"`
 }
-
-// ErrPlaceholder is returned (wrapped in sdk.Permanent) when a leaf sees a
-// composer placeholder in its spec: the value flow that should have
-// replaced it never arrived.
-var ErrPlaceholder = errors.New("placeholder not replaced by a value flow")
 
 // AccountID returns the fake 12-digit account id of a team: FNV-1a of the
 // team name modulo 10^12, zero-padded.
@@ -148,8 +146,6 @@ func vpcStatus(r *sdk.Request, v int) (VPCStatus, error) {
 		return VPCStatus{}, err
 	}
 	switch {
-	case spec.AccountID == PlaceholderAccountID:
-		return VPCStatus{}, sdk.Permanent(fmt.Errorf("vpc spec: account_id: %w", ErrPlaceholder))
 	case len(spec.AccountID) != 12:
 		return VPCStatus{}, sdk.Permanent(fmt.Errorf("vpc spec: account_id %q: want 12 characters", spec.AccountID))
 	case spec.CIDR == "":
@@ -202,8 +198,8 @@ func (c *chaos) reconcileRoute(ctx context.Context, r *sdk.Request) (any, error)
 		return nil, err
 	}
 	for _, f := range []struct{ field, v string }{{"vpc_id", spec.VPCID}, {"tgw_id", spec.TGWID}} {
-		if f.v == "" || f.v == PlaceholderID {
-			return nil, sdk.Permanent(fmt.Errorf("route spec: %s %q: %w", f.field, f.v, ErrPlaceholder))
+		if f.v == "" {
+			return nil, sdk.Permanent(fmt.Errorf("route spec: %s: empty", f.field))
 		}
 	}
 	if err := c.work(ctx, r); err != nil {

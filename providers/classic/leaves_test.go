@@ -25,9 +25,6 @@ func TestAccountReconcile(t *testing.T) {
 	if !regexp.MustCompile(`^[0-9]{12}$`).MatchString(got.AccountID) {
 		t.Errorf("account_id = %q, want 12 digits", got.AccountID)
 	}
-	if got.AccountID == PlaceholderAccountID {
-		t.Errorf("account_id is the composer placeholder")
-	}
 	again, err := acct.Reconcile(ctx, request(t, "account", 1, "payments-ledger", AccountSpec{TeamName: "payments-ledger"}))
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +60,7 @@ func TestVPC(t *testing.T) {
 		{name: "v2 echoes region", version: 2, spec: VPCSpec{AccountID: acctID, CIDR: "10.0.0.0/24", Region: "us-west-2"}, wantRegion: "us-west-2"},
 		{name: "v2 default region", version: 2, spec: VPCSpec{AccountID: acctID, CIDR: "10.0.0.0/24"}, config: `{"default_region":"eu-central-1"}`, wantRegion: "eu-central-1"},
 		{name: "v2 no region", version: 2, spec: VPCSpec{AccountID: acctID, CIDR: "10.0.0.0/24"}, wantErr: "region: empty"},
-		{name: "placeholder account", version: 1, spec: VPCSpec{AccountID: PlaceholderAccountID, CIDR: "10.0.0.0/24"}, wantErr: ErrPlaceholder.Error()},
+		{name: "no account", version: 1, spec: VPCSpec{CIDR: "10.0.0.0/24"}, wantErr: "want 12 characters"},
 		{name: "short account", version: 1, spec: VPCSpec{AccountID: "123", CIDR: "10.0.0.0/24"}, wantErr: "want 12 characters"},
 	}
 	for _, tt := range tests {
@@ -156,17 +153,16 @@ func TestTGWAndRoute(t *testing.T) {
 		wantErr bool
 	}{
 		{"flowed", RouteSpec{VPCID: "vpc-0123", TGWID: tgwID}, false},
-		{"both placeholders", RouteSpec{VPCID: PlaceholderID, TGWID: PlaceholderID}, true},
-		{"vpc placeholder", RouteSpec{VPCID: PlaceholderID, TGWID: tgwID}, true},
-		{"tgw placeholder", RouteSpec{VPCID: "vpc-0123", TGWID: PlaceholderID}, true},
+		{"both missing", RouteSpec{}, true},
+		{"vpc missing", RouteSpec{TGWID: tgwID}, true},
 		{"tgw missing", RouteSpec{VPCID: "vpc-0123"}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			st, err := route.Reconcile(ctx, request(t, "route", 1, "r", tt.spec))
 			if tt.wantErr {
-				if !isPermanent(err) || !errors.Is(err, ErrPlaceholder) {
-					t.Fatalf("err = %v, want permanent ErrPlaceholder", err)
+				if !isPermanent(err) || !strings.Contains(err.Error(), ": empty") {
+					t.Fatalf("err = %v, want a permanent error naming the empty field", err)
 				}
 				return
 			}

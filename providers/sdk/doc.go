@@ -72,6 +72,57 @@
 // included, is answered in full. A part must compose to the same
 // children from the same JSON, whatever the other parts say.
 //
+// # Write your own provider
+//
+// Everything a provider needs is in this package: Provider, Request, Serve,
+// the outcomes, and the composition types (Child, Edge, ValueFlow, ID: the
+// root package's, re-exported). Typed helpers decode for you:
+//
+//	type Spec struct{ AccountID string `json:"account_id"`; CIDR string `json:"cidr"` }
+//	type Status struct{ VPCID string `json:"vpc_id"` }
+//
+//	sdk.Provider{Kind: "vpc", Version: 1,
+//		Reconcile: sdk.Reconciler(func(ctx context.Context, r *sdk.Request, s Spec) (Status, error) {
+//			return Status{VPCID: "vpc-" + r.UID}, nil
+//		}),
+//		Teardown: func(ctx context.Context, r *sdk.Request) error { return nil },
+//	}
+//
+// Spec[S] and Config[C] decode a request's spec and config into a struct;
+// Reconciler and Composer wrap a typed handler. A composer emits children
+// with NewChild and edges with Flow(consumer, producer, "status_field",
+// "spec_field"); a field a flow fills is left out of the child's spec (it
+// is "known after apply": the control plane validates the child without
+// it and the flowed value when the flow writes it), so no placeholder is
+// ever needed.
+//
+// The status a handler returns replaces the resource's whole status; it is
+// not merged with the previous one (a nil status leaves it as it was). Read
+// the previous one with Request.DecodeStatus when a handler must keep some
+// of it.
+//
+// A repository declares its worker in converge.cue:
+//
+//	workers: [{name: "vpc", command: ["./bin/vpc-worker", "-v"], env: {REGION: "eu-west-1"}, replicas: 2}]
+//
+// A relative command path is relative to the repository's root (the root
+// of its work tree, not the --path sub-directory holding the documents),
+// which is also the worker's working directory. converge starts it with
+// CONVERGE_ADDR, CONVERGE_TOKEN, CONVERGE_WORKER_NAME ("vpc-0", "vpc-1")
+// and CONVERGE_STATE_DIR (the state directory, .converge/ at the root
+// unless --state says otherwise: a place for a worker's own files). A
+// remote repository's workers are never started (converge runs no command
+// a remote names): run yours from local configuration with
+// `converge sync --repo URL --start-worker NAME=PATH` (PATH relative to
+// the current directory), or connect it yourself to `serve
+// --workers-listen`.
+//
+// A kind's schemas are CUE. In a .cue kind document they are written as
+// CUE values (spec: {cidr: string}); in JSON or YAML each is a string of
+// CUE source ("spec": "cidr: string, tags?: [string]: string"). A kind may
+// instead compose in CUE (compose: an expression over spec): then no worker
+// serves its compose at all (docs/ARCHITECTURE.md, "Composition in CUE").
+//
 // # Caveats
 //
 // Delivery is at least once: the same Request.Key may arrive twice (after a

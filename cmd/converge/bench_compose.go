@@ -1,0 +1,137 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"runtime"
+	"sort"
+	"time"
+
+	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cue"
+	"github.com/convergehq/converge/providers/classic"
+)
+
+// composeBench compares composing the classic BOM with the Go composer
+// (classic.ComposeBOM) and with the CUE compose expression of a
+// repository whose classicbom composes in CUE (examples/datadriven), in
+// this process, on the same BOM (scaled like the converge runs).
+type composeBench struct {
+	Children int `json:"children"`
+	// GoSeconds and CUESeconds are the medians of --runs composes of
+	// every classicbom root (wall time); Ratio is CUE over Go. The CPU
+	// figures are the process's CPU time over the same composes (a
+	// loaded machine disturbs them less); CPURatio is CUE over Go.
+	GoSeconds     float64 `json:"go_seconds"`
+	CUESeconds    float64 `json:"cue_seconds"`
+	Ratio         float64 `json:"cue_to_go_ratio"`
+	GoCPUSeconds  float64 `json:"go_cpu_seconds"`
+	CUECPUSeconds float64 `json:"cue_cpu_seconds"`
+	CPURatio      float64 `json:"cue_to_go_cpu_ratio"`
+	// CUEAllocMiB is what one CUE compose allocates (the Go composer's
+	// in GoAllocMiB).
+	GoAllocMiB  float64 `json:"go_alloc_mib"`
+	CUEAllocMiB float64 `json:"cue_alloc_mib"`
+}
+
+func benchComposeCUE(dir string, o benchOptions) (*composeBench, error) {
+	fsys := os.DirFS(dir)
+	if o.teams > 0 {
+		scaled, err := scaleBOM(fsys, o.teams, o.roots)
+		if err != nil {
+			return nil, err
+		}
+		fsys = scaled
+	}
+	res, err := cue.Load(fsys, ".", cue.Options{})
+	if err != nil {
+		return nil, err
+	}
+	if len(res.Findings) > 0 {
+		return nil, failed("%s is invalid: %s", dir, res.Findings[0])
+	}
+	var roots []*converge.Resource
+	for _, r := range res.Desired.Resources {
+		if r.Kind == "classicbom" {
+			roots = append(roots, r)
+		}
+	}
+	if len(roots) == 0 || !res.Schemas.Composes(roots[0].Ref()) {
+		return nil, failed("%s: no classicbom that composes in CUE", dir)
+	}
+	cb := &composeBench{}
+	goOnce := func() (int, error) {
+		n := 0
+		for _, r := range roots {
+			var spec classic.BOMSpec
+			if err := json.Unmarshal(r.Declared, &spec); err != nil {
+				return 0, err
+			}
+			c, err := classic.ComposeBOM(spec)
+			if err != nil {
+				return 0, err
+			}
+			n += len(c.Children)
+		}
+		return n, nil
+	}
+	cueOnce := func() (int, error) {
+		n := 0
+		for _, r := range roots {
+			out := res.Schemas.Compose(&converge.Task{Kind: r.Kind, KindVersion: r.KindVersion, Name: r.Name,
+				Reaction: converge.ReactionCompose, Spec: r.Declared})
+			if out.Outcome != converge.OutcomeOK {
+				return 0, fmt.Errorf("cue compose %s: %s", r.ID(), out.Message)
+			}
+			n += len(out.Children)
+		}
+		return n, nil
+	}
+	median := func(f func() (int, error)) (float64, float64, float64, int, error) {
+		var secs, cpus []float64
+		var alloc float64
+		n := 0
+		for range max(o.runs, 1) {
+			runtime.GC()
+			var m0, m1 runtime.MemStats
+			runtime.ReadMemStats(&m0)
+			start, cpu := time.Now(), processCPU()
+			k, err := f()
+			if err != nil {
+				return 0, 0, 0, 0, err
+			}
+			secs = append(secs, time.Since(start).Seconds())
+			cpus = append(cpus, (processCPU() - cpu).Seconds())
+			runtime.ReadMemStats(&m1)
+			alloc = float64(m1.TotalAlloc-m0.TotalAlloc) / (1 << 20)
+			n = k
+		}
+		sort.Float64s(secs)
+		sort.Float64s(cpus)
+		return secs[len(secs)/2], cpus[len(cpus)/2], alloc, n, nil
+	}
+	var gn, cn int
+	if cb.GoSeconds, cb.GoCPUSeconds, cb.GoAllocMiB, gn, err = median(goOnce); err != nil {
+		return nil, err
+	}
+	if cb.CUESeconds, cb.CUECPUSeconds, cb.CUEAllocMiB, cn, err = median(cueOnce); err != nil {
+		return nil, err
+	}
+	if gn != cn {
+		return nil, fmt.Errorf("the Go composer made %d children, CUE %d", gn, cn)
+	}
+	cb.Children = gn
+	cb.Ratio = cb.CUESeconds / cb.GoSeconds
+	if cb.GoCPUSeconds > 0 {
+		cb.CPURatio = cb.CUECPUSeconds / cb.GoCPUSeconds
+	}
+	return cb, nil
+}
+
+// checkDir reports whether dir holds a repository (a converge.cue).
+func checkDir(dir string) bool {
+	_, err := fs.Stat(os.DirFS(dir), "converge.cue")
+	return err == nil
+}

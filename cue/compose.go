@@ -1,0 +1,499 @@
+package cue
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	cuelang "cuelang.org/go/cue"
+	"cuelang.org/go/cue/ast"
+	cueerrors "cuelang.org/go/cue/errors"
+	"cuelang.org/go/cue/parser"
+	"cuelang.org/go/cue/token"
+
+	"github.com/convergehq/converge"
+)
+
+// composeShape is what a kind's compose expression must yield: children
+// (kind_version defaults to 1) and edges between them or to other
+// resources, each edge's flows written as depends_on's
+// ({"status.FROM": "spec.TO"}); either list may hold lists of them
+// (flattened one level, see composed). It is one line.
+const composeShape = `{#C: {kind: string, kind_version: int | *1, name: string, spec: {...}, provider_config_ref?: string}, #E: {consumer: string, producer: string, flows?: [string]: string}, children: [...(#C | [...#C])], edges: [...(#E | [...#E])]}`
+
+// composeFile is the CUE file k's compose expression is evaluated in:
+// spec is filled with the composer's spec (or, at load, its schema). The
+// expression starts on line len(k.ComposeImports)+3.
+//
+// With shape, out is also unified with composeShape: load checks the
+// expression against it; a compose does not (a disjunction default on
+// each of a million children costs more than the evaluation itself), and
+// decodes the JSON into the same shape instead.
+func composeFile(k *converge.Kind, shape bool) string {
+	var b strings.Builder
+	for _, imp := range k.ComposeImports {
+		b.WriteString("import " + imp + "\n")
+	}
+	if shape {
+		b.WriteString("spec: _\nout: " + composeShape + " & (\n" + k.Compose + ")\n")
+	} else {
+		b.WriteString("spec: _\nout: (\n" + k.Compose + ")\n")
+	}
+	return b.String()
+}
+
+var (
+	specPath = cuelang.MakePath(cuelang.Str("spec"))
+	outPath  = cuelang.MakePath(cuelang.Str("out"))
+)
+
+// composeAt is where a compose expression starts in the repository.
+type composeAt struct {
+	file      string
+	line, col int
+	// first is the line of the compiled compose file where the
+	// expression starts.
+	first int
+}
+
+// atOf returns where k's compose expression is.
+func atOf(k *converge.Kind) composeAt {
+	at := parseComposeAt(k.ComposeAt)
+	at.first = len(k.ComposeImports) + 3
+	return at
+}
+
+func parseComposeAt(s string) composeAt {
+	var at composeAt
+	parts := strings.Split(s, ":")
+	if len(parts) >= 3 {
+		at.file = strings.Join(parts[:len(parts)-2], ":")
+		at.line, _ = strconv.Atoi(parts[len(parts)-2])
+		at.col, _ = strconv.Atoi(parts[len(parts)-1])
+	}
+	return at
+}
+
+func (a composeAt) String() string { return fmt.Sprintf("%s:%d:%d", a.file, a.line, a.col) }
+
+// pos maps a position in the compiled compose file to the repository:
+// file:line:col.
+func (a composeAt) pos(p token.Pos) (line, col int) {
+	if !p.IsValid() || p.Line() < a.first {
+		return a.line, a.col
+	}
+	l := p.Line() - a.first
+	if l == 0 {
+		return a.line, a.col + p.Column() - 1
+	}
+	return a.line + l, p.Column()
+}
+
+// composeErr words a CUE error of a compose expression: each message
+// with its position in the repository.
+func (a composeAt) composeErr(err error) string {
+	var msgs []string
+	seen := map[string]bool{}
+	for _, e := range cueerrors.Errors(err) {
+		format, args := e.Msg()
+		msg := fmt.Sprintf(format, args...)
+		path := e.Path()
+		if len(path) > 0 && path[0] == "out" {
+			path = path[1:]
+		}
+		if len(path) > 0 {
+			msg = joinPath("", path) + ": " + msg
+		}
+		where := a.String()
+		for _, p := range cueerrors.Positions(e) {
+			if p.Filename() == "compose" && p.Line() >= a.first {
+				l, c := a.pos(p)
+				where = fmt.Sprintf("%s:%d:%d", a.file, l, c)
+				break
+			}
+		}
+		m := where + ": " + msg
+		if !seen[m] {
+			seen[m] = true
+			msgs = append(msgs, m)
+		}
+	}
+	if len(msgs) == 0 {
+		return a.String() + ": " + err.Error()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// Composes reports whether ref's kind composes in CUE (Kind.Compose): its
+// compose and teardown reactions are Compose's, no worker's.
+func (s *Schemas) Composes(ref converge.KindRef) bool {
+	if s == nil {
+		return false
+	}
+	k := s.kinds[ref]
+	return k != nil && k.Compose != ""
+}
+
+// Compose runs t, a compose or teardown task of a kind that composes in
+// CUE: a teardown has nothing to do; a compose evaluates the kind's
+// expression with t's spec. A failure is a permanent result naming the
+// kind file:line:col. It is safe for concurrent use; each call evaluates
+// in a context of its own, dropped after (a big composition's values are
+// not kept).
+func (s *Schemas) Compose(t *converge.Task) *converge.Result {
+	res := &converge.Result{TaskID: t.ID, Outcome: converge.OutcomeOK}
+	if t.Reaction == converge.ReactionTeardown {
+		return res
+	}
+	ch, ed, err := s.compose(t.Ref(), t.Spec)
+	if err != nil {
+		res.Outcome, res.Message = converge.OutcomePermanent, err.Error()
+		return res
+	}
+	res.Children, res.Edges = ch, ed
+	return res
+}
+
+// composed is the JSON of a compose expression's value. Children and
+// edges may each be a list of items or of lists of items (flattened one
+// level): CUE inserts a list's elements one by one, each after a scan of
+// those before, so one list of a hundred thousand children costs
+// quadratic time where lists of a few hundred (one per BOM domain) do not.
+type composed struct {
+	Children flat[converge.Child] `json:"children"`
+	Edges    flat[composedEdge]   `json:"edges"`
+}
+
+type composedEdge struct {
+	Consumer converge.ID       `json:"consumer"`
+	Producer converge.ID       `json:"producer"`
+	Flows    map[string]string `json:"flows"`
+}
+
+// flat is a JSON list of T or of lists of T, read as one list.
+type flat[T any] []T
+
+func (f *flat[T]) UnmarshalJSON(b []byte) error {
+	var items []json.RawMessage
+	if err := json.Unmarshal(b, &items); err != nil {
+		return err
+	}
+	out := make([]T, 0, len(items))
+	for _, it := range items {
+		if len(it) > 0 && it[0] == '[' {
+			var inner []T
+			if err := json.Unmarshal(it, &inner); err != nil {
+				return err
+			}
+			out = append(out, inner...)
+			continue
+		}
+		var x T
+		if err := json.Unmarshal(it, &x); err != nil {
+			return err
+		}
+		out = append(out, x)
+	}
+	*f = out
+	return nil
+}
+
+func (s *Schemas) compose(ref converge.KindRef, spec json.RawMessage) ([]converge.Child, []converge.Edge, error) {
+	k := s.kinds[ref]
+	if k == nil || k.Compose == "" {
+		return nil, nil, fmt.Errorf("%w %s with a compose expression", ErrUnknownKind, ref)
+	}
+	at := atOf(k)
+	ctx := s.newEvaluator().ctx
+	f := ctx.CompileString(composeFile(k, false), cuelang.Filename("compose"))
+	if err := f.Err(); err != nil {
+		return nil, nil, errors.New(at.composeErr(err))
+	}
+	if len(spec) == 0 {
+		spec = json.RawMessage("{}")
+	}
+	x, err := decodeJSON(spec)
+	if err != nil {
+		return nil, nil, fmt.Errorf("spec: %w", err)
+	}
+	out := f.FillPath(specPath, ctx.Encode(x)).LookupPath(outPath)
+	b, err := out.MarshalJSON()
+	if err != nil {
+		return nil, nil, errors.New(at.composeErr(err))
+	}
+	var c composed
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, nil, fmt.Errorf("%s: decode composition: %w", at, err)
+	}
+	for i := range c.Children {
+		if c.Children[i].KindVersion == 0 {
+			c.Children[i].KindVersion = 1 // composeShape's default
+		}
+	}
+	edges := make([]converge.Edge, len(c.Edges))
+	for i, e := range c.Edges {
+		edges[i] = converge.Edge{Consumer: e.Consumer, Producer: e.Producer, Flows: flowsOf(e.Flows)}
+	}
+	return c.Children, edges, nil
+}
+
+// flowsOf turns {"status.FROM": "spec.TO"} into value flows, sorted by
+// To (the prefixes may be left out).
+func flowsOf(m map[string]string) []converge.ValueFlow {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make([]converge.ValueFlow, 0, len(m))
+	for from, to := range m {
+		out = append(out, converge.ValueFlow{From: strings.TrimPrefix(from, "status."), To: strings.TrimPrefix(to, "spec.")})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].To < out[j].To })
+	return out
+}
+
+// composeSrc is a kind's compose expression as the loader read it.
+type composeSrc struct {
+	ref  converge.KindRef
+	expr ast.Expr
+	at   composeAt
+	doc  *document
+}
+
+// composeOf reads a kind document's compose: a CUE expression over spec
+// (or, in any format, a string of CUE source). The kind then composes in
+// the control plane: compose (and teardown, with a finalizer) need no
+// worker; the compose reaction is implied.
+func (l *loader) composeOf(d *document, r *reader, k *converge.Kind) {
+	v, ok := r.lookup("compose")
+	if !ok {
+		return
+	}
+	var src string
+	var pos token.Pos
+	if v.Kind() == cuelang.StringKind {
+		s, _ := v.String()
+		src, pos = s, v.Pos()
+		if lit, ok := v.Source().(*ast.BasicLit); ok && strings.HasPrefix(lit.Value, `"""`) {
+			// The text starts on the line after the opening quotes.
+			src = s
+			line, _ := l.lineCol(d.file, pos)
+			k.ComposeAt = fmt.Sprintf("%s:%d:%d", d.file, line+1, 1)
+		}
+	} else {
+		n := v.Source()
+		if f, ok := n.(*ast.Field); ok {
+			n = f.Value
+		}
+		if n == nil || !n.Pos().IsValid() || !n.End().IsValid() {
+			r.fail("compose", "COMPOSE_INVALID", "want a CUE expression over spec, or a string of CUE source")
+			return
+		}
+		text := l.src[d.file]
+		start, end := n.Pos().Offset(), n.End().Offset()
+		if start < 0 || end > len(text) || start >= end {
+			r.fail("compose", "COMPOSE_INVALID", "cannot read the compose expression's source")
+			return
+		}
+		src, pos = string(text[start:end]), n.Pos()
+		// The imports of the kind's file, for the expression to use.
+		if f, err := parser.ParseFile(d.file, text, parser.ImportsOnly); err == nil {
+			for imp := range f.ImportSpecs() {
+				if b, end := imp.Pos().Offset(), imp.End().Offset(); b >= 0 && end <= len(text) && b < end {
+					k.ComposeImports = append(k.ComposeImports, string(text[b:end]))
+				}
+			}
+		}
+	}
+	if k.ComposeAt == "" {
+		line, col := l.lineCol(d.file, pos)
+		k.ComposeAt = fmt.Sprintf("%s:%d:%d", d.file, line, col)
+	}
+	at := atOf(k)
+	at.first = 1
+	expr, err := parser.ParseExpr("compose", src)
+	if err != nil {
+		r.ok = false
+		l.composeFinding(at, err, "COMPOSE_INVALID")
+		return
+	}
+	k.Compose = src
+	if !k.Has(converge.ReactionCompose) {
+		k.Reactions = append(k.Reactions, converge.ReactionCompose)
+	}
+	l.composers = append(l.composers, &composeSrc{ref: k.Ref(), expr: expr, at: at, doc: d})
+}
+
+// composeFinding records err (of a compose expression at at) as findings
+// at their places in the repository.
+func (l *loader) composeFinding(at composeAt, err error, rule string) {
+	for _, m := range strings.Split(at.composeErr(err), "; ") {
+		l.findingAt(at, m, rule)
+	}
+}
+
+// findingAt records msg, "file:line:col: message", as a finding.
+func (l *loader) findingAt(at composeAt, msg, rule string) {
+	f := converge.Finding{File: at.file, Line: at.line, Column: at.col, Path: "compose", Rule: rule, Message: msg}
+	if p := strings.SplitN(msg, ": ", 2); len(p) == 2 {
+		where := parseComposeAt(p[0])
+		if where.file == at.file && where.line > 0 {
+			f.Line, f.Column, f.Message = where.line, where.col, p[1]
+		}
+	}
+	l.res.Findings = append(l.res.Findings, f)
+}
+
+// checkComposers checks every compose expression once all kinds and
+// resources are read, so a mistake fails validate (and lint), never only
+// a sync: the expression against its kind's spec schema (a reference to
+// a field the schema does not have), every literal child kind (one no
+// kind document declares), and a dry run on every resource of the kind
+// the revision declares (an unknown kind version, an invalid child, an
+// edge that names no child).
+func (l *loader) checkComposers() {
+	bad := map[converge.KindRef]bool{}
+	for _, c := range l.composers {
+		k := l.schemas.kinds[c.ref]
+		if k == nil {
+			continue // the kind's schemas did not compile
+		}
+		// Literal child kinds.
+		ast.Walk(c.expr, func(n ast.Node) bool {
+			f, ok := n.(*ast.Field)
+			if !ok {
+				return true
+			}
+			if name, _, err := ast.LabelName(f.Label); err != nil || name != "kind" {
+				return true
+			}
+			lit, ok := f.Value.(*ast.BasicLit)
+			if !ok || lit.Kind != token.STRING {
+				return true
+			}
+			kind, err := strconv.Unquote(lit.Value)
+			if err != nil || l.kindExists(kind) {
+				return true
+			}
+			line, col := c.at.line, c.at.col
+			if p := lit.Pos(); p.IsValid() {
+				if p.Line() == 1 {
+					line, col = c.at.line, c.at.col+p.Column()-1
+				} else {
+					line, col = c.at.line+p.Line()-1, p.Column()
+				}
+			}
+			l.res.Findings = append(l.res.Findings, converge.Finding{File: c.at.file, Line: line, Column: col, Path: "compose",
+				Rule: "COMPOSE_KIND_UNKNOWN", Message: fmt.Sprintf("emits unknown kind %q", kind)})
+			return true
+		}, nil)
+		// The expression against the spec schema.
+		sch, err := l.schemas.schema(l.ev, schemaKey{c.ref, "spec"})
+		if err != nil {
+			continue
+		}
+		fa := atOf(k) // positions in the compiled compose file
+		f := l.ev.ctx.CompileString(composeFile(k, true), cuelang.Filename("compose"))
+		if err := f.Err(); err != nil {
+			l.composeFinding(fa, err, "COMPOSE_INVALID")
+			bad[c.ref] = true
+			continue
+		}
+		out := f.FillPath(specPath, sch).LookupPath(outPath)
+		if err := out.Validate(); err != nil {
+			l.composeFinding(fa, err, "COMPOSE_INVALID")
+			bad[c.ref] = true
+		}
+	}
+	l.dryRunComposers(bad)
+}
+
+// dryRunComposers composes every declared resource of a kind that
+// composes in CUE (but those in bad, already found wrong) and checks the
+// children as the scheduler would.
+func (l *loader) dryRunComposers(bad map[converge.KindRef]bool) {
+	if len(l.composers) == 0 {
+		return
+	}
+	at := map[converge.KindRef]composeAt{}
+	for _, c := range l.composers {
+		at[c.ref] = c.at
+	}
+	for _, r := range l.res.Desired.Resources {
+		a, ok := at[r.Ref()]
+		if !ok || bad[r.Ref()] || !l.schemas.Composes(r.Ref()) {
+			continue
+		}
+		who := fmt.Sprintf("composing %s (%s)", r.ID(), r.Source)
+		children, edges, err := l.schemas.compose(r.Ref(), r.Declared)
+		if err != nil {
+			for _, m := range strings.Split(err.Error(), "; ") {
+				l.findingAt(a, m+" ("+who+")", "COMPOSE_FAILED")
+			}
+			continue
+		}
+		for _, m := range l.checkComposed(r.ID(), children, edges) {
+			l.findingAt(a, fmt.Sprintf("%s: %s (%s)", a, m, who), "COMPOSE_CHILD_INVALID")
+		}
+	}
+}
+
+// checkComposed checks a composition as the scheduler will; it returns at
+// most 10 problems.
+func (l *loader) checkComposed(owner converge.ID, children []converge.Child, edges []converge.Edge) []string {
+	var out []string
+	add := func(format string, args ...any) bool {
+		out = append(out, fmt.Sprintf(format, args...))
+		return len(out) < 10
+	}
+	pending := map[converge.ID][]string{}
+	for _, e := range edges {
+		for _, f := range e.Flows {
+			pending[e.Consumer] = append(pending[e.Consumer], f.To)
+		}
+	}
+	seen := make(map[converge.ID]bool, len(children))
+	for _, c := range children {
+		id := converge.NewID(c.Kind, c.Name)
+		switch {
+		case !ValidName(c.Name):
+			if !add("child %s: name %q is not a DNS label", id, c.Name) {
+				return out
+			}
+			continue
+		case seen[id]:
+			if !add("child %s: emitted twice", id) {
+				return out
+			}
+			continue
+		case id == owner:
+			if !add("child %s: a composer cannot emit itself", id) {
+				return out
+			}
+			continue
+		}
+		seen[id] = true
+		ref := converge.KindRef{Kind: c.Kind, Version: c.KindVersion}
+		if _, ok := l.schemas.kinds[ref]; !ok {
+			if !add("child %s: unknown kind %s", id, ref) {
+				return out
+			}
+			continue
+		}
+		if err := l.schemas.ValidateSpecPending(ref, c.Spec, pending[id]); err != nil {
+			if !add("child %s: %v", id, err) {
+				return out
+			}
+		}
+	}
+	for _, e := range edges {
+		if !seen[e.Consumer] {
+			if !add("edge %s -> %s: the consumer is not a child", e.Consumer, e.Producer) {
+				return out
+			}
+		}
+	}
+	return out
+}
