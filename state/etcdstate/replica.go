@@ -157,15 +157,23 @@ func (r *Replica) Campaign(ctx context.Context, a Advert) (*Term, error) {
 		}
 	case <-ctx.Done():
 		// A cancelled Campaign withdraws its key with the client's own
-		// context, which waits as long as etcd does not answer: leave it
-		// to finish (Close ends it) rather than hold up a shutdown.
+		// context, which waits as long as etcd does not answer: wait for
+		// that a little (so a reader of the election finds no candidacy
+		// left behind), then leave it to finish (Close ends it) rather
+		// than hold up a shutdown.
 		cancel()
+		withdrawn := make(chan struct{})
 		go func() {
+			defer close(withdrawn)
 			if err := <-campaign; err == nil {
 				e.Resign(context.Background())
 			}
 			s.Close()
 		}()
+		select {
+		case <-withdrawn:
+		case <-time.After(2 * time.Second):
+		}
 		return nil, ctx.Err()
 	}
 	a.Since = time.Now().UTC()
