@@ -76,9 +76,9 @@ func Load(fsys fs.FS, dir string, opts Options) (*Result, error) {
 	return load(fsys, dir, opts, nil)
 }
 
-// load is Load, telling progress (when not nil) about each file and
-// document before it evaluates it.
-func load(fsys fs.FS, dir string, opts Options, progress func(file string, line, col int)) (*Result, error) {
+// openWalk fills opts' defaults and reads dir of fsys ("" is "."), where
+// a load (or a Sandbox's collect) starts its walk.
+func openWalk(fsys fs.FS, dir string, opts Options) (string, []fs.DirEntry, Options, error) {
 	if opts.MaxFileSize <= 0 {
 		opts.MaxFileSize = DefaultMaxFileSize
 	}
@@ -89,11 +89,21 @@ func load(fsys fs.FS, dir string, opts Options, progress func(file string, line,
 		dir = "."
 	}
 	if !fs.ValidPath(dir) {
-		return nil, fmt.Errorf("load %q: invalid directory", dir)
+		return "", nil, opts, fmt.Errorf("load %q: invalid directory", dir)
 	}
 	entries, err := fs.ReadDir(fsys, dir)
 	if err != nil {
-		return nil, fmt.Errorf("load %s: %w", dir, err)
+		return "", nil, opts, fmt.Errorf("load %s: %w", dir, err)
+	}
+	return dir, entries, opts, nil
+}
+
+// load is Load, telling progress (when not nil) about each file and
+// document before it evaluates it.
+func load(fsys fs.FS, dir string, opts Options, progress func(file string, line, col int)) (*Result, error) {
+	dir, entries, opts, err := openWalk(fsys, dir, opts)
+	if err != nil {
+		return nil, err
 	}
 	schemas := newSchemas()
 	l := &loader{fsys: fsys, dir: dir, opts: opts, schemas: schemas, ev: schemas.newEvaluator(), res: &Result{},

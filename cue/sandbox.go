@@ -263,18 +263,9 @@ wait:
 // file's contents; it returns the findings of the walk itself (symlinks,
 // files too large, unreadable ones).
 func collect(fsys fs.FS, dir string, opts Options, file func(rel string, data []byte)) ([]converge.Finding, error) {
-	if opts.MaxFileSize <= 0 {
-		opts.MaxFileSize = DefaultMaxFileSize
-	}
-	if dir == "" {
-		dir = "."
-	}
-	if !fs.ValidPath(dir) {
-		return nil, fmt.Errorf("load %q: invalid directory", dir)
-	}
-	entries, err := fs.ReadDir(fsys, dir)
+	dir, entries, opts, err := openWalk(fsys, dir, opts)
 	if err != nil {
-		return nil, fmt.Errorf("load %s: %w", dir, err)
+		return nil, err
 	}
 	l := &loader{fsys: fsys, dir: dir, opts: opts, res: &Result{}, collect: file}
 	l.walk(dir, entries)

@@ -121,64 +121,12 @@ func redact(raw json.RawMessage, paths [][]string) (string, []string) {
 		}
 		return buf.String(), nil
 	}
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.UseNumber()
-	var v any
-	if err := d.Decode(&v); err != nil {
-		return string(raw), nil
+	red, found := converge.RedactJSON(raw, paths)
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, red, "", "  "); err != nil {
+		return string(raw), nil // invalid JSON cannot hold a path
 	}
-	var found []string
-	for _, p := range paths {
-		v = redactAt(v, p, &found)
-	}
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return secretText, found
-	}
-	return string(b), found
-}
-
-func redactAt(v any, path []string, found *[]string) any {
-	switch t := v.(type) {
-	case map[string]any:
-		if len(path) == 0 {
-			break
-		}
-		for k, child := range t {
-			if path[0] != "*" && path[0] != k {
-				continue
-			}
-			if len(path) == 1 {
-				collect(child, found)
-				t[k] = secretText
-			} else {
-				t[k] = redactAt(child, path[1:], found)
-			}
-		}
-	case []any:
-		for i := range t {
-			t[i] = redactAt(t[i], path, found)
-		}
-	}
-	return v
-}
-
-// collect appends every leaf of v, as text, to found.
-func collect(v any, found *[]string) {
-	switch t := v.(type) {
-	case string:
-		*found = append(*found, t)
-	case json.Number:
-		*found = append(*found, t.String())
-	case map[string]any:
-		for _, c := range t {
-			collect(c, found)
-		}
-	case []any:
-		for _, c := range t {
-			collect(c, found)
-		}
-	}
+	return buf.String(), found
 }
 
 // newScrubber returns a replacer of every value of at least minScrub
