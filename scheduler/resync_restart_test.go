@@ -10,6 +10,41 @@ import (
 	"github.com/convergehq/converge/scheduler"
 )
 
+// convergedThenAged converges one account (its kind k) under settings,
+// stops, ages the stored row by age and starts a new scheduler with cfg:
+// a restart long after the row last changed. resynced reports whether the
+// new one has since dispatched the account's reconcile.
+func convergedThenAged(t *testing.T, k *converge.Kind, settings converge.Settings, age time.Duration, cfg scheduler.Config) (h *harness, resynced func() bool) {
+	t.Helper()
+	store := newMemStore()
+	disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1"})
+	d := &converge.Desired{
+		Revision: converge.Revision{Ref: "main", Hash: "r1"},
+		Settings: settings,
+		Kinds:    []*converge.Kind{k},
+		Resources: []*converge.Resource{{Kind: "account", KindVersion: 1, Name: "a", Origin: converge.OriginGit,
+			Declared: json.RawMessage(`{"team_name":"a"}`), Source: "a.cue:1"}},
+	}
+	h0 := start(t, store, disp, testConfig())
+	h0.apply(d, nil)
+	h0.waitSettled(scheduler.Converged, 5*time.Second)
+	h0.stop()
+
+	store.mu.Lock()
+	store.resources["account/a"].UpdatedAt = time.Now().Add(-age)
+	store.mu.Unlock()
+	disp.resetLog()
+	h = start(t, store, disp, cfg)
+	return h, func() bool {
+		for _, tk := range disp.tasks() {
+			if tk.Name == "a" && tk.Reaction == converge.ReactionReconcile {
+				return true
+			}
+		}
+		return false
+	}
+}
+
 // A restart does not postpone a due resync: a Ready row last changed more
 // than its interval ago resyncs as soon as the new scheduler runs, and one
 // changed recently waits for the rest of its interval.
@@ -24,42 +59,17 @@ func TestResyncDueAcrossRestart(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			store := newMemStore()
-			disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1"})
 			k := leafKind("account", 1)
 			k.ResyncInterval = time.Hour
-			d := &converge.Desired{
-				Revision: converge.Revision{Ref: "main", Hash: "r1"},
-				Kinds:    []*converge.Kind{k},
-				Resources: []*converge.Resource{{Kind: "account", KindVersion: 1, Name: "a", Origin: converge.OriginGit,
-					Declared: json.RawMessage(`{"team_name":"a"}`), Source: "a.cue:1"}},
-			}
-			h := start(t, store, disp, testConfig())
-			h.apply(d, nil)
-			h.waitSettled(scheduler.Converged, 5*time.Second)
-			h.stop()
-
-			store.mu.Lock()
-			store.resources["account/a"].UpdatedAt = time.Now().Add(-tt.age)
-			store.mu.Unlock()
-			disp.resetLog()
-			h2 := start(t, store, disp, testConfig())
-			resynced := func() bool {
-				for _, tk := range disp.tasks() {
-					if tk.Name == "a" && tk.Reaction == converge.ReactionReconcile {
-						return true
-					}
-				}
-				return false
-			}
+			h, resynced := convergedThenAged(t, k, converge.Settings{}, tt.age, testConfig())
 			if tt.wantResync {
 				waitFor(t, 5*time.Second, "the overdue resync", resynced)
 				return
 			}
-			h2.waitSettled(scheduler.Converged, 5*time.Second)
+			h.waitSettled(scheduler.Converged, 5*time.Second)
 			time.Sleep(100 * time.Millisecond)
-			if got := resynced(); got {
-				t.Errorf("resynced %v after a restart, want the rest of the hour's wait", got)
+			if resynced() {
+				t.Errorf("resynced after a restart, want the rest of the hour's wait")
 			}
 		})
 	}
@@ -72,45 +82,35 @@ func TestResyncDueAcrossRestart(t *testing.T) {
 func TestStoredDefaultResyncArmsAtLoad(t *testing.T) {
 	for _, stored := range []time.Duration{time.Hour, 0} {
 		t.Run(stored.String(), func(t *testing.T) {
-			store := newMemStore()
-			disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1"})
-			d := &converge.Desired{
-				Revision: converge.Revision{Ref: "main", Hash: "r1"},
-				Settings: converge.Settings{ResyncInterval: time.Hour},
-				Kinds:    []*converge.Kind{leafKind("account", 1)},
-				Resources: []*converge.Resource{{Kind: "account", KindVersion: 1, Name: "a", Origin: converge.OriginGit,
-					Declared: json.RawMessage(`{"team_name":"a"}`), Source: "a.cue:1"}},
-			}
-			h := start(t, store, disp, testConfig())
-			h.apply(d, nil)
-			h.waitSettled(scheduler.Converged, 5*time.Second)
-			h.stop()
-
-			store.mu.Lock()
-			store.resources["account/a"].UpdatedAt = time.Now().Add(-2 * time.Hour)
-			store.mu.Unlock()
-			disp.resetLog()
 			cfg := testConfig()
 			cfg.ResyncInterval = stored
-			h2 := start(t, store, disp, cfg)
-			resynced := func() bool {
-				for _, tk := range disp.tasks() {
-					if tk.Name == "a" && tk.Reaction == converge.ReactionReconcile {
-						return true
-					}
-				}
-				return false
-			}
+			h, resynced := convergedThenAged(t, leafKind("account", 1), converge.Settings{ResyncInterval: time.Hour}, 2*time.Hour, cfg)
 			if stored > 0 {
 				waitFor(t, 5*time.Second, "the overdue resync", resynced)
 				return
 			}
-			h2.waitSettled(scheduler.Converged, 5*time.Second)
+			h.waitSettled(scheduler.Converged, 5*time.Second)
 			time.Sleep(100 * time.Millisecond)
 			if resynced() {
 				t.Errorf("resynced with no default known, want nothing armed before an Apply")
 			}
 		})
+	}
+}
+
+// A process that runs only until a revision converges (sync, delete, do:
+// Config.PostponeLoadedResyncs) does not start the loaded rows' overdue
+// resyncs; it arms them one interval from now.
+func TestPostponeLoadedResyncs(t *testing.T) {
+	k := leafKind("account", 1)
+	k.ResyncInterval = time.Hour
+	cfg := testConfig()
+	cfg.PostponeLoadedResyncs = true
+	h, resynced := convergedThenAged(t, k, converge.Settings{}, 2*time.Hour, cfg)
+	h.waitSettled(scheduler.Converged, 5*time.Second)
+	time.Sleep(100 * time.Millisecond)
+	if resynced() {
+		t.Errorf("an overdue resync ran, want it postponed")
 	}
 }
 
@@ -138,39 +138,5 @@ func TestEndedTasksLeaveNoLeaseTimers(t *testing.T) {
 	h.waitSettled(scheduler.Converged, 30*time.Second)
 	if got := scheduler.TimerLen(h.s); got > n/2 {
 		t.Errorf("%d timers after %d tasks ended, want the ended tasks' lease timers dropped", got, n)
-	}
-}
-
-// A process that runs only until a revision converges (sync, delete, do:
-// Config.PostponeLoadedResyncs) does not start the loaded rows' overdue
-// resyncs; it arms them one interval from now.
-func TestPostponeLoadedResyncs(t *testing.T) {
-	store := newMemStore()
-	disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1"})
-	k := leafKind("account", 1)
-	k.ResyncInterval = time.Hour
-	d := &converge.Desired{
-		Revision: converge.Revision{Ref: "main", Hash: "r1"},
-		Kinds:    []*converge.Kind{k},
-		Resources: []*converge.Resource{{Kind: "account", KindVersion: 1, Name: "a", Origin: converge.OriginGit,
-			Declared: json.RawMessage(`{"team_name":"a"}`), Source: "a.cue:1"}},
-	}
-	h := start(t, store, disp, testConfig())
-	h.apply(d, nil)
-	h.waitSettled(scheduler.Converged, 5*time.Second)
-	h.stop()
-	store.mu.Lock()
-	store.resources["account/a"].UpdatedAt = time.Now().Add(-2 * time.Hour)
-	store.mu.Unlock()
-	disp.resetLog()
-	cfg := testConfig()
-	cfg.PostponeLoadedResyncs = true
-	h2 := start(t, store, disp, cfg)
-	h2.waitSettled(scheduler.Converged, 5*time.Second)
-	time.Sleep(100 * time.Millisecond)
-	for _, tk := range disp.tasks() {
-		if tk.Name == "a" {
-			t.Errorf("dispatched %s %s: an overdue resync ran, want it postponed", tk.Reaction, tk.Name)
-		}
 	}
 }
