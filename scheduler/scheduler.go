@@ -426,7 +426,7 @@ func New(store Store, disp Dispatcher, cfg Config) (*Scheduler, error) {
 	cfg.defaults()
 	snap, err := store.Load()
 	if err != nil {
-		return nil, fmt.Errorf("load state: %w", err)
+		return nil, err // the store says "load state: …"
 	}
 	var pref [6]byte
 	_, _ = rand.Read(pref[:])
