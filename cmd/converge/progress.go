@@ -19,9 +19,11 @@ type progress struct {
 	last     time.Time
 	lastLine string
 	printed  bool
-	// moved is when the counts last changed; counts is what they were.
-	moved  time.Time
-	counts converge.Counts
+	// moved is when the counts or the completed tasks last changed;
+	// counts and completed are what they were.
+	moved     time.Time
+	counts    converge.Counts
+	completed uint64
 }
 
 // stalledAfter is how long the counts must stand still before the line
@@ -41,12 +43,14 @@ func newProgress(w io.Writer) *progress {
 	return &progress{w: w, tty: tty, last: now, moved: now}
 }
 
-// line renders s as of now: a rate and an ETA while the counts move,
-// "stalled for D" once they have not moved for stalledAfter.
+// line renders s as of now: a rate and an ETA while the counts move;
+// once neither they nor the completed tasks have moved for stalledAfter,
+// "waiting on N running tasks for D" while tasks are out (a long
+// composition), else "stalled for D".
 func (p *progress) line(s scheduler.Progress, now time.Time) string {
 	c := s.Counts
-	if c != p.counts {
-		p.counts, p.moved = c, now
+	if c != p.counts || s.Completed != p.completed {
+		p.counts, p.completed, p.moved = c, s.Completed, now
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d resources: %d Ready, %d Running, %d Pending, %d Failed", c.Total, c.Ready, c.Running, c.Pending, c.Failed)
@@ -54,7 +58,14 @@ func (p *progress) line(s scheduler.Progress, now time.Time) string {
 		fmt.Fprintf(&b, ", %d Deleting", c.Deleting)
 	}
 	if still := now.Sub(p.moved); still >= stalledAfter && c.Ready < c.Total {
-		fmt.Fprintf(&b, " | stalled for %s", still.Round(time.Second))
+		switch s.Inflight {
+		case 0:
+			fmt.Fprintf(&b, " | stalled for %s", still.Round(time.Second))
+		case 1:
+			fmt.Fprintf(&b, " | waiting on 1 running task for %s", still.Round(time.Second))
+		default:
+			fmt.Fprintf(&b, " | waiting on %d running tasks for %s", s.Inflight, still.Round(time.Second))
+		}
 	} else if s.Rate > 0 {
 		fmt.Fprintf(&b, " | %.0f/s", s.Rate)
 		if left := c.Total - c.Ready; left > 0 {

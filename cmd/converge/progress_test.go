@@ -34,6 +34,11 @@ func TestProgressSaysStalled(t *testing.T) {
 	if got := at(3, 1, 8*time.Second); strings.Contains(got, "stalled") {
 		t.Errorf("moved again: %q, want no \"stalled\"", got)
 	}
+	// A task still out (a long composition) is waited on, not stalled.
+	long := p.line(scheduler.Progress{Counts: converge.Counts{Total: 10, Ready: 3, Pending: 7}, Inflight: 1}, t0.Add(15*time.Second))
+	if !strings.Contains(long, "waiting on 1 running task for 7s") {
+		t.Errorf("a task out for 7s: %q, want \"waiting on 1 running task for 7s\"", long)
+	}
 }
 
 // A stuck verdict names at most maxIDs resources, grouped by reason with
