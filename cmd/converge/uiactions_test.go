@@ -267,3 +267,43 @@ func TestUIActions(t *testing.T) {
 		t.Errorf("live site logged:\n%s", logs.String())
 	}
 }
+
+// TestUIToken checks where --ui-actions takes its login token from and
+// that it refuses to serve actions with a missing, empty or short one.
+func TestUIToken(t *testing.T) {
+	dir := t.TempDir()
+	file := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good, empty, short := file("good", testUIToken+"\n"), file("empty", "\n"), file("short", "abc")
+	tests := []struct {
+		name, env, file, want, wantErr string
+	}{
+		{name: "environment", env: testUIToken, want: testUIToken},
+		{name: "file wins", env: "from-the-environment-0", file: good, want: testUIToken},
+		{name: "none", wantErr: "--ui-actions needs a login token: --ui-token-file FILE or $CONVERGE_UI_TOKEN"},
+		{name: "empty file", file: empty, wantErr: empty + ": the login token is empty"},
+		{name: "short", file: short, wantErr: short + ": the login token has 3 characters; it needs at least 16"},
+		{name: "short env", env: "abc", wantErr: "$CONVERGE_UI_TOKEN: the login token has 3 characters"},
+		{name: "missing file", file: filepath.Join(dir, "nope"), wantErr: "--ui-token-file: open " + filepath.Join(dir, "nope")},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(envUIToken, tc.env)
+			got, err := uiToken(tc.file)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("uiToken = %q, %v; want error %q", got, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("uiToken = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
