@@ -307,7 +307,9 @@ func (m *model) kindGraph(root converge.ID, up string) []byte {
 		k := strings.TrimPrefix(n, "kind:")
 		c := counts[k]
 		p := at[n]
-		fmt.Fprintf(&b, `<a href="%s" target="_top"><g><title>%s: %d resources</title>`, esc(up+listKey{Kind: k}.path(1)), esc(k), c.Total)
+		// The box opens the root's groups (its domains, then their
+		// teams, then nodes); the "list" corner opens the kind's list.
+		fmt.Fprintf(&b, `<a href="%s" target="_top"><g><title>%s: %d resources; open the groups by dependency</title>`, esc(up+GroupsPath(root, 1)), esc(k), c.Total)
 		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" rx="6" fill="#f4f4f4" stroke="#222" stroke-width="0.6"/>`, p.x, p.y, w, h)
 		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="#111" font-weight="bold">%s — %d</text>`, p.x+8, p.y+18, esc(clip(k, 24)), c.Total)
 		x := p.x + 8
@@ -327,6 +329,8 @@ func (m *model) kindGraph(root converge.ID, up string) []byte {
 			parts = append(parts, fmt.Sprintf("%d %s", n, strings.ToLower(string(ph))))
 		}
 		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="#111" font-size="11">%s</text></g></a>`+"\n", p.x+8, p.y+60, esc(clip(strings.Join(parts, " · "), 44)))
+		fmt.Fprintf(&b, `<a href="%s" target="_top"><title>every %s</title><text x="%d" y="%d" fill="#0d47a1" font-size="11" text-anchor="end" text-decoration="underline">list</text></a>`+"\n",
+			esc(up+listKey{Kind: k}.path(1)), esc(k), p.x+w-8, p.y+18)
 	}
 	b.WriteString("</svg>\n")
 	return []byte(b.String())

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"html"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -33,7 +36,8 @@ const testUIToken = "correct-horse-battery-staple"
 // then vpc, then account. Over plain HTTP it checks what is refused: a
 // wrong token, no session, no or a wrong CSRF token, another origin, an
 // unconfirmed action; and that without --ui-actions the site is
-// read-only (no panel, no endpoints).
+// read-only (no panel, no endpoints). A node of the root's graph opens
+// the resource's page with its panel.
 func TestUIActions(t *testing.T) {
 	chromiumBin(t) // skip early without Chromium
 	t.Setenv("FAKE_DELETE_DELAY", "2s")
@@ -208,6 +212,24 @@ func TestUIActions(t *testing.T) {
 		if has {
 			t.Error("the read-only site shows an actions panel")
 		}
+	})
+
+	t.Run("a graph node opens the resource's panel", func(t *testing.T) {
+		graph := base + site.GraphPath("classicbom/classic")
+		res, err := http.Get(graph)
+		if err != nil {
+			t.Fatal(err)
+		}
+		svg, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		m := regexp.MustCompile(`<a href="([^"]+)" target="_top"><g><title>` + regexp.QuoteMeta(string(account)) + `: `).FindSubmatch(svg)
+		if m == nil {
+			t.Fatalf("the root's graph has no node for %s", account)
+		}
+		gu, _ := url.Parse(graph)
+		ref, _ := url.Parse(html.UnescapeString(string(m[1])))
+		tab := b.open(t, gu.ResolveReference(ref).String())
+		b.until(t, tab, "the panel of "+string(account), `(function () { var h = document.querySelector("#actions h2"); return h !== null && h.textContent === "Actions on `+string(account)+`"; })()`)
 	})
 
 	t.Run("delete an account from its panel", func(t *testing.T) {
