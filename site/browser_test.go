@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/state"
 	"github.com/convergehq/converge/state/statetest"
 )
 
@@ -390,6 +391,48 @@ func TestBrowser(t *testing.T) {
 		}
 		if !strings.Contains(dom, `data-id="`+string(gone.ID())+`"`) {
 			t.Errorf("the open page of deleted %s lost its last state", gone.ID())
+		}
+		once.set("/"+rel, nil)
+	})
+
+	t.Run("deleted alone on its page", func(t *testing.T) {
+		// A vpc alone on its shard page: deleting it removes the page,
+		// and the open page, whose refetch is a 404, says so.
+		all, err := s.Resources(state.Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		onPage := map[string]int{}
+		pageOf := func(id converge.ID) string { return strings.SplitN(ResourcePath(id), "#", 2)[0] }
+		for _, r := range all {
+			onPage[pageOf(r.ID())]++
+		}
+		var alone converge.ID
+		for _, r := range all {
+			if r.Kind == "vpc" && onPage[pageOf(r.ID())] == 1 {
+				alone = r.ID()
+				break
+			}
+		}
+		if alone == "" {
+			t.Fatal("no vpc is alone on its page; pick another kind")
+		}
+		rel := pageOf(alone)
+		openBefore(t, rel, func() {
+			if err := s.Commit(&converge.Batch{DeletedResources: []converge.ID{alone}}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := bld.Update([]converge.ID{alone}); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(rel))); !os.IsNotExist(err) {
+			t.Fatalf("%s is still there after its only resource was deleted: %v", rel, err)
+		}
+		u, _ := base.Parse(ResourcePath(alone))
+		dom := headless(t, bin, u.String(), "--dump-dom")
+		if !strings.Contains(dom, `<p id="gone" class="gone" role="alert">`+string(alone)+` was deleted`) {
+			t.Errorf("the open page of %s, now a 404, does not say it was deleted", alone)
 		}
 		once.set("/"+rel, nil)
 	})
