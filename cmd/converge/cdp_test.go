@@ -182,6 +182,24 @@ func (b *browser) eval(session, expr string, out any) error {
 	return nil
 }
 
+// screenshot writes a PNG of the tab to path.
+func (b *browser) screenshot(t *testing.T, session, path string) {
+	t.Helper()
+	var shot struct {
+		Data []byte `json:"data"` // base64 in JSON
+	}
+	if err := b.call(session, "Page.captureScreenshot", map[string]any{"format": "png"}, &shot); err != nil {
+		t.Fatal(err)
+	}
+	if len(shot.Data) < 1000 {
+		t.Fatalf("screenshot of %d bytes", len(shot.Data))
+	}
+	if err := os.WriteFile(path, shot.Data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", path)
+}
+
 // until evaluates the boolean expr in the tab every 20ms until it holds,
 // for up to a minute.
 func (b *browser) until(t *testing.T, session, what, expr string) {

@@ -257,6 +257,10 @@ func TestUIActions(t *testing.T) {
 		if err := b.eval(tab, `var c = document.getElementById("ui-confirm"); c.value = "account/else"; c.dispatchEvent(new Event("input")); document.getElementById("ui-go").disabled`, &disabled); err != nil || !disabled {
 			t.Fatalf("the confirm button is enabled for a wrong id (err %v)", err)
 		}
+		if err := b.eval(tab, `c.value = "`+string(account)+`"; c.dispatchEvent(new Event("input")); true`, nil); err != nil {
+			t.Fatal(err)
+		}
+		b.screenshot(t, tab, filepath.Join(artifacts(t), "site-ui-confirm.png"))
 		if _, err := e.store.Resource(account); err != nil {
 			t.Fatalf("%s deleted before the confirmation: %v", account, err)
 		}
@@ -280,6 +284,7 @@ func TestUIActions(t *testing.T) {
 			}
 			gone[id] = at
 		}
+		b.screenshot(t, tabs[account], filepath.Join(artifacts(t), "site-ui-deleted.png"))
 		t.Logf("deleted notices: route at 0, vpc at +%d ms, account at +%d ms", gone[vpc]-gone[route], gone[account]-gone[route])
 		if !(gone[route] < gone[vpc] && gone[vpc] < gone[account]) {
 			t.Errorf("the pages said deleted out of order: route %d, vpc %d, account %d", gone[route], gone[vpc], gone[account])
@@ -328,4 +333,18 @@ func TestUIToken(t *testing.T) {
 			}
 		})
 	}
+}
+
+// artifacts is where a test keeps its screenshots: $CONVERGE_ARTIFACTS,
+// or a temporary directory.
+func artifacts(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("CONVERGE_ARTIFACTS")
+	if dir == "" {
+		return t.TempDir()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

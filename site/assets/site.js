@@ -73,6 +73,7 @@
   // uid under the same id): the page shows the new one.
   function recreated(what) {
     var main = document.querySelector("main");
+    if (kept && kept.parentNode) { kept.parentNode.removeChild(kept); }
     var p = document.createElement("p");
     p.id = "gone";
     p.className = "gone";
@@ -80,8 +81,13 @@
     p.textContent = what + " was deleted (noticed " + new Date().toISOString().replace("T", " ").slice(0, 19) +
       "Z) and created anew: below is the new one.";
     main.insertBefore(p, main.firstChild);
+    kept = p;
     say(what + " was deleted and created anew.");
   }
+  // kept is the "created anew" notice, shown again after later swaps
+  // until the page is opened at another resource.
+  var kept = null;
+  window.addEventListener("hashchange", function () { kept = null; });
 
   // refresh fetches this page again and swaps in its header and main.
   function refresh(gen) {
@@ -107,7 +113,7 @@
         });
         var main = document.querySelector("main");
         if (main) { main.classList.remove("deleted"); }
-        if (anew) { recreated(rid); }
+        if (anew) { recreated(rid); } else if (kept && main) { main.insertBefore(kept, main.firstChild); }
         var rev = doc.body && doc.body.getAttribute("data-revision");
         if (rev !== null) { body.setAttribute("data-revision", rev); }
         shown = gen;
