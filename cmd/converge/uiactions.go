@@ -110,10 +110,13 @@ type uiRequest struct {
 	Confirm string            `json:"confirm"`
 }
 
+// uiReply answers an action. A verb's answer is its outcome and message
+// only, never its outputs (a status may hold secrets the site redacts).
 type uiReply struct {
-	OK     bool             `json:"ok"`
-	Error  string           `json:"error,omitempty"`
-	Result *converge.Result `json:"result,omitempty"`
+	OK      bool   `json:"ok"`
+	Error   string `json:"error,omitempty"`
+	Outcome string `json:"outcome,omitempty"`
+	Message string `json:"message,omitempty"`
 }
 
 func uiJSON(w http.ResponseWriter, code int, v any) {
@@ -312,17 +315,11 @@ func (a *uiActions) do(w http.ResponseWriter, r *http.Request) {
 		uiError(w, actionStatus(err), err.Error())
 		return
 	}
-	uiJSON(w, http.StatusOK, uiReply{OK: true, Result: redactResult(res)})
-}
-
-// redactResult keeps a verb's result to what the site may show: its
-// outcome and message, never its outputs (which may hold secrets the
-// site redacts elsewhere).
-func redactResult(res *converge.Result) *converge.Result {
-	if res == nil {
-		return nil
+	reply := uiReply{OK: true}
+	if res != nil {
+		reply.Outcome, reply.Message = res.Outcome.String(), res.Message
 	}
-	return &converge.Result{Outcome: res.Outcome, Message: res.Message}
+	uiJSON(w, http.StatusOK, reply)
 }
 
 func randomHex() string {

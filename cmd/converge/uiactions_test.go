@@ -37,7 +37,8 @@ const testUIToken = "correct-horse-battery-staple"
 // wrong token, no session, no or a wrong CSRF token, another origin, an
 // unconfirmed action; and that without --ui-actions the site is
 // read-only (no panel, no endpoints). A node of the root's graph opens
-// the resource's page with its panel.
+// the resource's page with its panel, and a verb run from a vpc's panel
+// reaches its worker.
 func TestUIActions(t *testing.T) {
 	chromiumBin(t) // skip early without Chromium
 	t.Setenv("FAKE_DELETE_DELAY", "2s")
@@ -288,6 +289,45 @@ func TestUIActions(t *testing.T) {
 		t.Logf("deleted notices: route at 0, vpc at +%d ms, account at +%d ms", gone[vpc]-gone[route], gone[account]-gone[route])
 		if !(gone[route] < gone[vpc] && gone[vpc] < gone[account]) {
 			t.Errorf("the pages said deleted out of order: route %d, vpc %d, account %d", gone[route], gone[vpc], gone[account])
+		}
+	})
+	t.Run("run a verb from its panel", func(t *testing.T) {
+		// Signed in above: the session cookie holds for every page.
+		vpcs, err := e.store.Resources(state.Filter{Kind: "vpc"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var other converge.ID
+		for _, r := range vpcs {
+			if r.ID() != vpc && strings.HasPrefix(r.Name, "fd-") {
+				other = r.ID()
+				break
+			}
+		}
+		if other == "" {
+			t.Fatal("no other composed vpc")
+		}
+		tab := b.open(t, pageOf(base, other))
+		b.until(t, tab, "the signed-in panel", `document.getElementById("ui-run") !== null`)
+		if err := b.eval(tab, `document.getElementById("ui-verb").value = "enable_flow_logs"; document.getElementById("ui-run").click();
+			var c = document.getElementById("ui-confirm"); c.value = "`+string(other)+`"; c.dispatchEvent(new Event("input"));
+			document.getElementById("ui-go").click(); true`, nil); err != nil {
+			t.Fatal(err)
+		}
+		b.until(t, tab, "the verb's answer", `document.getElementById("ui-status").textContent.indexOf("enable_flow_logs: ") === 0`)
+		var text string
+		if err := b.eval(tab, `document.getElementById("ui-status").textContent`, &text); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(text, "enable_flow_logs: ok") {
+			t.Errorf("the panel says %q, want enable_flow_logs: ok", text)
+		}
+		r, err := e.store.Resource(other)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(r.Status), `"flow_logs"`) {
+			t.Errorf("%s's status after the verb: %s", other, r.Status)
 		}
 	})
 	if logs.Len() > 0 {

@@ -265,7 +265,7 @@
       confirmThen("Run " + v + " on " + rid + "?", function (c) {
         status("Running " + v + "…");
         call("POST", "ui/do", { id: rid, verb: v, args: a, confirm: c })
-          .then(function (j) { var r = j.result || {}; status(v + ": " + (r.Outcome || "done") + (r.Message ? ": " + r.Message : "")); })
+          .then(function (j) { status(v + ": " + (j.outcome || "done") + (j.message ? ": " + j.message : "")); say(v + " on " + rid + ": " + (j.outcome || "done") + "."); })
           .catch(function (e) { status(v + " failed: " + e.message, true); });
       });
     });
