@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	gosync "sync"
@@ -167,12 +168,10 @@ func sameOrigin(w http.ResponseWriter, r *http.Request) bool {
 		uiError(w, http.StatusForbidden, "cross-site request refused")
 		return false
 	}
+	// The origin's host must be the one the request was sent to; its
+	// scheme may differ behind a reverse proxy that terminates TLS.
 	if o := r.Header.Get("Origin"); o != "" {
-		scheme := "http"
-		if r.TLS != nil {
-			scheme = "https"
-		}
-		if o != scheme+"://"+r.Host {
+		if u, err := url.Parse(o); err != nil || u.Host != r.Host {
 			uiError(w, http.StatusForbidden, "cross-origin request refused: "+o)
 			return false
 		}

@@ -178,6 +178,12 @@ func TestUIActions(t *testing.T) {
 		if code, body := post(c, "ui/do", `{"id":"`+string(account)+`","verb":"rotate","confirm":"`+string(account)+`"}`, csrf); code != http.StatusConflict || !strings.Contains(body, "rotate") {
 			t.Errorf("an undeclared verb reaches the scheduler and is refused there: %d %s", code, body)
 		}
+		// Behind a proxy that terminates TLS the origin's scheme differs;
+		// its host is what counts.
+		proxied := map[string]string{"X-CSRF-Token": sess.CSRF, "Origin": "https://" + strings.TrimSuffix(strings.TrimPrefix(base, "http://"), "/")}
+		if code, body := post(c, "ui/do", `{"id":"`+string(account)+`","verb":"rotate","confirm":"`+string(account)+`"}`, proxied); code != http.StatusConflict {
+			t.Errorf("a same-host origin over https is refused: %d %s", code, body)
+		}
 		if _, err := e.store.Resource(account); err != nil {
 			t.Fatalf("a refused request deleted %s: %v", account, err)
 		}
