@@ -31,7 +31,7 @@ var BaseWorkerEnv = []string{
 // them to a worker, not even CONVERGE_WORKER_ENV=CONVERGE_* (a worker is
 // given its own token in CONVERGE_TOKEN).
 var NeverWorkerEnv = []string{
-	"CONVERGE_WEBHOOK_SECRET", "CONVERGE_WORKER_TOKEN", "CONVERGE_FORGE_TOKEN",
+	"CONVERGE_WEBHOOK_SECRET", "CONVERGE_WORKER_TOKEN", "CONVERGE_FORGE_TOKEN", "CONVERGE_UI_TOKEN",
 	"CONVERGE_ETCD_USER", "CONVERGE_ETCD_PASSWORD", EnvWorkerPass,
 }
 

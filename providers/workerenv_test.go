@@ -19,6 +19,7 @@ func TestSupervisorWorkerEnv(t *testing.T) {
 	t.Setenv("CONVERGE_WEBHOOK_SECRET", "webhook-secret-4e1f")
 	t.Setenv("CONVERGE_WORKER_TOKEN", "worker-token-9a2c")
 	t.Setenv("CONVERGE_FORGE_TOKEN", "forge-token-77b0")
+	t.Setenv("CONVERGE_UI_TOKEN", "ui-token-5c1d")
 	t.Setenv("CLOUD_ADMIN_KEY", "cloud-key-0d3e")
 	t.Setenv("PASSME_A", "a")
 	t.Setenv("BUILTIN_KNOB", "k")
@@ -46,13 +47,13 @@ func TestSupervisorWorkerEnv(t *testing.T) {
 			k, v, _ := strings.Cut(kv, "=")
 			env[k] = v
 		}
-		for _, k := range []string{"CONVERGE_WEBHOOK_SECRET", "CONVERGE_WORKER_TOKEN", "CONVERGE_FORGE_TOKEN", "CLOUD_ADMIN_KEY", providers.EnvWorkerPass} {
+		for _, k := range []string{"CONVERGE_WEBHOOK_SECRET", "CONVERGE_WORKER_TOKEN", "CONVERGE_FORGE_TOKEN", "CONVERGE_UI_TOKEN", "CLOUD_ADMIN_KEY", providers.EnvWorkerPass} {
 			if v, ok := env[k]; ok {
 				t.Errorf("%s got %s=%s", name, k, v)
 			}
 		}
 		for _, v := range got[name].Env {
-			for _, secret := range []string{"webhook-secret-4e1f", "worker-token-9a2c", "forge-token-77b0", "cloud-key-0d3e"} {
+			for _, secret := range []string{"webhook-secret-4e1f", "worker-token-9a2c", "forge-token-77b0", "ui-token-5c1d", "cloud-key-0d3e"} {
 				if strings.Contains(v, secret) {
 					t.Errorf("%s's environment holds %q: %s", name, secret, v)
 				}

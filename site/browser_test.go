@@ -17,10 +17,12 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/state"
 	"github.com/convergehq/converge/state/statetest"
 )
 
@@ -127,7 +129,8 @@ func TestBrowser(t *testing.T) {
 	if _, err := bld.Build(); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(Handler(dir))
+	once := &staleOnce{pages: map[string][]byte{}}
+	srv := httptest.NewServer(once.wrap(Handler(dir)))
 	defer srv.Close()
 	base, _ := url.Parse(srv.URL + "/")
 	index := base.ResolveReference(&url.URL{Path: "index.html"})
@@ -326,5 +329,144 @@ func TestBrowser(t *testing.T) {
 		if got, want := domInt(t, dom, `data-rollup="classicbom/classic" data-field="failed"`), 1; got != want {
 			t.Errorf("root failed = %d after polling, want %d", got, want)
 		}
+	})
+
+	// A page opened before a change: the first request of a path is
+	// answered with what the site held before, later ones (the page's
+	// own refetch) with the site as it is.
+	openBefore := func(t *testing.T, rel string, change func()) {
+		t.Helper()
+		before, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(rel)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		change()
+		once.set("/"+rel, before)
+	}
+
+	t.Run("open page follows changes", func(t *testing.T) {
+		r, err := s.Resource("vpc/fd1-team3")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel := strings.SplitN(ResourcePath(r.ID()), "#", 2)[0]
+		openBefore(t, rel, func() {
+			r.Phase, r.Reason = converge.PhaseFailed, "route table full"
+			if err := s.Commit(&converge.Batch{Resources: []*converge.Resource{r}}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := bld.Update([]converge.ID{r.ID()}); err != nil {
+				t.Fatal(err)
+			}
+		})
+		u, _ := base.Parse(ResourcePath(r.ID()))
+		dom := headless(t, bin, u.String(), "--dump-dom")
+		if !strings.Contains(dom, "route table full") {
+			t.Errorf("the open page of %s does not show its new failure without a reload", r.ID())
+		}
+		if got, want := domInt(t, dom, `<span data-count="failed"`), 2; got != want {
+			t.Errorf("header failed = %d, want %d", got, want)
+		}
+		live := regexp.MustCompile(`<p id="live"[^>]*aria-live="polite"[^>]*>([^<]*)</p>`).FindStringSubmatch(dom)
+		if live == nil || !strings.Contains(live[1], "2 failed") {
+			t.Errorf("the aria-live summary does not announce the new counts: %q", live)
+		}
+	})
+
+	t.Run("deleted resource says so", func(t *testing.T) {
+		gone := buckets[1]
+		rel := strings.SplitN(ResourcePath(gone.ID()), "#", 2)[0]
+		openBefore(t, rel, func() {
+			if err := s.Commit(&converge.Batch{DeletedResources: []converge.ID{gone.ID()}}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := bld.Update([]converge.ID{gone.ID()}); err != nil {
+				t.Fatal(err)
+			}
+		})
+		u, _ := base.Parse(ResourcePath(gone.ID()))
+		dom := headless(t, bin, u.String(), "--dump-dom")
+		if !regexp.MustCompile(`<p id="gone" class="gone" role="alert">` + regexp.QuoteMeta(string(gone.ID())) + ` was deleted`).MatchString(dom) {
+			t.Errorf("the open page of deleted %s does not say it was deleted", gone.ID())
+		}
+		if !strings.Contains(dom, `data-id="`+string(gone.ID())+`"`) {
+			t.Errorf("the open page of deleted %s lost its last state", gone.ID())
+		}
+		once.set("/"+rel, nil)
+	})
+
+	t.Run("deleted alone on its page", func(t *testing.T) {
+		// A vpc alone on its shard page: deleting it removes the page,
+		// and the open page, whose refetch is a 404, says so.
+		all, err := s.Resources(state.Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		onPage := map[string]int{}
+		pageOf := func(id converge.ID) string { return strings.SplitN(ResourcePath(id), "#", 2)[0] }
+		for _, r := range all {
+			onPage[pageOf(r.ID())]++
+		}
+		var alone converge.ID
+		for _, r := range all {
+			if r.Kind == "vpc" && onPage[pageOf(r.ID())] == 1 {
+				alone = r.ID()
+				break
+			}
+		}
+		if alone == "" {
+			t.Fatal("no vpc is alone on its page; pick another kind")
+		}
+		rel := pageOf(alone)
+		openBefore(t, rel, func() {
+			if err := s.Commit(&converge.Batch{DeletedResources: []converge.ID{alone}}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := bld.Update([]converge.ID{alone}); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(rel))); !os.IsNotExist(err) {
+			t.Fatalf("%s is still there after its only resource was deleted: %v", rel, err)
+		}
+		u, _ := base.Parse(ResourcePath(alone))
+		dom := headless(t, bin, u.String(), "--dump-dom")
+		if !strings.Contains(dom, `<p id="gone" class="gone" role="alert">`+string(alone)+` was deleted`) {
+			t.Errorf("the open page of %s, now a 404, does not say it was deleted", alone)
+		}
+		once.set("/"+rel, nil)
+	})
+}
+
+// staleOnce answers the first request of each path it holds with the
+// bytes it holds (the page as it was before a change), then forgets them.
+type staleOnce struct {
+	mu    sync.Mutex
+	pages map[string][]byte
+}
+
+func (o *staleOnce) set(path string, b []byte) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if b == nil {
+		delete(o.pages, path)
+	} else {
+		o.pages[path] = b
+	}
+}
+
+func (o *staleOnce) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		o.mu.Lock()
+		b, ok := o.pages[r.URL.Path]
+		delete(o.pages, r.URL.Path)
+		o.mu.Unlock()
+		if !ok {
+			h.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Header().Set("Content-Security-Policy", csp)
+		_, _ = w.Write(b)
 	})
 }

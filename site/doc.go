@@ -4,7 +4,8 @@
 // and phase; a section per resource (spec, status, owner, children, edges
 // with value flows, events) on one of its kind's resource pages; an SVG
 // composition graph per root; and a small summary.json that open pages
-// poll to update their counts without a reload.
+// poll to update their counts, and to refetch themselves when the site
+// changed, without a reload.
 //
 // Read first: Reader (what the site reads; *state.Store implements it),
 // Builder (Build writes everything, Update rewrites what changed) and
@@ -20,7 +21,11 @@
 // phases/PHASE.html (one page: the first rows and links to that phase by
 // kind), index.html, summary.json (the totals and at most Options.Roots
 // roots), assets/site.css and assets/site.js (the only script: it polls
-// summary.json every three seconds). Pages carry a
+// summary.json every second, swaps in the page's new header and main when
+// summary.json names a newer build, marks a resource deleted while its
+// page is open, announces changes in an aria-live region, and shows a
+// resource's actions panel when the server answers GET ui/session, which
+// only `converge serve --ui-actions` does). Pages carry a
 // Content-Security-Policy that allows only the site's own files. A kind or
 // name that is not a plain DNS label (lowercase letters, digits, inner
 // hyphens, at most 100 bytes) is stored under "_" and a hash of it

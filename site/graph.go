@@ -13,9 +13,9 @@ import (
 var phaseColor = map[converge.Phase]string{
 	converge.PhaseReady:    "#2e7d32",
 	converge.PhaseFailed:   "#c62828",
-	converge.PhasePending:  "#8a8a8a",
+	converge.PhasePending:  "#5f6b76",
 	converge.PhaseRunning:  "#1565c0",
-	converge.PhaseDeleting: "#ef6c00",
+	converge.PhaseDeleting: "#b04500",
 }
 
 func colorOf(p converge.Phase) string {
@@ -228,10 +228,7 @@ func (m *model) fullGraph(root converge.ID, ids []converge.ID, up string) []byte
 	for _, id := range ids {
 		e := m.res[id]
 		p := at[string(id)]
-		text := "#ffffff"
-		if e.phase == converge.PhasePending {
-			text = "#111111"
-		}
+		const text = "#ffffff" // every phase's fill holds white text at ≥ 4.5:1 (TestContrast)
 		fmt.Fprintf(&b, `<a href="%s" target="_top"><g><title>%s: %s</title>`, esc(up+ResourcePath(id)), esc(string(id)), esc(string(e.phase)))
 		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" rx="6" fill="%s" stroke="#222" stroke-width="0.6"/>`, p.x, p.y, nodeW, nodeH, colorOf(e.phase))
 		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="%s" font-size="11">%s · %s</text>`, p.x+8, p.y+15, text, esc(clip(id.Kind(), 14)), esc(string(e.phase)))
@@ -310,7 +307,9 @@ func (m *model) kindGraph(root converge.ID, up string) []byte {
 		k := strings.TrimPrefix(n, "kind:")
 		c := counts[k]
 		p := at[n]
-		fmt.Fprintf(&b, `<a href="%s" target="_top"><g><title>%s: %d resources</title>`, esc(up+listKey{Kind: k}.path(1)), esc(k), c.Total)
+		// The box opens the root's groups (its domains, then their
+		// teams, then nodes); the "list" corner opens the kind's list.
+		fmt.Fprintf(&b, `<a href="%s" target="_top"><g><title>%s: %d resources; open the groups by dependency</title>`, esc(up+GroupsPath(root, 1)), esc(k), c.Total)
 		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" rx="6" fill="#f4f4f4" stroke="#222" stroke-width="0.6"/>`, p.x, p.y, w, h)
 		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="#111" font-weight="bold">%s — %d</text>`, p.x+8, p.y+18, esc(clip(k, 24)), c.Total)
 		x := p.x + 8
@@ -330,6 +329,8 @@ func (m *model) kindGraph(root converge.ID, up string) []byte {
 			parts = append(parts, fmt.Sprintf("%d %s", n, strings.ToLower(string(ph))))
 		}
 		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="#111" font-size="11">%s</text></g></a>`+"\n", p.x+8, p.y+60, esc(clip(strings.Join(parts, " · "), 44)))
+		fmt.Fprintf(&b, `<a href="%s" target="_top"><title>every %s</title><text x="%d" y="%d" fill="#0d47a1" font-size="11" text-anchor="end" text-decoration="underline">list</text></a>`+"\n",
+			esc(up+listKey{Kind: k}.path(1)), esc(k), p.x+w-8, p.y+18)
 	}
 	b.WriteString("</svg>\n")
 	return []byte(b.String())

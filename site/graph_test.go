@@ -112,17 +112,14 @@ func TestLayersOrderByDependency(t *testing.T) {
 	}
 }
 
+// TestPhaseColors checks the graph fills each phase as the pages' badges
+// do (site.css), so the colors TestContrast checks are the graph's too.
 func TestPhaseColors(t *testing.T) {
-	tests := []struct {
-		phase converge.Phase
-		want  string
-	}{
-		{converge.PhaseReady, "#2e7d32"}, {converge.PhaseFailed, "#c62828"}, {converge.PhasePending, "#8a8a8a"},
-		{converge.PhaseRunning, "#1565c0"}, {converge.PhaseDeleting, "#ef6c00"},
-	}
-	for _, tc := range tests {
-		if got := colorOf(tc.phase); got != tc.want {
-			t.Errorf("colorOf(%s) = %s, want %s", tc.phase, got, tc.want)
+	rules := cssRules(t)
+	for _, ph := range []converge.Phase{converge.PhaseReady, converge.PhaseFailed, converge.PhasePending, converge.PhaseRunning, converge.PhaseDeleting} {
+		want := rules[".ph-"+strings.ToLower(string(ph))+".phase"]["background"]
+		if got := colorOf(ph); got != want {
+			t.Errorf("colorOf(%s) = %s, want the badge's %q", ph, got, want)
 		}
 	}
 }

@@ -12,7 +12,8 @@ import (
 	"github.com/convergehq/converge/state/statetest"
 )
 
-// TestGroups drills down from a big root's graph: its groups are the
+// TestGroups drills down from a big root's graph: each kind box opens the
+// root's groups (and links its kind's list); the groups are the
 // functional domains (each named after its transit gateway, with counts
 // by phase), a domain too big to draw lists its teams as subgroups of
 // three resources, and a domain small enough is drawn node by node.
@@ -38,6 +39,17 @@ func TestGroups(t *testing.T) {
 			root := converge.ID("classicbom/classic")
 			if !bytes.Contains(files[GraphPath(root)], []byte(`href="../../`+GroupsPath(root, 1)+`"`)) {
 				t.Error("the kind graph does not link the root's groups")
+			}
+			// Each kind box opens the groups; its "list" corner, the kind.
+			for _, k := range []string{"account", "vpc", "route", "tgw"} {
+				box := `<a href="../../` + GroupsPath(root, 1) + `" target="_top"><g><title>` + k + `: `
+				if !bytes.Contains(files[GraphPath(root)], []byte(box)) {
+					t.Errorf("the %s box of the kind graph does not open the root's groups", k)
+				}
+				list := `<a href="../../` + listKey{Kind: k}.path(1) + `" target="_top"><title>every ` + k + `</title>`
+				if !bytes.Contains(files[GraphPath(root)], []byte(list)) {
+					t.Errorf("the %s box of the kind graph does not link the list of %s", k, k)
+				}
 			}
 			list := files[GroupsPath(root, 1)]
 			if !bytes.Contains(list, []byte("3 groups: the parts of its 276 resources")) {

@@ -95,7 +95,9 @@ func (b *Builder) renderSection(sb sw, r *converge.Resource) {
 	w := sb.s
 	fact := func(dt, dd string) { w("<dt>", dt, "</dt><dd>", dd, "</dd>\n") }
 
-	w(`<section class="res" id="`, e(anchor(id)), `" data-id="`, e(string(id)), `">`, "\n")
+	// data-uid lets an open page tell a resource deleted and created
+	// anew (same id, new uid) from the one it shows.
+	w(`<section class="res" id="`, e(anchor(id)), `" data-id="`, e(string(id)), `" data-uid="`, e(r.UID), `">`, "\n")
 	w(`<h1><a href="`, e(up), e(listKey{Kind: r.Kind}.path(1)), `">`, e(r.Kind), `</a>/`, e(r.Name), " ", phaseSpan(r.Phase), "</h1>\n")
 	if r.Reason != "" {
 		w(`<p class="reason">`, e(m.clean(r.Reason)), "</p>\n")

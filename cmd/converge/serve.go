@@ -22,6 +22,7 @@ import (
 	"github.com/convergehq/converge/site"
 	"github.com/convergehq/converge/state"
 	"github.com/convergehq/converge/state/etcdstate"
+	"github.com/convergehq/converge/state/stateapi"
 	gitsync "github.com/convergehq/converge/sync"
 )
 
@@ -41,6 +42,12 @@ type serveOptions struct {
 	advertise string
 	// workersTLS secures --workers-listen (see workersTLSOptions).
 	workersTLS workersTLSOptions
+	// uiActions lets a signed-in person delete resources and run verbs
+	// from the site (see uiActions); uiTokenFile holds its login token
+	// (else $CONVERGE_UI_TOKEN), read into uiToken at start.
+	uiActions   bool
+	uiTokenFile string
+	uiToken     string
 }
 
 func newServeCommand(g *globals) *cobra.Command {
@@ -65,7 +72,11 @@ a remote repository never makes converge start a command (use
 runs, get, list, tree, events, delete and do talk to it through its admin
 API. The HTTP listener also serves GET /metrics (Prometheus), GET /readyz
 (ready once the store is open and the first revision evaluated) and
-GET /healthz (503 while commits fail or the sync loop is stuck). SIGTERM
+GET /healthz (503 while commits fail or the sync loop is stuck). The site
+is read-only unless --ui-actions: then a person who signs in with the
+login token (--ui-token-file FILE, else $CONVERGE_UI_TOKEN) may delete a
+resource or run an operator verb from its page, confirming each by typing
+its id; the action goes through the admin API's controller. SIGTERM
 or SIGINT stops it gracefully: everything accepted is flushed.
 
 With --state etcd://… and --replica NAME, serve is one of several
@@ -93,6 +104,8 @@ must then be set, the same on every replica.`,
 	f.StringVar(&o.replica, "replica", "", "run as the replica NAME of a replicated control plane (needs --state etcd://…): one replica, elected, leads; the others serve the site, the webhook and read commands")
 	f.DurationVar(&o.leaseTTL, "lease-ttl", defaultLeaseTTL, "with --replica: the leader's election lease; a leader that stops renewing it is replaced about this long after")
 	f.StringVar(&o.advertise, "advertise", "", "with --replica and --workers-listen: the HOST:PORT workers reach this replica's workers listener at, which followers name while it leads (default: --workers-listen's host with the bound port, when it names a host)")
+	f.BoolVar(&o.uiActions, "ui-actions", false, "let the site delete resources and run operator verbs for a person signed in with the login token (--ui-token-file or $"+envUIToken+"); without it the site is read-only")
+	f.StringVar(&o.uiTokenFile, "ui-token-file", "", "with --ui-actions: the file holding the site's login token (default $"+envUIToken+")")
 	o.forge.addFlags(f)
 	addReinitFlag(f, g)
 	return c
@@ -106,6 +119,14 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	workersTLS, err := o.workersTLS.config(o.workersListen, time.Now())
 	if err != nil {
 		return err
+	}
+	if o.uiTokenFile != "" && !o.uiActions {
+		return usageErr("--ui-token-file needs --ui-actions")
+	}
+	if o.uiActions {
+		if o.uiToken, err = uiToken(o.uiTokenFile); err != nil {
+			return err
+		}
 	}
 	if o.workersListen != "" && os.Getenv("CONVERGE_WORKER_TOKEN") == "" {
 		return usageErr("--workers-listen needs $CONVERGE_WORKER_TOKEN: the token every external worker presents (CONVERGE_TOKEN on the worker's side); without it no worker could connect")
@@ -232,6 +253,16 @@ func (s *server) engineOptions(token string) engineOptions {
 		changed: s.live.changed, wrapStore: s.g.wrapStore, reinit: s.g.reinitState}
 }
 
+// controller is the admin controller of the engine this process runs
+// now, nil when it runs none (a follower replica): what the site's
+// actions call.
+func (s *server) controller() stateapi.Controller {
+	if e := s.ops.engine.Load(); e != nil {
+		return adminController{e.sched}
+	}
+	return nil
+}
+
 // announce says what serve follows and where its state is.
 func (s *server) announce() {
 	where := s.src.URL()
@@ -268,6 +299,9 @@ func (s *server) startHTTP(poke func(), health func() (int, string)) (addr strin
 	mux.HandleFunc("GET /healthz", answer(health))
 	mux.HandleFunc("GET /readyz", answer(s.ops.ready))
 	mux.Handle("GET /metrics", s.ops.handler())
+	if s.o.uiActions {
+		newUIActions(s.o.uiToken, s.controller, s.log).register(mux)
+	}
 	mux.Handle("GET /", site.Handler(s.live.dir))
 	l, err := net.Listen("tcp", s.o.listen)
 	if err != nil {

@@ -41,7 +41,7 @@ func TestSiteBuildCommand(t *testing.T) {
 		wantOut   string
 	}{
 		{name: "build", args: []string{"--state", stateDir, "site", "build", "--out", out}, wantOut: "for 3 resources to " + out + " in "},
-		{name: "largest", args: []string{"--state", stateDir, "site", "build", "--out", out}, wantOut: "; largest index.html ("},
+		{name: "largest", args: []string{"--state", stateDir, "site", "build", "--out", out}, wantOut: "; largest assets/site.js ("}, // of 3 resources, the script (with the actions panel) is the largest file
 		{name: "rebuild", args: []string{"--state", stateDir, "site", "build", "--out", out}, wantOut: "for 3 resources"},
 		{name: "no out", args: []string{"--state", stateDir, "site", "build"}, wantUsage: true},
 		{name: "foreign dir", args: []string{"--state", stateDir, "site", "build", "--out", stateDir}, wantUsage: true},
