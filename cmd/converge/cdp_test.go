@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	gosync "sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -58,12 +59,22 @@ func startBrowser(t *testing.T) *browser {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The profile is removed after every Chromium process is gone (its
+	// helpers outlive the browser process by a moment): not t.TempDir,
+	// whose cleanup would race them.
+	profile, err := os.MkdirTemp("", "converge-cdp-")
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
 		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
 		"--disable-background-timer-throttling", "--disable-renderer-backgrounding", "--disable-backgrounding-occluded-windows",
-		"--remote-debugging-pipe", "--user-data-dir="+t.TempDir(), "about:blank")
+		"--remote-debugging-pipe", "--user-data-dir="+profile, "about:blank")
 	cmd.ExtraFiles = []*os.File{toChrome, fromChrome} // fds 3 and 4
+	// Its own process group, so the cleanup ends the helpers too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	if err := cmd.Start(); err != nil {
 		cancel()
 		t.Fatal(err)
@@ -77,6 +88,16 @@ func startBrowser(t *testing.T) *browser {
 		cancel()
 		_ = cmd.Wait()
 		ourR.Close()
+		for try := 0; ; try++ {
+			err := os.RemoveAll(profile)
+			if err == nil || try == 20 {
+				if err != nil {
+					t.Logf("chromium profile %s left behind: %v", profile, err)
+				}
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 	})
 	return b
 }

@@ -38,23 +38,8 @@ spec: functional_domains: [
 // commit has reached the site, the incrementally updated site must be the
 // site a fresh build of the same store writes, page for page.
 func TestLiveSiteFollowsConverge(t *testing.T) {
-	repo := t.TempDir()
-	if err := os.CopyFS(repo, os.DirFS(filepath.Join(repoRoot(t), "examples", "classic"))); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(repo, "resources", "bom.cue"), []byte(smallBOM), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	loaded, err := cue.Load(os.DirFS(repo), ".", cue.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !loaded.Valid() {
-		t.Fatalf("example: %v", loaded.Findings)
-	}
+	repo, loaded, workers := smallClassic(t)
 	desired := &loaded.Desired
-	desired.Revision = converge.Revision{Ref: "main", Hash: "c0ffee0000000000000000000000000000000001", Subject: "small BOM"}
-	workers := []converge.WorkerSpec{{Name: "classic", Builtin: "classic", Replicas: 1}}
 
 	stateDir := t.TempDir()
 	var logs bytes.Buffer
@@ -195,3 +180,27 @@ func withoutPageHeader(b []byte) []byte {
 }
 
 var pageRevision = regexp.MustCompile(`<body [^>]*data-revision="[^"]*"`)
+
+// smallClassic copies the classic example with a small BOM into a
+// directory and loads it: the repository, what it loads (its desired
+// state as revision c0ffee…01) and its builtin worker.
+func smallClassic(t *testing.T) (repo string, loaded *cue.Result, workers []converge.WorkerSpec) {
+	t.Helper()
+	repo = t.TempDir()
+	if err := os.CopyFS(repo, os.DirFS(filepath.Join(repoRoot(t), "examples", "classic"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(repo, "resources", "bom.cue"), []byte(smallBOM), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := cue.Load(os.DirFS(repo), ".", cue.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !loaded.Valid() {
+		t.Fatalf("example: %v", loaded.Findings)
+	}
+	loaded.Desired.Revision = converge.Revision{Ref: "main", Hash: "c0ffee0000000000000000000000000000000001", Subject: "small BOM"}
+	workers = []converge.WorkerSpec{{Name: "classic", Builtin: "classic", Replicas: 1}}
+	return repo, loaded, workers
+}

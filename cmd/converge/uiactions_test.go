@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/convergehq/converge"
-	"github.com/convergehq/converge/cue"
 	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/site"
 	"github.com/convergehq/converge/state"
@@ -42,23 +41,8 @@ const testUIToken = "correct-horse-battery-staple"
 func TestUIActions(t *testing.T) {
 	chromiumBin(t) // skip early without Chromium
 	t.Setenv("FAKE_DELETE_DELAY", "2s")
-	repo := t.TempDir()
-	if err := os.CopyFS(repo, os.DirFS(filepath.Join(repoRoot(t), "examples", "classic"))); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(repo, "resources", "bom.cue"), []byte(smallBOM), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	loaded, err := cue.Load(os.DirFS(repo), ".", cue.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !loaded.Valid() {
-		t.Fatalf("example: %v", loaded.Findings)
-	}
+	repo, loaded, workers := smallClassic(t)
 	desired := &loaded.Desired
-	desired.Revision = converge.Revision{Ref: "main", Hash: "c0ffee0000000000000000000000000000000001", Subject: "small BOM"}
-	workers := []converge.WorkerSpec{{Name: "classic", Builtin: "classic", Replicas: 1}}
 	stateDir := t.TempDir()
 	var logs bytes.Buffer
 	live := newLiveSite(filepath.Join(stateDir, "site"), &logs)
