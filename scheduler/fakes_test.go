@@ -42,12 +42,15 @@ type memStore struct {
 	// refuses the row, as the real store refuses one it cannot keep.
 	refuse func(r *converge.Resource) error
 
-	commits     int
-	maxRows     int // the most resource rows one commit held
-	puts        int
-	putsByID    map[converge.ID]int
-	maxAttempts map[converge.ID]int
-	uidsEver    map[string]converge.ID
+	commits int
+	maxRows int // the most resource rows one commit held
+	// maxRowsBig is the most rows a commit held along with a row over
+	// 1 MiB (its declared spec and spec), bigCommits how many did.
+	maxRowsBig, bigCommits int
+	puts                   int
+	putsByID               map[converge.ID]int
+	maxAttempts            map[converge.ID]int
+	uidsEver               map[string]converge.ID
 	// deliveriesDeleted counts the delivery keys deleted.
 	deliveriesDeleted int
 }
@@ -152,6 +155,13 @@ func (m *memStore) Commit(b *converge.Batch) error {
 		m.crashed = true
 	}
 	m.maxRows = max(m.maxRows, len(b.Resources))
+	for _, r := range b.Resources {
+		if len(r.Declared)+len(r.Spec) >= 1<<20 {
+			m.maxRowsBig = max(m.maxRowsBig, len(b.Resources))
+			m.bigCommits++
+			break
+		}
+	}
 	for _, r := range b.Resources {
 		c := deep(r)
 		m.resources[c.ID()] = c

@@ -252,6 +252,17 @@ func (s *Scheduler) hasPending() bool {
 // a 30 MB row, and writing it in every batch wrote gigabytes.
 const bigRow = 1 << 20
 
+// bigIndex returns the index of the first big row among ns (its declared
+// spec and spec over bigRow together), or -1.
+func bigIndex(ns []*node) int {
+	for i, n := range ns {
+		if len(n.r.Declared)+len(n.r.Spec) >= bigRow {
+			return i
+		}
+	}
+	return -1
+}
+
 // bigRowEvery is how often a big row's rollup and reason are written.
 const bigRowEvery = 5 * time.Second
 
@@ -328,9 +339,20 @@ func (s *Scheduler) buildBatch(all bool) *converge.Batch {
 		// at least a quarter of the batch, oldest first (a row is made
 		// after its owner's, so an owner is never left behind its
 		// children). What does not fit waits for the next batch.
-		newRoom := min(len(s.dirty), s.cfg.MaxCommit/4)
-		upd := s.updated[:min(len(s.updated), s.cfg.MaxCommit-newRoom)]
-		fresh := s.dirty[:min(len(s.dirty), s.cfg.MaxCommit-len(upd))]
+		limit := s.cfg.MaxCommit
+		newRoom := min(len(s.dirty), limit/4)
+		upd := s.updated[:min(len(s.updated), limit-newRoom)]
+		if k := bigIndex(upd); k >= 0 && len(upd)+len(s.dirty) > limit/4 {
+			// A big row (a root's megabytes of spec) makes its commit
+			// long by itself: it goes first, with a quarter of the
+			// rows. Rows already stored may change places; new ones
+			// keep their order.
+			upd[0], upd[k] = upd[k], upd[0]
+			limit = max(1, limit/4)
+			newRoom = min(len(s.dirty), limit/4)
+			upd = upd[:min(len(upd), max(1, limit-newRoom))]
+		}
+		fresh := s.dirty[:min(len(s.dirty), max(0, limit-len(upd)))]
 		rows := buf.rows[:0]
 		if n := len(upd) + len(fresh); cap(rows) < n {
 			rows = make([]converge.Resource, 0, n+n/2)

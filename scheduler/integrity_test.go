@@ -498,3 +498,32 @@ func TestBigComposerRowThrottled(t *testing.T) {
 		t.Errorf("stored rollup %+v, want total and ready %d", got, want)
 	}
 }
+
+// A big row (a root whose spec is megabytes of BOM) makes its commit long
+// by itself: a commit that carries one holds at most a quarter of
+// MaxCommit rows besides.
+func TestBigRowCommitsAreSmaller(t *testing.T) {
+	store := newMemStore()
+	disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1"})
+	cfg := testConfig()
+	cfg.MaxCommit = 40
+	h := start(t, store, disp, cfg)
+	d := classicDesired(makeBOM(3, 5), "c1")
+	root := d.Resources[0]
+	pad := `{"notes":"` + strings.Repeat("x", 1<<20) + `",` + string(root.Declared[1:])
+	root.Declared = json.RawMessage(pad)
+	h.apply(d, classicValidator)
+	h.waitSettled(scheduler.Converged, 10*time.Second)
+	h.flush()
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	if store.bigCommits == 0 {
+		t.Fatal("no commit carried the big root: the test proves nothing")
+	}
+	if store.maxRowsBig > cfg.MaxCommit/4 {
+		t.Errorf("a commit with the big root held %d rows, want at most %d", store.maxRowsBig, cfg.MaxCommit/4)
+	}
+	if got, want := len(store.resources), bomSize(3, 5)+1; got != want {
+		t.Errorf("%d resources stored, want %d", got, want)
+	}
+}
