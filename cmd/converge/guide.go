@@ -180,7 +180,11 @@ func completeResource(g *globals, toComplete string) ([]string, cobra.ShellCompD
 	}
 	defer done()
 	const completeMax = 1000
-	rs, err := rd.Resources(state.Filter{Kind: kind, Head: true})
+	f := state.Filter{Kind: kind, Head: true}
+	if name == "" {
+		f.Limit = completeMax // nothing to match: the first ones will do
+	}
+	rs, err := rd.Resources(f)
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
