@@ -24,7 +24,10 @@ type Snapshot struct {
 // one transaction or not at all. Puts replace by key; deletes of absent
 // keys are no-ops.
 type Batch struct {
-	Resources        []*Resource // keyed by ID
+	Resources []*Resource // keyed by ID
+	// DeletedResources go with the edges they consume (no DeletedEdges
+	// needed). A resource that still owns one not deleted in the same
+	// batch is refused.
 	DeletedResources []ID
 	Edges            []Edge // keyed by (Consumer, Producer)
 	DeletedEdges     []Edge // only Consumer and Producer are read

@@ -177,6 +177,11 @@ func (m *memStore) Commit(b *converge.Batch) error {
 	}
 	for _, id := range b.DeletedResources {
 		delete(m.resources, id)
+		for k := range m.edges {
+			if k[0] == id {
+				delete(m.edges, k) // a row's edges go with it
+			}
+		}
 	}
 	for _, e := range b.Edges {
 		m.edges[[2]converge.ID{e.Consumer, e.Producer}] = deep(e)

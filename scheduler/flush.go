@@ -413,6 +413,11 @@ func (s *Scheduler) buildBatch(all bool) *converge.Batch {
 		delete(s.edgePut, k)
 	}
 	for k := range s.edgeDel {
+		if _, gone := slices.BinarySearch(b.DeletedResources, k.consumer); gone {
+			// The store deletes a row's edges with it: rewriting the row
+			// without the edge first would be a write for nothing.
+			continue
+		}
 		b.DeletedEdges = append(b.DeletedEdges, converge.Edge{Consumer: k.consumer, Producer: k.producer})
 	}
 	clear(s.edgeDel)

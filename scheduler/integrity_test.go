@@ -12,6 +12,7 @@ import (
 
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/scheduler"
+	"github.com/convergehq/converge/state"
 	"github.com/convergehq/converge/state/statetest"
 )
 
@@ -525,5 +526,62 @@ func TestBigRowCommitsAreSmaller(t *testing.T) {
 	}
 	if got, want := len(store.resources), bomSize(3, 5)+1; got != want {
 		t.Errorf("%d resources stored, want %d", got, want)
+	}
+}
+
+// edgeCountingStore is a real store that records the most edge
+// deletions any one commit carried.
+type edgeCountingStore struct {
+	scheduler.Store
+
+	mu      sync.Mutex
+	delMax  int // the most edges one commit deleted
+	deleted int // resources deleted in all
+}
+
+func (s *edgeCountingStore) Commit(b *converge.Batch) error {
+	s.mu.Lock()
+	s.delMax = max(s.delMax, len(b.DeletedEdges))
+	s.deleted += len(b.DeletedResources)
+	s.mu.Unlock()
+	return s.Store.Commit(b)
+}
+
+// TestCascadeDeleteSendsNoEdgeDeletions: a deleted row's edges go with it
+// in the store (Batch.DeletedResources), so a cascade delete sends no
+// edge deletions of its own (each rewrote the consumer's row just before
+// deleting it), and the bbolt store ends empty, every edge gone.
+func TestCascadeDeleteSendsNoEdgeDeletions(t *testing.T) {
+	bolt, err := state.Open(t.TempDir(), state.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bolt.Close() })
+	store := &edgeCountingStore{Store: bolt}
+	disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1"})
+	h := start(t, store, disp, testConfig())
+	h.apply(classicDesired(makeBOM(4, 8), "c1"), classicValidator)
+	h.waitSettled(scheduler.Converged, 10*time.Second)
+	h.flush()
+	if err := h.s.Delete(t.Context(), "classicbom/org"); err != nil {
+		t.Fatal(err)
+	}
+	h.waitSettled(scheduler.Converged, 20*time.Second)
+	h.flush()
+	h.stop()
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	if want := bomSize(4, 8) + 1; store.deleted != want {
+		t.Errorf("%d resources deleted, want %d", store.deleted, want)
+	}
+	if store.delMax > 0 {
+		t.Errorf("a commit deleted %d edges one by one: a deleted row's edges go with it", store.delMax)
+	}
+	snap, err := bolt.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Resources) != 0 || len(snap.Edges) != 0 {
+		t.Errorf("%d resources and %d edges left in the store, want none", len(snap.Resources), len(snap.Edges))
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/metrics"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -120,6 +121,65 @@ func startCPUProfile(f string) (func(), error) {
 	}, nil
 }
 
+// envHeapProfile names a file that receives a heap profile of the
+// command (go tool pprof) each time its live heap reaches a new high by
+// a tenth: the profile left is the heap near its peak, which a profile
+// at exit (after a delete, say) would not show.
+const envHeapProfile = "CONVERGE_HEAPPROFILE"
+
+// watchHeap checks the live heap every second until the returned
+// function runs, and writes a heap profile into the file f at each new
+// high.
+func watchHeap(f string) func() {
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+		var peak uint64
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			metrics.Read(sample)
+			if sample[0].Value.Kind() != metrics.KindUint64 {
+				return
+			}
+			live := sample[0].Value.Uint64()
+			if live < peak+peak/10 || live < 16<<20 {
+				continue
+			}
+			peak = live
+			if err := writeHeapProfile(f); err != nil {
+				fmt.Fprintf(os.Stderr, "converge: $%s: %v\n", envHeapProfile, err)
+				return
+			}
+		}
+	}()
+	return func() { close(done); <-stopped }
+}
+
+// writeHeapProfile replaces the file f with a heap profile.
+func writeHeapProfile(f string) error {
+	tmp := f + ".tmp"
+	out, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	if err := pprof.WriteHeapProfile(out); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, f)
+}
+
 // Main runs the CLI with os.Args and returns the process exit code.
 func Main() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -136,6 +196,9 @@ func Main() int {
 			return exitUsage
 		}
 		defer stopProfile()
+	}
+	if f := os.Getenv(envHeapProfile); f != "" {
+		defer watchHeap(f)()
 	}
 	root := newRootCommand()
 	root.SetArgs(os.Args[1:])
