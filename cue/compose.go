@@ -206,18 +206,60 @@ func (s *Schemas) compose(ref converge.KindRef, spec json.RawMessage) ([]converg
 	if k == nil || k.Compose == "" {
 		return nil, nil, fmt.Errorf("%w %s with a compose expression", ErrUnknownKind, ref)
 	}
-	at := atOf(k)
-	ctx := s.newEvaluator().ctx
-	f := ctx.CompileString(composeFile(k, false), cuelang.Filename("compose"))
-	if err := f.Err(); err != nil {
-		return nil, nil, errors.New(at.composeErr(err))
-	}
 	if len(spec) == 0 {
 		spec = json.RawMessage("{}")
 	}
 	x, err := decodeJSON(spec)
 	if err != nil {
 		return nil, nil, fmt.Errorf("spec: %w", err)
+	}
+	if fc := s.composers[ref].fc; fc != nil {
+		// The fast path: CUE's result, or none (then CUE composes).
+		if ch, ed, err := fc.run(x); err == nil {
+			return ch, ed, nil
+		}
+		// The decoded spec was only read; CUE encodes it afresh.
+	}
+	return s.composeCUE(k, x)
+}
+
+// fastComposeOf is a kind's fast composer, or why it has none.
+type fastComposeOf struct {
+	fc  *fastComposer
+	err error
+}
+
+// ComposePath tells how ref's compose expression is evaluated: fast is
+// true when it is in the fast subset (fastcompose.go: compiled to Go,
+// CUE only for a spec the fast path cannot decide); otherwise why names
+// the first construct outside it. ok is false when ref does not compose
+// in CUE.
+func (s *Schemas) ComposePath(ref converge.KindRef) (fast bool, why string, ok bool) {
+	if s == nil {
+		return false, "", false
+	}
+	k := s.kinds[ref]
+	if k == nil || k.Compose == "" {
+		return false, "", false
+	}
+	c := s.composers[ref]
+	if c.fc != nil {
+		return true, "", true
+	}
+	if c.err != nil {
+		why = c.err.Error()
+	}
+	return false, why, true
+}
+
+// composeCUE evaluates k's compose expression with the decoded spec x
+// through CUE.
+func (s *Schemas) composeCUE(k *converge.Kind, x any) ([]converge.Child, []converge.Edge, error) {
+	at := atOf(k)
+	ctx := s.newEvaluator().ctx
+	f := ctx.CompileString(composeFile(k, false), cuelang.Filename("compose"))
+	if err := f.Err(); err != nil {
+		return nil, nil, errors.New(at.composeErr(err))
 	}
 	out := f.FillPath(specPath, ctx.Encode(x)).LookupPath(outPath)
 	b, err := out.MarshalJSON()
