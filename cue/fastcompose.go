@@ -1,8 +1,10 @@
 package cue
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -107,6 +109,7 @@ type fenv struct {
 	state []uint8 // per top field: 0 not yet, 1 evaluating, 2 done
 	cur   *finst  // the definition instance being evaluated
 	buf   []byte  // the JSON of the children's specs, sliced
+	flows map[*fobj][]converge.ValueFlow
 }
 
 // errFallback abandons a fast composition: CUE composes instead.
@@ -120,9 +123,11 @@ func fallback(format string, args ...any) error { return errFallback(fmt.Sprintf
 // in an order CUE may not share (unordered: built by comprehensions or
 // dynamic labels), which then cannot be iterated.
 type fobj struct {
-	keys      []string
+	keys      []string // shared by every value of a literal with static labels
 	vals      []any
 	unordered bool
+	constant  bool // folded at compile time: one value, shared
+	inline    [4]any
 }
 
 func (o *fobj) get(k string) (any, bool) {
@@ -153,6 +158,8 @@ type finst struct {
 	def   *fdef
 	vals  []any
 	state []uint8 // 0 unset, 1 evaluating, 2 done
+	vbuf  [4]any
+	stbuf [4]uint8
 }
 
 // field returns field i of x, evaluating it on first use.
@@ -473,8 +480,68 @@ func (cc *composeCompiler) newSlot() int {
 	return cc.slots - 1
 }
 
-// expr compiles x in scope sc.
+// expr compiles x in scope sc. A constant (literals, and struct and list
+// literals of constants) is evaluated once, here.
 func (cc *composeCompiler) expr(x ast.Expr, sc *fscope) evalFn {
+	f := cc.expr0(x, sc)
+	if !isConst(x) {
+		return f
+	}
+	v, err := f(&fenv{})
+	if err != nil {
+		return f
+	}
+	if o, ok := v.(*fobj); ok {
+		o.constant = true
+	}
+	return func(*fenv) (any, error) { return v, nil }
+}
+
+// isConst reports whether x is a literal, or a struct or list literal of
+// constants with static labels.
+func isConst(x ast.Expr) bool {
+	switch x := x.(type) {
+	case *ast.ParenExpr:
+		return isConst(x.X)
+	case *ast.BasicLit:
+		return true
+	case *ast.UnaryExpr:
+		return isConst(x.X)
+	case *ast.ListLit:
+		for _, e := range x.Elts {
+			if !isConst(e) {
+				return false
+			}
+		}
+		return true
+	case *ast.StructLit:
+		for _, d := range x.Elts {
+			f, ok := d.(*ast.Field)
+			if !ok {
+				if _, ok := d.(*ast.CommentGroup); ok {
+					continue
+				}
+				return false
+			}
+			switch l := f.Label.(type) {
+			case *ast.Ident:
+				if isHidden(l.Name) || isDef(l.Name) {
+					return false
+				}
+			case *ast.BasicLit:
+			default:
+				return false
+			}
+			if f.Alias != nil || f.Constraint != token.ILLEGAL || !isConst(f.Value) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+func (cc *composeCompiler) expr0(x ast.Expr, sc *fscope) evalFn {
 	switch x := x.(type) {
 	case *ast.ParenExpr:
 		return cc.expr(x.X, sc)
@@ -757,7 +824,12 @@ func (cc *composeCompiler) instance(x ast.Expr, sc *fscope) evalFn {
 		}
 	}
 	return func(e *fenv) (any, error) {
-		inst := &finst{def: d, vals: make([]any, len(d.fields)), state: make([]uint8, len(d.fields))}
+		inst := &finst{def: d}
+		if n := len(d.fields); n <= len(inst.vbuf) {
+			inst.vals, inst.state = inst.vbuf[:n], inst.stbuf[:n]
+		} else {
+			inst.vals, inst.state = make([]any, n), make([]uint8, n)
+		}
 		for _, a := range args {
 			v, err := a.eval(e)
 			if err != nil {
@@ -1314,6 +1386,30 @@ func (cc *composeCompiler) structLit(x *ast.StructLit, sc *fscope) evalFn {
 		}
 	}
 	parts = append(letParts, parts...)
+	if !unordered && len(letParts) == 0 {
+		// Static labels only: the keys are the literal's, shared.
+		keys := make([]string, len(parts))
+		vals := make([]evalFn, len(parts))
+		for i, p := range parts {
+			keys[i], vals[i] = p.name, p.val
+		}
+		return func(e *fenv) (any, error) {
+			o := &fobj{keys: keys}
+			if len(vals) <= len(o.inline) {
+				o.vals = o.inline[:len(vals)]
+			} else {
+				o.vals = make([]any, len(vals))
+			}
+			for i, f := range vals {
+				v, err := f(e)
+				if err != nil {
+					return nil, err
+				}
+				o.vals[i] = v
+			}
+			return o, nil
+		}
+	}
 	nfields := len(static)
 	return func(e *fenv) (any, error) {
 		o := &fobj{keys: make([]string, 0, nfields), vals: make([]any, 0, nfields), unordered: unordered}
@@ -1412,8 +1508,34 @@ func (cc *composeCompiler) call(x *ast.CallExpr, sc *fscope) evalFn {
 		args[i] = cc.expr(a, sc)
 	}
 	fn := b.fn
+	if name == "encoding/hex.Encode" {
+		// hex.Encode(sha256.Sum256(x)): one string, no bytes value.
+		if inner, ok := x.Args[0].(*ast.CallExpr); ok && len(inner.Args) == 1 {
+			if sel, ok := inner.Fun.(*ast.SelectorExpr); ok {
+				id, _ := sel.X.(*ast.Ident)
+				n, _ := labelOf(sel.Sel)
+				if id != nil && !shadows(sc, id.Name) && cc.imports[id.Name] == "crypto/sha256" && n == "Sum256" {
+					arg := cc.expr(inner.Args[0], sc)
+					return func(e *fenv) (any, error) {
+						v, err := arg(e)
+						if err != nil {
+							return nil, err
+						}
+						s, ok := v.(string)
+						if !ok {
+							return nil, fallback("sha256.Sum256 of %T", v)
+						}
+						h := sha256.Sum256([]byte(s))
+						var out [64]byte
+						hex.Encode(out[:], h[:])
+						return string(out[:]), nil
+					}
+				}
+			}
+		}
+	}
 	return func(e *fenv) (any, error) {
-		vals := make([]any, len(args))
+		var vals [4]any
 		for i, a := range args {
 			v, err := a(e)
 			if err != nil {
@@ -1429,11 +1551,16 @@ func (cc *composeCompiler) call(x *ast.CallExpr, sc *fscope) evalFn {
 	}
 }
 
+func shadows(sc *fscope, name string) bool {
+	_, ok := sc.lookup(name)
+	return ok
+}
+
 // fastBuiltin is a builtin implemented in Go as CUE's: fn returns an
 // error wherever CUE's would fail (and wherever unsure).
 type fastBuiltin struct {
 	args int
-	fn   func(args []any) (any, error)
+	fn   func(args [4]any) (any, error)
 }
 
 var errArg = errors.New("argument")
@@ -1459,7 +1586,7 @@ func intArg(v any) (int, error) {
 }
 
 func str1(f func(string) string) fastBuiltin {
-	return fastBuiltin{1, func(a []any) (any, error) {
+	return fastBuiltin{1, func(a [4]any) (any, error) {
 		s, err := str(a[0])
 		if err != nil {
 			return nil, err
@@ -1469,7 +1596,7 @@ func str1(f func(string) string) fastBuiltin {
 }
 
 func str2(f func(string, string) any) fastBuiltin {
-	return fastBuiltin{2, func(a []any) (any, error) {
+	return fastBuiltin{2, func(a [4]any) (any, error) {
 		s, err := str(a[0])
 		if err != nil {
 			return nil, err
@@ -1483,7 +1610,7 @@ func str2(f func(string, string) any) fastBuiltin {
 }
 
 var fastBuiltins = map[string]fastBuiltin{
-	"len": {1, func(a []any) (any, error) {
+	"len": {1, func(a [4]any) (any, error) {
 		switch v := a[0].(type) {
 		case string:
 			return int64(len(v)), nil
@@ -1498,7 +1625,7 @@ var fastBuiltins = map[string]fastBuiltin{
 		}
 		return nil, errArg
 	}},
-	"crypto/sha256.Sum256": {1, func(a []any) (any, error) {
+	"crypto/sha256.Sum256": {1, func(a [4]any) (any, error) {
 		var h [32]byte
 		switch v := a[0].(type) {
 		case string:
@@ -1510,7 +1637,7 @@ var fastBuiltins = map[string]fastBuiltin{
 		}
 		return h[:], nil
 	}},
-	"encoding/hex.Encode": {1, func(a []any) (any, error) {
+	"encoding/hex.Encode": {1, func(a [4]any) (any, error) {
 		switch v := a[0].(type) {
 		case string:
 			return hex.EncodeToString([]byte(v)), nil
@@ -1519,7 +1646,7 @@ var fastBuiltins = map[string]fastBuiltin{
 		}
 		return nil, errArg
 	}},
-	"strconv.ParseInt": {3, func(a []any) (any, error) {
+	"strconv.ParseInt": {3, func(a [4]any) (any, error) {
 		s, err := str(a[0])
 		if err != nil {
 			return nil, err
@@ -1534,14 +1661,14 @@ var fastBuiltins = map[string]fastBuiltin{
 		}
 		return parseInt(s, base, bits)
 	}},
-	"strconv.Atoi": {1, func(a []any) (any, error) {
+	"strconv.Atoi": {1, func(a [4]any) (any, error) {
 		s, err := str(a[0])
 		if err != nil {
 			return nil, err
 		}
 		return parseInt(s, 10, 0)
 	}},
-	"strconv.FormatInt": {2, func(a []any) (any, error) {
+	"strconv.FormatInt": {2, func(a [4]any) (any, error) {
 		n, ok := a[0].(int64)
 		base, err := intArg(a[1])
 		if !ok || err != nil || base < 2 || base > 62 {
@@ -1566,7 +1693,7 @@ var fastBuiltins = map[string]fastBuiltin{
 		}
 		return out
 	}),
-	"strings.Join": {2, func(a []any) (any, error) {
+	"strings.Join": {2, func(a [4]any) (any, error) {
 		l, ok := a[0].([]any)
 		sep, err := str(a[1])
 		if !ok || err != nil {
@@ -1580,7 +1707,7 @@ var fastBuiltins = map[string]fastBuiltin{
 		}
 		return strings.Join(parts, sep), nil
 	}},
-	"strings.Replace": {4, func(a []any) (any, error) {
+	"strings.Replace": {4, func(a [4]any) (any, error) {
 		s, e1 := str(a[0])
 		o, e2 := str(a[1])
 		n, e3 := str(a[2])
@@ -1590,7 +1717,7 @@ var fastBuiltins = map[string]fastBuiltin{
 		}
 		return strings.Replace(s, o, n, k), nil
 	}},
-	"strings.SliceRunes": {3, func(a []any) (any, error) {
+	"strings.SliceRunes": {3, func(a [4]any) (any, error) {
 		s, e1 := str(a[0])
 		start, e2 := intArg(a[1])
 		end, e3 := intArg(a[2])
@@ -1777,10 +1904,7 @@ func (e *fenv) fieldsOf(v any, f func(k string, v any) error) error {
 }
 
 func (e *fenv) children(v any) ([]converge.Child, error) {
-	var out []converge.Child
-	if l, ok := v.([]any); ok {
-		out = make([]converge.Child, 0, len(l))
-	}
+	out := make([]converge.Child, 0, count(v))
 	err := items(v, func(it any) error {
 		var c converge.Child
 		err := e.fieldsOf(it, func(k string, x any) error {
@@ -1825,13 +1949,9 @@ func (e *fenv) children(v any) ([]converge.Child, error) {
 }
 
 func (e *fenv) edges(v any) ([]converge.Edge, error) {
-	var out []converge.Edge
-	if l, ok := v.([]any); ok {
-		out = make([]converge.Edge, 0, len(l))
-	}
+	out := make([]converge.Edge, 0, count(v))
 	err := items(v, func(it any) error {
 		var ed converge.Edge
-		var flows map[string]string
 		err := e.fieldsOf(it, func(k string, x any) error {
 			var ok bool
 			switch k {
@@ -1844,19 +1964,11 @@ func (e *fenv) edges(v any) ([]converge.Edge, error) {
 				s, ok = x.(string)
 				ed.Producer = converge.ID(s)
 			case "flows":
-				ok = true
-				flows = map[string]string{}
-				err := e.fieldsOf(x, func(from string, to any) error {
-					s, ok := to.(string)
-					if !ok {
-						return fallback("flow %s of %T", from, to)
-					}
-					flows[from] = s
-					return nil
-				})
+				f, err := e.flowsOf(x)
 				if err != nil {
 					return err
 				}
+				ed.Flows, ok = f, true
 			}
 			if !ok {
 				return fallback("edge field %s of %T", k, x)
@@ -1866,11 +1978,56 @@ func (e *fenv) edges(v any) ([]converge.Edge, error) {
 		if err != nil {
 			return err
 		}
-		ed.Flows = flowsOf(flows)
 		out = append(out, ed)
 		return nil
 	})
 	return out, err
+}
+
+// flowsOf is an edge's flows: a struct of strings, as flowsOf of its
+// map. The flows of a constant struct are computed once and shared (as
+// the Go composer shares them).
+func (e *fenv) flowsOf(x any) ([]converge.ValueFlow, error) {
+	o, _ := x.(*fobj)
+	if o != nil && o.constant {
+		if f, ok := e.flows[o]; ok {
+			return f, nil
+		}
+	}
+	m := map[string]string{}
+	err := e.fieldsOf(x, func(from string, to any) error {
+		s, ok := to.(string)
+		if !ok {
+			return fallback("flow %s of %T", from, to)
+		}
+		m[from] = s
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	f := flowsOf(m)
+	if o != nil && o.constant {
+		if e.flows == nil {
+			e.flows = map[*fobj][]converge.ValueFlow{}
+		}
+		e.flows[o] = f
+	}
+	return f, nil
+}
+
+// count is the number of items of a children or edges list, flattened.
+func count(v any) int {
+	l, _ := v.([]any)
+	n := 0
+	for _, it := range l {
+		if inner, ok := it.([]any); ok {
+			n += len(inner)
+		} else {
+			n++
+		}
+	}
+	return n
 }
 
 // appendJSON appends v's JSON to b as CUE would marshal it (field order
@@ -1920,6 +2077,11 @@ func (e *fenv) appendJSON(b []byte, v any) ([]byte, error) {
 		}
 		return append(b, '}'), nil
 	case *fobj, *finst:
+		if o, ok := v.(*fobj); ok && o.unordered {
+			// CUE orders the fields of such a struct its own way (those
+			// of an if before the others, those of a for after).
+			return nil, fallback("a struct built by comprehensions or with dynamic labels in the output")
+		}
 		b = append(b, '{')
 		first := true
 		err := e.fieldsOf(v, func(k string, x any) error {
@@ -1943,35 +2105,32 @@ func (e *fenv) appendJSON(b []byte, v any) ([]byte, error) {
 	return nil, fallback("a value of %T in the output", v)
 }
 
-// appendString appends s as a JSON string (valid UTF-8 only).
+// appendString appends s as a JSON string as CUE marshals it: Go's
+// encoding/json without HTML escaping.
 func appendString(b []byte, s string) ([]byte, error) {
-	if !utf8.ValidString(s) {
-		return nil, fallback("a string that is not UTF-8")
+	ascii := true
+	for i := 0; i < len(s); i++ {
+		// Control characters, quotes, backslashes, invalid UTF-8 and
+		// U+2028/U+2029 (0xE2 0x80 0xA8/0xA9) take encoding/json's way.
+		c := s[i]
+		if c < 0x20 || c == '"' || c == '\\' || c == 0xE2 {
+			ascii = false
+			break
+		}
+		if c >= utf8.RuneSelf {
+			ascii = false
+		}
+	}
+	if !ascii && (!utf8.ValidString(s) || strings.ContainsAny(s, "\x00\x01\x02\x03\x04\x05\x06\x07\x08\t\n\x0b\x0c\r\x0e\x0f\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f\"\\\u2028\u2029")) {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(s); err != nil {
+			return nil, fallback("string: %v", err)
+		}
+		return append(b, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...), nil
 	}
 	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-			continue
-		}
-		b = append(b, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			b = append(b, '\\', c)
-		case '\n':
-			b = append(b, '\\', 'n')
-		case '\r':
-			b = append(b, '\\', 'r')
-		case '\t':
-			b = append(b, '\\', 't')
-		default:
-			b = append(b, '\\', 'u', '0', '0', hexDigit[c>>4], hexDigit[c&0xf])
-		}
-		start = i + 1
-	}
-	b = append(b, s[start:]...)
+	b = append(b, s...)
 	return append(b, '"'), nil
 }
-
-const hexDigit = "0123456789abcdef"
