@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	cuelang "cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
@@ -216,11 +217,36 @@ func (s *Schemas) compose(ref converge.KindRef, spec json.RawMessage) ([]converg
 	if fc := s.composers[ref].fc; fc != nil {
 		// The fast path: CUE's result, or none (then CUE composes).
 		if ch, ed, err := fc.run(x); err == nil {
+			s.composeStats.fast.Add(1)
 			return ch, ed, nil
 		}
 		// The decoded spec was only read; CUE encodes it afresh.
+		s.composeStats.fellBack.Add(1)
 	}
+	s.composeStats.cue.Add(1)
 	return s.composeCUE(k, x)
+}
+
+// ComposeStats counts compositions by the path that made them.
+type ComposeStats struct {
+	// Fast compositions were made on the fast path (fastcompose.go).
+	Fast uint64 `json:"fast"`
+	// CUE compositions were made by CUE's evaluator; FellBack of them
+	// had started on the fast path, which could not decide their spec.
+	CUE      uint64 `json:"cue"`
+	FellBack uint64 `json:"fell_back"`
+}
+
+// composeCounters are ComposeStats' counters.
+type composeCounters struct{ fast, cue, fellBack atomic.Uint64 }
+
+// ComposeStats returns how many compositions (dry runs at load
+// included) each path made so far.
+func (s *Schemas) ComposeStats() ComposeStats {
+	if s == nil {
+		return ComposeStats{}
+	}
+	return ComposeStats{Fast: s.composeStats.fast.Load(), CUE: s.composeStats.cue.Load(), FellBack: s.composeStats.fellBack.Load()}
 }
 
 // fastComposeOf is a kind's fast composer, or why it has none.

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
@@ -81,8 +83,9 @@ func goCompose(spec json.RawMessage) (int, error) {
 // Go composer (go), examples/datadriven's CUE compose on its fast path
 // (fast: Schemas.Compose) and through CUE's evaluator (cue, only at the
 // classic size unless CONVERGE_BENCH_CUE=1: 33,000 teams cost CUE ~6 s
-// and 1.5 GB). ratio composes with Go and the fast path in turn and
-// reports fast/go, the time ratio measured in the same loop. Every
+// and 1.5 GB). CONVERGE_BENCH_TEAMS=N composes N teams instead. ratio composes with Go and the fast path in turn and
+// reports fast/go, the time ratio measured in the same loop (each
+// after a GC). Every
 // sub-benchmark reports ns/child.
 //
 //	go test ./cue -run XXX -bench ComposeBOM -benchmem
@@ -107,7 +110,11 @@ func BenchmarkComposeBOM(b *testing.B) {
 		ch, _, err := s.composeCUE(k, x)
 		return len(ch), err
 	}
-	for _, teams := range []int{1176, 33000} {
+	sizes := []int{1176, 33000}
+	if n, err := strconv.Atoi(os.Getenv("CONVERGE_BENCH_TEAMS")); err == nil && n > 0 {
+		sizes = []int{n} // e.g. 333000: ~1,000,000 children
+	}
+	for _, teams := range sizes {
 		spec := bomSpecJSON(teams)
 		want, err := goCompose(spec)
 		if err != nil {
@@ -133,15 +140,19 @@ func BenchmarkComposeBOM(b *testing.B) {
 		b.Run(fmt.Sprintf("teams=%d/ratio", teams), func(b *testing.B) {
 			var tGo, tFast time.Duration
 			for b.Loop() {
+				// Each starts with no garbage of the other's to collect.
+				runtime.GC()
 				t0 := time.Now()
 				if _, err := goCompose(spec); err != nil {
 					b.Fatal(err)
 				}
+				tGo += time.Since(t0)
+				runtime.GC()
 				t1 := time.Now()
 				if _, err := fastCompose(spec); err != nil {
 					b.Fatal(err)
 				}
-				tGo, tFast = tGo+t1.Sub(t0), tFast+time.Since(t1)
+				tFast += time.Since(t1)
 			}
 			b.ReportMetric(float64(tFast)/float64(tGo), "fast/go")
 		})

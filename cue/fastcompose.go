@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"unicode/utf8"
 
 	cuelang "cuelang.org/go/cue"
@@ -88,6 +89,8 @@ type fastComposer struct {
 	children int            // index of "children" in top, or -1
 	edges    int            // index of "edges" in top, or -1
 	slots    int            // comprehension variables and nested lets
+	// sizes of the last composition: the next one's first capacity
+	lastChildren, lastEdges atomic.Int64
 }
 
 // topField is a field, hidden field or let of the expression's struct.
@@ -95,7 +98,15 @@ type topField struct {
 	name    string
 	regular bool // a regular field: its value must be concrete data
 	eval    evalFn
+	// stream, for children and edges when they are list literals that
+	// nothing refers to, emits each element as it is made.
+	stream streamFn
 }
+
+// streamFn evaluates a list literal element by element: emit gets each
+// element, inner telling whether it is an item of an inner list
+// literal (streamed too) rather than an element of the list.
+type streamFn func(e *fenv, emit func(v any, inner bool) error) error
 
 // evalFn evaluates one compiled expression.
 type evalFn func(e *fenv) (any, error)
@@ -273,6 +284,7 @@ type composeCompiler struct {
 	defs    map[string]*fdef
 	topIdx  map[string]int
 	inDef   *fdef
+	topRefs map[int]bool // top-level fields something refers to
 }
 
 // A binding is what an identifier refers to.
@@ -387,6 +399,7 @@ func (cc *composeCompiler) compileTop(st *ast.StructLit) *fastComposer {
 		name, _ := labelOf(d.Label)
 		cc.defs[name] = cc.compileDef(name, d.Value)
 	}
+	cc.topRefs = map[int]bool{}
 	for _, p := range todo {
 		c.top = append(c.top, topField{name: p.name, regular: p.reg, eval: cc.expr(p.expr, cc.top)})
 	}
@@ -395,6 +408,14 @@ func (cc *composeCompiler) compileTop(st *ast.StructLit) *fastComposer {
 	}
 	if i, ok := c.byName["edges"]; ok {
 		c.edges = i
+	}
+	for _, i := range []int{c.children, c.edges} {
+		if i < 0 || cc.topRefs[i] {
+			continue
+		}
+		if l, ok := unparen(todo[i].expr).(*ast.ListLit); ok {
+			c.top[i].stream = cc.listStream(l, cc.top, false)
+		}
 	}
 	c.slots = cc.slots
 	return c
@@ -711,6 +732,7 @@ func (cc *composeCompiler) ident(x *ast.Ident, sc *fscope) evalFn {
 		return func(e *fenv) (any, error) { return e.slots[i], nil }
 	case bindTop:
 		i := b.idx
+		cc.topRefs[i] = true
 		return func(e *fenv) (any, error) { return e.topField(i) }
 	case bindDefield:
 		i := b.idx
@@ -1279,6 +1301,98 @@ func (cc *composeCompiler) listLit(x *ast.ListLit, sc *fscope) evalFn {
 	}
 }
 
+func unparen(x ast.Expr) ast.Expr {
+	for {
+		p, ok := x.(*ast.ParenExpr)
+		if !ok {
+			return x
+		}
+		x = p.X
+	}
+}
+
+// listStream compiles a list literal to stream its elements (see
+// streamFn): a comprehension whose value is a list literal ({[...]}), or
+// an element that is one, is streamed too, its items marked inner.
+func (cc *composeCompiler) listStream(x *ast.ListLit, sc *fscope, inner bool) streamFn {
+	type elem struct {
+		val    evalFn
+		stream streamFn
+		cls    []clause
+	}
+	var elems []elem
+	for _, el := range x.Elts {
+		switch el := el.(type) {
+		case *ast.Comprehension:
+			if el.Fallback != nil {
+				panic(unsupported("a comprehension's fallback"))
+			}
+			cls, body := cc.clauses(el.Clauses, sc)
+			st, ok := el.Value.(*ast.StructLit)
+			if !ok {
+				panic(unsupported("comprehension value %T", el.Value))
+			}
+			if l := embeddedList(st); l != nil && !inner {
+				elems = append(elems, elem{stream: cc.listStream(l, body, true), cls: cls})
+			} else {
+				elems = append(elems, elem{val: cc.structLit(st, body), cls: cls})
+			}
+		case *ast.Ellipsis:
+			panic(unsupported("an open list"))
+		default:
+			if l, ok := unparen(el).(*ast.ListLit); ok && !inner {
+				elems = append(elems, elem{stream: cc.listStream(l, sc, true)})
+			} else {
+				elems = append(elems, elem{val: cc.expr(el, sc)})
+			}
+		}
+	}
+	return func(e *fenv, emit func(any, bool) error) error {
+		for _, el := range elems {
+			one := func() error {
+				if el.stream != nil {
+					return el.stream(e, emit)
+				}
+				v, err := el.val(e)
+				if err != nil {
+					return err
+				}
+				return emit(v, inner)
+			}
+			if el.cls == nil {
+				if err := one(); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := runClauses(e, el.cls, 0, one); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// embeddedList returns the list literal a struct literal is ({[...]}),
+// or nil.
+func embeddedList(st *ast.StructLit) *ast.ListLit {
+	var list *ast.ListLit
+	for _, d := range st.Elts {
+		switch d := d.(type) {
+		case *ast.CommentGroup:
+		case *ast.EmbedDecl:
+			l, ok := unparen(d.Expr).(*ast.ListLit)
+			if !ok || list != nil {
+				return nil
+			}
+			list = l
+		default:
+			return nil
+		}
+	}
+	return list
+}
+
 // structLit compiles a nested struct literal: one embedded value, or
 // fields (static or dynamic labels), lets and comprehensions yielding
 // fields. Its own labels are not referable (a sibling reference is
@@ -1801,10 +1915,39 @@ func digitVal(c byte) int {
 // false when CUE must compose it instead (see errFallback).
 func (c *fastComposer) run(spec any) (children []converge.Child, edges []converge.Edge, err error) {
 	e := &fenv{c: c, spec: spec, slots: make([]any, c.slots), top: make([]any, len(c.top)), state: make([]uint8, len(c.top))}
+	children = make([]converge.Child, 0, c.lastChildren.Load())
+	edges = make([]converge.Edge, 0, c.lastEdges.Load())
+	defer func() {
+		if err == nil {
+			c.lastChildren.Store(int64(len(children)))
+			c.lastEdges.Store(int64(len(edges)))
+		}
+	}()
+	addChild := func(it any) error {
+		ch, err := e.child(it)
+		children = append(children, ch)
+		return err
+	}
+	addEdge := func(it any) error {
+		ed, err := e.edge(it)
+		edges = append(edges, ed)
+		return err
+	}
 	// Every top-level field, in order; a reference to one not yet
-	// evaluated evaluates it first.
-	for i := range c.top {
-		if _, err := c.eval(e, i); err != nil {
+	// evaluated evaluates it first. Children and edges, when nothing
+	// refers to them, are streamed: each item is converted as it is
+	// made, and no list of them is held.
+	for i, f := range c.top {
+		var err error
+		switch {
+		case f.stream != nil && i == c.children:
+			err = f.stream(e, flatten(addChild))
+		case f.stream != nil && i == c.edges:
+			err = f.stream(e, flatten(addEdge))
+		default:
+			_, err = c.eval(e, i)
+		}
+		if err != nil {
 			return nil, nil, err
 		}
 	}
@@ -1816,17 +1959,41 @@ func (c *fastComposer) run(spec any) (children []converge.Child, edges []converg
 			}
 		}
 	}
-	if c.children >= 0 {
-		if children, err = e.children(e.top[c.children]); err != nil {
+	if c.children >= 0 && c.top[c.children].stream == nil {
+		if err := items(e.top[c.children], addChild); err != nil {
 			return nil, nil, err
 		}
 	}
-	if c.edges >= 0 {
-		if edges, err = e.edges(e.top[c.edges]); err != nil {
+	if c.edges >= 0 && c.top[c.edges].stream == nil {
+		if err := items(e.top[c.edges], addEdge); err != nil {
 			return nil, nil, err
 		}
 	}
 	return children, edges, nil
+}
+
+// flatten is the emit function of a streamed children or edges list:
+// an element that is a list is flattened (one level), each item handed
+// to add.
+func flatten(add func(any) error) func(v any, inner bool) error {
+	return func(v any, inner bool) error {
+		l, isList := v.([]any)
+		switch {
+		case isList && inner:
+			return fallback("children or edges nested two levels")
+		case isList:
+			for _, x := range l {
+				if _, ok := x.([]any); ok {
+					return fallback("children or edges nested two levels")
+				}
+				if err := add(x); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		return add(v)
+	}
 }
 
 // eval evaluates top-level field i once.
@@ -1903,85 +2070,77 @@ func (e *fenv) fieldsOf(v any, f func(k string, v any) error) error {
 	return fallback("%T is not a struct", v)
 }
 
-func (e *fenv) children(v any) ([]converge.Child, error) {
-	out := make([]converge.Child, 0, count(v))
-	err := items(v, func(it any) error {
-		var c converge.Child
-		err := e.fieldsOf(it, func(k string, x any) error {
-			var ok bool
-			switch k {
-			case "kind":
-				c.Kind, ok = x.(string)
-			case "name":
-				c.Name, ok = x.(string)
-			case "provider_config_ref":
-				c.ProviderConfigRef, ok = x.(string)
-			case "kind_version":
-				var n int64
-				n, ok = x.(int64)
-				c.KindVersion = int(n)
-				ok = ok && int64(int(n)) == n
-			case "spec":
-				start := len(e.buf)
-				b, err := e.appendJSON(e.buf, x)
-				if err != nil {
-					return err
-				}
-				e.buf = b
-				c.Spec = b[start:len(b):len(b)]
-				ok = true
+// child converts one item of children.
+func (e *fenv) child(it any) (converge.Child, error) {
+	var c converge.Child
+	err := e.fieldsOf(it, func(k string, x any) error {
+		var ok bool
+		switch k {
+		case "kind":
+			c.Kind, ok = x.(string)
+		case "name":
+			c.Name, ok = x.(string)
+		case "provider_config_ref":
+			c.ProviderConfigRef, ok = x.(string)
+		case "kind_version":
+			var n int64
+			n, ok = x.(int64)
+			c.KindVersion = int(n)
+			ok = ok && int64(int(n)) == n
+		case "spec":
+			if cap(e.buf)-len(e.buf) < 512 {
+				// Specs are sliced from chunks: a child's spec keeps
+				// at most its chunk alive, and growing never copies
+				// the specs before it.
+				e.buf = make([]byte, 0, 32<<10)
 			}
-			if !ok {
-				return fallback("child field %s of %T", k, x)
+			start := len(e.buf)
+			b, err := e.appendJSON(e.buf, x)
+			if err != nil {
+				return err
 			}
-			return nil
-		})
-		if err != nil {
-			return err
+			e.buf = b
+			c.Spec = b[start:len(b):len(b)]
+			ok = true
 		}
-		if c.KindVersion == 0 {
-			c.KindVersion = 1 // composeShape's default
+		if !ok {
+			return fallback("child field %s of %T", k, x)
 		}
-		out = append(out, c)
 		return nil
 	})
-	return out, err
+	if c.KindVersion == 0 {
+		c.KindVersion = 1 // composeShape's default
+	}
+	return c, err
 }
 
-func (e *fenv) edges(v any) ([]converge.Edge, error) {
-	out := make([]converge.Edge, 0, count(v))
-	err := items(v, func(it any) error {
-		var ed converge.Edge
-		err := e.fieldsOf(it, func(k string, x any) error {
-			var ok bool
-			switch k {
-			case "consumer":
-				var s string
-				s, ok = x.(string)
-				ed.Consumer = converge.ID(s)
-			case "producer":
-				var s string
-				s, ok = x.(string)
-				ed.Producer = converge.ID(s)
-			case "flows":
-				f, err := e.flowsOf(x)
-				if err != nil {
-					return err
-				}
-				ed.Flows, ok = f, true
+// edge converts one item of edges.
+func (e *fenv) edge(it any) (converge.Edge, error) {
+	var ed converge.Edge
+	err := e.fieldsOf(it, func(k string, x any) error {
+		var ok bool
+		switch k {
+		case "consumer":
+			var s string
+			s, ok = x.(string)
+			ed.Consumer = converge.ID(s)
+		case "producer":
+			var s string
+			s, ok = x.(string)
+			ed.Producer = converge.ID(s)
+		case "flows":
+			f, err := e.flowsOf(x)
+			if err != nil {
+				return err
 			}
-			if !ok {
-				return fallback("edge field %s of %T", k, x)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
+			ed.Flows, ok = f, true
 		}
-		out = append(out, ed)
+		if !ok {
+			return fallback("edge field %s of %T", k, x)
+		}
 		return nil
 	})
-	return out, err
+	return ed, err
 }
 
 // flowsOf is an edge's flows: a struct of strings, as flowsOf of its
@@ -2014,20 +2173,6 @@ func (e *fenv) flowsOf(x any) ([]converge.ValueFlow, error) {
 		e.flows[o] = f
 	}
 	return f, nil
-}
-
-// count is the number of items of a children or edges list, flattened.
-func count(v any) int {
-	l, _ := v.([]any)
-	n := 0
-	for _, it := range l {
-		if inner, ok := it.([]any); ok {
-			n += len(inner)
-		} else {
-			n++
-		}
-	}
-	return n
 }
 
 // appendJSON appends v's JSON to b as CUE would marshal it (field order

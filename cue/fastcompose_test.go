@@ -151,7 +151,7 @@ var fastExprs = []struct {
 	let tags = spec.tags
 	_sep: "-"
 	_first: spec.teams[0].name
-	count: len(spec.teams)
+	count: len(spec.teams) + len(children) // children referred to: not streamed
 	children: [for i, t in spec.teams let n = "\(p)\(_sep)\(t.name)" if t.enabled {
 		kind: "account", name: n
 		spec: {team_name: n, index: i, upper: strings.ToUpper(n), first: _first, tag: tags["env"], neg: -i}

@@ -55,7 +55,8 @@ type Schemas struct {
 	// composers holds the fast composer of each kind whose compose
 	// expression is in the subset compileCompose understands
 	// (fastcompose.go), and why not for the others.
-	composers map[converge.KindRef]fastComposeOf
+	composers    map[converge.KindRef]fastComposeOf
+	composeStats composeCounters
 
 	pool chan *evaluator // idle evaluators; never blocks
 }
