@@ -103,10 +103,19 @@ type topField struct {
 	stream streamFn
 }
 
-// streamFn evaluates a list literal element by element: emit gets each
-// element, inner telling whether it is an item of an inner list
-// literal (streamed too) rather than an element of the list.
-type streamFn func(e *fenv, emit func(v any, inner bool) error) error
+// streamFn evaluates a list literal element by element into a sink.
+type streamFn func(e *fenv, s *sink) error
+
+// sink takes a streamed list's elements: value gets each element that
+// is a value, inner telling whether it is an item of an inner list
+// literal (streamed too) rather than an element of the list; child and
+// edge get the items converted directly from struct literals (see
+// directChild, directEdge).
+type sink struct {
+	value func(v any, inner bool) error
+	child func(converge.Child)
+	edge  func(converge.Edge)
+}
 
 // evalFn evaluates one compiled expression.
 type evalFn func(e *fenv) (any, error)
@@ -414,7 +423,7 @@ func (cc *composeCompiler) compileTop(st *ast.StructLit) *fastComposer {
 			continue
 		}
 		if l, ok := unparen(todo[i].expr).(*ast.ListLit); ok {
-			c.top[i].stream = cc.listStream(l, cc.top, false)
+			c.top[i].stream = cc.listStream(l, cc.top, false, i == c.edges)
 		}
 	}
 	c.slots = cc.slots
@@ -914,6 +923,30 @@ func (cc *composeCompiler) interpolation(x *ast.Interpolation, sc *fscope) evalF
 	if len(x.Elts) == 1 {
 		return cc.expr(x.Elts[0], sc)
 	}
+	str := cc.interpString(x, sc)
+	return func(e *fenv) (any, error) {
+		s, err := str(e)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+}
+
+// strFn evaluates an expression that yields a string.
+type strFn func(e *fenv) (string, error)
+
+// stringOf compiles x to a strFn when it is an interpolation (which
+// yields a string or fails), else returns nil.
+func (cc *composeCompiler) stringOf(x ast.Expr, sc *fscope) strFn {
+	if in, ok := unparen(x).(*ast.Interpolation); ok && len(in.Elts) > 1 {
+		return cc.interpString(in, sc)
+	}
+	return nil
+}
+
+// interpString compiles an interpolation of several parts.
+func (cc *composeCompiler) interpString(x *ast.Interpolation, sc *fscope) strFn {
 	first, last := x.Quotes()
 	info, prefixLen, _, err := literal.ParseQuotes(first.Value, last.Value)
 	if err != nil || !info.IsDouble() {
@@ -937,7 +970,7 @@ func (cc *composeCompiler) interpolation(x *ast.Interpolation, sc *fscope) evalF
 		}
 		prefix, prefixLen = ")", 1
 	}
-	return func(e *fenv) (any, error) {
+	return func(e *fenv) (string, error) {
 		var vals [8]string
 		strs := vals[:0]
 		n := 0
@@ -947,7 +980,7 @@ func (cc *composeCompiler) interpolation(x *ast.Interpolation, sc *fscope) evalF
 		for _, x := range exprs {
 			v, err := x(e)
 			if err != nil {
-				return nil, err
+				return "", err
 			}
 			var s string
 			switch v := v.(type) {
@@ -958,7 +991,7 @@ func (cc *composeCompiler) interpolation(x *ast.Interpolation, sc *fscope) evalF
 			case bool:
 				s = strconv.FormatBool(v)
 			default:
-				return nil, fallback("interpolation of %T", v)
+				return "", fallback("interpolation of %T", v)
 			}
 			strs = append(strs, s)
 			n += len(s)
@@ -1313,12 +1346,31 @@ func unparen(x ast.Expr) ast.Expr {
 
 // listStream compiles a list literal to stream its elements (see
 // streamFn): a comprehension whose value is a list literal ({[...]}), or
-// an element that is one, is streamed too, its items marked inner.
-func (cc *composeCompiler) listStream(x *ast.ListLit, sc *fscope, inner bool) streamFn {
+// an element that is one, is streamed too, its items marked inner. An
+// item written as a struct literal of static labels is converted as it
+// is evaluated, with no struct value built (for children when edges is
+// false, else for edges).
+func (cc *composeCompiler) listStream(x *ast.ListLit, sc *fscope, inner, edges bool) streamFn {
 	type elem struct {
 		val    evalFn
 		stream streamFn
+		direct func(e *fenv, s *sink) error
 		cls    []clause
+	}
+	item := func(x ast.Expr, sc *fscope) elem {
+		if st, ok := unparen(x).(*ast.StructLit); ok && staticLabels(st) != nil {
+			if edges {
+				if f := cc.directEdge(st, sc); f != nil {
+					return elem{direct: f}
+				}
+			} else if f := cc.directChild(st, sc); f != nil {
+				return elem{direct: f}
+			}
+		}
+		if l, ok := unparen(x).(*ast.ListLit); ok && !inner {
+			return elem{stream: cc.listStream(l, sc, true, edges)}
+		}
+		return elem{val: cc.expr(x, sc)}
 	}
 	var elems []elem
 	for _, el := range x.Elts {
@@ -1332,32 +1384,36 @@ func (cc *composeCompiler) listStream(x *ast.ListLit, sc *fscope, inner bool) st
 			if !ok {
 				panic(unsupported("comprehension value %T", el.Value))
 			}
-			if l := embeddedList(st); l != nil && !inner {
-				elems = append(elems, elem{stream: cc.listStream(l, body, true), cls: cls})
+			var it elem
+			if l := embeddedList(st); l != nil {
+				it = item(l, body)
+			} else if staticLabels(st) != nil {
+				it = item(st, body)
 			} else {
-				elems = append(elems, elem{val: cc.structLit(st, body), cls: cls})
+				it = elem{val: cc.structLit(st, body)}
 			}
+			it.cls = cls
+			elems = append(elems, it)
 		case *ast.Ellipsis:
 			panic(unsupported("an open list"))
 		default:
-			if l, ok := unparen(el).(*ast.ListLit); ok && !inner {
-				elems = append(elems, elem{stream: cc.listStream(l, sc, true)})
-			} else {
-				elems = append(elems, elem{val: cc.expr(el, sc)})
-			}
+			elems = append(elems, item(el, sc))
 		}
 	}
-	return func(e *fenv, emit func(any, bool) error) error {
+	return func(e *fenv, s *sink) error {
 		for _, el := range elems {
 			one := func() error {
-				if el.stream != nil {
-					return el.stream(e, emit)
+				switch {
+				case el.stream != nil:
+					return el.stream(e, s)
+				case el.direct != nil:
+					return el.direct(e, s)
 				}
 				v, err := el.val(e)
 				if err != nil {
 					return err
 				}
-				return emit(v, inner)
+				return s.value(v, inner)
 			}
 			if el.cls == nil {
 				if err := one(); err != nil {
@@ -1370,6 +1426,278 @@ func (cc *composeCompiler) listStream(x *ast.ListLit, sc *fscope, inner bool) st
 			}
 		}
 		return nil
+	}
+}
+
+// staticLabels returns the labels of a struct literal made of fields
+// with static, regular, distinct labels only (no let, comprehension,
+// embedding, alias, optional field), or nil.
+func staticLabels(st *ast.StructLit) []string {
+	labels := []string{}
+	seen := map[string]bool{}
+	for _, d := range st.Elts {
+		switch d := d.(type) {
+		case *ast.CommentGroup:
+		case *ast.Field:
+			if d.Alias != nil || d.Constraint != token.ILLEGAL {
+				return nil
+			}
+			var name string
+			switch l := d.Label.(type) {
+			case *ast.Ident:
+				if isHidden(l.Name) || isDef(l.Name) {
+					return nil
+				}
+				name = l.Name
+			case *ast.BasicLit:
+				if l.Kind != token.STRING {
+					return nil
+				}
+				n, err := literal.Unquote(l.Value)
+				if err != nil {
+					return nil
+				}
+				name = n
+			default:
+				return nil
+			}
+			if seen[name] {
+				return nil
+			}
+			seen[name] = true
+			labels = append(labels, name)
+		default:
+			return nil
+		}
+	}
+	return labels
+}
+
+// fieldScope is the scope of a static struct literal's field values:
+// its own labels are opaque (as in structLit).
+func fieldScope(st *ast.StructLit, sc *fscope) *fscope {
+	inner := &fscope{parent: sc, names: map[string]binding{}}
+	for _, l := range staticLabels(st) {
+		inner.names[l] = binding{kind: bindOpaque}
+	}
+	return inner
+}
+
+// directChild compiles a child written as a struct literal of static
+// labels into its conversion (as child does it), or returns nil for a
+// label a child does not have.
+func (cc *composeCompiler) directChild(st *ast.StructLit, sc *fscope) func(e *fenv, s *sink) error {
+	for _, l := range staticLabels(st) {
+		switch l {
+		case "kind", "kind_version", "name", "spec", "provider_config_ref":
+		default:
+			return nil
+		}
+	}
+	inner := fieldScope(st, sc)
+	var sets []func(e *fenv, c *converge.Child) error
+	for _, d := range st.Elts {
+		f, ok := d.(*ast.Field)
+		if !ok {
+			continue
+		}
+		name, _ := labelOf(f.Label)
+		switch name {
+		case "kind", "name", "provider_config_ref":
+			str := cc.strOf(f.Value, inner)
+			set := func(c *converge.Child, s string) { c.Kind = s }
+			if name == "name" {
+				set = func(c *converge.Child, s string) { c.Name = s }
+			} else if name == "provider_config_ref" {
+				set = func(c *converge.Child, s string) { c.ProviderConfigRef = s }
+			}
+			sets = append(sets, func(e *fenv, c *converge.Child) error {
+				s, err := str(e)
+				set(c, s)
+				return err
+			})
+		case "kind_version":
+			val := cc.expr(f.Value, inner)
+			sets = append(sets, func(e *fenv, c *converge.Child) error {
+				v, err := val(e)
+				if err != nil {
+					return err
+				}
+				n, ok := v.(int64)
+				if !ok || int64(int(n)) != n {
+					return fallback("kind_version of %T", v)
+				}
+				c.KindVersion = int(n)
+				return nil
+			})
+		case "spec":
+			js := cc.jsonOf(f.Value, inner)
+			sets = append(sets, func(e *fenv, c *converge.Child) error {
+				if cap(e.buf)-len(e.buf) < 512 {
+					e.buf = make([]byte, 0, 32<<10) // see child
+				}
+				start := len(e.buf)
+				b, err := js(e, e.buf)
+				if err != nil {
+					return err
+				}
+				e.buf = b
+				c.Spec = b[start:len(b):len(b)]
+				return nil
+			})
+		}
+	}
+	return func(e *fenv, s *sink) error {
+		var c converge.Child
+		for _, set := range sets {
+			if err := set(e, &c); err != nil {
+				return err
+			}
+		}
+		if c.KindVersion == 0 {
+			c.KindVersion = 1 // composeShape's default
+		}
+		s.child(c)
+		return nil
+	}
+}
+
+// directEdge is directChild for an edge.
+func (cc *composeCompiler) directEdge(st *ast.StructLit, sc *fscope) func(e *fenv, s *sink) error {
+	for _, l := range staticLabels(st) {
+		switch l {
+		case "consumer", "producer", "flows":
+		default:
+			return nil
+		}
+	}
+	inner := fieldScope(st, sc)
+	var sets []func(e *fenv, ed *converge.Edge) error
+	for _, d := range st.Elts {
+		f, ok := d.(*ast.Field)
+		if !ok {
+			continue
+		}
+		switch name, _ := labelOf(f.Label); name {
+		case "consumer", "producer":
+			str := cc.strOf(f.Value, inner)
+			consumer := name == "consumer"
+			sets = append(sets, func(e *fenv, ed *converge.Edge) error {
+				s, err := str(e)
+				if consumer {
+					ed.Consumer = converge.ID(s)
+				} else {
+					ed.Producer = converge.ID(s)
+				}
+				return err
+			})
+		case "flows":
+			val := cc.expr(f.Value, inner)
+			sets = append(sets, func(e *fenv, ed *converge.Edge) error {
+				v, err := val(e)
+				if err != nil {
+					return err
+				}
+				ed.Flows, err = e.flowsOf(v)
+				return err
+			})
+		}
+	}
+	return func(e *fenv, s *sink) error {
+		var ed converge.Edge
+		for _, set := range sets {
+			if err := set(e, &ed); err != nil {
+				return err
+			}
+		}
+		s.edge(ed)
+		return nil
+	}
+}
+
+// strOf compiles x where a string is wanted (anything else falls back).
+func (cc *composeCompiler) strOf(x ast.Expr, sc *fscope) strFn {
+	if str := cc.stringOf(x, sc); str != nil {
+		return str
+	}
+	val := cc.expr(x, sc)
+	return func(e *fenv) (string, error) {
+		v, err := val(e)
+		if err != nil {
+			return "", err
+		}
+		s, ok := v.(string)
+		if !ok {
+			return "", fallback("%T where a string is wanted", v)
+		}
+		return s, nil
+	}
+}
+
+// jsonFn appends the JSON of an expression's value to b.
+type jsonFn func(e *fenv, b []byte) ([]byte, error)
+
+// jsonOf compiles x to append its value's JSON (as appendJSON does): a
+// constant once, a struct literal of static labels field by field with
+// no struct value built, an interpolation with no value boxed.
+func (cc *composeCompiler) jsonOf(x ast.Expr, sc *fscope) jsonFn {
+	if isConst(x) {
+		val := cc.expr(x, sc)
+		v, _ := val(&fenv{})
+		if b, err := (&fenv{}).appendJSON(nil, v); err == nil {
+			return func(_ *fenv, out []byte) ([]byte, error) { return append(out, b...), nil }
+		}
+	}
+	if str := cc.stringOf(x, sc); str != nil {
+		return func(e *fenv, b []byte) ([]byte, error) {
+			s, err := str(e)
+			if err != nil {
+				return nil, err
+			}
+			return appendString(b, s)
+		}
+	}
+	if st, ok := unparen(x).(*ast.StructLit); ok && staticLabels(st) != nil {
+		inner := fieldScope(st, sc)
+		type field struct {
+			key []byte // "key":
+			val jsonFn
+		}
+		var fields []field
+		for _, d := range st.Elts {
+			f, ok := d.(*ast.Field)
+			if !ok {
+				continue
+			}
+			name, _ := labelOf(f.Label)
+			k, err := appendString(nil, name)
+			if err != nil {
+				panic(unsupported("label %q", name))
+			}
+			fields = append(fields, field{key: append(k, ':'), val: cc.jsonOf(f.Value, inner)})
+		}
+		return func(e *fenv, b []byte) ([]byte, error) {
+			b = append(b, '{')
+			for i, f := range fields {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = append(b, f.key...)
+				var err error
+				if b, err = f.val(e, b); err != nil {
+					return nil, err
+				}
+			}
+			return append(b, '}'), nil
+		}
+	}
+	val := cc.expr(x, sc)
+	return func(e *fenv, b []byte) ([]byte, error) {
+		v, err := val(e)
+		if err != nil {
+			return nil, err
+		}
+		return e.appendJSON(b, v)
 	}
 }
 
@@ -1918,6 +2246,11 @@ func (c *fastComposer) run(spec any) (children []converge.Child, edges []converg
 	children = make([]converge.Child, 0, c.lastChildren.Load())
 	edges = make([]converge.Edge, 0, c.lastEdges.Load())
 	defer func() {
+		if r := recover(); r != nil {
+			// A bug of the fast path must not take the control plane
+			// down: CUE composes instead.
+			children, edges, err = nil, nil, fallback("panic: %v", r)
+		}
 		if err == nil {
 			c.lastChildren.Store(int64(len(children)))
 			c.lastEdges.Store(int64(len(edges)))
@@ -1941,9 +2274,9 @@ func (c *fastComposer) run(spec any) (children []converge.Child, edges []converg
 		var err error
 		switch {
 		case f.stream != nil && i == c.children:
-			err = f.stream(e, flatten(addChild))
+			err = f.stream(e, &sink{value: flatten(addChild), child: func(ch converge.Child) { children = append(children, ch) }})
 		case f.stream != nil && i == c.edges:
-			err = f.stream(e, flatten(addEdge))
+			err = f.stream(e, &sink{value: flatten(addEdge), edge: func(ed converge.Edge) { edges = append(edges, ed) }})
 		default:
 			_, err = c.eval(e, i)
 		}
