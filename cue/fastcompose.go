@@ -1788,11 +1788,12 @@ func (cc *composeCompiler) structLit(x *ast.StructLit, sc *fscope) evalFn {
 				static[name] = true
 				p.name = name
 			default:
+				// A label is in the struct's scope, as CUE resolves it.
 				switch l := d.Label.(type) {
 				case *ast.Interpolation:
-					p.label = cc.interpolation(l, sc)
+					p.label = cc.interpolation(l, inner)
 				case *ast.ParenExpr:
-					p.label = cc.expr(l.X, sc)
+					p.label = cc.expr(l.X, inner)
 				default:
 					panic(unsupported("label %T", d.Label))
 				}

@@ -312,6 +312,7 @@ func TestFastComposeUnsupported(t *testing.T) {
 		{"division", `{children: [for t in spec.teams {kind: "a", name: t, spec: f: 4 / 2}]}`, "operator /", `spec={"f":2.0}`, nil},
 		{"a sibling reference", `{children: [for t in spec.teams {kind: "a", name: kind + t}]}`, "reference kind", `child "a" v1 "ax"`, nil},
 		{"a top-level comprehension", `{if true {children: [for t in spec.teams {kind: "a", name: t}]}}`, "Comprehension", `child "a" v1 "x"`, nil},
+		{"a sibling in a dynamic label", `{children: [for a in spec.teams {kind: "a", name: a, spec: {a: "y", "\(a)": 1}}]}`, "reference a", `spec={"a":"y","y":1}`, nil},
 		{"an optional field", `{children: [for t in spec.teams {kind: "a", name: t, spec: {o?: int}}]}`, "optional", `spec={}`, nil},
 		{"a definition with a constraint", `{#d: {n: =~"^x"}, children: [for t in spec.teams {kind: "a", name: (#d & {n: t}).n}]}`, "", `child "a" v1 "x"`, nil},
 	}
