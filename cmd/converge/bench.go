@@ -268,7 +268,9 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 		}
 		fmt.Fprintf(out, "\netcd median: %.3fs, %.0f resources/s, %.2f × bbolt\n", rep.EtcdMedianSeconds, rep.EtcdMedianPerSec, rep.EtcdRatioToBbolt)
 	}
-	if c := rep.Compose; c != nil {
+	if c := rep.Compose; c != nil && c.Skipped {
+		fmt.Fprintf(out, "\ncompose the BOM: not compared, the CUE compose is off the fast path (%s); --compose-cue DIR compares anyway\n", c.Why)
+	} else if c != nil {
 		path := c.Path
 		if c.Why != "" {
 			path += ": " + c.Why
