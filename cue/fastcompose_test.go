@@ -154,7 +154,7 @@ var fastExprs = []struct {
 	count: len(spec.teams) + len(children) // children referred to: not streamed
 	children: [for i, t in spec.teams let n = "\(p)\(_sep)\(t.name)" if t.enabled {
 		kind: "account", name: n
-		spec: {team_name: n, index: i, upper: strings.ToUpper(n), first: _first, tag: tags["env"], neg: -i}
+		spec: {team_name: n, index: i, let u = strings.ToUpper(n), upper: u, lower: strings.ToLower(u), first: _first, tag: tags["env"], neg: -i}
 	}]
 }`,
 		specs: []fastCase{
@@ -313,6 +313,7 @@ func TestFastComposeUnsupported(t *testing.T) {
 		{"a sibling reference", `{children: [for t in spec.teams {kind: "a", name: kind + t}]}`, "reference kind", `child "a" v1 "ax"`, nil},
 		{"a top-level comprehension", `{if true {children: [for t in spec.teams {kind: "a", name: t}]}}`, "Comprehension", `child "a" v1 "x"`, nil},
 		{"a sibling in a dynamic label", `{children: [for a in spec.teams {kind: "a", name: a, spec: {a: "y", "\(a)": 1}}]}`, "reference a", `spec={"a":"y","y":1}`, nil},
+		{"a let before the let it uses", `{children: [for t in spec.teams {kind: "a", name: t, spec: {let a = b, let b = t, x: a}}]}`, "reference b", `spec={"x":"x"}`, nil},
 		{"an optional field", `{children: [for t in spec.teams {kind: "a", name: t, spec: {o?: int}}]}`, "optional", `spec={}`, nil},
 		{"a definition with a constraint", `{#d: {n: =~"^x"}, children: [for t in spec.teams {kind: "a", name: (#d & {n: t}).n}]}`, "", `child "a" v1 "x"`, nil},
 	}
@@ -398,8 +399,88 @@ func FuzzFastCompose(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, which uint8, spec string) {
 		if _, err := decodeJSON([]byte(spec)); err != nil {
-			return
+			// Not JSON: a spec of the expressions' shape built from
+			// the bytes, its values of any type.
+			spec = specFromBytes([]byte(spec))
 		}
 		bothWays(t, schemas[int(which)%len(schemas)], spec)
 	})
+}
+
+// specFromBytes builds a spec with the fields fastExprs read (domains and
+// teams, tags, prefix), each value chosen by the bytes: mostly what the
+// expressions expect, sometimes a value of another type.
+func specFromBytes(b []byte) string {
+	next := func() byte {
+		if len(b) == 0 {
+			return 0
+		}
+		c := b[0]
+		b = b[1:]
+		return c
+	}
+	names := []string{"a", "b", "x", "z", "base", "A_bc_z", "é", "q\"\n<&>", "", "team-1", "1", "isx", "\u2028"}
+	var value func(depth int, want string) any
+	value = func(depth int, want string) any {
+		c := next()
+		if c%8 != 0 || depth > 2 { // usually the expected type
+			switch want {
+			case "string":
+				return names[int(next())%len(names)]
+			case "bool":
+				return c%2 == 0
+			case "int":
+				return int64(next()) - 100
+			case "num":
+				return fmt.Sprint(int64(next()) - 100)
+			}
+		}
+		switch next() % 7 {
+		case 0:
+			return nil
+		case 1:
+			return 1.5
+		case 2:
+			return []any{value(depth+1, "string")}
+		case 3:
+			return map[string]any{names[int(next())%len(names)]: value(depth+1, "string")}
+		case 4:
+			return int64(1) << 62
+		case 5:
+			return true
+		}
+		return names[int(next())%len(names)]
+	}
+	obj := func(fields map[string]string) map[string]any {
+		m := map[string]any{}
+		for k, want := range fields {
+			if next()%16 != 0 { // sometimes missing
+				m[k] = value(0, want)
+			}
+		}
+		return m
+	}
+	domains, teams := []any{}, []any{}
+	for range int(next() % 4) {
+		d := obj(map[string]string{"name": "string", "networking": "bool"})
+		st := []any{}
+		for range int(next() % 4) {
+			st = append(st, obj(map[string]string{"name": "string"}))
+		}
+		d["service_teams"] = st
+		domains = append(domains, d)
+	}
+	for range int(next() % 5) {
+		t := obj(map[string]string{"name": "string", "enabled": "bool", "size": "int", "opt": "string",
+			"num": "num", "tier": "int", "on": "bool"})
+		t["extra"] = obj(map[string]string{"q": "int", "b": "string"})
+		teams = append(teams, t)
+	}
+	tags := map[string]any{}
+	for range int(next() % 4) {
+		tags[names[int(next())%len(names)]] = value(0, "string")
+	}
+	spec := map[string]any{"functional_domains": domains, "teams": teams, "tags": tags, "prefix": value(0, "string")}
+	out, _ := json.Marshal(spec)
+	return string(out)
 }
