@@ -82,7 +82,19 @@ import (
 // and defaults, constraints (=~ in a field, optional or required
 // fields), unification other than a definition's, sibling references
 // inside nested structs, aliases, ellipses, attributes declarations, a
-// label declared twice, and any other builtin or import.
+// label declared twice, and any other builtin or import. A struct built
+// by comprehensions or with dynamic labels may be read, iterated not,
+// and in a child's spec it falls back: CUE orders its fields its own way
+// (an if's before the others, a for's after), and the scheduler compares
+// a recomposed child's spec bytes.
+//
+// What keeps it fast: children and edges written as list literals that
+// nothing refers to are streamed, each item converted as it is made (no
+// list of a million values held); a child or an edge written as a struct
+// literal of static labels is converted as its fields are evaluated, its
+// spec marshalled straight into a chunk of bytes; constants are folded
+// at compile time, a literal's keys shared, constant flows computed once
+// per composition.
 type fastComposer struct {
 	top      []topField
 	byName   map[string]int // regular field name -> index in top
@@ -217,7 +229,7 @@ func unsupported(format string, args ...any) *composeUnsupported {
 
 // compileCompose compiles k's compose expression into a fast composer,
 // or returns why it is outside the subset.
-func compileCompose(k compose) (c *fastComposer, err error) {
+func compileCompose(k composeText) (c *fastComposer, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			u, ok := r.(*composeUnsupported)
@@ -274,8 +286,8 @@ func compileCompose(k compose) (c *fastComposer, err error) {
 	return cc.compileTop(st), nil
 }
 
-// compose is what compileCompose needs of a kind.
-type compose struct {
+// composeText is what compileCompose needs of a kind.
+type composeText struct {
 	imports []string
 	expr    string
 }
@@ -291,7 +303,6 @@ type composeCompiler struct {
 	slots   int
 	top     *fscope
 	defs    map[string]*fdef
-	topIdx  map[string]int
 	inDef   *fdef
 	topRefs map[int]bool // top-level fields something refers to
 }
@@ -351,7 +362,6 @@ func (cc *composeCompiler) compileTop(st *ast.StructLit) *fastComposer {
 	c := &fastComposer{byName: map[string]int{}, children: -1, edges: -1}
 	cc.top = &fscope{names: map[string]binding{}}
 	cc.defs = map[string]*fdef{}
-	cc.topIdx = map[string]int{}
 	type pending struct {
 		name string
 		expr ast.Expr
@@ -492,17 +502,6 @@ func (cc *composeCompiler) compileDef(name string, x ast.Expr) *fdef {
 	}
 	cc.inDef = saved
 	return d
-}
-
-// resolve returns what name refers to in sc.
-func (cc *composeCompiler) resolve(name string, sc *fscope) binding {
-	if b, ok := sc.lookup(name); ok {
-		if b.kind == bindOpaque {
-			panic(unsupported("reference %s", name))
-		}
-		return b
-	}
-	panic(unsupported("reference %s", name))
 }
 
 func (cc *composeCompiler) newSlot() int {

@@ -141,7 +141,7 @@ func (s *Schemas) add(ev *evaluator, k *converge.Kind) error {
 	}
 	delete(s.composers, ref)
 	if k.Compose != "" {
-		fc, err := compileCompose(compose{imports: k.ComposeImports, expr: k.Compose})
+		fc, err := compileCompose(composeText{imports: k.ComposeImports, expr: k.Compose})
 		s.composers[ref] = fastComposeOf{fc: fc, err: err}
 	}
 	s.kinds[ref] = k
