@@ -484,3 +484,36 @@ func specFromBytes(b []byte) string {
 	out, _ := json.Marshal(spec)
 	return string(out)
 }
+
+// TestFastComposeConcurrent: composes of one kind run at once (as the
+// control plane runs them, one goroutine each) share the compiled
+// composer and its constants and give the same result (go test -race
+// checks they share nothing they write).
+func TestFastComposeConcurrent(t *testing.T) {
+	s := datadrivenSchemas(t)
+	spec := bomSpecJSON(200)
+	want := s.Compose(&converge.Task{Kind: "classicbom", KindVersion: 1, Reaction: converge.ReactionCompose, Spec: spec})
+	if want.Outcome != converge.OutcomeOK {
+		t.Fatal(want.Message)
+	}
+	before := s.ComposeStats()
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			r := s.Compose(&converge.Task{Kind: "classicbom", KindVersion: 1, Reaction: converge.ReactionCompose, Spec: spec})
+			if !reflect.DeepEqual(r.Children, want.Children) || !reflect.DeepEqual(r.Edges, want.Edges) {
+				errs <- fmt.Errorf("a concurrent compose differs: %d children, %d edges", len(r.Children), len(r.Edges))
+				return
+			}
+			errs <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if st := s.ComposeStats(); st.Fast-before.Fast != 8 || st.CUE != before.CUE {
+		t.Errorf("compose stats %+v (before %+v): want 8 more on the fast path, none through CUE", st, before)
+	}
+}
