@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	cuelang "cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
@@ -206,18 +207,85 @@ func (s *Schemas) compose(ref converge.KindRef, spec json.RawMessage) ([]converg
 	if k == nil || k.Compose == "" {
 		return nil, nil, fmt.Errorf("%w %s with a compose expression", ErrUnknownKind, ref)
 	}
-	at := atOf(k)
-	ctx := s.newEvaluator().ctx
-	f := ctx.CompileString(composeFile(k, false), cuelang.Filename("compose"))
-	if err := f.Err(); err != nil {
-		return nil, nil, errors.New(at.composeErr(err))
-	}
 	if len(spec) == 0 {
 		spec = json.RawMessage("{}")
 	}
 	x, err := decodeJSON(spec)
 	if err != nil {
 		return nil, nil, fmt.Errorf("spec: %w", err)
+	}
+	if fc := s.composers[ref].fc; fc != nil {
+		// The fast path: CUE's result, or none (then CUE composes).
+		if ch, ed, err := fc.run(x); err == nil {
+			s.composeStats.fast.Add(1)
+			return ch, ed, nil
+		}
+		// The decoded spec was only read; CUE encodes it afresh.
+		s.composeStats.fellBack.Add(1)
+	}
+	s.composeStats.cue.Add(1)
+	return s.composeCUE(k, x)
+}
+
+// ComposeStats counts compositions by the path that made them.
+type ComposeStats struct {
+	// Fast compositions were made on the fast path (fastcompose.go).
+	Fast uint64 `json:"fast"`
+	// CUE compositions were made by CUE's evaluator; FellBack of them
+	// had started on the fast path, which could not decide their spec.
+	CUE      uint64 `json:"cue"`
+	FellBack uint64 `json:"fell_back"`
+}
+
+// composeCounters are ComposeStats' counters.
+type composeCounters struct{ fast, cue, fellBack atomic.Uint64 }
+
+// ComposeStats returns how many compositions (dry runs at load
+// included) each path made so far.
+func (s *Schemas) ComposeStats() ComposeStats {
+	if s == nil {
+		return ComposeStats{}
+	}
+	return ComposeStats{Fast: s.composeStats.fast.Load(), CUE: s.composeStats.cue.Load(), FellBack: s.composeStats.fellBack.Load()}
+}
+
+// fastComposeOf is a kind's fast composer, or why it has none.
+type fastComposeOf struct {
+	fc  *fastComposer
+	err error
+}
+
+// ComposePath tells how ref's compose expression is evaluated: fast is
+// true when it is in the fast subset (fastcompose.go: compiled to Go,
+// CUE only for a spec the fast path cannot decide); otherwise why names
+// the first construct outside it. ok is false when ref does not compose
+// in CUE.
+func (s *Schemas) ComposePath(ref converge.KindRef) (fast bool, why string, ok bool) {
+	if s == nil {
+		return false, "", false
+	}
+	k := s.kinds[ref]
+	if k == nil || k.Compose == "" {
+		return false, "", false
+	}
+	c := s.composers[ref]
+	if c.fc != nil {
+		return true, "", true
+	}
+	if c.err != nil {
+		why = c.err.Error()
+	}
+	return false, why, true
+}
+
+// composeCUE evaluates k's compose expression with the decoded spec x
+// through CUE.
+func (s *Schemas) composeCUE(k *converge.Kind, x any) ([]converge.Child, []converge.Edge, error) {
+	at := atOf(k)
+	ctx := s.newEvaluator().ctx
+	f := ctx.CompileString(composeFile(k, false), cuelang.Filename("compose"))
+	if err := f.Err(); err != nil {
+		return nil, nil, errors.New(at.composeErr(err))
 	}
 	out := f.FillPath(specPath, ctx.Encode(x)).LookupPath(outPath)
 	b, err := out.MarshalJSON()

@@ -52,6 +52,11 @@ type Schemas struct {
 	// secret holds the secret field paths below each schema's root
 	// (secret.go), whose values no validation error shows.
 	secret map[schemaKey][][]string
+	// composers holds the fast composer of each kind whose compose
+	// expression is in the subset compileCompose understands
+	// (fastcompose.go), and why not for the others.
+	composers    map[converge.KindRef]fastComposeOf
+	composeStats composeCounters
 
 	pool chan *evaluator // idle evaluators; never blocks
 }
@@ -91,11 +96,12 @@ func Compile(kinds []*converge.Kind) (*Schemas, error) {
 
 func newSchemas() *Schemas {
 	return &Schemas{
-		kinds:  map[converge.KindRef]*converge.Kind{},
-		files:  map[schemaKey][]byte{},
-		fast:   map[schemaKey]*fastNode{},
-		secret: map[schemaKey][][]string{},
-		pool:   make(chan *evaluator, 8),
+		kinds:     map[converge.KindRef]*converge.Kind{},
+		files:     map[schemaKey][]byte{},
+		fast:      map[schemaKey]*fastNode{},
+		secret:    map[schemaKey][][]string{},
+		composers: map[converge.KindRef]fastComposeOf{},
+		pool:      make(chan *evaluator, 8),
 	}
 }
 
@@ -132,6 +138,11 @@ func (s *Schemas) add(ev *evaluator, k *converge.Kind) error {
 		if p := partPaths(k, key.part); len(p) > 0 {
 			s.secret[key] = p
 		}
+	}
+	delete(s.composers, ref)
+	if k.Compose != "" {
+		fc, err := compileCompose(composeText{imports: k.ComposeImports, expr: k.Compose})
+		s.composers[ref] = fastComposeOf{fc: fc, err: err}
 	}
 	s.kinds[ref] = k
 	return nil

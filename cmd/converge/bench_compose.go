@@ -17,9 +17,18 @@ import (
 // composeBench compares composing the classic BOM with the Go composer
 // (classic.ComposeBOM) and with the CUE compose expression of a
 // repository whose classicbom composes in CUE (examples/datadriven), in
-// this process, on the same BOM (scaled like the converge runs).
+// this process, on the same BOM (scaled like the converge runs). The CUE
+// side is Schemas.Compose, as the control plane runs it: on the fast path
+// when the expression is in its subset (docs/ARCHITECTURE.md).
 type composeBench struct {
 	Children int `json:"children"`
+	// Path is how the CUE side composed: "fast" (every compose on the
+	// fast path), "cue" (CUE's evaluator; Why says why), or "mixed".
+	Path string `json:"path"`
+	Why  string `json:"why,omitempty"`
+	// Skipped: a scale run off the fast path, not compared (see
+	// --compose-cue).
+	Skipped bool `json:"skipped,omitempty"`
 	// GoSeconds and CUESeconds are the medians of --runs composes of
 	// every classicbom root (wall time); Ratio is CUE over Go. The CPU
 	// figures are the process's CPU time over the same composes (a
@@ -62,6 +71,13 @@ func benchComposeCUE(dir string, o benchOptions) (*composeBench, error) {
 		return nil, failed("%s: no classicbom that composes in CUE", dir)
 	}
 	cb := &composeBench{}
+	fast, why, _ := res.Schemas.ComposePath(roots[0].Ref())
+	if !fast && o.teams > 0 && !o.composeCUEGiven {
+		// A scale run on CUE's evaluator costs minutes and gigabytes
+		// (docs/BENCHMARKS.md): only when asked for.
+		return &composeBench{Path: "cue", Why: why, Skipped: true}, nil
+	}
+	before := res.Schemas.ComposeStats()
 	goOnce := func() (int, error) {
 		n := 0
 		for _, r := range roots {
@@ -123,6 +139,19 @@ func benchComposeCUE(dir string, o benchOptions) (*composeBench, error) {
 		return nil, fmt.Errorf("the Go composer made %d children, CUE %d", gn, cn)
 	}
 	cb.Children = gn
+	st := res.Schemas.ComposeStats()
+	nFast, nCUE := st.Fast-before.Fast, st.CUE-before.CUE
+	switch {
+	case nCUE == 0:
+		cb.Path = "fast"
+	case nFast == 0:
+		cb.Path, cb.Why = "cue", why
+		if fast {
+			cb.Why = "the fast path fell back on every spec"
+		}
+	default:
+		cb.Path, cb.Why = "mixed", fmt.Sprintf("%d composes on the fast path, %d through CUE", nFast, nCUE)
+	}
 	cb.Ratio = cb.CUESeconds / cb.GoSeconds
 	if cb.GoCPUSeconds > 0 {
 		cb.CPURatio = cb.CUECPUSeconds / cb.GoCPUSeconds

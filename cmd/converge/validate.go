@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -23,6 +24,34 @@ type validateReport struct {
 	Documents int                `json:"documents"`
 	Kinds     int                `json:"kinds"`
 	Files     int                `json:"files"`
+	// Composers lists each kind that composes in CUE and how its
+	// compose expression is evaluated.
+	Composers []composerPath `json:"composers,omitempty"`
+}
+
+// composerPath is how a kind's compose expression is evaluated: on the
+// fast path (compiled to Go, docs/ARCHITECTURE.md "Composition in CUE"),
+// or by CUE's evaluator, Why saying what keeps it off the fast path.
+type composerPath struct {
+	Kind    string `json:"kind"`
+	Version int    `json:"kind_version"`
+	At      string `json:"at"`
+	Fast    bool   `json:"fast"`
+	Why     string `json:"why,omitempty"`
+}
+
+// composerPaths returns how each kind of res that composes in CUE is
+// evaluated.
+func composerPaths(res *cue.Result) []composerPath {
+	var out []composerPath
+	for _, k := range res.Desired.Kinds {
+		fast, why, ok := res.Schemas.ComposePath(k.Ref())
+		if ok {
+			out = append(out, composerPath{Kind: k.Name, Version: k.Version, At: k.ComposeAt, Fast: fast, Why: why})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].At < out[j].At })
+	return out
 }
 
 // newValidateCommand builds `converge validate [DIR]`: load every document
@@ -81,7 +110,7 @@ over it is an error naming it.`,
 			if err != nil {
 				return fmt.Errorf("validate: %w", err)
 			}
-			rep := validateReport{Errors: res.Findings, Documents: res.Documents, Kinds: len(res.Desired.Kinds), Files: res.Files}
+			rep := validateReport{Errors: res.Findings, Documents: res.Documents, Kinds: len(res.Desired.Kinds), Files: res.Files, Composers: composerPaths(res)}
 			if rep.Errors == nil {
 				rep.Errors = []converge.Finding{}
 			}
@@ -140,6 +169,13 @@ func printValidate(w io.Writer, format string, rep validateReport) error {
 	}
 	for _, f := range rep.Errors {
 		fmt.Fprintln(w, f.String())
+	}
+	for _, c := range rep.Composers {
+		if c.Fast {
+			fmt.Fprintf(w, "%s: note: %s v%d composes on the fast path\n", c.At, c.Kind, c.Version)
+		} else {
+			fmt.Fprintf(w, "%s: note: %s v%d composes through CUE's evaluator, ~30x slower than the fast path (outside its subset: %s)\n", c.At, c.Kind, c.Version, c.Why)
+		}
 	}
 	_, err := fmt.Fprintf(w, "%s, %s, %s\n", plural(rep.Documents, "document"), plural(rep.Kinds, "kind"), plural(len(rep.Errors), "error"))
 	return err
