@@ -3,6 +3,7 @@ package scheduler_test
 import (
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"runtime"
 	"strings"
 	"sync"
@@ -584,4 +585,68 @@ func TestCascadeDeleteSendsNoEdgeDeletions(t *testing.T) {
 	if len(snap.Resources) != 0 || len(snap.Edges) != 0 {
 		t.Errorf("%d resources and %d edges left in the store, want none", len(snap.Resources), len(snap.Edges))
 	}
+}
+
+// clockStore is a real store whose every commit moves a clock the
+// scheduler reads by took: a commit that seems to take that long.
+type clockStore struct {
+	scheduler.Store
+	took   time.Duration
+	offset atomic.Int64
+}
+
+func (s *clockStore) Commit(b *converge.Batch) error {
+	s.offset.Add(int64(s.took))
+	return s.Store.Commit(b)
+}
+
+func (s *clockStore) now() time.Time { return time.Now().Add(time.Duration(s.offset.Load())) }
+
+// TestSlowCommitIsLogged: a commit that takes a second or more is logged
+// with what its batch held, so the longest commits of a big run can be
+// taken apart from the log; quick ones are not.
+func TestSlowCommitIsLogged(t *testing.T) {
+	for _, tc := range []struct {
+		took time.Duration
+		want bool
+	}{{took: 0, want: false}, {took: 1500 * time.Millisecond, want: true}} {
+		bolt, err := state.Open(t.TempDir(), state.Options{NoSync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		store := &clockStore{Store: bolt, took: tc.took}
+		var logs strings.Builder
+		var mu sync.Mutex
+		cfg := testConfig()
+		cfg.Now = store.now
+		cfg.Logger = slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
+		h := start(t, store, newFakeDisp(classicHandler, &fakeWorker{name: "w1"}), cfg)
+		h.apply(classicDesired(makeBOM(2, 3), "c1"), classicValidator)
+		h.waitSettled(scheduler.Converged, 10*time.Second)
+		h.flush()
+		h.stop()
+		bolt.Close()
+		mu.Lock()
+		out := logs.String()
+		mu.Unlock()
+		got := strings.Contains(out, "slow commit")
+		if got != tc.want {
+			t.Errorf("commits of %v: logged a slow commit %v, want %v; log:\n%s", tc.took, got, tc.want, out)
+		}
+		if tc.want && !(strings.Contains(out, "took=1.5s") && strings.Contains(out, "rows=") && strings.Contains(out, "events=")) {
+			t.Errorf("the slow commit's line does not say what the batch held:\n%s", out)
+		}
+	}
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *strings.Builder
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -130,9 +130,11 @@ type opStats struct {
 	commits       uint64
 	commitLatency Histogram
 	commitRows    Histogram
-	// commitStart and commitSize describe the batch in flight.
+	// commitStart and commitSize describe the batch in flight; the rest
+	// of it, for the log line of a slow commit.
 	commitStart time.Time
 	commitSize  int
+	commitBatch commitShape
 }
 
 func (o *opStats) init() {
@@ -209,10 +211,33 @@ func (s *Scheduler) countExpired(rec *taskRec) {
 	}
 }
 
+// commitShape is what a batch held: a slow commit's log line says it.
+type commitShape struct {
+	rows, deleted, edges, events, deliveries int
+	// bytes is the rows' declared spec, spec and status together; big
+	// counts the rows over bigRow.
+	bytes int64
+	big   int
+}
+
+// slowCommit is the commit time past which the scheduler logs the batch
+// (docs/ARCHITECTURE.md: a commit holds about a second of work at most).
+const slowCommit = time.Second
+
 // commitSent notes a batch handed to the store.
 func (s *Scheduler) commitSent(b *converge.Batch) {
 	s.ops.commitStart = s.cfg.Now()
 	s.ops.commitSize = len(b.Resources) + len(b.DeletedResources)
+	sh := commitShape{rows: len(b.Resources), deleted: len(b.DeletedResources), edges: len(b.Edges) + len(b.DeletedEdges),
+		events: len(b.Events), deliveries: len(b.Deliveries) + len(b.DeletedDeliveries)}
+	for _, r := range b.Resources {
+		n := len(r.Declared) + len(r.Spec)
+		sh.bytes += int64(n + len(r.Status))
+		if n >= bigRow {
+			sh.big++
+		}
+	}
+	s.ops.commitBatch = sh
 }
 
 // commitDone counts the batch in flight as committed.
@@ -221,7 +246,13 @@ func (s *Scheduler) commitDone() {
 		return
 	}
 	s.ops.commits++
-	s.ops.commitLatency.observe(s.cfg.Now().Sub(s.ops.commitStart).Seconds())
+	took := s.cfg.Now().Sub(s.ops.commitStart)
+	s.ops.commitLatency.observe(took.Seconds())
+	if took >= slowCommit {
+		sh := s.ops.commitBatch
+		s.log.Warn("slow commit", "took", took.Round(time.Millisecond), "rows", sh.rows, "big_rows", sh.big, "row_bytes", sh.bytes,
+			"deleted", sh.deleted, "edges", sh.edges, "events", sh.events, "deliveries", sh.deliveries)
+	}
 	s.ops.commitRows.observe(float64(s.ops.commitSize))
 	s.ops.commitStart = time.Time{}
 }
