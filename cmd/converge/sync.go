@@ -337,7 +337,7 @@ const lastFlushTimeout = 10 * time.Minute
 // is durable.
 func finishSync(e *engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res settleResult, elapsed time.Duration, out, errOut io.Writer, howToStart string, rep *syncReport) error {
 	// The store may be well behind the graph: a million-child
-	// composition's rows drain 8,192 a commit while the work goes on, so
+	// composition's rows drain 6,144 a commit while the work goes on, so
 	// the last flush can take minutes (not the seconds it takes at demo
 	// size). It is bounded all the same: a store that cannot keep up for
 	// that long is failing.

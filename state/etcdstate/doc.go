@@ -63,7 +63,7 @@
 //
 // etcd refuses a transaction of more than --max-txn-ops operations (128
 // by default) or --max-request-bytes (1.5 MiB), and the scheduler's
-// batches hold up to 8,192 resources. A batch that fits one transaction
+// batches hold up to 6,144 resources. A batch that fits one transaction
 // is one transaction. A bigger one is made atomic with a journal, not
 // split: the scheduler's batches carry invariants across their rows (a
 // transition and its reactor delivery, a row and its owner, the last
