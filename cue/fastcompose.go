@@ -101,6 +101,9 @@ type fastComposer struct {
 	children int            // index of "children" in top, or -1
 	edges    int            // index of "edges" in top, or -1
 	slots    int            // comprehension variables and nested lets
+	// parts, when the expression has the parts shape (composeparts.go):
+	// a compose may be answered as a delta.
+	parts *partsShape
 	// sizes of the last composition: the next one's first capacity
 	lastChildren, lastEdges atomic.Int64
 }
@@ -142,6 +145,11 @@ type fenv struct {
 	cur   *finst  // the definition instance being evaluated
 	buf   []byte  // the JSON of the children's specs, sliced
 	flows map[*fobj][]converge.ValueFlow
+	// sel, in a composition of some parts only (runParts), selects the
+	// elements of the parts list that are composed; part is the index of
+	// the one being composed.
+	sel  []bool
+	part int
 }
 
 // errFallback abandons a fast composition: CUE composes instead.
@@ -305,6 +313,8 @@ type composeCompiler struct {
 	defs    map[string]*fdef
 	inDef   *fdef
 	topRefs map[int]bool // top-level fields something refers to
+	// partFor marks the for clauses over the parts list (composeparts.go).
+	partFor map[*ast.ForClause]bool
 }
 
 // A binding is what an identifier refers to.
@@ -419,6 +429,10 @@ func (cc *composeCompiler) compileTop(st *ast.StructLit) *fastComposer {
 		cc.defs[name] = cc.compileDef(name, d.Value)
 	}
 	cc.topRefs = map[int]bool{}
+	shape := partsShapeOf(st)
+	if shape != nil {
+		cc.partFor = shape.fors
+	}
 	for _, p := range todo {
 		c.top = append(c.top, topField{name: p.name, regular: p.reg, eval: cc.expr(p.expr, cc.top)})
 	}
@@ -437,6 +451,9 @@ func (cc *composeCompiler) compileTop(st *ast.StructLit) *fastComposer {
 		}
 	}
 	c.slots = cc.slots
+	if shape != nil && c.children >= 0 && c.top[c.children].stream != nil && (c.edges < 0 || c.top[c.edges].stream != nil) {
+		c.parts = shape
+	}
 	return c
 }
 
@@ -1178,6 +1195,7 @@ type clause struct {
 	kind     token.Token // FOR, IF, LET
 	key, val int         // slots; key -1 when absent
 	src      evalFn
+	part     bool // a for over the parts list (see fenv.sel)
 }
 
 // clauses compiles cls, each in the scope of those before; it returns
@@ -1189,7 +1207,7 @@ func (cc *composeCompiler) clauses(cls []ast.Clause, sc *fscope) ([]clause, *fsc
 		case *ast.ForClause:
 			src := cc.expr(c.Source, sc)
 			inner := &fscope{parent: sc, names: map[string]binding{}}
-			cl := clause{kind: token.FOR, key: -1, src: src}
+			cl := clause{kind: token.FOR, key: -1, src: src, part: cc.partFor[c]}
 			if c.Key != nil {
 				cl.key = cc.newSlot()
 				inner.names[c.Key.Name] = binding{kind: bindSlot, idx: cl.key}
@@ -1234,6 +1252,27 @@ func runClauses(e *fenv, cls []clause, i int, body func() error) error {
 	case token.LET:
 		e.slots[c.val] = v
 		return runClauses(e, cls, i+1, body)
+	}
+	if c.part && e.sel != nil {
+		src, ok := v.([]any)
+		if !ok || len(src) != len(e.sel) {
+			return fallback("the parts list changed")
+		}
+		for k, x := range src {
+			if !e.sel[k] {
+				continue
+			}
+			e.part = k
+			if c.key >= 0 {
+				e.slots[c.key] = int64(k)
+			}
+			e.slots[c.val] = x
+			if err := runClauses(e, cls, i+1, body); err != nil {
+				return err
+			}
+		}
+		e.part = -1
+		return nil
 	}
 	switch src := v.(type) {
 	case []any:
@@ -2242,28 +2281,50 @@ func digitVal(c byte) int {
 // run composes spec (decoded by decodeJSON) on the fast path; ok is
 // false when CUE must compose it instead (see errFallback).
 func (c *fastComposer) run(spec any) (children []converge.Child, edges []converge.Edge, err error) {
-	e := &fenv{c: c, spec: spec, slots: make([]any, c.slots), top: make([]any, len(c.top)), state: make([]uint8, len(c.top))}
-	children = make([]converge.Child, 0, c.lastChildren.Load())
-	edges = make([]converge.Edge, 0, c.lastEdges.Load())
+	children, edges, _, _, err = c.runSel(spec, nil)
+	return children, edges, err
+}
+
+// runSel is run; with sel (the parts shape only), it composes only the
+// elements of the parts list sel selects, and returns each child's and
+// each edge's element index in childPart and edgePart.
+func (c *fastComposer) runSel(spec any, sel []bool) (children []converge.Child, edges []converge.Edge, childPart, edgePart []int, err error) {
+	e := &fenv{c: c, spec: spec, slots: make([]any, c.slots), top: make([]any, len(c.top)), state: make([]uint8, len(c.top)), sel: sel, part: -1}
+	if sel == nil {
+		children = make([]converge.Child, 0, c.lastChildren.Load())
+		edges = make([]converge.Edge, 0, c.lastEdges.Load())
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			// A bug of the fast path must not take the control plane
 			// down: CUE composes instead.
 			children, edges, err = nil, nil, fallback("panic: %v", r)
 		}
-		if err == nil {
+		if err == nil && sel == nil {
 			c.lastChildren.Store(int64(len(children)))
 			c.lastEdges.Store(int64(len(edges)))
 		}
 	}()
+	tagChild := func() {
+		if sel != nil {
+			childPart = append(childPart, e.part)
+		}
+	}
+	tagEdge := func() {
+		if sel != nil {
+			edgePart = append(edgePart, e.part)
+		}
+	}
 	addChild := func(it any) error {
 		ch, err := e.child(it)
 		children = append(children, ch)
+		tagChild()
 		return err
 	}
 	addEdge := func(it any) error {
 		ed, err := e.edge(it)
 		edges = append(edges, ed)
+		tagEdge()
 		return err
 	}
 	// Every top-level field, in order; a reference to one not yet
@@ -2274,35 +2335,35 @@ func (c *fastComposer) run(spec any) (children []converge.Child, edges []converg
 		var err error
 		switch {
 		case f.stream != nil && i == c.children:
-			err = f.stream(e, &sink{value: flatten(addChild), child: func(ch converge.Child) { children = append(children, ch) }})
+			err = f.stream(e, &sink{value: flatten(addChild), child: func(ch converge.Child) { children = append(children, ch); tagChild() }})
 		case f.stream != nil && i == c.edges:
-			err = f.stream(e, &sink{value: flatten(addEdge), edge: func(ed converge.Edge) { edges = append(edges, ed) }})
+			err = f.stream(e, &sink{value: flatten(addEdge), edge: func(ed converge.Edge) { edges = append(edges, ed); tagEdge() }})
 		default:
 			_, err = c.eval(e, i)
 		}
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 	}
 	for i, f := range c.top {
 		if f.regular && i != c.children && i != c.edges {
 			// Dropped, but it must be data (CUE marshals it).
 			if _, err := e.appendJSON(nil, e.top[i]); err != nil {
-				return nil, nil, err
+				return nil, nil, nil, nil, err
 			}
 		}
 	}
 	if c.children >= 0 && c.top[c.children].stream == nil {
 		if err := items(e.top[c.children], addChild); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 	}
 	if c.edges >= 0 && c.top[c.edges].stream == nil {
 		if err := items(e.top[c.edges], addEdge); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 	}
-	return children, edges, nil
+	return children, edges, childPart, edgePart, nil
 }
 
 // flatten is the emit function of a streamed children or edges list:

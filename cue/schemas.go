@@ -142,7 +142,11 @@ func (s *Schemas) add(ev *evaluator, k *converge.Kind) error {
 	delete(s.composers, ref)
 	if k.Compose != "" {
 		fc, err := compileCompose(composeText{imports: k.ComposeImports, expr: k.Compose})
-		s.composers[ref] = fastComposeOf{fc: fc, err: err}
+		c := fastComposeOf{fc: fc, err: err}
+		if fc != nil && fc.parts != nil {
+			c.rev = composeRevision(k)
+		}
+		s.composers[ref] = c
 	}
 	s.kinds[ref] = k
 	return nil

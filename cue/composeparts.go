@@ -1,0 +1,390 @@
+package cue
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"slices"
+	"strconv"
+
+	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/literal"
+	"cuelang.org/go/cue/token"
+
+	"github.com/convergehq/converge"
+)
+
+// Incremental composition in CUE (docs/ARCHITECTURE.md, "Incremental
+// composition"): a compose expression in the parts shape composes each
+// element of one list of the spec (its parts) independently of the
+// others, so a compose task that carries a base spec of the same
+// revision is answered with only what the changed elements make, as the
+// SDK's Parts and ComposePart do for a worker.
+//
+// The parts shape, read from the expression's syntax at load:
+//
+//	children: [for x in spec.P {...}, for y in spec.P if ... {...}]
+//	edges:    [for x in spec.P {...}]   (or no edges)
+//
+// children and edges are list literals whose every element is a
+// comprehension whose first clause is a for over the same path spec.P
+// (for x or for i, x); spec appears nowhere else in the expression (so
+// no other field, hidden field, let or definition depends on it, and a
+// comprehension's body sees the spec only through its loop variables);
+// nothing refers to children or edges. Then the composition is the
+// concatenation, element by element of spec.P, of what each element
+// makes, and an element makes the same children and edges whenever its
+// JSON (and, with for i, x, its index) is the same.
+//
+// A delta is answered only on the fast path, and only when nothing is
+// unusual; anything else (a spec.P that is not a list, a fast path that
+// falls back, an edge whose consumer is not a child of the same element)
+// answers in full, which is always correct.
+
+// partsShape is an expression's parts list.
+type partsShape struct {
+	path  []string                // P in spec.P
+	index bool                    // some comprehension binds the element's index
+	fors  map[*ast.ForClause]bool // the for clauses over spec.P
+}
+
+// partsShapeOf returns the parts shape of the expression st, or nil.
+func partsShapeOf(st *ast.StructLit) *partsShape {
+	shape := &partsShape{fors: map[*ast.ForClause]bool{}}
+	var lists []*ast.ListLit
+	for _, d := range st.Elts {
+		f, ok := d.(*ast.Field)
+		if !ok {
+			continue
+		}
+		name, _, err := ast.LabelName(f.Label)
+		if err != nil || (name != "children" && name != "edges") {
+			continue
+		}
+		l, ok := unparen(f.Value).(*ast.ListLit)
+		if !ok {
+			return nil
+		}
+		lists = append(lists, l)
+	}
+	if len(lists) == 0 {
+		return nil
+	}
+	for _, l := range lists {
+		for _, el := range l.Elts {
+			c, ok := el.(*ast.Comprehension)
+			if !ok || c.Fallback != nil || len(c.Clauses) == 0 {
+				return nil
+			}
+			fc, ok := c.Clauses[0].(*ast.ForClause)
+			if !ok {
+				return nil
+			}
+			p := specPathOf(fc.Source)
+			if p == nil || shape.path != nil && !slices.Equal(p, shape.path) {
+				return nil
+			}
+			shape.path = p
+			shape.fors[fc] = true
+			if fc.Key != nil {
+				shape.index = true
+			}
+		}
+	}
+	if len(shape.fors) == 0 {
+		return nil
+	}
+	// spec only as the parts' sources: one reference per for clause.
+	if specRefs(st) != len(shape.fors) {
+		return nil
+	}
+	return shape
+}
+
+// specPathOf returns P of x when x is spec.P (selectors of static
+// labels), or nil.
+func specPathOf(x ast.Expr) []string {
+	var rev []string
+	for {
+		switch y := unparen(x).(type) {
+		case *ast.SelectorExpr:
+			name, ok := selName(y.Sel)
+			if !ok {
+				return nil
+			}
+			rev = append(rev, name)
+			x = y.X
+			continue
+		case *ast.Ident:
+			if y.Name != "spec" || len(rev) == 0 {
+				return nil
+			}
+			slices.Reverse(rev)
+			return rev
+		}
+		return nil
+	}
+}
+
+func selName(l ast.Label) (string, bool) {
+	switch l := l.(type) {
+	case *ast.Ident:
+		return l.Name, true
+	case *ast.BasicLit:
+		if l.Kind != token.STRING {
+			return "", false
+		}
+		s, err := literal.Unquote(l.Value)
+		return s, err == nil
+	}
+	return "", false
+}
+
+// specRefs counts the identifiers spec in x that are not a field's
+// label or a selector's name (a loop variable or let named spec counts:
+// the count only has to be conservative).
+func specRefs(x ast.Node) int {
+	n := 0
+	var walk func(ast.Node)
+	walk = func(x ast.Node) {
+		ast.Walk(x, func(x ast.Node) bool {
+			switch y := x.(type) {
+			case *ast.Field:
+				if _, ok := y.Label.(*ast.Ident); !ok {
+					walk(y.Label) // a dynamic label: (x) or "\(x)"
+				}
+				walk(y.Value)
+				return false
+			case *ast.SelectorExpr:
+				walk(y.X)
+				return false
+			case *ast.Ident:
+				if y.Name == "spec" {
+					n++
+				}
+			}
+			return true
+		}, nil)
+	}
+	walk(x)
+	return n
+}
+
+// composeRevision identifies a compose expression: the same spec
+// composed by the same revision yields the same composition. It covers
+// the expression, its imports and the kind version, and
+// composeCodeVersion, to be raised when a change of this package changes
+// what an expression composes.
+func composeRevision(k *converge.Kind) string {
+	h := sha256.New()
+	h.Write([]byte(composeCodeVersion + "\x00" + strconv.Itoa(k.Version) + "\x00"))
+	for _, imp := range k.ComposeImports {
+		h.Write([]byte(imp + "\x00"))
+	}
+	h.Write([]byte(k.Compose))
+	return "cue-" + hex.EncodeToString(h.Sum(nil)[:12])
+}
+
+const composeCodeVersion = "1"
+
+// rawParts returns the compacted JSON of each element of the list at
+// path in spec, or false.
+func rawParts(spec []byte, path []string) ([][]byte, bool) {
+	raw := json.RawMessage(spec)
+	for _, p := range path {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(raw, &m) != nil {
+			return nil, false
+		}
+		var ok bool
+		if raw, ok = m[p]; !ok {
+			return nil, false
+		}
+	}
+	var l []json.RawMessage
+	if json.Unmarshal(raw, &l) != nil {
+		return nil, false
+	}
+	out := make([][]byte, len(l))
+	for i, x := range l {
+		var b bytes.Buffer
+		if json.Compact(&b, x) != nil {
+			return nil, false
+		}
+		out[i] = b.Bytes()
+	}
+	return out, true
+}
+
+// listAt returns the list at path in a decoded spec.
+func listAt(x any, path []string) ([]any, bool) {
+	for _, p := range path {
+		m, ok := x.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if x, ok = m[p]; !ok {
+			return nil, false
+		}
+	}
+	l, ok := x.([]any)
+	return l, ok
+}
+
+// partsDelta is a delta answer: the added and changed children with the
+// edges they consume, and the removed children.
+type partsDelta struct {
+	children []converge.Child
+	edges    []converge.Edge
+	removed  []converge.ID
+}
+
+// delta composes the elements of the parts list that differ between the
+// base spec and spec and returns what differs, or false when it cannot
+// (the caller then answers in full).
+func (c *fastComposer) delta(base, spec []byte) (*partsDelta, bool) {
+	sh := c.parts
+	if sh == nil {
+		return nil, false
+	}
+	oldRaw, ok1 := rawParts(base, sh.path)
+	newRaw, ok2 := rawParts(spec, sh.path)
+	if !ok1 || !ok2 {
+		return nil, false
+	}
+	oldX, err1 := decodeJSON(base)
+	newX, err2 := decodeJSON(spec)
+	if err1 != nil || err2 != nil {
+		return nil, false
+	}
+	oldL, ok1 := listAt(oldX, sh.path)
+	newL, ok2 := listAt(newX, sh.path)
+	if !ok1 || !ok2 || len(oldL) != len(oldRaw) || len(newL) != len(newRaw) {
+		return nil, false
+	}
+	// Which elements changed: with an index, the same JSON at the same
+	// index is unchanged; without, an element is matched with an equal
+	// one of the base anywhere (each at most once).
+	oldSel := make([]bool, len(oldRaw))
+	newSel := make([]bool, len(newRaw))
+	if sh.index {
+		for i := range newRaw {
+			newSel[i] = i >= len(oldRaw) || !bytes.Equal(oldRaw[i], newRaw[i])
+		}
+		for i := range oldRaw {
+			oldSel[i] = i >= len(newRaw) || !bytes.Equal(oldRaw[i], newRaw[i])
+		}
+	} else {
+		free := make(map[string][]int, len(oldRaw))
+		for i, b := range oldRaw {
+			free[string(b)] = append(free[string(b)], i)
+			oldSel[i] = true
+		}
+		for i, b := range newRaw {
+			if js := free[string(b)]; len(js) > 0 {
+				oldSel[js[0]] = false
+				free[string(b)] = js[1:]
+				continue
+			}
+			newSel[i] = true
+		}
+	}
+	d := &partsDelta{}
+	if !slices.Contains(oldSel, true) && !slices.Contains(newSel, true) {
+		return d, true
+	}
+	before, beforeEdges, ok := c.composeParts(oldX, oldSel)
+	if !ok {
+		return nil, false
+	}
+	after, afterEdges, ok := c.composeParts(newX, newSel)
+	if !ok {
+		return nil, false
+	}
+	oldChild := make(map[converge.ID]*converge.Child, len(before))
+	for i := range before {
+		ch := &before[i]
+		oldChild[converge.NewID(ch.Kind, ch.Name)] = ch
+	}
+	oldEdges, newEdges := byConsumer(beforeEdges), byConsumer(afterEdges)
+	sent := make(map[converge.ID]bool, len(after))
+	for _, ch := range after {
+		id := converge.NewID(ch.Kind, ch.Name)
+		sent[id] = true
+		o := oldChild[id]
+		if o != nil && o.KindVersion == ch.KindVersion && bytes.Equal(o.Spec, ch.Spec) &&
+			o.ProviderConfigRef == ch.ProviderConfigRef && sameEdges(oldEdges[id], newEdges[id]) {
+			continue
+		}
+		ch.Added = o == nil
+		d.children = append(d.children, ch)
+		d.edges = append(d.edges, newEdges[id]...)
+	}
+	for _, ch := range before {
+		if id := converge.NewID(ch.Kind, ch.Name); !sent[id] {
+			d.removed = append(d.removed, id)
+		}
+	}
+	return d, true
+}
+
+// composeParts composes the selected elements of the parts list of the
+// decoded spec x and checks that every edge's consumer is a child of
+// the element that made the edge.
+func (c *fastComposer) composeParts(x any, sel []bool) ([]converge.Child, []converge.Edge, bool) {
+	if !slices.Contains(sel, true) {
+		return nil, nil, true
+	}
+	ch, ed, chPart, edPart, err := c.runSel(x, sel)
+	if err != nil || len(chPart) != len(ch) || len(edPart) != len(ed) {
+		return nil, nil, false
+	}
+	of := make(map[converge.ID]int, len(ch))
+	for i := range ch {
+		if chPart[i] < 0 {
+			return nil, nil, false
+		}
+		id := converge.NewID(ch[i].Kind, ch[i].Name)
+		if _, dup := of[id]; dup {
+			return nil, nil, false // a full compose words the error
+		}
+		of[id] = chPart[i]
+	}
+	for i, e := range ed {
+		if p, ok := of[e.Consumer]; !ok || p != edPart[i] || edPart[i] < 0 {
+			return nil, nil, false
+		}
+	}
+	return ch, ed, true
+}
+
+func byConsumer(es []converge.Edge) map[converge.ID][]converge.Edge {
+	m := make(map[converge.ID][]converge.Edge)
+	for _, e := range es {
+		m[e.Consumer] = append(m[e.Consumer], e)
+	}
+	return m
+}
+
+// sameEdges reports whether a and b are the same edges in any order.
+func sameEdges(a, b []converge.Edge) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	key := func(e converge.Edge) string {
+		k := string(e.Producer)
+		for _, f := range e.Flows {
+			k += "\x00" + f.From + "\x01" + f.To
+		}
+		return k
+	}
+	x := make([]string, len(a))
+	y := make([]string, len(b))
+	for i := range a {
+		x[i], y[i] = key(a[i]), key(b[i])
+	}
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(x, y)
+}
