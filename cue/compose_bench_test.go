@@ -158,3 +158,75 @@ func BenchmarkComposeBOM(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkComposeBOMDelta composes examples/datadriven's BOM at 33,000
+// teams (99,116 children) after one team is added to one domain: in full
+// (full: the new spec, no base) and as a delta against the old spec
+// (delta: the 3 new children, composeparts.go). ratio composes both in
+// turn (each after a GC) and reports delta/full, the time ratio measured
+// in the same loop. CONVERGE_BENCH_TEAMS=N composes N teams instead.
+//
+//	nice -n 10 go test ./cue -run XXX -bench ComposeBOMDelta -benchmem
+func BenchmarkComposeBOMDelta(b *testing.B) {
+	s := datadrivenSchemas(b)
+	rev := s.composers[classicBOMRef].rev
+	if rev == "" {
+		b.Fatal("classicbom has no parts shape")
+	}
+	teams := 33000
+	if n, err := strconv.Atoi(os.Getenv("CONVERGE_BENCH_TEAMS")); err == nil && n > 0 {
+		teams = n
+	}
+	base := bomSpecJSON(teams)
+	var bs bomSpec
+	if err := json.Unmarshal(base, &bs); err != nil {
+		b.Fatal(err)
+	}
+	bs.FunctionalDomains[7].ServiceTeams = append(bs.FunctionalDomains[7].ServiceTeams, bomTeam{Name: "new"})
+	spec := bs.json(b)
+	full := func() error {
+		r := s.Compose(composeTask(classicBOMRef, spec, nil, ""))
+		if r.Outcome != converge.OutcomeOK || r.Delta {
+			return fmt.Errorf("full: %s delta=%v %s", r.Outcome, r.Delta, r.Message)
+		}
+		return nil
+	}
+	delta := func() error {
+		r := s.Compose(composeTask(classicBOMRef, spec, base, rev))
+		if r.Outcome != converge.OutcomeOK || !r.Delta || len(r.Children) != 3 {
+			return fmt.Errorf("delta: %s delta=%v %d children %s", r.Outcome, r.Delta, len(r.Children), r.Message)
+		}
+		return nil
+	}
+	for _, c := range []struct {
+		name string
+		f    func() error
+	}{{"full", full}, {"delta", delta}} {
+		b.Run(fmt.Sprintf("teams=%d/%s", teams, c.name), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := c.f(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	b.Run(fmt.Sprintf("teams=%d/ratio", teams), func(b *testing.B) {
+		var tFull, tDelta time.Duration
+		for b.Loop() {
+			runtime.GC()
+			t0 := time.Now()
+			if err := full(); err != nil {
+				b.Fatal(err)
+			}
+			tFull += time.Since(t0)
+			runtime.GC()
+			t1 := time.Now()
+			if err := delta(); err != nil {
+				b.Fatal(err)
+			}
+			tDelta += time.Since(t1)
+		}
+		b.ReportMetric(float64(tDelta)/float64(tFull), "delta/full")
+	})
+}

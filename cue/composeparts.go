@@ -188,48 +188,154 @@ func composeRevision(k *converge.Kind) string {
 
 const composeCodeVersion = "1"
 
-// rawParts returns the compacted JSON of each element of the list at
-// path in spec, or false.
-func rawParts(spec []byte, path []string) ([][]byte, bool) {
-	raw := json.RawMessage(spec)
-	for _, p := range path {
-		var m map[string]json.RawMessage
-		if json.Unmarshal(raw, &m) != nil {
-			return nil, false
-		}
-		var ok bool
-		if raw, ok = m[p]; !ok {
-			return nil, false
-		}
-	}
-	var l []json.RawMessage
-	if json.Unmarshal(raw, &l) != nil {
+// rawParts returns the JSON of each element of the list at path in
+// spec, as written (equal bytes are equal elements; equal elements
+// written differently are merely composed again), or false. spec is
+// checked whole (json.Valid), then cut without decoding: a BOM of
+// a million children is a spec of megabytes, read twice per delta.
+func rawParts(spec []byte, path []string) ([]json.RawMessage, bool) {
+	if !json.Valid(spec) {
 		return nil, false
 	}
-	out := make([][]byte, len(l))
-	for i, x := range l {
-		var b bytes.Buffer
-		if json.Compact(&b, x) != nil {
+	start, end := 0, len(spec)
+	for _, p := range path {
+		var ok bool
+		if start, end, ok = member(spec, start, p); !ok {
 			return nil, false
 		}
-		out[i] = b.Bytes()
 	}
-	return out, true
+	i := skipSpace(spec, start)
+	if i >= end || spec[i] != '[' {
+		return nil, false
+	}
+	var out []json.RawMessage
+	i = skipSpace(spec, i+1)
+	if spec[i] == ']' {
+		return []json.RawMessage{}, true
+	}
+	for {
+		j := skipValue(spec, i)
+		out = append(out, spec[i:j:j])
+		i = skipSpace(spec, j)
+		if spec[i] == ']' {
+			return out, true
+		}
+		i = skipSpace(spec, i+1) // the comma
+	}
 }
 
-// listAt returns the list at path in a decoded spec.
-func listAt(x any, path []string) ([]any, bool) {
-	for _, p := range path {
-		m, ok := x.(map[string]any)
-		if !ok {
-			return nil, false
+// member returns the span of the value of key in the object at start
+// of valid JSON b (the last one, as decoding keeps), or false.
+func member(b []byte, start int, key string) (int, int, bool) {
+	i := skipSpace(b, start)
+	if b[i] != '{' {
+		return 0, 0, false
+	}
+	found := false
+	var vs, ve int
+	i = skipSpace(b, i+1)
+	if b[i] == '}' {
+		return 0, 0, false
+	}
+	for {
+		ke := skipValue(b, i)
+		k := b[i:ke]
+		i = skipSpace(b, ke)
+		i = skipSpace(b, i+1) // the colon
+		e := skipValue(b, i)
+		if keyIs(k, key) {
+			found, vs, ve = true, i, e
 		}
-		if x, ok = m[p]; !ok {
-			return nil, false
+		i = skipSpace(b, e)
+		if b[i] == '}' {
+			return vs, ve, found
+		}
+		i = skipSpace(b, i+1) // the comma
+	}
+}
+
+// keyIs reports whether the JSON string k is key.
+func keyIs(k []byte, key string) bool {
+	if bytes.IndexByte(k, '\\') < 0 {
+		return string(k[1:len(k)-1]) == key
+	}
+	var s string
+	return json.Unmarshal(k, &s) == nil && s == key
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the end of the value starting at i in valid JSON b.
+func skipValue(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case '"':
+				i = skipString(b, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+		}
+		return i
+	}
+	for i < len(b) {
+		switch b[i] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return i
+		}
+		i++
+	}
+	return i
+}
+
+// skipString returns the end of the string starting at i.
+func skipString(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
 		}
 	}
-	l, ok := x.([]any)
-	return l, ok
+	return i
+}
+
+// partsSpec is a decoded spec for composing the selected elements of
+// raw only: the list at path holds them decoded, nil elsewhere (the
+// parts shape reads the spec only through that list, and runSel skips
+// the elements not selected).
+func partsSpec(raw []json.RawMessage, sel []bool, path []string) (any, bool) {
+	l := make([]any, len(raw))
+	for i, b := range raw {
+		if !sel[i] {
+			continue
+		}
+		x, err := decodeJSON(b)
+		if err != nil {
+			return nil, false
+		}
+		l[i] = x
+	}
+	var x any = l
+	for i := len(path) - 1; i >= 0; i-- {
+		x = map[string]any{path[i]: x}
+	}
+	return x, true
 }
 
 // partsDelta is a delta answer: the added and changed children with the
@@ -251,16 +357,6 @@ func (c *fastComposer) delta(base, spec []byte) (*partsDelta, bool) {
 	oldRaw, ok1 := rawParts(base, sh.path)
 	newRaw, ok2 := rawParts(spec, sh.path)
 	if !ok1 || !ok2 {
-		return nil, false
-	}
-	oldX, err1 := decodeJSON(base)
-	newX, err2 := decodeJSON(spec)
-	if err1 != nil || err2 != nil {
-		return nil, false
-	}
-	oldL, ok1 := listAt(oldX, sh.path)
-	newL, ok2 := listAt(newX, sh.path)
-	if !ok1 || !ok2 || len(oldL) != len(oldRaw) || len(newL) != len(newRaw) {
 		return nil, false
 	}
 	// Which elements changed: with an index, the same JSON at the same
@@ -293,6 +389,11 @@ func (c *fastComposer) delta(base, spec []byte) (*partsDelta, bool) {
 	d := &partsDelta{}
 	if !slices.Contains(oldSel, true) && !slices.Contains(newSel, true) {
 		return d, true
+	}
+	oldX, ok1 := partsSpec(oldRaw, oldSel, sh.path)
+	newX, ok2 := partsSpec(newRaw, newSel, sh.path)
+	if !ok1 || !ok2 {
+		return nil, false
 	}
 	before, beforeEdges, ok := c.composeParts(oldX, oldSel)
 	if !ok {

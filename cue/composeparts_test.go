@@ -349,3 +349,57 @@ func TestComposeDeltaShape(t *testing.T) {
 		t.Errorf("a base without a list: delta %v, %d children: want a full answer", res.Delta, len(res.Children))
 	}
 }
+
+// rawPartsRef is rawParts by encoding/json.
+func rawPartsRef(spec []byte, path []string) ([]json.RawMessage, bool) {
+	raw := json.RawMessage(spec)
+	for _, p := range path {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(raw, &m) != nil || m == nil {
+			return nil, false
+		}
+		var ok bool
+		if raw, ok = m[p]; !ok {
+			return nil, false
+		}
+	}
+	var l []json.RawMessage
+	if json.Unmarshal(raw, &l) != nil || l == nil {
+		return nil, false
+	}
+	return l, true
+}
+
+// FuzzRawParts: rawParts cuts the list at a path as encoding/json
+// decodes it (strings with brackets and escapes, duplicate keys, white
+// space, other values, invalid JSON).
+func FuzzRawParts(f *testing.F) {
+	for _, s := range []string{
+		`{"l": [1, "a", {"x": [1, 2]}, [], {}, null, true, -1.5e3]}`,
+		`{"a": {"l": ["]", "[", "\"]", "\\", "\u005d"]}, "l": 1}`,
+		` { "l" : [ { "k" : "}" } , [ "," ] ] , "m" : 2 } `,
+		`{"l": [1], "l": [2, 3]}`,
+		`{"\u006c": [4]}`,
+		`{"l": []}`, `{"l": {}}`, `{"l": null}`, `{}`, `[]`, `{"l": [1,]}`, `{"l": [1] x`, `{"l": "[1]"}`,
+		`{"a": {"l": [{"name": "fd", "service_teams": [{"name": "t"}]}]}}`,
+	} {
+		f.Add(s, "l", "")
+		f.Add(s, "a", "l")
+	}
+	f.Fuzz(func(t *testing.T, spec, p1, p2 string) {
+		path := []string{p1}
+		if p2 != "" {
+			path = append(path, p2)
+		}
+		got, ok := rawParts([]byte(spec), path)
+		want, wok := rawPartsRef([]byte(spec), path)
+		if ok != wok || len(got) != len(want) {
+			t.Fatalf("%s at %v: %q %v, encoding/json %q %v", spec, path, got, ok, want, wok)
+		}
+		for i := range got {
+			if string(got[i]) != string(want[i]) {
+				t.Fatalf("%s at %v: element %d %s, encoding/json %s", spec, path, i, got[i], want[i])
+			}
+		}
+	})
+}
