@@ -32,10 +32,11 @@ import (
 // (for x or for i, x); spec appears nowhere else in the expression (so
 // no other field, hidden field, let or definition depends on it, and a
 // comprehension's body sees the spec only through its loop variables);
-// nothing refers to children or edges. Then the composition is the
-// concatenation, element by element of spec.P, of what each element
-// makes, and an element makes the same children and edges whenever its
-// JSON (and, with for i, x, its index) is the same.
+// nothing refers to children or edges; the expression declares no
+// field or let named spec (which spec.P would then read). Then the
+// composition is the concatenation, element by element of spec.P, of
+// what each element makes, and an element makes the same children and
+// edges whenever its JSON (and, with for i, x, its index) is the same.
 //
 // A delta is answered only on the fast path, and only when nothing is
 // unusual; anything else (a spec.P that is not a list, a fast path that
@@ -54,12 +55,18 @@ func partsShapeOf(st *ast.StructLit) *partsShape {
 	shape := &partsShape{fors: map[*ast.ForClause]bool{}}
 	var lists []*ast.ListLit
 	for _, d := range st.Elts {
+		if l, ok := d.(*ast.LetClause); ok && l.Ident.Name == "spec" {
+			return nil // spec would be the let
+		}
 		f, ok := d.(*ast.Field)
 		if !ok {
 			continue
 		}
 		name, _, err := ast.LabelName(f.Label)
-		if err != nil || (name != "children" && name != "edges") {
+		if err != nil || name == "spec" {
+			return nil // spec would be the field
+		}
+		if name != "children" && name != "edges" {
 			continue
 		}
 		l, ok := unparen(f.Value).(*ast.ListLit)

@@ -312,6 +312,7 @@ func TestComposeDeltaShape(t *testing.T) {
 		{`{children: [if true for x in spec.l ` + child + `]}`, false},
 		{`{children: [for x in spec.l ` + child + `], n: len(children)}`, false},
 		{`{children: [for x in [1, 2] {kind: "a", name: "\(x)", spec: {}}]}`, false},
+		{`{spec: l: ["c"], children: [for x in spec.l ` + child + `]}`, false},
 	} {
 		s := composeKind(t, c.expr)
 		fc := s.composers[tRef].fc
