@@ -140,10 +140,11 @@ func (s *Schemas) Composes(ref converge.KindRef) bool {
 
 // Compose runs t, a compose or teardown task of a kind that composes in
 // CUE: a teardown has nothing to do; a compose evaluates the kind's
-// expression with t's spec. A failure is a permanent result naming the
-// kind file:line:col. It is safe for concurrent use; each call evaluates
-// in a context of its own, dropped after (a big composition's values are
-// not kept).
+// expression with t's spec (an expression in the parts shape, given a
+// base spec of its revision, answers a delta: composeparts.go). A
+// failure is a permanent result naming the kind file:line:col. It is
+// safe for concurrent use; each call evaluates in a context of its own,
+// dropped after (a big composition's values are not kept).
 func (s *Schemas) Compose(t *converge.Task) *converge.Result {
 	res := &converge.Result{TaskID: t.ID, Outcome: converge.OutcomeOK}
 	if t.Reaction == converge.ReactionTeardown {
