@@ -152,13 +152,25 @@ func (s *Schemas) Compose(t *converge.Task) *converge.Result {
 	}
 	c := s.composers[t.Ref()]
 	if c.fc != nil && c.fc.parts != nil {
-		// The parts shape: the composition is of this revision, and a
-		// base of the same revision may be answered with a delta.
-		res.Revision = c.rev
+		// The parts shape: a base of this revision may be answered with
+		// a delta, which checks the elements it composes.
 		if t.BaseSpec != nil && t.BaseRevision == c.rev {
 			if d, ok := c.fc.delta(t.BaseSpec, specOrEmpty(t.Spec)); ok {
 				s.composeStats.delta.Add(1)
+				res.Revision = c.rev
 				res.Delta, res.Children, res.Edges, res.Removed = true, d.children, d.edges, d.removed
+				return res
+			}
+		}
+		// A full answer carries the revision (so the next compose may
+		// be a delta against it) only once every element is checked:
+		// a delta composes only the changed elements, so an edge that
+		// an unchanged element makes into a changed one's child would
+		// be lost.
+		if x, err := decodeJSON(specOrEmpty(t.Spec)); err == nil {
+			if ch, ed, ok := c.fc.composeAll(x); ok {
+				s.composeStats.fast.Add(1)
+				res.Revision, res.Children, res.Edges = c.rev, ch, ed
 				return res
 			}
 		}

@@ -193,7 +193,9 @@ func composeRevision(k *converge.Kind) string {
 	return "cue-" + hex.EncodeToString(h.Sum(nil)[:12])
 }
 
-const composeCodeVersion = "1"
+// 2: a full composition carries the revision only once every element's
+// edges are checked (composeAll).
+const composeCodeVersion = "2"
 
 // rawParts returns the JSON of each element of the list at path in
 // spec, as written (equal bytes are equal elements; equal elements
@@ -435,6 +437,34 @@ func (c *fastComposer) delta(base, spec []byte) (*partsDelta, bool) {
 		}
 	}
 	return d, true
+}
+
+// composeAll composes the decoded spec x whole, like run, and checks that
+// every edge's consumer is a child of the element that made the edge (as
+// composeParts does); false when it cannot or the check fails.
+func (c *fastComposer) composeAll(x any) ([]converge.Child, []converge.Edge, bool) {
+	l, ok := x, true
+	for _, k := range c.parts.path {
+		var m map[string]any
+		if m, ok = l.(map[string]any); !ok {
+			return nil, nil, false
+		}
+		l = m[k]
+	}
+	list, ok := l.([]any)
+	if !ok {
+		return nil, nil, false
+	}
+	sel := make([]bool, len(list))
+	for i := range sel {
+		sel[i] = true
+	}
+	if len(sel) == 0 {
+		// composeParts composes nothing for no element: run decides.
+		ch, ed, err := c.run(x)
+		return ch, ed, err == nil && len(ch) == 0 && len(ed) == 0
+	}
+	return c.composeParts(x, sel)
 }
 
 // composeParts composes the selected elements of the parts list of the

@@ -337,6 +337,24 @@ func TestComposeDeltaShape(t *testing.T) {
 	if res.Outcome != converge.OutcomeOK || res.Delta || len(res.Children) != 3 || len(res.Edges) != 2 {
 		t.Errorf("edges across parts: %s %s delta %v, %d children %d edges: want a full answer", res.Outcome, res.Message, res.Delta, len(res.Children), len(res.Edges))
 	}
+	// An element that makes an edge into another element's child: a
+	// delta changing only that child would lose the edge, so a full
+	// composition of it carries no revision, and the next compose is full.
+	s = composeKind(t, `{children: [for x in spec.l {kind: "a", name: x.n, spec: {v: x.v}}], edges: [for x in spec.l if x.n != "first" {consumer: "a/first", producer: "a/\(x.n)"}]}`)
+	if s.composers[tRef].rev == "" {
+		t.Fatal("no parts shape")
+	}
+	res = s.Compose(composeTask(tRef, json.RawMessage(`{"l": [{"n": "first", "v": 1}, {"n": "b", "v": 1}]}`), nil, ""))
+	if res.Outcome != converge.OutcomeOK || len(res.Children) != 2 || len(res.Edges) != 1 || res.Revision != "" {
+		t.Errorf("edges across parts, in full: %s %s, %d children, %d edges, revision %q: want both, the edge, no revision",
+			res.Outcome, res.Message, len(res.Children), len(res.Edges), res.Revision)
+	}
+	// The same expression on a spec whose elements make no such edge
+	// carries the revision.
+	res = s.Compose(composeTask(tRef, json.RawMessage(`{"l": [{"n": "first", "v": 1}]}`), nil, ""))
+	if res.Outcome != converge.OutcomeOK || len(res.Children) != 1 || res.Revision != s.composers[tRef].rev {
+		t.Errorf("no edge across parts: %s %s, %d children, revision %q: want the revision", res.Outcome, res.Message, len(res.Children), res.Revision)
+	}
 	// With an index, a moved element is a changed one.
 	s = composeKind(t, `{children: [for i, x in spec.l {kind: "a", name: x, spec: {n: i}}]}`)
 	res = s.Compose(composeTask(tRef, json.RawMessage(`{"l": ["y", "x"]}`), json.RawMessage(`{"l": ["x", "y"]}`), s.composers[tRef].rev))
