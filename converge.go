@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -226,6 +227,39 @@ type Edge struct {
 	Consumer ID          `json:"consumer"`
 	Producer ID          `json:"producer"`
 	Flows    []ValueFlow `json:"flows,omitempty"`
+}
+
+// EdgesByConsumer groups es by consumer, in their order.
+func EdgesByConsumer(es []Edge) map[ID][]Edge {
+	m := make(map[ID][]Edge)
+	for _, e := range es {
+		m[e.Consumer] = append(m[e.Consumer], e)
+	}
+	return m
+}
+
+// SameEdges reports whether a and b, edges of one consumer, are the same
+// producers with the same flows, in any order: what a delta compose
+// compares to tell a changed child from a kept one.
+func SameEdges(a, b []Edge) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	key := func(e Edge) string {
+		k := string(e.Producer)
+		for _, f := range e.Flows {
+			k += "\x00" + f.From + "\x01" + f.To
+		}
+		return k
+	}
+	x := make([]string, len(a))
+	y := make([]string, len(b))
+	for i := range a {
+		x[i], y[i] = key(a[i]), key(b[i])
+	}
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(x, y)
 }
 
 // ProviderConfig is an operator-owned document a worker receives with each

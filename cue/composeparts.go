@@ -417,14 +417,14 @@ func (c *fastComposer) delta(base, spec []byte) (*partsDelta, bool) {
 		ch := &before[i]
 		oldChild[converge.NewID(ch.Kind, ch.Name)] = ch
 	}
-	oldEdges, newEdges := byConsumer(beforeEdges), byConsumer(afterEdges)
+	oldEdges, newEdges := converge.EdgesByConsumer(beforeEdges), converge.EdgesByConsumer(afterEdges)
 	sent := make(map[converge.ID]bool, len(after))
 	for _, ch := range after {
 		id := converge.NewID(ch.Kind, ch.Name)
 		sent[id] = true
 		o := oldChild[id]
 		if o != nil && o.KindVersion == ch.KindVersion && bytes.Equal(o.Spec, ch.Spec) &&
-			o.ProviderConfigRef == ch.ProviderConfigRef && sameEdges(oldEdges[id], newEdges[id]) {
+			o.ProviderConfigRef == ch.ProviderConfigRef && converge.SameEdges(oldEdges[id], newEdges[id]) {
 			continue
 		}
 		ch.Added = o == nil
@@ -495,34 +495,4 @@ func (c *fastComposer) composeParts(x any, sel []bool) ([]converge.Child, []conv
 		}
 	}
 	return ch, ed, true
-}
-
-func byConsumer(es []converge.Edge) map[converge.ID][]converge.Edge {
-	m := make(map[converge.ID][]converge.Edge)
-	for _, e := range es {
-		m[e.Consumer] = append(m[e.Consumer], e)
-	}
-	return m
-}
-
-// sameEdges reports whether a and b are the same edges in any order.
-func sameEdges(a, b []converge.Edge) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	key := func(e converge.Edge) string {
-		k := string(e.Producer)
-		for _, f := range e.Flows {
-			k += "\x00" + f.From + "\x01" + f.To
-		}
-		return k
-	}
-	x := make([]string, len(a))
-	y := make([]string, len(b))
-	for i := range a {
-		x[i], y[i] = key(a[i]), key(b[i])
-	}
-	slices.Sort(x)
-	slices.Sort(y)
-	return slices.Equal(x, y)
 }

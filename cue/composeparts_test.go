@@ -52,7 +52,7 @@ type applied struct {
 }
 
 func appliedOf(res *converge.Result) *applied {
-	a := &applied{children: map[converge.ID]converge.Child{}, edges: byConsumer(res.Edges)}
+	a := &applied{children: map[converge.ID]converge.Child{}, edges: converge.EdgesByConsumer(res.Edges)}
 	for _, c := range res.Children {
 		c.Added = false
 		a.children[converge.NewID(c.Kind, c.Name)] = c
@@ -70,7 +70,7 @@ func (a *applied) apply(res *converge.Result) error {
 		delete(a.children, id)
 		delete(a.edges, id)
 	}
-	sent := byConsumer(res.Edges)
+	sent := converge.EdgesByConsumer(res.Edges)
 	for e := range sent {
 		if !slices.ContainsFunc(res.Children, func(c converge.Child) bool { return converge.NewID(c.Kind, c.Name) == e }) {
 			return fmt.Errorf("edges of %s, which is not sent", e)
@@ -102,7 +102,7 @@ func (a *applied) diff(b *applied) string {
 			out = append(out, fmt.Sprintf("%s only in the delta's", id))
 		case c.KindVersion != d.KindVersion || string(c.Spec) != string(d.Spec) || c.ProviderConfigRef != d.ProviderConfigRef:
 			out = append(out, fmt.Sprintf("%s: %s v%d, full %s v%d", id, c.Spec, c.KindVersion, d.Spec, d.KindVersion))
-		case !sameEdges(a.edges[id], b.edges[id]):
+		case !converge.SameEdges(a.edges[id], b.edges[id]):
 			out = append(out, fmt.Sprintf("%s: edges %v, full %v", id, a.edges[id], b.edges[id]))
 		}
 	}

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"sync"
 
 	"github.com/convergehq/converge"
@@ -117,8 +116,8 @@ func (p *Provider) composeDelta(ctx context.Context, r *Request, base, parts []P
 		c := &before.all.Children[i]
 		oldChild[converge.NewID(c.Kind, c.Name)] = c
 	}
-	oldEdges := edgesByConsumer(before.all.Edges)
-	newEdges := edgesByConsumer(after.all.Edges)
+	oldEdges := converge.EdgesByConsumer(before.all.Edges)
+	newEdges := converge.EdgesByConsumer(after.all.Edges)
 	emitted := make(map[converge.ID]bool, len(after.all.Children))
 	for i := range after.all.Children {
 		c := after.all.Children[i]
@@ -126,7 +125,7 @@ func (p *Provider) composeDelta(ctx context.Context, r *Request, base, parts []P
 		emitted[id] = true
 		o := oldChild[id]
 		if o != nil && o.KindVersion == c.KindVersion && bytes.Equal(o.Spec, c.Spec) &&
-			o.ProviderConfigRef == c.ProviderConfigRef && sameEdges(oldEdges[id], newEdges[id]) {
+			o.ProviderConfigRef == c.ProviderConfigRef && converge.SameEdges(oldEdges[id], newEdges[id]) {
 			continue
 		}
 		c.Added = o == nil
@@ -168,36 +167,6 @@ func (p *Provider) composePartChecked(ctx context.Context, r *Request, part Part
 		}
 	}
 	return nil
-}
-
-func edgesByConsumer(es []converge.Edge) map[converge.ID][]converge.Edge {
-	m := make(map[converge.ID][]converge.Edge)
-	for _, e := range es {
-		m[e.Consumer] = append(m[e.Consumer], e)
-	}
-	return m
-}
-
-// sameEdges reports whether a and b are the same edges in any order.
-func sameEdges(a, b []converge.Edge) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	key := func(e converge.Edge) string {
-		k := string(e.Producer)
-		for _, f := range e.Flows {
-			k += "\x00" + f.From + "\x01" + f.To
-		}
-		return k
-	}
-	x := make([]string, len(a))
-	y := make([]string, len(b))
-	for i := range a {
-		x[i], y[i] = key(a[i]), key(b[i])
-	}
-	slices.Sort(x)
-	slices.Sort(y)
-	return slices.Equal(x, y)
 }
 
 var errNoDelta = errors.New("the base spec cannot be cut into parts")
