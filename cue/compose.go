@@ -315,6 +315,17 @@ func (s *Schemas) ComposePath(ref converge.KindRef) (fast bool, why string, ok b
 	return false, why, true
 }
 
+// ComposeDeltas reports whether ref's compose expression is in the parts
+// shape (composeparts.go): a recompose then composes only the changed
+// elements and answers a delta.
+func (s *Schemas) ComposeDeltas(ref converge.KindRef) bool {
+	if s == nil {
+		return false
+	}
+	c := s.composers[ref]
+	return c.fc != nil && c.fc.parts != nil
+}
+
 // composeCUE evaluates k's compose expression with the decoded spec x
 // through CUE.
 func (s *Schemas) composeCUE(k *converge.Kind, x any) ([]converge.Child, []converge.Edge, error) {

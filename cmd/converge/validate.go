@@ -37,7 +37,9 @@ type composerPath struct {
 	Version int    `json:"kind_version"`
 	At      string `json:"at"`
 	Fast    bool   `json:"fast"`
-	Why     string `json:"why,omitempty"`
+	// Deltas: a recompose composes only what changed (the parts shape).
+	Deltas bool   `json:"deltas"`
+	Why    string `json:"why,omitempty"`
 }
 
 // composerPaths returns how each kind of res that composes in CUE is
@@ -47,7 +49,8 @@ func composerPaths(res *cue.Result) []composerPath {
 	for _, k := range res.Desired.Kinds {
 		fast, why, ok := res.Schemas.ComposePath(k.Ref())
 		if ok {
-			out = append(out, composerPath{Kind: k.Name, Version: k.Version, At: k.ComposeAt, Fast: fast, Why: why})
+			out = append(out, composerPath{Kind: k.Name, Version: k.Version, At: k.ComposeAt, Fast: fast, Why: why,
+				Deltas: res.Schemas.ComposeDeltas(k.Ref())})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].At < out[j].At })
@@ -171,7 +174,9 @@ func printValidate(w io.Writer, format string, rep validateReport) error {
 		fmt.Fprintln(w, f.String())
 	}
 	for _, c := range rep.Composers {
-		if c.Fast {
+		if c.Fast && c.Deltas {
+			fmt.Fprintf(w, "%s: note: %s v%d composes on the fast path, and a recompose composes only the changed elements of its list\n", c.At, c.Kind, c.Version)
+		} else if c.Fast {
 			fmt.Fprintf(w, "%s: note: %s v%d composes on the fast path\n", c.At, c.Kind, c.Version)
 		} else {
 			fmt.Fprintf(w, "%s: note: %s v%d composes through CUE's evaluator, ~30x slower than the fast path (outside its subset: %s)\n", c.At, c.Kind, c.Version, c.Why)
