@@ -92,7 +92,7 @@ func TestFastCheckNeverMorePermissive(t *testing.T) {
 			if !f.accepts([]byte(v)) {
 				t.Errorf("schema %q: fast check refuses valid %s", tc.src, v)
 			}
-			if err := s.validateCUE(key, json.RawMessage(v)); err != nil {
+			if err := s.validateCUE(key, json.RawMessage(v), nil); err != nil {
 				t.Errorf("schema %q: %s is not valid after all: %v", tc.src, v, err)
 			}
 		}
@@ -104,7 +104,7 @@ func TestFastCheckNeverMorePermissive(t *testing.T) {
 		}
 		for _, v := range probes {
 			if f.accepts([]byte(v)) {
-				if err := s.validateCUE(key, json.RawMessage(v)); err != nil {
+				if err := s.validateCUE(key, json.RawMessage(v), nil); err != nil {
 					t.Errorf("schema %q: fast check accepts %s, CUE refuses it: %v", tc.src, v, err)
 				}
 			}

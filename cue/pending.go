@@ -2,11 +2,8 @@ package cue
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
-
-	cueerrors "cuelang.org/go/cue/errors"
 
 	"github.com/convergehq/converge"
 )
@@ -34,29 +31,7 @@ func (s *Schemas) ValidateSpecPending(ref converge.KindRef, spec json.RawMessage
 	if f := s.fast[key]; f != nil && f.acceptsPending(spec, pending) {
 		return nil
 	}
-	ev := s.get()
-	defer s.put(ev)
-	ev.uses++
-	sch, err := s.schema(ev, key)
-	if err != nil {
-		return err
-	}
-	x, err := decodeJSON(spec)
-	if err != nil {
-		return fmt.Errorf("%s: %w", key.part, err)
-	}
-	v := ev.ctx.Encode(x)
-	if err := v.Err(); err != nil {
-		return fmt.Errorf("%s: %s", key.part, strings.TrimSpace(cueerrors.Details(err, nil)))
-	}
-	var msgs []string
-	for _, e := range dropPending(check(sch, v), pending) {
-		msgs = append(msgs, joinPath(key.part, e.path)+": "+e.msg)
-	}
-	if len(msgs) == 0 {
-		return nil
-	}
-	return errors.New(strings.Join(msgs, "; "))
+	return s.validateCUE(key, spec, pending)
 }
 
 // dropPending returns errs without the missing fields a value flow will

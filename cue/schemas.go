@@ -349,12 +349,13 @@ func (s *Schemas) validate(key schemaKey, data json.RawMessage) error {
 	if f := s.fast[key]; f != nil && f.accepts(data) {
 		return nil
 	}
-	return s.validateCUE(key, data)
+	return s.validateCUE(key, data, nil)
 }
 
 // validateCUE is validate through CUE alone: the verdict and message for
-// whatever the fast check did not accept.
-func (s *Schemas) validateCUE(key schemaKey, data json.RawMessage) error {
+// whatever the fast check did not accept. A required field missing at
+// one of pending (or below it) is no error: a value flow fills it.
+func (s *Schemas) validateCUE(key schemaKey, data json.RawMessage, pending []string) error {
 	ev := s.get()
 	defer s.put(ev)
 	ev.uses++
@@ -378,7 +379,7 @@ func (s *Schemas) validateCUE(key schemaKey, data json.RawMessage) error {
 		}
 		return fmt.Errorf("%s: %s", key.part, msg)
 	}
-	errs := check(sch, v)
+	errs := dropPending(check(sch, v), pending)
 	if len(errs) == 0 {
 		return nil
 	}
