@@ -10,6 +10,7 @@ import (
 	"math"
 	"math/big"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -1320,6 +1321,21 @@ func runClauses(e *fenv, cls []clause, i int, body func() error) error {
 	return fallback("for over %T", v)
 }
 
+// comprehension compiles a comprehension's clauses in scope sc: the
+// clauses, the scope of its value, and the value, a struct literal (a
+// fallback clause or any other value is outside the subset).
+func (cc *composeCompiler) comprehension(x *ast.Comprehension, sc *fscope) ([]clause, *fscope, *ast.StructLit) {
+	if x.Fallback != nil {
+		panic(unsupported("a comprehension's fallback"))
+	}
+	cls, inner := cc.clauses(x.Clauses, sc)
+	st, ok := x.Value.(*ast.StructLit)
+	if !ok {
+		panic(unsupported("comprehension value %T", x.Value))
+	}
+	return cls, inner, st
+}
+
 // listLit compiles a list literal.
 func (cc *composeCompiler) listLit(x *ast.ListLit, sc *fscope) evalFn {
 	type elem struct {
@@ -1330,14 +1346,7 @@ func (cc *composeCompiler) listLit(x *ast.ListLit, sc *fscope) evalFn {
 	for _, el := range x.Elts {
 		switch el := el.(type) {
 		case *ast.Comprehension:
-			if el.Fallback != nil {
-				panic(unsupported("a comprehension's fallback"))
-			}
-			cls, inner := cc.clauses(el.Clauses, sc)
-			st, ok := el.Value.(*ast.StructLit)
-			if !ok {
-				panic(unsupported("comprehension value %T", el.Value))
-			}
+			cls, inner, st := cc.comprehension(el, sc)
 			elems = append(elems, elem{val: cc.structLit(st, inner), cls: cls})
 		case *ast.Ellipsis:
 			panic(unsupported("an open list"))
@@ -1414,14 +1423,7 @@ func (cc *composeCompiler) listStream(x *ast.ListLit, sc *fscope, inner, edges b
 	for _, el := range x.Elts {
 		switch el := el.(type) {
 		case *ast.Comprehension:
-			if el.Fallback != nil {
-				panic(unsupported("a comprehension's fallback"))
-			}
-			cls, body := cc.clauses(el.Clauses, sc)
-			st, ok := el.Value.(*ast.StructLit)
-			if !ok {
-				panic(unsupported("comprehension value %T", el.Value))
-			}
+			cls, body, st := cc.comprehension(el, sc)
 			var it elem
 			if l := embeddedList(st); l != nil {
 				it = item(l, body)
@@ -1851,14 +1853,7 @@ func (cc *composeCompiler) structLit(x *ast.StructLit, sc *fscope) evalFn {
 			}
 			letParts = append(letParts, part{let: slot, val: cc.expr(d.Expr, later)})
 		case *ast.Comprehension:
-			if d.Fallback != nil {
-				panic(unsupported("a comprehension's fallback"))
-			}
-			cls, body := cc.clauses(d.Clauses, inner)
-			st, ok := d.Value.(*ast.StructLit)
-			if !ok {
-				panic(unsupported("comprehension value %T", d.Value))
-			}
+			cls, body, st := cc.comprehension(d, inner)
 			parts = append(parts, part{let: -1, cls: cls, val: cc.structLit(st, body)})
 			unordered = true
 		case *ast.CommentGroup:
@@ -2290,7 +2285,10 @@ func (c *fastComposer) run(spec any) (children []converge.Child, edges []converg
 // each edge's element index in childPart and edgePart.
 func (c *fastComposer) runSel(spec any, sel []bool) (children []converge.Child, edges []converge.Edge, childPart, edgePart []int, err error) {
 	e := &fenv{c: c, spec: spec, slots: make([]any, c.slots), top: make([]any, len(c.top)), state: make([]uint8, len(c.top)), sel: sel, part: -1}
-	if sel == nil {
+	// A whole composition (every element selected, as composeAll does)
+	// starts from the last one's size.
+	whole := !slices.Contains(sel, false)
+	if whole {
 		children = make([]converge.Child, 0, c.lastChildren.Load())
 		edges = make([]converge.Edge, 0, c.lastEdges.Load())
 	}
@@ -2300,7 +2298,7 @@ func (c *fastComposer) runSel(spec any, sel []bool) (children []converge.Child, 
 			// down: CUE composes instead.
 			children, edges, err = nil, nil, fallback("panic: %v", r)
 		}
-		if err == nil && sel == nil {
+		if err == nil && whole {
 			c.lastChildren.Store(int64(len(children)))
 			c.lastEdges.Store(int64(len(edges)))
 		}
