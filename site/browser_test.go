@@ -395,6 +395,32 @@ func TestBrowser(t *testing.T) {
 		once.set("/"+rel, nil)
 	})
 
+	t.Run("re-created resource says so", func(t *testing.T) {
+		// Deleted and created again under the same ID while its page was
+		// open: a new uid, and the page says so above the new one.
+		again := *buckets[0]
+		again.UID = "uid-of-the-new-one"
+		rel := strings.SplitN(ResourcePath(again.ID()), "#", 2)[0]
+		openBefore(t, rel, func() {
+			if err := s.Commit(&converge.Batch{Resources: []*converge.Resource{&again}}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := bld.Update([]converge.ID{again.ID()}); err != nil {
+				t.Fatal(err)
+			}
+		})
+		u, _ := base.Parse(ResourcePath(again.ID()))
+		dom := headless(t, bin, u.String(), "--dump-dom")
+		if !regexp.MustCompile(`<p id="gone" class="gone" role="alert">` + regexp.QuoteMeta(string(again.ID())) +
+			` was deleted \(noticed [^)]*\) and created anew`).MatchString(dom) {
+			t.Errorf("the open page of re-created %s does not say it was created anew", again.ID())
+		}
+		if !strings.Contains(dom, `data-uid="uid-of-the-new-one"`) {
+			t.Errorf("the open page of re-created %s does not show the new one", again.ID())
+		}
+		once.set("/"+rel, nil)
+	})
+
 	t.Run("deleted alone on its page", func(t *testing.T) {
 		// A vpc alone on its shard page: deleting it removes the page,
 		// and the open page, whose refetch is a 404, says so.

@@ -54,17 +54,24 @@
     return id ? document.getElementById(id) : null;
   }
 
-  // gone marks the open resource (or the whole page) deleted, once.
-  function gone(what) {
-    var main = document.querySelector("main");
-    if (!main || document.getElementById("gone")) { return; }
+  // notice puts the deletion notice at the top of main: what was deleted
+  // (noticed now), then rest.
+  function notice(main, what, rest) {
     var p = document.createElement("p");
     p.id = "gone";
     p.className = "gone";
     p.setAttribute("role", "alert");
     p.textContent = what + " was deleted (noticed " + new Date().toISOString().replace("T", " ").slice(0, 19) +
-      "Z). Below is its last state.";
+      "Z)" + rest;
     main.insertBefore(p, main.firstChild);
+    return p;
+  }
+
+  // gone marks the open resource (or the whole page) deleted, once.
+  function gone(what) {
+    var main = document.querySelector("main");
+    if (!main || document.getElementById("gone")) { return; }
+    notice(main, what, ". Below is its last state.");
     main.classList.add("deleted");
     say(what + " was deleted.");
   }
@@ -74,14 +81,7 @@
   function recreated(what) {
     var main = document.querySelector("main");
     if (kept && kept.parentNode) { kept.parentNode.removeChild(kept); }
-    var p = document.createElement("p");
-    p.id = "gone";
-    p.className = "gone";
-    p.setAttribute("role", "alert");
-    p.textContent = what + " was deleted (noticed " + new Date().toISOString().replace("T", " ").slice(0, 19) +
-      "Z) and created anew: below is the new one.";
-    main.insertBefore(p, main.firstChild);
-    kept = p;
+    kept = notice(main, what, " and created anew: below is the new one.");
     say(what + " was deleted and created anew.");
   }
   // kept is the "created anew" notice, shown again after later swaps
