@@ -113,15 +113,7 @@ func planDelta(t *testing.T, dir, stateDir string) {
 	if err != nil || !pass.Valid() {
 		t.Fatalf("check %s: %v %v", rev, err, pass.Record.Errors)
 	}
-	st, err := state.Open(stateDir, state.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	snap, err := st.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap := loadState(t, stateDir)
 	d := pass.Loaded.Desired
 	d.Revision = rev
 	p := scheduler.Diff(snap, &d)

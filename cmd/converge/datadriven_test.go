@@ -29,7 +29,13 @@ func syncExample(t *testing.T, name string) *converge.Snapshot {
 	if err != nil {
 		t.Fatalf("sync %s: %v\n%s", name, err, out)
 	}
-	st, err := state.Open(stateDir, state.Options{})
+	return loadState(t, stateDir)
+}
+
+// loadState returns everything the store in dir holds.
+func loadState(t *testing.T, dir string) *converge.Snapshot {
+	t.Helper()
+	st, err := state.Open(dir, state.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
