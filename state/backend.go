@@ -46,6 +46,12 @@ type Backend interface {
 	// Stats returns the counters of committed writes since the store was
 	// opened (fields a backend cannot measure stay zero).
 	Stats() Stats
+	// Verify reports whether what this store committed is still where
+	// readers will find it: nil, or why not (bbolt: the path names
+	// another file, ErrReplaced; etcd: the writer's lock, the
+	// leadership or the prefix is gone, etcdstate.ErrFenced). A
+	// command verifies before it reports success.
+	Verify() error
 	// Close releases the store (and its writer's lock, if it holds one).
 	Close() error
 }

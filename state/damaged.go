@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"os"
-	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -25,44 +24,43 @@ import (
 // names the file and what is wrong with it.
 var ErrDamaged = errors.New("state file is empty or damaged")
 
-// emptyWait is how long Open lets an empty file be: a converge creating
-// the store holds it empty until bbolt writes its first pages, a few
-// milliseconds under its lock.
-const emptyWait = time.Second
-
-// checkEmpty returns ErrDamaged (wrapped, naming path) when path exists
-// and stays empty or is truncated (checkSize), or with opts.Reinit moves
-// it aside and returns the new name. A missing file is no error.
-func checkEmpty(path string, opts Options) (aside string, err error) {
-	deadline := time.Now().Add(min(opts.LockTimeout, emptyWait))
-	for {
-		fi, err := os.Stat(path)
-		if errors.Is(err, os.ErrNotExist) {
-			return "", nil
-		}
-		if err != nil {
-			return "", fmt.Errorf("open state: %w", err)
-		}
-		if fi.Size() > 0 {
-			why, err := checkSize(path)
-			if err != nil {
-				return "", fmt.Errorf("open state: %w", err)
-			}
-			if why != "" {
-				return damaged(path, opts, why)
-			}
-			return "", nil
-		}
-		if time.Now().After(deadline) {
-			return damaged(path, opts, "empty (0 bytes)")
-		}
-		time.Sleep(10 * time.Millisecond)
+// checkFile returns ErrDamaged (wrapped, naming path) when path exists
+// and is empty or truncated (checkSize), or with opts.Reinit moves it
+// aside and returns the new name. A missing file is no error. The caller
+// holds the store's lock: no converge is creating or growing the file
+// while this reads its size and then its meta pages (an empty file is
+// one whose creator died before bbolt wrote its first pages).
+func checkFile(path string, opts Options) (aside string, err error) {
+	fi, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
 	}
+	if err != nil {
+		return "", fmt.Errorf("open state: %w", err)
+	}
+	if fi.Size() == 0 {
+		return damaged(path, opts, "empty (0 bytes)")
+	}
+	beforeMetaRead(path)
+	why, err := checkSize(path)
+	if err != nil {
+		return "", fmt.Errorf("open state: %w", err)
+	}
+	if why != "" {
+		return damaged(path, opts, why)
+	}
+	return "", nil
 }
+
+// beforeMetaRead runs between checkFile's size check and its read of
+// the meta pages; a test commits there to show the lock keeps writers
+// out.
+var beforeMetaRead = func(path string) {}
 
 // damaged returns ErrDamaged, wrapped with path and why, or with
 // opts.Reinit renames path to path.damaged-TIME (kept for a post-mortem,
 // never deleted) and returns that name, so Open starts a fresh store.
+// The caller holds the store's lock.
 func damaged(path string, opts Options, why string) (aside string, err error) {
 	if !opts.Reinit {
 		return "", fmt.Errorf("open state: %s: %w: %s", path, ErrDamaged, why)
@@ -331,12 +329,23 @@ func (s *Store) damagedErr(p any) error {
 	return fmt.Errorf("%s: %w: unreadable: %v", s.path, ErrDamaged, p)
 }
 
-// MoveAside moves the state file in dir aside, to state.db.damaged-TIME
-// (kept, never deleted), and returns that name: what Open does with
-// Options.Reinit for a file it finds damaged, for damage that showed only
-// later, when a read reached it. The store must be closed.
-func MoveAside(dir string) (string, error) {
-	return damaged(filepath.Join(dir, FileName), Options{Reinit: true}, "")
+// CloseAndMoveAside closes s and moves its state file aside, to
+// state.db.damaged-TIME (kept, never deleted), returning that name: what
+// Open does with Options.Reinit for a file it finds damaged, for damage
+// that showed only later, when a read reached it. It holds the store's
+// lock until the file is moved, and moves it only while the path still
+// names the file s had open (else ErrReplaced): another converge cannot
+// open it in between, nor is a file someone else put there moved.
+func (s *Store) CloseAndMoveAside() (string, error) {
+	lock := s.lock
+	s.lock = nil // kept past Close
+	defer lock.release()
+	idErr := sameFile(s.file, s.path)
+	s.Close() // damaged: whatever it says
+	if idErr != nil {
+		return "", fmt.Errorf("move damaged state aside: %w", idErr)
+	}
+	return damaged(s.path, Options{Reinit: true}, "")
 }
 
 // MovedAside returns where Open moved a damaged state file

@@ -11,8 +11,14 @@
 // # Basics
 //
 // The store lives in DIR/state.db (mode 0600, DIR 0700) and is locked by
-// one process (bbolt's flock); a second Open waits Options.LockTimeout and
-// then returns ErrLocked. Buckets:
+// one process through DIR/state.db.lock (LockName), a file that is never
+// replaced; a second Open waits Options.LockTimeout and then returns
+// ErrLocked. Everything that looks at the state file's identity, checks
+// it for damage, commits to it or replaces it (Compact, Options.Reinit,
+// CloseAndMoveAside) holds that lock, so a Store always has open the
+// file its path names. A file replaced from outside (a backup restored
+// over a live store) is caught after the next commit: ErrReplaced, from
+// that commit and every later one, and from Verify. Buckets:
 //
 //	resources   ID -> row: owner, the edges it consumes (with flows), resource JSON
 //	owners      owner\x00bound -> a chunk of up to 128 child IDs (the owner index, see owners.go;

@@ -48,3 +48,11 @@ func SetBeforeSwap(f func(tmp string) error) (restore func()) {
 	beforeSwap = f
 	return func() { beforeSwap = old }
 }
+
+// SetBeforeMetaRead replaces the hook Open runs between its size check
+// and its read of the meta pages; it returns a function restoring it.
+func SetBeforeMetaRead(f func(path string)) (restore func()) {
+	old := beforeMetaRead
+	beforeMetaRead = f
+	return func() { beforeMetaRead = old }
+}

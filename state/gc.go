@@ -31,7 +31,9 @@ var beforeSwap = func(tmp string) error { return nil }
 // while another process has the store), refuses a store that fails
 // Check, writes DIR/state.db.compact, fsyncs it, checks it (Check, and
 // every bucket's keys and values equal the original's), then renames it
-// over state.db and fsyncs the directory. A crash at any point leaves
+// over state.db, if the path still names the file it copied (else
+// ErrReplaced), and fsyncs the directory. An Open waiting meanwhile
+// waits on the lock file, not on the old file, so it opens the new one. A crash at any point leaves
 // state.db whole: the old file until the rename, the new one after; a
 // stale state.db.compact is removed by the next Compact.
 func Compact(dir string, opts Options) (CompactResult, error) {
@@ -71,6 +73,12 @@ func Compact(dir string, opts Options) (CompactResult, error) {
 		return res, fmt.Errorf("compact state: %w", err)
 	}
 	res.After = fi.Size()
+	// Only over the file it copied: the lock keeps every converge from
+	// replacing it, so this fails only when something outside did.
+	if err := sameFile(src.file, path); err != nil {
+		os.Remove(tmp)
+		return res, fmt.Errorf("compact state: %w", err)
+	}
 	if err := os.Rename(tmp, path); err != nil {
 		os.Remove(tmp)
 		return res, fmt.Errorf("compact state: %w", err)
@@ -102,6 +110,7 @@ func copyCompact(src *bolt.DB, path string) error {
 // every bucket with src key by key.
 func verifyCopy(src *bolt.DB, path string, opts Options) error {
 	opts.NoSync = true // read only: nothing to make durable
+	opts.noLock = true // a file only this Compact knows of
 	st, err := openFile(path, opts)
 	if err != nil {
 		return err

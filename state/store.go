@@ -59,6 +59,10 @@ type Options struct {
 	// (ErrDamaged) aside, to state.db.damaged-TIME, and start a fresh
 	// store; MovedAside then names it. An intact store opens as it is.
 	Reinit bool
+
+	// noLock opens without the lock file: for a private file nobody
+	// else knows of (Compact's copy).
+	noLock bool
 }
 
 const (
@@ -70,7 +74,11 @@ const (
 // Store is converge's durable state over one bbolt file. It is safe for
 // concurrent use: bbolt serialises writers and lets readers run alongside.
 type Store struct {
-	db        *bolt.DB
+	db *bolt.DB
+	// file is the state file bbolt has open, and lock the lock file
+	// held from Open to Close (nil for Compact's private copy).
+	file      *os.File
+	lock      *fileLock
 	path      string
 	aside     string // where Open moved a damaged file (Options.Reinit), or ""
 	maxEvents int
@@ -92,6 +100,19 @@ type Store struct {
 	// damaged page: bbolt then keeps its writer's lock, so Close must
 	// not wait for it (the file stays open until the process exits).
 	broken atomic.Pointer[error]
+	// replaced is the error of the commit that found the state file
+	// replaced (ErrReplaced): every later write returns it.
+	replaced atomic.Pointer[error]
+}
+
+// Verify returns ErrReplaced (wrapped, naming the path) when the path no
+// longer names the file this store has open, or nil. Every commit checks
+// it after it is durable; a command checks it before it reports success.
+func (s *Store) Verify() error {
+	if err := sameFile(s.file, s.path); err != nil {
+		return fmt.Errorf("verify state: %w", err)
+	}
+	return nil
 }
 
 // releaseEvery is how often the pages of state.db that bbolt's mmap
@@ -178,7 +199,8 @@ func Open(dir string, opts Options) (*Store, error) {
 	return openFile(filepath.Join(dir, FileName), opts)
 }
 
-// openFile opens the store in the file at path.
+// openFile opens the store in the file at path, holding the lock file
+// beside it (lock.go) from before it looks at the file until Close.
 func openFile(path string, opts Options) (*Store, error) {
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = defaultLockTimeout
@@ -189,43 +211,69 @@ func openFile(path string, opts Options) (*Store, error) {
 	if opts.MaxRevisions <= 0 {
 		opts.MaxRevisions = defaultMaxRevs
 	}
-	aside, err := checkEmpty(path, opts)
+	deadline := time.Now().Add(opts.LockTimeout)
+	var lock *fileLock
+	if !opts.noLock {
+		var err error
+		if lock, err = acquireLock(path+".lock", path, opts.LockTimeout); err != nil {
+			return nil, err
+		}
+	}
+	s, err := openLocked(path, opts, deadline, "")
 	if err != nil {
+		lock.release()
 		return nil, err
 	}
-	var db *bolt.DB
-	for try := 0; ; try++ {
-		before, statErr := os.Stat(path)
+	s.lock = lock
+	return s, nil
+}
+
+// openLocked opens the store in the file at path; the caller holds its
+// lock, so no converge commits to the file, replaces it or moves it aside
+// while this looks at it. aside is where an earlier round moved a damaged
+// file (a fresh store that is damaged too is an error, never moved twice).
+func openLocked(path string, opts Options, deadline time.Time, aside string) (*Store, error) {
+	if aside == "" {
 		var err error
-		db, err = openBolt(path, &bolt.Options{
-			Timeout:      opts.LockTimeout,
-			NoSync:       opts.NoSync,
-			FreelistType: bolt.FreelistMapType,
-			// Reserve address space so a growing file rarely remaps (a remap
-			// waits for every open read transaction). It is not file size.
-			InitialMmapSize: 1 << 30,
-		})
-		if errors.Is(err, bolterrors.ErrTimeout) {
-			return nil, fmt.Errorf("open state: %s: %w (waited %v)", path, ErrLocked, opts.LockTimeout)
+		if aside, err = checkFile(path, opts); err != nil {
+			return nil, err
 		}
-		if isDamage(err) && aside == "" {
-			if aside, err = damaged(path, opts, "not a store: "+err.Error()); err != nil {
-				return nil, err
-			}
-			try--
-			continue // a fresh store
+	}
+	var file *os.File
+	db, err := openBolt(path, &bolt.Options{
+		// The lock file keeps every converge out; bbolt's own flock
+		// waits only for something else holding the file (a bbolt
+		// tool, say).
+		Timeout:      max(time.Until(deadline), lockPollEvery),
+		NoSync:       opts.NoSync,
+		FreelistType: bolt.FreelistMapType,
+		// Reserve address space so a growing file rarely remaps (a remap
+		// waits for every open read transaction). It is not file size.
+		InitialMmapSize: 1 << 30,
+		OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
+			f, err := os.OpenFile(name, flag, perm)
+			file = f
+			return f, err
+		},
+	})
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return nil, fmt.Errorf("open state: %s: %w (waited %v; something other than converge holds the file)", path, ErrLocked, opts.LockTimeout)
+	}
+	if isDamage(err) && aside == "" {
+		if aside, err = damaged(path, opts, "not a store: "+err.Error()); err != nil {
+			return nil, err
 		}
-		if err != nil {
-			return nil, fmt.Errorf("open state: %s: %w", path, err)
-		}
-		// Compact may have renamed a new file over path while this
-		// open waited for the old one's lock: the lock won is then on
-		// a file nobody will read again. Open the new one.
-		after, err := os.Stat(path)
-		if statErr != nil || err == nil && os.SameFile(before, after) || try == 3 {
-			break
-		}
+		return openLocked(path, opts, deadline, aside) // a fresh store
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open state: %s: %w", path, err)
+	}
+	// The path names the file bbolt opened, and goes on naming it while
+	// the lock is held, unless something outside converge replaces it:
+	// the guard after every commit (update) catches that.
+	if err := sameFile(file, path); err != nil {
 		db.Close()
+		return nil, fmt.Errorf("open state: %w", err)
 	}
 	// A store in the current format with every bucket needs no write
 	// transaction: committing one (even an empty one) costs an fsync,
@@ -245,11 +293,7 @@ func openFile(path string, opts Options) (*Store, error) {
 		if aside, err = damaged(path, opts, why); err != nil {
 			return nil, err
 		}
-		s, err := openFile(path, opts)
-		if s != nil {
-			s.aside = aside
-		}
-		return s, err
+		return openLocked(path, opts, deadline, aside)
 	}
 	if !current {
 		if err := db.Update(initBuckets); err != nil {
@@ -257,7 +301,7 @@ func openFile(path string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("open state: %s: %w", path, err)
 		}
 	}
-	s := &Store{db: db, path: path, aside: aside, maxEvents: opts.MaxEvents, maxRevs: opts.MaxRevisions, pageAlloc0: pageAlloc(db),
+	s := &Store{db: db, file: file, path: path, aside: aside, maxEvents: opts.MaxEvents, maxRevs: opts.MaxRevisions, pageAlloc0: pageAlloc(db),
 		stopRelease: make(chan struct{}), releaseDone: make(chan struct{})}
 	if releaseSupported {
 		go s.releaser()
@@ -347,7 +391,14 @@ func (s *Store) Close() error {
 			s.closeErr = fmt.Errorf("close state: %w (left open: a write found it damaged)", *broken)
 			return
 		}
+		var errs []error
 		if err := s.db.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		if err := s.lock.release(); err != nil {
+			errs = append(errs, fmt.Errorf("release lock: %w", err))
+		}
+		if err := errors.Join(errs...); err != nil {
 			s.closeErr = fmt.Errorf("close state: %w", err)
 		}
 	})
@@ -387,6 +438,9 @@ func (s *Store) update(fn func(w *writer) error) (err error) {
 			s.broken.Store(&err)
 		}
 	}()
+	if r := s.replaced.Load(); r != nil {
+		return *r // nothing more to a file nobody reads
+	}
 	var w writer
 	start := time.Now()
 	err = s.db.Update(func(tx *bolt.Tx) error {
@@ -412,6 +466,12 @@ func (s *Store) update(fn func(w *writer) error) (err error) {
 		return err
 	}
 	took := time.Since(start)
+	// The guard after every commit: the commit is durable in the file
+	// bbolt holds, which must be the one the path names (lock.go).
+	if err := s.Verify(); err != nil {
+		s.replaced.Store(&err)
+		return err
+	}
 	s.mu.Lock()
 	s.stats.Commits++
 	s.stats.LongestCommit = max(s.stats.LongestCommit, took)

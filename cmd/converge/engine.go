@@ -186,9 +186,8 @@ func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
 	if errors.Is(err, state.ErrDamaged) && o.reinit && o.store == nil && o.etcd == nil {
 		// Damage Open's checks did not reach (the load read a bad page
 		// deeper in the file): --reinit-state starts afresh all the same.
-		e.store.Close() // damaged: whatever it says
+		aside, merr := e.store.(*state.Store).CloseAndMoveAside()
 		e.store = nil
-		aside, merr := state.MoveAside(o.stateDir)
 		if merr != nil {
 			return nil, fmt.Errorf("%w (%v)", err, merr)
 		}

@@ -445,6 +445,28 @@ func u64(v uint64) []byte {
 
 var _ state.Backend = (*Store)(nil)
 
+// Verify returns nil while this store still holds the prefix's writer
+// lock, its prefix still holds the store (its format key) and every
+// fence of Options.Fence holds; otherwise ErrFenced, wrapped: a replica
+// that lost its election, or whose prefix was wiped, must not report
+// success. A read-only store holds nothing to verify.
+func (s *Store) Verify() error {
+	if s.opts.ReadOnly {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	cmps := append(s.fence(), clientv3.Compare(clientv3.CreateRevision(s.p+mFormat), ">", 0))
+	resp, err := s.cli.Txn(ctx).If(cmps...).Commit()
+	if err != nil {
+		return fmt.Errorf("verify etcd state %s: %w", s.where(), err)
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("verify etcd state %s: %w (its lock, its leadership or its prefix is gone)", s.where(), ErrFenced)
+	}
+	return nil
+}
+
 // Drop deletes every key under the store's prefix, the writer's lock
 // included, in one transaction, and closes the store. It is for scratch
 // stores (a benchmark's runs); it returns ErrReadOnly on a reader.

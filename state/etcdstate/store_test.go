@@ -337,3 +337,44 @@ func TestRowTooBig(t *testing.T) {
 		t.Fatalf("Commit without the big row: %v", err)
 	}
 }
+
+// TestVerify: Verify holds while the writer keeps its lock and prefix,
+// and is ErrFenced once the lock is lost or the prefix wiped: a replica
+// in either state must never report success.
+func TestVerify(t *testing.T) {
+	cli := one.Client(t)
+	for _, tc := range []struct {
+		name string
+		lose func(t *testing.T, s *etcdstate.Store, prefix string)
+	}{
+		{"lock lost", func(t *testing.T, s *etcdstate.Store, _ string) {
+			if _, err := cli.Revoke(t.Context(), s.Lease()); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"prefix wiped", func(t *testing.T, _ *etcdstate.Store, prefix string) {
+			if _, err := cli.Delete(t.Context(), prefix+"/", clientv3.WithPrefix()); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prefix := newPrefix()
+			s, err := etcdstate.Open(etcdstate.Options{Endpoints: one.Endpoints, Prefix: prefix})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if err := s.Commit(&converge.Batch{Resources: []*converge.Resource{res("bom", "a", "")}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Verify(); err != nil {
+				t.Fatalf("Verify of a held store: %v", err)
+			}
+			tc.lose(t, s, prefix)
+			if err := s.Verify(); !errors.Is(err, etcdstate.ErrFenced) {
+				t.Errorf("Verify: %v, want ErrFenced", err)
+			}
+		})
+	}
+}

@@ -55,6 +55,7 @@ func Run(t *testing.T, open Opener) {
 		{"Source", testSource},
 		{"BigBatch", testBigBatch},
 		{"ManyEvents", testManyEvents},
+		{"Verify", testVerify},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.body(t, open) })
