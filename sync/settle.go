@@ -23,6 +23,12 @@ const (
 	// Stuck: nothing has progressed for the grace period, and no declared
 	// worker is still on its way.
 	Stuck
+	// Undurable: every commit of state has failed for CommitGrace (a
+	// full disk, a replaced state file, a lost etcd lock): what the
+	// engine does is not kept, so waiting longer shows nothing. A
+	// command stops with the commit's error (exit 2); a daemon goes on
+	// retrying and reports itself unhealthy.
+	Undurable
 )
 
 func (o Outcome) String() string {
@@ -33,6 +39,8 @@ func (o Outcome) String() string {
 		return "converged"
 	case Stuck:
 		return "stuck"
+	case Undurable:
+		return "undurable"
 	}
 	return fmt.Sprintf("outcome(%d)", int(o))
 }
@@ -48,13 +56,27 @@ func (o Outcome) String() string {
 // A Settle is used by one goroutine; the zero value has no grace.
 type Settle struct {
 	Grace time.Duration
-	since time.Time // when the current stuck stretch began; zero if none
+	// CommitGrace is how long commits of state may fail without a
+	// success before Observe says Undurable.
+	CommitGrace time.Duration
+	since       time.Time // when the current stuck stretch began; zero if none
+	failing     time.Time // when the current stretch of failing commits began; zero if none
 }
 
 // Observe takes one look at the engine at now: p is its progress,
 // workersDue the number of declared worker processes that have neither
 // connected nor failed.
 func (s *Settle) Observe(now time.Time, p scheduler.Progress, workersDue int) Outcome {
+	if p.CommitError == "" {
+		s.failing = time.Time{}
+	} else {
+		if s.failing.IsZero() {
+			s.failing = now
+		}
+		if now.Sub(s.failing) >= s.CommitGrace {
+			return Undurable
+		}
+	}
 	switch {
 	case p.Settled == scheduler.Converged:
 		s.since = time.Time{}
@@ -75,8 +97,16 @@ func (s *Settle) Observe(now time.Time, p scheduler.Progress, workersDue int) Ou
 // Reset forgets a stuck stretch: a new revision was applied.
 func (s *Settle) Reset() { s.since = time.Time{} }
 
+// NotDurable reports whether p's counts are not durable: the newest
+// commit of state failed, so what the engine holds in memory may be
+// lost. Progress lines and verdicts then count nothing as Ready.
+func NotDurable(p scheduler.Progress) bool { return p.CommitError != "" }
+
 // Summary is the progress as a verdict states it: "R/T Ready".
 func Summary(p scheduler.Progress) string {
+	if NotDurable(p) {
+		return fmt.Sprintf("%d/%d Ready in memory, not durable", p.Counts.Ready, p.Counts.Total)
+	}
 	return fmt.Sprintf("%d/%d Ready", p.Counts.Ready, p.Counts.Total)
 }
 

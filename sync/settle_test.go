@@ -62,6 +62,34 @@ func TestSettle(t *testing.T) {
 	}
 }
 
+// TestSettleUndurable: commits failing for CommitGrace without a break
+// end the wait as Undurable, whatever the graph's state; one success in
+// between restarts the grace.
+func TestSettleUndurable(t *testing.T) {
+	s := &gitsync.Settle{Grace: time.Hour, CommitGrace: 2 * time.Second}
+	t0 := time.Unix(1_700_000_000, 0)
+	failing := scheduler.Progress{Settled: scheduler.Stuck, CommitError: "write state.db: no space left on device"}
+	looks := []struct {
+		at   time.Duration
+		p    scheduler.Progress
+		want gitsync.Outcome
+	}{
+		{0, failing, gitsync.Waiting},
+		{1500 * time.Millisecond, failing, gitsync.Waiting},
+		{1600 * time.Millisecond, scheduler.Progress{Settled: scheduler.Working}, gitsync.Waiting}, // a commit went through
+		{3 * time.Second, failing, gitsync.Waiting},
+		{5 * time.Second, failing, gitsync.Undurable},
+	}
+	for i, l := range looks {
+		if got := s.Observe(t0.Add(l.at), l.p, 0); got != l.want {
+			t.Fatalf("look %d (%v) = %s, want %s", i, l.at, got, l.want)
+		}
+	}
+	if !gitsync.NotDurable(failing) || gitsync.NotDurable(scheduler.Progress{}) {
+		t.Error("NotDurable does not follow CommitError")
+	}
+}
+
 func TestSettleReset(t *testing.T) {
 	s := &gitsync.Settle{Grace: time.Second}
 	t0 := time.Unix(1_700_000_000, 0)
@@ -113,11 +141,11 @@ func TestVerdict(t *testing.T) {
 		{name: "stuck", why: "stuck", p: scheduler.Progress{Counts: converge.Counts{Total: 5, Ready: 3}},
 			want: "stuck: 3/5 Ready"},
 		{name: "every resource Ready but commits fail", why: "stuck", p: scheduler.Progress{Counts: counts, CommitError: "write state.db: no space left on device"},
-			want: "stuck: 5/5 Ready; commit state: write state.db: no space left on device"},
+			want: "stuck: 5/5 Ready in memory, not durable; commit state: write state.db: no space left on device"},
 		{name: "already prefixed", why: "timed out", p: scheduler.Progress{Counts: counts, CommitError: "commit state: boom"},
-			want: "timed out: 5/5 Ready; commit state: boom"},
+			want: "timed out: 5/5 Ready in memory, not durable; commit state: boom"},
 		{name: "commit first, then the hint", why: "stuck", p: scheduler.Progress{Counts: counts, CommitError: "boom"},
-			hint: "no worker serves db/v1: declare one", want: "stuck: 5/5 Ready; commit state: boom; no worker serves db/v1: declare one"},
+			hint: "no worker serves db/v1: declare one", want: "stuck: 5/5 Ready in memory, not durable; commit state: boom; no worker serves db/v1: declare one"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -102,7 +102,11 @@ func runDelete(ctx context.Context, out, errOut io.Writer, g *globals, id conver
 	if err != nil {
 		return err
 	}
-	defer done()
+	defer func() {
+		var w lastWrites
+		w.add("", done())
+		err = w.join(err)
+	}()
 	before, err := rd.Resource(id)
 	if errors.Is(err, converge.ErrNotFound) {
 		return notFound(rd, id)
@@ -229,8 +233,8 @@ type controller interface {
 // openController returns the daemon holding the state (through its admin
 // API) or, when none does, an engine started on the state with the
 // workers the repository's head revision declares. done stops what was
-// started.
-func openController(ctx context.Context, g *globals, errOut io.Writer, verbose bool) (controller, reader, func(), error) {
+// started and returns what its last writes lost (the engine's close).
+func openController(ctx context.Context, g *globals, errOut io.Writer, verbose bool) (controller, reader, func() error, error) {
 	if err := resolveSource(g); err != nil {
 		return nil, nil, nil, err
 	}
@@ -245,7 +249,7 @@ func openController(ctx context.Context, g *globals, errOut io.Writer, verbose b
 		return nil, nil, nil, err
 	}
 	if c, err := dialAdmin(dir); err == nil {
-		return c, c, func() {}, nil
+		return c, c, func() error { return nil }, nil
 	}
 	workers, repoDir, err := declaredWorkers(g)
 	if err != nil {
@@ -261,7 +265,7 @@ func openController(ctx context.Context, g *globals, errOut io.Writer, verbose b
 		// admin socket once it is up.
 		for i := 0; i < 50; i++ {
 			if c, derr := dialAdmin(dir); derr == nil {
-				return c, c, func() {}, nil
+				return c, c, func() error { return nil }, nil
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
@@ -276,8 +280,13 @@ func openController(ctx context.Context, g *globals, errOut io.Writer, verbose b
 			break
 		}
 	}
-	done := func() { closeEngine(e, errOut) }
-	return &engineController{Scheduler: e.sched, e: e, remote: isRemote(g.repo), settle: gitsync.Settle{Grace: 2 * time.Second}}, e.store, done, nil
+	done := func() error {
+		if err := e.close(); err != nil {
+			return fmt.Errorf("close engine: %w", err)
+		}
+		return nil
+	}
+	return &engineController{Scheduler: e.sched, e: e, remote: isRemote(g.repo), settle: gitsync.Settle{Grace: 2 * time.Second, CommitGrace: commitGrace}}, e.store, done, nil
 }
 
 // engineController is the controller of an engine delete or do started:
@@ -293,7 +302,7 @@ type engineController struct {
 // with the hint for kinds no worker serves ("" if none).
 func (c *engineController) stuck() (bool, string) {
 	due, failedWorkers := c.e.workers()
-	if c.settle.Observe(time.Now(), c.Progress(), due) != gitsync.Stuck {
+	if o := c.settle.Observe(time.Now(), c.Progress(), due); o != gitsync.Stuck && o != gitsync.Undurable {
 		return false, ""
 	}
 	return true, gitsync.UnservedHint(c.Problems(), failedWorkers, howToStartWorker(c.remote, false))

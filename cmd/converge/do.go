@@ -87,7 +87,7 @@ func parseArgs(pairs []string) (map[string]string, error) {
 	return m, nil
 }
 
-func runDo(ctx context.Context, out, errOut io.Writer, g *globals, id converge.ID, verb string, args map[string]string, o doOptions) error {
+func runDo(ctx context.Context, out, errOut io.Writer, g *globals, id converge.ID, verb string, args map[string]string, o doOptions) (err error) {
 	if err := checkOutput(o.output, "table", "json", "yaml"); err != nil {
 		return err
 	}
@@ -95,7 +95,11 @@ func runDo(ctx context.Context, out, errOut io.Writer, g *globals, id converge.I
 	if err != nil {
 		return err
 	}
-	defer done()
+	defer func() {
+		var w lastWrites
+		w.add("", done())
+		err = w.join(err)
+	}()
 	r, err := rd.Resource(id)
 	if errors.Is(err, converge.ErrNotFound) {
 		return notFound(rd, id)

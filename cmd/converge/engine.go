@@ -293,11 +293,46 @@ func howToStartWorker(remote, serve bool) string {
 	return how
 }
 
-// closeEngine closes e, reporting what went wrong on errOut.
+// closeEngine closes e, reporting what went wrong on errOut: for a
+// daemon, whose outcome is in its log. A command that reports an outcome
+// adds e.close's error to its lastWrites instead.
 func closeEngine(e *engine, errOut io.Writer) {
 	if err := e.close(); err != nil {
 		fmt.Fprintln(errOut, "converge: close engine:", err)
 	}
+}
+
+// lastWrites collects the failures of the writes a command makes once
+// its work is done: the verdict in the store, the git note, the engine's
+// last flush and the store's close. Any one of them makes the command
+// fail (exit 2, naming the write): a command must not exit 0 when what
+// it reports was not written.
+type lastWrites struct{ errs []error }
+
+// add records err, if any, prefixed with what was written ("" when err
+// says it already).
+func (w *lastWrites) add(what string, err error) {
+	if err == nil {
+		return
+	}
+	if what != "" {
+		err = fmt.Errorf("%s: %w", what, err)
+	}
+	w.errs = append(w.errs, err)
+}
+
+// join returns the command's result err with the failed writes: err
+// itself when none failed, else a usage-or-environment error (exit 2)
+// that says err and then each failed write.
+func (w *lastWrites) join(err error) error {
+	if len(w.errs) == 0 {
+		return err
+	}
+	werr := errors.Join(w.errs...)
+	if err == nil {
+		return werr
+	}
+	return fmt.Errorf("%v\n%w", err, werr)
 }
 
 // expectedWorkers is how many worker processes the engine started.
@@ -336,6 +371,11 @@ func (e *engine) close() error {
 		}
 	}
 	if e.store != nil {
+		// What the scheduler flushed is where readers will look (the
+		// path names the file it went to; the etcd lock still held).
+		if err := e.store.Verify(); err != nil {
+			errs = append(errs, err)
+		}
 		errs = append(errs, e.store.Close())
 	}
 	return errors.Join(errs...)

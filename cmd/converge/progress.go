@@ -9,6 +9,7 @@ import (
 
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/scheduler"
+	gitsync "github.com/convergehq/converge/sync"
 )
 
 // progress renders the scheduler's progress: one line rewritten in place
@@ -53,6 +54,12 @@ func (p *progress) line(s scheduler.Progress, now time.Time) string {
 		p.counts, p.completed, p.moved = c, s.Completed, now
 	}
 	var b strings.Builder
+	if gitsync.NotDurable(s) {
+		// What the engine did since the last good commit is not
+		// durable: none of it is shown as Ready.
+		fmt.Fprintf(&b, "%d resources | state not durable, commit failing: %s", c.Total, s.CommitError)
+		return b.String()
+	}
 	fmt.Fprintf(&b, "%d resources: %d Ready, %d Running, %d Pending, %d Failed", c.Total, c.Ready, c.Running, c.Pending, c.Failed)
 	if c.Deleting > 0 {
 		fmt.Fprintf(&b, ", %d Deleting", c.Deleting)

@@ -82,3 +82,18 @@ func TestEveryCommandHasExample(t *testing.T) {
 	}
 	walk(newRootCommand())
 }
+
+// TestProgressNotDurable: while commits of state fail, the progress line
+// counts nothing as Ready (the engine's counts are not durable) and says
+// why.
+func TestProgressNotDurable(t *testing.T) {
+	p := newProgress(io.Discard)
+	s := scheduler.Progress{Counts: converge.Counts{Total: 3652, Ready: 3652}, CommitError: "write state.db: no space left on device"}
+	got := p.line(s, time.Now())
+	if strings.Contains(got, "Ready") {
+		t.Errorf("line = %q: counts Ready while state is not durable", got)
+	}
+	if want := "3652 resources | state not durable, commit failing: write state.db: no space left on device"; got != want {
+		t.Errorf("line = %q, want %q", got, want)
+	}
+}

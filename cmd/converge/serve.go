@@ -344,7 +344,9 @@ func (s *server) follow(ctx context.Context, e *engine, trigger <-chan struct{},
 		// Serve on: the next applied revision gets its verdict.
 		s.log.Error("resume pending verdict", "err", err)
 	}
-	settle := gitsync.Settle{Grace: serveStuckGrace}
+	// Failing commits get the same grace as a stuck graph: a daemon
+	// judges the revision, then goes on retrying them.
+	settle := gitsync.Settle{Grace: serveStuckGrace, CommitGrace: serveStuckGrace}
 	evaluated := false
 	step := func() {
 		passes, err := syncer.Advance(ctx)
@@ -411,8 +413,12 @@ func (s *server) follow(ctx context.Context, e *engine, trigger <-chan struct{},
 				s.ops.observeVerdict(verdictConverged)
 				live.changed(nil)
 				current = nil
-			case gitsync.Stuck:
-				desc := gitsync.Verdict("stuck", pr, gitsync.UnservedHint(e.sched.Problems(), failedWorkers, howToStartWorker(src.Remote(), true)))
+			case gitsync.Stuck, gitsync.Undurable:
+				why := "stuck"
+				if gitsync.NotDurable(pr) {
+					why = "state not durable"
+				}
+				desc := gitsync.Verdict(why, pr, gitsync.UnservedHint(e.sched.Problems(), failedWorkers, howToStartWorker(src.Remote(), true)))
 				if err := syncer.SetSyncStatus(p, converge.StateFailure, desc); err != nil {
 					fmt.Fprintf(out, "serve: %v\n", err)
 				}

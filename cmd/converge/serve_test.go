@@ -153,7 +153,7 @@ func TestServeCommitFailing(t *testing.T) {
 	if w := "converge: warning: the daemon cannot commit its state (" + want + ")"; !strings.Contains(got, w) {
 		t.Errorf("get while commits fail says:\n%s\nwant a warning %q", got, w)
 	}
-	waitFor(t, "serve's verdict", func() bool { return strings.Contains(out.String(), " stuck: ") })
+	waitFor(t, "serve's verdict", func() bool { return strings.Contains(out.String(), " state not durable: ") })
 	if !strings.Contains(out.String(), "; "+want) {
 		t.Errorf("serve's verdict does not name the failing commit:\n%s", out.String())
 	}

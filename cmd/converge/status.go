@@ -187,17 +187,18 @@ func printStatuses(w io.Writer, v statusView) error {
 
 // report stores pass's statuses as the git note of its revision and
 // queues them for the forge and the notes push, when this run's state owns
-// the repository's notes (see start); a failure is reported on errOut and
-// does not change the command's outcome (the store keeps the record
-// either way).
-func (o *forgeOptions) report(pass *gitsync.Pass, errOut io.Writer) {
+// the repository's notes (see start). It returns the note's write error,
+// naming it: a command whose last report fails must not exit 0.
+func (o *forgeOptions) report(pass *gitsync.Pass) error {
 	if o.statusRun == nil || !o.owns || pass == nil || pass.Record == nil || pass.Revision.Dirty {
-		return
+		return nil
 	}
-	if err := o.src.WriteStatuses(pass.Revision.Hash, pass.Record.Statuses); err != nil {
-		fmt.Fprintln(errOut, "converge:", err)
-	}
+	err := o.src.WriteStatuses(pass.Revision.Hash, pass.Record.Statuses)
 	o.publish(pass)
+	if err != nil {
+		return fmt.Errorf("write commit status note: %w", err)
+	}
+	return nil
 }
 
 // forgeTokenEnv names the environment variable holding the forge token.

@@ -42,6 +42,18 @@ func statusRepo(t *testing.T, statuses []converge.CommitStatus) (string, string)
 
 func runCLI(args ...string) (string, error) { return runCLIWith(&globals{}, args...) }
 
+// runCLISplit is runCLI with stdout and stderr apart: for a command
+// whose stdout is a report (-o json) while its log goes to stderr.
+func runCLISplit(args ...string) (stdout, stderr string, err error) {
+	c := newRoot(&globals{})
+	var out, errOut bytes.Buffer
+	c.SetArgs(args)
+	c.SetOut(&out)
+	c.SetErr(&errOut)
+	err = c.Execute()
+	return out.String(), errOut.String(), err
+}
+
 // runCLIWith is runCLI around g (e.g. with a test's wrapStore).
 func runCLIWith(g *globals, args ...string) (string, error) {
 	c := newRoot(g)
@@ -347,7 +359,9 @@ func TestStatusRecordsNotOwner(t *testing.T) {
 		if err := o.records(st, &errOut).PutRevision(failure); err != nil {
 			t.Fatal(err)
 		}
-		o.report(&gitsync.Pass{Revision: failure.Revision, Record: failure}, &errOut)
+		if err := o.report(&gitsync.Pass{Revision: failure.Revision, Record: failure}); err != nil {
+			t.Error(err)
+		}
 		o.stop()
 		return errOut.String()
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -173,11 +174,14 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 			rep.Verdict = "invalid"
 		}
 		// Record the verdict without starting anything.
-		if err := recordOnly(g, dir, pass); err != nil {
-			fmt.Fprintln(errOut, "converge:", err)
+		var writes lastWrites
+		if err := recordOnly(g, dir, pass); errors.Is(err, state.ErrLocked) {
+			fmt.Fprintln(errOut, "note: the verdict is not in the store: another converge holds it")
+		} else {
+			writes.add("record the verdict in the store", err)
 		}
-		o.forge.report(pass, errOut)
-		return failed("revision %s is invalid (%d errors); nothing applied", rev, len(pass.Record.Errors))
+		writes.add("", o.forge.report(pass))
+		return writes.join(failed("revision %s is invalid (%d errors); nothing applied", rev, len(pass.Record.Errors)))
 	}
 	// A local repository is trusted to name its workers; a remote one never
 	// makes converge start a command.
@@ -195,7 +199,13 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 	if err != nil {
 		return err
 	}
-	defer closeEngine(e, errOut)
+	var writes lastWrites
+	defer func() {
+		// The engine's close is its last flush and the store's close:
+		// a failure there is a write this sync lost.
+		writes.add("close engine", e.close())
+		err = writes.join(err)
+	}()
 	syncer.Records, syncer.Engine, syncer.Lint, syncer.Compose = e.store, e.sched, lintFunc(), e.sched.DryCompose
 	if err := syncer.Apply(ctx, pass); err != nil {
 		return err
@@ -207,10 +217,14 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 		if rep != nil {
 			rep.Verdict, rep.Held = "held", pass.Held
 		}
-		o.forge.report(pass, errOut)
+		writes.add("", o.forge.report(pass))
 		return failed("revision %s not applied: %s", rev, pass.Held)
 	}
-	o.forge.report(pass, errOut) // converge/sync pending until finishSync
+	// converge/sync pending until finishSync; a failure here is told
+	// now, and the last report decides.
+	if err := o.forge.report(pass); err != nil {
+		fmt.Fprintln(errOut, "converge:", err)
+	}
 	if p := pass.Plan; p != nil {
 		fmt.Fprintf(out, "applied: %d created, %d updated, %d flipped, %d deleted\n", len(p.Create), len(p.Update), len(p.Flip), len(p.Delete))
 		if rep != nil {
@@ -220,7 +234,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 	start := time.Now()
 	res := waitSettled(ctx, e, out, o)
 	err = finishSync(e, syncer, pass, res, time.Since(start), out, errOut, howToStartWorker(src.Remote(), false), rep)
-	o.forge.report(pass, errOut)
+	writes.add("", o.forge.report(pass))
 	if !o.watch {
 		return err
 	}
@@ -293,7 +307,14 @@ const (
 	settledStuck
 	settledTimeout
 	settledInterrupted
+	// settledUndurable: commits of state kept failing (gitsync.Undurable).
+	settledUndurable
 )
+
+// commitGrace is how long a sync lets every commit of state fail before
+// it stops: a store that cannot commit (a full disk) does not heal by
+// waiting, and nothing the run does meanwhile is kept.
+const commitGrace = 2 * time.Second
 
 // waitSettled shows progress until the graph converges, is stuck
 // (gitsync.Settle decides), the timeout passes or ctx ends.
@@ -304,7 +325,7 @@ func waitSettled(ctx context.Context, e *engine, out io.Writer, o syncOptions) s
 	defer deadline.Stop()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
-	settle := gitsync.Settle{Grace: o.grace}
+	settle := gitsync.Settle{Grace: o.grace, CommitGrace: commitGrace}
 	for {
 		p := e.sched.Progress()
 		pr.show(p)
@@ -314,6 +335,8 @@ func waitSettled(ctx context.Context, e *engine, out io.Writer, o syncOptions) s
 			return settledConverged
 		case gitsync.Stuck:
 			return settledStuck
+		case gitsync.Undurable:
+			return settledUndurable
 		}
 		select {
 		case <-ctx.Done():
@@ -344,14 +367,20 @@ func finishSync(e *engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res settl
 	flushCtx, cancel := context.WithTimeout(context.Background(), lastFlushTimeout)
 	defer cancel()
 	ferr := e.sched.Flush(flushCtx)
+	if ferr == nil {
+		// Durable, and where readers look (state.Backend.Verify).
+		ferr = e.store.Verify()
+	}
 	p := e.sched.Progress()
 	if ferr != nil {
 		if p.CommitError == "" {
 			p.CommitError = ferr.Error()
 		}
-		if res == settledConverged {
-			res = settledStuck
-		}
+		res = settledUndurable
+	} else if res == settledUndurable {
+		// The commits failed for the grace and then one went through:
+		// durable now, but the wait was cut short.
+		res = settledStuck
 	}
 	summary := gitsync.Summary(p)
 	state, desc := converge.StateSuccess, summary
@@ -359,7 +388,8 @@ func finishSync(e *engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res settl
 	if rep != nil {
 		counts := p.Counts
 		rep.Counts, rep.Dispatched, rep.Seconds = &counts, p.Dispatched, elapsed.Seconds()
-		rep.Verdict = [...]string{settledConverged: "converged", settledStuck: "stuck", settledTimeout: "timed_out", settledInterrupted: "interrupted"}[res]
+		rep.Verdict = [...]string{settledConverged: "converged", settledStuck: "stuck", settledTimeout: "timed_out",
+			settledInterrupted: "interrupted", settledUndurable: "not_durable"}[res]
 		if p.CommitError != "" {
 			rep.Errors = append(rep.Errors, "commit state: "+p.CommitError)
 		}
@@ -378,8 +408,11 @@ func finishSync(e *engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res settl
 		err = failed("%s", desc)
 	default:
 		why := "stuck"
-		if res == settledTimeout {
+		switch res {
+		case settledTimeout:
 			why = "timed out"
+		case settledUndurable:
+			why = "state not durable"
 		}
 		problems := e.sched.Problems()
 		_, failedWorkers := e.workers()
@@ -402,12 +435,17 @@ func finishSync(e *engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res settl
 			}
 			names = append(names, string(pr.ID))
 		}
-		err = failed("not converged (%s): %s", why, strings.Join(names, ", "))
+		if res == settledUndurable {
+			// An environment error (exit 2): the store cannot keep
+			// what this run did.
+			err = fmt.Errorf("not converged (%s): %s", why, gitsync.CommitProblem(p))
+		} else {
+			err = failed("not converged (%s): %s", why, strings.Join(names, ", "))
+		}
 	}
-	if serr := syncer.SetSyncStatus(pass, state, desc); serr != nil {
-		fmt.Fprintln(errOut, "converge:", serr)
-	}
-	return err
+	var w lastWrites
+	w.add("record the verdict in the store", syncer.SetSyncStatus(pass, state, desc))
+	return w.join(err)
 }
 
 // recordOnly stores a failed revision's verdict in the store, if no other
