@@ -218,3 +218,19 @@ func UnservedHint(problems []scheduler.Problem, failed []string, howToStart stri
 	}
 	return "no worker serves " + strings.Join(refs, ", ") + ": " + why
 }
+
+// FinalVerdict returns rec's converge/sync status once a daemon has
+// judged it (any state but pending), or false while it is still
+// pending or absent: what `converge reconcile` and a sync handed to a
+// daemon wait for. A nil rec (the daemon has not seen the commit yet)
+// is not final.
+func FinalVerdict(rec *converge.RevisionRecord) (converge.CommitStatus, bool) {
+	if rec == nil {
+		return converge.CommitStatus{}, false
+	}
+	s, ok := rec.Status(converge.ContextSync)
+	if !ok || s.State == converge.StatePending {
+		return converge.CommitStatus{}, false
+	}
+	return s, true
+}

@@ -23,6 +23,7 @@ func subcommands(g *globals) []*cobra.Command {
 		newStatusCommand(g),
 		newDeleteCommand(g),
 		newDoCommand(g),
+		newReconcileCommand(g),
 		newStateCommand(g),
 		newInternalEvalCommand(),
 	}

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/convergehq/converge"
@@ -43,6 +44,11 @@ type engine struct {
 
 	cancel context.CancelFunc
 	runErr chan error // the scheduler's Run result
+
+	// fetchNow, set by serve while it follows a repository, fetches and
+	// applies what is new at once and returns the head it followed
+	// (the admin API's reconcile); nil for sync, delete and do.
+	fetchNow atomic.Pointer[func(context.Context) (converge.Revision, error)]
 }
 
 type engineOptions struct {
@@ -217,7 +223,7 @@ func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
 		al.Close()
 		return nil, fmt.Errorf("restrict admin socket: %w", err)
 	}
-	e.admin = &http.Server{Handler: stateapi.Handler(e.store, adminController{e.sched}), ReadHeaderTimeout: 5 * time.Second}
+	e.admin = &http.Server{Handler: stateapi.Handler(e.store, adminController{e.sched, e}), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := e.admin.Serve(al); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			e.log.Error("serve admin api", "err", err)
@@ -245,7 +251,31 @@ func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
 // adminController is the scheduler as the admin API serves it: its
 // answers come from the store, so while the engine's commits fail they
 // carry a warning (stateapi.Warner) that the store is behind.
-type adminController struct{ *scheduler.Scheduler }
+type adminController struct {
+	*scheduler.Scheduler
+	e *engine
+}
+
+// Reconcile implements stateapi.Reconciler: the repository (serve
+// fetches and applies now) or, with an id, that resource's resync.
+func (a adminController) Reconcile(ctx context.Context, id converge.ID) (*stateapi.ReconcileReply, error) {
+	if id != "" {
+		msg, err := a.Resync(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		return &stateapi.ReconcileReply{Message: msg}, nil
+	}
+	f := a.e.fetchNow.Load()
+	if f == nil {
+		return nil, errors.New("reconcile: this converge follows no repository (serve does)")
+	}
+	rev, err := (*f)(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: %w", err)
+	}
+	return &stateapi.ReconcileReply{Revision: rev.String(), Hash: rev.Hash, Message: "fetched; following " + rev.String()}, nil
+}
 
 // Warning implements stateapi.Warner.
 func (a adminController) Warning() string {

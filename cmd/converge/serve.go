@@ -258,7 +258,7 @@ func (s *server) engineOptions(token string) engineOptions {
 // actions call.
 func (s *server) controller() stateapi.Controller {
 	if e := s.ops.engine.Load(); e != nil {
-		return adminController{e.sched}
+		return adminController{e.sched, e}
 	}
 	return nil
 }
@@ -386,6 +386,31 @@ func (s *server) follow(ctx context.Context, e *engine, trigger <-chan struct{},
 	defer poll.Stop()
 	watch := time.NewTicker(100 * time.Millisecond)
 	defer watch.Stop()
+	// `converge reconcile` (and sync beside this daemon): a step now,
+	// answered with the head it followed.
+	type fetched struct {
+		rev converge.Revision
+		err error
+	}
+	reconcile := make(chan chan fetched)
+	fetchNow := func(rctx context.Context) (converge.Revision, error) {
+		reply := make(chan fetched, 1)
+		select {
+		case reconcile <- reply:
+		case <-rctx.Done():
+			return converge.Revision{}, rctx.Err()
+		case <-ctx.Done():
+			return converge.Revision{}, errors.New("serve is shutting down")
+		}
+		select {
+		case f := <-reply:
+			return f.rev, f.err
+		case <-rctx.Done():
+			return converge.Revision{}, rctx.Err()
+		}
+	}
+	e.fetchNow.Store(&fetchNow)
+	defer e.fetchNow.Store(nil)
 	for {
 		select {
 		case <-ctx.Done():
@@ -393,6 +418,10 @@ func (s *server) follow(ctx context.Context, e *engine, trigger <-chan struct{},
 		case <-poll.C:
 			step()
 			poll.Reset(jitter(s.o.poll))
+		case reply := <-reconcile:
+			step()
+			rev, err := src.Head()
+			reply <- fetched{rev, err}
 		case <-trigger:
 			step()
 		case <-watch.C:

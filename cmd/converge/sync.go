@@ -16,6 +16,7 @@ import (
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/state"
+	"github.com/convergehq/converge/state/stateapi"
 	gitsync "github.com/convergehq/converge/sync"
 )
 
@@ -35,7 +36,8 @@ type syncOptions struct {
 type syncReport struct {
 	Revision string `json:"revision"`
 	// Verdict is converged, already_applied, invalid, held, stuck,
-	// timed_out or interrupted.
+	// timed_out, interrupted or not_durable; a sync a daemon applied
+	// (it held the state) is converged, failed or timed_out.
 	Verdict    string           `json:"verdict"`
 	Applied    *appliedCounts   `json:"applied"`
 	Counts     *converge.Counts `json:"counts"`
@@ -155,6 +157,13 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 			return nil
 		}
 	}
+	if !o.watch {
+		// A daemon holds the state: it applies, this sync waits for its
+		// verdict (instead of failing on the store's lock).
+		if cl, derr := dialAdmin(dir); derr == nil {
+			return syncThroughDaemon(ctx, out, errOut, g, cl, rev, o, rep)
+		}
+	}
 	pass, err := syncer.CheckContext(ctx, rev)
 	if err != nil {
 		return err
@@ -243,6 +252,45 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 		fmt.Fprintln(errOut, "converge:", err)
 	}
 	return watchWorkTree(ctx, e, syncer, o, out, errOut)
+}
+
+// syncThroughDaemon is sync while a converge serve holds the state: it
+// asks the daemon to fetch and apply now (the admin API's reconcile) and
+// waits for the verdict of rev, the head this sync read. It refuses when
+// the daemon follows another repository or path (its applied source), or
+// answers with another head (it follows a remote or another branch),
+// and when what holds the state is another sync.
+func syncThroughDaemon(ctx context.Context, out, errOut io.Writer, g *globals, cl *stateapi.Client, rev converge.Revision, o syncOptions, rep *syncReport) error {
+	if src, err := cl.Source(); err == nil && src != nil && (!sameRepo(g.repo, src) || src.Path != g.path) {
+		return usageErr("sync: the converge serve holding the state follows %s (path %q), not %s (path %q): sync there, or stop it",
+			src.Repo, src.Path, g.repo, g.path)
+	}
+	wctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	r, err := cl.Reconcile(wctx, "")
+	if err != nil {
+		return usageErr("sync: another converge holds the state and cannot apply for this one: %v", err)
+	}
+	if r.Hash != rev.Hash {
+		return usageErr("sync: the converge serve holding the state follows %s, not this repository's head %s: push, or wait for its poll", r.Revision, rev)
+	}
+	fmt.Fprintf(errOut, "a converge serve holds the state: it applied %s; waiting for its verdict\n", rev)
+	start := time.Now()
+	err = awaitVerdict(wctx, out, cl, rev.String(), rev.Hash)
+	if rep != nil {
+		rep.Revision, rep.Seconds = rev.String(), time.Since(start).Seconds()
+		switch {
+		case err == nil:
+			rep.Verdict = "converged"
+		case errors.As(err, new(errFailed)):
+			rep.Verdict = "failed"
+			rep.Errors = append(rep.Errors, err.Error())
+		default:
+			rep.Verdict = "timed_out"
+			rep.Errors = append(rep.Errors, err.Error())
+		}
+	}
+	return err
 }
 
 // watchWorkTree is dev mode: on every save below the work tree's --path it

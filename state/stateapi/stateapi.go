@@ -58,6 +58,28 @@ type Definer interface {
 type Revisioner interface {
 	// Revisions returns the newest limit records, newest first (0: all).
 	Revisions(limit int) ([]*converge.RevisionRecord, error)
+	// Revision returns the record of the commit hash, or
+	// converge.ErrNotFound (wrapped).
+	Revision(hash string) (*converge.RevisionRecord, error)
+}
+
+// Reconciler is implemented by a Controller that reconciles on demand
+// (a daemon: `converge reconcile`, and `sync` while a daemon holds the
+// store). With id "" it fetches the repository now and applies what is
+// new, as its next poll would, and answers the head it followed; with an
+// id it resyncs that resource now.
+type Reconciler interface {
+	Reconcile(ctx context.Context, id converge.ID) (*ReconcileReply, error)
+}
+
+// ReconcileReply is what a Reconciler did.
+type ReconcileReply struct {
+	// Revision is the head the daemon followed ("main@sha1:…"), and
+	// Hash its commit; empty for a resource's resync.
+	Revision string `json:"revision,omitempty"`
+	Hash     string `json:"hash,omitempty"`
+	// Message says what was done, for a person.
+	Message string `json:"message"`
 }
 
 // Controller is the write side a daemon offers: cascade delete and
@@ -199,6 +221,24 @@ func Handler(rd Reader, ctl Controller) http.Handler {
 		limit, _ := strconv.Atoi(r.URL.Query().Get("limit")) // none or bad: all
 		recs, err := rv.Revisions(limit)
 		reply(w, recs, err)
+	})
+	mux.HandleFunc("GET /v1/revision", func(w http.ResponseWriter, r *http.Request) {
+		rv, ok := rd.(Revisioner)
+		if !ok {
+			reply(w, nil, errors.New("this daemon does not keep revision records"))
+			return
+		}
+		rec, err := rv.Revision(r.URL.Query().Get("hash"))
+		reply(w, rec, err)
+	})
+	mux.HandleFunc("POST /v1/reconcile", func(w http.ResponseWriter, r *http.Request) {
+		rc, ok := ctl.(Reconciler)
+		if !ok {
+			reply(w, nil, errors.New("this daemon does not reconcile on demand"))
+			return
+		}
+		rep, err := rc.Reconcile(r.Context(), id(r))
+		reply(w, rep, err)
 	})
 	mux.HandleFunc("POST /v1/delete", func(w http.ResponseWriter, r *http.Request) {
 		if ctl == nil {
@@ -403,6 +443,25 @@ func (c *Client) Source() (*converge.AppliedSource, error) {
 func (c *Client) Revisions(limit int) ([]*converge.RevisionRecord, error) {
 	var recs []*converge.RevisionRecord
 	return recs, c.call(context.Background(), "GET", "/v1/revisions", url.Values{"limit": {strconv.Itoa(limit)}}, nil, &recs)
+}
+
+// Revision implements Revisioner.
+func (c *Client) Revision(hash string) (*converge.RevisionRecord, error) {
+	var rec *converge.RevisionRecord
+	if err := c.call(context.Background(), "GET", "/v1/revision", url.Values{"hash": {hash}}, nil, &rec); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// Reconcile asks the daemon to reconcile now: the repository with id "",
+// else the resource id (Reconciler).
+func (c *Client) Reconcile(ctx context.Context, id converge.ID) (*ReconcileReply, error) {
+	var rep ReconcileReply
+	if err := c.call(ctx, "POST", "/v1/reconcile", url.Values{"id": {string(id)}}, struct{}{}, &rep); err != nil {
+		return nil, err
+	}
+	return &rep, nil
 }
 
 // Delete asks the daemon to cascade-delete id.
