@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -185,7 +186,14 @@ func (l *loader) walk(d string, entries []fs.DirEntry) {
 			if err != nil {
 				l.addf(rel, token.NoPos, "", "READ_ERROR", "read directory: %v", err)
 			}
+			if slices.ContainsFunc(sub, func(d fs.DirEntry) bool { return d.Name() == ".git" }) {
+				l.addf(rel, token.NoPos, "", "SUBMODULE", submoduleRefused)
+				continue
+			}
 			l.walk(p, sub)
+			continue
+		case isSubmodule(e):
+			l.addf(rel, token.NoPos, "", "SUBMODULE", submoduleRefused)
 			continue
 		case !t.IsRegular():
 			if strings.HasPrefix(name, ".") {
@@ -200,6 +208,19 @@ func (l *loader) walk(d string, entries []fs.DirEntry) {
 		}
 		l.file(p, rel, e, ext)
 	}
+}
+
+// submoduleRefused is the finding of a git submodule, in a commit's tree
+// (a gitlink) and in a work tree (a directory holding .git) alike: one
+// policy for validate, plan and sync.
+const submoduleRefused = "a git submodule (or a nested repository) refused: converge reads only this repository's own files (vendor the documents, or point --repo at that repository)"
+
+// isSubmodule reports whether e is a submodule of the file system it came
+// from, when that file system says so (a git tree's gitlink: the entry
+// has IsSubmodule, see sync's treeFS).
+func isSubmodule(e fs.DirEntry) bool {
+	s, ok := e.(interface{ IsSubmodule() bool })
+	return ok && s.IsSubmodule()
 }
 
 // file reads and parses one candidate file.

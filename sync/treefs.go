@@ -190,6 +190,9 @@ type dirEntry struct {
 	e   *object.TreeEntry
 }
 
+// IsSubmodule reports a gitlink (cue's loader refuses it by this).
+func (d dirEntry) IsSubmodule() bool { return d.e.Mode == filemode.Submodule }
+
 func (d dirEntry) Name() string      { return d.e.Name }
 func (d dirEntry) IsDir() bool       { return d.e.Mode == filemode.Dir }
 func (d dirEntry) Type() fs.FileMode { return entryMode(d.e.Mode).Type() }

@@ -90,6 +90,11 @@ func (s *Source) Uncommitted(dir string) ([]string, error) {
 			if rel != "." && (d.Name() == ".git" || rel == ".converge" || ignored.Match(parts, true)) {
 				return filepath.SkipDir
 			}
+			if rel != "." {
+				if _, err := os.Lstat(filepath.Join(p, ".git")); err == nil {
+					return filepath.SkipDir // a submodule's checkout: not this repository's files
+				}
+			}
 			return nil
 		}
 		if !d.Type().IsRegular() && d.Type()&fs.ModeSymlink == 0 {

@@ -78,6 +78,14 @@ root).`,
 			if isRemote(g.repo) {
 				return usageErr("lint %s: lint reads a local repository (clone it and pass its path)", g.repo)
 			}
+			// The repository, path and state every command resolves alike.
+			if err := resolveSource(g); err != nil {
+				return err
+			}
+			if err := checkLocalPath(g); err != nil {
+				return err
+			}
+			notePathFromState(c.ErrOrStderr(), g, "lint")
 			src, err := gitsync.OpenLocal(g.repo, g.ref)
 			if err != nil {
 				return fmt.Errorf("lint: %w", err)

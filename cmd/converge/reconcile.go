@@ -34,6 +34,9 @@ would, and reconcile prints what it queued.
 Exit codes: 0 the verdict is success (or the resync was queued), 1 the verdict
 is a failure, 2 no daemon holds the state (run converge sync instead) or the
 wait timed out.`,
+		Example: `  converge reconcile                    # fetch and apply now, wait for the verdict
+  converge reconcile --wait=false       # fetch and apply now, return at once
+  converge reconcile vpc/fd-01-team-001 # resync one resource now`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			var id converge.ID

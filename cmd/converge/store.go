@@ -92,6 +92,17 @@ func resolveSource(g *globals) error {
 		if err != nil && !g.reinitState {
 			return err
 		}
+		if src != nil && !src.Remote && !g.repoSet && g.state == "" && !isRemote(g.repo) {
+			// The repository's own .converge/ belongs to the repository it
+			// applied: one copied with it (cp -a repo copy) must not make
+			// the copy's commands read the original's head. (A --state
+			// named on purpose may serve a repository elsewhere.)
+			if here, err := gitsync.OpenLocal(g.repo, ""); err == nil && here.Root() != "" && !samePath(here.Root(), src.Repo) {
+				return usageErr("the state in %s was applied from the repository %s, not this one (%s): a copy made with its .converge/? "+
+					"Pass --repo %s to use that repository, or --state DIR for this one's own state (or move %s aside)",
+					dir, src.Repo, here.Root(), src.Repo, dir)
+			}
+		}
 		if src != nil && (!g.repoSet || sameRepo(g.repo, src)) {
 			if !src.Remote {
 				if ok, _ := exists(src.Repo); !ok {
@@ -111,6 +122,32 @@ func resolveSource(g *globals) error {
 		if p, err := cwdRelative(g.repo, "."); err == nil {
 			g.path = p
 		}
+	}
+	return nil
+}
+
+// notePathFromState tells the user (on errOut) that cmd reads the path
+// the state remembered, not the current directory's: the one case where
+// what a command reads is not what its flags and directory say.
+func notePathFromState(errOut io.Writer, g *globals, cmd string) {
+	if g.source == nil || g.pathSet {
+		return
+	}
+	p := g.path
+	if p == "" {
+		p = "the repository's root"
+	}
+	fmt.Fprintf(errOut, "note: %s reads %s, the path the state applied (--path chooses another)\n", cmd, p)
+}
+
+// checkLocalPath refuses a --path that leaves the repository (".." or
+// absolute): every command reads below the repository's root only.
+func checkLocalPath(g *globals) error {
+	if g.path == "" || isRemote(g.repo) {
+		return nil
+	}
+	if !filepath.IsLocal(filepath.FromSlash(g.path)) {
+		return usageErr("--path %s: outside the repository %s", g.path, g.repo)
 	}
 	return nil
 }

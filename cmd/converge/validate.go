@@ -79,6 +79,15 @@ over it is an error naming it.`,
 		RunE: func(c *cobra.Command, args []string) error {
 			// DIR, or else --repo and --path as every other command reads
 			// them (here from the working tree, not from git).
+			if len(args) == 0 && !isRemote(g.repo) {
+				if err := resolveSource(g); err != nil {
+					return err
+				}
+				if err := checkLocalPath(g); err != nil {
+					return err
+				}
+				notePathFromState(c.ErrOrStderr(), g, "validate")
+			}
 			dir := filepath.Join(g.repo, filepath.FromSlash(g.path))
 			if len(args) == 1 {
 				d, err := validateDir(g.repo, args[0])
