@@ -1,9 +1,11 @@
 package cue
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strconv"
 	"strings"
@@ -43,6 +45,17 @@ func composeFile(k *converge.Kind, shape bool) string {
 	} else {
 		b.WriteString("spec: _\nout: (\n" + k.Compose + ")\n")
 	}
+	return b.String()
+}
+
+// composeFileWith is composeFile (without the shape) with spec bound to
+// text, one line of JSON: the expression's lines do not move.
+func composeFileWith(k *converge.Kind, text string) string {
+	var b strings.Builder
+	for _, imp := range k.ComposeImports {
+		b.WriteString("import " + imp + "\n")
+	}
+	b.WriteString("spec: " + text + "\nout: (\n" + k.Compose + ")\n")
 	return b.String()
 }
 
@@ -243,11 +256,10 @@ func (s *Schemas) compose(ref converge.KindRef, spec json.RawMessage) ([]converg
 			s.composeStats.fast.Add(1)
 			return ch, ed, nil
 		}
-		// The decoded spec was only read; CUE encodes it afresh.
 		s.composeStats.fellBack.Add(1)
 	}
 	s.composeStats.cue.Add(1)
-	return s.composeCUE(k, x)
+	return s.composeCUE(k, spec)
 }
 
 // specOrEmpty is spec, or {} when it is empty.
@@ -326,16 +338,24 @@ func (s *Schemas) ComposeDeltas(ref converge.KindRef) bool {
 	return c.fc != nil && c.fc.parts != nil
 }
 
-// composeCUE evaluates k's compose expression with the decoded spec x
-// through CUE.
-func (s *Schemas) composeCUE(k *converge.Kind, x any) ([]converge.Child, []converge.Edge, error) {
+// composeCUE evaluates k's compose expression with spec, a JSON value,
+// through CUE. The spec is compiled from its JSON text, as CUE reads a
+// JSON file (a value filled in with Encode loses the fields of a struct
+// embedded in a comprehension's body), canonicalised first as the fast
+// path reads it: decoded by encoding/json (of duplicate keys the last
+// wins), its objects' keys sorted, its numbers as written.
+func (s *Schemas) composeCUE(k *converge.Kind, spec json.RawMessage) ([]converge.Child, []converge.Edge, error) {
 	at := atOf(k)
+	text, err := canonicalJSON(specOrEmpty(spec))
+	if err != nil {
+		return nil, nil, fmt.Errorf("spec: %w", err)
+	}
 	ctx := s.newEvaluator().ctx
-	f := ctx.CompileString(composeFile(k, false), cuelang.Filename("compose"))
+	f := ctx.CompileString(composeFileWith(k, text), cuelang.Filename("compose"))
 	if err := f.Err(); err != nil {
 		return nil, nil, errors.New(at.composeErr(err))
 	}
-	out := f.FillPath(specPath, ctx.Encode(x)).LookupPath(outPath)
+	out := f.LookupPath(outPath)
 	b, err := out.MarshalJSON()
 	if err != nil {
 		return nil, nil, errors.New(at.composeErr(err))
@@ -357,7 +377,8 @@ func (s *Schemas) composeCUE(k *converge.Kind, x any) ([]converge.Child, []conve
 }
 
 // flowsOf turns {"status.FROM": "spec.TO"} into value flows, sorted by
-// To (the prefixes may be left out).
+// To and then From (the prefixes may be left out): one order on both
+// paths, whatever the map's (converge.SameEdges compares flows in order).
 func flowsOf(m map[string]string) []converge.ValueFlow {
 	if len(m) == 0 {
 		return nil
@@ -366,8 +387,35 @@ func flowsOf(m map[string]string) []converge.ValueFlow {
 	for from, to := range m {
 		out = append(out, converge.ValueFlow{From: strings.TrimPrefix(from, "status."), To: strings.TrimPrefix(to, "spec.")})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].To < out[j].To })
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].To != out[j].To {
+			return out[i].To < out[j].To
+		}
+		return out[i].From < out[j].From
+	})
 	return out
+}
+
+// canonicalJSON is spec's JSON value as one line of JSON text: decoded
+// by encoding/json (the last of duplicate keys wins), each object's keys
+// sorted, numbers as written. It is the spec both paths compose: the
+// fast path decodes the same way (decodeJSON) and iterates an object's
+// keys sorted.
+func canonicalJSON(spec json.RawMessage) (string, error) {
+	dec := json.NewDecoder(bytes.NewReader(spec))
+	dec.UseNumber()
+	var x any
+	if err := dec.Decode(&x); err != nil {
+		return "", fmt.Errorf("decode json: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return "", errors.New("decode json: data after the value")
+	}
+	b, err := json.Marshal(x)
+	if err != nil {
+		return "", fmt.Errorf("encode json: %w", err)
+	}
+	return string(b), nil
 }
 
 // composeSrc is a kind's compose expression as the loader read it.

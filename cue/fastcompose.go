@@ -2224,8 +2224,8 @@ var fastBuiltins = map[string]fastBuiltin{
 // parseInt is CUE's strconv.ParseInt (big.Int's SetString, then the
 // bit size check) for results that fit an int64.
 func parseInt(s string, base, bits int) (any, error) {
-	if bits < 0 {
-		return nil, errArg
+	if bits < 0 || base != 0 && (base < 2 || base > 62) {
+		return nil, errArg // CUE's error (big.Int's SetString panics)
 	}
 	if bits == 0 || bits > 64 {
 		bits = 64
