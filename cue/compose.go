@@ -601,7 +601,132 @@ func (l *loader) dryRunComposers(bad map[converge.KindRef]bool) {
 		for _, m := range l.checkComposed(r.ID(), children, edges) {
 			l.findingAt(a, fmt.Sprintf("%s: %s (%s)", a, m, who), "COMPOSE_CHILD_INVALID")
 		}
+		if l.opts.CompareCompose {
+			if diff := l.schemas.compareComposePaths(r.Ref(), r.Declared); diff != "" {
+				l.findingAt(a, fmt.Sprintf("%s: the fast path composes differently from CUE's evaluator: %s (%s); a bug of converge's fast path: please report it", a, diff, who), RuleComposeDiffers)
+			}
+		}
 	}
+}
+
+// RuleComposeDiffers is the rule of a finding that says the fast path
+// (fastcompose.go) composes a declared resource otherwise than CUE's
+// evaluator does (Options.CompareCompose).
+const RuleComposeDiffers = "COMPOSE_FAST_DIFFERS"
+
+// compareComposeMax bounds the children of a composition that
+// compareComposePaths composes through CUE's evaluator.
+const compareComposeMax = 2000
+
+// compareComposePaths composes spec with ref's expression on the fast
+// path and through CUE's evaluator and returns their first difference,
+// or "" when they agree or the fast path leaves the spec to CUE. A fast
+// composition of more than compareComposeMax children is compared on a
+// sample: in the parts shape (composeparts.go), the spec with its parts
+// list cut to as many first elements as make about compareComposeMax
+// children; otherwise it is not compared.
+func (s *Schemas) compareComposePaths(ref converge.KindRef, spec json.RawMessage) string {
+	k, fc := s.kinds[ref], s.composers[ref].fc
+	if k == nil || fc == nil {
+		return ""
+	}
+	spec = specOrEmpty(spec)
+	x, err := decodeJSON(spec)
+	if err != nil {
+		return ""
+	}
+	fch, fed, err := fc.run(x)
+	if err != nil {
+		return "" // CUE composes it: nothing to compare
+	}
+	if len(fch) > compareComposeMax {
+		if fc.parts == nil {
+			return ""
+		}
+		if spec = sampleParts(spec, fc.parts.path, float64(compareComposeMax)/float64(len(fch))); spec == nil {
+			return ""
+		}
+		x, _ = decodeJSON(spec)
+		if fch, fed, err = fc.run(x); err != nil {
+			return ""
+		}
+	}
+	cch, ced, err := s.composeCUE(k, spec)
+	if err != nil {
+		return fmt.Sprintf("%d children where CUE fails: %v", len(fch), err)
+	}
+	return compositionDiff(fch, fed, cch, ced)
+}
+
+// sampleParts returns spec with the list at path cut to its first
+// elements, a share frac of them (one at least), or nil when there is no
+// list there.
+func sampleParts(spec json.RawMessage, path []string, frac float64) json.RawMessage {
+	dec := json.NewDecoder(bytes.NewReader(spec))
+	dec.UseNumber()
+	var root any
+	if err := dec.Decode(&root); err != nil {
+		return nil
+	}
+	m, ok := root.(map[string]any)
+	for i, p := range path {
+		if !ok {
+			return nil
+		}
+		if i == len(path)-1 {
+			l, isList := m[p].([]any)
+			if !isList {
+				return nil
+			}
+			m[p] = l[:max(1, min(len(l), int(float64(len(l))*frac)))]
+			break
+		}
+		m, ok = m[p].(map[string]any)
+	}
+	b, err := json.Marshal(root)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// specText is a child's spec as JSON, or "none".
+func specText(spec json.RawMessage) string {
+	if spec == nil {
+		return "none"
+	}
+	return string(spec)
+}
+
+// compositionDiff describes the first difference between a fast
+// composition and CUE's, or returns "" when they are the same.
+func compositionDiff(fch []converge.Child, fed []converge.Edge, cch []converge.Child, ced []converge.Edge) string {
+	for i := range max(len(fch), len(cch)) {
+		switch {
+		case i >= len(fch):
+			return fmt.Sprintf("child %d (%s/%s) only through CUE", i, cch[i].Kind, cch[i].Name)
+		case i >= len(cch):
+			return fmt.Sprintf("child %d (%s/%s) only on the fast path", i, fch[i].Kind, fch[i].Name)
+		}
+		f, c := fch[i], cch[i]
+		if f.Kind != c.Kind || f.Name != c.Name || f.KindVersion != c.KindVersion || f.ProviderConfigRef != c.ProviderConfigRef || !bytes.Equal(f.Spec, c.Spec) {
+			return fmt.Sprintf("child %d: %s/%s v%d spec %s on the fast path, %s/%s v%d spec %s through CUE", i,
+				f.Kind, f.Name, f.KindVersion, specText(f.Spec), c.Kind, c.Name, c.KindVersion, specText(c.Spec))
+		}
+	}
+	for i := range max(len(fed), len(ced)) {
+		switch {
+		case i >= len(fed):
+			return fmt.Sprintf("edge %d (%s -> %s) only through CUE", i, ced[i].Consumer, ced[i].Producer)
+		case i >= len(ced):
+			return fmt.Sprintf("edge %d (%s -> %s) only on the fast path", i, fed[i].Consumer, fed[i].Producer)
+		}
+		if f, c := fed[i], ced[i]; f.Consumer != c.Consumer || f.Producer != c.Producer || fmt.Sprint(f.Flows) != fmt.Sprint(c.Flows) {
+			return fmt.Sprintf("edge %d: %s -> %s %v on the fast path, %s -> %s %v through CUE", i,
+				f.Consumer, f.Producer, f.Flows, c.Consumer, c.Producer, c.Flows)
+		}
+	}
+	return ""
 }
 
 // checkComposed checks a composition as the scheduler will; it returns at

@@ -77,3 +77,95 @@ func TestFlowOrder(t *testing.T) {
 		t.Errorf("compose stats %+v, want 20 fast and 20 through CUE", st)
 	}
 }
+
+// TestCompareComposePaths: compareComposePaths finds no difference where
+// the paths agree (a large composition compared on a sample of its
+// parts), and the first difference where the fast path is wrong (here a
+// fast composer of another expression stands in for a bug).
+func TestCompareComposePaths(t *testing.T) {
+	teams := func(n int) []byte {
+		var names []string
+		for i := range n {
+			names = append(names, fmt.Sprintf(`"t%d"`, i))
+		}
+		return []byte(`{"teams":[` + strings.Join(names, ",") + `]}`)
+	}
+	const expr = `{children: [for t in spec.teams {kind: "a", name: t, spec: {n: t}}], edges: [for t in spec.teams {consumer: "a/\(t)", producer: "p/x", flows: {"status.x": "spec.y"}}]}`
+	tests := []struct {
+		name     string
+		fastExpr string // the fast path's expression, when it differs
+		spec     []byte
+		want     string
+	}{
+		{name: "agree", spec: teams(3)},
+		{name: "agree on a sample", spec: teams(compareComposeMax * 3)},
+		{name: "a child's spec differs", fastExpr: strings.Replace(expr, "n: t", "n: t, m: 1", 1), spec: teams(3),
+			want: `child 0: a/t0 v1 spec {"n":"t0","m":1} on the fast path, a/t0 v1 spec {"n":"t0"} through CUE`},
+		{name: "a sample differs", fastExpr: strings.Replace(expr, `kind: "a"`, `kind: "b"`, 1), spec: teams(compareComposeMax * 3),
+			want: "child 0: b/t0 v1"},
+		{name: "a flow differs", fastExpr: strings.Replace(expr, "spec.y", "spec.z", 1), spec: teams(3),
+			want: "edge 0: a/t0 -> p/x [{x z}] on the fast path, a/t0 -> p/x [{x y}] through CUE"},
+		{name: "a child more", fastExpr: strings.Replace(expr, `children: [`, `children: [{kind: "z", name: "z"}, `, 1), spec: teams(1),
+			want: "child 0: z/z v1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := composeKind(t, expr)
+			if tt.fastExpr != "" {
+				other := composeKind(t, tt.fastExpr)
+				c := s.composers[tRef]
+				c.fc = other.composers[tRef].fc
+				s.composers[tRef] = c
+			}
+			if s.composers[tRef].fc == nil {
+				t.Fatal("the expression is not on the fast path")
+			}
+			got := s.compareComposePaths(tRef, tt.spec)
+			if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
+				t.Errorf("compareComposePaths = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestDryRunComparesPaths: with Options.CompareCompose the load's dry run
+// reports a fast composition that differs from CUE's as a finding at the
+// compose expression, rule COMPOSE_FAST_DIFFERS, naming the resource;
+// without it, or where the paths agree, there is none.
+func TestDryRunComparesPaths(t *testing.T) {
+	const expr = `{children: [for t in spec.teams {kind: "a", name: t}]}`
+	tests := []struct {
+		name     string
+		compare  bool
+		fastExpr string
+		want     string
+	}{
+		{name: "the paths agree", compare: true},
+		{name: "the fast path differs", compare: true, fastExpr: `{children: [for t in spec.teams {kind: "b", name: t}]}`,
+			want: `kinds/t.cue:3:10: compose: COMPOSE_FAST_DIFFERS: the fast path composes differently from CUE's evaluator: child 0: b/x v1 spec none on the fast path, a/x v1 spec none through CUE (composing t/r (r.cue:1)); a bug of converge's fast path: please report it`},
+		{name: "not compared", fastExpr: `{children: [for t in spec.teams {kind: "b", name: t}]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := composeKind(t, expr)
+			if tt.fastExpr != "" {
+				c := s.composers[tRef]
+				c.fc = composeKind(t, tt.fastExpr).composers[tRef].fc
+				s.composers[tRef] = c
+			}
+			l := &loader{schemas: s, opts: Options{CompareCompose: tt.compare}, res: &Result{},
+				composers: []*composeSrc{{ref: tRef, at: parseComposeAt("kinds/t.cue:3:10")}}}
+			l.res.Desired.Resources = []*converge.Resource{{Kind: "t", KindVersion: 1, Name: "r", Source: "r.cue:1", Declared: []byte(`{"teams":["x"]}`)}}
+			l.dryRunComposers(nil)
+			var got []string
+			for _, f := range l.res.Findings {
+				if f.Rule == RuleComposeDiffers {
+					got = append(got, fmt.Sprintf("%s:%d:%d: %s: %s: %s", f.File, f.Line, f.Column, f.Path, f.Rule, f.Message))
+				}
+			}
+			if want := []string{tt.want}; tt.want == "" && len(got) != 0 || tt.want != "" && fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("findings %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
