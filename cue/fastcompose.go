@@ -50,20 +50,26 @@ import (
 //     let and hidden field is evaluated, every field of a definition
 //     instance, both operands of && and ||; an error anywhere falls back.
 //
-// The subset, read from the expression's syntax:
+// The subset, read from the expression's syntax (docs/ARCHITECTURE.md,
+// "Composition in CUE", states it in full):
 //
 //	the expression       a struct literal: regular fields (children,
 //	                     edges, others evaluated and dropped), hidden
 //	                     fields (_x), lets, and definitions (#d)
 //	a definition #d      a struct of parameters (field: string, int,
-//	                     bool, number or _) and fields computed from
-//	                     them; used as (#d & {param: x, ...}).field or as
-//	                     the value (#d & {...})
+//	                     bool, number or _, a predeclared type nothing
+//	                     declared shadows) and fields computed from them
+//	an instance          #d, #d & {p: x, ...} or {p: x, ...} & #d: one
+//	                     definition, one literal of parameters; selected
+//	                     from ((#d & {...}).f) or, its literal in the
+//	                     definition's order, a value. No chain of
+//	                     unifications (CUE unifies every conjunct)
 //	struct literals      static labels, "\(x)" or (x) labels, lets,
 //	                     comprehensions yielding fields, or one
 //	                     embedded value ({[...]} is the list)
 //	list literals        values and comprehensions
-//	comprehensions       for x in L, for k, v in L, if C, let x = E
+//	comprehensions       for x in L, for k, v in L, if C, let x = E (_
+//	                     is never bound, as in CUE)
 //	literals             strings (and interpolations of strings, ints,
 //	                     bools), decimal ints, true, false, null
 //	operators            + - * on ints, + on strings, == != < <= > >=
@@ -71,7 +77,7 @@ import (
 //	                     && || ! on bools, =~ !~ (Go regexps, as CUE)
 //	references           spec, comprehension variables, lets, top-level
 //	                     fields, a definition's own fields; x.f, x[i],
-//	                     x["f"]
+//	                     x["f"]; x._h only of an instance
 //	builtins             len, and the imports in fastBuiltins:
 //	                     crypto/sha256.Sum256, encoding/hex.Encode,
 //	                     strconv.ParseInt, Atoi, FormatInt, Quote,
@@ -81,13 +87,14 @@ import (
 //
 // Not in the subset: floats, bytes other than a hash's, /, disjunctions
 // and defaults, constraints (=~ in a field, optional or required
-// fields), unification other than a definition's, sibling references
+// fields), unification other than an instance's, sibling references
 // inside nested structs, aliases, ellipses, attributes declarations, a
-// label declared twice, and any other builtin or import. A struct built
-// by comprehensions or with dynamic labels may be read, iterated not,
-// and in a child's spec it falls back: CUE orders its fields its own way
-// (an if's before the others, a for's after), and the scheduler compares
-// a recomposed child's spec bytes.
+// label declared twice, a reference to _, and any other builtin or
+// import. A struct built by comprehensions or with dynamic labels may be
+// read, iterated not, and in a child's spec it falls back: CUE orders its
+// fields its own way (an if's before the others, a for's after), and the
+// scheduler compares a recomposed child's spec bytes. So does a product
+// that is negative zero (CUE's numbers are decimals: -1 * 0 is -0).
 //
 // What keeps it fast: children and edges written as list literals that
 // nothing refers to are streamed, each item converted as it is made (no
