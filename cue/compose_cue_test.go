@@ -120,7 +120,7 @@ func TestCompareComposePaths(t *testing.T) {
 			if s.composers[tRef].fc == nil {
 				t.Fatal("the expression is not on the fast path")
 			}
-			got := s.compareComposePaths(tRef, tt.spec)
+			got, _ := s.compareComposePaths(tRef, tt.spec)
 			if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
 				t.Errorf("compareComposePaths = %q, want %q", got, tt.want)
 			}
@@ -131,12 +131,14 @@ func TestCompareComposePaths(t *testing.T) {
 // TestDryRunComparesPaths: with Options.CompareCompose the load's dry run
 // reports a fast composition that differs from CUE's as a finding at the
 // compose expression, rule COMPOSE_FAST_DIFFERS, naming the resource;
-// without it, or where the paths agree, there is none.
+// without it, where the paths agree, or once the load compared
+// compareComposeTotal children, there is none.
 func TestDryRunComparesPaths(t *testing.T) {
 	const expr = `{children: [for t in spec.teams {kind: "a", name: t}]}`
 	tests := []struct {
 		name     string
 		compare  bool
+		spent    int // children the load compared before
 		fastExpr string
 		want     string
 	}{
@@ -144,6 +146,7 @@ func TestDryRunComparesPaths(t *testing.T) {
 		{name: "the fast path differs", compare: true, fastExpr: `{children: [for t in spec.teams {kind: "b", name: t}]}`,
 			want: `kinds/t.cue:3:10: compose: COMPOSE_FAST_DIFFERS: the fast path composes differently from CUE's evaluator: child 0: b/x v1 spec none on the fast path, a/x v1 spec none through CUE (composing t/r (r.cue:1)); a bug of converge's fast path: please report it`},
 		{name: "not compared", fastExpr: `{children: [for t in spec.teams {kind: "b", name: t}]}`},
+		{name: "over the load's budget", compare: true, spent: compareComposeTotal, fastExpr: `{children: [for t in spec.teams {kind: "b", name: t}]}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -153,7 +156,7 @@ func TestDryRunComparesPaths(t *testing.T) {
 				c.fc = composeKind(t, tt.fastExpr).composers[tRef].fc
 				s.composers[tRef] = c
 			}
-			l := &loader{schemas: s, opts: Options{CompareCompose: tt.compare}, res: &Result{},
+			l := &loader{schemas: s, opts: Options{CompareCompose: tt.compare}, res: &Result{}, compared: tt.spent,
 				composers: []*composeSrc{{ref: tRef, at: parseComposeAt("kinds/t.cue:3:10")}}}
 			l.res.Desired.Resources = []*converge.Resource{{Kind: "t", KindVersion: 1, Name: "r", Source: "r.cue:1", Declared: []byte(`{"teams":["x"]}`)}}
 			l.dryRunComposers(nil)

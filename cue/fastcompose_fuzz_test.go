@@ -175,9 +175,13 @@ func (g *exprGen) str() string {
 	case 10:
 		return fmt.Sprintf("%s.Quote(%s)", g.use("strconv"), g.str())
 	case 11:
-		if h := g.pick(3); h == 0 {
+		switch g.pick(3) {
+		case 0:
 			return fmt.Sprintf(`%s.Encode(%s.Sum256(%s))`, g.use("encoding/hex"), g.use("crypto/sha256"), g.str())
+		case 1:
+			return fmt.Sprintf("[%s, %s][%s]", g.str(), g.str(), []string{"0", "1", "2", g.int()}[g.pick(4)])
 		}
+		return fmt.Sprintf(`{a: %s, "b": %s}[%s]`, g.str(), g.str(), []string{`"a"`, `"b"`, `"c"`}[g.pick(3)])
 	}
 	return genStrings[g.pick(len(genStrings))]
 }
@@ -301,6 +305,14 @@ func (g *exprGen) value() string {
 				return "{" + g.fieldsOf(2) + "}"
 			}))
 		}
+	case 10:
+		src := fmt.Sprintf("{b: %s, a: %s}", g.str(), g.str())
+		if t, ok := g.varOf("team"); ok && g.pick(2) == 0 {
+			src = t + ".tags"
+		}
+		return fmt.Sprintf("[for k, v in %s let u = k + v if %s {key: k, val: u}]", src, g.with([]genVar{{"k", "string"}, {"v", "string"}}, g.bool))
+	case 11:
+		return fmt.Sprintf("[for x in [%s, %s] {[x, %s]}]", g.scalar(), g.scalar(), g.scalar())
 	}
 	return g.str()
 }

@@ -47,7 +47,8 @@ type Options struct {
 	// and through CUE's evaluator, and reports a difference as a finding
 	// (RuleComposeDiffers) at the expression. It costs CUE's evaluation
 	// (~65 µs a child): a composition of more than compareComposeMax
-	// children is compared on a sample (compareComposePaths). validate
+	// children is compared on a sample (compareComposePaths), and once
+	// compareComposeTotal children were, no further resource is. validate
 	// sets it.
 	CompareCompose bool
 }
@@ -149,6 +150,9 @@ type loader struct {
 	deps []gitDep
 	// composers are the kinds that compose in CUE (compose.go).
 	composers []*composeSrc
+	// compared counts the children composed both ways
+	// (Options.CompareCompose), up to compareComposeTotal.
+	compared int
 }
 
 // document is one typed document.
