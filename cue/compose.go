@@ -1,9 +1,11 @@
 package cue
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strconv"
 	"strings"
@@ -43,6 +45,17 @@ func composeFile(k *converge.Kind, shape bool) string {
 	} else {
 		b.WriteString("spec: _\nout: (\n" + k.Compose + ")\n")
 	}
+	return b.String()
+}
+
+// composeFileWith is composeFile (without the shape) with spec bound to
+// text, one line of JSON: the expression's lines do not move.
+func composeFileWith(k *converge.Kind, text string) string {
+	var b strings.Builder
+	for _, imp := range k.ComposeImports {
+		b.WriteString("import " + imp + "\n")
+	}
+	b.WriteString("spec: " + text + "\nout: (\n" + k.Compose + ")\n")
 	return b.String()
 }
 
@@ -243,11 +256,10 @@ func (s *Schemas) compose(ref converge.KindRef, spec json.RawMessage) ([]converg
 			s.composeStats.fast.Add(1)
 			return ch, ed, nil
 		}
-		// The decoded spec was only read; CUE encodes it afresh.
 		s.composeStats.fellBack.Add(1)
 	}
 	s.composeStats.cue.Add(1)
-	return s.composeCUE(k, x)
+	return s.composeCUE(k, spec)
 }
 
 // specOrEmpty is spec, or {} when it is empty.
@@ -326,16 +338,24 @@ func (s *Schemas) ComposeDeltas(ref converge.KindRef) bool {
 	return c.fc != nil && c.fc.parts != nil
 }
 
-// composeCUE evaluates k's compose expression with the decoded spec x
-// through CUE.
-func (s *Schemas) composeCUE(k *converge.Kind, x any) ([]converge.Child, []converge.Edge, error) {
+// composeCUE evaluates k's compose expression with spec, a JSON value,
+// through CUE. The spec is compiled from its JSON text, as CUE reads a
+// JSON file (a value filled in with Encode loses the fields of a struct
+// embedded in a comprehension's body), canonicalised first as the fast
+// path reads it: decoded by encoding/json (of duplicate keys the last
+// wins), its objects' keys sorted, its numbers as written.
+func (s *Schemas) composeCUE(k *converge.Kind, spec json.RawMessage) ([]converge.Child, []converge.Edge, error) {
 	at := atOf(k)
+	text, err := canonicalJSON(specOrEmpty(spec))
+	if err != nil {
+		return nil, nil, fmt.Errorf("spec: %w", err)
+	}
 	ctx := s.newEvaluator().ctx
-	f := ctx.CompileString(composeFile(k, false), cuelang.Filename("compose"))
+	f := ctx.CompileString(composeFileWith(k, text), cuelang.Filename("compose"))
 	if err := f.Err(); err != nil {
 		return nil, nil, errors.New(at.composeErr(err))
 	}
-	out := f.FillPath(specPath, ctx.Encode(x)).LookupPath(outPath)
+	out := f.LookupPath(outPath)
 	b, err := out.MarshalJSON()
 	if err != nil {
 		return nil, nil, errors.New(at.composeErr(err))
@@ -357,7 +377,8 @@ func (s *Schemas) composeCUE(k *converge.Kind, x any) ([]converge.Child, []conve
 }
 
 // flowsOf turns {"status.FROM": "spec.TO"} into value flows, sorted by
-// To (the prefixes may be left out).
+// To and then From (the prefixes may be left out): one order on both
+// paths, whatever the map's (converge.SameEdges compares flows in order).
 func flowsOf(m map[string]string) []converge.ValueFlow {
 	if len(m) == 0 {
 		return nil
@@ -366,8 +387,35 @@ func flowsOf(m map[string]string) []converge.ValueFlow {
 	for from, to := range m {
 		out = append(out, converge.ValueFlow{From: strings.TrimPrefix(from, "status."), To: strings.TrimPrefix(to, "spec.")})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].To < out[j].To })
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].To != out[j].To {
+			return out[i].To < out[j].To
+		}
+		return out[i].From < out[j].From
+	})
 	return out
+}
+
+// canonicalJSON is spec's JSON value as one line of JSON text: decoded
+// by encoding/json (the last of duplicate keys wins), each object's keys
+// sorted, numbers as written. It is the spec both paths compose: the
+// fast path decodes the same way (decodeJSON) and iterates an object's
+// keys sorted.
+func canonicalJSON(spec json.RawMessage) (string, error) {
+	dec := json.NewDecoder(bytes.NewReader(spec))
+	dec.UseNumber()
+	var x any
+	if err := dec.Decode(&x); err != nil {
+		return "", fmt.Errorf("decode json: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return "", errors.New("decode json: data after the value")
+	}
+	b, err := json.Marshal(x)
+	if err != nil {
+		return "", fmt.Errorf("encode json: %w", err)
+	}
+	return string(b), nil
 }
 
 // composeSrc is a kind's compose expression as the loader read it.
@@ -553,7 +601,140 @@ func (l *loader) dryRunComposers(bad map[converge.KindRef]bool) {
 		for _, m := range l.checkComposed(r.ID(), children, edges) {
 			l.findingAt(a, fmt.Sprintf("%s: %s (%s)", a, m, who), "COMPOSE_CHILD_INVALID")
 		}
+		if l.opts.CompareCompose && l.compared < compareComposeTotal {
+			diff, n := l.schemas.compareComposePaths(r.Ref(), r.Declared)
+			l.compared += n
+			if diff != "" {
+				l.findingAt(a, fmt.Sprintf("%s: the fast path composes differently from CUE's evaluator: %s (%s); a bug of converge's fast path: please report it", a, diff, who), RuleComposeDiffers)
+			}
+		}
 	}
+}
+
+// RuleComposeDiffers is the rule of a finding that says the fast path
+// (fastcompose.go) composes a declared resource otherwise than CUE's
+// evaluator does (Options.CompareCompose).
+const RuleComposeDiffers = "COMPOSE_FAST_DIFFERS"
+
+// compareComposeMax bounds the children of a composition that
+// compareComposePaths composes through CUE's evaluator, and
+// compareComposeTotal those of one load (~65 µs a child): the resources
+// after are not compared.
+const (
+	compareComposeMax   = 2000
+	compareComposeTotal = 20000
+)
+
+// compareComposePaths composes spec with ref's expression on the fast
+// path and through CUE's evaluator and returns their first difference,
+// or "" when they agree or the fast path leaves the spec to CUE, and the
+// number of children CUE composed. A fast composition of more than
+// compareComposeMax children is compared on a sample: in the parts shape
+// (composeparts.go), the spec with its parts list cut to as many first
+// elements as make about compareComposeMax children; otherwise it is not
+// compared.
+func (s *Schemas) compareComposePaths(ref converge.KindRef, spec json.RawMessage) (diff string, composed int) {
+	k, fc := s.kinds[ref], s.composers[ref].fc
+	if k == nil || fc == nil {
+		return "", 0
+	}
+	spec = specOrEmpty(spec)
+	x, err := decodeJSON(spec)
+	if err != nil {
+		return "", 0
+	}
+	fch, fed, err := fc.run(x)
+	if err != nil {
+		return "", 0 // CUE composes it: nothing to compare
+	}
+	if len(fch) > compareComposeMax {
+		if fc.parts == nil {
+			return "", 0
+		}
+		if spec = sampleParts(spec, fc.parts.path, float64(compareComposeMax)/float64(len(fch))); spec == nil {
+			return "", 0
+		}
+		x, _ = decodeJSON(spec)
+		if fch, fed, err = fc.run(x); err != nil {
+			return "", 0
+		}
+	}
+	cch, ced, err := s.composeCUE(k, spec)
+	if err != nil {
+		return fmt.Sprintf("%d children where CUE fails: %v", len(fch), err), len(fch)
+	}
+	return compositionDiff(fch, fed, cch, ced), len(fch)
+}
+
+// sampleParts returns spec with the list at path cut to its first
+// elements, a share frac of them (one at least), or nil when there is no
+// list there.
+func sampleParts(spec json.RawMessage, path []string, frac float64) json.RawMessage {
+	dec := json.NewDecoder(bytes.NewReader(spec))
+	dec.UseNumber()
+	var root any
+	if err := dec.Decode(&root); err != nil {
+		return nil
+	}
+	m, ok := root.(map[string]any)
+	for i, p := range path {
+		if !ok {
+			return nil
+		}
+		if i == len(path)-1 {
+			l, isList := m[p].([]any)
+			if !isList {
+				return nil
+			}
+			m[p] = l[:max(1, min(len(l), int(float64(len(l))*frac)))]
+			break
+		}
+		m, ok = m[p].(map[string]any)
+	}
+	b, err := json.Marshal(root)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// specText is a child's spec as JSON, or "none".
+func specText(spec json.RawMessage) string {
+	if spec == nil {
+		return "none"
+	}
+	return string(spec)
+}
+
+// compositionDiff describes the first difference between a fast
+// composition and CUE's, or returns "" when they are the same.
+func compositionDiff(fch []converge.Child, fed []converge.Edge, cch []converge.Child, ced []converge.Edge) string {
+	for i := range max(len(fch), len(cch)) {
+		switch {
+		case i >= len(fch):
+			return fmt.Sprintf("child %d (%s/%s) only through CUE", i, cch[i].Kind, cch[i].Name)
+		case i >= len(cch):
+			return fmt.Sprintf("child %d (%s/%s) only on the fast path", i, fch[i].Kind, fch[i].Name)
+		}
+		f, c := fch[i], cch[i]
+		if f.Kind != c.Kind || f.Name != c.Name || f.KindVersion != c.KindVersion || f.ProviderConfigRef != c.ProviderConfigRef || !bytes.Equal(f.Spec, c.Spec) {
+			return fmt.Sprintf("child %d: %s/%s v%d spec %s on the fast path, %s/%s v%d spec %s through CUE", i,
+				f.Kind, f.Name, f.KindVersion, specText(f.Spec), c.Kind, c.Name, c.KindVersion, specText(c.Spec))
+		}
+	}
+	for i := range max(len(fed), len(ced)) {
+		switch {
+		case i >= len(fed):
+			return fmt.Sprintf("edge %d (%s -> %s) only through CUE", i, ced[i].Consumer, ced[i].Producer)
+		case i >= len(ced):
+			return fmt.Sprintf("edge %d (%s -> %s) only on the fast path", i, fed[i].Consumer, fed[i].Producer)
+		}
+		if f, c := fed[i], ced[i]; f.Consumer != c.Consumer || f.Producer != c.Producer || fmt.Sprint(f.Flows) != fmt.Sprint(c.Flows) {
+			return fmt.Sprintf("edge %d: %s -> %s %v on the fast path, %s -> %s %v through CUE", i,
+				f.Consumer, f.Producer, f.Flows, c.Consumer, c.Producer, c.Flows)
+		}
+	}
+	return ""
 }
 
 // checkComposed checks a composition as the scheduler will; it returns at

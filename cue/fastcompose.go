@@ -50,20 +50,26 @@ import (
 //     let and hidden field is evaluated, every field of a definition
 //     instance, both operands of && and ||; an error anywhere falls back.
 //
-// The subset, read from the expression's syntax:
+// The subset, read from the expression's syntax (docs/ARCHITECTURE.md,
+// "Composition in CUE", states it in full):
 //
 //	the expression       a struct literal: regular fields (children,
 //	                     edges, others evaluated and dropped), hidden
 //	                     fields (_x), lets, and definitions (#d)
 //	a definition #d      a struct of parameters (field: string, int,
-//	                     bool, number or _) and fields computed from
-//	                     them; used as (#d & {param: x, ...}).field or as
-//	                     the value (#d & {...})
+//	                     bool, number or _, a predeclared type nothing
+//	                     declared shadows) and fields computed from them
+//	an instance          #d, #d & {p: x, ...} or {p: x, ...} & #d: one
+//	                     definition, one literal of parameters; selected
+//	                     from ((#d & {...}).f) or, its literal in the
+//	                     definition's order, a value. No chain of
+//	                     unifications (CUE unifies every conjunct)
 //	struct literals      static labels, "\(x)" or (x) labels, lets,
 //	                     comprehensions yielding fields, or one
 //	                     embedded value ({[...]} is the list)
 //	list literals        values and comprehensions
-//	comprehensions       for x in L, for k, v in L, if C, let x = E
+//	comprehensions       for x in L, for k, v in L, if C, let x = E (_
+//	                     is never bound, as in CUE)
 //	literals             strings (and interpolations of strings, ints,
 //	                     bools), decimal ints, true, false, null
 //	operators            + - * on ints, + on strings, == != < <= > >=
@@ -71,7 +77,7 @@ import (
 //	                     && || ! on bools, =~ !~ (Go regexps, as CUE)
 //	references           spec, comprehension variables, lets, top-level
 //	                     fields, a definition's own fields; x.f, x[i],
-//	                     x["f"]
+//	                     x["f"]; x._h only of an instance
 //	builtins             len, and the imports in fastBuiltins:
 //	                     crypto/sha256.Sum256, encoding/hex.Encode,
 //	                     strconv.ParseInt, Atoi, FormatInt, Quote,
@@ -81,13 +87,14 @@ import (
 //
 // Not in the subset: floats, bytes other than a hash's, /, disjunctions
 // and defaults, constraints (=~ in a field, optional or required
-// fields), unification other than a definition's, sibling references
+// fields), unification other than an instance's, sibling references
 // inside nested structs, aliases, ellipses, attributes declarations, a
-// label declared twice, and any other builtin or import. A struct built
-// by comprehensions or with dynamic labels may be read, iterated not,
-// and in a child's spec it falls back: CUE orders its fields its own way
-// (an if's before the others, a for's after), and the scheduler compares
-// a recomposed child's spec bytes.
+// label declared twice, a reference to _, and any other builtin or
+// import. A struct built by comprehensions or with dynamic labels may be
+// read, iterated not, and in a child's spec it falls back: CUE orders its
+// fields its own way (an if's before the others, a for's after), and the
+// scheduler compares a recomposed child's spec bytes. So does a product
+// that is negative zero (CUE's numbers are decimals: -1 * 0 is -0).
 //
 // What keeps it fast: children and edges written as list literals that
 // nothing refers to are streamed, each item converted as it is made (no
@@ -333,6 +340,7 @@ const (
 type binding struct {
 	kind bindKind
 	idx  int
+	why  string // of bindOpaque, when the subset says why
 }
 
 type fscope struct {
@@ -487,17 +495,30 @@ func (cc *composeCompiler) compileDef(name string, x ast.Expr) *fdef {
 		if _, dup := d.index[fn]; dup {
 			panic(unsupported("%s.%s declared twice", name, fn))
 		}
-		df := defField{name: fn, hidden: isHidden(fn)}
-		if id, ok := f.Value.(*ast.Ident); ok {
-			switch id.Name {
-			case "string", "int", "bool", "number", "_":
-				df.param = id.Name
-			}
-		}
 		d.index[fn] = len(d.fields)
 		sc.names[fn] = binding{kind: bindDefield, idx: len(d.fields)}
-		d.fields = append(d.fields, df)
+		d.fields = append(d.fields, defField{name: fn, hidden: isHidden(fn)})
 		exprs = append(exprs, f.Value)
+	}
+	// A parameter's type is a predeclared identifier that nothing
+	// declared shadows: in {number: int, weight: number} weight is the
+	// field number, in CUE as here (a field, let or import of the
+	// expression shadows it too, wherever it is declared).
+	for i, x := range exprs {
+		id, ok := x.(*ast.Ident)
+		if !ok {
+			continue
+		}
+		_, field := d.index[id.Name]
+		_, top := cc.top.names[id.Name]
+		_, imp := cc.imports[id.Name]
+		if field || top || imp {
+			continue
+		}
+		switch id.Name {
+		case "string", "int", "bool", "number", "_":
+			d.fields[i].param = id.Name
+		}
 	}
 	// The definition's scope: its fields, then the other definitions and
 	// the imports (no top-level field, no spec).
@@ -506,10 +527,10 @@ func (cc *composeCompiler) compileDef(name string, x ast.Expr) *fdef {
 		if b.kind == bindDef {
 			defScope.names[n] = b
 		} else {
-			defScope.names[n] = binding{kind: bindOpaque}
+			defScope.names[n] = binding{kind: bindOpaque, why: "a definition reads no field or let of the expression"}
 		}
 	}
-	defScope.names["spec"] = binding{kind: bindOpaque}
+	defScope.names["spec"] = binding{kind: bindOpaque, why: "a definition reads no spec"}
 	sc.parent = defScope
 	saved := cc.inDef
 	cc.inDef = d
@@ -600,10 +621,14 @@ func (cc *composeCompiler) expr0(x ast.Expr, sc *fscope) evalFn {
 	case *ast.Interpolation:
 		return cc.interpolation(x, sc)
 	case *ast.SelectorExpr:
-		name, _ := labelOf(x.Sel)
+		name, ident := labelOf(x.Sel)
 		if name == "" {
 			panic(unsupported("selector"))
 		}
+		// x._h and x.#d select a hidden field or a definition, which
+		// only a definition instance has (not JSON, nor a struct literal's
+		// quoted label "_h"); x.f and x["_h"] a regular field.
+		hidden := ident && (isHidden(name) || isDef(name))
 		if id, ok := x.X.(*ast.Ident); ok {
 			if _, isImport := cc.imports[id.Name]; isImport {
 				if _, shadowed := sc.lookup(id.Name); !shadowed {
@@ -614,10 +639,10 @@ func (cc *composeCompiler) expr0(x ast.Expr, sc *fscope) evalFn {
 		// (#d & {...}).f and #d.f select a definition's field by index.
 		if d, ok := cc.defOf(x.X, sc); ok {
 			i, ok := d.index[name]
-			if !ok {
+			if !ok || d.fields[i].hidden != hidden {
 				panic(unsupported("%s has no field %s", d.name, name))
 			}
-			inst := cc.instance(x.X, sc)
+			inst := cc.instance(x.X, sc, true)
 			return func(e *fenv) (any, error) {
 				v, err := inst(e)
 				if err != nil {
@@ -632,7 +657,7 @@ func (cc *composeCompiler) expr0(x ast.Expr, sc *fscope) evalFn {
 			if err != nil {
 				return nil, err
 			}
-			return selectField(e, v, name)
+			return selectField(e, v, name, hidden)
 		}
 	case *ast.IndexExpr:
 		base, idx := cc.expr(x.X, sc), cc.expr(x.Index, sc)
@@ -653,7 +678,7 @@ func (cc *composeCompiler) expr0(x ast.Expr, sc *fscope) evalFn {
 				}
 				return l[i], nil
 			case string:
-				return selectField(e, v, i)
+				return selectField(e, v, i, false)
 			}
 			return nil, fallback("index of type %T", i)
 		}
@@ -744,6 +769,9 @@ func (cc *composeCompiler) ident(x *ast.Ident, sc *fscope) evalFn {
 		return func(*fenv) (any, error) { return false, nil }
 	case "null":
 		return func(*fenv) (any, error) { return nil, nil }
+	case "_":
+		// CUE never binds _ (for _, v in ..., let _ = ...): it is top.
+		panic(unsupported("a reference to _ (top, which CUE never binds)"))
 	}
 	b, ok := sc.lookup(x.Name)
 	if !ok {
@@ -765,7 +793,10 @@ func (cc *composeCompiler) ident(x *ast.Ident, sc *fscope) evalFn {
 		return func(e *fenv) (any, error) { return e.cur.field(e, i) }
 	case bindDef:
 		// A definition alone: its instance with no parameters set.
-		return cc.instance(x, sc)
+		return cc.instance(x, sc, false)
+	}
+	if b.why != "" {
+		panic(unsupported("reference %s: %s", x.Name, b.why))
 	}
 	panic(unsupported("reference %s", x.Name))
 }
@@ -778,60 +809,77 @@ func (e *fenv) topField(i int) (any, error) {
 	return e.c.eval(e, i)
 }
 
-// defOf returns the definition x instantiates: #d or #d & {...}.
+// defOf returns the definition x instantiates: #d, or #d unified with
+// one struct literal (#d & {...} or {...} & #d). A longer chain of
+// unifications with a definition in it (#d & {...} & {...}, {...} & #d &
+// {...}, #d & #e) is outside the subset: CUE unifies every conjunct (a
+// conflict, a field not allowed), where an instance sets the parameters
+// of one literal.
 func (cc *composeCompiler) defOf(x ast.Expr, sc *fscope) (*fdef, bool) {
-	for {
-		p, ok := x.(*ast.ParenExpr)
-		if !ok {
-			break
-		}
-		x = p.X
-	}
-	switch x := x.(type) {
+	switch x := unparen(x).(type) {
 	case *ast.Ident:
-		if b, ok := sc.lookup(x.Name); ok && b.kind == bindDef {
-			if d := cc.defs[x.Name]; d != nil {
-				return d, true
-			}
-			panic(unsupported("definition %s used by a definition", x.Name))
-		}
+		return cc.defNamed(x, sc)
 	case *ast.BinaryExpr:
 		if x.Op != token.AND {
 			return nil, false
 		}
-		if d, ok := cc.defOf(x.X, sc); ok {
+		if d, ok := cc.defNamed(x.X, sc); ok && isStructLit(x.Y) {
 			return d, true
 		}
-		return cc.defOf(x.Y, sc)
+		if d, ok := cc.defNamed(x.Y, sc); ok && isStructLit(x.X) {
+			return d, true
+		}
+		if cc.unifiesDef(x, sc) {
+			panic(unsupported("a chain of unifications with a definition: only #d & {...} is on the fast path (CUE unifies every conjunct)"))
+		}
 	}
 	return nil, false
 }
 
+// defNamed returns the definition x names (#d, parenthesised or not).
+func (cc *composeCompiler) defNamed(x ast.Expr, sc *fscope) (*fdef, bool) {
+	id, ok := unparen(x).(*ast.Ident)
+	if !ok {
+		return nil, false
+	}
+	if b, ok := sc.lookup(id.Name); ok && b.kind == bindDef {
+		if d := cc.defs[id.Name]; d != nil {
+			return d, true
+		}
+		panic(unsupported("definition %s used by a definition", id.Name))
+	}
+	return nil, false
+}
+
+// unifiesDef reports whether a conjunct of the unification x is a
+// definition.
+func (cc *composeCompiler) unifiesDef(x ast.Expr, sc *fscope) bool {
+	if b, ok := unparen(x).(*ast.BinaryExpr); ok && b.Op == token.AND {
+		return cc.unifiesDef(b.X, sc) || cc.unifiesDef(b.Y, sc)
+	}
+	_, ok := cc.defNamed(x, sc)
+	return ok
+}
+
+func isStructLit(x ast.Expr) bool {
+	_, ok := unparen(x).(*ast.StructLit)
+	return ok
+}
+
 // instance compiles #d or #d & {p: x, ...} (or {...} & #d): a definition
-// with parameters set.
-func (cc *composeCompiler) instance(x ast.Expr, sc *fscope) evalFn {
+// with parameters set. Unless only a field of it is selected, the
+// literal must set its parameters in the definition's order: an
+// instance's fields are then in the definition's order, in CUE as here,
+// where CUE merges two different orders its own way.
+func (cc *composeCompiler) instance(x ast.Expr, sc *fscope, selected bool) evalFn {
 	d, ok := cc.defOf(x, sc)
 	if !ok {
 		panic(unsupported("not a definition instance"))
 	}
-	for {
-		p, ok := x.(*ast.ParenExpr)
-		if !ok {
-			break
-		}
-		x = p.X
-	}
 	var lit *ast.StructLit
-	if b, ok := x.(*ast.BinaryExpr); ok {
-		other := b.Y
-		if _, isDef := cc.defOf(b.Y, sc); isDef {
-			other = b.X
-		}
-		if _, both := cc.defOf(other, sc); both {
-			panic(unsupported("two definitions unified"))
-		}
-		if lit, ok = other.(*ast.StructLit); !ok {
-			panic(unsupported("a definition unified with %T", other))
+	if b, ok := unparen(x).(*ast.BinaryExpr); ok {
+		if lit, ok = unparen(b.X).(*ast.StructLit); !ok {
+			lit = unparen(b.Y).(*ast.StructLit)
 		}
 	}
 	type arg struct {
@@ -867,6 +915,10 @@ func (cc *composeCompiler) instance(x ast.Expr, sc *fscope) evalFn {
 			i, ok := d.index[name]
 			if !ok || d.fields[i].param == "" {
 				panic(unsupported("%s.%s is not a parameter", d.name, name))
+			}
+			if n := len(args); n > 0 && !selected && args[n-1].idx > i {
+				panic(unsupported("%s & {...} sets %s before %s, in another order than %s declares them (CUE merges the two orders its own way)",
+					d.name, d.fields[args[n-1].idx].name, name, d.name))
 			}
 			args = append(args, arg{idx: i, typ: d.fields[i].param, eval: cc.expr(f.Value, inner)})
 		}
@@ -917,19 +969,21 @@ func ofType(v any, typ string) bool {
 	return false
 }
 
-// selectField is v.name.
-func selectField(e *fenv, v any, name string) (any, error) {
+// selectField is v.name: the hidden field name (or definition) when
+// hidden, else the regular field name. Only a definition instance has
+// hidden fields (none has definitions).
+func selectField(e *fenv, v any, name string, hidden bool) (any, error) {
 	switch v := v.(type) {
 	case map[string]any:
-		if x, ok := v[name]; ok {
+		if x, ok := v[name]; ok && !hidden {
 			return x, nil
 		}
 	case *fobj:
-		if x, ok := v.get(name); ok {
+		if x, ok := v.get(name); ok && !hidden {
 			return x, nil
 		}
 	case *finst:
-		if i, ok := v.def.index[name]; ok {
+		if i, ok := v.def.index[name]; ok && v.def.fields[i].hidden == hidden {
 			return v.field(e, i)
 		}
 	}
@@ -1027,7 +1081,7 @@ func (cc *composeCompiler) interpString(x *ast.Interpolation, sc *fscope) strFn 
 
 func (cc *composeCompiler) binary(x *ast.BinaryExpr, sc *fscope) evalFn {
 	if x.Op == token.AND {
-		return cc.instance(x, sc)
+		return cc.instance(x, sc, false)
 	}
 	l, r := cc.expr(x.X, sc), cc.expr(x.Y, sc)
 	var op func(a, b any) (any, error)
@@ -1067,6 +1121,12 @@ func (cc *composeCompiler) binary(x *ast.BinaryExpr, sc *fscope) evalFn {
 			y, ok2 := b.(int64)
 			if ok1 && ok2 {
 				p := x * y
+				if p == 0 && (x < 0 || y < 0) {
+					// CUE's numbers are decimals: a negative times
+					// zero is -0 ("\(-7 * 0)" is "-0"), which no
+					// int64 is.
+					return nil, fallback("negative zero")
+				}
 				if x == 0 || (p/x == y && !(x == -1 && y == math.MinInt64) && !(y == -1 && x == math.MinInt64)) {
 					return p, nil
 				}
@@ -1211,10 +1271,10 @@ func (cc *composeCompiler) clauses(cls []ast.Clause, sc *fscope) ([]clause, *fsc
 			cl := clause{kind: token.FOR, key: -1, src: src, part: cc.partFor[c]}
 			if c.Key != nil {
 				cl.key = cc.newSlot()
-				inner.names[c.Key.Name] = binding{kind: bindSlot, idx: cl.key}
+				bind(inner, c.Key.Name, binding{kind: bindSlot, idx: cl.key})
 			}
 			cl.val = cc.newSlot()
-			inner.names[c.Value.Name] = binding{kind: bindSlot, idx: cl.val}
+			bind(inner, c.Value.Name, binding{kind: bindSlot, idx: cl.val})
 			out = append(out, cl)
 			sc = inner
 		case *ast.IfClause:
@@ -1228,6 +1288,13 @@ func (cc *composeCompiler) clauses(cls []ast.Clause, sc *fscope) ([]clause, *fsc
 		}
 	}
 	return out, sc
+}
+
+// bind declares name in sc, unless it is _ (which CUE never binds).
+func bind(sc *fscope, name string, b binding) {
+	if name != "_" {
+		sc.names[name] = b
+	}
 }
 
 // run runs the clauses from i on, calling body for each binding.
@@ -2224,8 +2291,8 @@ var fastBuiltins = map[string]fastBuiltin{
 // parseInt is CUE's strconv.ParseInt (big.Int's SetString, then the
 // bit size check) for results that fit an int64.
 func parseInt(s string, base, bits int) (any, error) {
-	if bits < 0 {
-		return nil, errArg
+	if bits < 0 || base != 0 && (base < 2 || base > 62) {
+		return nil, errArg // CUE's error (big.Int's SetString panics)
 	}
 	if bits == 0 || bits > 64 {
 		bits = 64
