@@ -193,6 +193,7 @@ func (s *Scheduler) finishCompose(n *node, rec *taskRec, res *converge.Result, p
 		s.recordComposition(n, res.Revision, rec.config)
 	}
 	s.succeeded(n, rec)
+	s.hold(n, true)
 	wasReady := n.r.Phase == converge.PhaseReady
 	if n.r.Phase == converge.PhaseRunning || n.r.Phase == converge.PhaseFailed {
 		s.setReason(n, "")
@@ -570,6 +571,7 @@ func (s *Scheduler) evalComposer(n *node) {
 		if r.Phase != converge.PhaseReady {
 			r.Reason = ""
 			s.setPhase(n, converge.PhaseReady)
+			s.hold(n, false)
 			s.becameReady(n)
 		}
 		return

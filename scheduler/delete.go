@@ -197,6 +197,7 @@ func (s *Scheduler) remove(n *node) {
 	s.fire(n, converge.TransitionDeleted)
 	s.subCounted(n)
 	n.removed = true
+	s.recount(n)
 	if n.refusals > 0 {
 		s.refused--
 	}

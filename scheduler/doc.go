@@ -59,7 +59,12 @@
 // one of the children replaced. A composer is Ready when its compose
 // succeeded for its generation and every descendant is Ready; its status
 // carries "rollup" counts of its whole subtree, kept incrementally on
-// every phase change and written at most once per flush.
+// every phase change and written at most once per flush. What its row
+// records of its work (observed at its generation, Ready) is written
+// only once every child's row, as that work left it, is durable; until
+// then the row says neither (graph.go, recount and maskHeld), so a
+// crash between the batches of a big composition never leaves a store
+// that records a composition its children's rows do not hold.
 //
 // Reactors: a binding's transition (synced, failed, deleted) creates a
 // converge.Delivery keyed binding/uid/generation/transition in the same

@@ -66,6 +66,25 @@ func (s *Scheduler) checkInvariants() error {
 		if n.owner != nil && (s.nodes[n.owner.id] != n.owner || n.owner.children[id] != n) {
 			return fmt.Errorf("%s: owner %s inconsistent", id, n.owner.id)
 		}
+		pending := int32(0)
+		for _, c := range n.children {
+			want := c.dirty || c.inBatch || c.unstorable || c.sub != nil && c.sub.held
+			if c.pending != want {
+				return fmt.Errorf("%s: counted pending %v, is %v", c.id, c.pending, want)
+			}
+			if c.pending {
+				pending++
+			}
+		}
+		if have := int32(0); n.sub != nil && n.sub.pending != pending || n.sub == nil && pending > 0 {
+			if n.sub != nil {
+				have = n.sub.pending
+			}
+			return fmt.Errorf("%s: %d children pending, tallied %d", id, have, pending)
+		}
+		if n.sub != nil && n.sub.held && pending == 0 {
+			return fmt.Errorf("%s: held with no child pending", id)
+		}
 		if n.r.Owner != "" && n.owner == nil {
 			return fmt.Errorf("%s: orphan of %s", id, n.r.Owner)
 		}

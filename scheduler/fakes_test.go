@@ -41,6 +41,11 @@ type memStore struct {
 	// refuse, when set, is asked about every resource put: an error
 	// refuses the row, as the real store refuses one it cannot keep.
 	refuse func(r *converge.Resource) error
+	// check, when set, is called after every commit with mu held; what
+	// it returns is kept in violations (an invariant of what a crash
+	// right after that commit would leave).
+	check      func(m *memStore) string
+	violations []string
 
 	commits int
 	maxRows int // the most resource rows one commit held
@@ -234,6 +239,11 @@ func (m *memStore) Commit(b *converge.Batch) error {
 	if b.Applied != nil {
 		a := *b.Applied
 		m.applied = &a
+	}
+	if m.check != nil {
+		if v := m.check(m); v != "" {
+			m.violations = append(m.violations, fmt.Sprintf("commit %d: %s", m.commits, v))
+		}
 	}
 	return nil
 }

@@ -98,6 +98,22 @@ func (s *Scheduler) commitEnded(err error) {
 	}
 }
 
+// batchDropped records that the batch in flight is no longer: its rows
+// are durable (committed), or it was dropped whole (its rows are dirty
+// again). Their owners' counts of pending children follow.
+func (s *Scheduler) batchDropped() {
+	ns := s.batchNodes
+	s.batchNodes = nil
+	for _, n := range ns {
+		n.inBatch = false
+		s.recount(n)
+	}
+	clear(ns)
+	if s.batchNodes == nil {
+		s.batchNodes = ns[:0]
+	}
+}
+
 // dropHead removes q's first n entries in place.
 func dropHead(q []*node, n int) []*node {
 	if n == 0 {
@@ -121,6 +137,7 @@ const maxRefuseRounds = 8
 func (s *Scheduler) committed() {
 	s.commitDone()
 	s.failed = nil
+	s.batchDropped()
 	if s.commitErr != "" {
 		s.log.Info("commit state: recovered", "after", s.commitErr)
 		s.commitErr = ""
@@ -132,6 +149,7 @@ func (s *Scheduler) committed() {
 func (s *Scheduler) commitFailed(b *converge.Batch, err error) {
 	if b.Empty() {
 		b = nil
+		s.batchDropped()
 	}
 	s.failed = b
 	if msg := err.Error(); msg != s.commitErr {
@@ -202,6 +220,7 @@ func (s *Scheduler) refuse(b *converge.Batch, err error) bool {
 		}
 		if n.refusals > 1 {
 			n.unstorable = true
+			s.recount(n) // its owner's record waits for ever
 		}
 		if !r.Deleting && !permanent(r) {
 			if r.Lease != nil {
@@ -366,6 +385,17 @@ func (s *Scheduler) buildBatch(all bool) *converge.Batch {
 				if !n.removed && !n.unstorable {
 					rows = append(rows, *n.r)
 					ptrs = append(ptrs, &rows[len(rows)-1])
+					// Counted in its owner's pending until committed
+					// (committed, batchDropped): its owner's count
+					// does not change here.
+					n.inBatch = true
+					s.batchNodes = append(s.batchNodes, n)
+					if t := n.sub; t != nil {
+						t.heldWritten = t.held
+						if t.held {
+							maskHeld(&rows[len(rows)-1], t.heldComposed)
+						}
+					}
 					if first {
 						// A row stored for the first time carries its
 						// edges (composeResult keeps them out of

@@ -57,6 +57,11 @@ type node struct {
 	// recomposeOwed: a child this composer still wants was removed; it
 	// recomposes once no descendant is being torn down.
 	recomposeOwed bool
+	// inBatch: the row is in the batch being committed (or kept to be
+	// committed again), not yet durable.
+	inBatch bool
+	// pending: n is counted in its owner's subtree.pending (recount).
+	pending bool
 }
 
 // subtree is an owner's view of what it owns.
@@ -75,6 +80,19 @@ type subtree struct {
 	// names the total without walking a million children.
 	composedN      int
 	composedNKnown bool
+	// pending counts the children with a change not yet durable: a row
+	// dirty, in a batch not yet committed or refused for good, or a
+	// composer holding its own record back (held). See recount.
+	pending int32
+	// held: the composer composed (heldComposed), or turned Ready, while
+	// some child had a change not yet durable; until none has, its row
+	// is written as not composed at its generation and not Ready
+	// (maskHeld), so no crash leaves a store that records a composition
+	// or a Ready subtree its children's rows do not hold.
+	held, heldComposed bool
+	// heldWritten: the row last put in a batch was masked, so it is
+	// written again when the hold ends.
+	heldWritten bool
 }
 
 // tree returns n's subtree state, creating it.
@@ -318,16 +336,26 @@ func (s *Scheduler) load(snap *converge.Snapshot) {
 		w := min(window, s.resyncInterval(n))
 		s.addResync(n, s.now.Add(time.Duration(s.cfg.Rand.Int64N(int64(w)+1))))
 	}
+	// The stored deliveries first: a composer that turns Ready below
+	// (its record was held back while its children's rows were not all
+	// durable, maskHeld) fires its transition again, which they dedup.
+	for _, d := range snap.Deliveries {
+		s.loadDelivery(d)
+	}
 	// Composer phases follow their (now counted) subtrees. A composer
-	// whose stored rollup counts more descendants than the store holds
-	// made children that a crash kept from the store (its own row went
-	// first): it composes again, which re-creates them.
+	// recorded as composed at its generation had every child's row
+	// durable when that record was written (maskHeld), but a store
+	// written before that rule, or rows lost by other means, can hold
+	// fewer descendants than its stored rollup counts: it composes
+	// again, in full (its stored spec is no base: a delta against it
+	// would answer that nothing changed), which re-creates them.
 	for _, n := range s.nodes {
 		if s.isComposer(n) {
 			if r := n.r; !r.Deleting && r.ObservedGeneration == r.Generation {
 				if want, have := rollupTotal(r.Status), n.tree().counts.Total; want > have {
-					s.event(n.id, "Recompose", "recomposing: "+strconv.Itoa(want-have)+" of its "+strconv.Itoa(want)+
-						" descendants are missing from the store (a crash came before they were committed)")
+					s.event(n.id, "Recompose", "recomposing in full: "+strconv.Itoa(want-have)+" of its "+strconv.Itoa(want)+
+						" descendants are missing from the store")
+					s.forgetComposition(n)
 					s.bumpGeneration(n)
 					continue
 				}
@@ -341,9 +369,6 @@ func (s *Scheduler) load(snap *converge.Snapshot) {
 		if !settled(n) {
 			s.startQueue = append(s.startQueue, n)
 		}
-	}
-	for _, d := range snap.Deliveries {
-		s.loadDelivery(d)
 	}
 	s.dirty, s.updated = s.dirty[:0], s.updated[:0]
 	for _, n := range s.nodes {
@@ -479,12 +504,90 @@ func (s *Scheduler) markDirty(n *node) {
 		return
 	}
 	n.dirty = true
+	s.recount(n)
 	if n.stored {
 		s.updated = append(s.updated, n)
 	} else {
 		s.dirty = append(s.dirty, n)
 	}
 	s.armFlush()
+}
+
+// A composer's record of its work is its row's ObservedGeneration (its
+// composition of that generation is applied) and its phase (Ready: so
+// is every descendant). Both are written only once every child's row,
+// as that work left it, is durable; nested composers hold their own
+// records back the same way, so a stored record holds for the whole
+// subtree whatever order the batches commit rows in. See "Crash
+// safety" in docs/ARCHITECTURE.md.
+
+// recount keeps n's owner's count of pending children exact: n counts
+// while it has a change not yet durable (dirty, in a batch not yet
+// committed, refused by the store for good) or holds its own record
+// back. When an owner's count falls to 0 its hold ends.
+func (s *Scheduler) recount(n *node) {
+	o := n.owner
+	if o == nil {
+		return
+	}
+	want := !n.removed && (n.dirty || n.inBatch || n.unstorable || n.sub != nil && n.sub.held)
+	if want == n.pending {
+		return
+	}
+	n.pending = want
+	t := o.tree()
+	if want {
+		t.pending++
+		return
+	}
+	t.pending--
+	if t.pending == 0 && t.held {
+		s.releaseHold(o)
+	}
+}
+
+// hold holds back n's record of a composition just applied (composed)
+// or of its Ready, until every child's row is durable.
+func (s *Scheduler) hold(n *node, composed bool) {
+	t := n.tree()
+	if t.pending == 0 {
+		return // every child's row is durable already
+	}
+	t.heldComposed = t.heldComposed || composed
+	if !t.held {
+		t.held = true
+		s.recount(n)
+	}
+}
+
+// releaseHold ends n's hold: a masked row is written again, as it is.
+func (s *Scheduler) releaseHold(n *node) {
+	t := n.sub
+	t.held, t.heldComposed = false, false
+	if t.heldWritten {
+		t.heldWritten = false
+		s.markDirty(n)
+	}
+	s.recount(n)
+}
+
+// maskHeld makes r, the row of a composer whose record is held,
+// say what its durable children support: not composed at its generation
+// (when the hold is for a composition: the next process composes it
+// again, in full) and not Ready.
+func maskHeld(r *converge.Resource, composed bool) {
+	if r.Deleting {
+		return
+	}
+	if composed && r.ObservedGeneration >= r.Generation {
+		r.ObservedGeneration = r.Generation - 1
+	}
+	if r.Phase == converge.PhaseReady {
+		r.Phase = converge.PhasePending
+		if r.Reason == "" {
+			r.Reason = "committing its children"
+		}
+	}
 }
 
 func (s *Scheduler) markRollup(n *node) {

@@ -318,6 +318,8 @@ type Scheduler struct {
 	// failed is that batch, or one whose commit failed, until durable.
 	committing bool
 	failed     *converge.Batch
+	// batchNodes are the nodes whose rows are in failed (node.inBatch).
+	batchNodes []*node
 	commitErr  string // the newest failed commit's error, "" after a success
 	refused    int    // nodes the store refused (refusals > 0)
 	bufs       [2]batchBufs

@@ -74,6 +74,9 @@ func TestMain(m *testing.M) {
 //	                        half), meta0 or meta1 (zero that meta page), truncate-pages or garbage-pages (the same,
 //	                        halving the pages in use, which bbolt's file may be far bigger than), leaves (the
 //	                        leaf pages of the classic accounts fd-20 to fd-29 misnamed: deep in the tree)
+//	bom-teams FILE N        rewrite the _teams line of a classic BOM file to N teams (as bench --teams)
+//	wait-children STATE ID N  wait until the store holds at least N children of ID (asks the admin API every 5ms)
+//	wait-unlocked STATE     wait until no writer holds the etcd store STATE (a killed one's lock outlives it by its lease)
 //
 // Where a command takes STATEDIR, an etcd://… --state value works too.
 //
@@ -133,6 +136,9 @@ func TestScripts(t *testing.T) {
 			"forge-webhook":  cmdForgeWebhook,
 			"metrics":        cmdMetrics,
 			"metrics-match":  cmdMetricsMatch,
+			"bom-teams":      cmdBOMTeams,
+			"wait-children":  cmdWaitChildren,
+			"wait-unlocked":  cmdWaitUnlocked,
 		},
 	})
 }
