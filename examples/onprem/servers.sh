@@ -71,7 +71,7 @@ start_pg() {
 		[ "$port" = auto ] && port=$(randport)
 		# pg_ctl -w waits until the server accepts connections.
 		if as_pg "$bin/pg_ctl" -D "$pg/data" -l "$pg/postgres.log" -w -t 60 \
-			-o "-p $port -c listen_addresses=127.0.0.1 -k $pg/run -c max_connections=200" start >/dev/null; then
+			-o "-p $port -c listen_addresses=127.0.0.1 -k $pg/run -c max_connections=200 -c fsync=off" start >/dev/null; then
 			PG_PORT=$port
 			return
 		fi
