@@ -68,13 +68,17 @@ const (
 	ReactionCompose   = "compose"
 	ReactionTeardown  = "teardown"
 	ReactionReact     = "react"
+	// ReactionObserve reads the real object without changing it: whether
+	// it exists and its actual fields (Result.Observed), so the engine
+	// can tell drift from health (see Drift).
+	ReactionObserve = "observe"
 )
 
 // IsVerb reports whether reaction is an operator verb rather than one of
 // the engine's own reactions.
 func IsVerb(reaction string) bool {
 	switch reaction {
-	case ReactionReconcile, ReactionCompose, ReactionTeardown, ReactionReact:
+	case ReactionReconcile, ReactionCompose, ReactionTeardown, ReactionReact, ReactionObserve:
 		return false
 	}
 	return true
@@ -491,6 +495,23 @@ type Result struct {
 	// composed by the same revision yields the same composition. Workers
 	// that answer deltas set it.
 	Revision string
+	// Observed is an observe reaction's answer (nil for any other).
+	Observed *Observation
+}
+
+// Observation is what an observe reaction found on the real system.
+type Observation struct {
+	// Exists says whether the object is there at all.
+	Exists bool
+	// Actual is the object's actual fields, a JSON object in the shape
+	// of the spec, holding the spec fields the provider can read (never
+	// a secret it cannot: a password is not read back). Drift compares
+	// it with the spec.
+	Actual json.RawMessage
+	// Managed says the object carries converge's mark (it created or
+	// adopted it); an existing object without it is not converge's to
+	// change or delete until the resource asks to adopt it.
+	Managed bool
 }
 
 // Child is one resource a composer emits.

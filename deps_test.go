@@ -13,7 +13,8 @@ import (
 // is imported (directly, by non-test code) by exactly the packages allowed
 // to: go-git by sync, bbolt by state, the etcd client by state/etcdstate
 // (and the test cluster helper), the etcd server by state/etcdtest only,
-// CUE by cue, grpc by the worker protocol's packages, cobra and the Prometheus client by the CLI. Everything else reaches them
+// CUE by cue, grpc by the worker protocol's packages, cobra and the Prometheus client by the CLI,
+// pgx by the PostgreSQL providers and miekg/dns by the DNS record provider. Everything else reaches them
 // through those packages' own types.
 func TestHeavyDependencies(t *testing.T) {
 	if testing.Short() {
@@ -29,6 +30,8 @@ func TestHeavyDependencies(t *testing.T) {
 		"go.etcd.io/etcd/client/v3":           {"state/etcdstate", "state/etcdtest"},
 		"go.etcd.io/etcd/api/v3":              {"state/etcdstate"},
 		"go.etcd.io/etcd/server/v3":           {"state/etcdtest"},
+		"github.com/jackc/pgx/v5":             {"providers/onprem/postgres"},
+		"github.com/miekg/dns":                {"providers/onprem/dnsrecord"},
 	}
 	const module = "github.com/convergehq/converge"
 	out, err := exec.Command("go", "list", "-json", "./...").Output()

@@ -697,6 +697,12 @@ func resultFromProto(p *convergev1.Result, worker string) *converge.Result {
 	if len(p.GetStatus()) > 0 {
 		r.Status = p.GetStatus()
 	}
+	if o := p.GetObservation(); o != nil {
+		r.Observed = &converge.Observation{Exists: o.GetExists(), Managed: o.GetManaged()}
+		if len(o.GetActual()) > 0 {
+			r.Observed.Actual = o.GetActual()
+		}
+	}
 	if cs := p.GetChildren(); len(cs) > 0 {
 		r.Children = make([]converge.Child, len(cs))
 		for i, c := range cs {

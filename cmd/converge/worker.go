@@ -9,13 +9,14 @@ import (
 	"strconv"
 
 	"github.com/convergehq/converge/providers/classic"
+	"github.com/convergehq/converge/providers/onprem"
 	"github.com/convergehq/converge/providers/sdk"
 	"github.com/spf13/cobra"
 )
 
 // builtinWorkerNames are the provider sets compiled into converge, by the
 // name a repository's converge.cue gives as a worker's `builtin`.
-const builtinWorkerNames = "classic, classic-leaves"
+const builtinWorkerNames = "classic, classic-leaves, onprem"
 
 // newWorkerCommand returns the hidden `converge worker NAME`: it serves a
 // builtin provider set through sdk.Serve, exactly as a standalone worker
@@ -34,7 +35,7 @@ func newWorkerCommand(g *globals) *cobra.Command {
 		Short:     "Serve a builtin provider set (" + builtinWorkerNames + ") to the control plane",
 		Hidden:    true,
 		Args:      cobra.ExactArgs(1),
-		ValidArgs: []string{"classic", "classic-leaves"},
+		ValidArgs: []string{"classic", "classic-leaves", "onprem"},
 		RunE: func(c *cobra.Command, args []string) error {
 			var providers []sdk.Provider
 			switch args[0] {
@@ -57,6 +58,11 @@ func newWorkerCommand(g *globals) *cobra.Command {
 						providers = append(providers, p)
 					}
 				}
+			case "onprem":
+				// examples/onprem: PostgreSQL roles and databases and
+				// DNS records on real servers (the provider configs say
+				// where).
+				providers = onprem.Providers()
 			default:
 				return fmt.Errorf("worker %q: no such builtin worker (have %s)", args[0], builtinWorkerNames)
 			}

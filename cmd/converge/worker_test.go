@@ -23,7 +23,7 @@ func TestWorkerCommandRefuses(t *testing.T) {
 		env     map[string]string
 		wantErr string
 	}{
-		{name: "unknown builtin", args: []string{"nope"}, wantErr: `worker "nope": no such builtin worker (have classic, classic-leaves)`},
+		{name: "unknown builtin", args: []string{"nope"}, wantErr: `worker "nope": no such builtin worker (have classic, classic-leaves, onprem)`},
 		{name: "no name", args: nil, wantErr: "accepts 1 arg(s), received 0"},
 		{name: "bad fault rate", args: []string{"classic"}, env: map[string]string{"FAKE_FAULT_RATE": "2"}, wantErr: "worker classic: FAKE_FAULT_RATE=\"2\""},
 		{name: "bad delete delay", args: []string{"classic"}, env: map[string]string{"FAKE_DELETE_DELAY": "soon"}, wantErr: "FAKE_DELETE_DELAY=\"soon\""},

@@ -58,6 +58,14 @@ func decode(what string, b json.RawMessage, v any) error {
 	return nil
 }
 
+// Observation is an observe reaction's output: Exists, Actual (any
+// value that encodes as a JSON object; nil for none) and Managed.
+type Observation struct {
+	Exists  bool
+	Actual  any
+	Managed bool
+}
+
 // Composition is a compose reaction's output: the children the resource
 // owns and the dependency edges between them (and to other resources).
 type Composition struct {
@@ -103,6 +111,13 @@ type Provider struct {
 	ComposePart func(ctx context.Context, r *Request, p Part, out *Emitter) error
 	// Teardown removes the real resource (a finalizer).
 	Teardown func(ctx context.Context, r *Request) error
+	// Observe reads the real object without changing anything: whether
+	// it exists, its actual fields in the shape of the spec (what
+	// converge.Drift compares with the spec) and whether it carries
+	// converge's mark. An object that is not there is an Observation
+	// with Exists false, not an error; an error means it could not be
+	// looked at (the server is down: Transient).
+	Observe func(ctx context.Context, r *Request) (*Observation, error)
 	// React handles a bound transition of r.Subject.
 	React func(ctx context.Context, r *Request) error
 	// Verbs are operator verbs by name (`converge do KIND/NAME VERB`).
@@ -123,6 +138,9 @@ func (p *Provider) Reactions() []string {
 	}
 	if p.React != nil {
 		out = append(out, converge.ReactionReact)
+	}
+	if p.Observe != nil {
+		out = append(out, converge.ReactionObserve)
 	}
 	for v, h := range p.Verbs {
 		if h != nil && converge.IsVerb(v) {

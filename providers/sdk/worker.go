@@ -891,6 +891,11 @@ func (c *client) call(ctx context.Context, req *Request) (res *convergev1.Result
 			return notServed(), nil
 		}
 		return errResult(p.React(ctx, req)), nil
+	case converge.ReactionObserve:
+		if p.Observe == nil {
+			return notServed(), nil
+		}
+		return observationResult(p.Observe(ctx, req)), nil
 	}
 	h := p.Verbs[req.Reaction]
 	if h == nil {
@@ -930,6 +935,33 @@ func statusResult(st any, err error) *convergev1.Result {
 		b = nil
 	}
 	return &convergev1.Result{Outcome: convergev1.Outcome_OUTCOME_OK, Status: b}
+}
+
+// observationResult encodes an Observe handler's answer; a nil
+// Observation is an object that does not exist.
+func observationResult(o *Observation, err error) *convergev1.Result {
+	if err != nil {
+		return errResult(err)
+	}
+	po := &convergev1.Observation{}
+	if o != nil {
+		po.Exists, po.Managed = o.Exists, o.Managed
+		switch v := o.Actual.(type) {
+		case nil:
+		case json.RawMessage:
+			po.Actual = v
+		default:
+			b, err := json.Marshal(v)
+			if err != nil {
+				return errResult(Permanent(fmt.Errorf("encode observation: %w", err)))
+			}
+			po.Actual = b
+		}
+		if len(po.Actual) > 0 && po.Actual[0] != '{' {
+			return errResult(Permanent(fmt.Errorf("observation: actual is not a JSON object: %.40s", po.Actual)))
+		}
+	}
+	return &convergev1.Result{Outcome: convergev1.Outcome_OUTCOME_OK, Observation: po}
 }
 
 func compositionResult(comp *Composition) *convergev1.Result {

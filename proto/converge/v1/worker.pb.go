@@ -950,7 +950,10 @@ type Result struct {
 	// revision identifies the composing worker's code (a compose of the
 	// same spec by the same revision yields the same composition); set by
 	// workers that answer deltas, on the last part.
-	Revision      string `protobuf:"bytes,10,opt,name=revision,proto3" json:"revision,omitempty"`
+	Revision string `protobuf:"bytes,10,opt,name=revision,proto3" json:"revision,omitempty"`
+	// observation is an observe task's answer: what the worker found on
+	// the real system. Unset for every other reaction.
+	Observation   *Observation `protobuf:"bytes,11,opt,name=observation,proto3" json:"observation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1055,6 +1058,76 @@ func (x *Result) GetRevision() string {
 	return ""
 }
 
+func (x *Result) GetObservation() *Observation {
+	if x != nil {
+		return x.Observation
+	}
+	return nil
+}
+
+// Observation mirrors converge.Observation: whether the real object
+// exists, its actual fields (a JSON object in the shape of the spec) and
+// whether it carries converge's mark.
+type Observation struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Exists        bool                   `protobuf:"varint,1,opt,name=exists,proto3" json:"exists,omitempty"`
+	Actual        []byte                 `protobuf:"bytes,2,opt,name=actual,proto3" json:"actual,omitempty"`
+	Managed       bool                   `protobuf:"varint,3,opt,name=managed,proto3" json:"managed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Observation) Reset() {
+	*x = Observation{}
+	mi := &file_converge_v1_worker_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Observation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Observation) ProtoMessage() {}
+
+func (x *Observation) ProtoReflect() protoreflect.Message {
+	mi := &file_converge_v1_worker_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Observation.ProtoReflect.Descriptor instead.
+func (*Observation) Descriptor() ([]byte, []int) {
+	return file_converge_v1_worker_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *Observation) GetExists() bool {
+	if x != nil {
+		return x.Exists
+	}
+	return false
+}
+
+func (x *Observation) GetActual() []byte {
+	if x != nil {
+		return x.Actual
+	}
+	return nil
+}
+
+func (x *Observation) GetManaged() bool {
+	if x != nil {
+		return x.Managed
+	}
+	return false
+}
+
 // Child mirrors converge.Child.
 type Child struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
@@ -1072,7 +1145,7 @@ type Child struct {
 
 func (x *Child) Reset() {
 	*x = Child{}
-	mi := &file_converge_v1_worker_proto_msgTypes[12]
+	mi := &file_converge_v1_worker_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1084,7 +1157,7 @@ func (x *Child) String() string {
 func (*Child) ProtoMessage() {}
 
 func (x *Child) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_v1_worker_proto_msgTypes[12]
+	mi := &file_converge_v1_worker_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1097,7 +1170,7 @@ func (x *Child) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Child.ProtoReflect.Descriptor instead.
 func (*Child) Descriptor() ([]byte, []int) {
-	return file_converge_v1_worker_proto_rawDescGZIP(), []int{12}
+	return file_converge_v1_worker_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Child) GetKind() string {
@@ -1154,7 +1227,7 @@ type Edge struct {
 
 func (x *Edge) Reset() {
 	*x = Edge{}
-	mi := &file_converge_v1_worker_proto_msgTypes[13]
+	mi := &file_converge_v1_worker_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1166,7 +1239,7 @@ func (x *Edge) String() string {
 func (*Edge) ProtoMessage() {}
 
 func (x *Edge) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_v1_worker_proto_msgTypes[13]
+	mi := &file_converge_v1_worker_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1179,7 +1252,7 @@ func (x *Edge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Edge.ProtoReflect.Descriptor instead.
 func (*Edge) Descriptor() ([]byte, []int) {
-	return file_converge_v1_worker_proto_rawDescGZIP(), []int{13}
+	return file_converge_v1_worker_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Edge) GetConsumer() string {
@@ -1214,7 +1287,7 @@ type ValueFlow struct {
 
 func (x *ValueFlow) Reset() {
 	*x = ValueFlow{}
-	mi := &file_converge_v1_worker_proto_msgTypes[14]
+	mi := &file_converge_v1_worker_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1226,7 +1299,7 @@ func (x *ValueFlow) String() string {
 func (*ValueFlow) ProtoMessage() {}
 
 func (x *ValueFlow) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_v1_worker_proto_msgTypes[14]
+	mi := &file_converge_v1_worker_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1239,7 +1312,7 @@ func (x *ValueFlow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValueFlow.ProtoReflect.Descriptor instead.
 func (*ValueFlow) Descriptor() ([]byte, []int) {
-	return file_converge_v1_worker_proto_rawDescGZIP(), []int{14}
+	return file_converge_v1_worker_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ValueFlow) GetFrom() string {
@@ -1330,7 +1403,7 @@ const file_converge_v1_worker_proto_rawDesc = "" +
 	"\n" +
 	"transition\x18\x04 \x01(\tR\n" +
 	"transition\x12\x16\n" +
-	"\x06status\x18\x05 \x01(\fR\x06status\"\xbc\x02\n" +
+	"\x06status\x18\x05 \x01(\fR\x06status\"\xf8\x02\n" +
 	"\x06Result\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12.\n" +
 	"\aoutcome\x18\x02 \x01(\x0e2\x14.converge.v1.OutcomeR\aoutcome\x12\x18\n" +
@@ -1342,7 +1415,12 @@ const file_converge_v1_worker_proto_rawDesc = "" +
 	"\x05delta\x18\b \x01(\bR\x05delta\x12\x18\n" +
 	"\aremoved\x18\t \x03(\tR\aremoved\x12\x1a\n" +
 	"\brevision\x18\n" +
-	" \x01(\tR\brevision\"\xac\x01\n" +
+	" \x01(\tR\brevision\x12:\n" +
+	"\vobservation\x18\v \x01(\v2\x18.converge.v1.ObservationR\vobservation\"W\n" +
+	"\vObservation\x12\x16\n" +
+	"\x06exists\x18\x01 \x01(\bR\x06exists\x12\x16\n" +
+	"\x06actual\x18\x02 \x01(\fR\x06actual\x12\x18\n" +
+	"\amanaged\x18\x03 \x01(\bR\amanaged\"\xac\x01\n" +
 	"\x05Child\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12!\n" +
 	"\fkind_version\x18\x02 \x01(\x05R\vkindVersion\x12\x12\n" +
@@ -1379,7 +1457,7 @@ func file_converge_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_converge_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_converge_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_converge_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_converge_v1_worker_proto_goTypes = []any{
 	(Outcome)(0),           // 0: converge.v1.Outcome
 	(*WorkerMessage)(nil),  // 1: converge.v1.WorkerMessage
@@ -1394,10 +1472,11 @@ var file_converge_v1_worker_proto_goTypes = []any{
 	(*Task)(nil),           // 10: converge.v1.Task
 	(*Subject)(nil),        // 11: converge.v1.Subject
 	(*Result)(nil),         // 12: converge.v1.Result
-	(*Child)(nil),          // 13: converge.v1.Child
-	(*Edge)(nil),           // 14: converge.v1.Edge
-	(*ValueFlow)(nil),      // 15: converge.v1.ValueFlow
-	nil,                    // 16: converge.v1.Task.ArgsEntry
+	(*Observation)(nil),    // 13: converge.v1.Observation
+	(*Child)(nil),          // 14: converge.v1.Child
+	(*Edge)(nil),           // 15: converge.v1.Edge
+	(*ValueFlow)(nil),      // 16: converge.v1.ValueFlow
+	nil,                    // 17: converge.v1.Task.ArgsEntry
 }
 var file_converge_v1_worker_proto_depIdxs = []int32{
 	3,  // 0: converge.v1.WorkerMessage.register:type_name -> converge.v1.Register
@@ -1409,19 +1488,20 @@ var file_converge_v1_worker_proto_depIdxs = []int32{
 	4,  // 6: converge.v1.Register.capabilities:type_name -> converge.v1.Capability
 	10, // 7: converge.v1.TaskBatch.tasks:type_name -> converge.v1.Task
 	12, // 8: converge.v1.ResultBatch.results:type_name -> converge.v1.Result
-	16, // 9: converge.v1.Task.args:type_name -> converge.v1.Task.ArgsEntry
+	17, // 9: converge.v1.Task.args:type_name -> converge.v1.Task.ArgsEntry
 	11, // 10: converge.v1.Task.subject:type_name -> converge.v1.Subject
 	0,  // 11: converge.v1.Result.outcome:type_name -> converge.v1.Outcome
-	13, // 12: converge.v1.Result.children:type_name -> converge.v1.Child
-	14, // 13: converge.v1.Result.edges:type_name -> converge.v1.Edge
-	15, // 14: converge.v1.Edge.flows:type_name -> converge.v1.ValueFlow
-	1,  // 15: converge.v1.Control.Connect:input_type -> converge.v1.WorkerMessage
-	2,  // 16: converge.v1.Control.Connect:output_type -> converge.v1.ControlMessage
-	16, // [16:17] is the sub-list for method output_type
-	15, // [15:16] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	14, // 12: converge.v1.Result.children:type_name -> converge.v1.Child
+	15, // 13: converge.v1.Result.edges:type_name -> converge.v1.Edge
+	13, // 14: converge.v1.Result.observation:type_name -> converge.v1.Observation
+	16, // 15: converge.v1.Edge.flows:type_name -> converge.v1.ValueFlow
+	1,  // 16: converge.v1.Control.Connect:input_type -> converge.v1.WorkerMessage
+	2,  // 17: converge.v1.Control.Connect:output_type -> converge.v1.ControlMessage
+	17, // [17:18] is the sub-list for method output_type
+	16, // [16:17] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_converge_v1_worker_proto_init() }
@@ -1445,7 +1525,7 @@ func file_converge_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_converge_v1_worker_proto_rawDesc), len(file_converge_v1_worker_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
