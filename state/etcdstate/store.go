@@ -138,6 +138,9 @@ const (
 	kMeta       = "m/"
 	kJournal    = "j/"
 	kLock       = "lock"
+	// kVerifyProbe is never written: Verify deletes it to make its
+	// transaction a write.
+	kVerifyProbe = "verify-probe"
 
 	mFormat  = kMeta + "format"
 	mApplied = kMeta + "applied"
@@ -457,7 +460,11 @@ func (s *Store) Verify() error {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	cmps := append(s.fence(), clientv3.Compare(clientv3.CreateRevision(s.p+mFormat), ">", 0))
-	resp, err := s.cli.Txn(ctx).If(cmps...).Commit()
+	// A txn without writes may be answered from a member behind the
+	// store's own last write (seen on a three-member cluster: a header
+	// revision below the lock's); deleting a key that never exists makes
+	// it a write, ordered after every earlier one, that changes nothing.
+	resp, err := s.cli.Txn(ctx).If(cmps...).Then(clientv3.OpDelete(s.p + kVerifyProbe)).Commit()
 	if err != nil {
 		return fmt.Errorf("verify etcd state %s: %w", s.where(), err)
 	}
