@@ -483,6 +483,11 @@ func (l *loader) settings(rel string, v cuelang.Value) {
 			l.addf(rel, posOf(v.LookupPath(cuelang.ParsePath("resync_interval")), v.Pos()), "resync_interval", "SETTINGS_INVALID", "invalid duration %q", raw.ResyncInterval)
 			return
 		}
+		if d > 0 && d < MinInterval {
+			l.addf(rel, posOf(v.LookupPath(cuelang.ParsePath("resync_interval")), v.Pos()), "resync_interval", "SETTINGS_INVALID",
+				"%s is below the floor of %v (0 or absent: none)", raw.ResyncInterval, MinInterval)
+			return
+		}
 		s.ResyncInterval = d
 	}
 	for _, t := range []struct {
@@ -600,6 +605,10 @@ func (r *reader) str(field string, required bool) string {
 
 func (r *reader) name(field string) string {
 	s := r.str(field, true)
+	if _, present := r.lookup(field); present && s == "" {
+		// An empty name makes an ID ("account/") no command can name.
+		r.fail(field, "NAME_INVALID", "empty name (want a DNS label: lowercase letters, digits and '-', at most 63 characters)")
+	}
 	if s != "" && !ValidName(s) {
 		r.fail(field, "NAME_INVALID", "%q is not a DNS label (lowercase letters, digits and '-', at most 63 characters)", s)
 	}
@@ -658,6 +667,18 @@ func (r *reader) duration(field string) time.Duration {
 	d, err := time.ParseDuration(s)
 	if err != nil || d < 0 {
 		r.fail(field, "FIELD_INVALID", "invalid duration %q (want e.g. \"30s\", \"10m\")", s)
+		return 0
+	}
+	if d > 0 && d < MinInterval {
+		// "1ns" would make an idle daemon dispatch ~12,000 tasks a
+		// second for ever.
+		r.fail(field, "FIELD_INVALID", "%s is below the floor of %v (0 or absent: none)", s, MinInterval)
+		return 0
 	}
 	return d
 }
+
+// MinInterval is the shortest resync_interval and task_deadline a
+// document may set (0 means none): anything shorter only burns the
+// workers.
+const MinInterval = time.Second

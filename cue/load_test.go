@@ -257,6 +257,17 @@ func TestLoadFindings(t *testing.T) {
 		{name: "settings", files: map[string]string{
 			"converge.cue": "resync_interval: \"often\"\n",
 		}, want: []string{"converge.cue:1:1 SETTINGS_INVALID resync_interval"}},
+		// Issue 26: "1ns" validated, and an idle serve then dispatched
+		// ~12,000 tasks a second; an empty name made the ID "bucket/".
+		{name: "settings interval below the floor", files: map[string]string{
+			"converge.cue": "resync_interval: \"1ns\"\n",
+		}, want: []string{"converge.cue:1:1 SETTINGS_INVALID resync_interval"}},
+		{name: "kind intervals below the floor", files: map[string]string{
+			"k.cue": "type: \"kind\"\nkind: \"k\"\nkind_version: 1\nreactions: [\"reconcile\"]\nresync_interval: \"1ns\"\ntask_deadline: \"500ms\"\n",
+		}, want: []string{"k.cue:5:1 FIELD_INVALID resync_interval", "k.cue:6:1 FIELD_INVALID task_deadline"}},
+		{name: "empty name", files: map[string]string{
+			"r.yaml": "type: resource\nkind: bucket\nkind_version: 1\nname: \"\"\nspec: {tier: hot}\n",
+		}, want: []string{"r.yaml:4:1 NAME_INVALID name"}},
 		{name: "git timeout", files: map[string]string{
 			"converge.cue": "git_timeout: \"0s\"\n",
 		}, want: []string{"converge.cue:1:1 SETTINGS_INVALID git_timeout"}},

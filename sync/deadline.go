@@ -48,10 +48,15 @@ func (g *gate) get() chan struct{} {
 // abandoned, not waited for, and still holds g until it returns.
 func bounded[T any](ctx context.Context, g *gate, timeout time.Duration, what, knob string, op func(context.Context) (T, error)) (T, error) {
 	var zero T
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
-		timeout = time.Until(dl).Round(time.Millisecond) // the caller's is sooner: name that one
+	deadline := time.Now().Add(timeout)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		// The caller's is sooner (a command's --timeout): name that
+		// one, and end exactly when it does, so the caller sees its
+		// own deadline passed.
+		deadline, knob = dl, "the command's --timeout"
+		timeout = time.Until(dl).Round(time.Millisecond)
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithDeadline(ctx, deadline)
 	// Cancelled when bounded returns: that stops an op that listens, and
 	// never races a result already sent (the op does not cancel).
 	defer cancel()

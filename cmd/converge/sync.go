@@ -24,6 +24,10 @@ type syncOptions struct {
 	watch        bool
 	startWorkers []string
 	timeout      time.Duration
+	// deadline is when --timeout runs out: it covers the whole command
+	// (fetch, load, apply and the wait), not only the wait. Zero in
+	// --watch mode, where each save's wait gets --timeout of its own.
+	deadline time.Time
 	grace        time.Duration
 	verbose      bool
 	forge        forgeOptions // --forge…: also post statuses to a forge
@@ -112,6 +116,19 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 		defer func() {
 			if werr := writeData(stdout, o.output, rep); werr != nil && err == nil {
 				err = werr
+			}
+		}()
+	}
+	if !o.watch {
+		o.deadline = time.Now().Add(o.timeout)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, o.deadline)
+		defer cancel()
+		defer func() {
+			// The deadline cut a step short (a fetch, a load): that is
+			// the timeout the user set, exit 1, not an environment error.
+			if err != nil && ctx.Err() == context.DeadlineExceeded && !errors.As(err, new(errFailed)) {
+				err = failed("timed out: --timeout %v ran out before the sync finished (%v)", o.timeout, err)
 			}
 		}()
 	}
@@ -265,7 +282,7 @@ func syncThroughDaemon(ctx context.Context, out, errOut io.Writer, g *globals, c
 		return usageErr("sync: the converge serve holding the state follows %s (path %q), not %s (path %q): sync there, or stop it",
 			src.Repo, src.Path, g.repo, g.path)
 	}
-	wctx, cancel := context.WithTimeout(ctx, o.timeout)
+	wctx, cancel := context.WithTimeout(ctx, o.timeout) // ctx carries the command's deadline too
 	defer cancel()
 	r, err := cl.Reconcile(wctx, "")
 	if err != nil {
@@ -369,7 +386,11 @@ const commitGrace = 2 * time.Second
 func waitSettled(ctx context.Context, e *engine, out io.Writer, o syncOptions) settleResult {
 	pr := newProgress(out)
 	defer pr.done()
-	deadline := time.NewTimer(o.timeout)
+	wait := o.timeout
+	if !o.deadline.IsZero() {
+		wait = time.Until(o.deadline)
+	}
+	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
@@ -388,6 +409,9 @@ func waitSettled(ctx context.Context, e *engine, out io.Writer, o syncOptions) s
 		}
 		select {
 		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return settledTimeout // the command's own --timeout
+			}
 			return settledInterrupted
 		case <-deadline.C:
 			return settledTimeout
