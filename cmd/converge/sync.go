@@ -28,10 +28,10 @@ type syncOptions struct {
 	// (fetch, load, apply and the wait), not only the wait. Zero in
 	// --watch mode, where each save's wait gets --timeout of its own.
 	deadline time.Time
-	grace        time.Duration
-	verbose      bool
-	forge        forgeOptions // --forge…: also post statuses to a forge
-	output       string       // -o: table (lines as it goes), json or yaml (one report at the end)
+	grace    time.Duration
+	verbose  bool
+	forge    forgeOptions // --forge…: also post statuses to a forge
+	output   string       // -o: table (lines as it goes), json or yaml (one report at the end)
 }
 
 // syncReport is what sync -o json|yaml prints when it ends: the revision,
