@@ -413,11 +413,17 @@ func (s *Scheduler) problemGroups(maxIDs int) []ProblemGroup {
 	return out
 }
 
-// reasonPattern writes every KIND/NAME in a reason as KIND/…, so that
-// reasons differing only in the resources they name group together.
+// reasonPattern writes every KIND/NAME in a reason as KIND/…, and every
+// duration as …, so that reasons differing only in the resources they
+// name or in a backoff's length ("retrying in 25s", "retrying in 6.7s")
+// group together.
 func reasonPattern(reason string) string {
-	return idInReason.ReplaceAllString(reason, "$1/…")
+	return durationInReason.ReplaceAllString(idInReason.ReplaceAllString(reason, "$1/…"), "…")
 }
+
+// durationInReason matches a duration as time.Duration prints it
+// ("644ms", "6.7s", "1m2.5s").
+var durationInReason = regexp.MustCompile(`\b\d+(\.\d+)?(ns|µs|us|ms|s|m|h)(\d+(\.\d+)?(ns|µs|us|ms|s|m|h))*\b`)
 
 var idInReason = regexp.MustCompile(`\b([a-z][a-z0-9-]*)/[A-Za-z0-9][A-Za-z0-9._-]*`)
 

@@ -1359,3 +1359,36 @@ func TestProblemGroups(t *testing.T) {
 		t.Errorf("second group %+v, want the 10 routes waiting for their vpcs", routes)
 	}
 }
+
+// Reasons that differ only in a backoff's length ("retrying in 25s",
+// "retrying in 6.7s") are one group: a stuck report of transient faults
+// used to split them by the duration and sort them as strings.
+func TestProblemGroupsIgnoreBackoffLength(t *testing.T) {
+	store := newMemStore()
+	disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1"})
+	disp.setHook(func(tk *converge.Task) (*converge.Result, bool) {
+		if tk.Kind == "vpc" {
+			return &converge.Result{Outcome: converge.OutcomeTransient, Message: "injected fault"}, false
+		}
+		return nil, false
+	})
+	cfg := testConfig()
+	cfg.BackoffBase, cfg.BackoffMax = time.Second, time.Hour // long backoffs: they stay Failed while we look
+	h := start(t, store, disp, cfg)
+	h.apply(classicDesired(makeBOM(2, 5), "c1"), classicValidator)
+	var failed []scheduler.ProblemGroup
+	waitFor(t, 5*time.Second, "the ten vpcs failed, backing off", func() bool {
+		failed = failed[:0]
+		n := 0
+		for _, g := range h.s.ProblemGroups(3) {
+			if g.Phase == converge.PhaseFailed {
+				failed = append(failed, g)
+				n += g.Count
+			}
+		}
+		return n == 10
+	})
+	if len(failed) != 1 || !strings.HasPrefix(failed[0].Pattern, "retrying in …") {
+		t.Errorf("failed groups %+v, want one, its pattern without the backoff's length", failed)
+	}
+}

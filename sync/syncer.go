@@ -188,13 +188,13 @@ func (s *Syncer) checkFS(ctx context.Context, pass *Pass, fsys fs.FS) (*Pass, er
 	rec.Errors = res.Findings
 	if len(res.Findings) > 0 {
 		rec.SetStatus(converge.CommitStatus{Context: converge.ContextValidate, State: converge.StateFailure,
-			Description: fmt.Sprintf("%d errors: %s", len(res.Findings), res.Findings[0]), Time: now})
+			Description: fmt.Sprintf("%s: %s", converge.Plural(len(res.Findings), "error"), res.Findings[0]), Time: now})
 		rec.SetStatus(converge.CommitStatus{Context: converge.ContextSync, State: converge.StateFailure,
 			Description: "not applied: invalid documents", Time: now})
 		return pass, nil
 	}
 	rec.SetStatus(converge.CommitStatus{Context: converge.ContextValidate, State: converge.StateSuccess,
-		Description: fmt.Sprintf("%d documents valid", res.Documents), Time: now})
+		Description: converge.Plural(res.Documents, "document") + " valid", Time: now})
 	s.checked = pass
 	return pass, nil
 }

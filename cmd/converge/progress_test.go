@@ -41,8 +41,10 @@ func TestProgressSaysStalled(t *testing.T) {
 	}
 }
 
-// A stuck verdict names at most maxIDs resources, grouped by reason with
-// counts, and a group of one on one line as before.
+// A stuck verdict is one line per cause: a count, the reason's pattern
+// and three examples; a cause of one resource names it. Reasons that
+// differ only in a backoff's length are one cause (scheduler's
+// reasonPattern); so are those naming different resources.
 func TestPrintProblemGroups(t *testing.T) {
 	ids := func(prefix string, n int) []converge.ID {
 		var out []converge.ID
@@ -53,16 +55,14 @@ func TestPrintProblemGroups(t *testing.T) {
 	}
 	groups := []scheduler.ProblemGroup{
 		{Phase: converge.PhaseFailed, Reason: "permanent: quota", Pattern: "permanent: quota", Count: 1, IDs: ids("vpc/a", 1)},
-		{Phase: converge.PhasePending, Reason: "waiting for vpc/a-0", Pattern: "waiting for vpc/…", Count: 500, IDs: ids("route/a", 3)},
-		{Phase: converge.PhasePending, Reason: "waiting for route/a-0", Pattern: "waiting for route/…", Count: 7, IDs: ids("x/a", 3)},
+		{Phase: converge.PhasePending, Reason: "waiting for vpc/a-0", Pattern: "waiting for vpc/…", Count: 500, IDs: ids("route/a", 20)},
+		{Phase: converge.PhaseFailed, Reason: "retrying in 6.7s: injected fault", Pattern: "retrying in …: injected fault", Count: 2, IDs: ids("x/a", 2)},
 	}
 	var b strings.Builder
 	printProblemGroups(&b, groups, 3)
 	want := `  vpc/a-0 Failed: permanent: quota
-  500 Pending: waiting for vpc/…
-    route/a-0, route/a-1 (+498 more)
-  7 Pending: waiting for route/…
-    x/a-0 (+6 more)
+  500 Pending: waiting for vpc/… (e.g. route/a-0, route/a-1, route/a-2, +497 more)
+  2 Failed: retrying in …: injected fault (e.g. x/a-0, x/a-1)
 `
 	if got := b.String(); got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)

@@ -239,7 +239,9 @@ func newRoot(g *globals) *cobra.Command {
 		Short:         "converge drives a git repository of BOM files to its declared state",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       readBuildVersion().String(),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.state, "state", "", "state directory (default .converge/ at the repository root), or an etcd store: etcd://HOST:PORT[,HOST:PORT…]/PREFIX (credentials from $"+envEtcdUser+" and $"+envEtcdPassword+")")
 	pf.StringVar(&g.etcdCA, "etcd-cacert", "", "with --state etcd://…: verify the etcd servers with this PEM CA bundle (TLS)")

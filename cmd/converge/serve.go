@@ -512,9 +512,9 @@ func goUntilStopped(ctx context.Context, fn func(context.Context)) (stop func())
 func describePass(p *gitsync.Pass) string {
 	switch {
 	case !p.Valid():
-		return fmt.Sprintf("%s invalid (%d errors), not applied: %s", p.Revision, len(p.Record.Errors), p.Record.Errors[0])
+		return fmt.Sprintf("%s invalid (%s), not applied: %s", p.Revision, plural(len(p.Record.Errors), "error"), p.Record.Errors[0])
 	case breakingPass(p):
-		return fmt.Sprintf("%s not applied: breaking schema change (%d findings): %s", p.Revision, len(p.Record.Findings), p.Record.Findings[0])
+		return fmt.Sprintf("%s not applied: breaking schema change (%s): %s", p.Revision, plural(len(p.Record.Findings), "finding"), p.Record.Findings[0])
 	case p.Held != "":
 		return fmt.Sprintf("%s %s", p.Revision, p.Held)
 	case p.Applied && p.Plan != nil:

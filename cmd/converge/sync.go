@@ -185,7 +185,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "revision %s: %d documents, %d kinds\n", rev, pass.Loaded.Documents, len(pass.Loaded.Desired.Kinds))
+	fmt.Fprintf(out, "revision %s: %s, %s\n", rev, plural(pass.Loaded.Documents, "document"), plural(len(pass.Loaded.Desired.Kinds), "kind"))
 	if rep != nil {
 		rep.Revision = rev.String()
 	}
@@ -207,7 +207,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 			writes.add("record the verdict in the store", err)
 		}
 		writes.add("", o.forge.report(pass))
-		return writes.join(failed("revision %s is invalid (%d errors); nothing applied", rev, len(pass.Record.Errors)))
+		return writes.join(failed("revision %s is invalid (%s); nothing applied", rev, plural(len(pass.Record.Errors), "error")))
 	}
 	// A local repository is trusted to name its workers; a remote one never
 	// makes converge start a command.
@@ -326,7 +326,7 @@ func watchWorkTree(ctx context.Context, e *engine, syncer *gitsync.Syncer, o syn
 			for _, f := range pass.Record.Errors {
 				fmt.Fprintln(errOut, f)
 			}
-			fmt.Fprintf(errOut, "work tree invalid (%d errors); nothing applied\n", len(pass.Record.Errors))
+			fmt.Fprintf(errOut, "work tree invalid (%s); nothing applied\n", plural(len(pass.Record.Errors), "error"))
 			// Every save gets a verdict in the store, as every commit
 			// does: `converge status @dirty` shows it.
 			if err := syncer.Records.PutRevision(pass.Record); err != nil {
@@ -496,7 +496,7 @@ func finishSync(e *engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res settl
 			fmt.Fprintf(errOut, "  %s\n", c)
 			names = append(names, c)
 		}
-		printProblemGroups(errOut, e.sched.ProblemGroups(maxListed), maxListed)
+		printProblemGroups(errOut, e.sched.ProblemGroups(maxListed), examplesPerCause)
 		if hint != "" {
 			fmt.Fprintf(errOut, "hint: %s\n", hint)
 		}
@@ -575,32 +575,38 @@ func standing(g *globals, dir string, rev converge.Revision) (total int, ok bool
 // maxListed is how many resources a stuck verdict names.
 const maxListed = 20
 
-// printProblemGroups prints what is not converged, grouped by phase and
-// reason: one line for a group of one ("vpc/a Failed: …"); for a bigger
-// group its count and first member's reason, then its first members, at
-// most maxIDs resources named in all.
-func printProblemGroups(w io.Writer, groups []scheduler.ProblemGroup, maxIDs int) {
-	left := maxIDs
-	for _, g := range groups {
-		if g.Count == 1 {
-			if left > 0 {
-				left--
-			}
+// maxCauses is how many causes (problem groups) a stuck verdict lists;
+// examplesPerCause how many resources it names for each.
+const (
+	maxCauses        = 20
+	examplesPerCause = 3
+)
+
+// printProblemGroups prints what is not converged, one line per cause
+// (a phase and a reason pattern, scheduler.ProblemGroups): a cause of one
+// resource as "vpc/a Failed: reason", a bigger one as its count, its
+// pattern and its first examples; at most maxCauses causes, then how
+// many more there are.
+func printProblemGroups(w io.Writer, groups []scheduler.ProblemGroup, examples int) {
+	for i, g := range groups {
+		if i == maxCauses {
+			fmt.Fprintf(w, "  (+%s more)\n", plural(len(groups)-maxCauses, "cause"))
+			return
+		}
+		if g.Count == 1 && len(g.IDs) == 1 {
 			fmt.Fprintf(w, "  %s %s: %s\n", g.IDs[0], g.Phase, g.Reason)
 			continue
 		}
-		fmt.Fprintf(w, "  %d %s: %s\n", g.Count, g.Phase, g.Pattern)
-		k := min(max(left, 1), len(g.IDs))
-		left -= k
+		k := min(examples, len(g.IDs))
 		ids := make([]string, k)
 		for i := range k {
 			ids[i] = string(g.IDs[i])
 		}
 		line := strings.Join(ids, ", ")
 		if more := g.Count - k; more > 0 {
-			line += fmt.Sprintf(" (+%d more)", more)
+			line += fmt.Sprintf(", +%d more", more)
 		}
-		fmt.Fprintf(w, "    %s\n", line)
+		fmt.Fprintf(w, "  %d %s: %s (e.g. %s)\n", g.Count, g.Phase, g.Pattern, line)
 	}
 }
 

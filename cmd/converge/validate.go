@@ -201,10 +201,5 @@ func printValidate(w io.Writer, format string, rep validateReport) error {
 	return err
 }
 
-// plural renders "1 error", "0 errors".
-func plural(n int, noun string) string {
-	if n == 1 {
-		return fmt.Sprintf("1 %s", noun)
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
-}
+// plural renders "1 error", "0 errors" (converge.Plural).
+func plural(n int, noun string) string { return converge.Plural(n, noun) }

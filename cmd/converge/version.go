@@ -2,23 +2,89 @@ package main
 
 import (
 	"fmt"
+	"runtime"
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
 )
 
+// buildVersion is what this binary knows of its own build: the module
+// version, the commit and its time when the build stamped them (go build
+// in a git checkout does; GOFLAGS=-buildvcs=false and go run do not), and
+// the Go toolchain.
+type buildVersion struct {
+	Version    string `json:"version"`
+	Commit     string `json:"commit"`
+	CommitTime string `json:"commit_time"`
+	Modified   bool   `json:"modified"`
+	Go         string `json:"go"`
+}
+
+func readBuildVersion() buildVersion {
+	v := buildVersion{Version: "(devel)", Go: runtime.Version()}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return v
+	}
+	if bi.Main.Version != "" {
+		v.Version = bi.Main.Version
+	}
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			v.Commit = s.Value
+		case "vcs.time":
+			v.CommitTime = s.Value
+		case "vcs.modified":
+			v.Modified = s.Value == "true"
+		}
+	}
+	return v
+}
+
+// String is the one line `converge version` and `converge --version`
+// print.
+func (v buildVersion) String() string {
+	s := "converge " + v.Version
+	switch {
+	case v.Commit == "":
+		s += " (commit unknown: built without VCS stamping)"
+	default:
+		c := v.Commit
+		if len(c) > 12 {
+			c = c[:12]
+		}
+		s += " (commit " + c
+		if v.CommitTime != "" {
+			s += " of " + v.CommitTime
+		}
+		if v.Modified {
+			s += ", with uncommitted changes"
+		}
+		s += ")"
+	}
+	return s + " " + v.Go
+}
+
 func newVersionCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print converge's version",
-		Args:  cobra.NoArgs,
+	var output string
+	c := &cobra.Command{
+		Use:     "version",
+		Short:   "Print converge's version, the commit it was built from and its date",
+		Example: "  converge version\n  converge version -o json\n  converge --version",
+		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			v := "(devel)"
-			if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-				v = bi.Main.Version
+			if err := checkOutput(output, "table", "json", "yaml"); err != nil {
+				return err
 			}
-			fmt.Fprintln(c.OutOrStdout(), "converge", v)
+			v := readBuildVersion()
+			if output != "table" {
+				return writeData(c.OutOrStdout(), output, v)
+			}
+			fmt.Fprintln(c.OutOrStdout(), v)
 			return nil
 		},
 	}
+	c.Flags().StringVarP(&output, "output", "o", "table", "output: table, json or yaml")
+	return c
 }

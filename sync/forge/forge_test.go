@@ -73,7 +73,7 @@ func TestPendingThenSuccess(t *testing.T) {
 				status(converge.ContextSync, converge.StatePending, "applied, converging"),
 				status(converge.ContextSync, converge.StateSuccess, "3652/3652 Ready"),
 				status(converge.ContextSync, converge.StateSuccess, "3652/3652 Ready"),
-				status(converge.ContextValidate, converge.StateFailure, "1 errors: x.cue:1:1: a: field not allowed"),
+				status(converge.ContextValidate, converge.StateFailure, "1 error: x.cue:1:1: a: field not allowed"),
 			}
 			for _, st := range steps {
 				if err := r.Report(ctx, sha1, st); err != nil {
