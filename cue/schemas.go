@@ -205,13 +205,19 @@ func (k schemaKey) name() string { return k.ref.String() + " " + k.part }
 // definition #S. An empty src means "{}" (nothing allowed), or "{...}"
 // when open.
 func wrapSchema(name, src string, open bool) ([]byte, error) {
+	return wrapSchemaWith(name, src, open)
+}
+
+// wrapSchemaWith is wrapSchema with parser options (explain keeps the
+// comments: parser.ParseComments).
+func wrapSchemaWith(name, src string, open bool, opts ...parser.Option) ([]byte, error) {
 	if strings.TrimSpace(src) == "" {
 		src = "{}"
 		if open {
 			src = "{...}"
 		}
 	}
-	f, err := parser.ParseFile(name, src)
+	f, err := parser.ParseFile(name, src, opts...)
 	if err != nil {
 		return nil, errors.New(cueerrors.Details(err, nil))
 	}

@@ -24,6 +24,7 @@ func subcommands(g *globals) []*cobra.Command {
 		newDeleteCommand(g),
 		newDoCommand(g),
 		newReconcileCommand(g),
+		newExplainCommand(g),
 		newStateCommand(g),
 		newInternalEvalCommand(),
 	}

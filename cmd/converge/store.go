@@ -140,6 +140,17 @@ func notePathFromState(errOut io.Writer, g *globals, cmd string) {
 	fmt.Fprintf(errOut, "note: %s reads %s, the path the state applied (--path chooses another)\n", cmd, p)
 }
 
+// documentsDir is the work-tree directory of --repo and --path as
+// resolveSource settled them: --path is relative to the repository's root
+// (when --repo is a git work tree), not to the current directory.
+func documentsDir(g *globals) string {
+	root := g.repo
+	if src, err := gitsync.OpenLocal(g.repo, ""); err == nil && src.Root() != "" {
+		root = src.Root()
+	}
+	return filepath.Join(root, filepath.FromSlash(g.path))
+}
+
 // checkLocalPath refuses a --path that leaves the repository (".." or
 // absolute): every command reads below the repository's root only.
 func checkLocalPath(g *globals) error {

@@ -92,7 +92,7 @@ over it is an error naming it.`,
 				}
 				notePathFromState(c.ErrOrStderr(), g, "validate")
 			}
-			dir := filepath.Join(g.repo, filepath.FromSlash(g.path))
+			dir := documentsDir(g)
 			if len(args) == 1 {
 				d, err := validateDir(g.repo, args[0])
 				if err != nil {
