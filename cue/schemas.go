@@ -467,7 +467,9 @@ func notAllowed(sch, data cuelang.Value) []fieldError {
 	if err != nil {
 		return nil
 	}
-	shape := sch.Context().BuildExpr(shapeOf(x))
+	// One-off context: combining values of different contexts is fine
+	// (cue.Value.Context is deprecated).
+	shape := cuecontext.New().BuildExpr(shapeOf(x))
 	var out []fieldError
 	for _, e := range cueerrors.Errors(sch.Unify(shape).Validate()) {
 		format, args := e.Msg()

@@ -85,8 +85,7 @@ func components(ids []converge.ID, consumes map[converge.ID][]converge.Edge, ski
 	for i := range parent {
 		parent[i] = i
 	}
-	var find func(int) int
-	find = func(i int) int {
+	find := func(i int) int {
 		for parent[i] != i {
 			parent[i] = parent[parent[i]]
 			i = parent[i]

@@ -372,24 +372,23 @@ func (b *Builder) writeShards(w *writer, keys []shardKey, have map[converge.ID]*
 						rs = append(rs, r)
 					}
 				}
-				if err == nil && len(rs) == 0 {
+				gone := err == nil && len(rs) == 0
+				switch {
+				case gone:
 					err = ws[i].remove(k.path())
-					mu.Lock()
-					removed++
-					mu.Unlock()
-					continue
-				}
-				if err == nil {
-					err = b.renderShardTo(&buf, k, rs)
-				}
-				if err == nil {
-					err = ws[i].write(k.path(), buf.Bytes())
+				case err == nil:
+					if err = b.renderShardTo(&buf, k, rs); err == nil {
+						err = ws[i].write(k.path(), buf.Bytes())
+					}
 				}
 				mu.Lock()
+				if gone && err == nil {
+					removed++
+				}
 				if err != nil && first == nil {
 					first = fmt.Errorf("build site: %w", err)
 				}
-				if keep != nil {
+				if keep != nil && !gone {
 					keep[k.path()] = true
 				}
 				mu.Unlock()
