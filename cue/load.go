@@ -277,6 +277,7 @@ func (l *loader) file(p, rel string, e fs.DirEntry, ext string) {
 		v := l.ev.ctx.BuildFile(f)
 		if err := v.Err(); err != nil {
 			l.cueErrIn(rel, f, "CUE_INVALID", err)
+			l.declaredInvalid(rel, f)
 			return
 		}
 		if rel == SettingsFile {
@@ -304,6 +305,48 @@ func (l *loader) file(p, rel string, e fs.DirEntry, ext string) {
 			}
 			l.expr(rel, expr)
 		}
+	}
+}
+
+// declaredInvalid records the kind a CUE file that does not evaluate
+// declares, read from its syntax (type: "kind", kind and kind_version as
+// literals), so a resource of that kind is told the kind is invalid
+// (unknownKind: KIND_INVALID), not that it is unknown.
+func (l *loader) declaredInvalid(rel string, f *ast.File) {
+	var typ, kind string
+	var version int
+	var at token.Pos
+	for _, d := range f.Decls {
+		fd, ok := d.(*ast.Field)
+		if !ok {
+			continue
+		}
+		name, _, _ := ast.LabelName(fd.Label)
+		lit, ok := fd.Value.(*ast.BasicLit)
+		if !ok {
+			continue
+		}
+		switch name {
+		case "type", "kind":
+			s, err := strconv.Unquote(lit.Value)
+			if err != nil {
+				continue
+			}
+			if name == "type" {
+				typ = s
+			} else {
+				kind, at = s, fd.Pos()
+			}
+		case "kind_version":
+			version, _ = strconv.Atoi(lit.Value)
+		}
+	}
+	if typ != "kind" || kind == "" || version <= 0 {
+		return
+	}
+	ref := converge.KindRef{Kind: kind, Version: version}
+	if _, ok := l.declared[ref]; !ok {
+		l.declared[ref] = l.at(rel, at)
 	}
 }
 
@@ -441,9 +484,26 @@ func yamlBadLine(b []byte) int {
 
 // addf appends a finding at pos (line 0 if pos is unknown).
 func (l *loader) addf(file string, pos token.Pos, path, rule, format string, args ...any) {
-	f := converge.Finding{File: file, Path: path, Rule: rule, Message: fmt.Sprintf(format, args...)}
+	f := converge.Finding{File: file, Path: path, Rule: rule, Message: OneLine(fmt.Sprintf(format, args...))}
 	f.Line, f.Column = l.lineCol(file, pos)
 	l.res.Findings = append(l.res.Findings, f)
+}
+
+// OneLine makes a message one line: one finding, one line, in every
+// format (CUE's error details put positions on lines of their own).
+// Line breaks and the indentation after them become "; ", trailing ones
+// go.
+func OneLine(msg string) string {
+	if !strings.ContainsAny(msg, "\r\n") {
+		return msg
+	}
+	var parts []string
+	for _, l := range strings.FieldsFunc(msg, func(r rune) bool { return r == '\n' || r == '\r' }) {
+		if l = strings.TrimSpace(l); l != "" {
+			parts = append(parts, strings.TrimSuffix(l, ":"))
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // lineCol returns pos's line and column (0, 0 if unknown). CUE positions
@@ -460,7 +520,13 @@ func (l *loader) lineCol(file string, pos token.Pos) (line, col int) {
 	return line, col
 }
 
+// sortFindings orders fs by file, line, column, rule and path, and makes
+// every message one line (OneLine): every finding leaves the loader and
+// the linter through it.
 func sortFindings(fs []converge.Finding) {
+	for i := range fs {
+		fs[i].Message = OneLine(fs[i].Message)
+	}
 	sort.SliceStable(fs, func(i, j int) bool {
 		a, b := fs[i], fs[j]
 		switch {

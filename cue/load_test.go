@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"io/fs"
 	"os"
 	"reflect"
@@ -487,5 +488,43 @@ func TestLoadTimeoutSettings(t *testing.T) {
 	}
 	if got, want := res.Desired.Settings.ForgeTimeout, 10*time.Second; got != want {
 		t.Errorf("ForgeTimeout = %v, want %v", got, want)
+	}
+}
+
+// Issue 26: one finding, one line, in every format; and a resource of a
+// kind whose CUE file does not evaluate is told the kind is invalid, not
+// unknown.
+func TestFindingsOneLine(t *testing.T) {
+	fsys := fstest.MapFS{
+		"kinds/broken.yaml": {Data: []byte("type: kind\nkind: broken\nkind_version: 1\nreactions: [reconcile]\nspec: |\n  a: int & >\n")},
+		"kinds/acct.cue":    {Data: []byte("type: \"kind\"\nkind: \"acct\"\nkind_version: 1\nreactions: [\"reconcile\"]\nspec: team: strin\n")},
+		"r.yaml":            {Data: []byte("type: resource\nkind: acct\nkind_version: 1\nname: a\nspec: {team: x}\n")},
+	}
+	res, err := Load(fsys, ".", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range res.Findings {
+		if strings.ContainsAny(f.Message, "\n\r") {
+			t.Errorf("%s: message spans lines: %q", f.File, f.Message)
+		}
+		got = append(got, fmt.Sprintf("%s:%d %s %s", f.File, f.Line, f.Rule, f.Message))
+	}
+	want := "r.yaml:2 KIND_INVALID kind acct/v1 is declared at kinds/acct.cue:2:1 but is invalid"
+	if !slices.Contains(got, want) {
+		t.Errorf("findings %q, want %q among them", got, want)
+	}
+}
+
+func TestOneLine(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"plain", "plain"},
+		{"compile x: expected operand, found 'EOF':\n    x spec:2:12\n", "compile x: expected operand, found 'EOF'; x spec:2:12"},
+		{"a\r\n\r\nb", "a; b"},
+	} {
+		if got := OneLine(tt.in); got != tt.want {
+			t.Errorf("OneLine(%q) = %q, want %q", tt.in, got, tt.want)
+		}
 	}
 }

@@ -53,8 +53,12 @@ func TestResyncNotReady(t *testing.T) {
 	disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1", serves: map[converge.KindRef][]string{{Kind: "classicbom", Version: 1}: {"compose"}}})
 	h := start(t, store, disp, testConfig())
 	h.apply(classicDesired(makeBOM(1, 1), "c1"), classicValidator)
-	waitFor(t, 5*time.Second, "the composition", func() bool { return len(disp.tasks()) > 0 })
-	msg, err := h.s.Resync(t.Context(), "account/fd-01-team-001")
+	var msg string
+	var err error
+	waitFor(t, 5*time.Second, "the composed account", func() bool {
+		msg, err = h.s.Resync(t.Context(), "account/fd-01-team-001")
+		return !errors.Is(err, converge.ErrNotFound)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
