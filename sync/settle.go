@@ -234,3 +234,23 @@ func FinalVerdict(rec *converge.RevisionRecord) (converge.CommitStatus, bool) {
 	}
 	return s, true
 }
+
+// UnservedVerbs returns a warning for each operator verb a kind declares
+// that no connected worker serves, while some worker serves the kind
+// (a kind no worker serves parks, and its hint says so already): the
+// verb passes validate and sync and would fail only when used.
+func UnservedVerbs(kinds []*converge.Kind, serves func(converge.KindRef, string) bool) []string {
+	var out []string
+	for _, k := range kinds {
+		ref := k.Ref()
+		if !serves(ref, converge.ReactionReconcile) && !serves(ref, converge.ReactionCompose) {
+			continue
+		}
+		for _, r := range k.Reactions {
+			if converge.IsVerb(r) && !serves(ref, r) {
+				out = append(out, fmt.Sprintf("kind %s declares the verb %s, which no connected worker serves: converge do KIND/NAME %s would fail", ref, r, r))
+			}
+		}
+	}
+	return out
+}

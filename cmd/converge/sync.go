@@ -259,6 +259,9 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 	}
 	start := time.Now()
 	res := waitSettled(ctx, e, out, o)
+	for _, w := range gitsync.UnservedVerbs(pass.Loaded.Desired.Kinds, e.srv.Serves) {
+		fmt.Fprintln(errOut, "warning:", w)
+	}
 	err = finishSync(e, syncer, pass, res, time.Since(start), out, errOut, howToStartWorker(src.Remote(), false), rep)
 	writes.add("", o.forge.report(pass))
 	if !o.watch {
