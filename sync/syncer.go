@@ -101,8 +101,18 @@ type Pass struct {
 	Record   *converge.RevisionRecord
 	// Loaded is the revision's documents.
 	Loaded *cue.Result
-	// Plan is what Apply changed; nil unless Applied.
-	Plan    *scheduler.Plan
+	// Plan is what Apply changed; nil unless Applied. It lists the
+	// documents' changes only: what composers change follows from their
+	// composes.
+	Plan *scheduler.Plan
+	// Priced is what Apply priced before it applied (the prune guard's
+	// plan): Plan plus, through the dry-run composes (Syncer.Compose),
+	// the children the changed composers create, update, flip and prune,
+	// as converge plan lists them. Fresh says the engine held nothing
+	// before, so there was nothing to price against (no dry run): every
+	// resource it holds once the revision settles was created by it.
+	Priced  *scheduler.Plan
+	Fresh   bool
 	Applied bool
 	// Tree is the revision's documents (below the Syncer's Path).
 	Tree fs.FS
@@ -248,6 +258,7 @@ func (s *Syncer) Apply(ctx context.Context, pass *Pass) error {
 		scheduler.Fanout(cctx, g, &d, guarded, pass.Loaded.Schemas, s.Compose)
 		cancel()
 	}
+	pass.Priced, pass.Fresh = guarded, stored == 0
 	w, err := scheduler.Weigh(ctx, g, guarded)
 	if err != nil {
 		return fmt.Errorf("weigh %s: %w", pass.Revision, err)

@@ -517,9 +517,14 @@ func describePass(p *gitsync.Pass) string {
 		return fmt.Sprintf("%s not applied: breaking schema change (%d findings): %s", p.Revision, len(p.Record.Findings), p.Record.Findings[0])
 	case p.Held != "":
 		return fmt.Sprintf("%s %s", p.Revision, p.Held)
-	case p.Applied && p.Plan != nil:
-		return fmt.Sprintf("%s applied: %d created, %d updated, %d flipped, %d deleted", p.Revision,
-			len(p.Plan.Create), len(p.Plan.Update), len(p.Plan.Flip), len(p.Plan.Delete))
+	case p.Applied && p.Priced != nil:
+		// Counted as plan counts it; on an empty store there was nothing
+		// to dry-run against, so what the documents compose is not in it.
+		more := ""
+		if p.Fresh {
+			more = " (on an empty store: what they compose comes on top)"
+		}
+		return fmt.Sprintf("%s applied: %s%s", p.Revision, gitsync.Summarize(p.Priced).AppliedText(), more)
 	}
 	if st, ok := p.Record.Status(converge.ContextSync); ok {
 		return fmt.Sprintf("%s %s", p.Revision, st.Description)

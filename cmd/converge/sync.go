@@ -38,8 +38,11 @@ type syncReport struct {
 	// Verdict is converged, already_applied, invalid, held, stuck,
 	// timed_out, interrupted or not_durable; a sync a daemon applied
 	// (it held the state) is converged, failed or timed_out.
-	Verdict    string           `json:"verdict"`
-	Applied    *appliedCounts   `json:"applied"`
+	Verdict string         `json:"verdict"`
+	Applied *appliedCounts `json:"applied"`
+	// Summary is what was applied in plan -o json's "summary" schema:
+	// counts in all and per kind, composed children included.
+	Summary    *summaryData     `json:"summary,omitempty"`
 	Counts     *converge.Counts `json:"counts"`
 	Dispatched uint64           `json:"dispatched"`
 	Seconds    float64          `json:"seconds"`
@@ -53,6 +56,7 @@ type appliedCounts struct {
 	Updated int `json:"updated"`
 	Flipped int `json:"flipped"`
 	Deleted int `json:"deleted"`
+	Pruned  int `json:"pruned"`
 }
 
 // notReadyGroup is a scheduler.ProblemGroup as sync reports it.
@@ -234,14 +238,16 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 	if err := o.forge.report(pass); err != nil {
 		fmt.Fprintln(errOut, "converge:", err)
 	}
-	if p := pass.Plan; p != nil {
-		fmt.Fprintf(out, "applied: %d created, %d updated, %d flipped, %d deleted\n", len(p.Create), len(p.Update), len(p.Flip), len(p.Delete))
-		if rep != nil {
-			rep.Applied = &appliedCounts{len(p.Create), len(p.Update), len(p.Flip), len(p.Delete)}
-		}
+	// On an empty store nothing was priced (no dry run): what was
+	// created is counted once the revision settles.
+	if !pass.Fresh {
+		reportApplied(e, pass, out, errOut, rep, "applied")
 	}
 	start := time.Now()
 	res := waitSettled(ctx, e, out, o)
+	if pass.Fresh {
+		reportApplied(e, pass, out, errOut, rep, "applied")
+	}
 	err = finishSync(e, syncer, pass, res, time.Since(start), out, errOut, howToStartWorker(src.Remote(), false), rep)
 	writes.add("", o.forge.report(pass))
 	if !o.watch {
@@ -334,7 +340,7 @@ func watchWorkTree(ctx context.Context, e *engine, syncer *gitsync.Syncer, o syn
 			}
 			return
 		}
-		fmt.Fprintf(out, "applied work tree: %d created, %d updated, %d flipped, %d deleted\n", len(p.Create), len(p.Update), len(p.Flip), len(p.Delete))
+		reportApplied(e, pass, out, errOut, nil, "applied work tree")
 		start := time.Now()
 		res := waitSettled(ctx, e, out, o)
 		if err := finishSync(e, syncer, pass, res, time.Since(start), out, errOut, howToStartWorker(syncer.Source.Remote(), false), nil); err != nil {
@@ -345,6 +351,23 @@ func watchWorkTree(ctx context.Context, e *engine, syncer *gitsync.Syncer, o syn
 		return nil
 	}
 	return err
+}
+
+// reportApplied prints what pass applied, in plan's words and counts
+// (gitsync.Pass.AppliedSummary), and puts it in rep.
+func reportApplied(e *engine, pass *gitsync.Pass, out, errOut io.Writer, rep *syncReport, what string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := pass.AppliedSummary(ctx, e.sched.Graph())
+	if err != nil {
+		fmt.Fprintln(errOut, "converge:", err)
+		return
+	}
+	fmt.Fprintf(out, "%s: %s\n", what, s.AppliedText())
+	if rep != nil {
+		rep.Applied = &appliedCounts{Created: s.Create, Updated: s.Update, Flipped: s.Flip, Deleted: s.Delete, Pruned: s.Prune}
+		rep.Summary = &summaryData{s}
+	}
 }
 
 // settleResult is how a wait for convergence ended.
