@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -111,20 +112,20 @@ func TestTeardownOrder(t *testing.T) {
 	}{
 		{"a producer waits for its consumer", []scheduler.PlanItem{{ID: "tgw/solo"}}, []string{
 			"1 vpc/uses-solo vpc/v0 teardown consumes tgw/solo",
-			"2 tgw/solo  removed from git"}},
+			"2 tgw/solo  removed from git after [vpc/uses-solo]"}},
 		{"an owner waits for its children, a producer for its consumer", []scheduler.PlanItem{{ID: "bom/root"}}, []string{
 			"1 vpc/a vpc/v0 teardown owned by bom/root",
 			"1 vpc/b vpc/v0 teardown owned by bom/root",
 			"1 vpc/c vpc/v0 teardown owned by bom/root",
 			"1 vpc/d vpc/v0 teardown owned by bom/root",
-			"2 account/a account/v0 teardown owned by bom/root",
-			"2 account/b account/v0 teardown owned by bom/root",
-			"2 account/c account/v0 teardown owned by bom/root",
-			"2 account/d account/v0 teardown owned by bom/root",
-			"3 bom/root  removed from git"}},
+			"2 account/a account/v0 teardown owned by bom/root after [vpc/a]",
+			"2 account/b account/v0 teardown owned by bom/root after [vpc/b]",
+			"2 account/c account/v0 teardown owned by bom/root after [vpc/c]",
+			"2 account/d account/v0 teardown owned by bom/root after [vpc/d]",
+			"3 bom/root  removed from git after [account/a account/b account/c account/d vpc/a vpc/b vpc/c vpc/d]"}},
 		{"a pruned child", []scheduler.PlanItem{{ID: "account/a", Reason: "pruned by bom/root"}}, []string{
 			"1 vpc/a vpc/v0 teardown consumes account/a",
-			"2 account/a account/v0 teardown pruned by bom/root"}},
+			"2 account/a account/v0 teardown pruned by bom/root after [vpc/a]"}},
 		{"an absent resource is left out", []scheduler.PlanItem{{ID: "vpc/ghost"}}, nil},
 	}
 	for _, tt := range tests {
@@ -132,7 +133,11 @@ func TestTeardownOrder(t *testing.T) {
 			var got []string
 			_ = scheduler.SnapshotGraph(snap).Read(context.Background(), func(v scheduler.GraphView) {
 				for _, s := range TeardownOrder(v, tt.roots, kinds) {
-					got = append(got, strings.Join([]string{strconv.Itoa(s.Step), string(s.ID), s.Finalizer, s.Because}, " "))
+					line := strings.Join([]string{strconv.Itoa(s.Step), string(s.ID), s.Finalizer, s.Because}, " ")
+					if len(s.After) > 0 {
+						line += fmt.Sprintf(" after %v", s.After)
+					}
+					got = append(got, line)
 				}
 			})
 			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {

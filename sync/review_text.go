@@ -197,7 +197,7 @@ func (rv *Review) writeTeardown(w io.Writer, o TextOptions) {
 	if len(t) == 1 {
 		noun = "resource"
 	}
-	fmt.Fprintf(w, "teardown, in the order it runs (%s %s; each step starts when the one before is done):\n", Thousands(len(t)), noun)
+	fmt.Fprintf(w, "teardown, in the order it runs (%s %s; each goes once those it waits for are gone):\n", Thousands(len(t)), noun)
 	what := func(s TeardownStep) string {
 		if s.Finalizer != "" {
 			return "finalizer " + s.Finalizer
@@ -206,7 +206,19 @@ func (rv *Review) writeTeardown(w io.Writer, o TextOptions) {
 	}
 	if o.MaxDetail <= 0 || len(t) <= o.MaxDetail {
 		for _, s := range t {
-			fmt.Fprintf(w, "  %d. %s (%s; %s)\n", s.Step, s.ID, what(s), s.Because)
+			wait := ""
+			if len(s.After) > 0 {
+				const show = 3
+				ids := make([]string, 0, show)
+				for _, id := range s.After[:min(show, len(s.After))] {
+					ids = append(ids, string(id))
+				}
+				wait = "; after " + strings.Join(ids, ", ")
+				if len(s.After) > show {
+					wait += fmt.Sprintf(" (+%s more)", Thousands(len(s.After)-show))
+				}
+			}
+			fmt.Fprintf(w, "  %d. %s (%s; %s%s)\n", s.Step, s.ID, what(s), s.Because, wait)
 		}
 		return
 	}

@@ -10,8 +10,11 @@ import (
 // TeardownStep is one resource of a teardown plan, in the order the
 // engine tears it down: a resource goes once everything it owns and
 // everything being torn down that consumes it is gone (reverse
-// dependency order, the scheduler's considerTeardown), so the resources
-// of one Step go at the same time, and Step n+1 waits for step n.
+// dependency order, the scheduler's considerTeardown). Step is the
+// length of the longest chain of such waits below it plus one: a step-1
+// resource waits for nothing, a step-n one for After, of which at least
+// one is of step n-1. It starts as soon as those are gone, not when the
+// whole step before is.
 type TeardownStep struct {
 	Step int         `json:"step"`
 	ID   converge.ID `json:"id"`
@@ -23,6 +26,9 @@ type TeardownStep struct {
 	// Because says why it goes: "removed from git", "pruned by X",
 	// "owned by X", "consumes X".
 	Because string `json:"because"`
+	// After are the resources whose teardown it waits for: its children
+	// and its consumers being torn down.
+	After []converge.ID `json:"after"`
 }
 
 // TeardownOrder returns the teardown trees of roots (a plan's Delete and
@@ -59,6 +65,7 @@ func TeardownOrder(v scheduler.GraphView, roots []scheduler.PlanItem, kinds map[
 	// children and its marked consumers.
 	waits := make(map[converge.ID]int, len(order))
 	blocks := make(map[converge.ID][]converge.ID, len(order))
+	after := make(map[converge.ID][]converge.ID, len(order))
 	for _, id := range order {
 		seen := map[converge.ID]bool{}
 		wait := func(b converge.ID) {
@@ -66,6 +73,7 @@ func TeardownOrder(v scheduler.GraphView, roots []scheduler.PlanItem, kinds map[
 				seen[b] = true
 				waits[id]++
 				blocks[b] = append(blocks[b], id)
+				after[id] = append(after[id], b)
 			}
 		}
 		v.Children(id, func(c *converge.Resource) { wait(c.ID()) })
@@ -85,7 +93,11 @@ func TeardownOrder(v scheduler.GraphView, roots []scheduler.PlanItem, kinds map[
 		for _, id := range ready {
 			done++
 			r := v.Get(id)
-			ts := TeardownStep{Step: step, ID: id, KindVersion: r.Ref(), Because: because[id]}
+			ts := TeardownStep{Step: step, ID: id, KindVersion: r.Ref(), Because: because[id], After: after[id]}
+			sort.Slice(ts.After, func(i, j int) bool { return ts.After[i] < ts.After[j] })
+			if ts.After == nil {
+				ts.After = []converge.ID{}
+			}
 			if k := kinds[r.Ref()]; k != nil && k.Finalizer && k.Has(converge.ReactionTeardown) {
 				ts.Finalizer = r.Ref().String() + " teardown"
 			}
