@@ -32,6 +32,9 @@ type Review struct {
 	// Breaking the breaking schema changes against the store.
 	Held     string
 	Breaking []converge.Finding
+	// Override says which guard sync would apply the revision past, and
+	// who asked (ReviewInput.OverrideBy), or "".
+	Override string
 }
 
 // Change is one resource a plan changes.
@@ -348,6 +351,9 @@ type ReviewInput struct {
 	// Settings decide Held (the prune guard and the change limit).
 	Settings converge.Settings
 	Breaking []converge.Finding
+	// OverrideBy names who asks to apply the revision past the change
+	// limit (Syncer.ChangeOverride), or "".
+	OverrideBy string
 }
 
 // NewReview builds the review of in.Plan: it reads in.Graph once for the
@@ -456,6 +462,13 @@ func NewReview(ctx context.Context, in ReviewInput) (*Review, error) {
 	rv.Summary = summarize(rv.Changes)
 	rv.Summary.TornDown, rv.Summary.Total = w.TornDown, w.Total
 	rv.Held = PruneGuardWeight(w, p, in.Settings)
+	if held := ChangeGuard(w, p, in.Settings); rv.Held == "" && held != "" {
+		if in.OverrideBy == "" {
+			rv.Held = held
+		} else {
+			rv.Override = overrideText(in.OverrideBy, Changed(w, p), in.Settings.ChangeLimit)
+		}
+	}
 	return rv, nil
 }
 

@@ -148,6 +148,9 @@ func (rv *Review) WriteText(w io.Writer, o TextOptions) {
 	if rv.Held != "" {
 		fmt.Fprintln(w, rv.Held)
 	}
+	if rv.Override != "" {
+		fmt.Fprintln(w, "sync would apply it: "+rv.Override)
+	}
 }
 
 // writeGroupLine prints a group's first line: the resource, or the count

@@ -159,7 +159,7 @@ func runPlan(ctx context.Context, out, errOut io.Writer, g *globals, o planOptio
 		stop()
 	}
 	in := gitsync.ReviewInput{Revision: r.String(), Plan: p, Desired: &d, Graph: stored, StoredKinds: snap.Kinds,
-		Composed: composed, Settings: d.Settings}
+		Composed: composed, Settings: d.Settings, OverrideBy: syncer.ChangeOverride(r)}
 	if lint := lintFunc(); lint != nil {
 		in.Breaking = lint(snap.Kinds, d.Kinds, nil, pass.Tree)
 	}
@@ -347,6 +347,7 @@ type planData struct {
 	TornDown    int                `json:"torn_down"`
 	Total       int                `json:"total"`
 	Held        string             `json:"held,omitempty"`
+	Override    string             `json:"override,omitempty"`
 	Breaking    []converge.Finding `json:"breaking"`
 	Summary     summaryData        `json:"summary"`
 	Groups      []groupData        `json:"groups"`
@@ -400,7 +401,7 @@ func planJSON(rv *gitsync.Review) planData {
 		return out
 	}
 	v := planData{Revision: rv.Revision, Refused: items(rv.Refused), Unanswered: items(rv.Unanswered),
-		Definitions: rv.Definitions, TornDown: rv.Summary.TornDown, Total: rv.Summary.Total, Held: rv.Held,
+		Definitions: rv.Definitions, TornDown: rv.Summary.TornDown, Total: rv.Summary.Total, Held: rv.Held, Override: rv.Override,
 		Breaking: rv.Breaking, Summary: summaryData{rv.Summary}, Groups: []groupData{}, Teardown: []teardownData{}}
 	lists := map[string]*[]planItemData{"create": &v.Create, "update": &v.Update, "flip": &v.Flip, "delete": &v.Delete, "prune": &v.Prune}
 	for _, l := range lists {

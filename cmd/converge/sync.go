@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,6 +30,9 @@ type syncOptions struct {
 	verbose      bool
 	forge        forgeOptions // --forge…: also post statuses to a forge
 	output       string       // -o: table (lines as it goes), json or yaml (one report at the end)
+	// overrideChangeLimit applies the revision past the change limit,
+	// recorded in its verdict.
+	overrideChangeLimit bool
 }
 
 // syncReport is what sync -o json|yaml prints when it ends: the revision,
@@ -47,8 +52,11 @@ type syncReport struct {
 	Dispatched uint64           `json:"dispatched"`
 	Seconds    float64          `json:"seconds"`
 	Held       string           `json:"held,omitempty"`
-	Errors     []string         `json:"errors"`
-	NotReady   []notReadyGroup  `json:"not_ready"`
+	// Override is the guard the revision was applied past, and who
+	// asked for it.
+	Override string          `json:"override,omitempty"`
+	Errors   []string        `json:"errors"`
+	NotReady []notReadyGroup `json:"not_ready"`
 }
 
 type appliedCounts struct {
@@ -88,6 +96,7 @@ or --timeout passes (exit 1, with what is still pending).`,
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "also log the engine's info and debug messages and the workers' output (warnings and errors always show)")
 	f.StringSliceVar(&o.startWorkers, "start-worker", nil, "also start a worker from local configuration: a builtin NAME[:REPLICAS], or NAME=COMMAND (a worker binary, its path relative to the current directory); the only workers started for a remote --repo")
 	f.BoolVar(&o.watch, "watch", false, "dev mode: keep running and re-apply the uncommitted work tree on every save")
+	f.BoolVar(&o.overrideChangeLimit, "override-change-limit", false, "apply the revision even when it changes more resources than change_limit in converge.cue allows; the verdict records the override (a commit can ask for it with the trailer \"Converge-Override: change-limit\")")
 	o.forge.addFlags(f)
 	addReinitFlag(f, g)
 	f.StringVarP(&o.output, "output", "o", "table", "output format: table|json|yaml (json and yaml print one report when sync ends; the progress goes to stderr)")
@@ -144,6 +153,9 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 	}
 	defer o.forge.stop()
 	syncer := &gitsync.Syncer{Source: src, Path: g.path, Log: log}
+	if o.overrideChangeLimit {
+		syncer.OverrideChangeLimit, syncer.OverrideBy = true, "sync --override-change-limit (user "+currentUser()+")"
+	}
 	setTimeouts(g, nil, syncer, g.headSettings)
 	rev, err := src.Head()
 	if err != nil {
@@ -232,6 +244,12 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 		}
 		writes.add("", o.forge.report(pass))
 		return failed("revision %s not applied: %s", rev, pass.Held)
+	}
+	if ov := pass.Record.Override; ov != "" {
+		fmt.Fprintf(errOut, "note: %s\n", ov)
+		if rep != nil {
+			rep.Override = ov
+		}
 	}
 	// converge/sync pending until finishSync; a failure here is told
 	// now, and the last report decides.
@@ -351,6 +369,14 @@ func watchWorkTree(ctx context.Context, e *engine, syncer *gitsync.Syncer, o syn
 		return nil
 	}
 	return err
+}
+
+// currentUser names who runs converge, for a recorded override.
+func currentUser() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return "uid " + strconv.Itoa(os.Getuid())
 }
 
 // reportApplied prints what pass applied, in plan's words and counts
