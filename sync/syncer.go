@@ -63,6 +63,11 @@ type Syncer struct {
 	Compose scheduler.ComposeFunc
 	// ComposeTimeout bounds those dry runs (default 3m).
 	ComposeTimeout time.Duration
+	// Signatures, when set, applies only commits signed by a key it
+	// lists: any other (unsigned, an unknown key, a signature that does
+	// not verify, the uncommitted work tree) is held, its verdict naming
+	// why, and the last good revision stays applied.
+	Signatures *SignaturePolicy
 	// OverrideChangeLimit applies a revision past the change limit
 	// (ChangeGuard) and records that OverrideBy asked for it ("sync
 	// --override-change-limit"), as a commit's Converge-Override trailer
@@ -224,6 +229,21 @@ func (s *Syncer) Apply(ctx context.Context, pass *Pass) error {
 	rec, now := pass.Record, s.now()
 	d := pass.Loaded.Desired
 	d.Revision = pass.Revision
+	if s.Signatures != nil {
+		if pass.Revision.Dirty {
+			return s.hold(pass, "not signed: the uncommitted work tree is no signed commit, and only signed commits are applied")
+		}
+		who, err := s.Source.VerifyCommit(pass.Revision.Hash, s.Signatures)
+		if errors.Is(err, ErrUnsigned) || errors.Is(err, ErrUntrusted) {
+			return s.hold(pass, "not signed by an allowed key: "+err.Error())
+		}
+		if err != nil {
+			return fmt.Errorf("verify %s: %w", pass.Revision, err)
+		}
+		if s.Log != nil {
+			s.Log.Info("signature verified", "revision", pass.Revision.String(), "signer", who)
+		}
+	}
 	if s.Lint != nil {
 		stored, err := s.Records.Kinds()
 		if err != nil {

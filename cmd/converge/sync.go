@@ -33,6 +33,7 @@ type syncOptions struct {
 	// overrideChangeLimit applies the revision past the change limit,
 	// recorded in its verdict.
 	overrideChangeLimit bool
+	signatures          signatureOptions
 }
 
 // syncReport is what sync -o json|yaml prints when it ends: the revision,
@@ -98,6 +99,7 @@ or --timeout passes (exit 1, with what is still pending).`,
 	f.BoolVar(&o.watch, "watch", false, "dev mode: keep running and re-apply the uncommitted work tree on every save")
 	f.BoolVar(&o.overrideChangeLimit, "override-change-limit", false, "apply the revision even when it changes more resources than change_limit in converge.cue allows; the verdict records the override (a commit can ask for it with the trailer \"Converge-Override: change-limit\")")
 	o.forge.addFlags(f)
+	o.signatures.addFlags(f)
 	addReinitFlag(f, g)
 	f.StringVarP(&o.output, "output", "o", "table", "output format: table|json|yaml (json and yaml print one report when sync ends; the progress goes to stderr)")
 	return c
@@ -135,6 +137,13 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 	if err != nil {
 		return err
 	}
+	policy, err := o.signatures.policy()
+	if err != nil {
+		return err
+	}
+	if policy != nil && o.watch {
+		return usageErr("sync --watch applies the uncommitted work tree, which is not signed: drop --allowed-signers and --trusted-keys, or sync without --watch")
+	}
 	if o.watch && isRemote(g.repo) {
 		return usageErr("sync --watch watches a local work tree; --repo %s is remote", g.repo)
 	}
@@ -152,7 +161,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 		return err
 	}
 	defer o.forge.stop()
-	syncer := &gitsync.Syncer{Source: src, Path: g.path, Log: log}
+	syncer := &gitsync.Syncer{Source: src, Path: g.path, Log: log, Signatures: policy}
 	if o.overrideChangeLimit {
 		syncer.OverrideChangeLimit, syncer.OverrideBy = true, "sync --override-change-limit (user "+currentUser()+")"
 	}
