@@ -62,10 +62,6 @@ Exit codes: 0 whatever the plan (1 invalid, 2 an environment error); with
 --detailed-exitcode, as terraform plan -detailed-exitcode: 0 no changes,
 2 changes, 1 invalid, breaking, held or an error; with --exit-code, 1 when
 the plan has changes.`,
-		Example: `  converge plan
-  converge plan --work-tree                  # the uncommitted work tree, as sync --watch applies it
-  converge plan --rev main~1 --all           # every change in full
-  converge plan --detailed-exitcode -o json  # CI: 0 no changes, 2 changes, 1 invalid or breaking`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if err := checkOutput(o.output, "table", "json", "yaml"); err != nil {
