@@ -301,6 +301,10 @@ type Settings struct {
 	PruneLimit float64 `json:"prune_limit"`
 	// AllowPruneAll lets a revision delete every resource.
 	AllowPruneAll bool `json:"allow_prune_all"`
+	// ChangeLimit is the most resources one revision may change
+	// (create, update, flip, and tear down, composed children included)
+	// before the change guard holds it; 0 means no limit.
+	ChangeLimit int `json:"change_limit,omitempty"`
 	// Workers are the worker processes a local repository asks for.
 	Workers []WorkerSpec `json:"workers"`
 	// GitTimeout bounds each fetch of the repository and each push of

@@ -133,8 +133,12 @@ type RevisionRecord struct {
 	Applied  bool           `json:"applied"`
 	// Held is why a valid revision was not applied (prune guard,
 	// superseded), or "".
-	Held string    `json:"held,omitempty"`
-	Seen time.Time `json:"seen"`
+	Held string `json:"held,omitempty"`
+	// Override says which guard an applied revision went past and who
+	// asked for it (a Converge-Override trailer in its commit message,
+	// or sync --override-change-limit), or "".
+	Override string    `json:"override,omitempty"`
+	Seen     time.Time `json:"seen"`
 }
 
 // Status returns the record's status for context, or false.

@@ -467,6 +467,7 @@ func (l *loader) settings(rel string, v cuelang.Value) {
 		ResyncInterval string                `json:"resync_interval"`
 		PruneLimit     float64               `json:"prune_limit"`
 		AllowPruneAll  bool                  `json:"allow_prune_all"`
+		ChangeLimit    int                   `json:"change_limit"`
 		Workers        []converge.WorkerSpec `json:"workers"`
 		GitTimeout     string                `json:"git_timeout"`
 		LoadTimeout    string                `json:"load_timeout"`
@@ -476,7 +477,7 @@ func (l *loader) settings(rel string, v cuelang.Value) {
 		l.cueErr(rel, "SETTINGS_INVALID", err)
 		return
 	}
-	s := converge.Settings{PruneLimit: raw.PruneLimit, AllowPruneAll: raw.AllowPruneAll, Workers: raw.Workers}
+	s := converge.Settings{PruneLimit: raw.PruneLimit, AllowPruneAll: raw.AllowPruneAll, ChangeLimit: raw.ChangeLimit, Workers: raw.Workers}
 	if raw.ResyncInterval != "" {
 		d, err := time.ParseDuration(raw.ResyncInterval)
 		if err != nil || d < 0 {
@@ -507,6 +508,10 @@ func (l *loader) settings(rel string, v cuelang.Value) {
 	}
 	if s.PruneLimit < 0 || s.PruneLimit > 1 {
 		l.addf(rel, posOf(v.LookupPath(cuelang.ParsePath("prune_limit")), v.Pos()), "prune_limit", "SETTINGS_INVALID", "prune_limit %v is outside 0..1", s.PruneLimit)
+		return
+	}
+	if s.ChangeLimit < 0 {
+		l.addf(rel, posOf(v.LookupPath(cuelang.ParsePath("change_limit")), v.Pos()), "change_limit", "SETTINGS_INVALID", "change_limit %d is negative (0: no limit)", s.ChangeLimit)
 		return
 	}
 	for i, w := range s.Workers {

@@ -90,3 +90,61 @@ func PruneGuardWeight(w scheduler.Weight, plan *scheduler.Plan, set converge.Set
 	}
 	return ""
 }
+
+// OverrideChangeLimit is the value of a Converge-Override trailer in a
+// commit message that applies that commit past the change limit once
+// (OverrideTrailer).
+const OverrideChangeLimit = "change-limit"
+
+// OverrideTrailer is the commit-message trailer that names the guards a
+// commit is applied past: "Converge-Override: change-limit".
+const OverrideTrailer = "Converge-Override"
+
+// Changed counts what applying plan changes: the resources it creates,
+// updates and flips, and those its deletes and prunes tear down (w, from
+// scheduler.Weigh), composed children included once the plan went
+// through scheduler.Fanout.
+func Changed(w scheduler.Weight, plan *scheduler.Plan) int {
+	return len(plan.Create) + len(plan.Update) + len(plan.Flip) + w.TornDown
+}
+
+// ChangeGuard returns why applying plan must be held because it changes
+// more resources than set.ChangeLimit (0: no limit), or "". The verdict
+// is "held", like the prune guard's; a commit whose message carries the
+// trailer "Converge-Override: change-limit" (Overrides), or a sync run
+// with --override-change-limit, is applied all the same, and its verdict
+// records the override.
+func ChangeGuard(w scheduler.Weight, plan *scheduler.Plan, set converge.Settings) string {
+	if set.ChangeLimit <= 0 {
+		return ""
+	}
+	n := Changed(w, plan)
+	if n <= set.ChangeLimit {
+		return ""
+	}
+	return fmt.Sprintf("held by the change limit: this revision would change %s resources (%d created, %d updated, %d flipped, %d torn down) > change_limit %s; raise change_limit in converge.cue, or apply it once with the commit trailer %q",
+		Thousands(n), len(plan.Create), len(plan.Update), len(plan.Flip), w.TornDown, Thousands(set.ChangeLimit), OverrideTrailer+": "+OverrideChangeLimit)
+}
+
+// Overrides returns the guards a commit message overrides: the values of
+// its Converge-Override trailers (comma-separated, lowercased), in the
+// message's last paragraph as git's trailers are.
+func Overrides(message string) []string {
+	paras := strings.Split(strings.TrimSpace(strings.ReplaceAll(message, "\r\n", "\n")), "\n\n")
+	if len(paras) < 2 {
+		return nil // a subject alone has no trailers
+	}
+	var out []string
+	for _, line := range strings.Split(paras[len(paras)-1], "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || !strings.EqualFold(strings.TrimSpace(k), OverrideTrailer) {
+			continue
+		}
+		for _, o := range strings.Split(v, ",") {
+			if o = strings.ToLower(strings.TrimSpace(o)); o != "" {
+				out = append(out, o)
+			}
+		}
+	}
+	return out
+}

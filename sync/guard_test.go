@@ -85,3 +85,54 @@ func TestPruneGuard(t *testing.T) {
 		})
 	}
 }
+
+func TestChangeGuard(t *testing.T) {
+	items := func(n int) []scheduler.PlanItem { return make([]scheduler.PlanItem, n) }
+	tests := []struct {
+		name     string
+		plan     *scheduler.Plan
+		w        scheduler.Weight
+		limit    int
+		wantHeld string // substring; "" means not held
+	}{
+		{"no limit", &scheduler.Plan{Update: items(5000)}, scheduler.Weight{Total: 5000}, 0, ""},
+		{"at the limit", &scheduler.Plan{Create: items(2), Update: items(3)}, scheduler.Weight{Total: 10}, 5, ""},
+		{"over it", &scheduler.Plan{Create: items(2), Update: items(3), Flip: items(1)}, scheduler.Weight{Total: 10}, 5,
+			"would change 6 resources (2 created, 3 updated, 1 flipped, 0 torn down) > change_limit 5"},
+		{"teardowns count whole", &scheduler.Plan{Delete: items(1)}, scheduler.Weight{Total: 10, Removed: 4, TornDown: 4}, 3,
+			"would change 4 resources (0 created, 0 updated, 0 flipped, 4 torn down)"},
+		{"the override is named", &scheduler.Plan{Update: items(1200)}, scheduler.Weight{Total: 2000}, 1000,
+			`1,200 resources (0 created, 1200 updated, 0 flipped, 0 torn down) > change_limit 1,000; raise change_limit in converge.cue, or apply it once with the commit trailer "Converge-Override: change-limit"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := ChangeGuard(tt.w, tt.plan, converge.Settings{ChangeLimit: tt.limit})
+			if (got == "") != (tt.wantHeld == "") || !strings.Contains(got, tt.wantHeld) {
+				t.Errorf("ChangeGuard = %q, want %q", got, tt.wantHeld)
+			}
+			if got != "" && !strings.HasPrefix(got, "held by the change limit: ") {
+				t.Errorf("ChangeGuard = %q: a held verdict starts with \"held by\"", got)
+			}
+		})
+	}
+}
+
+func TestOverrides(t *testing.T) {
+	tests := []struct {
+		name, message string
+		want          []string
+	}{
+		{"a trailer", "retire fd-03\n\nbody\n\nConverge-Override: change-limit\n", []string{"change-limit"}},
+		{"among others, any case", "s\n\nSigned-off-by: a <a@b>\nconverge-override: Change-Limit, prune-guard\n", []string{"change-limit", "prune-guard"}},
+		{"a subject alone has no trailers", "Converge-Override: change-limit", nil},
+		{"only the last paragraph", "s\n\nConverge-Override: change-limit\n\nmore text", nil},
+		{"CRLF", "s\r\n\r\nConverge-Override: change-limit\r\n", []string{"change-limit"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Overrides(tt.message); strings.Join(got, ",") != strings.Join(tt.want, ",") {
+				t.Errorf("Overrides = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

@@ -135,6 +135,16 @@ func (s *Source) Revision(rev string) (converge.Revision, error) {
 	return converge.Revision{Ref: s.ref, Hash: h.String(), Time: c.Committer.When.UTC(), Subject: subject}, nil
 }
 
+// Message returns the whole message of the commit hash and its author
+// ("Name <email>").
+func (s *Source) Message(hash string) (message, author string, err error) {
+	c, err := s.repo.CommitObject(plumbing.NewHash(hash))
+	if err != nil {
+		return "", "", fmt.Errorf("read commit %s: %w", hash, err)
+	}
+	return c.Message, c.Author.Name + " <" + c.Author.Email + ">", nil
+}
+
 // FS returns the files of rev's tree below sub ("" or "." for the root) as
 // a read-only fs.FS.
 func (s *Source) FS(rev converge.Revision, sub string) (fs.FS, error) {

@@ -63,6 +63,17 @@ type Syncer struct {
 	Compose scheduler.ComposeFunc
 	// ComposeTimeout bounds those dry runs (default 3m).
 	ComposeTimeout time.Duration
+	// Signatures, when set, applies only commits signed by a key it
+	// lists: any other (unsigned, an unknown key, a signature that does
+	// not verify, the uncommitted work tree) is held, its verdict naming
+	// why, and the last good revision stays applied.
+	Signatures *SignaturePolicy
+	// OverrideChangeLimit applies a revision past the change limit
+	// (ChangeGuard) and records that OverrideBy asked for it ("sync
+	// --override-change-limit"), as a commit's Converge-Override trailer
+	// does.
+	OverrideChangeLimit bool
+	OverrideBy          string
 	// LoadTimeout bounds loading one revision's documents (0:
 	// DefaultLoadTimeout). A load that takes longer is abandoned: the
 	// revision is not applied, and its verdict says why.
@@ -101,8 +112,18 @@ type Pass struct {
 	Record   *converge.RevisionRecord
 	// Loaded is the revision's documents.
 	Loaded *cue.Result
-	// Plan is what Apply changed; nil unless Applied.
-	Plan    *scheduler.Plan
+	// Plan is what Apply changed; nil unless Applied. It lists the
+	// documents' changes only: what composers change follows from their
+	// composes.
+	Plan *scheduler.Plan
+	// Priced is what Apply priced before it applied (the prune guard's
+	// plan): Plan plus, through the dry-run composes (Syncer.Compose),
+	// the children the changed composers create, update, flip and prune,
+	// as converge plan lists them. Fresh says the engine held nothing
+	// before, so there was nothing to price against (no dry run): every
+	// resource it holds once the revision settles was created by it.
+	Priced  *scheduler.Plan
+	Fresh   bool
 	Applied bool
 	// Tree is the revision's documents (below the Syncer's Path).
 	Tree fs.FS
@@ -208,6 +229,21 @@ func (s *Syncer) Apply(ctx context.Context, pass *Pass) error {
 	rec, now := pass.Record, s.now()
 	d := pass.Loaded.Desired
 	d.Revision = pass.Revision
+	if s.Signatures != nil {
+		if pass.Revision.Dirty {
+			return s.hold(pass, "not signed: the uncommitted work tree is no signed commit, and only signed commits are applied")
+		}
+		who, err := s.Source.VerifyCommit(pass.Revision.Hash, s.Signatures)
+		if errors.Is(err, ErrUnsigned) || errors.Is(err, ErrUntrusted) {
+			return s.hold(pass, "not signed by an allowed key: "+err.Error())
+		}
+		if err != nil {
+			return fmt.Errorf("verify %s: %w", pass.Revision, err)
+		}
+		if s.Log != nil {
+			s.Log.Info("signature verified", "revision", pass.Revision.String(), "signer", who)
+		}
+	}
 	if s.Lint != nil {
 		stored, err := s.Records.Kinds()
 		if err != nil {
@@ -235,7 +271,11 @@ func (s *Syncer) Apply(ctx context.Context, pass *Pass) error {
 	if err := g.Read(ctx, func(v scheduler.GraphView) { stored = v.Len() }); err != nil {
 		return fmt.Errorf("read graph: %w", err)
 	}
-	if s.Compose != nil && stored > 0 {
+	// An empty engine has nothing to prune, and a dry run of a big
+	// composer costs as much as its compose: it is priced only when a
+	// change limit asks how much the revision changes.
+	fanout := s.Compose != nil && (stored > 0 || d.Settings.ChangeLimit > 0)
+	if fanout {
 		timeout := s.ComposeTimeout
 		if timeout <= 0 {
 			// A dry run of a million-child composer answered in full
@@ -248,12 +288,23 @@ func (s *Syncer) Apply(ctx context.Context, pass *Pass) error {
 		scheduler.Fanout(cctx, g, &d, guarded, pass.Loaded.Schemas, s.Compose)
 		cancel()
 	}
+	pass.Priced, pass.Fresh = guarded, stored == 0 && !fanout
 	w, err := scheduler.Weigh(ctx, g, guarded)
 	if err != nil {
 		return fmt.Errorf("weigh %s: %w", pass.Revision, err)
 	}
 	if held := PruneGuardWeight(w, guarded, d.Settings); held != "" {
 		return s.hold(pass, held)
+	}
+	if held := ChangeGuard(w, guarded, d.Settings); held != "" {
+		by := s.overrideBy(pass.Revision, OverrideChangeLimit)
+		if by == "" {
+			return s.hold(pass, held)
+		}
+		rec.Override = overrideText(by, Changed(w, guarded), d.Settings.ChangeLimit)
+		if s.Log != nil {
+			s.Log.Warn("applying past the change limit", "revision", pass.Revision.String(), "override", rec.Override)
+		}
 	}
 	// Once handed over, an apply runs to its end even if ctx is cancelled
 	// (a shutdown): recording it as failed while the engine applied it
@@ -266,7 +317,7 @@ func (s *Syncer) Apply(ctx context.Context, pass *Pass) error {
 	}
 	rec.Applied = true
 	rec.SetStatus(converge.CommitStatus{Context: converge.ContextSync, State: converge.StatePending,
-		Description: "applied, converging", Time: now})
+		Description: withOverride("applied, converging", rec), Time: now})
 	pass.Plan, pass.Applied = plan, true
 	err = s.Records.PutRevision(rec)
 	if src := s.appliedSource(pass); src != nil {
@@ -314,10 +365,51 @@ func appendFindings(have, fs []converge.Finding) []converge.Finding {
 	return have
 }
 
+// overrideBy names who asked to apply rev past guard: its commit's
+// Converge-Override trailer (with the commit's author), or the Syncer's
+// OverrideBy; "" when nobody did.
+func (s *Syncer) overrideBy(rev converge.Revision, guard string) string {
+	if guard == OverrideChangeLimit && s.OverrideChangeLimit {
+		return s.OverrideBy
+	}
+	if rev.Dirty {
+		return ""
+	}
+	msg, author, err := s.Source.Message(rev.Hash)
+	if err != nil {
+		return ""
+	}
+	for _, o := range Overrides(msg) {
+		if o == guard {
+			return fmt.Sprintf("the commit's %s: %s trailer (author %s)", OverrideTrailer, guard, author)
+		}
+	}
+	return ""
+}
+
+// ChangeOverride names who asks to apply rev past the change limit (see
+// ChangeGuard), or "": what plan tells a reviewer.
+func (s *Syncer) ChangeOverride(rev converge.Revision) string {
+	return s.overrideBy(rev, OverrideChangeLimit)
+}
+
+func overrideText(by string, changed, limit int) string {
+	return fmt.Sprintf("change limit overridden by %s: %s changes > change_limit %s", by, Thousands(changed), Thousands(limit))
+}
+
+// withOverride is a converge/sync description, saying which guard the
+// revision was applied past when it was.
+func withOverride(desc string, rec *converge.RevisionRecord) string {
+	if rec.Override == "" {
+		return desc
+	}
+	return desc + " (" + rec.Override + ")"
+}
+
 // SetSyncStatus records the converge/sync verdict on pass's revision.
 func (s *Syncer) SetSyncStatus(pass *Pass, state, description string) error {
 	pass.Record.SetStatus(converge.CommitStatus{Context: converge.ContextSync, State: state,
-		Description: description, Time: s.now()})
+		Description: withOverride(description, pass.Record), Time: s.now()})
 	return s.Records.PutRevision(pass.Record)
 }
 

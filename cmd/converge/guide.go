@@ -22,7 +22,9 @@ var examples = map[string]string{
 	"converge sync": `  converge sync
   converge sync --repo https://git.example.com/platform/infra.git --state /var/lib/converge
   converge sync --watch              # apply the work tree on every save
-  converge sync -o json`,
+  converge sync -o json
+  converge sync --allowed-signers .ssh/allowed_signers   # apply only commits signed by these SSH keys
+  converge sync --override-change-limit                  # once past change_limit (recorded in the verdict)`,
 	"converge get": `  converge get vpc/fd-01-team-001
   converge get classicbom/classic -o json`,
 	"converge list": `  converge list
@@ -33,8 +35,13 @@ var examples = map[string]string{
   converge events route/fd-00-team-001 -o json`,
 	"converge bench": `  converge bench
   converge bench --runs 1 --teams 333000    # about a million resources`,
+	"converge reconcile": `  converge reconcile                 # the running serve fetches and applies now, and this waits for the verdict
+  converge reconcile vpc/sample-vpc  # resync one resource now`,
 	"converge plan": `  converge plan
-  converge plan --rev HEAD~1 -o json`,
+  converge plan --rev HEAD~1 -o json
+  converge plan --work-tree                  # the uncommitted work tree, as sync --watch applies it
+  converge plan --all                        # every change and teardown step in full
+  converge plan --detailed-exitcode          # CI: 0 no changes, 2 changes, 1 invalid, breaking or held`,
 	"converge serve": `  converge serve --listen :8080
   CONVERGE_WEBHOOK_SECRET=s3cret converge serve --repo https://git.example.com/platform/infra.git`,
 	"converge leader": `  converge leader --state etcd://10.0.0.1:2379/converge`,

@@ -22,12 +22,21 @@ import (
 	gitsync "github.com/convergehq/converge/sync"
 )
 
+// planOptions are plan's flags.
+type planOptions struct {
+	output   string
+	rev      string
+	workTree bool
+	// exitCode: exit 1 when the plan has changes; detailed: exit 0 no
+	// changes, 2 changes, 1 invalid, breaking, held or any error
+	// (terraform plan -detailed-exitcode).
+	exitCode, detailed bool
+	maxDetail          int
+	all                bool
+}
+
 func newPlanCommand(g *globals) *cobra.Command {
-	var (
-		output   string
-		rev      string
-		exitCode bool
-	)
+	var o planOptions
 	c := &cobra.Command{
 		Use:   "plan",
 		Short: "Show what syncing a revision would create, update, flip, delete and prune, changing nothing",
@@ -37,42 +46,52 @@ children the recompose would create, update and prune ("composed by" and
 "pruned by" the composer). The dry runs go to the workers of the converge
 daemon holding the state, or else to the workers a local repository
 declares, started for the plan; a remote repository's are never started.
-The prune guard is applied to the sum, as sync applies it.`,
+The prune guard and the change limit are applied to the sum, as sync
+applies them.
+
+Every changed field shows its old and new value (~ cidr: "10.0.0.0/24" →
+"10.1.0.0/24"), a created resource its spec (+), a deleted or pruned one
+what goes (-); a secret field shows (secret) only. Identical changes are
+grouped ("1,176 vpc (vpc/v1, composed by classicbom/classic)"), with counts
+per kind and per row of the composer's spec (a BOM's domains and teams);
+the teardown of what is deleted is listed in the order it runs, each
+resource's finalizer named. Beyond --max-detail groups only their lines
+are shown: --all shows everything.
+
+Exit codes: 0 whatever the plan (1 invalid, 2 an environment error); with
+--detailed-exitcode, as terraform plan -detailed-exitcode: 0 no changes,
+2 changes, 1 invalid, breaking, held or an error; with --exit-code, 1 when
+the plan has changes.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if err := checkOutput(output, "table", "json", "yaml"); err != nil {
+			if err := checkOutput(o.output, "table", "json", "yaml"); err != nil {
 				return err
 			}
-			return runPlan(c.Context(), c.OutOrStdout(), c.ErrOrStderr(), g, rev, output, exitCode)
+			if o.workTree && o.rev != "" {
+				return usageErr("plan: --work-tree and --rev name two revisions; give one")
+			}
+			if o.maxDetail < 0 {
+				return usageErr("plan: --max-detail %d is negative", o.maxDetail)
+			}
+			err := runPlan(c.Context(), c.OutOrStdout(), c.ErrOrStderr(), g, o)
+			if o.detailed && err != nil && !errors.As(err, new(errExit)) {
+				return errExit{code: exitFailed, err: err}
+			}
+			return err
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&rev, "rev", "", "revision to plan (default: the head of the followed branch)")
-	f.BoolVar(&exitCode, "exit-code", false, "exit 1 when the plan has changes")
-	addOutputFlag(c, &output, "table")
+	f.StringVar(&o.rev, "rev", "", "revision to plan (default: the head of the followed branch)")
+	f.BoolVar(&o.workTree, "work-tree", false, "plan the uncommitted documents of the work tree, as sync --watch applies them")
+	f.BoolVar(&o.exitCode, "exit-code", false, "exit 1 when the plan has changes")
+	f.BoolVar(&o.detailed, "detailed-exitcode", false, "exit 0 with no changes, 2 with changes, 1 when invalid, breaking or held (terraform's -detailed-exitcode)")
+	f.IntVar(&o.maxDetail, "max-detail", 30, "show the fields of at most this many groups of changes (0: all)")
+	f.BoolVar(&o.all, "all", false, "show every change and teardown step in full (--max-detail 0)")
+	addOutputFlag(c, &o.output, "table")
 	return c
 }
 
-type planView struct {
-	Revision string               `json:"revision"`
-	Create   []scheduler.PlanItem `json:"create"`
-	Update   []scheduler.PlanItem `json:"update"`
-	Flip     []scheduler.PlanItem `json:"flip"`
-	Delete   []scheduler.PlanItem `json:"delete"`
-	Refused  []scheduler.PlanItem `json:"refused"`
-	Prune    []scheduler.PlanItem `json:"prune"`
-	// Unanswered lists changed composers whose dry run gave no answer.
-	Unanswered  []scheduler.PlanItem `json:"unanswered,omitempty"`
-	Definitions []string             `json:"definitions"`
-	// TornDown counts the resources the deletes remove (their teardown
-	// trees), Total the resources stored now.
-	TornDown int                `json:"torn_down"`
-	Total    int                `json:"total"`
-	Held     string             `json:"held,omitempty"`
-	Breaking []converge.Finding `json:"breaking,omitempty"`
-}
-
-func runPlan(ctx context.Context, out, errOut io.Writer, g *globals, rev, output string, exitCode bool) error {
+func runPlan(ctx context.Context, out, errOut io.Writer, g *globals, o planOptions) error {
 	if err := resolveSource(g); err != nil {
 		return err
 	}
@@ -84,22 +103,29 @@ func runPlan(ctx context.Context, out, errOut io.Writer, g *globals, rev, output
 	if err != nil {
 		return err
 	}
-	var r converge.Revision
-	if rev == "" {
-		noteUncommitted(errOut, src, g.path, "plan")
-		r, err = src.Head()
-	} else {
-		r, err = src.Revision(rev)
-	}
-	if err != nil {
-		return err
-	}
 	syncer := &gitsync.Syncer{Source: src, Path: g.path}
 	setTimeouts(g, nil, syncer, g.headSettings)
-	pass, err := syncer.CheckContext(ctx, r)
+	var pass *gitsync.Pass
+	switch {
+	case o.workTree:
+		pass, err = syncer.CheckWorkTree(ctx)
+	default:
+		var r converge.Revision
+		if o.rev == "" {
+			noteUncommitted(errOut, src, g.path, "plan")
+			r, err = src.Head()
+		} else {
+			r, err = src.Revision(o.rev)
+		}
+		if err != nil {
+			return err
+		}
+		pass, err = syncer.CheckContext(ctx, r)
+	}
 	if err != nil {
 		return err
 	}
+	r := pass.Revision
 	if !pass.Valid() {
 		for _, f := range pass.Record.Errors {
 			fmt.Fprintln(errOut, f)
@@ -114,6 +140,7 @@ func runPlan(ctx context.Context, out, errOut io.Writer, g *globals, rev, output
 	d.Revision = r
 	p := scheduler.Diff(snap, &d)
 	stored := scheduler.SnapshotGraph(snap)
+	composed := &gitsync.Composed{}
 	if changesComposer(p, &d, false) {
 		// A kind that composes in CUE is dry-run here (Fanout asks
 		// the Schemas): workers are started only for the others.
@@ -124,79 +151,40 @@ func runPlan(ctx context.Context, out, errOut io.Writer, g *globals, rev, output
 				return err
 			}
 		}
-		scheduler.Fanout(ctx, stored, &d, p, pass.Loaded.Schemas, compose)
+		scheduler.Fanout(ctx, stored, &d, p, composed.Validator(pass.Loaded.Schemas), composed.Func(compose))
 		stop()
 	}
-	w, err := scheduler.Weigh(ctx, stored, p)
+	in := gitsync.ReviewInput{Revision: r.String(), Plan: p, Desired: &d, Graph: stored, StoredKinds: snap.Kinds,
+		Composed: composed, Settings: d.Settings, OverrideBy: syncer.ChangeOverride(r)}
+	if lint := lintFunc(); lint != nil {
+		in.Breaking = lint(snap.Kinds, d.Kinds, nil, pass.Tree)
+	}
+	rv, err := gitsync.NewReview(ctx, in)
 	if err != nil {
 		return err
 	}
-	v := planView{Revision: r.String(), Create: p.Create, Update: p.Update, Flip: p.Flip, Delete: p.Delete,
-		Refused: p.Refused, Prune: p.Prune, Unanswered: p.Unanswered, Definitions: p.Definitions,
-		TornDown: w.TornDown, Total: w.Total, Held: gitsync.PruneGuardWeight(w, p, d.Settings)}
-	if lint := lintFunc(); lint != nil {
-		v.Breaking = lint(snap.Kinds, d.Kinds, nil, pass.Tree)
-	}
-	if output != "table" {
-		if err := writeData(out, output, v.data()); err != nil {
+	if o.output != "table" {
+		if err := writeData(out, o.output, planJSON(rv)); err != nil {
 			return err
 		}
 	} else {
-		printPlan(out, v)
+		max := o.maxDetail
+		if o.all {
+			max = 0
+		}
+		rv.WriteText(out, gitsync.TextOptions{MaxDetail: max, Flag: "plan --all"})
 	}
-	if exitCode && !p.Empty() {
+	switch {
+	case o.detailed && len(rv.Breaking) > 0:
+		return errExit{code: exitFailed, err: fmt.Errorf("plan has %d breaking changes", len(rv.Breaking))}
+	case o.detailed && rv.Held != "":
+		return errExit{code: exitFailed, err: fmt.Errorf("sync would not apply %s: %s", r, rv.Held)}
+	case o.detailed && !p.Empty():
+		return errExit{code: exitChanges, err: errSilent}
+	case o.exitCode && !p.Empty():
 		return failed("plan has changes")
 	}
 	return nil
-}
-
-func printPlan(w io.Writer, v planView) {
-	fmt.Fprintf(w, "plan for %s:\n", v.Revision)
-	by := func(it scheduler.PlanItem) string {
-		if it.Reason == "" {
-			return ""
-		}
-		return ", " + it.Reason
-	}
-	known := func(it scheduler.PlanItem) {
-		for _, k := range it.KnownAfter {
-			fmt.Fprintf(w, "            %s = %s\n", k.Field, k.Placeholder())
-		}
-	}
-	for _, it := range v.Create {
-		fmt.Fprintf(w, "  create  %s (%s%s)\n", it.ID, it.To, by(it))
-		known(it)
-	}
-	for _, it := range v.Update {
-		fmt.Fprintf(w, "  update  %s: %v%s\n", it.ID, it.Fields, by(it))
-		known(it)
-	}
-	for _, it := range v.Flip {
-		fmt.Fprintf(w, "  flip    %s %s → %s%s\n", it.ID, it.From, it.To, by(it))
-	}
-	for _, it := range v.Delete {
-		fmt.Fprintf(w, "  delete  %s (%s)\n", it.ID, it.From)
-	}
-	for _, it := range v.Prune {
-		fmt.Fprintf(w, "  prune   %s (%s%s)\n", it.ID, it.From, by(it))
-	}
-	for _, it := range v.Refused {
-		fmt.Fprintf(w, "  refused %s: %s\n", it.ID, it.Reason)
-	}
-	for _, it := range v.Unanswered {
-		fmt.Fprintf(w, "  unknown %s: %s\n", it.ID, it.Reason)
-	}
-	for _, d := range v.Definitions {
-		fmt.Fprintf(w, "  %s\n", d)
-	}
-	for _, f := range v.Breaking {
-		fmt.Fprintf(w, "  breaking %s\n", f)
-	}
-	fmt.Fprintf(w, "%d to create, %d to update, %d to flip, %d to delete, %d to prune (tearing down %d of %d resources)\n",
-		len(v.Create), len(v.Update), len(v.Flip), len(v.Delete), len(v.Prune), v.TornDown, v.Total)
-	if v.Held != "" {
-		fmt.Fprintln(w, v.Held)
-	}
 }
 
 // loadSnapshot reads the whole stored state: from the store, or from the
@@ -331,9 +319,17 @@ type planItemData struct {
 	// KnownAfter are the spec fields value flows fill once their
 	// producers are Ready.
 	KnownAfter []scheduler.KnownAfter `json:"known_after_apply"`
+	// Changes are the fields with their old and new values (a created
+	// resource's spec, a deleted one's), secret ones "(secret)".
+	Changes []gitsync.FieldChange `json:"changes"`
+	// Owner and Row say which composer, and which row of its spec, a
+	// composed child comes from.
+	Owner converge.ID `json:"owner,omitempty"`
+	Row   string      `json:"row,omitempty"`
 }
 
-// planData is planView with every list [] rather than null.
+// planData is the review as plan -o json|yaml prints it, every list []
+// rather than null. Summary is the schema sync -o json reports too.
 type planData struct {
 	Revision    string             `json:"revision"`
 	Create      []planItemData     `json:"create"`
@@ -347,40 +343,88 @@ type planData struct {
 	TornDown    int                `json:"torn_down"`
 	Total       int                `json:"total"`
 	Held        string             `json:"held,omitempty"`
+	Override    string             `json:"override,omitempty"`
 	Breaking    []converge.Finding `json:"breaking"`
+	Summary     summaryData        `json:"summary"`
+	Groups      []groupData        `json:"groups"`
+	Teardown    []teardownData     `json:"teardown"`
 }
 
-func (v planView) data() planData {
+// summaryData is a gitsync.PlanSummary with its kind versions as text:
+// what plan would change, and what sync applied.
+type summaryData struct {
+	gitsync.PlanSummary
+}
+
+type groupData struct {
+	gitsync.Group
+	From *string `json:"from"`
+	To   *string `json:"to"`
+}
+
+type teardownData struct {
+	gitsync.TeardownStep
+	KindVersion string `json:"kind_version"`
+}
+
+func refData(r converge.KindRef) *string {
+	if r.Kind == "" {
+		return nil
+	}
+	s := r.String()
+	return &s
+}
+
+func planItem(it scheduler.PlanItem) planItemData {
+	fields := it.Fields
+	if fields == nil {
+		fields = []string{}
+	}
+	known := it.KnownAfter
+	if known == nil {
+		known = []scheduler.KnownAfter{}
+	}
+	return planItemData{ID: it.ID, From: refData(it.From), To: refData(it.To), Fields: fields, Reason: it.Reason,
+		KnownAfter: known, Changes: []gitsync.FieldChange{}}
+}
+
+func planJSON(rv *gitsync.Review) planData {
 	items := func(its []scheduler.PlanItem) []planItemData {
 		out := make([]planItemData, len(its))
 		for i, it := range its {
-			ref := func(r converge.KindRef) *string {
-				if r.Kind == "" {
-					return nil
-				}
-				s := r.String()
-				return &s
-			}
-			fields := it.Fields
-			if fields == nil {
-				fields = []string{}
-			}
-			known := it.KnownAfter
-			if known == nil {
-				known = []scheduler.KnownAfter{}
-			}
-			out[i] = planItemData{ID: it.ID, From: ref(it.From), To: ref(it.To), Fields: fields, Reason: it.Reason, KnownAfter: known}
+			out[i] = planItem(it)
 		}
 		return out
 	}
-	defs, breaking := v.Definitions, v.Breaking
-	if defs == nil {
-		defs = []string{}
+	v := planData{Revision: rv.Revision, Refused: items(rv.Refused), Unanswered: items(rv.Unanswered),
+		Definitions: rv.Definitions, TornDown: rv.Summary.TornDown, Total: rv.Summary.Total, Held: rv.Held, Override: rv.Override,
+		Breaking: rv.Breaking, Summary: summaryData{rv.Summary}, Groups: []groupData{}, Teardown: []teardownData{}}
+	lists := map[string]*[]planItemData{"create": &v.Create, "update": &v.Update, "flip": &v.Flip, "delete": &v.Delete, "prune": &v.Prune}
+	for _, l := range lists {
+		*l = []planItemData{}
 	}
-	if breaking == nil {
-		breaking = []converge.Finding{}
+	for _, c := range rv.Changes {
+		it := planItem(scheduler.PlanItem{ID: c.ID, From: c.From, To: c.To, Reason: c.Reason, KnownAfter: c.KnownAfter})
+		if c.TopFields != nil {
+			it.Fields = c.TopFields
+		}
+		if c.Fields != nil {
+			it.Changes = c.Fields
+		}
+		it.Owner, it.Row = c.Owner, c.Row.Label()
+		*lists[c.Action] = append(*lists[c.Action], it)
 	}
-	return planData{Revision: v.Revision, Create: items(v.Create), Update: items(v.Update), Flip: items(v.Flip),
-		Delete: items(v.Delete), Refused: items(v.Refused), Prune: items(v.Prune), Unanswered: items(v.Unanswered),
-		Definitions: defs, TornDown: v.TornDown, Total: v.Total, Held: v.Held, Breaking: breaking}
+	for _, g := range rv.Groups(0) {
+		v.Groups = append(v.Groups, groupData{Group: g, From: refData(g.From), To: refData(g.To)})
+	}
+	for _, t := range rv.Teardown {
+		v.Teardown = append(v.Teardown, teardownData{TeardownStep: t, KindVersion: t.KindVersion.String()})
+	}
+	if v.Definitions == nil {
+		v.Definitions = []string{}
+	}
+	if v.Breaking == nil {
+		v.Breaking = []converge.Finding{}
+	}
+	return v
 }

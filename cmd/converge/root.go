@@ -31,7 +31,20 @@ const (
 	exitOK     = 0
 	exitFailed = 1
 	exitUsage  = 2
+	// exitChanges is plan --detailed-exitcode's "the plan has changes"
+	// (terraform's 2), where an error is 1.
+	exitChanges = 2
 )
+
+// errExit is an error that sets the exit code itself (plan
+// --detailed-exitcode); errSilent prints nothing.
+type errExit struct {
+	code int
+	err  error
+}
+
+func (e errExit) Error() string { return e.err.Error() }
+func (e errExit) Unwrap() error { return e.err }
 
 // errFailed wraps an error that means "the checked thing failed" (exit 1);
 // so does an error wrapping converge.ErrNotFound (a named resource or
@@ -205,6 +218,13 @@ func Main() int {
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return exitOK
+	}
+	var x errExit
+	if errors.As(err, &x) {
+		if x.err != errSilent && x.err.Error() != "" {
+			fmt.Fprintln(os.Stderr, "converge:", x.err)
+		}
+		return x.code
 	}
 	var f errFailed
 	if !errors.As(err, &f) && errors.Is(err, converge.ErrNotFound) {

@@ -156,6 +156,12 @@ func TestSecretsNeverShown(t *testing.T) {
 		return out
 	}
 
+	// plan shows a created resource's spec: the password as (secret).
+	for _, format := range []string{"table", "json"} {
+		if out := run("plan c1 "+format, false, "plan", "-o", format); !regexp.MustCompile(`\+ password: "\(secret\)"|"path": "password",\s+"new": "\(secret\)",\s+"secret": true`).MatchString(out) {
+			t.Errorf("plan -o %s does not show the password as (secret):\n%s", format, out)
+		}
+	}
 	run("sync c1", false, append([]string{"sync", "--timeout", "2m"}, forgeArgs...)...)
 	run("do enable_flow_logs", false, "do", "vpc/sample-vpc-v2", "enable_flow_logs")
 	get := run("get c1 -o json", false, "get", "vpc/sample-vpc-v2", "-o", "json")

@@ -27,6 +27,8 @@ import (
 )
 
 type serveOptions struct {
+	signatures    signatureOptions
+	policy        *gitsync.SignaturePolicy // loaded from signatures
 	listen        string
 	workersListen string
 	poll          time.Duration
@@ -107,6 +109,7 @@ must then be set, the same on every replica.`,
 	f.BoolVar(&o.uiActions, "ui-actions", false, "let the site delete resources and run operator verbs for a person signed in with the login token (--ui-token-file or $"+envUIToken+"); without it the site is read-only")
 	f.StringVar(&o.uiTokenFile, "ui-token-file", "", "with --ui-actions: the file holding the site's login token (default $"+envUIToken+")")
 	o.forge.addFlags(f)
+	o.signatures.addFlags(f)
 	addReinitFlag(f, g)
 	return c
 }
@@ -118,6 +121,9 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	}
 	workersTLS, err := o.workersTLS.config(o.workersListen, time.Now())
 	if err != nil {
+		return err
+	}
+	if o.policy, err = o.signatures.policy(); err != nil {
 		return err
 	}
 	if o.uiTokenFile != "" && !o.uiActions {
@@ -333,7 +339,7 @@ func (s *server) startHTTP(poke func(), health func() (int, string)) (addr strin
 func (s *server) follow(ctx context.Context, e *engine, trigger <-chan struct{}, health *gitsync.Health) {
 	out, src, live := s.out, s.src, s.live
 	syncer := &gitsync.Syncer{Source: src, Path: s.g.path, Records: s.o.forge.records(e.store, s.errOut),
-		Engine: e.sched, Log: s.log, Lint: lintFunc(), Compose: e.sched.DryCompose}
+		Engine: e.sched, Log: s.log, Lint: lintFunc(), Compose: e.sched.DryCompose, Signatures: s.o.policy}
 	setTimeouts(s.g, src, syncer, s.g.headSettings)
 
 	// current is the applied pass awaiting its converge/sync verdict; only
@@ -517,9 +523,14 @@ func describePass(p *gitsync.Pass) string {
 		return fmt.Sprintf("%s not applied: breaking schema change (%s): %s", p.Revision, plural(len(p.Record.Findings), "finding"), p.Record.Findings[0])
 	case p.Held != "":
 		return fmt.Sprintf("%s %s", p.Revision, p.Held)
-	case p.Applied && p.Plan != nil:
-		return fmt.Sprintf("%s applied: %d created, %d updated, %d flipped, %d deleted", p.Revision,
-			len(p.Plan.Create), len(p.Plan.Update), len(p.Plan.Flip), len(p.Plan.Delete))
+	case p.Applied && p.Priced != nil:
+		// Counted as plan counts it; on an empty store there was nothing
+		// to dry-run against, so what the documents compose is not in it.
+		more := ""
+		if p.Fresh {
+			more = " (on an empty store: what they compose comes on top)"
+		}
+		return fmt.Sprintf("%s applied: %s%s", p.Revision, gitsync.Summarize(p.Priced).AppliedText(), more)
 	}
 	if st, ok := p.Record.Status(converge.ContextSync); ok {
 		return fmt.Sprintf("%s %s", p.Revision, st.Description)

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,6 +34,10 @@ type syncOptions struct {
 	verbose  bool
 	forge    forgeOptions // --forge…: also post statuses to a forge
 	output   string       // -o: table (lines as it goes), json or yaml (one report at the end)
+	// overrideChangeLimit applies the revision past the change limit,
+	// recorded in its verdict.
+	overrideChangeLimit bool
+	signatures          signatureOptions
 }
 
 // syncReport is what sync -o json|yaml prints when it ends: the revision,
@@ -42,14 +48,20 @@ type syncReport struct {
 	// Verdict is converged, already_applied, invalid, held, stuck,
 	// timed_out, interrupted or not_durable; a sync a daemon applied
 	// (it held the state) is converged, failed or timed_out.
-	Verdict    string           `json:"verdict"`
-	Applied    *appliedCounts   `json:"applied"`
+	Verdict string         `json:"verdict"`
+	Applied *appliedCounts `json:"applied"`
+	// Summary is what was applied in plan -o json's "summary" schema:
+	// counts in all and per kind, composed children included.
+	Summary    *summaryData     `json:"summary,omitempty"`
 	Counts     *converge.Counts `json:"counts"`
 	Dispatched uint64           `json:"dispatched"`
 	Seconds    float64          `json:"seconds"`
 	Held       string           `json:"held,omitempty"`
-	Errors     []string         `json:"errors"`
-	NotReady   []notReadyGroup  `json:"not_ready"`
+	// Override is the guard the revision was applied past, and who
+	// asked for it.
+	Override string          `json:"override,omitempty"`
+	Errors   []string        `json:"errors"`
+	NotReady []notReadyGroup `json:"not_ready"`
 }
 
 type appliedCounts struct {
@@ -57,6 +69,7 @@ type appliedCounts struct {
 	Updated int `json:"updated"`
 	Flipped int `json:"flipped"`
 	Deleted int `json:"deleted"`
+	Pruned  int `json:"pruned"`
 }
 
 // notReadyGroup is a scheduler.ProblemGroup as sync reports it.
@@ -88,7 +101,9 @@ or --timeout passes (exit 1, with what is still pending).`,
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "also log the engine's info and debug messages and the workers' output (warnings and errors always show)")
 	f.StringSliceVar(&o.startWorkers, "start-worker", nil, "also start a worker from local configuration: a builtin NAME[:REPLICAS], or NAME=COMMAND (a worker binary, its path relative to the current directory); the only workers started for a remote --repo")
 	f.BoolVar(&o.watch, "watch", false, "dev mode: keep running and re-apply the uncommitted work tree on every save")
+	f.BoolVar(&o.overrideChangeLimit, "override-change-limit", false, "apply the revision even when it changes more resources than change_limit in converge.cue allows; the verdict records the override (a commit can ask for it with the trailer \"Converge-Override: change-limit\")")
 	o.forge.addFlags(f)
+	o.signatures.addFlags(f)
 	addReinitFlag(f, g)
 	f.StringVarP(&o.output, "output", "o", "table", "output format: table|json|yaml (json and yaml print one report when sync ends; the progress goes to stderr)")
 	return c
@@ -139,6 +154,13 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 	if err != nil {
 		return err
 	}
+	policy, err := o.signatures.policy()
+	if err != nil {
+		return err
+	}
+	if policy != nil && o.watch {
+		return usageErr("sync --watch applies the uncommitted work tree, which is not signed: drop --allowed-signers and --trusted-keys, or sync without --watch")
+	}
 	if o.watch && isRemote(g.repo) {
 		return usageErr("sync --watch watches a local work tree; --repo %s is remote", g.repo)
 	}
@@ -156,7 +178,10 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 		return err
 	}
 	defer o.forge.stop()
-	syncer := &gitsync.Syncer{Source: src, Path: g.path, Log: log}
+	syncer := &gitsync.Syncer{Source: src, Path: g.path, Log: log, Signatures: policy}
+	if o.overrideChangeLimit {
+		syncer.OverrideChangeLimit, syncer.OverrideBy = true, "sync --override-change-limit (user "+currentUser()+")"
+	}
 	setTimeouts(g, nil, syncer, g.headSettings)
 	rev, err := src.Head()
 	if err != nil {
@@ -246,21 +271,29 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 		writes.add("", o.forge.report(pass))
 		return failed("revision %s not applied: %s", rev, pass.Held)
 	}
+	if ov := pass.Record.Override; ov != "" {
+		fmt.Fprintf(errOut, "note: %s\n", ov)
+		if rep != nil {
+			rep.Override = ov
+		}
+	}
 	// converge/sync pending until finishSync; a failure here is told
 	// now, and the last report decides.
 	if err := o.forge.report(pass); err != nil {
 		fmt.Fprintln(errOut, "converge:", err)
 	}
-	if p := pass.Plan; p != nil {
-		fmt.Fprintf(out, "applied: %d created, %d updated, %d flipped, %d deleted\n", len(p.Create), len(p.Update), len(p.Flip), len(p.Delete))
-		if rep != nil {
-			rep.Applied = &appliedCounts{len(p.Create), len(p.Update), len(p.Flip), len(p.Delete)}
-		}
+	// On an empty store nothing was priced (no dry run): what was
+	// created is counted once the revision settles.
+	if !pass.Fresh {
+		reportApplied(e, pass, out, errOut, rep, "applied")
 	}
 	start := time.Now()
 	res := waitSettled(ctx, e, out, o)
 	for _, w := range gitsync.UnservedVerbs(pass.Loaded.Desired.Kinds, e.srv.Serves) {
 		fmt.Fprintln(errOut, "warning:", w)
+	}
+	if pass.Fresh {
+		reportApplied(e, pass, out, errOut, rep, "applied")
 	}
 	err = finishSync(e, syncer, pass, res, time.Since(start), out, errOut, howToStartWorker(src.Remote(), false), rep)
 	writes.add("", o.forge.report(pass))
@@ -354,7 +387,7 @@ func watchWorkTree(ctx context.Context, e *engine, syncer *gitsync.Syncer, o syn
 			}
 			return
 		}
-		fmt.Fprintf(out, "applied work tree: %d created, %d updated, %d flipped, %d deleted\n", len(p.Create), len(p.Update), len(p.Flip), len(p.Delete))
+		reportApplied(e, pass, out, errOut, nil, "applied work tree")
 		start := time.Now()
 		res := waitSettled(ctx, e, out, o)
 		if err := finishSync(e, syncer, pass, res, time.Since(start), out, errOut, howToStartWorker(syncer.Source.Remote(), false), nil); err != nil {
@@ -365,6 +398,31 @@ func watchWorkTree(ctx context.Context, e *engine, syncer *gitsync.Syncer, o syn
 		return nil
 	}
 	return err
+}
+
+// currentUser names who runs converge, for a recorded override.
+func currentUser() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return "uid " + strconv.Itoa(os.Getuid())
+}
+
+// reportApplied prints what pass applied, in plan's words and counts
+// (gitsync.Pass.AppliedSummary), and puts it in rep.
+func reportApplied(e *engine, pass *gitsync.Pass, out, errOut io.Writer, rep *syncReport, what string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := pass.AppliedSummary(ctx, e.sched.Graph())
+	if err != nil {
+		fmt.Fprintln(errOut, "converge:", err)
+		return
+	}
+	fmt.Fprintf(out, "%s: %s\n", what, s.AppliedText())
+	if rep != nil {
+		rep.Applied = &appliedCounts{Created: s.Create, Updated: s.Update, Flipped: s.Flip, Deleted: s.Delete, Pruned: s.Prune}
+		rep.Summary = &summaryData{s}
+	}
 }
 
 // settleResult is how a wait for convergence ended.
