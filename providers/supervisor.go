@@ -196,7 +196,10 @@ func (s *Supervisor) keep(ctx context.Context, name, path string, argv, env []st
 	wait := minRestart
 	for ctx.Err() == nil {
 		cmd := &exec.Cmd{Path: path, Args: argv, Env: env, Dir: s.opts.Dir,
-			Stdout: s.opts.Stdout, Stderr: s.opts.Stderr, SysProcAttr: sysProcAttr()}
+			Stdout: s.opts.Stdout, Stderr: s.opts.Stderr, SysProcAttr: sysProcAttr(),
+			// A child the worker left behind must not hold its output
+			// pipes, and so this wait, open for ever.
+			WaitDelay: s.opts.StopTimeout}
 		var relog []*lineLogger
 		if s.opts.RelogOutput {
 			relog = []*lineLogger{newLineLogger(s.log, name, "stdout"), newLineLogger(s.log, name, "stderr")}
@@ -262,16 +265,16 @@ func (s *Supervisor) keep(ctx context.Context, name, path string, argv, env []st
 	}
 }
 
-// terminate sends SIGTERM, then SIGKILL if p has not exited (done closed)
-// within the stop timeout.
+// terminate sends SIGTERM to p's process group, then SIGKILL if p has
+// not exited (done closed) within the stop timeout.
 func (s *Supervisor) terminate(p *os.Process, done <-chan struct{}) {
-	_ = p.Signal(syscall.SIGTERM)
+	_ = signalGroup(p, syscall.SIGTERM)
 	t := time.NewTimer(s.opts.StopTimeout)
 	defer t.Stop()
 	select {
 	case <-done:
 	case <-t.C:
-		_ = p.Kill()
+		_ = signalGroup(p, syscall.SIGKILL)
 	}
 }
 

@@ -239,3 +239,33 @@ func TestSupervisorFailed(t *testing.T) {
 		t.Errorf("Failed()[1] = %+v, want quits-0 started, with its exit", got[1])
 	}
 }
+
+// A worker started through a launcher that does not pass SIGTERM on
+// (`go run ./worker` leaves its child running) is stopped with its whole
+// process group: Stop returns, the child is gone, and its output pipes
+// hold nothing open (converge init's scaffold runs its worker so; sync
+// used to hang at exit).
+func TestSupervisorStopsLauncherChildren(t *testing.T) {
+	s, addr := startServer(t, "unix", providers.ServerOptions{})
+	launcher := filepath.Join(t.TempDir(), "launch.sh")
+	script := "#!/bin/sh\ntrap 'exit 0' TERM\n\"$0\" >/dev/stderr &\nwait\n"
+	if err := os.WriteFile(launcher, []byte(strings.Replace(script, "$0", self(t), 1)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sup, err := providers.StartWorkers(context.Background(), []converge.WorkerSpec{{Name: "launched", Command: []string{launcher}}},
+		providers.SupervisorOptions{Addr: addr, Token: testToken, StopTimeout: 2 * time.Second, RelogOutput: true,
+			ExtraEnv: []string{"CONVERGE_TEST_HELPER_WORKER=1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the launched worker", func() bool { return hasWorker(s, "launched-0") })
+	child := askAll(t, s, "launched-0")["launched-0"].Pid
+	stopped := make(chan struct{})
+	go func() { sup.Stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Stop hung on a worker whose launcher left its child running")
+	}
+	waitFor(t, 10*time.Second, "the launcher's child gone", func() bool { return errors.Is(syscall.Kill(child, 0), syscall.ESRCH) })
+}

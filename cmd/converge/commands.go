@@ -25,6 +25,7 @@ func subcommands(g *globals) []*cobra.Command {
 		newDoCommand(g),
 		newReconcileCommand(g),
 		newExplainCommand(g),
+		newInitCommand(),
 		newStateCommand(g),
 		newInternalEvalCommand(),
 	}

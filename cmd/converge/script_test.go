@@ -89,6 +89,7 @@ func TestMain(m *testing.M) {
 func TestScripts(t *testing.T) {
 	t.Parallel()
 	root := repoRoot(t)
+	goEnv = readGoEnv(t)
 	testscript.Run(t, testscript.Params{
 		Dir:                 filepath.Join(root, "testdata", "script"),
 		RequireExplicitExec: false,
@@ -109,6 +110,11 @@ func TestScripts(t *testing.T) {
 			env.Setenv("GIT_COMMITTER_EMAIL", "test@converge.invalid")
 			env.Setenv("GIT_CONFIG_NOSYSTEM", "1")
 			env.Setenv("HOME", env.WorkDir)
+			// A scenario that builds Go (cmd_init) uses this machine's
+			// module and build caches, not a fresh HOME's.
+			for k, v := range goEnv {
+				env.Setenv(k, v)
+			}
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
@@ -141,6 +147,26 @@ func TestScripts(t *testing.T) {
 			"wait-unlocked":  cmdWaitUnlocked,
 		},
 	})
+}
+
+// goEnv is what `go env` says of the caches and the proxy, for scenarios
+// that run the go command (a testscript's HOME is its work directory).
+var goEnv map[string]string
+
+func readGoEnv(t *testing.T) map[string]string {
+	t.Helper()
+	keys := []string{"GOCACHE", "GOMODCACHE", "GOPATH", "GOPROXY", "GOFLAGS", "GOTOOLCHAIN", "GONOSUMDB", "GOSUMDB"}
+	out, err := exec.Command("go", append([]string{"env"}, keys...)...).Output()
+	if err != nil {
+		t.Fatalf("go env: %v", err)
+	}
+	env := map[string]string{}
+	for i, v := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
+		if i < len(keys) && v != "" {
+			env[keys[i]] = v
+		}
+	}
+	return env
 }
 
 // repoRoot returns the module root (two levels above this package).
