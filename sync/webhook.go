@@ -61,7 +61,8 @@ var WebhookForges = []string{ForgeGitHub, ForgeGitea, ForgeForgejo, ForgeGitLab,
 type Webhook struct {
 	Secret  []byte
 	Trigger func()
-	// Log receives a line for every refused delivery (nil: none).
+	// Log receives a line for every delivery: refused at warn, accepted
+	// at info (nil: none).
 	Log *slog.Logger
 	// Observe, when set, hears every delivery's forge and outcome (one
 	// of WebhookForges and WebhookOutcomes).
@@ -106,6 +107,9 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if h.Observe != nil {
 		h.Observe(forge, WebhookAccepted)
+	}
+	if h.Log != nil {
+		h.Log.Info("webhook delivery accepted: fetching", "forge", forge, "event", webhookEvent(r.Header), "remote", r.RemoteAddr)
 	}
 	h.Trigger()
 	w.WriteHeader(http.StatusAccepted)

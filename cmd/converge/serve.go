@@ -116,6 +116,10 @@ must then be set, the same on every replica.`,
 
 func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions) error {
 	out, errOut := c.OutOrStdout(), c.ErrOrStderr()
+	if g.logFormat == "json" {
+		// Every line the daemon prints is JSON, its reports as its logs.
+		out = newJSONLines(out)
+	}
 	if err := o.replicaFlags(g, c.Flags().Changed("lease-ttl")); err != nil {
 		return err
 	}

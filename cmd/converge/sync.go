@@ -133,6 +133,9 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 				err = werr
 			}
 		}()
+	} else if g.logFormat == "json" {
+		// Every line is JSON, the report's as the logs'.
+		out = newJSONLines(out)
 	}
 	if !o.watch {
 		o.deadline = time.Now().Add(o.timeout)

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"log/slog"
+	"strings"
+	gosync "sync"
+)
+
+// jsonLines is the writer a daemon's report lines ("serve: … applied",
+// "… converged") go through under --log-format json: each line becomes a
+// JSON log record (msg the line, without its "serve: " prefix), so every
+// line the daemon prints is JSON, as its logs are.
+type jsonLines struct {
+	mu  gosync.Mutex // guards buf, and serialises the records
+	buf []byte
+	log *slog.Logger
+}
+
+func newJSONLines(w io.Writer) *jsonLines {
+	return &jsonLines{log: slog.New(slog.NewJSONHandler(w, nil))}
+}
+
+func (j *jsonLines) Write(p []byte) (int, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.buf = append(j.buf, p...)
+	for {
+		i := bytes.IndexByte(j.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		line := strings.TrimPrefix(string(j.buf[:i]), "serve: ")
+		j.buf = j.buf[i+1:]
+		if line != "" {
+			j.log.Info(line, "source", "serve")
+		}
+	}
+}
