@@ -129,7 +129,7 @@ func (s *Scheduler) reconciled(n *node, rec *taskRec) {
 		return
 	}
 	if rec.resync && s.driftPolicy(n) == converge.DriftPolicyHeal {
-		s.event(n.id, "Healed", "reconciled back to its declaration: "+d.Summary()+" no more")
+		s.event(n.id, "Healed", "reconciled back to its declaration (the drift was: "+d.Summary()+")")
 	} else {
 		s.event(n.id, "DriftResolved", "reconciled at generation "+itoa(rec.gen)+": the drift before ("+d.Summary()+") is gone")
 	}
