@@ -629,7 +629,7 @@ func (s *Scheduler) leaseExpired(taskID string) {
 		delete(s.tasks, taskID)
 		s.taskRefs.Delete(taskID)
 		if rec.dry {
-			rec.verb <- verbOutcome{err: errors.New("dry-run compose: timed out")}
+			rec.verb <- verbOutcome{err: errors.New("dry-run " + rec.reaction + ": timed out")}
 			return
 		}
 		s.event(rec.id, "Verb", "verb "+rec.reaction+": timed out")

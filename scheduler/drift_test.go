@@ -3,6 +3,7 @@ package scheduler_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -324,4 +325,43 @@ func TestObserveTransientFailureRetries(t *testing.T) {
 		return r != nil && strings.Contains(r.Reason, "retrying in") && strings.Contains(r.Reason, "127.0.0.1:5432")
 	})
 	h.waitSettled(scheduler.Converged, 5*time.Second)
+}
+
+// TestRefreshAndObserve: Scheduler.Observe answers a resource's observe
+// without applying it (no drift recorded, no event), and Refresh lists
+// the drifted resources of a snapshot with the policy a sync applies.
+func TestRefreshAndObserve(t *testing.T) {
+	h, store, m := startDrift(t, "", converge.DriftPolicyReport)
+	m.set("a", `{"limit":9,"owner":"a","password":"hunter2"}`)
+	m.set("b", "")
+	res, err := h.s.Observe(context.Background(), &converge.Task{Kind: "db", Name: "a"})
+	if err != nil || res.Observed == nil || !res.Observed.Exists {
+		t.Fatalf("Observe = %+v, %v", res, err)
+	}
+	snap, err := store.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := scheduler.Refresh(context.Background(), snap, h.s.Observe, 4)
+	if r.Observed != 2 || len(r.Failed) != 0 || len(r.Drift) != 2 {
+		t.Fatalf("Refresh = %+v", r)
+	}
+	if d := r.Drift[0]; d.ID != "db/a" || strings.Join(d.Fields, ",") != "limit" || d.Policy != "report" {
+		t.Errorf("drift of db/a = %+v", d)
+	}
+	if d := r.Drift[1]; d.ID != "db/b" || !d.Gone || d.Policy != "heal" {
+		t.Errorf("drift of db/b = %+v", d)
+	}
+	h.flush()
+	for _, id := range []converge.ID{"db/a", "db/b"} {
+		if r := store.get(id); r.Drift != nil || len(eventsOfType(store, id, "Drifted")) != 0 {
+			t.Errorf("%s: a refresh recorded drift: %+v", id, r.Drift)
+		}
+	}
+	if got := m.get("b"); got != "" {
+		t.Errorf("a refresh changed the real system: b = %s", got)
+	}
+	if _, err := h.s.Observe(context.Background(), &converge.Task{Kind: "db", Name: "nope"}); !errors.Is(err, converge.ErrNotFound) {
+		t.Errorf("Observe of an unknown resource: %v", err)
+	}
 }

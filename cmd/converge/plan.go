@@ -27,6 +27,7 @@ func newPlanCommand(g *globals) *cobra.Command {
 		output   string
 		rev      string
 		exitCode bool
+		refresh  bool
 	)
 	c := &cobra.Command{
 		Use:   "plan",
@@ -37,18 +38,26 @@ children the recompose would create, update and prune ("composed by" and
 "pruned by" the composer). The dry runs go to the workers of the converge
 daemon holding the state, or else to the workers a local repository
 declares, started for the plan; a remote repository's are never started.
-The prune guard is applied to the sum, as sync applies it.`,
+The prune guard is applied to the sum, as sync applies it.
+
+With --refresh, every stored resource whose kind declares the observe
+reaction is observed through the same workers, changing nothing, and the
+drift found (the fields that differ from git, never their values; an
+object gone or without converge's mark) is listed beside the git changes,
+with what a sync would do about it (heal, or leave it under drift_policy
+report).`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if err := checkOutput(output, "table", "json", "yaml"); err != nil {
 				return err
 			}
-			return runPlan(c.Context(), c.OutOrStdout(), c.ErrOrStderr(), g, rev, output, exitCode)
+			return runPlan(c.Context(), c.OutOrStdout(), c.ErrOrStderr(), g, rev, output, exitCode, refresh)
 		},
 	}
 	f := c.Flags()
 	f.StringVar(&rev, "rev", "", "revision to plan (default: the head of the followed branch)")
 	f.BoolVar(&exitCode, "exit-code", false, "exit 1 when the plan has changes")
+	f.BoolVar(&refresh, "refresh", false, "also observe every stored resource through the workers and show its drift from git (changes nothing)")
 	addOutputFlag(c, &output, "table")
 	return c
 }
@@ -70,9 +79,10 @@ type planView struct {
 	Total    int                `json:"total"`
 	Held     string             `json:"held,omitempty"`
 	Breaking []converge.Finding `json:"breaking,omitempty"`
+	Refresh  *refreshView       `json:"refresh,omitempty"`
 }
 
-func runPlan(ctx context.Context, out, errOut io.Writer, g *globals, rev, output string, exitCode bool) error {
+func runPlan(ctx context.Context, out, errOut io.Writer, g *globals, rev, output string, exitCode, refresh bool) error {
 	if err := resolveSource(g); err != nil {
 		return err
 	}
@@ -137,6 +147,11 @@ func runPlan(ctx context.Context, out, errOut io.Writer, g *globals, rev, output
 	if lint := lintFunc(); lint != nil {
 		v.Breaking = lint(snap.Kinds, d.Kinds, nil, pass.Tree)
 	}
+	if refresh {
+		if v.Refresh, err = planRefresh(ctx, admin, src, d.Settings.Workers, snap); err != nil {
+			return err
+		}
+	}
 	if output != "table" {
 		if err := writeData(out, output, v.data()); err != nil {
 			return err
@@ -144,7 +159,7 @@ func runPlan(ctx context.Context, out, errOut io.Writer, g *globals, rev, output
 	} else {
 		printPlan(out, v)
 	}
-	if exitCode && !p.Empty() {
+	if exitCode && (!p.Empty() || refreshChanges(v.Refresh)) {
 		return failed("plan has changes")
 	}
 	return nil
@@ -192,6 +207,7 @@ func printPlan(w io.Writer, v planView) {
 	for _, f := range v.Breaking {
 		fmt.Fprintf(w, "  breaking %s\n", f)
 	}
+	printRefresh(w, v.Refresh)
 	fmt.Fprintf(w, "%d to create, %d to update, %d to flip, %d to delete, %d to prune (tearing down %d of %d resources)\n",
 		len(v.Create), len(v.Update), len(v.Flip), len(v.Delete), len(v.Prune), v.TornDown, v.Total)
 	if v.Held != "" {
@@ -348,6 +364,7 @@ type planData struct {
 	Total       int                `json:"total"`
 	Held        string             `json:"held,omitempty"`
 	Breaking    []converge.Finding `json:"breaking"`
+	Refresh     *refreshView       `json:"refresh,omitempty"`
 }
 
 func (v planView) data() planData {
@@ -382,5 +399,5 @@ func (v planView) data() planData {
 	}
 	return planData{Revision: v.Revision, Create: items(v.Create), Update: items(v.Update), Flip: items(v.Flip),
 		Delete: items(v.Delete), Refused: items(v.Refused), Prune: items(v.Prune), Unanswered: items(v.Unanswered),
-		Definitions: defs, TornDown: v.TornDown, Total: v.Total, Held: v.Held, Breaking: breaking}
+		Definitions: defs, TornDown: v.TornDown, Total: v.Total, Held: v.Held, Breaking: breaking, Refresh: v.Refresh}
 }
