@@ -134,7 +134,21 @@ type Kind struct {
 	// ComposeImports are the import specs the expression uses, as
 	// written in the kind's file (`"strings"`, `h "encoding/hex"`).
 	ComposeImports []string `json:"compose_imports,omitempty"`
+	// DriftPolicy says what a resync that observes drift does (kinds
+	// with the observe reaction): DriftPolicyHeal (the default, "") reconciles
+	// the object back, DriftPolicyReport only reports it. A resource's own
+	// drift_policy wins.
+	DriftPolicy string `json:"drift_policy,omitempty"`
 }
+
+// The drift policies (Kind.DriftPolicy, Resource.DriftPolicy).
+const (
+	// DriftPolicyHeal reconciles a drifted object back to its declaration.
+	DriftPolicyHeal = "heal"
+	// DriftPolicyReport reports drift and leaves the object as it is
+	// found (a break-glass edit stays until someone decides).
+	DriftPolicyReport = "report"
+)
 
 // Ref returns the kind's KindRef.
 func (k *Kind) Ref() KindRef { return KindRef{k.Name, k.Version} }
@@ -201,6 +215,72 @@ type Resource struct {
 	// answered as a delta against that spec (Task.Base). Empty: the
 	// next compose is answered in full.
 	ComposedBy string `json:"composed_by,omitempty"`
+	// DriftPolicy is the resource's own drift policy (DriftPolicyHeal,
+	// DriftPolicyReport; "" follows its kind's).
+	DriftPolicy string `json:"drift_policy,omitempty"`
+	// Drift is what the last observe found different from Spec, while
+	// it is so: kept by a report-only policy, or until a heal's
+	// reconcile succeeds. Nil: no drift known.
+	Drift *DriftReport `json:"drift,omitempty"`
+}
+
+// DriftReport is a drift the engine observed: a difference between the
+// declared object (Spec) and the real one. It names fields, never
+// values, so a secret field can be reported too.
+type DriftReport struct {
+	// Fields are the dotted spec paths whose actual value differs
+	// (Drift), sorted.
+	Fields []string `json:"fields,omitempty"`
+	// Gone: the object no longer exists.
+	Gone bool `json:"gone,omitempty"`
+	// Unmarked: the object exists without converge's mark.
+	Unmarked bool `json:"unmarked,omitempty"`
+	// Policy is the drift policy that applied (DriftPolicyHeal,
+	// DriftPolicyReport).
+	Policy string `json:"policy"`
+	// Since is when this drift was first observed.
+	Since time.Time `json:"since,omitzero"`
+	// Generation is the generation observed drifted.
+	Generation int64 `json:"generation"`
+}
+
+// Summary says what differs, in words: "the object is gone",
+// "connection_limit, owner differ".
+func (d *DriftReport) Summary() string {
+	if d == nil {
+		return ""
+	}
+	var parts []string
+	if d.Gone {
+		parts = append(parts, "the object is gone")
+	}
+	if d.Unmarked {
+		parts = append(parts, "converge's mark is gone")
+	}
+	if len(d.Fields) > 0 {
+		f := make([]string, len(d.Fields))
+		for i, x := range d.Fields {
+			if x == "" {
+				x = "(the whole object)"
+			}
+			f[i] = x
+		}
+		verb := " differs"
+		if len(f) > 1 {
+			verb = " differ"
+		}
+		parts = append(parts, strings.Join(f, ", ")+verb)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Same reports whether d and o report the same difference (fields, gone,
+// unmarked, policy).
+func (d *DriftReport) Same(o *DriftReport) bool {
+	if d == nil || o == nil {
+		return d == o
+	}
+	return d.Gone == o.Gone && d.Unmarked == o.Unmarked && d.Policy == o.Policy && slices.Equal(d.Fields, o.Fields)
 }
 
 // ID returns the resource's identity.

@@ -147,7 +147,8 @@ func (l *loader) step(d *document) {
 func (l *loader) kind(d *document, places map[converge.KindRef]*namedPlace) {
 	r := l.reader(d)
 	r.allow("type", "kind", "kind_version", "reactions", "finalizer", "resync_interval", "resync_recomposes",
-		"max_inflight", "max_children", "task_deadline", "secret", "spec", "status", "config", "compose", "description")
+		"max_inflight", "max_children", "task_deadline", "secret", "spec", "status", "config", "compose", "description",
+		"drift_policy")
 	k := &converge.Kind{
 		Name:             r.name("kind"),
 		Version:          r.int("kind_version", 0, 1, true),
@@ -159,6 +160,7 @@ func (l *loader) kind(d *document, places map[converge.KindRef]*namedPlace) {
 		MaxChildren:      r.int("max_children", 0, 0, false),
 		TaskDeadline:     r.duration("task_deadline"),
 		Secret:           r.strs("secret"),
+		DriftPolicy:      r.driftPolicy(),
 		Source:           l.at(d.file, d.pos).source(),
 	}
 	l.composeOf(d, r, k)
@@ -167,6 +169,9 @@ func (l *loader) kind(d *document, places map[converge.KindRef]*namedPlace) {
 	}
 	if k.MaxChildren > 0 && !k.Has(converge.ReactionCompose) {
 		r.fail("max_children", "KIND_INVALID", "max_children needs the compose reaction")
+	}
+	if k.DriftPolicy != "" && !k.Has(converge.ReactionObserve) {
+		r.fail("drift_policy", "KIND_INVALID", "drift_policy needs the observe reaction (drift is what observe reads)")
 	}
 	if k.ResyncRecomposes && !k.Has(converge.ReactionCompose) {
 		r.fail("resync_recomposes", "KIND_INVALID", "resync_recomposes needs the compose reaction")
@@ -294,12 +299,13 @@ func (l *loader) providerConfig(d *document, configs map[string]*converge.Provid
 // resource validates one resource against its kind version.
 func (l *loader) resource(d *document, configs map[string]*converge.ProviderConfig, places map[converge.ID]*namedPlace) {
 	r := l.reader(d)
-	r.allow("type", "kind", "kind_version", "name", "spec", "provider_config_ref", "depends_on", "description")
+	r.allow("type", "kind", "kind_version", "name", "spec", "provider_config_ref", "depends_on", "description", "drift_policy")
 	res := &converge.Resource{
 		Kind:              r.str("kind", true),
 		KindVersion:       r.int("kind_version", 0, 1, true),
 		Name:              r.name("name"),
 		ProviderConfigRef: r.str("provider_config_ref", false),
+		DriftPolicy:       r.driftPolicy(),
 		Origin:            converge.OriginGit,
 		Source:            l.at(d.file, d.pos).source(),
 	}
@@ -318,9 +324,15 @@ func (l *loader) resource(d *document, configs map[string]*converge.ProviderConf
 	}
 	places[id] = &namedPlace{place: here}
 	ref := res.Ref()
-	if _, ok := l.schemas.kinds[ref]; !ok {
+	kind, ok := l.schemas.kinds[ref]
+	if !ok {
 		l.unknownKind(d, r, "kind", ref)
 		return
+	}
+	if res.DriftPolicy != "" && !kind.Has(converge.ReactionObserve) {
+		l.addf(d.file, posOf(r.get("drift_policy"), d.pos), "drift_policy", "FIELD_INVALID",
+			"drift_policy needs a kind with the observe reaction; %s has none", ref)
+		r.ok = false
 	}
 	if n := res.ProviderConfigRef; n != "" {
 		pos := posOf(r.get("provider_config_ref"), d.pos)
@@ -662,6 +674,18 @@ func (r *reader) strs(field string) []string {
 		r.fail(field, "FIELD_INVALID", "want a list of strings")
 	}
 	return out
+}
+
+// driftPolicy reads drift_policy: "heal" or "report" (absent: "", the
+// kind's, else heal).
+func (r *reader) driftPolicy() string {
+	s := r.str("drift_policy", false)
+	switch s {
+	case "", converge.DriftPolicyHeal, converge.DriftPolicyReport:
+		return s
+	}
+	r.fail("drift_policy", "FIELD_INVALID", "drift_policy %q is not \"heal\" or \"report\"", s)
+	return ""
 }
 
 func (r *reader) duration(field string) time.Duration {

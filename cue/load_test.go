@@ -230,6 +230,16 @@ func TestLoadFindings(t *testing.T) {
 			"r.yaml:3:1 FIELD_INVALID kind_version",
 			"r.yaml:6:1 FIELD_UNKNOWN extra",
 		}},
+		{name: "drift policy", files: map[string]string{
+			"k.cue":  "type: \"kind\"\nkind: \"k\"\nkind_version: 1\nreactions: [\"reconcile\"]\ndrift_policy: \"report\"\n",
+			"o.cue":  "type: \"kind\"\nkind: \"o\"\nkind_version: 1\nreactions: [\"reconcile\", \"observe\"]\ndrift_policy: \"ignore\"\n",
+			"p.cue":  "type: \"kind\"\nkind: \"p\"\nkind_version: 1\nreactions: [\"reconcile\", \"observe\"]\ndrift_policy: \"report\"\n",
+			"r.yaml": "type: resource\nkind: bucket\nkind_version: 1\nname: a\nspec: {tier: hot}\ndrift_policy: report\n---\ntype: resource\nkind: p\nkind_version: 1\nname: b\nspec: {}\ndrift_policy: heal\n",
+		}, want: []string{
+			"k.cue:5:1 KIND_INVALID drift_policy",
+			"o.cue:5:1 FIELD_INVALID drift_policy",
+			"r.yaml:6:1 FIELD_INVALID drift_policy",
+		}},
 		{name: "bad schema", files: map[string]string{
 			"k.yaml": "type: kind\nkind: k\nkind_version: 1\nspec: '{ a: strin }'\n",
 			"r.yaml": "type: resource\nkind: k\nkind_version: 1\nname: r\nspec: {a: x}\n",

@@ -225,6 +225,7 @@ func (s *Scheduler) apply(d *converge.Desired, v Validator) *Plan {
 			Origin:            converge.OriginGit,
 			ProviderConfigRef: r.ProviderConfigRef,
 			Source:            r.Source,
+			DriftPolicy:       r.DriftPolicy,
 			CreatedAt:         s.now,
 		}
 		if e := s.nodes[it.ID]; e != nil {
@@ -271,6 +272,9 @@ func (s *Scheduler) apply(d *converge.Desired, v Validator) *Plan {
 		if n := s.nodes[id]; n != nil && n.r.Origin == converge.OriginGit && n.r.Source != r.Source {
 			n.r.Source = r.Source
 			s.markDirty(n)
+		}
+		if n := s.nodes[id]; n != nil && n.r.Origin == converge.OriginGit && n.r.DriftPolicy != r.DriftPolicy {
+			s.setDriftPolicy(n, r.DriftPolicy)
 		}
 	}
 	var del []*node

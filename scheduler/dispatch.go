@@ -322,6 +322,9 @@ func (s *Scheduler) mainReaction(n *node) string {
 	if s.isComposer(n) {
 		return converge.ReactionCompose
 	}
+	if r := n.r; n.resync && r.Phase == converge.PhaseReady && r.ObservedGeneration == r.Generation && s.observes(n) {
+		return converge.ReactionObserve
+	}
 	return converge.ReactionReconcile
 }
 
@@ -514,8 +517,12 @@ func (s *Scheduler) onResult(res *converge.Result) {
 	}
 	switch res.Outcome {
 	case converge.OutcomeOK:
-		if rec.reaction == converge.ReactionCompose {
+		switch rec.reaction {
+		case converge.ReactionCompose:
 			s.composeResult(n, rec, res)
+			return
+		case converge.ReactionObserve:
+			s.observeResult(n, rec, res)
 			return
 		}
 		s.reconcileOK(n, rec, res)
@@ -550,6 +557,7 @@ func (s *Scheduler) reconcileOK(n *node, rec *taskRec, res *converge.Result) {
 		statusChanged = true
 		s.markDirty(n)
 	}
+	s.reconciled(n, rec)
 	s.succeeded(n, rec)
 	if statusChanged {
 		s.consumersChanged(n)
@@ -621,7 +629,7 @@ func (s *Scheduler) leaseExpired(taskID string) {
 		delete(s.tasks, taskID)
 		s.taskRefs.Delete(taskID)
 		if rec.dry {
-			rec.verb <- verbOutcome{err: errors.New("dry-run compose: timed out")}
+			rec.verb <- verbOutcome{err: errors.New("dry-run " + rec.reaction + ": timed out")}
 			return
 		}
 		s.event(rec.id, "Verb", "verb "+rec.reaction+": timed out")

@@ -66,6 +66,13 @@
 // crash between the batches of a big composition never leaves a store
 // that records a composition its children's rows do not hold.
 //
+// Drift (drift.go): a resync of a Ready leaf whose kind declares observe
+// dispatches observe instead of reconcile; what differs from the spec is
+// recorded on the row (Resource.Drift, with a Drifted event), then healed
+// by a reconcile at once or, under drift_policy report, kept with the
+// resource Ready and a reason saying so. Refresh and Observe answer plan
+// --refresh without applying anything.
+//
 // Reactors: a binding's transition (synced, failed, deleted) creates a
 // converge.Delivery keyed binding/uid/generation/transition in the same
 // batch as the transition; an existing key is never created again, so a

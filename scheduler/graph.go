@@ -238,6 +238,12 @@ func (s *Scheduler) load(snap *converge.Snapshot) {
 	s.rebuildByKind()
 	for _, r := range snap.Resources {
 		n := &node{r: r, id: r.ID(), rs: s.refState(r.Ref())}
+		if r.Drift != nil {
+			if s.drifted == nil {
+				s.drifted = make(map[converge.ID]*node)
+			}
+			s.drifted[n.id] = n
+		}
 		// One string per row for ID and name, the refState's for the
 		// kind, the owner's ID for the owner (below): a million rows
 		// do not each keep decoded copies.

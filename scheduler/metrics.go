@@ -14,9 +14,10 @@ import (
 // name, a dry-run compose is "compose".
 var Reactions = [numReactions]string{
 	converge.ReactionReconcile, converge.ReactionCompose, converge.ReactionTeardown, converge.ReactionReact, "verb",
+	converge.ReactionObserve,
 }
 
-const numReactions = 5
+const numReactions = 6
 
 // LatencyBuckets are the upper bounds, in seconds, of the task latency
 // histograms (TaskStats.Latency): from dispatch to result.
@@ -93,6 +94,9 @@ type KindMetrics struct {
 	Phases converge.Counts
 	// Tasks is indexed like Reactions.
 	Tasks [numReactions]TaskStats
+	// Drifted counts the resources of this kind version with a drift
+	// recorded (Resource.Drift): being healed, or kept under report.
+	Drifted int
 }
 
 // Metrics is a snapshot of the scheduler's counters for monitoring
@@ -156,6 +160,8 @@ func reactionIndex(rec *taskRec) int {
 		return 2
 	case converge.ReactionReact:
 		return 3
+	case converge.ReactionObserve:
+		return 5
 	}
 	return 4
 }
@@ -267,8 +273,9 @@ func (s *Scheduler) Metrics(ctx context.Context) (Metrics, error) {
 	err := s.exec(ctx, func(s *Scheduler) {
 		var m Metrics
 		m.Kinds = make([]KindMetrics, 0, len(s.refs))
+		drifted := s.driftedByRef()
 		for ref, rs := range s.refs {
-			km := KindMetrics{Ref: ref, Phases: rs.stats.phases, Tasks: rs.stats.tasks}
+			km := KindMetrics{Ref: ref, Phases: rs.stats.phases, Tasks: rs.stats.tasks, Drifted: drifted[ref]}
 			for i := range km.Tasks {
 				if km.Tasks[i].Latency.Counts == nil {
 					km.Tasks[i].Latency = newHistogram(LatencyBuckets)

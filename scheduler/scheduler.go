@@ -223,7 +223,9 @@ type Scheduler struct {
 	validator Validator
 	settings  converge.Settings
 
-	nodes     map[converge.ID]*node
+	nodes map[converge.ID]*node
+	// drifted holds the nodes with a drift recorded (drift.go), lazily.
+	drifted   map[converge.ID]*node
 	producers map[converge.ID][]*converge.Edge // by consumer
 	consumers map[converge.ID][]*converge.Edge // by producer
 	// flowLists are the shared flow lists of edges (internFlows), by a

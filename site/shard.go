@@ -98,7 +98,11 @@ func (b *Builder) renderSection(sb sw, r *converge.Resource) {
 	// data-uid lets an open page tell a resource deleted and created
 	// anew (same id, new uid) from the one it shows.
 	w(`<section class="res" id="`, e(anchor(id)), `" data-id="`, e(string(id)), `" data-uid="`, e(r.UID), `">`, "\n")
-	w(`<h1><a href="`, e(up), e(listKey{Kind: r.Kind}.path(1)), `">`, e(r.Kind), `</a>/`, e(r.Name), " ", phaseSpan(r.Phase), "</h1>\n")
+	w(`<h1><a href="`, e(up), e(listKey{Kind: r.Kind}.path(1)), `">`, e(r.Kind), `</a>/`, e(r.Name), " ", phaseSpan(r.Phase))
+	if r.Drift != nil {
+		w(` <span class="drifted">drifted</span>`)
+	}
+	w("</h1>\n")
 	if r.Reason != "" {
 		w(`<p class="reason">`, e(m.clean(r.Reason)), "</p>\n")
 	}
@@ -137,6 +141,20 @@ func (b *Builder) renderSection(sb sw, r *converge.Resource) {
 	fact("attempts", attempts)
 	if r.LastError != "" {
 		w(`<dt>last error</dt><dd class="error">`, e(m.clean(r.LastError)), "</dd>\n")
+	}
+	if d := r.Drift; d != nil {
+		// Field names only, never values: nothing secret to redact.
+		what := "healing (drift_policy heal)"
+		if d.Policy == converge.DriftPolicyReport {
+			what = "not healed (drift_policy report)"
+		}
+		since := ""
+		if s := stamp(d.Since); s != "" {
+			since = " · since " + s
+		}
+		w(`<dt>drift</dt><dd class="drift">`, e(m.clean(d.Summary())), " · ", what, since, "</dd>\n")
+	} else if r.DriftPolicy != "" {
+		fact("drift policy", e(r.DriftPolicy))
 	}
 	if r.Lease != nil {
 		fact("lease", e(fmt.Sprintf("%s by %s until %s", r.Lease.Reaction, r.Lease.Worker, stamp(r.Lease.Expires))))

@@ -56,6 +56,10 @@ type benchOptions struct {
 	// on an etcd store, each under its own prefix below etcd's, deleted
 	// after it.
 	etcd *etcdstate.Options
+	// onprem is the directory of examples/onprem/servers.sh's running
+	// servers: bench the onprem example against a plain client instead
+	// (bench_onprem.go).
+	onprem string
 }
 
 func newBenchCommand(g *globals) *cobra.Command {
@@ -77,6 +81,9 @@ the report adds the etcd runs and the ratio of their median rate to bbolt's.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			o.log, o.wrapStore, o.etcd = g.logger(c.ErrOrStderr(), false), g.wrapStore, g.etcd
+			if o.onprem != "" {
+				return runBenchOnprem(c.Context(), c.OutOrStdout(), o)
+			}
 			// A scale run compares composing in CUE only on the fast
 			// path, unless asked: CUE's evaluator at a million
 			// children costs minutes and gigabytes of its own.
@@ -88,6 +95,7 @@ the report adds the etcd runs and the ratio of their median rate to bbolt's.`,
 	f.IntVar(&o.runs, "runs", 3, "converge runs (each from an empty store)")
 	f.DurationVar(&o.transport, "transport", time.Second, "how long to measure each raw rate")
 	f.StringVar(&o.dir, "dir", "examples/classic", "repository directory to converge")
+	f.StringVar(&o.onprem, "onprem", "", "bench examples/onprem (--teams, default 500) by converge sync against a plain pgx and RFC 2136 client, on the servers examples/onprem/servers.sh started in this directory")
 	f.StringVar(&o.memprofile, "memprofile", "", "write a heap profile of the control plane after the last run (go tool pprof)")
 	f.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the control plane over the last run, from apply to converged (go tool pprof)")
 	f.IntVar(&o.teams, "teams", 0, "scale run: rewrite the classic BOM's team count (e.g. 33000 for ~100,000 resources, 333000 for ~1,000,000)")

@@ -56,7 +56,7 @@ func newGetCommand(g *globals) *cobra.Command {
 					{"RESOURCE", string(id)},
 					{"VERSION", "v" + strconv.Itoa(r.KindVersion)},
 					{"UID", r.UID},
-					{"PHASE", string(r.Phase)},
+					{"PHASE", phaseShown(r)},
 					{"REASON", orDash(v.Reason)},
 					{"GENERATION", fmt.Sprintf("%d (observed %d)", r.Generation, r.ObservedGeneration)},
 					{"ATTEMPTS", strconv.Itoa(r.Attempts)},
@@ -64,12 +64,39 @@ func newGetCommand(g *globals) *cobra.Command {
 					{"SPEC", string(v.Spec)},
 					{"STATUS", string(v.Status)},
 				}
+				if d := r.Drift; d != nil {
+					rows = append(rows, []string{"DRIFT", driftLine(d)})
+				}
 				return table(c.OutOrStdout(), rows)
 			})
 		},
 	}
 	addOutputFlag(c, &output, "table")
 	return c
+}
+
+// driftLine renders a drift for a table: what differs, the policy and
+// since when.
+func driftLine(d *converge.DriftReport) string {
+	s := d.Summary() + " (drift_policy " + d.Policy
+	if d.Policy == converge.DriftPolicyReport {
+		s += ", not healed"
+	} else {
+		s += ", healing"
+	}
+	if !d.Since.IsZero() {
+		s += ", since " + d.Since.UTC().Format("2006-01-02T15:04:05Z")
+	}
+	return s + ")"
+}
+
+// phaseShown is the phase a table shows: "Ready (drifted)" for a
+// resource with a drift recorded.
+func phaseShown(r *converge.Resource) string {
+	if r.Drift != nil {
+		return string(r.Phase) + " (drifted)"
+	}
+	return string(r.Phase)
 }
 
 func orDash(s string) string {

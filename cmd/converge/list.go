@@ -12,10 +12,11 @@ import (
 func newListCommand(g *globals) *cobra.Command {
 	var output string
 	var (
-		kind  string
-		phase string
-		all   bool
-		limit int
+		kind    string
+		phase   string
+		all     bool
+		limit   int
+		drifted bool
 	)
 	c := &cobra.Command{
 		Use:   "list",
@@ -40,10 +41,24 @@ func newListCommand(g *globals) *cobra.Command {
 			}
 			// The table shows no spec or status: leave them in the store
 			// (a root's spec can be megabytes).
-			rs, err := rd.Resources(state.Filter{Kind: kind, Phase: converge.Phase(phase), RootsOnly: !all, Limit: limit,
-				Head: output == "table"})
+			f := state.Filter{Kind: kind, Phase: converge.Phase(phase), RootsOnly: !all, Limit: limit, Head: output == "table"}
+			if drifted {
+				// Drift is a leaf's: every resource is looked at, and
+				// the limit counts the drifted ones.
+				f.RootsOnly, f.Limit, all = false, 0, true
+			}
+			rs, err := rd.Resources(f)
 			if err != nil {
 				return err
+			}
+			if drifted {
+				kept := rs[:0]
+				for _, r := range rs {
+					if r.Drift != nil && (limit <= 0 || len(kept) < limit) {
+						kept = append(kept, r)
+					}
+				}
+				rs = kept
 			}
 			x, err := newRedactor(rd)
 			if err != nil {
@@ -75,7 +90,11 @@ func newListCommand(g *globals) *cobra.Command {
 				if v.Children != nil {
 					kids = strconv.Itoa(*v.Children)
 				}
-				rows = append(rows, []string{v.Kind + "/" + v.Name, "v" + strconv.Itoa(v.KindVersion), string(v.Phase), kids, orDash(v.Reason)})
+				ph := string(v.Phase)
+				if v.Drift != nil {
+					ph += " (drifted)"
+				}
+				rows = append(rows, []string{v.Kind + "/" + v.Name, "v" + strconv.Itoa(v.KindVersion), ph, kids, orDash(v.Reason)})
 			}
 			return table(c.OutOrStdout(), rows)
 		},
@@ -85,6 +104,7 @@ func newListCommand(g *globals) *cobra.Command {
 	f.StringVar(&phase, "phase", "", "only resources in this phase")
 	f.BoolVar(&all, "all", false, "every resource, not only composition roots")
 	f.IntVar(&limit, "limit", 0, "at most this many resources (0: all)")
+	f.BoolVar(&drifted, "drifted", false, "only resources with a drift recorded (what a resync's observe found different from git); implies --all")
 	addOutputFlag(c, &output, "table")
 	return c
 }

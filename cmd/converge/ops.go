@@ -153,6 +153,9 @@ type engineCollector struct{ o *ops }
 var (
 	descResources = prometheus.NewDesc("converge_resources",
 		"Resources by kind, kind version and phase.", []string{"kind", "kind_version", "phase"}, nil)
+	descDrifted = prometheus.NewDesc("converge_resources_drifted",
+		"Resources whose last observe found them different from git (being healed, or kept under drift_policy report), by kind and kind version.",
+		[]string{"kind", "kind_version"}, nil)
 	descDispatched = prometheus.NewDesc("converge_tasks_dispatched_total",
 		"Tasks handed to workers, by kind, kind version and reaction.", []string{"kind", "kind_version", "reaction"}, nil)
 	descResults = prometheus.NewDesc("converge_task_results_total",
@@ -181,7 +184,7 @@ var (
 
 // Describe implements prometheus.Collector.
 func (engineCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descResources, descDispatched, descResults, descRetries, descFailures, descLatency,
+	for _, d := range []*prometheus.Desc{descResources, descDrifted, descDispatched, descResults, descRetries, descFailures, descLatency,
 		descCommits, descCommitLatency, descBatchRows, descCommitFailing, descQueue, descInflight, descDeliveries, descWorkers, descLeading} {
 		ch <- d
 	}
@@ -217,6 +220,7 @@ func (c engineCollector) Collect(ch chan<- prometheus.Metric) {
 			{converge.PhaseFailed, k.Phases.Failed}, {converge.PhaseDeleting, k.Phases.Deleting}} {
 			gauge(descResources, float64(p.n), k.Ref.Kind, ver, string(p.phase))
 		}
+		gauge(descDrifted, float64(k.Drifted), k.Ref.Kind, ver)
 		for i, t := range k.Tasks {
 			if t.Dispatched == 0 && t.Results == 0 && t.Retries == 0 && t.Failures == 0 {
 				continue // a reaction this kind never ran

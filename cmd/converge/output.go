@@ -91,6 +91,10 @@ type resourceView struct {
 	Deleting           bool            `json:"deleting,omitempty"`
 	Source             string          `json:"source,omitempty"`
 	Children           *int            `json:"children,omitempty"`
+	// DriftPolicy is the resource's own drift policy, when it sets one;
+	// Drift what the last observe found different, while it is so.
+	DriftPolicy string                `json:"drift_policy,omitempty"`
+	Drift       *converge.DriftReport `json:"drift,omitempty"`
 }
 
 func viewOf(r *converge.Resource) resourceView {
@@ -99,7 +103,7 @@ func viewOf(r *converge.Resource) resourceView {
 		Phase: r.Phase, Reason: r.Reason, Generation: r.Generation,
 		ObservedGeneration: r.ObservedGeneration, Spec: r.Spec, Status: r.Status,
 		Attempts: r.Attempts, LastError: r.LastError, ProviderConfigRef: r.ProviderConfigRef,
-		Deleting: r.Deleting, Source: r.Source,
+		Deleting: r.Deleting, Source: r.Source, DriftPolicy: r.DriftPolicy, Drift: r.Drift,
 	}
 	if len(v.Spec) == 0 {
 		v.Spec = json.RawMessage("{}")

@@ -33,6 +33,8 @@ type planOptions struct {
 	exitCode, detailed bool
 	maxDetail          int
 	all                bool
+	// refresh observes every stored resource and shows its drift.
+	refresh bool
 }
 
 func newPlanCommand(g *globals) *cobra.Command {
@@ -61,7 +63,14 @@ are shown: --all shows everything.
 Exit codes: 0 whatever the plan (1 invalid, 2 an environment error); with
 --detailed-exitcode, as terraform plan -detailed-exitcode: 0 no changes,
 2 changes, 1 invalid, breaking, held or an error; with --exit-code, 1 when
-the plan has changes.`,
+the plan has changes.
+
+With --refresh, every stored resource whose kind declares the observe
+reaction is observed through the same workers, changing nothing, and the
+drift found (the fields that differ from git, never their values; an
+object gone or without converge's mark) is listed beside the git changes,
+with what a sync would do about it (heal, or leave it under drift_policy
+report).`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if err := checkOutput(o.output, "table", "json", "yaml"); err != nil {
@@ -84,6 +93,7 @@ the plan has changes.`,
 	f.StringVar(&o.rev, "rev", "", "revision to plan (default: the head of the followed branch)")
 	f.BoolVar(&o.workTree, "work-tree", false, "plan the uncommitted documents of the work tree, as sync --watch applies them")
 	f.BoolVar(&o.exitCode, "exit-code", false, "exit 1 when the plan has changes")
+	f.BoolVar(&o.refresh, "refresh", false, "also observe every stored resource through the workers and show its drift from git (changes nothing)")
 	f.BoolVar(&o.detailed, "detailed-exitcode", false, "exit 0 with no changes, 2 with changes, 1 when invalid, breaking or held (terraform's -detailed-exitcode)")
 	f.IntVar(&o.maxDetail, "max-detail", 30, "show the fields of at most this many groups of changes (0: all)")
 	f.BoolVar(&o.all, "all", false, "show every change and teardown step in full (--max-detail 0)")
@@ -163,8 +173,16 @@ func runPlan(ctx context.Context, out, errOut io.Writer, g *globals, o planOptio
 	if err != nil {
 		return err
 	}
+	var refresh *refreshView
+	if o.refresh {
+		if refresh, err = planRefresh(ctx, admin, src, d.Settings.Workers, snap); err != nil {
+			return err
+		}
+	}
 	if o.output != "table" {
-		if err := writeData(out, o.output, planJSON(rv)); err != nil {
+		data := planJSON(rv)
+		data.Refresh = refresh
+		if err := writeData(out, o.output, data); err != nil {
 			return err
 		}
 	} else {
@@ -173,15 +191,17 @@ func runPlan(ctx context.Context, out, errOut io.Writer, g *globals, o planOptio
 			max = 0
 		}
 		rv.WriteText(out, gitsync.TextOptions{MaxDetail: max, Flag: "plan --all"})
+		printRefresh(out, refresh)
 	}
+	changes := !p.Empty() || refreshChanges(refresh)
 	switch {
 	case o.detailed && len(rv.Breaking) > 0:
 		return errExit{code: exitFailed, err: fmt.Errorf("plan has %d breaking changes", len(rv.Breaking))}
 	case o.detailed && rv.Held != "":
 		return errExit{code: exitFailed, err: fmt.Errorf("sync would not apply %s: %s", r, rv.Held)}
-	case o.detailed && !p.Empty():
+	case o.detailed && changes:
 		return errExit{code: exitChanges, err: errSilent}
-	case o.exitCode && !p.Empty():
+	case o.exitCode && changes:
 		return failed("plan has changes")
 	}
 	return nil
@@ -348,6 +368,7 @@ type planData struct {
 	Summary     summaryData        `json:"summary"`
 	Groups      []groupData        `json:"groups"`
 	Teardown    []teardownData     `json:"teardown"`
+	Refresh     *refreshView       `json:"refresh,omitempty"`
 }
 
 // summaryData is a gitsync.PlanSummary with its kind versions as text:

@@ -58,12 +58,14 @@ million children stays one screen. --group 0 lists every child.`,
 }
 
 type treeNode struct {
-	ID        converge.ID    `json:"id"`
-	Version   int            `json:"kind_version"`
-	Phase     converge.Phase `json:"phase"`
-	Reason    string         `json:"reason,omitempty"`
-	DependsOn []converge.ID  `json:"depends_on,omitempty"`
-	Children  []*treeNode    `json:"children,omitempty"`
+	ID      converge.ID    `json:"id"`
+	Version int            `json:"kind_version"`
+	Phase   converge.Phase `json:"phase"`
+	Reason  string         `json:"reason,omitempty"`
+	// Drift is what the last observe found different, while it is so.
+	Drift     *converge.DriftReport `json:"drift,omitempty"`
+	DependsOn []converge.ID         `json:"depends_on,omitempty"`
+	Children  []*treeNode           `json:"children,omitempty"`
 	// Groups summarize the children by kind when there are more than
 	// --group of them (Children is then empty).
 	Groups []*treeGroup `json:"groups,omitempty"`
@@ -74,6 +76,8 @@ type treeGroup struct {
 	Kind   string                 `json:"kind"`
 	Count  int                    `json:"count"`
 	Phases map[converge.Phase]int `json:"phases"`
+	// Drifted counts the children with a drift recorded.
+	Drifted int `json:"drifted,omitempty"`
 }
 
 // buildTree reads id and, down to depth levels below it (0: all), what
@@ -89,7 +93,7 @@ func buildTree(rd reader, id converge.ID, depth, group int) (*treeNode, error) {
 
 func buildSubtree(rd reader, r *converge.Resource, depth, group int) (*treeNode, error) {
 	id := r.ID()
-	n := &treeNode{ID: id, Version: r.KindVersion, Phase: r.Phase, Reason: r.Reason}
+	n := &treeNode{ID: id, Version: r.KindVersion, Phase: r.Phase, Reason: r.Reason, Drift: r.Drift}
 	consumes, _, err := rd.EdgesOf(id)
 	if err != nil {
 		return nil, err
@@ -115,6 +119,9 @@ func buildSubtree(rd reader, r *converge.Resource, depth, group int) (*treeNode,
 			}
 			gr.Count++
 			gr.Phases[k.Phase]++
+			if k.Drift != nil {
+				gr.Drifted++
+			}
 		}
 		sort.Slice(n.Groups, func(i, j int) bool { return n.Groups[i].Kind < n.Groups[j].Kind })
 		return n, nil
@@ -122,7 +129,7 @@ func buildSubtree(rd reader, r *converge.Resource, depth, group int) (*treeNode,
 	next := depth - 1
 	for _, k := range kids {
 		if depth == 1 {
-			kn := &treeNode{ID: k.ID(), Version: k.KindVersion, Phase: k.Phase, Reason: k.Reason}
+			kn := &treeNode{ID: k.ID(), Version: k.KindVersion, Phase: k.Phase, Reason: k.Reason, Drift: k.Drift}
 			consumes, _, err := rd.EdgesOf(kn.ID)
 			if err != nil {
 				return nil, err
@@ -151,6 +158,9 @@ func printTree(w io.Writer, n *treeNode, prefix string, last, top bool) {
 		branch, indent = "", ""
 	}
 	line := fmt.Sprintf("%s%s%s (v%d) %s", prefix, branch, n.ID, n.Version, n.Phase)
+	if n.Drift != nil {
+		line += " (drifted)"
+	}
 	if n.Reason != "" {
 		line += ": " + n.Reason
 	}
@@ -170,7 +180,11 @@ func printTree(w io.Writer, n *treeNode, prefix string, last, top bool) {
 		if i == len(n.Groups)-1 {
 			branch = "└── "
 		}
-		fmt.Fprintf(w, "%s%s%s × %d: %s\n", prefix+indent, branch, gr.Kind, gr.Count, phaseCounts(gr.Phases))
+		drift := ""
+		if gr.Drifted > 0 {
+			drift = fmt.Sprintf(" (%d drifted)", gr.Drifted)
+		}
+		fmt.Fprintf(w, "%s%s%s × %d: %s%s\n", prefix+indent, branch, gr.Kind, gr.Count, phaseCounts(gr.Phases), drift)
 	}
 }
 

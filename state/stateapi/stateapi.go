@@ -108,6 +108,13 @@ type DryComposer interface {
 	DryCompose(ctx context.Context, t *converge.Task) (*converge.Result, error)
 }
 
+// Observer is implemented by a Controller that can run a resource's
+// observe reaction on its workers (*scheduler.Scheduler), for plan
+// --refresh: the answer is returned, never applied.
+type Observer interface {
+	Observe(ctx context.Context, t *converge.Task) (*converge.Result, error)
+}
+
 type edgesReply struct {
 	Consumes    []converge.Edge `json:"consumes"`
 	ProducedFor []converge.Edge `json:"produced_for"`
@@ -259,6 +266,20 @@ func Handler(rd Reader, ctl Controller) http.Handler {
 			return
 		}
 		res, err := dc.DryCompose(r.Context(), &t)
+		reply(w, res, err)
+	})
+	mux.HandleFunc("POST /v1/observe", func(w http.ResponseWriter, r *http.Request) {
+		ob, ok := ctl.(Observer)
+		if !ok {
+			reply(w, nil, errors.New("this daemon does not observe"))
+			return
+		}
+		var t converge.Task
+		if err := json.NewDecoder(io.LimitReader(r.Body, 64<<20)).Decode(&t); err != nil {
+			reply(w, nil, fmt.Errorf("decode request: %w", err))
+			return
+		}
+		res, err := ob.Observe(r.Context(), &t)
 		reply(w, res, err)
 	})
 	mux.HandleFunc("POST /v1/do", func(w http.ResponseWriter, r *http.Request) {
@@ -484,6 +505,16 @@ func (c *Client) Do(ctx context.Context, id converge.ID, verb string, args map[s
 		res.Outcome = converge.OutcomePermanent
 	}
 	return res, nil
+}
+
+// Observe asks the daemon to observe the resource t names on its workers
+// (its current spec and provider config) and returns the answer.
+func (c *Client) Observe(ctx context.Context, t *converge.Task) (*converge.Result, error) {
+	var res converge.Result
+	if err := c.call(ctx, "POST", "/v1/observe", nil, t, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
 }
 
 // DryCompose asks the daemon to dry-run the compose t on its workers and

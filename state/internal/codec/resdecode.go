@@ -94,6 +94,8 @@ const (
 	fCreatedAt
 	fUpdatedAt
 	fComposedBy
+	fDriftPolicy
+	fDrift
 )
 
 // resourceField returns the field whose JSON key is exactly key, or -1.
@@ -147,6 +149,10 @@ func resourceField(key []byte) int {
 		return fUpdatedAt
 	case "composed_by":
 		return fComposedBy
+	case "drift_policy":
+		return fDriftPolicy
+	case "drift":
+		return fDrift
 	}
 	return -1
 }
@@ -170,6 +176,21 @@ func (d *jdec) field(r *converge.Resource, f int, head bool) bool {
 		return d.str(&r.Source)
 	case fComposedBy:
 		return d.str(&r.ComposedBy)
+	case fDriftPolicy:
+		return d.str(&r.DriftPolicy)
+	case fDrift:
+		// Rare (a drifted row): encoding/json decodes the object.
+		start := d.i
+		if !d.skip(0) {
+			return false
+		}
+		v := d.b[start:d.i]
+		if string(v) == "null" {
+			r.Drift = nil
+			return true
+		}
+		r.Drift = new(converge.DriftReport)
+		return json.Unmarshal(v, r.Drift) == nil
 	case fOwner:
 		s := string(r.Owner)
 		ok := d.str(&s)

@@ -2,6 +2,7 @@ package codec
 
 import (
 	"bytes"
+	"encoding/json"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -106,6 +107,19 @@ func appendResourceJSON(buf *bytes.Buffer, r *converge.Resource) bool {
 	if r.ComposedBy != "" {
 		buf.WriteString(`,"composed_by":`)
 		appendString(buf, r.ComposedBy)
+	}
+	if r.DriftPolicy != "" {
+		buf.WriteString(`,"drift_policy":`)
+		appendString(buf, r.DriftPolicy)
+	}
+	if r.Drift != nil {
+		// Rare (a drifted row) and small: encoding/json writes it.
+		j, err := json.Marshal(r.Drift)
+		if err != nil {
+			return false
+		}
+		buf.WriteString(`,"drift":`)
+		buf.Write(j)
 	}
 	buf.WriteByte('}')
 	return true

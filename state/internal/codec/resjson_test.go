@@ -30,7 +30,7 @@ func TestResourceJSONFieldsKnown(t *testing.T) {
 		typ      reflect.Type
 		wantKeys string
 	}{
-		{name: "Resource", typ: reflect.TypeFor[converge.Resource](), wantKeys: "uid kind kind_version name declared spec status phase reason generation observed_generation owner origin provider_config_ref attempts last_error next_attempt deleting deleted_at lease source created_at updated_at composed_by"},
+		{name: "Resource", typ: reflect.TypeFor[converge.Resource](), wantKeys: "uid kind kind_version name declared spec status phase reason generation observed_generation owner origin provider_config_ref attempts last_error next_attempt deleting deleted_at lease source created_at updated_at composed_by drift_policy drift"},
 		{name: "Lease", typ: reflect.TypeFor[converge.Lease](), wantKeys: "task_id reaction worker expires"},
 		{name: "Event", typ: reflect.TypeFor[converge.Event](), wantKeys: "seq time resource type message"},
 	}
@@ -54,6 +54,8 @@ func fullResource() *converge.Resource {
 		NextAttempt: t0, Deleting: true, DeletedAt: t0.In(time.FixedZone("X", 5*3600+30*60)),
 		Lease:  &converge.Lease{TaskID: "t", Reaction: "reconcile", Worker: "w"},
 		Source: "resources/a.cue:3", CreatedAt: t0, UpdatedAt: t0.Add(time.Second),
+		DriftPolicy: "report",
+		Drift:       &converge.DriftReport{Fields: []string{"cidr", "tags.<a>"}, Gone: true, Policy: "report", Since: t0, Generation: 7},
 	}
 }
 
