@@ -101,6 +101,25 @@
 // the previous one with Request.DecodeStatus when a handler must keep some
 // of it.
 //
+// Operator verbs are handlers by name in Provider.Verbs; the kind lists
+// each among its reactions, and `converge do KIND/NAME VERB --arg k=v`
+// runs it on the worker serving the resource's kind version, with the
+// arguments in Request.Args. A verb that answers a status replaces the
+// resource's status; its outcome is recorded as an event:
+//
+//	Verbs: map[string]func(ctx context.Context, r *sdk.Request) (any, error){
+//		"enable_flow_logs": func(ctx context.Context, r *sdk.Request) (any, error) {
+//			return Status{VPCID: r.Name, FlowLogs: r.Args["bucket"]}, nil
+//		},
+//	},
+//
+// Observe reads the real object without changing it (exists, its actual
+// fields in the spec's shape, converge's mark): the engine calls it on a
+// resync of a kind that declares observe, and reports the difference from
+// the spec as drift (docs/REFERENCE.md, drift_policy).
+// `converge init DIR` writes a repository and a worker to start from, and
+// sdktest.RunAcceptance is the acceptance test every provider should pass.
+//
 // A repository declares its worker in converge.cue:
 //
 //	workers: [{name: "vpc", command: ["./bin/vpc-worker", "-v"], env: {REGION: "eu-west-1"}, replicas: 2}]
