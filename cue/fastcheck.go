@@ -256,6 +256,11 @@ func (n *fastNode) accepts(data []byte) bool {
 type fastParser struct {
 	b []byte
 	i int
+	// depth is how many lists and objects enclose the value being read;
+	// past maxFastDepth the answer is "no" (CUE decides, and refuses):
+	// the walk recurses, and a 20 MB nested status used to overflow the
+	// control plane's stack.
+	depth int
 	// allow is the required fields of the outermost struct that may be
 	// absent (acceptsPending); the first object read takes it.
 	allow uint64
@@ -306,9 +311,10 @@ func (p *fastParser) value(n *fastNode) bool {
 	case fastBool:
 		return p.word("true") || p.word("false")
 	case fastList:
-		if c != '[' {
+		if c != '[' || !p.enter() {
 			return false
 		}
+		defer p.leave()
 		p.i++
 		p.space()
 		if p.i < len(p.b) && p.b[p.i] == ']' {
@@ -340,7 +346,24 @@ func (p *fastParser) value(n *fastNode) bool {
 	return false
 }
 
+// maxFastDepth bounds the nesting the fast check reads (encoding/json,
+// which CUE's path decodes with, stops at 10,000).
+const maxFastDepth = 1000
+
+// enter counts one more enclosing list or object, or says no past
+// maxFastDepth; leave undoes it.
+func (p *fastParser) enter() bool {
+	p.depth++
+	return p.depth <= maxFastDepth
+}
+
+func (p *fastParser) leave() { p.depth-- }
+
 func (p *fastParser) object(n *fastNode) bool {
+	if !p.enter() {
+		return false
+	}
+	defer p.leave()
 	p.i++ // {
 	allow := p.allow
 	p.allow = 0

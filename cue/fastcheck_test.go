@@ -138,3 +138,23 @@ func mutate(rng *rand.Rand, s string) string {
 	}
 	return strings.Clone(string(b))
 }
+
+// A deeply nested value (a worker's 20 MB status, say) is no stack
+// overflow: past maxFastDepth the fast check says no and CUE decides, as
+// it would have anyway.
+func TestFastCheckDeepNesting(t *testing.T) {
+	n := fastAnyValue
+	const depth = 2_000_000
+	deep := strings.Repeat("[", depth) + strings.Repeat("]", depth)
+	if n.accepts([]byte(deep)) {
+		t.Error("a list nested two million deep was accepted by the fast check; CUE decides that")
+	}
+	deepObj := strings.Repeat(`{"a":`, depth) + "1" + strings.Repeat("}", depth)
+	if n.accepts([]byte(deepObj)) {
+		t.Error("an object nested two million deep was accepted by the fast check")
+	}
+	shallow := strings.Repeat("[", 10) + strings.Repeat("]", 10)
+	if !n.accepts([]byte(shallow)) {
+		t.Error("a list nested 10 deep was refused")
+	}
+}

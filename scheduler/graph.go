@@ -938,25 +938,6 @@ func (s *Scheduler) fireResyncs() {
 	}
 }
 
-func itoa(v int64) string {
-	const digits = "0123456789"
-	if v == 0 {
-		return "0"
-	}
-	var b [20]byte
-	i := len(b)
-	neg := v < 0
-	if neg {
-		v = -v
-	}
-	for v > 0 {
-		i--
-		b[i] = digits[v%10]
-		v /= 10
-	}
-	if neg {
-		i--
-		b[i] = '-'
-	}
-	return string(b[i:])
-}
+// itoa is strconv.FormatInt in base 10: generations and counts in
+// idempotency keys and event messages.
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -116,19 +117,11 @@ func (c *Config) defaults() {
 	if c.Rand == nil {
 		var seed [16]byte
 		_, _ = rand.Read(seed[:])
-		c.Rand = mrand.New(mrand.NewPCG(leUint64(seed[:8]), leUint64(seed[8:])))
+		c.Rand = mrand.New(mrand.NewPCG(binary.LittleEndian.Uint64(seed[:8]), binary.LittleEndian.Uint64(seed[8:])))
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-}
-
-func leUint64(b []byte) uint64 {
-	var v uint64
-	for i := 7; i >= 0; i-- {
-		v = v<<8 | uint64(b[i])
-	}
-	return v
 }
 
 // Settled says whether `converge sync` can stop waiting.
