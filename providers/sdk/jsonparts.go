@@ -18,6 +18,11 @@ var errJSON = errors.New("malformed JSON")
 // the top-level field of the JSON object obj (nil when the field is
 // absent or null).
 func ArrayField(obj json.RawMessage, field string) ([]json.RawMessage, error) {
+	// The scan below tracks strings and nesting only: whole-document
+	// validity first, or `{"a":[tru, 1x]}` and trailing garbage pass.
+	if !json.Valid(obj) {
+		return nil, errJSON
+	}
 	v, ok, err := rawField(obj, field)
 	if err != nil || !ok {
 		return nil, err
