@@ -264,7 +264,7 @@ func specRows(spec json.RawMessage) []Row {
 				walk(m[k], names, levels, depth+1)
 				continue
 			}
-			if _, order := byName(l); order == nil || len(order) == 0 {
+			if _, order := byName(l); len(order) == 0 {
 				continue
 			}
 			for _, e := range l {
