@@ -145,7 +145,9 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 		defer func() {
 			// The deadline cut a step short (a fetch, a load): that is
 			// the timeout the user set, exit 1, not an environment error.
-			if err != nil && ctx.Err() == context.DeadlineExceeded && !errors.As(err, new(errFailed)) {
+			// (A step's own timer at the same deadline may fire a hair
+			// before ctx's: the clock says it too.)
+			if err != nil && (ctx.Err() == context.DeadlineExceeded || !time.Now().Before(o.deadline)) && !errors.As(err, new(errFailed)) {
 				err = failed("timed out: --timeout %v ran out before the sync finished (%v)", o.timeout, err)
 			}
 		}()
