@@ -2,20 +2,15 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/cue"
-	"github.com/convergehq/converge/providers"
 	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/state"
 	"github.com/convergehq/converge/state/stateapi"
@@ -288,42 +283,11 @@ func planComposer(ctx context.Context, admin *stateapi.Client, src *gitsync.Sour
 			return nil, fmt.Errorf("no worker: %s", why)
 		}, func() {}, nil
 	}
-	tmp, err := os.MkdirTemp("", "converge-plan-")
+	// A worker service that fails before the workers connect shows as
+	// dry runs with no answer, which hold the revision.
+	srv, stop, err := startPlanWorkers(ctx, src, workers)
 	if err != nil {
-		return nil, nil, fmt.Errorf("create plan directory: %w", err)
-	}
-	var b [16]byte
-	rand.Read(b[:]) // crypto/rand never fails (it crashes the program instead)
-	token := hex.EncodeToString(b[:])
-	srv := providers.NewServer(providers.ServerOptions{Token: token})
-	sock := filepath.Join(tmp, "worker.sock")
-	l, err := providers.ListenUnix(sock)
-	if err != nil {
-		os.RemoveAll(tmp)
-		return nil, nil, fmt.Errorf("listen for workers: %w", err)
-	}
-	// Serve returns when stop closes srv; a worker service that failed
-	// before shows as dry runs with no answer, which hold the revision.
-	go srv.Serve(l)
-	self, err := os.Executable()
-	if err != nil {
-		srv.Close()
-		os.RemoveAll(tmp)
-		return nil, nil, fmt.Errorf("locate converge binary: %w", err)
-	}
-	sup, err := providers.StartWorkers(ctx, workers, providers.SupervisorOptions{
-		Addr: "unix://" + sock, Token: token, Dir: src.Root(), Self: self, Stdout: io.Discard, Stderr: io.Discard,
-		BuiltinEnv: builtinWorkerEnv,
-	})
-	if err != nil {
-		srv.Close()
-		os.RemoveAll(tmp)
-		return nil, nil, fmt.Errorf("start workers: %w", err)
-	}
-	stop := func() {
-		sup.Stop()
-		srv.Close()
-		os.RemoveAll(tmp)
+		return nil, nil, err
 	}
 	return scheduler.DryRunner(srv), stop, nil
 }
