@@ -24,6 +24,8 @@ func subcommands(g *globals) []*cobra.Command {
 		newDeleteCommand(g),
 		newDoCommand(g),
 		newReconcileCommand(g),
+		newRollbackCommand(g),
+		newUnpinCommand(g),
 		newExplainCommand(g),
 		newStateCommand(g),
 		newInternalEvalCommand(),

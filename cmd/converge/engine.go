@@ -277,6 +277,13 @@ func (a adminController) Reconcile(ctx context.Context, id converge.ID) (*statea
 	return &stateapi.ReconcileReply{Revision: rev.String(), Hash: rev.Hash, Message: "fetched; following " + rev.String()}, nil
 }
 
+// SetControl implements stateapi.ControlSetter: the pin and the
+// suspensions are recorded in the store, where serve's next step reads
+// the pin.
+func (a adminController) SetControl(ctx context.Context, c *converge.Control) error {
+	return a.e.store.PutControl(c)
+}
+
 // Warning implements stateapi.Warner.
 func (a adminController) Warning() string {
 	if c := gitsync.CommitProblem(a.Progress()); c != "" {

@@ -37,6 +37,9 @@ var examples = map[string]string{
   converge bench --runs 1 --teams 333000    # about a million resources`,
 	"converge reconcile": `  converge reconcile                 # the running serve fetches and applies now, and this waits for the verdict
   converge reconcile vpc/sample-vpc  # resync one resource now`,
+	"converge rollback": `  converge rollback                  # pin and apply the previous good revision
+  converge rollback HEAD~2           # pin and apply that commit`,
+	"converge unpin": `  converge unpin                     # follow the branch head again`,
 	"converge plan": `  converge plan
   converge plan --rev HEAD~1 -o json
   converge plan --work-tree                  # the uncommitted work tree, as sync --watch applies it

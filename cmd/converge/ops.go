@@ -33,6 +33,9 @@ type ops struct {
 	findings map[string]prometheus.Counter    // lint findings by rule, resolved as rules appear (sync loop only)
 	findVec  *prometheus.CounterVec
 	verdicts map[string]prometheus.Counter // by verdict
+	// pinned is converge_pinned: 1 with the pinned revision's label
+	// while a pin holds, 0 without a label otherwise (sync loop only).
+	pinned *prometheus.GaugeVec
 }
 
 // The verdicts converge_revision_verdicts_total counts: a commit's (from
@@ -75,8 +78,22 @@ func newOps(why string) *ops {
 	for _, v := range verdictNames {
 		o.verdicts[v] = vd.WithLabelValues(v)
 	}
-	o.reg.MustRegister(wh, o.findVec, vd)
+	o.pinned = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "converge_pinned",
+		Help: "1 while a revision is pinned (converge rollback) and applied instead of the branch head, labelled with it; 0 while serve follows the head."},
+		[]string{"revision"})
+	o.pinned.WithLabelValues("").Set(0)
+	o.reg.MustRegister(wh, o.findVec, vd, o.pinned)
 	return o
+}
+
+// setPin sets converge_pinned to pin (nil: following the head).
+func (o *ops) setPin(pin *converge.Pin) {
+	o.pinned.Reset()
+	if pin == nil {
+		o.pinned.WithLabelValues("").Set(0)
+		return
+	}
+	o.pinned.WithLabelValues(pin.Revision.String()).Set(1)
 }
 
 // setNotReady makes /readyz answer 503 with why ("" for ready).
