@@ -26,6 +26,8 @@ func subcommands(g *globals) []*cobra.Command {
 		newReconcileCommand(g),
 		newRollbackCommand(g),
 		newUnpinCommand(g),
+		newSuspendCommand(g),
+		newResumeCommand(g),
 		newExplainCommand(g),
 		newStateCommand(g),
 		newInternalEvalCommand(),

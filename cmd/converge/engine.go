@@ -178,6 +178,11 @@ func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
 		cfg.ResyncInterval = src.ResyncInterval
 	}
 	cfg.LocalFor = localComposer
+	ctl, err := e.store.Control()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Suspended = suspendedIDs(ctl)
 	schedStore := func() scheduler.Store {
 		var store scheduler.Store = e.store
 		if o.changed != nil {
@@ -281,7 +286,20 @@ func (a adminController) Reconcile(ctx context.Context, id converge.ID) (*statea
 // suspensions are recorded in the store, where serve's next step reads
 // the pin.
 func (a adminController) SetControl(ctx context.Context, c *converge.Control) error {
-	return a.e.store.PutControl(c)
+	if err := a.e.store.PutControl(c); err != nil {
+		return err
+	}
+	return a.Suspend(ctx, suspendedIDs(c))
+}
+
+// suspendedIDs are c's suspended roots as the scheduler takes them ("" for
+// everything).
+func suspendedIDs(c *converge.Control) []converge.ID {
+	var ids []converge.ID
+	for _, s := range c.Suspended {
+		ids = append(ids, s.Root)
+	}
+	return ids
 }
 
 // Warning implements stateapi.Warner.

@@ -40,6 +40,10 @@ var examples = map[string]string{
 	"converge rollback": `  converge rollback                  # pin and apply the previous good revision
   converge rollback HEAD~2           # pin and apply that commit`,
 	"converge unpin": `  converge unpin                     # follow the branch head again`,
+	"converge suspend": `  converge suspend classicbom/classic  # dispatch nothing new for that root's subtree
+  converge suspend                     # nor for anything`,
+	"converge resume": `  converge resume classicbom/classic
+  converge resume                      # lift the suspension of everything`,
 	"converge plan": `  converge plan
   converge plan --rev HEAD~1 -o json
   converge plan --work-tree                  # the uncommitted work tree, as sync --watch applies it

@@ -194,12 +194,17 @@ var (
 	descWorkers    = prometheus.NewDesc("converge_workers_connected", "Worker processes connected to the control plane.", nil, nil)
 	descLeading    = prometheus.NewDesc("converge_engine_running",
 		"1 while this process runs the engine (a replica that follows runs none), else 0.", nil, nil)
+	descSuspended = prometheus.NewDesc("converge_suspended",
+		"1 for each suspended root (converge suspend), labelled with it; root=\"\" while everything is suspended.", []string{"root"}, nil)
+	descHeld = prometheus.NewDesc("converge_suspended_held",
+		"Resources a suspension holds back now: each was due a dispatch that did not start.", nil, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descResources, descDispatched, descResults, descRetries, descFailures, descLatency,
-		descCommits, descCommitLatency, descBatchRows, descCommitFailing, descQueue, descInflight, descDeliveries, descWorkers, descLeading} {
+		descCommits, descCommitLatency, descBatchRows, descCommitFailing, descQueue, descInflight, descDeliveries, descWorkers, descLeading,
+		descSuspended, descHeld} {
 		ch <- d
 	}
 }
@@ -224,6 +229,12 @@ func (c engineCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge(descHeld, float64(e.sched.Progress().Held))
+	if ctl, err := e.store.Control(); err == nil {
+		for _, s := range ctl.Suspended {
+			gauge(descSuspended, 1, string(s.Root))
+		}
 	}
 	for _, k := range m.Kinds {
 		ver := strconv.Itoa(k.Ref.Version)

@@ -162,6 +162,7 @@ func updateControl(ctx context.Context, g *globals, dir string, change func(c *c
 		if err != nil {
 			return fmt.Errorf("read control: %w", err)
 		}
+		before := ctl.Pin
 		msg, err := change(ctl, true)
 		if err != nil {
 			return err
@@ -170,6 +171,9 @@ func updateControl(ctx context.Context, g *globals, dir string, change func(c *c
 			return fmt.Errorf("write control: %w", err)
 		}
 		fmt.Fprintln(out, msg)
+		if before == ctl.Pin {
+			return nil // the pin is unchanged: nothing to fetch
+		}
 		if _, err := cl.Reconcile(ctx, ""); err != nil {
 			fmt.Fprintf(out, "note: the daemon follows it at its next poll: %v\n", err)
 		}
