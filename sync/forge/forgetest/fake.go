@@ -237,11 +237,21 @@ type GitHubServer struct {
 // NewGitHub starts a GitHub fake (a Gitea one when gitea is set), closed
 // when the test ends.
 func NewGitHub(t testing.TB, gitea bool) *GitHubServer {
-	f := &GitHubServer{gitea: gitea}
-	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
-	t.Cleanup(f.srv.Close)
+	f := StartGitHub(gitea)
+	t.Cleanup(f.Close)
 	return f
 }
+
+// StartGitHub is NewGitHub outside a test (a testscript command): Close
+// ends it.
+func StartGitHub(gitea bool) *GitHubServer {
+	f := &GitHubServer{gitea: gitea}
+	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	return f
+}
+
+// Close stops the fake.
+func (f *Server) Close() { f.srv.Close() }
 
 var (
 	ghPost = regexp.MustCompile(`^/repos/` + Owner + `/` + Repo + `/statuses/([^/]+)$`)
@@ -376,9 +386,15 @@ type GitLabServer struct{ Server }
 
 // NewGitLab starts a GitLab fake, closed when the test ends.
 func NewGitLab(t testing.TB) *GitLabServer {
+	f := StartGitLab()
+	t.Cleanup(f.Close)
+	return f
+}
+
+// StartGitLab is NewGitLab outside a test: Close ends it.
+func StartGitLab() *GitLabServer {
 	f := &GitLabServer{}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
-	t.Cleanup(f.srv.Close)
 	return f
 }
 
