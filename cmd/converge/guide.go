@@ -48,7 +48,9 @@ var examples = map[string]string{
   converge plan --rev HEAD~1 -o json
   converge plan --work-tree                  # the uncommitted work tree, as sync --watch applies it
   converge plan --all                        # every change and teardown step in full
-  converge plan --detailed-exitcode          # CI: 0 no changes, 2 changes, 1 invalid, breaking or held`,
+  converge plan --detailed-exitcode          # CI: 0 no changes, 2 changes, 1 invalid, breaking or held
+  converge plan --base origin/main --head HEAD -o markdown   # the pull request's plan comment, no state needed
+  converge plan --base origin/main --head HEAD --comment 7 --forge github --forge-repo octo/site`,
 	"converge serve": `  converge serve --listen :8080
   CONVERGE_WEBHOOK_SECRET=s3cret converge serve --repo https://git.example.com/platform/infra.git`,
 	"converge leader": `  converge leader --state etcd://10.0.0.1:2379/converge`,
