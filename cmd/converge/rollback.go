@@ -208,6 +208,14 @@ func updateControl(ctx context.Context, g *globals, dir string, change func(c *c
 	return st.Close()
 }
 
+// pinnedHash is the commit c pins, or "".
+func pinnedHash(c *converge.Control) string {
+	if c == nil || c.Pin == nil {
+		return ""
+	}
+	return c.Pin.Revision.Hash
+}
+
 // storedControl returns the Control of the state in dir (through the
 // admin API while a converge holds it); the zero Control when there is
 // no state.

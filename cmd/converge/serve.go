@@ -340,7 +340,7 @@ func (s *server) follow(ctx context.Context, e *engine, trigger <-chan struct{},
 	out, src, live := s.out, s.src, s.live
 	syncer := &gitsync.Syncer{Source: src, Path: s.g.path, Records: s.o.forge.records(e.store, s.errOut),
 		Engine: e.sched, Log: s.log, Lint: lintFunc(), Compose: e.sched.DryCompose, Signatures: s.o.policy,
-		Control: e.store}
+		Control: e}
 	setTimeouts(s.g, src, syncer, s.g.headSettings)
 
 	// current is the applied pass awaiting its converge/sync verdict; only

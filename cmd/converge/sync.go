@@ -188,9 +188,12 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 		syncer.OverrideChangeLimit, syncer.OverrideBy = true, "sync --override-change-limit (user "+currentUser()+")"
 	}
 	setTimeouts(g, nil, syncer, g.headSettings)
+	// The pin is read before the store is held (a damaged store,
+	// --reinit-state, or another command holding the lock: read as no
+	// pin); it is checked again once the engine holds the store.
 	ctl, err := storedControl(g, dir)
 	if err != nil {
-		return err
+		ctl = &converge.Control{}
 	}
 	if ctl.Pin != nil && o.watch {
 		return usageErr("sync --watch applies the work tree, but %s is pinned (converge rollback): converge unpin first", ctl.Pin.Revision)
@@ -272,6 +275,11 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 		writes.add("close engine", e.close())
 		err = writes.join(err)
 	}()
+	if now, err := e.store.Control(); err != nil {
+		return err
+	} else if pinnedHash(now) != pinnedHash(ctl) {
+		return failed("sync: the pin changed while sync started (converge rollback or unpin ran): run sync again")
+	}
 	syncer.Records, syncer.Engine, syncer.Lint, syncer.Compose = e.store, e.sched, lintFunc(), e.sched.DryCompose
 	if err := syncer.Apply(ctx, pass); err != nil {
 		return err
