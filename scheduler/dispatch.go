@@ -158,6 +158,9 @@ func (s *Scheduler) consider(n *node) {
 		s.considerTeardown(n)
 		return
 	}
+	if s.holdSuspended(n) {
+		return
+	}
 	if r.Lease != nil || n.inBackoff || n.unstorable {
 		// An unstorable row stays Failed: a new generation (a flowed
 		// value) must not make Ready what the store cannot hold.

@@ -78,6 +78,9 @@ type Config struct {
 	// torn down before any Apply (delete, a restart). Apply's Validator
 	// replaces it.
 	LocalFor func(kinds []*converge.Kind) LocalComposer
+	// Suspended are the roots suspended from the start ("" for every
+	// resource): see Suspend.
+	Suspended []converge.ID
 }
 
 func (c *Config) defaults() {
@@ -170,6 +173,9 @@ type Progress struct {
 	// Refused counts resources the store refused to keep (they are
 	// Failed, with the store's reason).
 	Refused int
+	// Held counts the resources a suspension holds back (Suspend): each
+	// was due a dispatch that did not start.
+	Held    int
 	Settled Settled
 }
 
@@ -336,6 +342,9 @@ type Scheduler struct {
 	rateSamples           []rateSample
 	// ops are the counters only Metrics reads.
 	ops opStats
+
+	// susp are the suspended roots (suspend.go).
+	susp suspension
 }
 
 // batchBufs are reusable backing arrays of one Batch.
@@ -465,6 +474,7 @@ func New(store Store, disp Dispatcher, cfg Config) (*Scheduler, error) {
 	s.settings.ResyncInterval = cfg.ResyncInterval
 	s.ops.init()
 	s.setValidator(cfg.Validator)
+	s.susp.set(cfg.Suspended)
 	if s.local == nil && cfg.LocalFor != nil {
 		s.local = cfg.LocalFor(snap.Kinds)
 	}
@@ -766,6 +776,7 @@ func (s *Scheduler) publish() {
 		Deliveries:  s.owedDeliv,
 		CommitError: s.commitErr,
 		Refused:     s.refused,
+		Held:        len(s.susp.held),
 	}
 	// rate over a sliding window of about 5s
 	if n := len(s.rateSamples); n == 0 || s.now.Sub(s.rateSamples[n-1].at) >= 250*time.Millisecond {

@@ -36,6 +36,10 @@ type Backend interface {
 	Applied() (*converge.Revision, error)
 	Source() (*converge.AppliedSource, error)
 	PutSource(src *converge.AppliedSource) error
+	// Control returns the operator's pin and suspensions (the zero
+	// Control when none were recorded); PutControl replaces them.
+	Control() (*converge.Control, error)
+	PutControl(c *converge.Control) error
 	Revision(hash string) (*converge.RevisionRecord, error)
 	PutRevision(rec *converge.RevisionRecord) error
 	Revisions(limit int) ([]*converge.RevisionRecord, error)

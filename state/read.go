@@ -347,6 +347,35 @@ func (s *Store) Source() (*converge.AppliedSource, error) {
 	return src, nil
 }
 
+// PutControl records the operator's pin and suspensions, replacing what
+// was recorded before; nil clears them.
+func (s *Store) PutControl(c *converge.Control) error {
+	if c == nil {
+		c = &converge.Control{}
+	}
+	if err := s.update(func(w *writer) error { return putJSON(w, bMeta, mControl, c) }); err != nil {
+		return fmt.Errorf("put control: %w", err)
+	}
+	return nil
+}
+
+// Control returns the operator's pin and suspensions: the zero Control
+// if none were recorded.
+func (s *Store) Control() (*converge.Control, error) {
+	c := new(converge.Control)
+	err := s.view(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bMeta).Get(mControl)
+		if v == nil {
+			return nil
+		}
+		return json.Unmarshal(v, c)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get control: %w", err)
+	}
+	return c, nil
+}
+
 // PutRevision stores rec, keyed by its Revision.Hash, in its own
 // transaction, replacing any record of the same hash, and trims the
 // records beyond Options.MaxRevisions in the same transaction.

@@ -182,8 +182,9 @@ var (
 var (
 	mFormat  = []byte("format")
 	mApplied = []byte("applied")
-	mSource  = []byte("source") // converge.AppliedSource of the applied revision
-	mEvents  = []byte("events") // last seq (8) + count (8), big-endian
+	mSource  = []byte("source")  // converge.AppliedSource of the applied revision
+	mControl = []byte("control") // converge.Control: the pin and the suspensions
+	mEvents  = []byte("events")  // last seq (8) + count (8), big-endian
 )
 
 // Open opens the store in dir, creating dir (0700) and dir/state.db (0600)

@@ -25,20 +25,30 @@ func (s *Syncer) Advance(ctx context.Context) ([]*Pass, error) {
 	if _, err := s.Source.Fetch(ctx); err != nil {
 		return nil, err
 	}
-	head, err := s.Source.Head()
+	pin, err := s.pinned()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read pin: %w", err)
 	}
 	if s.last == "" {
 		if applied, err := s.Records.Applied(); err == nil && applied != nil && !applied.Dirty {
 			s.last = applied.Hash
 		}
 	}
+	if pin != nil {
+		return s.advancePinned(ctx, pin)
+	}
+	head, err := s.Source.Head()
+	if err != nil {
+		return nil, err
+	}
 	if head.Hash == s.last {
+		s.wasPinned = false
 		return nil, nil
 	}
 	revs := []converge.Revision{head}
-	if s.last != "" {
+	if s.wasPinned {
+		s.wasPinned = false
+	} else if s.last != "" {
 		if fp, err := s.Source.FirstParents(s.last, head.Hash); err == nil && len(fp) > 0 {
 			revs = fp
 		}

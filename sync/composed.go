@@ -3,6 +3,7 @@ package sync
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	gosync "sync"
 
 	"github.com/convergehq/converge"
@@ -20,6 +21,10 @@ type Composed struct {
 	// specs maps a child to the spec and config reference the newest
 	// answer gave it.
 	specs map[converge.ID]converge.Child
+	// owners maps a child to the composer whose answer named it.
+	owners map[converge.ID]converge.ID
+	// edges are the dependencies (value flows) the answers declared.
+	edges []converge.Edge
 }
 
 // Child returns the child id as the newest dry run answered it, or false.
@@ -30,19 +35,69 @@ func (c *Composed) Child(id converge.ID) (converge.Child, bool) {
 	return ch, ok
 }
 
-func (c *Composed) keep(res *converge.Result) {
+func (c *Composed) keep(t *converge.Task, res *converge.Result) {
 	if res == nil || res.Outcome != converge.OutcomeOK {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.specs == nil {
-		c.specs = map[converge.ID]converge.Child{}
+		c.specs, c.owners = map[converge.ID]converge.Child{}, map[converge.ID]converge.ID{}
 	}
+	c.edges = append(c.edges, res.Edges...)
 	for _, ch := range res.Children {
 		ch.Spec = converge.CloneJSON(ch.Spec)
-		c.specs[converge.NewID(ch.Kind, ch.Name)] = ch
+		id := converge.NewID(ch.Kind, ch.Name)
+		c.specs[id] = ch
+		if t != nil {
+			c.owners[id] = converge.NewID(t.Kind, t.Name)
+		}
 	}
+}
+
+// Snapshot returns the graph applying d to an empty store would hold once
+// its composers composed as the dry runs answered: d's resources and the
+// children the answers named, owned by their composers, all Ready. In CI
+// there is no store: a pull request's base revision is priced this way
+// (Fanout of d against an empty graph, through this Composed), and its
+// head diffed against the result (converge plan --base).
+func (c *Composed) Snapshot(d *converge.Desired) *converge.Snapshot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	snap := &converge.Snapshot{Kinds: d.Kinds, Configs: d.Configs, Bindings: d.Bindings, Edges: d.Edges}
+	have := map[converge.ID]bool{}
+	for _, r := range d.Resources {
+		cp := *r
+		cp.UID = "base-" + string(r.ID())
+		if cp.Spec == nil {
+			cp.Spec = cp.Declared
+		}
+		cp.Phase, cp.Generation, cp.ObservedGeneration = converge.PhaseReady, 1, 1
+		snap.Resources = append(snap.Resources, &cp)
+		have[r.ID()] = true
+	}
+	ids := make([]converge.ID, 0, len(c.specs))
+	for id := range c.specs {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		if have[id] {
+			continue
+		}
+		ch := c.specs[id]
+		snap.Resources = append(snap.Resources, &converge.Resource{UID: "base-" + string(id), Kind: ch.Kind, KindVersion: ch.KindVersion,
+			Name: ch.Name, Declared: ch.Spec, Spec: ch.Spec, Owner: c.owners[id], Origin: converge.OriginComposed, ProviderConfigRef: ch.ProviderConfigRef,
+			Phase: converge.PhaseReady, Generation: 1, ObservedGeneration: 1})
+		have[id] = true
+	}
+	snap.Edges = slices.Clone(snap.Edges)
+	for _, e := range c.edges {
+		if have[e.Consumer] && have[e.Producer] {
+			snap.Edges = append(snap.Edges, e)
+		}
+	}
+	return snap
 }
 
 // Func returns f, keeping the children of every answer.
@@ -53,7 +108,7 @@ func (c *Composed) Func(f scheduler.ComposeFunc) scheduler.ComposeFunc {
 	return func(ctx context.Context, t *converge.Task) (*converge.Result, error) {
 		res, err := f(ctx, t)
 		if err == nil {
-			c.keep(res)
+			c.keep(t, res)
 		}
 		return res, err
 	}
@@ -95,6 +150,6 @@ func (k keepingValidator) Composes(ref converge.KindRef) bool {
 
 func (k keepingValidator) Compose(t *converge.Task) *converge.Result {
 	res := k.v.(scheduler.LocalComposer).Compose(t) // only asked when Composes
-	k.c.keep(res)
+	k.c.keep(t, res)
 	return res
 }

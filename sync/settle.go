@@ -81,7 +81,9 @@ func (s *Settle) Observe(now time.Time, p scheduler.Progress, workersDue int) Ou
 	case p.Settled == scheduler.Converged:
 		s.since = time.Time{}
 		return Converged
-	case p.Settled == scheduler.Stuck && workersDue <= 0:
+	case p.Settled == scheduler.Stuck && workersDue <= 0 && p.Held == 0:
+		// Held resources wait for a resume (converge resume), not for
+		// a fix: a suspension is never stuck.
 		if s.since.IsZero() {
 			s.since = now
 		}

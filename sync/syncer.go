@@ -84,6 +84,10 @@ type Syncer struct {
 	// LoadTimeout or when ctx ends. Without it documents are evaluated
 	// in this process, and a load abandoned at LoadTimeout runs on.
 	Sandbox *cue.Sandbox
+	// Control, when set, is where Advance reads the pin (converge
+	// rollback): while one is set Advance applies the pinned revision
+	// instead of the branch head.
+	Control ControlReader
 	Now     func() time.Time
 	Log     *slog.Logger
 
@@ -103,6 +107,10 @@ type Syncer struct {
 	// while a newer one followed: they are not loaded again, so a slow
 	// document never holds up the commit that fixes it.
 	passedOver map[string]bool
+	// wasPinned says the newest Advance held a pin: once unpinned, the
+	// head alone is judged (the commits the pin held back were judged
+	// before it, or are superseded by the head).
+	wasPinned bool
 }
 
 // Pass is one revision's verdict: what Check loaded and found, and what

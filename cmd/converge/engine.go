@@ -49,6 +49,9 @@ type engine struct {
 	// applies what is new at once and returns the head it followed
 	// (the admin API's reconcile); nil for sync, delete and do.
 	fetchNow atomic.Pointer[func(context.Context) (converge.Revision, error)]
+	// control is the store's converge.Control, read at start and
+	// replaced by SetControl (the only writer while the engine runs).
+	control atomic.Pointer[converge.Control]
 }
 
 type engineOptions struct {
@@ -178,6 +181,12 @@ func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
 		cfg.ResyncInterval = src.ResyncInterval
 	}
 	cfg.LocalFor = localComposer
+	ctl, err := e.store.Control()
+	if err != nil {
+		return nil, err
+	}
+	e.control.Store(ctl)
+	cfg.Suspended = suspendedIDs(ctl)
 	schedStore := func() scheduler.Store {
 		var store scheduler.Store = e.store
 		if o.changed != nil {
@@ -275,6 +284,37 @@ func (a adminController) Reconcile(ctx context.Context, id converge.ID) (*statea
 		return nil, fmt.Errorf("reconcile: %w", err)
 	}
 	return &stateapi.ReconcileReply{Revision: rev.String(), Hash: rev.Hash, Message: "fetched; following " + rev.String()}, nil
+}
+
+// SetControl implements stateapi.ControlSetter: the pin and the
+// suspensions are recorded in the store, where serve's next step reads
+// the pin.
+func (a adminController) SetControl(ctx context.Context, c *converge.Control) error {
+	if err := a.e.store.PutControl(c); err != nil {
+		return err
+	}
+	a.e.control.Store(c)
+	return a.Suspend(ctx, suspendedIDs(c))
+}
+
+// Control returns the pin and the suspensions as the engine last read or
+// took them (the store's, kept in memory: serve's loop and /metrics read
+// it without a store read, which etcd without quorum would hold up).
+func (e *engine) Control() (*converge.Control, error) {
+	if c := e.control.Load(); c != nil {
+		return c, nil
+	}
+	return &converge.Control{}, nil
+}
+
+// suspendedIDs are c's suspended roots as the scheduler takes them ("" for
+// everything).
+func suspendedIDs(c *converge.Control) []converge.ID {
+	var ids []converge.ID
+	for _, s := range c.Suspended {
+		ids = append(ids, s.Root)
+	}
+	return ids
 }
 
 // Warning implements stateapi.Warner.

@@ -16,6 +16,8 @@ import (
 type getView struct {
 	resourceView
 	KnownAfter []scheduler.KnownAfter `json:"known_after_apply,omitempty"`
+	// Suspended is the suspension holding it back (converge suspend).
+	Suspended *converge.Suspension `json:"suspended,omitempty"`
 }
 
 func newGetCommand(g *globals) *cobra.Command {
@@ -45,7 +47,7 @@ func newGetCommand(g *globals) *cobra.Command {
 				// Flowed fields not known yet: shown, never stored.
 				known := scheduler.KnownAfterApply(r.Spec, consumes)
 				if output != "table" {
-					return writeData(c.OutOrStdout(), output, getView{resourceView: v, KnownAfter: known})
+					return writeData(c.OutOrStdout(), output, getView{resourceView: v, KnownAfter: known, Suspended: heldBy(rd, r)})
 				}
 				v.Spec = scheduler.ShowKnownAfter(v.Spec, known)
 				owner := "-"
@@ -66,6 +68,9 @@ func newGetCommand(g *globals) *cobra.Command {
 				}
 				if d := r.Drift; d != nil {
 					rows = append(rows, []string{"DRIFT", driftLine(d)})
+				}
+				if s := heldBy(rd, r); s != nil {
+					rows = append(rows, []string{"SUSPENDED", suspendedText(s)})
 				}
 				return table(c.OutOrStdout(), rows)
 			})

@@ -37,11 +37,20 @@ var examples = map[string]string{
   converge bench --runs 1 --teams 333000    # about a million resources`,
 	"converge reconcile": `  converge reconcile                 # the running serve fetches and applies now, and this waits for the verdict
   converge reconcile vpc/sample-vpc  # resync one resource now`,
+	"converge rollback": `  converge rollback                  # pin and apply the previous good revision
+  converge rollback HEAD~2           # pin and apply that commit`,
+	"converge unpin": `  converge unpin                     # follow the branch head again`,
+	"converge suspend": `  converge suspend classicbom/classic  # dispatch nothing new for that root's subtree
+  converge suspend                     # nor for anything`,
+	"converge resume": `  converge resume classicbom/classic
+  converge resume                      # lift the suspension of everything`,
 	"converge plan": `  converge plan
   converge plan --rev HEAD~1 -o json
   converge plan --work-tree                  # the uncommitted work tree, as sync --watch applies it
   converge plan --all                        # every change and teardown step in full
-  converge plan --detailed-exitcode          # CI: 0 no changes, 2 changes, 1 invalid, breaking or held`,
+  converge plan --detailed-exitcode          # CI: 0 no changes, 2 changes, 1 invalid, breaking or held
+  converge plan --base origin/main --head HEAD -o markdown   # the pull request's plan comment, no state needed
+  converge plan --base origin/main --head HEAD --comment 7 --forge github --forge-repo octo/site`,
 	"converge serve": `  converge serve --listen :8080
   CONVERGE_WEBHOOK_SECRET=s3cret converge serve --repo https://git.example.com/platform/infra.git`,
 	"converge leader": `  converge leader --state etcd://10.0.0.1:2379/converge`,

@@ -33,6 +33,9 @@ type ops struct {
 	findings map[string]prometheus.Counter    // lint findings by rule, resolved as rules appear (sync loop only)
 	findVec  *prometheus.CounterVec
 	verdicts map[string]prometheus.Counter // by verdict
+	// pinned is converge_pinned: 1 with the pinned revision's label
+	// while a pin holds, 0 without a label otherwise (sync loop only).
+	pinned *prometheus.GaugeVec
 }
 
 // The verdicts converge_revision_verdicts_total counts: a commit's (from
@@ -75,8 +78,22 @@ func newOps(why string) *ops {
 	for _, v := range verdictNames {
 		o.verdicts[v] = vd.WithLabelValues(v)
 	}
-	o.reg.MustRegister(wh, o.findVec, vd)
+	o.pinned = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "converge_pinned",
+		Help: "1 while a revision is pinned (converge rollback) and applied instead of the branch head, labelled with it; 0 while serve follows the head."},
+		[]string{"revision"})
+	o.pinned.WithLabelValues("").Set(0)
+	o.reg.MustRegister(wh, o.findVec, vd, o.pinned)
 	return o
+}
+
+// setPin sets converge_pinned to pin (nil: following the head).
+func (o *ops) setPin(pin *converge.Pin) {
+	o.pinned.Reset()
+	if pin == nil {
+		o.pinned.WithLabelValues("").Set(0)
+		return
+	}
+	o.pinned.WithLabelValues(pin.Revision.String()).Set(1)
 }
 
 // setNotReady makes /readyz answer 503 with why ("" for ready).
@@ -180,12 +197,17 @@ var (
 	descWorkers    = prometheus.NewDesc("converge_workers_connected", "Worker processes connected to the control plane.", nil, nil)
 	descLeading    = prometheus.NewDesc("converge_engine_running",
 		"1 while this process runs the engine (a replica that follows runs none), else 0.", nil, nil)
+	descSuspended = prometheus.NewDesc("converge_suspended",
+		"1 for each suspended root (converge suspend), labelled with it; root=\"\" while everything is suspended.", []string{"root"}, nil)
+	descHeld = prometheus.NewDesc("converge_suspended_held",
+		"Resources a suspension holds back now: each was due a dispatch that did not start.", nil, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descResources, descDrifted, descDispatched, descResults, descRetries, descFailures, descLatency,
-		descCommits, descCommitLatency, descBatchRows, descCommitFailing, descQueue, descInflight, descDeliveries, descWorkers, descLeading} {
+		descCommits, descCommitLatency, descBatchRows, descCommitFailing, descQueue, descInflight, descDeliveries, descWorkers, descLeading,
+		descSuspended, descHeld} {
 		ch <- d
 	}
 }
@@ -210,6 +232,12 @@ func (c engineCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge(descHeld, float64(e.sched.Progress().Held))
+	if ctl, err := e.Control(); err == nil {
+		for _, s := range ctl.Suspended {
+			gauge(descSuspended, 1, string(s.Root))
+		}
 	}
 	for _, k := range m.Kinds {
 		ver := strconv.Itoa(k.Ref.Version)

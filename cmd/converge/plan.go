@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,6 +18,7 @@ import (
 	"github.com/convergehq/converge/state"
 	"github.com/convergehq/converge/state/stateapi"
 	gitsync "github.com/convergehq/converge/sync"
+	"github.com/convergehq/converge/sync/forge"
 )
 
 // planOptions are plan's flags.
@@ -30,6 +34,12 @@ type planOptions struct {
 	all                bool
 	// refresh observes every stored resource and shows its drift.
 	refresh bool
+	// base and head plan a pull request: head against the graph base's
+	// documents and dry-run composes make (no store); pr posts the plan
+	// as that pull request's comment on the forge.
+	base, head string
+	pr         int
+	forge      forgeOptions
 }
 
 func newPlanCommand(g *globals) *cobra.Command {
@@ -68,11 +78,20 @@ with what a sync would do about it (heal, or leave it under drift_policy
 report).`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if err := checkOutput(o.output, "table", "json", "yaml"); err != nil {
+			if err := checkOutput(o.output, "table", "json", "yaml", "markdown"); err != nil {
 				return err
 			}
 			if o.workTree && o.rev != "" {
 				return usageErr("plan: --work-tree and --rev name two revisions; give one")
+			}
+			if o.head != "" && o.base == "" {
+				return usageErr("plan: --head needs --base (the pull request's target)")
+			}
+			if o.base != "" && (o.workTree || o.rev != "") {
+				return usageErr("plan: --base plans --head against it; drop --rev and --work-tree")
+			}
+			if o.pr > 0 && (o.base == "" || o.forge.kind == "") {
+				return usageErr("plan: --comment needs --base and --forge (with --forge-repo, the token in $%s)", forgeTokenEnv)
 			}
 			if o.maxDetail < 0 {
 				return usageErr("plan: --max-detail %d is negative", o.maxDetail)
@@ -91,6 +110,13 @@ report).`,
 	f.BoolVar(&o.refresh, "refresh", false, "also observe every stored resource through the workers and show its drift from git (changes nothing)")
 	f.BoolVar(&o.detailed, "detailed-exitcode", false, "exit 0 with no changes, 2 with changes, 1 when invalid, breaking or held (terraform's -detailed-exitcode)")
 	f.IntVar(&o.maxDetail, "max-detail", 30, "show the fields of at most this many groups of changes (0: all)")
+	f.StringVar(&o.base, "base", "", "plan a pull request: its target revision, whose graph is built from its documents and dry-run composes (no store needed)")
+	f.StringVar(&o.head, "head", "", "with --base: the pull request's revision (default HEAD)")
+	f.IntVar(&o.pr, "comment", 0, "with --base and --forge: post the plan as pull request (GitLab: merge request) N's comment, updating the one posted before")
+	f.StringVar(&o.forge.kind, "forge", "", "with --comment: github|gitea|gitlab (token from $"+forgeTokenEnv+")")
+	f.StringVar(&o.forge.url, "forge-url", "", "forge URL: GitHub's API root (default https://api.github.com), a Gitea or GitLab instance's web root")
+	f.StringVar(&o.forge.repo, "forge-repo", "", "repository on the forge: OWNER/NAME, or a GitLab project id or path")
+	f.DurationVar(&o.forge.timeout, "forge-timeout", 0, "give up on a request to the forge that takes longer (default 30s)")
 	f.BoolVar(&o.all, "all", false, "show every change and teardown step in full (--max-detail 0)")
 	addOutputFlag(c, &o.output, "table")
 	return c
@@ -110,8 +136,27 @@ func runPlan(ctx context.Context, out, errOut io.Writer, g *globals, o planOptio
 	}
 	syncer := &gitsync.Syncer{Source: src, Path: g.path}
 	setTimeouts(g, nil, syncer, g.headSettings)
-	var pass *gitsync.Pass
+	var pass, basePass *gitsync.Pass
 	switch {
+	case o.base != "":
+		head := o.head
+		if head == "" {
+			head = "HEAD"
+		}
+		var br, hr converge.Revision
+		if br, err = src.Revision(o.base); err != nil {
+			return err
+		}
+		if hr, err = src.Revision(head); err != nil {
+			return err
+		}
+		if basePass, err = syncer.CheckContext(ctx, br); err != nil {
+			return err
+		}
+		if !basePass.Valid() {
+			return failed("base revision %s is invalid (%s): plan against a valid base", br, plural(len(basePass.Record.Errors), "error"))
+		}
+		pass, err = syncer.CheckContext(ctx, hr)
 	case o.workTree:
 		pass, err = syncer.CheckWorkTree(ctx)
 	default:
@@ -137,32 +182,49 @@ func runPlan(ctx context.Context, out, errOut io.Writer, g *globals, o planOptio
 		}
 		return failed("revision %s is invalid (%d errors)", r, len(pass.Record.Errors))
 	}
-	snap, admin, err := planSnapshot(g, dir)
-	if err != nil {
-		return err
-	}
 	d := pass.Loaded.Desired
 	d.Revision = r
+	// The dry runs' workers are started once, for the base and the head.
+	var compose scheduler.ComposeFunc
+	stop := func() {}
+	defer func() { stop() }()
+	var admin *stateapi.Client
+	composer := func() (scheduler.ComposeFunc, error) {
+		if compose == nil {
+			compose, stop, err = planComposer(ctx, admin, src, d.Settings.Workers)
+		}
+		return compose, err
+	}
+	var snap *converge.Snapshot
+	if basePass != nil {
+		if snap, err = baseSnapshot(ctx, basePass, composer); err != nil {
+			return err
+		}
+	} else if snap, admin, err = planSnapshot(g, dir); err != nil {
+		return err
+	}
 	p := scheduler.Diff(snap, &d)
 	stored := scheduler.SnapshotGraph(snap)
 	composed := &gitsync.Composed{}
 	if changesComposer(p, &d, false) {
 		// A kind that composes in CUE is dry-run here (Fanout asks
 		// the Schemas): workers are started only for the others.
-		compose, stop := scheduler.ComposeFunc(nil), func() {}
+		var cf scheduler.ComposeFunc
 		if changesComposer(p, &d, true) {
-			compose, stop, err = planComposer(ctx, admin, src, d.Settings.Workers)
-			if err != nil {
+			if cf, err = composer(); err != nil {
 				return err
 			}
 		}
-		scheduler.Fanout(ctx, stored, &d, p, composed.Validator(pass.Loaded.Schemas), composed.Func(compose))
-		stop()
+		scheduler.Fanout(ctx, stored, &d, p, composed.Validator(pass.Loaded.Schemas), composed.Func(cf))
 	}
 	in := gitsync.ReviewInput{Revision: r.String(), Plan: p, Desired: &d, Graph: stored, StoredKinds: snap.Kinds,
 		Composed: composed, Settings: d.Settings, OverrideBy: syncer.ChangeOverride(r)}
 	if lint := lintFunc(); lint != nil {
-		in.Breaking = lint(snap.Kinds, d.Kinds, nil, pass.Tree)
+		var oldTree fs.FS
+		if basePass != nil {
+			oldTree = basePass.Tree // the range's lint: field-level positions on both sides
+		}
+		in.Breaking = lint(snap.Kinds, d.Kinds, oldTree, pass.Tree)
 	}
 	rv, err := gitsync.NewReview(ctx, in)
 	if err != nil {
@@ -174,7 +236,11 @@ func runPlan(ctx context.Context, out, errOut io.Writer, g *globals, o planOptio
 			return err
 		}
 	}
-	if o.output != "table" {
+	if o.output == "markdown" || o.pr > 0 {
+		if err := planComment(ctx, out, errOut, o, rv, basePass, r); err != nil {
+			return err
+		}
+	} else if o.output != "table" {
 		data := planJSON(rv)
 		data.Refresh = refresh
 		if err := writeData(out, o.output, data); err != nil {
@@ -412,4 +478,71 @@ func planJSON(rv *gitsync.Review) planData {
 		v.Breaking = []converge.Finding{}
 	}
 	return v
+}
+
+// baseSnapshot is the graph of a pull request's base revision when there
+// is no store (CI): its documents, and the children its composers'
+// dry runs answer against an empty graph (gitsync.Composed.Snapshot).
+func baseSnapshot(ctx context.Context, base *gitsync.Pass, composer func() (scheduler.ComposeFunc, error)) (*converge.Snapshot, error) {
+	bd := base.Loaded.Desired
+	bd.Revision = base.Revision
+	empty := &converge.Snapshot{}
+	bp := scheduler.Diff(empty, &bd)
+	composed := &gitsync.Composed{}
+	if changesComposer(bp, &bd, false) {
+		var cf scheduler.ComposeFunc
+		if changesComposer(bp, &bd, true) {
+			var err error
+			if cf, err = composer(); err != nil {
+				return nil, err
+			}
+		}
+		scheduler.Fanout(ctx, scheduler.SnapshotGraph(empty), &bd, bp, composed.Validator(base.Loaded.Schemas), composed.Func(cf))
+	}
+	if len(bp.Unanswered) > 0 {
+		return nil, failed("plan: the base revision %s's composers did not answer their dry runs (%s: %s): its graph is unknown",
+			base.Revision, bp.Unanswered[0].ID, bp.Unanswered[0].Reason)
+	}
+	return composed.Snapshot(&bd), nil
+}
+
+// planComment prints (-o markdown) or posts (--comment N) the plan as a
+// pull request's comment: the summary, blast radius and breaking changes,
+// the detail folded and cut to the forge's limit.
+func planComment(ctx context.Context, out, errOut io.Writer, o planOptions, rv *gitsync.Review, base *gitsync.Pass, head converge.Revision) error {
+	baseName := "the stored state"
+	if base != nil {
+		baseName = base.Revision.String()
+	}
+	var detail bytes.Buffer
+	rv.WriteText(&detail, gitsync.TextOptions{MaxDetail: 0, Flag: "plan --all"})
+	max := forge.MaxCommentGitHub
+	var c forge.Commenter
+	if o.pr > 0 {
+		rep, err := o.forge.reporter(os.Getenv)
+		if err != nil {
+			return err
+		}
+		var ok bool
+		if c, ok = rep.(forge.Commenter); !ok {
+			return usageErr("plan --comment: --forge %s keeps no comments", o.forge.kind)
+		}
+		max = c.MaxBody()
+	}
+	body := forge.FitComment(rv.MarkdownHead(forge.Marker, baseName, head.String()), detail.String(), max)
+	if c == nil {
+		_, err := io.WriteString(out, body)
+		return err
+	}
+	id, created, err := c.Upsert(ctx, o.pr, body)
+	if err != nil {
+		return err
+	}
+	verb := "updated"
+	if created {
+		verb = "posted"
+	}
+	fmt.Fprintf(errOut, "%s the plan as comment %d on %s %s #%d\n", verb, id, o.forge.kind, o.forge.repo, o.pr)
+	rv.WriteText(out, gitsync.TextOptions{MaxDetail: o.maxDetail, Flag: "plan --all"})
+	return nil
 }

@@ -140,6 +140,8 @@ func TestScripts(t *testing.T) {
 			"etcd-processes": cmdEtcdProcesses,
 			"wait-leader":    cmdWaitLeader,
 			"forge-webhook":  cmdForgeWebhook,
+			"forge-fake":     cmdForgeFake,
+			"forge-comments": cmdForgeComments,
 			"metrics":        cmdMetrics,
 			"metrics-match":  cmdMetricsMatch,
 			"bom-teams":      cmdBOMTeams,

@@ -343,7 +343,8 @@ func (s *server) startHTTP(poke func(), health func() (int, string)) (addr strin
 func (s *server) follow(ctx context.Context, e *engine, trigger <-chan struct{}, health *gitsync.Health) {
 	out, src, live := s.out, s.src, s.live
 	syncer := &gitsync.Syncer{Source: src, Path: s.g.path, Records: s.o.forge.records(e.store, s.errOut),
-		Engine: e.sched, Log: s.log, Lint: lintFunc(), Compose: e.sched.DryCompose, Signatures: s.o.policy}
+		Engine: e.sched, Log: s.log, Lint: lintFunc(), Compose: e.sched.DryCompose, Signatures: s.o.policy,
+		Control: e}
 	setTimeouts(s.g, src, syncer, s.g.headSettings)
 
 	// current is the applied pass awaiting its converge/sync verdict; only
@@ -358,8 +359,18 @@ func (s *server) follow(ctx context.Context, e *engine, trigger <-chan struct{},
 	// judges the revision, then goes on retrying them.
 	settle := gitsync.Settle{Grace: serveStuckGrace, CommitGrace: serveStuckGrace}
 	evaluated := false
+	pinnedTo := ""
 	step := func() {
 		passes, err := syncer.Advance(ctx)
+		if pin := syncer.Pinned(); pin == nil && pinnedTo != "" {
+			fmt.Fprintf(out, "serve: unpinned: following %s again\n", src.Ref())
+			pinnedTo = ""
+			s.ops.setPin(nil)
+		} else if pin != nil && pin.Revision.Hash != pinnedTo {
+			fmt.Fprintf(out, "serve: pinned to %s by %s: the head of %s is not applied until converge unpin\n", pin.Revision, pin.By, src.Ref())
+			pinnedTo = pin.Revision.Hash
+			s.ops.setPin(pin)
+		}
 		if err != nil && ctx.Err() == nil {
 			fmt.Fprintf(out, "serve: %v\n", err)
 			if !evaluated {
@@ -430,7 +441,11 @@ func (s *server) follow(ctx context.Context, e *engine, trigger <-chan struct{},
 			poll.Reset(jitter(s.o.poll))
 		case reply := <-reconcile:
 			step()
-			rev, err := src.Head()
+			var c *converge.Control
+			if pin := syncer.Pinned(); pin != nil {
+				c = &converge.Control{Pin: pin}
+			}
+			rev, _, err := gitsync.Target(src, c)
 			reply <- fetched{rev, err}
 		case <-trigger:
 			step()

@@ -25,6 +25,9 @@ import (
 type statusView struct {
 	Revision string                  `json:"revision"`
 	Statuses []converge.CommitStatus `json:"statuses"`
+	// Pin is the revision sync and serve apply instead of the branch
+	// head (converge rollback), if one is pinned.
+	Pin *converge.Pin `json:"pin,omitempty"`
 }
 
 func newStatusCommand(g *globals) *cobra.Command {
@@ -94,6 +97,11 @@ already shows: the notes are the source of truth, the forge a copy. With
 				return err
 			}
 			v := statusView{Revision: r.String(), Statuses: st}
+			if dir, err := stateDir(g); err == nil {
+				if ctl, err := storedControl(g, dir); err == nil {
+					v.Pin = ctl.Pin
+				}
+			}
 			if output != "table" {
 				err = writeData(c.OutOrStdout(), output, v)
 			} else {
@@ -174,6 +182,10 @@ func workTreeStatus(g *globals, ref, output string, out, errOut io.Writer) error
 
 func printStatuses(w io.Writer, v statusView) error {
 	fmt.Fprintf(w, "revision %s\n", v.Revision)
+	if p := v.Pin; p != nil {
+		fmt.Fprintf(w, "pinned %s by %s at %s: sync and serve apply it instead of the branch head until converge unpin\n",
+			p.Revision, orDash(p.By), p.At.UTC().Format("2006-01-02T15:04:05Z"))
+	}
 	rows := [][]string{{"CONTEXT", "STATE", "DESCRIPTION", "TIME"}}
 	for _, s := range v.Statuses {
 		at := "-"

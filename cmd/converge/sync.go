@@ -95,6 +95,12 @@ or --timeout passes (exit 1, with what is still pending).`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return runSync(c.Context(), c, g, o) },
 	}
+	addSyncFlags(c, g, &o)
+	return c
+}
+
+// addSyncFlags adds sync's flags to c (sync, rollback).
+func addSyncFlags(c *cobra.Command, g *globals, o *syncOptions) {
 	f := c.Flags()
 	f.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long")
 	f.DurationVar(&o.grace, "stuck-grace", 2*time.Second, "how long nothing must progress before sync gives up")
@@ -106,7 +112,6 @@ or --timeout passes (exit 1, with what is still pending).`,
 	o.signatures.addFlags(f)
 	addReinitFlag(f, g)
 	f.StringVarP(&o.output, "output", "o", "table", "output format: table|json|yaml (json and yaml print one report when sync ends; the progress goes to stderr)")
-	return c
 }
 
 // addReinitFlag adds --reinit-state to f (sync and serve).
@@ -188,9 +193,22 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 		syncer.OverrideChangeLimit, syncer.OverrideBy = true, "sync --override-change-limit (user "+currentUser()+")"
 	}
 	setTimeouts(g, nil, syncer, g.headSettings)
-	rev, err := src.Head()
+	// The pin is read before the store is held (a damaged store,
+	// --reinit-state, or another command holding the lock: read as no
+	// pin); it is checked again once the engine holds the store.
+	ctl, err := storedControl(g, dir)
+	if err != nil {
+		ctl = &converge.Control{}
+	}
+	if ctl.Pin != nil && o.watch {
+		return usageErr("sync --watch applies the work tree, but %s is pinned (converge rollback): converge unpin first", ctl.Pin.Revision)
+	}
+	rev, pinned, err := gitsync.Target(src, ctl)
 	if err != nil {
 		return err
+	}
+	if pinned {
+		fmt.Fprintf(errOut, "pinned: %s (by %s); converge unpin follows %s again\n", rev, ctl.Pin.By, src.Ref())
 	}
 	if !o.watch {
 		noteUncommitted(errOut, src, g.path, "sync")
@@ -262,6 +280,11 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 		writes.add("close engine", e.close())
 		err = writes.join(err)
 	}()
+	if now, err := e.store.Control(); err != nil {
+		return err
+	} else if pinnedHash(now) != pinnedHash(ctl) {
+		return failed("sync: the pin changed while sync started (converge rollback or unpin ran): run sync again")
+	}
 	syncer.Records, syncer.Engine, syncer.Lint, syncer.Compose = e.store, e.sched, lintFunc(), e.sched.DryCompose
 	if err := syncer.Apply(ctx, pass); err != nil {
 		return err

@@ -654,6 +654,35 @@ func (s *Store) Source() (*converge.AppliedSource, error) {
 	return src, nil
 }
 
+// PutControl records the operator's pin and suspensions, replacing what
+// was recorded before; nil clears them.
+func (s *Store) PutControl(c *converge.Control) error {
+	if c == nil {
+		c = &converge.Control{}
+	}
+	if err := s.update(func(w *wtx) error { return w.putJSON(mControl, c) }); err != nil {
+		return fmt.Errorf("put control: %w", err)
+	}
+	return nil
+}
+
+// Control returns the operator's pin and suspensions: the zero Control
+// if none were recorded.
+func (s *Store) Control() (*converge.Control, error) {
+	c := new(converge.Control)
+	err := s.view(func(v *view) error {
+		val, err := v.get(mControl)
+		if err != nil || val == nil {
+			return err
+		}
+		return json.Unmarshal(val, c)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get control: %w", err)
+	}
+	return c, nil
+}
+
 // PutRevision stores rec, keyed by its Revision.Hash, and trims the
 // records beyond Options.MaxRevisions in the same write.
 func (s *Store) PutRevision(rec *converge.RevisionRecord) error {

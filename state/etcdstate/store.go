@@ -145,6 +145,7 @@ const (
 	mFormat  = kMeta + "format"
 	mApplied = kMeta + "applied"
 	mSource  = kMeta + "source"
+	mControl = kMeta + "control"
 	mEvents  = kMeta + "events"
 
 	jCommit = kJournal + "commit"

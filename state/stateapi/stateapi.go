@@ -63,6 +63,19 @@ type Revisioner interface {
 	Revision(hash string) (*converge.RevisionRecord, error)
 }
 
+// ControlReader is implemented by a Reader that keeps the operator's pin
+// and suspensions (*state.Store).
+type ControlReader interface {
+	Control() (*converge.Control, error)
+}
+
+// ControlSetter is implemented by a Controller that takes the operator's
+// pin and suspensions (a daemon: converge rollback, unpin, suspend and
+// resume): it records c in its store and follows it from then on.
+type ControlSetter interface {
+	SetControl(ctx context.Context, c *converge.Control) error
+}
+
 // Reconciler is implemented by a Controller that reconciles on demand
 // (a daemon: `converge reconcile`, and `sync` while a daemon holds the
 // store). With id "" it fetches the repository now and applies what is
@@ -237,6 +250,28 @@ func Handler(rd Reader, ctl Controller) http.Handler {
 		}
 		rec, err := rv.Revision(r.URL.Query().Get("hash"))
 		reply(w, rec, err)
+	})
+	mux.HandleFunc("GET /v1/control", func(w http.ResponseWriter, r *http.Request) {
+		cr, ok := rd.(ControlReader)
+		if !ok {
+			reply(w, nil, errors.New("this daemon keeps no pin or suspensions"))
+			return
+		}
+		c, err := cr.Control()
+		reply(w, c, err)
+	})
+	mux.HandleFunc("POST /v1/control", func(w http.ResponseWriter, r *http.Request) {
+		cs, ok := ctl.(ControlSetter)
+		if !ok {
+			reply(w, nil, errors.New("this daemon does not take pins or suspensions"))
+			return
+		}
+		var c converge.Control
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&c); err != nil {
+			reply(w, nil, fmt.Errorf("decode request: %w", err))
+			return
+		}
+		reply(w, map[string]bool{"ok": true}, cs.SetControl(r.Context(), &c))
 	})
 	mux.HandleFunc("POST /v1/reconcile", func(w http.ResponseWriter, r *http.Request) {
 		rc, ok := ctl.(Reconciler)
@@ -473,6 +508,21 @@ func (c *Client) Revision(hash string) (*converge.RevisionRecord, error) {
 		return nil, err
 	}
 	return rec, nil
+}
+
+// Control returns the daemon's pin and suspensions.
+func (c *Client) Control() (*converge.Control, error) {
+	var ctl converge.Control
+	if err := c.call(context.Background(), "GET", "/v1/control", nil, nil, &ctl); err != nil {
+		return nil, err
+	}
+	return &ctl, nil
+}
+
+// SetControl replaces the daemon's pin and suspensions with ctl.
+func (c *Client) SetControl(ctx context.Context, ctl *converge.Control) error {
+	var ok map[string]bool
+	return c.call(ctx, "POST", "/v1/control", nil, ctl, &ok)
 }
 
 // Reconcile asks the daemon to reconcile now: the repository with id "",

@@ -53,6 +53,7 @@ func Run(t *testing.T, open Opener) {
 		{"ResourceHeadsAfter", testResourceHeadsAfter},
 		{"ResourcesByID", testResourcesByID},
 		{"Source", testSource},
+		{"Control", testControl},
 		{"BigBatch", testBigBatch},
 		{"ManyEvents", testManyEvents},
 		{"Verify", testVerify},

@@ -982,6 +982,31 @@ func testSource(t *testing.T, open Opener) {
 	}
 }
 
+// testControl: the zero Control before one is put, a later one replaces
+// the first, and nil clears it.
+func testControl(t *testing.T, open Opener) {
+	s := open(t, state.Options{})
+	if got, err := s.Control(); err != nil || !reflect.DeepEqual(got, &converge.Control{}) {
+		t.Fatalf("Control() of an empty store = %+v, %v; want the zero Control", got, err)
+	}
+	pinned := &converge.Control{Pin: &converge.Pin{Revision: converge.Revision{Ref: "main", Hash: "a1"}, By: "ops", At: t0, From: "b2"}}
+	suspended := &converge.Control{Suspended: []converge.Suspension{{Root: "bom/classic", By: "ops", At: t0}, {At: t0}}}
+	for _, want := range []*converge.Control{pinned, suspended} {
+		if err := s.PutControl(want); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.Control(); err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("Control() = %+v, %v; want %+v", got, err, want)
+		}
+	}
+	if err := s.PutControl(nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Control(); err != nil || !reflect.DeepEqual(got, &converge.Control{}) {
+		t.Errorf("Control() after PutControl(nil) = %+v, %v; want the zero Control", got, err)
+	}
+}
+
 // testBigBatch commits batches far larger than one etcd transaction may
 // be (128 operations by default): a tree of 1,500 resources with edges,
 // events and deliveries, then a refused batch of the same size (its last

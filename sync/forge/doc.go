@@ -4,7 +4,9 @@
 //
 // Read first: Reporter (post one status for one commit), GitHub (GitHub,
 // Gitea and Forgejo), GitLab, and Publisher (the queue between the sync
-// loop and a Reporter).
+// loop and a Reporter). Commenter keeps converge plan's one comment per
+// pull request (GitHub and Gitea issue comments, GitLab merge request
+// notes), found again by its hidden Marker so a new push edits it.
 //
 // # Basics
 //

@@ -4,7 +4,9 @@
 // path, JSON fields (unknown ones refused), allowed states, the
 // 140-character description limit (422), GitHub's 1,000 statuses per sha
 // and context, GitLab's refusal of a repeated pending (400) — and records
-// what it accepted.
+// what it accepted. They serve a pull request's comments too (GitHub's and
+// Gitea's issue comments, GitLab's merge request notes), with body the
+// only field and GitHub's 65,536-character limit.
 //
 // Read first: Server (what both fakes record), NewGitHub, NewGitLab.
 package forgetest
@@ -16,6 +18,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"strconv"
 	gosync "sync"
 	"testing"
 	"unicode/utf8"
@@ -50,6 +53,105 @@ type Server struct {
 	accepted []Posted     // in order
 	refused  []string     // why requests were refused with 4xx
 	nextID   int64
+	comments []Comment // pull request comments (GitLab: merge request notes), in order
+}
+
+// Comment is one pull request comment a fake keeps.
+type Comment struct {
+	ID   int64
+	PR   int
+	Body string
+}
+
+// Comments returns the comments the fake keeps, oldest first.
+func (f *Server) Comments() []Comment {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]Comment(nil), f.comments...)
+}
+
+// AddComment adds a comment to pr as someone else would (a reviewer).
+func (f *Server) AddComment(pr int, body string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nextID++
+	f.comments = append(f.comments, Comment{ID: f.nextID, PR: pr, Body: body})
+}
+
+// serveComments answers the comment API of a pull request: list (page
+// and per_page), post and edit, with body the only field, at most max
+// characters (0: no limit). pr is the pull request of a list or post,
+// id the comment of an edit (0 when not). It reports whether it answered.
+// f.mu held.
+func (f *Server) serveComments(w http.ResponseWriter, r *http.Request, pr int, id int64, editMethod string, max int) {
+	switch {
+	case pr > 0 && r.Method == http.MethodGet:
+		per, _ := strconv.Atoi(r.URL.Query().Get("per_page"))
+		if per <= 0 || per > 100 {
+			per = 30
+		}
+		page, _ := strconv.Atoi(r.URL.Query().Get("page"))
+		if page <= 0 {
+			page = 1
+		}
+		list := []map[string]any{}
+		n := 0
+		for _, c := range f.comments {
+			if c.PR != pr {
+				continue
+			}
+			if n >= (page-1)*per && n < page*per {
+				list = append(list, map[string]any{"id": c.ID, "body": c.Body})
+			}
+			n++
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(list)
+		return
+	case pr > 0 && r.Method == http.MethodPost, id > 0 && r.Method == editMethod:
+	default:
+		f.refuse(w, http.StatusNotFound, "Not Found: %s %s", r.Method, r.URL.Path)
+		return
+	}
+	var in struct {
+		Body string `json:"body"`
+	}
+	if err := decodeStrict(r, &in); err != nil {
+		f.refuse(w, http.StatusBadRequest, "Problems parsing JSON: %v", err)
+		return
+	}
+	if in.Body == "" {
+		f.refuse(w, http.StatusUnprocessableEntity, "body is missing")
+		return
+	}
+	if max > 0 && utf8.RuneCountInString(in.Body) > max {
+		f.refuse(w, http.StatusUnprocessableEntity, "body is too long (maximum is %d characters)", max)
+		return
+	}
+	if pr > 0 {
+		f.nextID++
+		f.comments = append(f.comments, Comment{ID: f.nextID, PR: pr, Body: in.Body})
+		w.WriteHeader(http.StatusCreated)
+		json.NewEncoder(w).Encode(map[string]any{"id": f.nextID, "body": in.Body})
+		return
+	}
+	for i := range f.comments {
+		if f.comments[i].ID == id {
+			f.comments[i].Body = in.Body
+			json.NewEncoder(w).Encode(map[string]any{"id": id, "body": in.Body})
+			return
+		}
+	}
+	f.refuse(w, http.StatusNotFound, "Not Found: comment %d", id)
+}
+
+// number parses a path's decimal id, 0 if it is none.
+func number(s string) int64 {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return n
 }
 
 // URL is the fake's root: GitHub's API root, Gitea's and GitLab's web
@@ -135,15 +237,28 @@ type GitHubServer struct {
 // NewGitHub starts a GitHub fake (a Gitea one when gitea is set), closed
 // when the test ends.
 func NewGitHub(t testing.TB, gitea bool) *GitHubServer {
-	f := &GitHubServer{gitea: gitea}
-	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
-	t.Cleanup(f.srv.Close)
+	f := StartGitHub(gitea)
+	t.Cleanup(f.Close)
 	return f
 }
+
+// StartGitHub is NewGitHub outside a test (a testscript command): Close
+// ends it.
+func StartGitHub(gitea bool) *GitHubServer {
+	f := &GitHubServer{gitea: gitea}
+	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	return f
+}
+
+// Close stops the fake.
+func (f *Server) Close() { f.srv.Close() }
 
 var (
 	ghPost = regexp.MustCompile(`^/repos/` + Owner + `/` + Repo + `/statuses/([^/]+)$`)
 	ghList = regexp.MustCompile(`^/repos/` + Owner + `/` + Repo + `/commits/([^/]+)/statuses$`)
+	// issue comments: a pull request is an issue
+	ghComments = regexp.MustCompile(`^/repos/` + Owner + `/` + Repo + `/issues/([0-9]+)/comments$`)
+	ghComment  = regexp.MustCompile(`^/repos/` + Owner + `/` + Repo + `/issues/comments/([0-9]+)$`)
 )
 
 func (f *GitHubServer) serve(w http.ResponseWriter, r *http.Request) {
@@ -171,6 +286,18 @@ func (f *GitHubServer) serve(w http.ResponseWriter, r *http.Request) {
 	path, ok := cutPrefix(r.URL.Path, prefix)
 	if !ok {
 		f.refuse(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	max := MaxCommentGitHub
+	if f.gitea {
+		max = 0
+	}
+	if m := ghComments.FindStringSubmatch(path); m != nil {
+		f.serveComments(w, r, int(number(m[1])), 0, http.MethodPatch, max)
+		return
+	}
+	if m := ghComment.FindStringSubmatch(path); m != nil {
+		f.serveComments(w, r, 0, number(m[1]), http.MethodPatch, max)
 		return
 	}
 	states := map[string]bool{"error": true, "failure": true, "pending": true, "success": true}
@@ -259,15 +386,30 @@ type GitLabServer struct{ Server }
 
 // NewGitLab starts a GitLab fake, closed when the test ends.
 func NewGitLab(t testing.TB) *GitLabServer {
+	f := StartGitLab()
+	t.Cleanup(f.Close)
+	return f
+}
+
+// StartGitLab is NewGitLab outside a test: Close ends it.
+func StartGitLab() *GitLabServer {
 	f := &GitLabServer{}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
-	t.Cleanup(f.srv.Close)
 	return f
 }
 
 var (
-	glPost = regexp.MustCompile(`^/api/v4/projects/` + regexp.QuoteMeta(url.PathEscape(Project)) + `/statuses/([^/]+)$`)
-	glList = regexp.MustCompile(`^/api/v4/projects/` + regexp.QuoteMeta(url.PathEscape(Project)) + `/repository/commits/([^/]+)/statuses$`)
+	glPost  = regexp.MustCompile(`^/api/v4/projects/` + regexp.QuoteMeta(url.PathEscape(Project)) + `/statuses/([^/]+)$`)
+	glList  = regexp.MustCompile(`^/api/v4/projects/` + regexp.QuoteMeta(url.PathEscape(Project)) + `/repository/commits/([^/]+)/statuses$`)
+	glNotes = regexp.MustCompile(`^/api/v4/projects/` + regexp.QuoteMeta(url.PathEscape(Project)) + `/merge_requests/([0-9]+)/notes$`)
+	glNote  = regexp.MustCompile(`^/api/v4/projects/` + regexp.QuoteMeta(url.PathEscape(Project)) + `/merge_requests/([0-9]+)/notes/([0-9]+)$`)
+)
+
+// MaxCommentGitHub is the longest comment body GitHub accepts (422
+// beyond); GitLab's limit is 1,000,000.
+const (
+	MaxCommentGitHub = 65536
+	MaxCommentGitLab = 1000000
 )
 
 func (f *GitLabServer) serve(w http.ResponseWriter, r *http.Request) {
@@ -283,6 +425,20 @@ func (f *GitLabServer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if got := r.Header.Get("PRIVATE-TOKEN"); got != Token {
 		f.refuse(w, http.StatusUnauthorized, "401 Unauthorized")
+		return
+	}
+	if m := glNotes.FindStringSubmatch(path); m != nil {
+		f.serveComments(w, r, int(number(m[1])), 0, http.MethodPut, MaxCommentGitLab)
+		return
+	}
+	if m := glNote.FindStringSubmatch(path); m != nil {
+		id := number(m[2])
+		for _, c := range f.comments {
+			if c.ID == id && c.PR != int(number(m[1])) {
+				id = 0 // another merge request's note
+			}
+		}
+		f.serveComments(w, r, 0, id, http.MethodPut, MaxCommentGitLab)
 		return
 	}
 	switch {

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/state/stateapi"
+)
+
+// newSuspendCommand is converge suspend [KIND/NAME]; newResumeCommand its
+// undoing.
+func newSuspendCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "suspend [KIND/NAME]",
+		Short: "Stop reconciling one root's subtree, or everything, until converge resume",
+		Long: `suspend stops new dispatches for the subtree of the root KIND/NAME, or for
+every resource without one (Flux's suspend): no reconcile, resync or
+recompose starts until converge resume. What is running finishes. Deletes
+are honoured (a resource being deleted or pruned is torn down), and
+operator verbs (converge do) run. New revisions are still applied to the
+store: their changes reach the workers once resumed.
+
+The suspension is kept in the store across restarts, taken at once by a
+converge serve holding the state, and shown by get and /metrics
+(converge_suspended, converge_suspended_held).`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return changeSuspension(c, g, args, true)
+		},
+	}
+}
+
+func newResumeCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "resume [KIND/NAME]",
+		Short: "Resume reconciling what converge suspend stopped",
+		Long: `resume lifts the suspension of the root KIND/NAME, or, without one, the
+suspension of everything; what was held back is dispatched again.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return changeSuspension(c, g, args, false)
+		},
+	}
+}
+
+func changeSuspension(c *cobra.Command, g *globals, args []string, suspend bool) error {
+	if err := resolveSource(g); err != nil {
+		return err
+	}
+	dir, err := stateDir(g)
+	if err != nil {
+		return err
+	}
+	var root converge.ID
+	what := "everything"
+	if len(args) == 1 {
+		id, err := converge.ParseID(args[0])
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		if suspend {
+			if err := checkRoot(g, c, id); err != nil {
+				return err
+			}
+		}
+		root, what = id, string(id)
+	}
+	return updateControl(c.Context(), g, dir, func(ctl *converge.Control, daemon bool) (string, error) {
+		if !suspend {
+			if !ctl.Resume(root) {
+				return "", failed("resume: %s is not suspended", what)
+			}
+			return fmt.Sprintf("resumed %s", what), nil
+		}
+		if ctl.Suspend(converge.Suspension{Root: root, By: currentUser(), At: time.Now().UTC()}) {
+			return fmt.Sprintf("%s was suspended already", what), nil
+		}
+		if daemon {
+			return fmt.Sprintf("suspended %s: the converge serve holding the state dispatches nothing new for it until converge resume", what), nil
+		}
+		return fmt.Sprintf("suspended %s: nothing new is dispatched for it until converge resume", what), nil
+	}, c.OutOrStdout())
+}
+
+// checkRoot refuses an id that does not exist or is not a root (it has
+// an owner: suspend the root it comes from).
+func checkRoot(g *globals, c *cobra.Command, id converge.ID) error {
+	rd, done, err := openReader(g, c.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	defer done()
+	r, err := rd.Resource(id)
+	if errors.Is(err, converge.ErrNotFound) {
+		return notFound(rd, id)
+	}
+	if err != nil {
+		return err
+	}
+	if r.Owner != "" {
+		return usageErr("suspend %s: not a root (composed by %s); suspend a root, or everything", id, r.Owner)
+	}
+	return nil
+}
+
+// heldBy returns the suspension holding r back (everything's, or its
+// root's), from rd's Control; nil when none does or rd keeps none.
+func heldBy(rd reader, r *converge.Resource) *converge.Suspension {
+	cr, ok := rd.(stateapi.ControlReader)
+	if !ok {
+		return nil
+	}
+	ctl, err := cr.Control()
+	if err != nil || len(ctl.Suspended) == 0 {
+		return nil
+	}
+	if s, ok := ctl.Suspension(""); ok {
+		return &s
+	}
+	for a := r; a != nil; {
+		if s, ok := ctl.Suspension(converge.NewID(a.Kind, a.Name)); ok {
+			return &s
+		}
+		if a.Owner == "" {
+			break
+		}
+		if a, err = rd.Resource(a.Owner); err != nil {
+			return nil
+		}
+	}
+	return nil
+}
+
+// suspendedText is a suspension as get prints it.
+func suspendedText(s *converge.Suspension) string {
+	var b strings.Builder
+	if s.Root == "" {
+		b.WriteString("everything")
+	} else {
+		b.WriteString(string(s.Root))
+	}
+	fmt.Fprintf(&b, " by %s at %s (converge resume", orDash(s.By), s.At.UTC().Format("2006-01-02T15:04:05Z"))
+	if s.Root != "" {
+		b.WriteString(" " + string(s.Root))
+	}
+	b.WriteString(")")
+	return b.String()
+}

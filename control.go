@@ -1,0 +1,75 @@
+package converge
+
+import "time"
+
+// Control is what an operator decided about reconciliation, kept in the
+// store so a restart keeps it: a pinned revision (converge rollback,
+// converge unpin) and the suspended roots (converge suspend, resume).
+// The zero Control pins nothing and suspends nothing.
+type Control struct {
+	// Pin, when set, is the revision applied and held instead of the
+	// followed branch's head.
+	Pin *Pin `json:"pin,omitempty"`
+	// Suspended are the roots that get no new dispatches; a Suspension
+	// with an empty Root suspends everything.
+	Suspended []Suspension `json:"suspended,omitempty"`
+}
+
+// Pin is a revision held until unpinned.
+type Pin struct {
+	Revision Revision  `json:"revision"`
+	By       string    `json:"by,omitempty"`
+	At       time.Time `json:"at"`
+	// From is the revision that was applied when the pin was set.
+	From string `json:"from,omitempty"`
+}
+
+// Suspension is one suspended root ("" for everything).
+type Suspension struct {
+	Root ID        `json:"root,omitempty"`
+	By   string    `json:"by,omitempty"`
+	At   time.Time `json:"at"`
+}
+
+// SuspendedAll reports whether everything is suspended.
+func (c *Control) SuspendedAll() bool {
+	_, ok := c.Suspension("")
+	return ok
+}
+
+// Suspension returns root's suspension ("" for everything), or false.
+func (c *Control) Suspension(root ID) (Suspension, bool) {
+	if c == nil {
+		return Suspension{}, false
+	}
+	for _, s := range c.Suspended {
+		if s.Root == root {
+			return s, true
+		}
+	}
+	return Suspension{}, false
+}
+
+// Suspend adds s, replacing a suspension of the same root; it reports
+// whether the root was suspended already.
+func (c *Control) Suspend(s Suspension) bool {
+	for i, o := range c.Suspended {
+		if o.Root == s.Root {
+			c.Suspended[i] = s
+			return true
+		}
+	}
+	c.Suspended = append(c.Suspended, s)
+	return false
+}
+
+// Resume removes root's suspension; it reports whether there was one.
+func (c *Control) Resume(root ID) bool {
+	for i, o := range c.Suspended {
+		if o.Root == root {
+			c.Suspended = append(c.Suspended[:i:i], c.Suspended[i+1:]...)
+			return true
+		}
+	}
+	return false
+}

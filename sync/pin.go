@@ -1,0 +1,117 @@
+package sync
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/convergehq/converge"
+)
+
+// ControlReader reads the operator's pin and suspensions: the store.
+type ControlReader interface {
+	Control() (*converge.Control, error)
+}
+
+// Target returns the revision a sync applies: the pinned one when c pins
+// one (converge rollback), else the head of the followed branch.
+func Target(src *Source, c *converge.Control) (rev converge.Revision, pinned bool, err error) {
+	if c != nil && c.Pin != nil {
+		rev, err := src.Revision(c.Pin.Revision.Hash)
+		if err != nil {
+			return converge.Revision{}, true, fmt.Errorf("resolve pinned revision %s: %w", c.Pin.Revision, err)
+		}
+		return rev, true, nil
+	}
+	rev, err = src.Head()
+	return rev, false, err
+}
+
+// CheckPin checks that rev may be pinned (rolled back to): its documents
+// are valid, and lint finds no breaking change between the kinds live
+// resources were applied under (stored) and rev's, as Apply's
+// apply-time lint would hold it. It returns the checked pass, or an
+// error saying why rev may not be pinned.
+func (s *Syncer) CheckPin(ctx context.Context, rev converge.Revision, stored []*converge.Kind) (*Pass, error) {
+	pass, err := s.CheckContext(ctx, rev)
+	if err != nil {
+		return nil, err
+	}
+	if !pass.Valid() {
+		return pass, fmt.Errorf("pin %s: revision is invalid (%s): %s", rev, converge.Plural(len(pass.Record.Errors), "error"), pass.Record.Errors[0])
+	}
+	if s.Lint != nil {
+		if fs := s.Lint(stored, pass.Loaded.Desired.Kinds, nil, pass.Tree); len(fs) > 0 {
+			return pass, fmt.Errorf("pin %s: not valid under today's kinds (%s against the schemas live resources were applied under): %s",
+				rev, converge.Plural(len(fs), "breaking change"), fs[0])
+		}
+	}
+	return pass, nil
+}
+
+// PreviousGood returns the revision to roll back to when none is named:
+// the newest committed revision other than applied that was applied and
+// converged (its converge/sync status a success), or false.
+func PreviousGood(recs []*converge.RevisionRecord, applied string) (converge.Revision, bool) {
+	recs = append([]*converge.RevisionRecord(nil), recs...)
+	sort.SliceStable(recs, func(i, j int) bool { return recs[i].Seen.After(recs[j].Seen) })
+	for _, r := range recs {
+		if r.Revision.Hash == applied || r.Revision.Dirty || !r.Applied {
+			continue
+		}
+		if st, ok := r.Status(converge.ContextSync); ok && st.State == converge.StateSuccess {
+			return r.Revision, true
+		}
+	}
+	return converge.Revision{}, false
+}
+
+// pinned returns the pin the Syncer's Control records, or nil.
+func (s *Syncer) pinned() (*converge.Pin, error) {
+	if s.Control == nil {
+		return nil, nil
+	}
+	c, err := s.Control.Control()
+	if err != nil {
+		return nil, err
+	}
+	return c.Pin, nil
+}
+
+// Pinned returns the revision Advance holds (converge rollback), or nil
+// when it follows the branch head.
+func (s *Syncer) Pinned() *converge.Pin {
+	p, _ := s.pinned()
+	return p
+}
+
+// advancePinned is Advance while pin holds: the pinned revision is
+// applied (once) and the branch's new commits wait, unjudged, until it
+// is unpinned.
+func (s *Syncer) advancePinned(ctx context.Context, pin *converge.Pin) ([]*Pass, error) {
+	s.wasPinned = true
+	if pin.Revision.Hash == s.last {
+		return nil, nil
+	}
+	rev, err := s.Source.Revision(pin.Revision.Hash)
+	if err != nil {
+		return nil, fmt.Errorf("resolve pinned revision %s: %w", pin.Revision, err)
+	}
+	pass, err := s.CheckContext(ctx, rev)
+	if err != nil {
+		return nil, err
+	}
+	if s.Log != nil {
+		s.Log.Info("pinned: applying the pinned revision instead of the branch head", "revision", rev.String(), "by", pin.By)
+	}
+	if pass.Valid() {
+		if err := s.Apply(ctx, pass); err != nil {
+			return []*Pass{pass}, err
+		}
+		s.lastKinds, s.lastTree = pass.Loaded.Desired.Kinds, pass.Tree
+	} else if err := s.Records.PutRevision(pass.Record); err != nil {
+		return []*Pass{pass}, err
+	}
+	s.last = rev.Hash
+	return []*Pass{pass}, nil
+}
