@@ -24,7 +24,9 @@ var examples = map[string]string{
   converge sync --watch              # apply the work tree on every save
   converge sync -o json`,
 	"converge get": `  converge get vpc/fd-01-team-001
-  converge get classicbom/classic -o json`,
+  converge get classicbom/classic -o json
+  converge get vpc/fd-01-team-001 vpc/sample-vpc -o wide
+  converge get vpc --limit 50`,
 	"converge list": `  converge list
   converge list --all --kind vpc --phase Failed
   converge list --all --limit 100 -o yaml`,
