@@ -32,7 +32,8 @@ var examples = map[string]string{
   converge list --all --limit 100 -o yaml`,
 	"converge events": `  converge events classicbom/classic
   converge events --limit 50
-  converge events route/fd-00-team-001 -o json`,
+  converge events route/fd-00-team-001 -o json
+  converge events --watch --limit 20        # then follow, until Ctrl+C`,
 	"converge bench": `  converge bench
   converge bench --runs 1 --teams 333000    # about a million resources`,
 	"converge plan": `  converge plan
