@@ -161,7 +161,9 @@ func (b *Builder) renderIndex() ([]byte, error) {
 	}
 	for _, rec := range m.revisions {
 		rr := revRow{Name: rec.Revision.String(), Hash: rec.Revision.Hash, Subject: m.clean(rec.Revision.Subject),
-			Seen: stamp(rec.Seen), Held: m.clean(rec.Held), Applied: rec.Applied}
+			Seen: stamp(rec.Seen), Held: m.clean(rec.Held),
+			// A record stays Applied once it was; the badge is the current one's.
+			Applied: rec.Applied && m.applied != nil && rec.Revision.Hash == m.applied.Hash}
 		for _, c := range []string{converge.ContextValidate, converge.ContextLint, converge.ContextSync} {
 			s, _ := rec.Status(c)
 			rr.Statuses = append(rr.Statuses, statusCell{s.State, m.clean(s.Description)})

@@ -124,14 +124,18 @@ func describe(w io.Writer, v getView, lease *converge.Lease, now time.Time, widt
 	return err
 }
 
-// leaseLine says who holds a lease and until when: "compose, held by
-// worker classic-1 until 22:41:03 (in 12s)".
+// leaseLine says what a lease is in words: "a compose task in flight
+// until 22:41:03 (in 12s)", naming the worker when the lease records one.
 func leaseLine(l *converge.Lease, now time.Time) string {
 	when := "in " + age(l.Expires.Sub(now))
 	if l.Expires.Before(now) {
 		when = "expired " + age(now.Sub(l.Expires)) + " ago"
 	}
-	return fmt.Sprintf("%s, held by worker %s until %s (%s)", l.Reaction, l.Worker, l.Expires.Local().Format("15:04:05"), when)
+	on := ""
+	if l.Worker != "" {
+		on = " on worker " + l.Worker
+	}
+	return fmt.Sprintf("a %s task in flight%s until %s (%s)", l.Reaction, on, l.Expires.Local().Format("15:04:05"), when)
 }
 
 func deref(t *time.Time) time.Time {
