@@ -451,6 +451,8 @@ func TestUpdateOwnerAfterChildren(t *testing.T) {
 		// early runs an Update without ids first, as when the live
 		// site reads a commit's events before it hears of the commit.
 		early bool
+		// first are given to an Update of their own before ids.
+		first []converge.ID
 		ids   []converge.ID
 	}{
 		{name: "children first in one update", batch: &converge.Batch{Kinds: kinds, Resources: []*converge.Resource{
@@ -476,6 +478,9 @@ func TestUpdateOwnerAfterChildren(t *testing.T) {
 		{name: "events read an update before their resource", batch: &converge.Batch{Resources: []*converge.Resource{
 			res("account", "b", root, converge.PhasePending)}, Events: []converge.Event{event("account/b", "Created")}},
 			early: true, ids: []converge.ID{"account/b"}},
+		{name: "an owner in a later update than its children", batch: &converge.Batch{Resources: []*converge.Resource{
+			res("classicbom", "late", "", converge.PhaseRunning), res("account", "l", "classicbom/late", converge.PhasePending)}},
+			first: []converge.ID{"account/l"}, ids: []converge.ID{"classicbom/late"}},
 	}
 	for _, step := range steps {
 		if step.batch != nil {
@@ -485,6 +490,11 @@ func TestUpdateOwnerAfterChildren(t *testing.T) {
 		}
 		if step.early {
 			if _, err := bld.Update(nil); err != nil {
+				t.Fatalf("%s: %v", step.name, err)
+			}
+		}
+		if step.first != nil {
+			if _, err := bld.Update(step.first); err != nil {
 				t.Fatalf("%s: %v", step.name, err)
 			}
 		}
@@ -684,4 +694,63 @@ func TestLeaseText(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestUpdateGroupsBounded checks that an Update adding a resource to a
+// big root rewrites the group pages whose body changed, not every group
+// page for its header: the live site's updates during a big converge
+// spent seconds on them, and open pages stood still meanwhile.
+func TestUpdateGroupsBounded(t *testing.T) {
+	s := statetest.Open(t)
+	fill(t, s, 8, 30)
+	dir := t.TempDir()
+	later := fixedNow().Add(time.Minute)
+	now := fixedNow
+	bld := NewBuilder(s, dir, Options{Now: func() time.Time { return now() }, GraphNodes: 20})
+	st, err := bld.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var groups []string
+	for name := range readSite(t, dir) {
+		if strings.HasPrefix(name, "groups/") {
+			groups = append(groups, name)
+		}
+	}
+	if len(groups) < 8 {
+		t.Fatalf("the fixture has %d group pages: too few to tell", len(groups))
+	}
+	// Update writes a file anew and renames it into place: a rewritten
+	// page is another file.
+	files := func() map[string]os.FileInfo {
+		out := map[string]os.FileInfo{}
+		for _, name := range groups {
+			fi, err := os.Stat(filepath.Join(dir, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[name] = fi
+		}
+		return out
+	}
+	before := files()
+	now = func() time.Time { return later } // every header differs
+	r := &converge.Resource{UID: "uid-new", Kind: "account", KindVersion: 1, Name: "fd0-team-new", Owner: "classicbom/classic",
+		Origin: converge.OriginComposed, Phase: converge.PhasePending, Spec: json.RawMessage(`{}`), CreatedAt: epoch, UpdatedAt: later}
+	if err := s.Commit(&converge.Batch{Resources: []*converge.Resource{r}}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = bld.Update([]converge.ID{r.ID()}); err != nil {
+		t.Fatal(err)
+	}
+	rewritten := 0
+	for name, fi := range files() {
+		if !os.SameFile(fi, before[name]) {
+			rewritten++
+		}
+	}
+	if rewritten > 2 { // the root's group index and fd0's group
+		t.Errorf("the update rewrote %d of %d group pages (%d files in all)", rewritten, len(groups), st.Files)
+	}
+	checkEqualsBuild(t, s, dir, Options{Now: func() time.Time { return later }, GraphNodes: 20})
 }
