@@ -474,6 +474,13 @@ func (b *Builder) writeTop(w *writer, assets bool) error {
 	if err != nil {
 		return fmt.Errorf("build site: %w", err)
 	}
+	idx, err = b.renderSearchIndex()
+	if err == nil {
+		err = w.write(SearchIndexFile, idx)
+	}
+	if err != nil {
+		return fmt.Errorf("build site: %w", err)
+	}
 	return nil
 }
 
