@@ -166,7 +166,9 @@ func (s *liveSite) update() {
 		return
 	}
 	slices.Sort(ids) // chunks of neighbours: fewer shard and list pages each
-	for len(ids) > 0 {
+	// At least one Update: with no ids it still takes new events and
+	// revisions (the index's verdicts).
+	for first := true; first || len(ids) > 0; first = false {
 		n := min(len(ids), max(s.chunk, 1))
 		st, err := s.b.Update(ids[:n])
 		if err != nil {
