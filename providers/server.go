@@ -643,6 +643,10 @@ func (s *Server) remove(w *worker, why error) {
 			msg += ": it speaks an older worker protocol that cannot stream a big result in parts; rebuild it with the current SDK"
 		}
 		s.log.Error("worker stream failed", "worker", w.name, "id", w.id, "err", why)
+	case status.Code(why) == codes.Canceled || errors.Is(why, context.Canceled):
+		// The stream's context ends when the worker's connection does:
+		// "context canceled" says nothing to the person reading a reason.
+		msg += ": the worker went away (its connection closed)"
 	default:
 		msg += ": " + status.Convert(why).Message()
 	}

@@ -237,6 +237,10 @@ func TestDisconnectFailsTasksAtOnce(t *testing.T) {
 		if r.TaskID != tk.ID || r.Outcome != converge.OutcomeTransient || !strings.HasPrefix(r.Message, "worker w disconnected") {
 			t.Errorf("result of a lost task = %+v, want transient \"worker w disconnected…\" for %s", r, tk.ID)
 		}
+		// A reason a person reads: no Go jargon.
+		if got, want := r.Message, "worker w disconnected: the worker went away (its connection closed)"; got != want {
+			t.Errorf("message = %q, want %q", got, want)
+		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("no result for the task of a disconnected worker")
 	}

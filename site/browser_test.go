@@ -272,6 +272,54 @@ func TestBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("search", func(t *testing.T) {
+		// A name's beginning, in one kind and phase: its rows span two
+		// of the vpcs' three list pages.
+		u := base.ResolveReference(&url.URL{Path: "index.html", RawQuery: "kind=vpc&name=fd1-team&phase=Ready"})
+		dom := headless(t, bin, u.String(), "--dump-dom")
+		_, results, _ := strings.Cut(dom, `<div id="search-results"`)
+		results, _, _ = strings.Cut(results, "</div>")
+		found := regexp.MustCompile(`<a href="[^"]+">(vpc/[^<]+)</a>`).FindAllStringSubmatch(results, -1)
+		var got []string
+		for _, m := range found {
+			got = append(got, m[1])
+		}
+		var want []string
+		for i := range 10 {
+			want = append(want, fmt.Sprintf("vpc/fd1-team%d", i))
+		}
+		sort.Strings(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("search fd1-team in vpc, Ready, found %v, want %v\n%s", got, want, results)
+		}
+		// Every kind: the tgws and accounts of fd1 too.
+		u = base.ResolveReference(&url.URL{Path: "index.html", RawQuery: "name=fd1-tgw"})
+		dom = headless(t, bin, u.String(), "--dump-dom")
+		for _, id := range []string{"tgw/fd1-tgw", "account/fd1-tgw-host"} {
+			if !strings.Contains(dom, ">"+id+"</a>") {
+				t.Errorf("search fd1-tgw in every kind does not find %s", id)
+			}
+		}
+		// No match says so.
+		u = base.ResolveReference(&url.URL{Path: "index.html", RawQuery: "kind=vpc&name=nope"})
+		if dom = headless(t, bin, u.String(), "--dump-dom"); !strings.Contains(dom, "No resources vpc/nope…") {
+			t.Errorf("a search without a match does not say so")
+		}
+	})
+
+	t.Run("resource by name", func(t *testing.T) {
+		// A static host: index.html?r=KIND/NAME; serve: /r/KIND/NAME.
+		for _, u := range []*url.URL{
+			base.ResolveReference(&url.URL{Path: "index.html", RawQuery: "r=vpc/fd1-team9"}),
+			base.ResolveReference(&url.URL{Path: "r/vpc/fd1-team9"}),
+		} {
+			dom := headless(t, bin, u.String(), "--dump-dom")
+			if !strings.Contains(dom, `<title>vpc/fd1-team9 · `) || !strings.Contains(dom, `data-id="vpc/fd1-team9"`) {
+				t.Errorf("%s does not open vpc/fd1-team9's page", u)
+			}
+		}
+	})
+
 	t.Run("shared resource page", func(t *testing.T) {
 		// Each bucket's link opens the page of all three at its section;
 		// the tab is named after it.

@@ -474,6 +474,13 @@ func (b *Builder) writeTop(w *writer, assets bool) error {
 	if err != nil {
 		return fmt.Errorf("build site: %w", err)
 	}
+	idx, err = b.renderSearchIndex()
+	if err == nil {
+		err = w.write(SearchIndexFile, idx)
+	}
+	if err != nil {
+		return fmt.Errorf("build site: %w", err)
+	}
 	return nil
 }
 
@@ -671,6 +678,20 @@ func (b *Builder) apply(u *update, id converge.ID, r *converge.Resource) (bool, 
 		}
 		for _, c := range m.children[id] {
 			u.rewrite[c] = true
+			// A child's list row links its owner only while the owner
+			// is on the site: render it again, and its list pages. (An
+			// owner may come after its children: the live site hands
+			// Update a big change in parts.)
+			if ce := m.res[c]; ce != nil {
+				ce.row = ""
+				for _, k := range keysOf(ce) {
+					if k.Kind != "" && k.Phase != "" {
+						u.changed[k] = append(u.changed[k], c)
+					} else {
+						u.dirty[k] = append(u.dirty[k], c)
+					}
+				}
+			}
 		}
 		for _, e := range m.consumes[id] {
 			u.rewrite[e.Producer] = true

@@ -20,7 +20,8 @@
 // rows a page), kinds/KIND.PHASE.html (paginated the same way),
 // phases/PHASE.html (one page: the first rows and links to that phase by
 // kind), index.html, summary.json (the totals and at most Options.Roots
-// roots), assets/site.css and assets/site.js (the only script: it polls
+// roots), search.json (SearchIndex: each kind's list pages and the first
+// name on each, what every page's search box reads), assets/site.css and assets/site.js (the only script: it polls
 // summary.json every second, swaps in the page's new header and main when
 // summary.json names a newer build, marks a resource deleted while its
 // page is open, announces changes in an aria-live region, and shows a

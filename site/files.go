@@ -9,6 +9,7 @@ import (
 	"hash/fnv"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -171,6 +172,23 @@ func (w *writer) write(rel string, data []byte) error {
 	w.files++
 	w.bytes += int64(len(data))
 	return nil
+}
+
+// sameBody reports whether the page rel under dir holds data but for
+// its <header>…</header> (see sameFile).
+func sameBody(dir, rel string, data []byte) bool {
+	old, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(rel)))
+	return err == nil && bytes.Equal(withoutPageHeader(old), withoutPageHeader(data))
+}
+
+// withoutPageHeader is page without its first <header>…</header>.
+func withoutPageHeader(page []byte) []byte {
+	i := bytes.Index(page, []byte("<header>"))
+	j := bytes.Index(page, []byte("</header>"))
+	if i < 0 || j < i {
+		return page
+	}
+	return slices.Concat(page[:i], page[j:])
 }
 
 // sameFile reports whether the file rel under dir holds data.

@@ -423,7 +423,13 @@ func (b *Builder) writeGroups(w *writer, root converge.ID, only []converge.ID, k
 			m.groupFiles[root] = make(map[string]bool)
 		}
 		m.groupFiles[root][name] = true
-		if w.atomic && sameFile(w.dir, name, data) {
+		// An update leaves a group page whose body is unchanged: its
+		// header (the global counts, the stamp) is what open pages take
+		// from summary.json anyway, and a big root has thousands of
+		// group pages, which an update of a live converge rewrote every
+		// time for their headers (seconds each: the live site fell
+		// behind by that much).
+		if w.atomic && sameBody(w.dir, name, data) {
 			continue
 		}
 		if err := w.write(name, data); err != nil {

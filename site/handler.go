@@ -1,11 +1,15 @@
 package site
 
 import (
+	"bytes"
+	"html"
 	"net/http"
 	"os"
 	"path"
 	"path/filepath"
 	"strings"
+
+	"github.com/convergehq/converge"
 )
 
 // csp is the Content-Security-Policy every response carries: the pages run
@@ -15,7 +19,8 @@ const csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 's
 
 // Handler serves the site built in dir (by Build or Builder) read-only:
 // "/" is index.html, directories are never listed, nothing outside dir is
-// reachable, and every response says not to cache it (pages change as the
+// reachable, "/r/KIND/NAME" redirects to the resource's section on its
+// page (ResourcePath) when the site has it, and every response says not to cache it (pages change as the
 // store does) and carries a strict Content-Security-Policy. It serves what
 // is on disk; rebuilding is the Builder's job.
 func Handler(dir string) http.Handler {
@@ -40,6 +45,14 @@ func Handler(dir string) http.Handler {
 		}
 		f, err := os.Open(filepath.Join(dir, filepath.FromSlash(p)))
 		if err != nil {
+			if to, ok := resourceRedirect(dir, p); ok {
+				// Not http.Redirect: it resolves a relative target
+				// against the path as this handler sees it, which a
+				// prefix (http.StripPrefix) shortened.
+				h.Set("Location", to)
+				w.WriteHeader(http.StatusFound)
+				return
+			}
 			http.NotFound(w, r)
 			return
 		}
@@ -51,4 +64,22 @@ func Handler(dir string) http.Handler {
 		}
 		http.ServeContent(w, r, p, fi.ModTime(), f)
 	})
+}
+
+// resourceRedirect answers a path "/r/KIND/NAME" (no such file) with the
+// link to that resource's section, relative to the path so the site may
+// be served below any prefix; false when it is not such a path or the
+// site has no such resource.
+func resourceRedirect(dir, p string) (string, bool) {
+	parts := strings.Split(strings.TrimPrefix(p, "/"), "/")
+	if len(parts) != 3 || parts[0] != "r" || parts[1] == "" || parts[2] == "" || strings.HasSuffix(parts[2], ".html") {
+		return "", false
+	}
+	id := converge.NewID(parts[1], parts[2])
+	page, _, _ := strings.Cut(ResourcePath(id), "#")
+	b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(page)))
+	if err != nil || !bytes.Contains(b, []byte(`<section class="res" id="`+html.EscapeString(anchor(id))+`"`)) {
+		return "", false
+	}
+	return "../../" + ResourcePath(id), true
 }

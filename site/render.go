@@ -161,7 +161,9 @@ func (b *Builder) renderIndex() ([]byte, error) {
 	}
 	for _, rec := range m.revisions {
 		rr := revRow{Name: rec.Revision.String(), Hash: rec.Revision.Hash, Subject: m.clean(rec.Revision.Subject),
-			Seen: stamp(rec.Seen), Held: m.clean(rec.Held), Applied: rec.Applied}
+			Seen: stamp(rec.Seen), Held: m.clean(rec.Held),
+			// A record stays Applied once it was; the badge is the current one's.
+			Applied: rec.Applied && m.applied != nil && rec.Revision.Hash == m.applied.Hash}
 		for _, c := range []string{converge.ContextValidate, converge.ContextLint, converge.ContextSync} {
 			s, _ := rec.Status(c)
 			rr.Statuses = append(rr.Statuses, statusCell{s.State, m.clean(s.Description)})
@@ -414,4 +416,55 @@ func (b *Builder) row(ent *entry) template.HTML {
 	w("</td><td>" + stamp(ent.updated) + "</td></tr>\n")
 	ent.row = template.HTML(sb.String())
 	return ent.row
+}
+
+// ---- search ----
+
+// SearchIndexFile is the site's search index (see SearchIndex), written
+// with summary.json by every Build and Update.
+const SearchIndexFile = "search.json"
+
+// SearchIndex is what the search box reads to find a resource by kind,
+// name (a prefix) and phase on a site of any size without an index of
+// every name: each kind's list (kinds/KIND.html, kinds/KIND-p2.html …,
+// in name order) and the first name on each of its pages, so a name is
+// on the last page whose first name is not after it. At a million
+// resources of a kind that is 2,000 names, not a million.
+type SearchIndex struct {
+	PageSize int                   `json:"page_size"`
+	Kinds    map[string]SearchKind `json:"kinds"`
+	Phases   []converge.Phase      `json:"phases"`
+}
+
+// SearchKind is one kind of the search index.
+type SearchKind struct {
+	Count int `json:"count"`
+	// Pages are the kind's list pages, relative to the site root; Firsts
+	// the first name on each.
+	Pages  []string `json:"pages"`
+	Firsts []string `json:"firsts"`
+}
+
+func (b *Builder) renderSearchIndex() ([]byte, error) {
+	m := b.m
+	x := SearchIndex{PageSize: b.opts.PageSize, Kinds: map[string]SearchKind{}, Phases: converge.Phases}
+	for _, k := range m.kindNames {
+		lk := listKey{Kind: k}
+		ids := m.lists[lk]
+		sk := SearchKind{Count: len(ids), Pages: []string{}, Firsts: []string{}}
+		for p := 1; p <= b.pageCount(lk, len(ids)); p++ {
+			sk.Pages = append(sk.Pages, lk.path(p))
+			if lo := (p - 1) * b.opts.PageSize; lo < len(ids) {
+				sk.Firsts = append(sk.Firsts, ids[lo].Name())
+			} else {
+				sk.Firsts = append(sk.Firsts, "")
+			}
+		}
+		x.Kinds[k] = sk
+	}
+	out, err := json.Marshal(x)
+	if err != nil {
+		return nil, fmt.Errorf("render search index: %w", err)
+	}
+	return append(out, '\n'), nil
 }

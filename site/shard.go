@@ -157,7 +157,7 @@ func (b *Builder) renderSection(sb sw, r *converge.Resource) {
 		fact("drift policy", e(r.DriftPolicy))
 	}
 	if r.Lease != nil {
-		fact("lease", e(fmt.Sprintf("%s by %s until %s", r.Lease.Reaction, r.Lease.Worker, stamp(r.Lease.Expires))))
+		fact("lease", e(leaseText(r.Lease)))
 	}
 	if r.Deleting {
 		d := stamp(r.DeletedAt)
@@ -421,4 +421,15 @@ func (b *Builder) writeShards(w *writer, keys []shardKey, have map[converge.ID]*
 		w.add(x)
 	}
 	return removed, first
+}
+
+// leaseText says what a lease is in words: "a compose task in flight
+// until 2026-12-01 22:41:03Z (then it is dispatched again)", naming the
+// worker when the lease records one.
+func leaseText(l *converge.Lease) string {
+	on := ""
+	if l.Worker != "" {
+		on = " on worker " + l.Worker
+	}
+	return fmt.Sprintf("a %s task in flight%s until %s (then it is dispatched again)", l.Reaction, on, stamp(l.Expires))
 }

@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/state"
@@ -450,6 +451,8 @@ func TestUpdateOwnerAfterChildren(t *testing.T) {
 		// early runs an Update without ids first, as when the live
 		// site reads a commit's events before it hears of the commit.
 		early bool
+		// first are given to an Update of their own before ids.
+		first []converge.ID
 		ids   []converge.ID
 	}{
 		{name: "children first in one update", batch: &converge.Batch{Kinds: kinds, Resources: []*converge.Resource{
@@ -475,6 +478,9 @@ func TestUpdateOwnerAfterChildren(t *testing.T) {
 		{name: "events read an update before their resource", batch: &converge.Batch{Resources: []*converge.Resource{
 			res("account", "b", root, converge.PhasePending)}, Events: []converge.Event{event("account/b", "Created")}},
 			early: true, ids: []converge.ID{"account/b"}},
+		{name: "an owner in a later update than its children", batch: &converge.Batch{Resources: []*converge.Resource{
+			res("classicbom", "late", "", converge.PhaseRunning), res("account", "l", "classicbom/late", converge.PhasePending)}},
+			first: []converge.ID{"account/l"}, ids: []converge.ID{"classicbom/late"}},
 	}
 	for _, step := range steps {
 		if step.batch != nil {
@@ -484,6 +490,11 @@ func TestUpdateOwnerAfterChildren(t *testing.T) {
 		}
 		if step.early {
 			if _, err := bld.Update(nil); err != nil {
+				t.Fatalf("%s: %v", step.name, err)
+			}
+		}
+		if step.first != nil {
+			if _, err := bld.Update(step.first); err != nil {
 				t.Fatalf("%s: %v", step.name, err)
 			}
 		}
@@ -542,6 +553,9 @@ func TestHandler(t *testing.T) {
 		{"no escape", "GET", "/../../etc/passwd", 404, "", ""},
 		{"missing", "GET", "/r/vpc/nope.html", 404, "", ""},
 		{"read only", "POST", "/index.html", 405, "", ""},
+		{"resource by name", "GET", "/r/vpc/fd0-team1", 200, "text/html; charset=utf-8", `<section class="res" id="fd0-team1"`},
+		{"no resource by that name", "GET", "/r/vpc/nope", 404, "", ""},
+		{"no kind by that name", "GET", "/r/nope/fd0-team1", 404, "", ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -609,4 +623,134 @@ func TestKindPhasePages(t *testing.T) {
 	if multi == 0 {
 		t.Error("no kind-phase list spans several pages: the test proves nothing")
 	}
+}
+
+// TestHandlerRedirectsName checks that /r/KIND/NAME redirects to the
+// resource's section, relative to where it is asked (so below a prefix
+// too).
+func TestHandlerRedirectsName(t *testing.T) {
+	_, dir, _ := buildFixture(t, 1, 2)
+	srv := httptest.NewServer(http.StripPrefix("/site", Handler(dir)))
+	defer srv.Close()
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := c.Get(srv.URL + "/site/r/vpc/fd0-team1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if got, want := res.StatusCode, http.StatusFound; got != want {
+		t.Fatalf("status = %d, want %d", got, want)
+	}
+	loc, err := res.Request.URL.Parse(res.Header.Get("Location"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := loc.Path+"#"+loc.Fragment, "/site/"+ResourcePath("vpc/fd0-team1"); got != want {
+		t.Errorf("redirect to %s, want %s", got, want)
+	}
+}
+
+// TestAppliedBadge checks that of several revisions applied in turn only
+// the one applied now carries the badge.
+func TestAppliedBadge(t *testing.T) {
+	s := statetest.Open(t)
+	fill(t, s, 1, 1)
+	older := &converge.RevisionRecord{Revision: converge.Revision{Ref: "main", Hash: "0ld0000000000000000000000000000000000000", Subject: "older"},
+		Applied: true, Seen: epoch.Add(-time.Hour)}
+	if err := s.PutRevision(older); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "site")
+	if _, err := Build(s, dir, Options{Now: fixedNow}); err != nil {
+		t.Fatal(err)
+	}
+	index := string(readSite(t, dir)["index.html"])
+	if got, want := strings.Count(index, `class="tag applied"`), 1; got != want {
+		t.Errorf("%d applied badges, want %d", got, want)
+	}
+	_, row, _ := strings.Cut(index, `id="rev-c0ffee0000000000000000000000000000000001"`)
+	row, _, _ = strings.Cut(row, "</tr>")
+	if !strings.Contains(row, `class="tag applied"`) {
+		t.Errorf("the applied revision's row has no badge:\n%s", row)
+	}
+}
+
+func TestLeaseText(t *testing.T) {
+	until := time.Date(2026, 12, 1, 22, 41, 3, 0, time.UTC)
+	tests := []struct {
+		name  string
+		lease converge.Lease
+		want  string
+	}{
+		{"no worker recorded", converge.Lease{Reaction: "compose", Expires: until},
+			"a compose task in flight until 2026-12-01 22:41:03Z (then it is dispatched again)"},
+		{"a worker", converge.Lease{Reaction: "reconcile", Worker: "classic-0", Expires: until},
+			"a reconcile task in flight on worker classic-0 until 2026-12-01 22:41:03Z (then it is dispatched again)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := leaseText(&tc.lease); got != tc.want {
+				t.Errorf("leaseText = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestUpdateGroupsBounded checks that an Update adding a resource to a
+// big root rewrites the group pages whose body changed, not every group
+// page for its header: the live site's updates during a big converge
+// spent seconds on them, and open pages stood still meanwhile.
+func TestUpdateGroupsBounded(t *testing.T) {
+	s := statetest.Open(t)
+	fill(t, s, 8, 30)
+	dir := t.TempDir()
+	later := fixedNow().Add(time.Minute)
+	now := fixedNow
+	bld := NewBuilder(s, dir, Options{Now: func() time.Time { return now() }, GraphNodes: 20})
+	st, err := bld.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var groups []string
+	for name := range readSite(t, dir) {
+		if strings.HasPrefix(name, "groups/") {
+			groups = append(groups, name)
+		}
+	}
+	if len(groups) < 8 {
+		t.Fatalf("the fixture has %d group pages: too few to tell", len(groups))
+	}
+	// Update writes a file anew and renames it into place: a rewritten
+	// page is another file.
+	files := func() map[string]os.FileInfo {
+		out := map[string]os.FileInfo{}
+		for _, name := range groups {
+			fi, err := os.Stat(filepath.Join(dir, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[name] = fi
+		}
+		return out
+	}
+	before := files()
+	now = func() time.Time { return later } // every header differs
+	r := &converge.Resource{UID: "uid-new", Kind: "account", KindVersion: 1, Name: "fd0-team-new", Owner: "classicbom/classic",
+		Origin: converge.OriginComposed, Phase: converge.PhasePending, Spec: json.RawMessage(`{}`), CreatedAt: epoch, UpdatedAt: later}
+	if err := s.Commit(&converge.Batch{Resources: []*converge.Resource{r}}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = bld.Update([]converge.ID{r.ID()}); err != nil {
+		t.Fatal(err)
+	}
+	rewritten := 0
+	for name, fi := range files() {
+		if !os.SameFile(fi, before[name]) {
+			rewritten++
+		}
+	}
+	if rewritten > 2 { // the root's group index and fd0's group
+		t.Errorf("the update rewrote %d of %d group pages (%d files in all)", rewritten, len(groups), st.Files)
+	}
+	checkEqualsBuild(t, s, dir, Options{Now: func() time.Time { return later }, GraphNodes: 20})
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge"
-	"github.com/convergehq/converge/state"
+	"github.com/convergehq/converge/state/stateapi"
 )
 
 // examples are the Example sections of the commands' help, by command
@@ -26,13 +26,16 @@ var examples = map[string]string{
   converge sync --allowed-signers .ssh/allowed_signers   # apply only commits signed by these SSH keys
   converge sync --override-change-limit                  # once past change_limit (recorded in the verdict)`,
 	"converge get": `  converge get vpc/fd-01-team-001
-  converge get classicbom/classic -o json`,
+  converge get classicbom/classic -o json
+  converge get vpc/fd-01-team-001 vpc/sample-vpc -o wide
+  converge get vpc --limit 50`,
 	"converge list": `  converge list
   converge list --all --kind vpc --phase Failed
   converge list --all --limit 100 -o yaml`,
 	"converge events": `  converge events classicbom/classic
   converge events --limit 50
-  converge events route/fd-00-team-001 -o json`,
+  converge events route/fd-00-team-001 -o json
+  converge events --watch --limit 20        # then follow, until Ctrl+C`,
 	"converge bench": `  converge bench
   converge bench --runs 1 --teams 333000    # about a million resources`,
 	"converge reconcile": `  converge reconcile                 # the running serve fetches and applies now, and this waits for the verdict
@@ -178,7 +181,7 @@ func kindNames(g *globals) []string {
 
 // completeResource completes a KIND/NAME argument: "KIND/" for each kind
 // until a slash is typed, then that kind's names starting with what was
-// typed (at most completeMax of them).
+// typed, read by prefix from the store's ID order (completeNames).
 func completeResource(g *globals, toComplete string) ([]string, cobra.ShellCompDirective) {
 	kind, name, ok := strings.Cut(toComplete, "/")
 	if !ok {
@@ -195,25 +198,67 @@ func completeResource(g *globals, toComplete string) ([]string, cobra.ShellCompD
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
 	defer done()
-	const completeMax = 1000
-	f := state.Filter{Kind: kind, Head: true}
-	if name == "" {
-		f.Limit = completeMax // nothing to match: the first ones will do
-	}
-	rs, err := rd.Resources(f)
-	if err != nil {
-		return nil, cobra.ShellCompDirectiveNoFileComp
-	}
-	var out []string
-	for _, r := range rs {
-		if strings.HasPrefix(r.Name, name) {
-			out = append(out, kind+"/"+r.Name)
-			if len(out) == completeMax {
-				break
-			}
-		}
+	out, grouped := completeNames(rd, kind, name)
+	if grouped {
+		return out, cobra.ShellCompDirectiveNoSpace | cobra.ShellCompDirectiveNoFileComp
 	}
 	return out, cobra.ShellCompDirectiveNoFileComp
+}
+
+// completeMax is the most names a completion offers; beyond it, it
+// offers their beginnings (see completeNames).
+const completeMax = 1000
+
+// completeNames returns the IDs of kind whose name begins with prefix,
+// read from the store in ID order from the prefix on (a seek, not a scan
+// of the kind). When more than completeMax match it returns instead, and
+// grouped, each match's beginning up to the first separator ("-", ".",
+// "_") after prefix, one per beginning ("vpc/fd-", "vpc/sample-"), each
+// found by one seek past the last: a shell then completes the next part.
+func completeNames(rd reader, kind, prefix string) (ids []string, grouped bool) {
+	hs, ok := rd.(stateapi.HeadScanner)
+	if !ok {
+		return nil, false
+	}
+	from := converge.ID(kind + "/" + prefix)
+	var exact []string // the prefix itself, which ResourceHeadsAfter skips
+	if prefix != "" {
+		if _, err := rd.Resource(from); err == nil {
+			exact = []string{string(from)}
+		}
+	}
+	rows, err := hs.ResourceHeadsAfter(kind, from, completeMax+1)
+	if err != nil {
+		return nil, false
+	}
+	out := exact
+	for _, row := range rows {
+		if !strings.HasPrefix(row.Resource.Name, prefix) {
+			break
+		}
+		out = append(out, string(row.Resource.ID()))
+	}
+	if len(out) <= completeMax {
+		return out, false
+	}
+	out = exact
+	for after := from; len(out) < completeMax; {
+		rows, err := hs.ResourceHeadsAfter(kind, after, 1)
+		if err != nil || len(rows) == 0 || !strings.HasPrefix(rows[0].Resource.Name, prefix) {
+			break
+		}
+		name := rows[0].Resource.Name
+		part := name
+		if i := strings.IndexAny(name[len(prefix):], "-._"); i >= 0 {
+			part = name[:len(prefix)+i+1]
+		}
+		out = append(out, kind+"/"+part)
+		after = converge.ID(kind + "/" + part)
+		if part != name {
+			after += "\xff" // past every name beginning with part
+		}
+	}
+	return out, true
 }
 
 // verbsOf lists the operator verbs of id's kind version: its reactions

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -84,17 +86,27 @@ func newListCommand(g *globals) *cobra.Command {
 			if output != "table" {
 				return writeData(c.OutOrStdout(), output, map[string]any{"resources": views})
 			}
-			rows := [][]string{{"RESOURCE", "VERSION", "PHASE", "CHILDREN", "REASON"}}
-			for _, v := range views {
+			// The store keeps no revision per resource: the applied
+			// one heads the table.
+			if src, ok := rd.(interface {
+				Source() (*converge.AppliedSource, error)
+			}); ok {
+				if s, err := src.Source(); err == nil && s != nil && s.Revision.Hash != "" {
+					fmt.Fprintf(c.OutOrStdout(), "applied %s\n", revisionLine(s.Revision, time.Now()))
+				}
+			}
+			rows := [][]string{{"RESOURCE", "VERSION", "PHASE", "CHILDREN", "AGE", "REASON"}}
+			now := time.Now()
+			for i, v := range views {
 				kids := "-"
 				if v.Children != nil {
 					kids = strconv.Itoa(*v.Children)
 				}
-				ph := string(v.Phase)
-				if v.Drift != nil {
-					ph += " (drifted)"
+				a := "-"
+				if t := rs[i].CreatedAt; !t.IsZero() {
+					a = age(now.Sub(t))
 				}
-				rows = append(rows, []string{v.Kind + "/" + v.Name, "v" + strconv.Itoa(v.KindVersion), ph, kids, orDash(v.Reason)})
+				rows = append(rows, []string{v.Kind + "/" + v.Name, "v" + strconv.Itoa(v.KindVersion), phaseShown(v.Phase, v.Drift), kids, a, orDash(v.Reason)})
 			}
 			return table(c.OutOrStdout(), rows)
 		},
@@ -116,4 +128,17 @@ func validPhase(p converge.Phase) bool {
 		}
 	}
 	return false
+}
+
+// revisionLine is "main@sha1:<hex> (committed 3m ago: subject)".
+func revisionLine(r converge.Revision, now time.Time) string {
+	out := r.String()
+	if !r.Time.IsZero() {
+		out += " (committed " + age(now.Sub(r.Time)) + " ago"
+		if r.Subject != "" {
+			out += ": " + r.Subject
+		}
+		out += ")"
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	"github.com/convergehq/converge/cue"
 	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/site"
+	"github.com/convergehq/converge/state/statetest"
 )
 
 // smallBOM is a classic BOM of three functional domains and five teams
@@ -60,6 +62,7 @@ func TestLiveSiteFollowsConverge(t *testing.T) {
 	opts := site.Options{Title: "converge", Now: now}
 	live.attach(e.store)
 	live.b = site.NewBuilder(e.store, live.dir, opts) // a fixed clock, so pages compare
+	live.chunk = 4                                    // updates in chunks agree with a build too
 	siteDone := make(chan struct{})
 	go func() { live.run(ctx); close(siteDone) }()
 	defer func() { cancel(); <-siteDone }()
@@ -203,4 +206,54 @@ func smallClassic(t *testing.T) (repo string, loaded *cue.Result, workers []conv
 	loaded.Desired.Revision = converge.Revision{Ref: "main", Hash: "c0ffee0000000000000000000000000000000001", Subject: "small BOM"}
 	workers = []converge.WorkerSpec{{Name: "classic", Builtin: "classic", Replicas: 1}}
 	return repo, loaded, workers
+}
+
+// TestLiveSiteUpdatesInChunks checks that a big set of changes reaches
+// the live site in bounded updates, each ending with its own summary.json
+// (so an open page moves with every one), and that the site is then the
+// one a fresh build writes.
+func TestLiveSiteUpdatesInChunks(t *testing.T) {
+	st := statetest.Open(t)
+	dir := filepath.Join(t.TempDir(), "site")
+	var logs bytes.Buffer
+	live := newLiveSite(dir, &logs)
+	now := func() time.Time { return time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC) }
+	opts := site.Options{Title: "converge", Now: now}
+	live.b = site.NewBuilder(st, dir, opts)
+	if _, err := live.b.Build(); err != nil {
+		t.Fatal(err)
+	}
+	const children, chunk = 95, 10
+	b := &converge.Batch{Kinds: []*converge.Kind{{Name: "bom", Version: 1}, {Name: "leaf", Version: 1}}}
+	at := time.Date(2025, 1, 2, 3, 0, 0, 0, time.UTC)
+	b.Resources = append(b.Resources, &converge.Resource{UID: "u-root", Kind: "bom", KindVersion: 1, Name: "root",
+		Spec: []byte(`{}`), Phase: converge.PhaseReady, Origin: converge.OriginGit, CreatedAt: at, UpdatedAt: at})
+	for i := range children {
+		b.Resources = append(b.Resources, &converge.Resource{UID: fmt.Sprintf("u-%d", i), Kind: "leaf", KindVersion: 1,
+			Name: fmt.Sprintf("leaf-%03d", i), Owner: "bom/root", Origin: converge.OriginComposed, Spec: []byte(`{}`),
+			Phase: converge.PhaseReady, CreatedAt: at, UpdatedAt: at})
+	}
+	if err := st.Commit(b); err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]converge.ID, len(b.Resources))
+	for i, r := range b.Resources {
+		ids[i] = r.ID()
+	}
+	live.chunk = chunk
+	var updates []*site.Stats
+	live.updated = func(s *site.Stats) { updates = append(updates, s) }
+	live.changed(ids)
+	live.update()
+	if logs.Len() > 0 {
+		t.Errorf("live site logged:\n%s", logs.String())
+	}
+	if got, want := len(updates), (children+1+chunk-1)/chunk; got != want {
+		t.Errorf("%d updates, want %d", got, want)
+	}
+	ref := filepath.Join(t.TempDir(), "site")
+	if _, err := site.Build(st, ref, opts); err != nil {
+		t.Fatal(err)
+	}
+	compareSites(t, dir, ref)
 }

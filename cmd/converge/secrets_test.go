@@ -256,8 +256,12 @@ func TestSecretsNeverShown(t *testing.T) {
 	outputs["serve log"] = serveOut.String()
 
 	// After serve: the store's answers, the notes, the built site, the forge.
-	for _, o := range []string{"json", "yaml", "table"} {
+	for _, o := range []string{"json", "yaml", "table", "wide"} {
 		run("get -o "+o, false, "get", "vpc/sample-vpc-v2", "-o", o)
+		run("get account -o "+o, false, "get", "account/fd-00-team-000", "-o", o)
+		run("get vpc -o "+o, false, "get", "vpc/fd-00-team-000", "-o", o)
+		run("get several -o "+o, false, "get", "vpc/sample-vpc-v2", "vpc/fd-00-team-000", "-o", o)
+		run("get KIND -o "+o, false, "get", "vpc", "-o", o)
 	}
 	run("events", false, "events")
 	run("list", false, "list", "--all", "-o", "yaml")

@@ -284,3 +284,147 @@
   poll();
   setInterval(poll, Number(body.getAttribute("data-poll")) || 1000);
 })();
+
+// The search box: a resource by kind, name (or its beginning) and phase,
+// on a site of any size. search.json names each kind's list pages (in
+// name order) and the first name on each: a name is looked up on the
+// page that holds it, never in a list of every name. Without a name the
+// box opens the list of that kind, phase or both. index.html?r=KIND/NAME
+// opens that resource's page (a link by name that works on a static
+// host; converge serve also redirects /r/KIND/NAME).
+(function () {
+  "use strict";
+  var root = document.body.getAttribute("data-root") || "";
+  var form = document.getElementById("search-form");
+  if (!form) { return; }
+  var kindSel = document.getElementById("search-kind");
+  var nameIn = document.getElementById("search-name");
+  var phaseSel = document.getElementById("search-phase");
+  var out = document.getElementById("search-results");
+  var maxShown = 50, maxPages = 4;
+  var index = null;
+
+  function load() {
+    if (index) { return Promise.resolve(index); }
+    return fetch(root + "search.json", { cache: "no-cache" })
+      .then(function (r) { if (!r.ok) { throw new Error("HTTP " + r.status); } return r.json(); })
+      .then(function (x) { index = x; setTimeout(function () { index = null; }, 5000); return x; });
+  }
+  function fillKinds(x) {
+    var have = {};
+    Array.prototype.forEach.call(kindSel.options, function (o) { have[o.value] = true; });
+    Object.keys(x.kinds).sort().forEach(function (k) {
+      if (!have[k]) { var o = document.createElement("option"); o.value = k; o.textContent = k; kindSel.appendChild(o); }
+    });
+  }
+  // pageOf returns the page (0-based) of kind entry sk holding name: the
+  // last whose first name is not after it.
+  function pageOf(sk, name) {
+    var lo = 0, hi = sk.firsts.length - 1, at = 0;
+    while (lo <= hi) {
+      var mid = (lo + hi) >> 1;
+      if (sk.firsts[mid] <= name) { at = mid; lo = mid + 1; } else { hi = mid - 1; }
+    }
+    return at;
+  }
+  // rows fetches a list page and returns its rows: id, link, phase.
+  function rows(rel) {
+    var at = new URL(root + rel, location.href);
+    return fetch(at.href, { cache: "no-cache" })
+      .then(function (r) { if (!r.ok) { throw new Error("HTTP " + r.status); } return r.text(); })
+      .then(function (text) {
+        var doc = new DOMParser().parseFromString(text, "text/html");
+        var out = [];
+        doc.querySelectorAll("main tr").forEach(function (tr) {
+          var a = tr.querySelector("td a"), ph = tr.querySelector(".phase");
+          if (a) { out.push({ id: a.textContent, href: new URL(a.getAttribute("href"), at).href, phase: ph ? ph.textContent : "" }); }
+        });
+        return out;
+      });
+  }
+  // find returns up to maxShown resources of kind whose name begins with
+  // prefix, in phase ("": any).
+  function find(x, kind, prefix, phase) {
+    var sk = x.kinds[kind];
+    if (!sk || !sk.pages.length) { return Promise.resolve([]); }
+    var found = [];
+    function from(p, n) {
+      if (p >= sk.pages.length || n >= maxPages || found.length >= maxShown) { return Promise.resolve(found); }
+      return rows(sk.pages[p]).then(function (rs) {
+        var past = false;
+        rs.forEach(function (r) {
+          var name = r.id.slice(kind.length + 1);
+          if (name.indexOf(prefix) === 0) {
+            if ((!phase || r.phase === phase) && found.length < maxShown) { found.push(r); }
+          } else if (name > prefix) { past = true; }
+        });
+        return past ? found : from(p + 1, n + 1);
+      });
+    }
+    return from(pageOf(sk, prefix), 0);
+  }
+  function show(list, what) {
+    out.textContent = "";
+    var p = document.createElement("p");
+    p.id = "search-summary";
+    p.textContent = list.length ? (list.length >= maxShown ? "The first " + maxShown : String(list.length)) + " of " + what + ":" : "No " + what + ".";
+    out.appendChild(p);
+    if (!list.length) { return; }
+    var ul = document.createElement("ul");
+    list.forEach(function (r) {
+      var li = document.createElement("li"), a = document.createElement("a"), ph = document.createElement("span");
+      a.href = r.href; a.textContent = r.id;
+      ph.className = "phase ph-" + r.phase.toLowerCase(); ph.textContent = r.phase;
+      li.appendChild(a); li.appendChild(document.createTextNode(" ")); li.appendChild(ph);
+      ul.appendChild(li);
+    });
+    out.appendChild(ul);
+  }
+  // search runs the box; exact: open the one resource named exactly.
+  function search(exact) {
+    var kind = kindSel.value, name = nameIn.value.trim(), phase = phaseSel.value;
+    if (name.indexOf("/") > 0 && !kind) { kind = name.slice(0, name.indexOf("/")); name = name.slice(kind.length + 1); }
+    return load().then(function (x) {
+      fillKinds(x);
+      if (!name) {
+        var rel = "";
+        if (kind && x.kinds[kind]) {
+          rel = x.kinds[kind].pages[0];
+          if (phase) { rel = rel.replace(/\.html$/, "." + phase.toLowerCase() + ".html"); }
+        } else if (phase) {
+          rel = "phases/" + phase.toLowerCase() + ".html";
+        }
+        if (rel) { location.href = root + rel; } else { show([], "resources: give a kind, a name or a phase"); }
+        return;
+      }
+      var kinds = kind ? [kind] : Object.keys(x.kinds).sort();
+      return Promise.all(kinds.map(function (k) { return find(x, k, name, phase); })).then(function (lists) {
+        var all = [].concat.apply([], lists).slice(0, maxShown);
+        if (exact) {
+          var hit = all.filter(function (r) { return r.id === kind + "/" + name; });
+          if (hit.length === 1) { location.replace(hit[0].href); return; }
+        }
+        show(all, "resources " + (kind ? kind + "/" : "") + name + "…" + (phase ? " in " + phase : ""));
+      });
+    }).catch(function (e) { show([], "search index (" + e.message + ")"); });
+  }
+  form.addEventListener("submit", function (ev) { ev.preventDefault(); search(false); });
+  kindSel.addEventListener("focus", function () { load().then(fillKinds).catch(function () {}); });
+  // ?r=KIND/NAME opens that resource; ?kind=…&name=…&phase=… runs the
+  // box (a search one can link to).
+  var qs = new URLSearchParams(location.search), q = qs.get("r");
+  if (q) {
+    nameIn.value = q;
+    search(true);
+  } else if (qs.get("name") || qs.get("kind") || qs.get("phase")) {
+    load().then(function (x) {
+      fillKinds(x);
+      kindSel.value = qs.get("kind") || "";
+      nameIn.value = qs.get("name") || "";
+      phaseSel.value = qs.get("phase") || "";
+      search(false);
+    }).catch(function () {});
+  } else {
+    load().then(fillKinds).catch(function () {});
+  }
+})();

@@ -32,6 +32,13 @@ type Reader interface {
 	Events(resource converge.ID, limit int) ([]converge.Event, error)
 }
 
+// HeadScanner is implemented by a Reader that pages through resources
+// in ID order without their specs and statuses (state.Backend's
+// ResourceHeadsAfter), for completion by prefix.
+type HeadScanner interface {
+	ResourceHeadsAfter(kind string, after converge.ID, limit int) ([]state.ResourceRow, error)
+}
+
 // Loader is implemented by a Reader that can return the whole state
 // (*state.Store), for plan.
 type Loader interface {
@@ -177,6 +184,21 @@ func Handler(rd Reader, ctl Controller) http.Handler {
 		limit, _ := strconv.Atoi(q.Get("limit"))
 		rs, err := rd.Resources(state.Filter{Kind: q.Get("kind"), Phase: converge.Phase(q.Get("phase")),
 			Owner: converge.ID(q.Get("owner")), RootsOnly: q.Get("roots") == "true", Limit: limit, Head: q.Get("head") == "true"})
+		reply(w, rs, err)
+	})
+	mux.HandleFunc("GET /v1/resource-heads", func(w http.ResponseWriter, r *http.Request) {
+		hs, ok := rd.(HeadScanner)
+		if !ok {
+			reply(w, nil, errors.New("resource-heads: this store cannot scan by ID"))
+			return
+		}
+		q := r.URL.Query()
+		limit, _ := strconv.Atoi(q.Get("limit"))
+		rows, err := hs.ResourceHeadsAfter(q.Get("kind"), converge.ID(q.Get("after")), limit)
+		rs := make([]*converge.Resource, len(rows))
+		for i, row := range rows {
+			rs[i] = row.Resource
+		}
 		reply(w, rs, err)
 	})
 	mux.HandleFunc("GET /v1/children", func(w http.ResponseWriter, r *http.Request) {
@@ -443,6 +465,22 @@ func (c *Client) Resources(f state.Filter) ([]*converge.Resource, error) {
 		}
 	}
 	return rs, nil
+}
+
+// ResourceHeadsAfter implements HeadScanner (edges are not sent: every
+// row's Consumes is nil).
+func (c *Client) ResourceHeadsAfter(kind string, after converge.ID, limit int) ([]state.ResourceRow, error) {
+	q := url.Values{"kind": {kind}, "after": {string(after)}, "limit": {strconv.Itoa(limit)}}
+	var rs []*converge.Resource
+	if err := c.call(context.Background(), "GET", "/v1/resource-heads", q, nil, &rs); err != nil {
+		return nil, err
+	}
+	rows := make([]state.ResourceRow, len(rs))
+	for i, r := range rs {
+		r.Declared, r.Spec, r.Status = nil, nil, nil
+		rows[i] = state.ResourceRow{Resource: r}
+	}
+	return rows, nil
 }
 
 // Children implements Reader.
