@@ -191,12 +191,6 @@ func withoutPageHeader(page []byte) []byte {
 	return slices.Concat(page[:i], page[j:])
 }
 
-// sameFile reports whether the file rel under dir holds data.
-func sameFile(dir, rel string, data []byte) bool {
-	old, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(rel)))
-	return err == nil && bytes.Equal(old, data)
-}
-
 // add counts what x wrote as written by w.
 func (w *writer) add(x *writer) {
 	w.files += x.files

@@ -707,8 +707,7 @@ func TestUpdateGroupsBounded(t *testing.T) {
 	later := fixedNow().Add(time.Minute)
 	now := fixedNow
 	bld := NewBuilder(s, dir, Options{Now: func() time.Time { return now() }, GraphNodes: 20})
-	st, err := bld.Build()
-	if err != nil {
+	if _, err := bld.Build(); err != nil {
 		t.Fatal(err)
 	}
 	var groups []string
@@ -740,7 +739,8 @@ func TestUpdateGroupsBounded(t *testing.T) {
 	if err := s.Commit(&converge.Batch{Resources: []*converge.Resource{r}}); err != nil {
 		t.Fatal(err)
 	}
-	if st, err = bld.Update([]converge.ID{r.ID()}); err != nil {
+	st, err := bld.Update([]converge.ID{r.ID()})
+	if err != nil {
 		t.Fatal(err)
 	}
 	rewritten := 0
