@@ -29,6 +29,17 @@ const dryRunTTL = 2 * time.Minute
 // Until ctx is done it waits for Run to run and for a worker to serve the
 // compose.
 func (s *Scheduler) DryCompose(ctx context.Context, t *converge.Task) (*converge.Result, error) {
+	return s.awaitServed(ctx, fmt.Sprintf("dry-run compose %s/%s", t.Kind, t.Name), func(s *Scheduler) (chan verbOutcome, error) {
+		return s.startDry(t)
+	})
+}
+
+// awaitServed runs start on the loop and waits for the answer on the
+// channel it returns. Until ctx is done it starts again, backing off up
+// to 250ms, while Run is not running yet or no worker serves the
+// reaction (workers, or Run itself, may still be starting); what names
+// the wait in its errors.
+func (s *Scheduler) awaitServed(ctx context.Context, what string, start func(*Scheduler) (chan verbOutcome, error)) (*converge.Result, error) {
 	wait := 20 * time.Millisecond
 	for {
 		var ch chan verbOutcome
@@ -38,15 +49,14 @@ func (s *Scheduler) DryCompose(ctx context.Context, t *converge.Task) (*converge
 				err = ErrNotRunning
 				return
 			}
-			ch, err = s.startDry(t)
+			ch, err = start(s)
 		}); e != nil {
 			return nil, e
 		}
 		if errors.Is(err, converge.ErrNoWorker) || errors.Is(err, ErrNotRunning) {
-			// Workers, or Run itself, may still be starting: look again.
 			select {
 			case <-ctx.Done():
-				return nil, fmt.Errorf("dry-run compose %s/%s: %w", t.Kind, t.Name, err)
+				return nil, fmt.Errorf("%s: %w", what, err)
 			case <-time.After(wait):
 			}
 			wait = min(2*wait, 250*time.Millisecond)
@@ -59,7 +69,7 @@ func (s *Scheduler) DryCompose(ctx context.Context, t *converge.Task) (*converge
 		case o := <-ch:
 			return o.res, o.err
 		case <-ctx.Done():
-			return nil, fmt.Errorf("dry-run compose %s/%s: %w", t.Kind, t.Name, ctx.Err())
+			return nil, fmt.Errorf("%s: %w", what, ctx.Err())
 		}
 	}
 }

@@ -139,38 +139,9 @@ func Refresh(ctx context.Context, snap *converge.Snapshot, observe ComposeFunc, 
 // converge.ErrNotFound (wrapped) for a resource it does not hold.
 func (s *Scheduler) Observe(ctx context.Context, t *converge.Task) (*converge.Result, error) {
 	id := converge.NewID(t.Kind, t.Name)
-	wait := 20 * time.Millisecond
-	for {
-		var ch chan verbOutcome
-		var err error
-		if e := s.exec(ctx, func(s *Scheduler) {
-			if s.inline {
-				err = ErrNotRunning
-				return
-			}
-			ch, err = s.startObserve(id)
-		}); e != nil {
-			return nil, e
-		}
-		if errors.Is(err, converge.ErrNoWorker) || errors.Is(err, ErrNotRunning) {
-			select {
-			case <-ctx.Done():
-				return nil, fmt.Errorf("observe %s: %w", id, err)
-			case <-time.After(wait):
-			}
-			wait = min(2*wait, 250*time.Millisecond)
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		select {
-		case o := <-ch:
-			return o.res, o.err
-		case <-ctx.Done():
-			return nil, fmt.Errorf("observe %s: %w", id, ctx.Err())
-		}
-	}
+	return s.awaitServed(ctx, "observe "+string(id), func(s *Scheduler) (chan verbOutcome, error) {
+		return s.startObserve(id)
+	})
 }
 
 func (s *Scheduler) startObserve(id converge.ID) (chan verbOutcome, error) {
