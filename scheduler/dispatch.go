@@ -481,6 +481,9 @@ func (s *Scheduler) failPermanent(n *node, msg string) {
 	}
 	s.setPhase(n, converge.PhaseFailed)
 	s.fire(n, converge.TransitionFailed)
+	if len(s.rollouts) > 0 {
+		s.rolloutFailed(n, msg)
+	}
 }
 
 // onResult handles one worker result.

@@ -224,113 +224,9 @@ func summarize(changes []Change) PlanSummary {
 	return s
 }
 
-// Row is where in its composer's spec a composed child comes from: the
-// names along the path of a list element (a BOM's domain "fd-00" and
-// team "team-002") and the lists they are in ("functional_domains",
-// "service_teams").
-type Row struct {
-	Names  []string `json:"names"`
-	Levels []string `json:"levels"`
-}
-
-// Label is the row's names joined: "fd-00/team-002".
-func (r Row) Label() string { return strings.Join(r.Names, "/") }
-
-// specRows returns the rows of spec: every element of a list of objects
-// that each have a "name", nested ones too.
-func specRows(spec json.RawMessage) []Row {
-	v, err := decodeSpec(spec)
-	if err != nil {
-		return nil
-	}
-	var out []Row
-	var walk func(v any, names, levels []string, depth int)
-	walk = func(v any, names, levels []string, depth int) {
-		if depth > 16 {
-			return // a BOM is a few levels deep; bound the walk of outside input
-		}
-		m, ok := v.(map[string]any)
-		if !ok {
-			return
-		}
-		keys := make([]string, 0, len(m))
-		for k := range m {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			l, ok := m[k].([]any)
-			if !ok {
-				walk(m[k], names, levels, depth+1)
-				continue
-			}
-			if _, order := byName(l); len(order) == 0 {
-				continue
-			}
-			for _, e := range l {
-				n := append(names[:len(names):len(names)], e.(map[string]any)["name"].(string))
-				out = append(out, Row{Names: n, Levels: append(levels[:len(levels):len(levels)], k)})
-				walk(e, n, append(levels[:len(levels):len(levels)], k), depth+1)
-			}
-		}
-	}
-	walk(v, nil, nil, 0)
-	return out
-}
-
-// rowOf returns the deepest row whose names all appear in name, in
-// order, each between word boundaries ("fd-00-team-002" is of
-// fd-00/team-002, "fd-00-tgw" of fd-00), or false.
-func rowOf(name string, rows []Row) (Row, bool) {
-	var best Row
-	found := false
-	for _, r := range rows {
-		if len(r.Names) <= len(best.Names) && found {
-			continue
-		}
-		if containsInOrder(name, r.Names) {
-			best, found = r, true
-		}
-	}
-	return best, found
-}
-
-func containsInOrder(s string, words []string) bool {
-	at := 0
-	for _, w := range words {
-		i := indexWord(s[at:], w)
-		if i < 0 {
-			return false
-		}
-		at += i + len(w)
-	}
-	return true
-}
-
-// indexWord is the index of w in s where it neither follows nor is
-// followed by a letter or digit, or -1.
-func indexWord(s, w string) int {
-	if w == "" {
-		return -1
-	}
-	for from := 0; from <= len(s)-len(w); {
-		i := strings.Index(s[from:], w)
-		if i < 0 {
-			return -1
-		}
-		i += from
-		end := i + len(w)
-		if (i == 0 || !alnum(s[i-1])) && (end == len(s) || !alnum(s[end])) {
-			return i
-		}
-		from = i + 1
-	}
-	return -1
-}
-
-func alnum(b byte) bool {
-	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9'
-}
+// Row is where in its composer's spec a composed child comes from
+// (scheduler.Row): "fd-00/team-002".
+type Row = scheduler.Row
 
 // ReviewInput is what NewReview reads besides the plan.
 type ReviewInput struct {
@@ -392,20 +288,20 @@ func NewReview(ctx context.Context, in ReviewInput) (*Review, error) {
 	}
 	var w scheduler.Weight
 	err := in.Graph.Read(ctx, func(v scheduler.GraphView) {
-		rows := map[converge.ID][]Row{} // composer → rows of its old and new spec
-		rowsOf := func(owner converge.ID) []Row {
+		rows := map[converge.ID]*scheduler.RowIndex{} // composer → rows of its new and old spec
+		rowsOf := func(owner converge.ID) *scheduler.RowIndex {
 			if r, ok := rows[owner]; ok {
 				return r
 			}
 			var rs []Row
 			if spec, ok := newSpec(owner); ok {
-				rs = append(rs, specRows(spec)...)
+				rs = append(rs, scheduler.SpecRows(spec)...)
 			}
 			if old := v.Get(owner); old != nil {
-				rs = append(rs, specRows(old.Declared)...)
+				rs = append(rs, scheduler.SpecRows(old.Declared)...)
 			}
-			rows[owner] = rs
-			return rs
+			rows[owner] = scheduler.NewRowIndex(rs)
+			return rows[owner]
 		}
 		add := func(action string, it scheduler.PlanItem) {
 			c := Change{Action: action, ID: it.ID, From: it.From, To: it.To, Reason: it.Reason, KnownAfter: it.KnownAfter,
@@ -437,7 +333,7 @@ func NewReview(ctx context.Context, in ReviewInput) (*Review, error) {
 				}
 			}
 			if c.Owner != "" {
-				if r, ok := rowOf(it.ID.Name(), rowsOf(c.Owner)); ok {
+				if r, ok := rowsOf(c.Owner).Of(it.ID.Name()); ok {
 					c.Row = r
 				}
 			}
