@@ -1,6 +1,8 @@
 package converge
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"strings"
@@ -212,4 +214,57 @@ func (s *RolloutStatus) String() string {
 		return fmt.Sprintf("%s soaking until %s, %d held", w, s.SoakUntil.UTC().Format("15:04:05 UTC"), s.Held)
 	}
 	return fmt.Sprintf("%s progressing, %d held", w, s.Held)
+}
+
+// String is the declared rollout in one line: "canary (rows fd-00) →
+// ten (10%) → rest; soak 30s, timeout 10m".
+func (r *Rollout) String() string {
+	var parts []string
+	for i := 0; i < r.Count(); i++ {
+		p := r.Name(i)
+		if i < len(r.Waves) {
+			w := r.Waves[i]
+			var sel []string
+			if len(w.Rows) > 0 {
+				sel = append(sel, "rows "+strings.Join(w.Rows, ", "))
+			}
+			if w.Percent > 0 {
+				sel = append(sel, fmt.Sprintf("%d%%", w.Percent))
+			}
+			if w.Soak > 0 {
+				sel = append(sel, "soak "+w.Soak.String())
+			}
+			if len(sel) > 0 {
+				p += " (" + strings.Join(sel, "; ") + ")"
+			}
+		}
+		parts = append(parts, p)
+	}
+	s := strings.Join(parts, " → ")
+	var opts []string
+	if r.Soak > 0 {
+		opts = append(opts, "soak "+r.Soak.String())
+	}
+	if r.Timeout > 0 {
+		opts = append(opts, "timeout "+r.Timeout.String())
+	}
+	if len(opts) > 0 {
+		s += "; " + strings.Join(opts, ", ")
+	}
+	return s
+}
+
+// RolloutOf returns the rollout a composer's status records
+// (status.rollout), or nil.
+func RolloutOf(status json.RawMessage) *RolloutStatus {
+	if len(status) == 0 || !bytes.Contains(status, []byte(`"rollout"`)) {
+		return nil
+	}
+	var v struct {
+		Rollout *RolloutStatus `json:"rollout"`
+	}
+	if json.Unmarshal(status, &v) != nil {
+		return nil
+	}
+	return v.Rollout
 }

@@ -172,7 +172,7 @@ func (s *Scheduler) applyComposition(n *node, res *converge.Result, ids []conver
 		ex := s.nodes[id]
 		switch {
 		case held[id]:
-			kept++
+			// its change waits for a later wave (counted apart)
 		case ex == nil && later[id]:
 			partial = true
 		case ex == nil:

@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
@@ -371,18 +370,19 @@ func (s *Scheduler) loadRollout(n *node) {
 	if n.r.Rollout == nil || len(n.r.Status) == 0 {
 		return
 	}
-	var v struct {
-		Rollout *converge.RolloutStatus `json:"rollout"`
-	}
-	if json.Unmarshal(n.r.Status, &v) != nil || v.Rollout == nil {
+	st := converge.RolloutOf(n.r.Status)
+	if st == nil {
 		return
 	}
-	ro := &rollout{st: *v.Rollout}
+	ro := &rollout{st: *st}
 	n.tree().rollout = ro
-	if ro.st.Generation != n.r.Generation || !ro.active() {
+	if ro.st.Generation != n.r.Generation || ro.st.Phase == converge.RolloutComplete {
 		return
 	}
 	s.rollouts[n.id] = n
+	if !ro.active() {
+		return // halted: shown until a new generation
+	}
 	if ro.st.Phase == converge.RolloutSoaking {
 		ro.timer = s.addTimer(ro.st.SoakUntil, timerRollout, n.id, "")
 	} else {

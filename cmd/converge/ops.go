@@ -201,13 +201,22 @@ var (
 		"1 for each suspended root (converge suspend), labelled with it; root=\"\" while everything is suspended.", []string{"root"}, nil)
 	descHeld = prometheus.NewDesc("converge_suspended_held",
 		"Resources a suspension holds back now: each was due a dispatch that did not start.", nil, nil)
+	descRolloutWave = prometheus.NewDesc("converge_rollout_wave",
+		"The wave (1-based) a rollout in progress or halted has let through, by composer; converge_rollout_waves is how many it has.",
+		[]string{"resource", "wave_name"}, nil)
+	descRolloutWaves = prometheus.NewDesc("converge_rollout_waves", "The number of waves of a rollout in progress or halted, by composer.",
+		[]string{"resource"}, nil)
+	descRolloutHeld = prometheus.NewDesc("converge_rollout_held",
+		"Children whose change a rollout holds back for a later wave, by composer.", []string{"resource"}, nil)
+	descRolloutHalted = prometheus.NewDesc("converge_rollout_halted",
+		"1 for a halted rollout (a wave failed or timed out; a new revision starts over), 0 for one in progress.", []string{"resource"}, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descResources, descDrifted, descDispatched, descResults, descRetries, descFailures, descLatency,
 		descCommits, descCommitLatency, descBatchRows, descCommitFailing, descQueue, descInflight, descDeliveries, descWorkers, descLeading,
-		descSuspended, descHeld} {
+		descSuspended, descHeld, descRolloutWave, descRolloutWaves, descRolloutHeld, descRolloutHalted} {
 		ch <- d
 	}
 }
@@ -234,6 +243,17 @@ func (c engineCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
 	gauge(descHeld, float64(e.sched.Progress().Held))
+	for _, r := range m.Rollouts {
+		id := string(r.ID)
+		gauge(descRolloutWave, float64(r.Status.Wave+1), id, r.Status.Name)
+		gauge(descRolloutWaves, float64(r.Status.Waves), id)
+		gauge(descRolloutHeld, float64(r.Status.Held), id)
+		halted := 0.0
+		if r.Status.Phase == converge.RolloutHalted {
+			halted = 1
+		}
+		gauge(descRolloutHalted, halted, id)
+	}
 	if ctl, err := e.Control(); err == nil {
 		for _, s := range ctl.Suspended {
 			gauge(descSuspended, 1, string(s.Root))

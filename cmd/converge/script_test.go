@@ -147,6 +147,7 @@ func TestScripts(t *testing.T) {
 			"bom-teams":      cmdBOMTeams,
 			"wait-children":  cmdWaitChildren,
 			"wait-unlocked":  cmdWaitUnlocked,
+			"created-after":  cmdCreatedAfter,
 		},
 	})
 }
