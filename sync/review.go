@@ -49,6 +49,10 @@ type Change struct {
 	// Row is the row of Owner's spec (a BOM's domain and team,
 	// "fd-00/team-002") the child comes from; empty when none matches.
 	Row Row
+	// Wave is the wave (1-based) of Owner's rollout the change comes
+	// in, by its row; 0 when Owner declares no rollout, or composes for
+	// the first time.
+	Wave int
 	// Fields are the changed fields (update, flip), the spec a created
 	// resource gets ("+"), or what a deleted one loses ("-").
 	Fields     []FieldChange
@@ -74,6 +78,20 @@ type PlanSummary struct {
 	// they come from; Levels how many rows of each level that is.
 	Rows   []RowCount   `json:"by_row"`
 	Levels []LevelCount `json:"row_levels"`
+	// Waves counts the composed changes per wave of their composer's
+	// rollout (converge.Rollout), for composers that declare one and
+	// were composed before (a first composition has no waves).
+	Waves []WaveCount `json:"by_wave"`
+}
+
+// WaveCount is a PlanSummary's count of one wave of a composer's rollout.
+type WaveCount struct {
+	Owner converge.ID `json:"owner"`
+	// Wave is 1-based, of Waves; Name is the wave's.
+	Wave  int    `json:"wave"`
+	Waves int    `json:"waves"`
+	Name  string `json:"name"`
+	ChangeCounts
 }
 
 // ChangeCounts are a plan's changes of one kind or row.
@@ -154,11 +172,16 @@ func Summarize(plan *scheduler.Plan) PlanSummary {
 			changes = append(changes, Change{Action: l.action, ID: it.ID})
 		}
 	}
-	return summarize(changes)
+	return summarize(changes, nil)
 }
 
-func summarize(changes []Change) PlanSummary {
+func summarize(changes []Change, declared map[converge.ID]*converge.Resource) PlanSummary {
 	var s PlanSummary
+	type waveKey struct {
+		owner converge.ID
+		wave  int
+	}
+	waves := map[waveKey]*WaveCount{}
 	kinds := map[string]*ChangeCounts{}
 	type rowKey struct {
 		owner converge.ID
@@ -180,6 +203,14 @@ func summarize(changes []Change) PlanSummary {
 			kinds[k] = &ChangeCounts{}
 		}
 		kinds[k].add(c.Action)
+		if c.Wave > 0 {
+			wk := waveKey{c.Owner, c.Wave}
+			if waves[wk] == nil {
+				pol := declared[c.Owner].Rollout
+				waves[wk] = &WaveCount{Owner: c.Owner, Wave: c.Wave, Waves: pol.Count(), Name: pol.Name(c.Wave - 1)}
+			}
+			waves[wk].add(c.Action)
+		}
 		if len(c.Row.Names) == 0 {
 			continue
 		}
@@ -221,6 +252,16 @@ func summarize(changes []Change) PlanSummary {
 	for _, lk := range levelOrder {
 		s.Levels = append(s.Levels, LevelCount{Owner: lk.owner, Level: lk.level, Rows: len(levelRows[lk])})
 	}
+	s.Waves = []WaveCount{}
+	for _, w := range waves {
+		s.Waves = append(s.Waves, *w)
+	}
+	sort.Slice(s.Waves, func(i, j int) bool {
+		if s.Waves[i].Owner != s.Waves[j].Owner {
+			return s.Waves[i].Owner < s.Waves[j].Owner
+		}
+		return s.Waves[i].Wave < s.Waves[j].Wave
+	})
 	return s
 }
 
@@ -336,6 +377,9 @@ func NewReview(ctx context.Context, in ReviewInput) (*Review, error) {
 				if r, ok := rowsOf(c.Owner).Of(it.ID.Name()); ok {
 					c.Row = r
 				}
+				if o := declared[c.Owner]; o != nil && o.Rollout != nil && composedBefore(v, c.Owner) {
+					c.Wave = o.Rollout.WaveOf(c.Row.Label(), string(it.ID)) + 1
+				}
 			}
 			rv.Changes = append(rv.Changes, c)
 		}
@@ -355,7 +399,7 @@ func NewReview(ctx context.Context, in ReviewInput) (*Review, error) {
 	if w, err = scheduler.Weigh(ctx, in.Graph, p); err != nil {
 		return nil, fmt.Errorf("weigh plan: %w", err)
 	}
-	rv.Summary = summarize(rv.Changes)
+	rv.Summary = summarize(rv.Changes, declared)
 	rv.Summary.TornDown, rv.Summary.Total = w.TornDown, w.Total
 	rv.Held = PruneGuardWeight(w, p, in.Settings)
 	if held := ChangeGuard(w, p, in.Settings); rv.Held == "" && held != "" {
@@ -366,6 +410,14 @@ func NewReview(ctx context.Context, in ReviewInput) (*Review, error) {
 		}
 	}
 	return rv, nil
+}
+
+// composedBefore reports whether the composer id has children in the
+// graph: its next composition is rolled out in waves.
+func composedBefore(v scheduler.GraphView, id converge.ID) bool {
+	found := false
+	v.Children(id, func(*converge.Resource) { found = true })
+	return found
 }
 
 func providerRef(r *converge.Resource, c *Composed, id converge.ID) string {
@@ -411,7 +463,7 @@ func Thousands(n int) string {
 // that was not applied.
 func (p *Pass) AppliedSummary(ctx context.Context, g scheduler.Graph) (PlanSummary, error) {
 	if !p.Applied || p.Priced == nil {
-		return summarize(nil), nil
+		return summarize(nil, nil), nil
 	}
 	if !p.Fresh {
 		return Summarize(p.Priced), nil
@@ -426,7 +478,7 @@ func (p *Pass) AppliedSummary(ctx context.Context, g scheduler.Graph) (PlanSumma
 	}); err != nil {
 		return PlanSummary{}, fmt.Errorf("read graph: %w", err)
 	}
-	s := summarize(nil)
+	s := summarize(nil, nil)
 	for k, n := range kinds {
 		s.Create += n
 		s.ByKind = append(s.ByKind, KindCount{Kind: k, ChangeCounts: ChangeCounts{Create: n}})
