@@ -314,6 +314,11 @@ func (b *Builder) readRevisions(m *model) error {
 	if m.applied, err = b.r.Applied(); err != nil {
 		return fmt.Errorf("build site: %w", err)
 	}
+	if cr, ok := b.r.(ControlReader); ok {
+		if m.control, err = cr.Control(); err != nil {
+			return fmt.Errorf("build site: %w", err)
+		}
+	}
 	return nil
 }
 

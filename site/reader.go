@@ -37,3 +37,11 @@ type Reader interface {
 }
 
 var _ Reader = (*state.Store)(nil)
+
+// ControlReader is implemented by a Reader that keeps the operator's pin
+// and suspensions (*state.Store): the site then shows them.
+type ControlReader interface {
+	Control() (*converge.Control, error)
+}
+
+var _ ControlReader = (*state.Store)(nil)

@@ -463,6 +463,7 @@ const (
 	settledInterrupted
 	// settledUndurable: commits of state kept failing (gitsync.Undurable).
 	settledUndurable
+	settledSuspended
 )
 
 // commitGrace is how long a sync lets every commit of state fail before
@@ -483,7 +484,7 @@ func waitSettled(ctx context.Context, e *engine, out io.Writer, o syncOptions) s
 	defer deadline.Stop()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
-	settle := gitsync.Settle{Grace: o.grace, CommitGrace: commitGrace}
+	settle := gitsync.Settle{Grace: o.grace, CommitGrace: commitGrace, StopWhenHeld: true}
 	for {
 		p := e.sched.Progress()
 		pr.show(p)
@@ -495,6 +496,8 @@ func waitSettled(ctx context.Context, e *engine, out io.Writer, o syncOptions) s
 			return settledStuck
 		case gitsync.Undurable:
 			return settledUndurable
+		case gitsync.Suspended:
+			return settledSuspended
 		}
 		select {
 		case <-ctx.Done():
@@ -550,7 +553,7 @@ func finishSync(e *engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res settl
 		counts := p.Counts
 		rep.Counts, rep.Dispatched, rep.Seconds = &counts, p.Dispatched, elapsed.Seconds()
 		rep.Verdict = [...]string{settledConverged: "converged", settledStuck: "stuck", settledTimeout: "timed_out",
-			settledInterrupted: "interrupted", settledUndurable: "not_durable"}[res]
+			settledInterrupted: "interrupted", settledUndurable: "not_durable", settledSuspended: "suspended"}[res]
 		if p.CommitError != "" {
 			rep.Errors = append(rep.Errors, "commit state: "+p.CommitError)
 		}
@@ -567,6 +570,22 @@ func finishSync(e *engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res settl
 	case settledInterrupted:
 		state, desc = converge.StatePending, gitsync.Verdict("interrupted", p, "")
 		err = failed("%s", desc)
+	case settledSuspended:
+		// Applied, and held back by the operator's own act: pending
+		// until converge resume, as serve leaves it.
+		var held []string
+		if ctl, cerr := e.Control(); cerr == nil && ctl != nil {
+			for _, s := range ctl.Suspended {
+				held = append(held, s.String())
+			}
+		}
+		hint := strings.Join(held, "; ")
+		if hint == "" {
+			hint = "converge resume"
+		}
+		state, desc = converge.StatePending, gitsync.Verdict("suspended", p, fmt.Sprintf("%d waiting for a resume: %s", p.Held, hint))
+		fmt.Fprintf(errOut, "%s\n", desc)
+		err = failed("not converged (suspended): %d resources wait for converge resume", p.Held)
 	default:
 		why := "stuck"
 		switch res {
