@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	gosync "sync"
 	"sync/atomic"
 	"time"
 
@@ -52,6 +55,8 @@ type engine struct {
 	// control is the store's converge.Control, read at start and
 	// replaced by SetControl (the only writer while the engine runs).
 	control atomic.Pointer[converge.Control]
+	// controlMu makes SetControl's compare-and-set one step.
+	controlMu gosync.Mutex
 }
 
 type engineOptions struct {
@@ -289,12 +294,30 @@ func (a adminController) Reconcile(ctx context.Context, id converge.ID) (*statea
 // SetControl implements stateapi.ControlSetter: the pin and the
 // suspensions are recorded in the store, where serve's next step reads
 // the pin.
-func (a adminController) SetControl(ctx context.Context, c *converge.Control) error {
+// It changes nothing when the daemon's Control is no longer base.
+func (a adminController) SetControl(ctx context.Context, base, c *converge.Control) error {
+	a.e.controlMu.Lock()
+	defer a.e.controlMu.Unlock()
+	cur, err := a.e.Control()
+	if err != nil {
+		return err
+	}
+	if !sameControl(cur, base) {
+		return stateapi.ErrControlChanged
+	}
 	if err := a.e.store.PutControl(c); err != nil {
 		return err
 	}
 	a.e.control.Store(c)
 	return a.Suspend(ctx, suspendedIDs(c))
+}
+
+// sameControl reports whether a and b record the same pin and
+// suspensions (as the admin API carries them: times to the nanosecond).
+func sameControl(a, b *converge.Control) bool {
+	ja, erra := json.Marshal(a)
+	jb, errb := json.Marshal(b)
+	return erra == nil && errb == nil && bytes.Equal(ja, jb)
 }
 
 // Control returns the pin and the suspensions as the engine last read or
