@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/convergehq/converge"
@@ -118,7 +119,12 @@ func TestPostponeLoadedResyncs(t *testing.T) {
 // are dropped in bulk, so the timer heap does not hold one entry per task
 // of the last lease period (at a million resources, hundreds of
 // thousands).
-func TestEndedTasksLeaveNoLeaseTimers(t *testing.T) {
+//
+// In a synctest bubble: no lease, resync or flush timer fires early or
+// late with the machine's load.
+func TestEndedTasksLeaveNoLeaseTimers(t *testing.T) { synctest.Test(t, endedTasksLeaveNoLeaseTimers) }
+
+func endedTasksLeaveNoLeaseTimers(t *testing.T) {
 	const n = 10_000
 	store := newMemStore()
 	disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1"})
