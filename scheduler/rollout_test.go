@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/convergehq/converge"
@@ -56,10 +57,15 @@ func accountRev(m *memStore, name string) string {
 	return spec["rev"]
 }
 
+// The rollout tests run in synctest bubbles: soaks and timeouts take
+// their time on the bubble's clock, whatever the machine's load.
+
 // TestRolloutWaves: a change of every team reaches fd-01 first; the other
 // domains keep their previous spec until fd-01's wave has soaked, then get
 // it; the rollout ends complete and the root Ready at its generation.
-func TestRolloutWaves(t *testing.T) {
+func TestRolloutWaves(t *testing.T) { synctest.Test(t, rolloutWaves) }
+
+func rolloutWaves(t *testing.T) {
 	ro := &converge.Rollout{Soak: 300 * time.Millisecond,
 		Waves: []converge.Wave{{Name: "canary", Rows: []string{"fd-01"}}, {Name: "rest"}}}
 	store := newMemStore()
@@ -118,7 +124,9 @@ func TestRolloutWaves(t *testing.T) {
 // TestRolloutHaltsOnFailure: a permanent failure in the first wave halts
 // the rollout; the later waves keep their previous spec, the root fails
 // naming the wave, and the graph is stuck (a new revision must come).
-func TestRolloutHaltsOnFailure(t *testing.T) {
+func TestRolloutHaltsOnFailure(t *testing.T) { synctest.Test(t, rolloutHaltsOnFailure) }
+
+func rolloutHaltsOnFailure(t *testing.T) {
 	ro := &converge.Rollout{Soak: time.Millisecond,
 		Waves: []converge.Wave{{Name: "canary", Rows: []string{"fd-01"}}, {Name: "half", Percent: 50}}}
 	store := newMemStore()
@@ -168,7 +176,9 @@ func TestRolloutHaltsOnFailure(t *testing.T) {
 }
 
 // TestRolloutTimeout: a wave that does not become Ready in time halts.
-func TestRolloutTimeout(t *testing.T) {
+func TestRolloutTimeout(t *testing.T) { synctest.Test(t, rolloutTimeout) }
+
+func rolloutTimeout(t *testing.T) {
 	ro := &converge.Rollout{Timeout: 200 * time.Millisecond,
 		Waves: []converge.Wave{{Name: "canary", Rows: []string{"fd-01"}}, {}}}
 	store := newMemStore()
@@ -203,7 +213,9 @@ func TestRolloutTimeout(t *testing.T) {
 // TestRolloutSurvivesRestart: a rollout stopped while it soaks resumes
 // from its stored status in the next process: the held domains get the
 // change once the soak ends, without starting the waves over.
-func TestRolloutSurvivesRestart(t *testing.T) {
+func TestRolloutSurvivesRestart(t *testing.T) { synctest.Test(t, rolloutSurvivesRestart) }
+
+func rolloutSurvivesRestart(t *testing.T) {
 	ro := &converge.Rollout{Soak: 500 * time.Millisecond,
 		Waves: []converge.Wave{{Name: "canary", Rows: []string{"fd-01"}}, {Name: "rest"}}}
 	store := newMemStore()
