@@ -30,55 +30,11 @@ type field struct {
 // arrays, a later duplicate replacing an earlier one.
 func fieldsOf(b []byte, depth int) ([]field, error) {
 	var out []field
-	s := scanner{b: b}
-	i := skipSpace(b, 0)
-	if i >= len(b) || b[i] != '{' {
-		return nil, ErrNotObject
-	}
-	if depth >= MaxDepth {
-		return nil, ErrTooDeep
-	}
-	i = skipSpace(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		if skipSpace(b, i+1) != len(b) {
-			return nil, ErrSyntax
-		}
-		return out, nil
-	}
-	for {
-		if i >= len(b) || b[i] != '"' {
-			return nil, ErrSyntax
-		}
-		j, plain, err := String(b, i)
-		if err != nil {
-			return nil, err
-		}
-		key := Key{b[i+1 : j-1], plain}.String()
-		i = skipSpace(b, j)
-		if i >= len(b) || b[i] != ':' {
-			return nil, ErrSyntax
-		}
-		i = skipSpace(b, i+1)
-		end, err := s.value(i, depth+1)
-		if err != nil {
-			return nil, err
-		}
-		out = setField(out, key, b[i:end])
-		i = skipSpace(b, end)
-		if i >= len(b) {
-			return nil, ErrSyntax
-		}
-		if b[i] == '}' {
-			if skipSpace(b, i+1) != len(b) {
-				return nil, ErrSyntax
-			}
-			return out, nil
-		}
-		if b[i] != ',' {
-			return nil, ErrSyntax
-		}
-		i = skipSpace(b, i+1)
-	}
+	err := fields(b, depth, func(k Key, v []byte) error {
+		out = setField(out, k.String(), v)
+		return nil
+	})
+	return out, err
 }
 
 func setField(fs []field, key string, val []byte) []field {
@@ -94,7 +50,7 @@ func setField(fs []field, key string, val []byte) []field {
 // equal is Equal for values inside depth objects and arrays; an error
 // means one side is not exactly one JSON value.
 func equal(a, b []byte, depth int) (bool, error) {
-	a, b = bytes.TrimSpace(a), bytes.TrimSpace(b)
+	a, b = trimSpace(a), trimSpace(b)
 	if len(a) == 0 || len(b) == 0 {
 		return false, ErrSyntax
 	}
@@ -171,4 +127,14 @@ func equal(a, b []byte, depth int) (bool, error) {
 		return false, ErrSyntax
 	}
 	return reflect.DeepEqual(x, y), nil
+}
+
+// trimSpace cuts JSON white space (not Unicode's: "0\v" is no JSON) off
+// both ends of b.
+func trimSpace(b []byte) []byte {
+	i, j := skipSpace(b, 0), len(b)
+	for j > i && isSpace(b[j-1]) {
+		j--
+	}
+	return b[i:j]
 }

@@ -190,10 +190,15 @@ func unquote(raw []byte) string {
 // is returned. Duplicate keys are not looked for: Check did, at the
 // boundary (f sees each one; keeping the last is encoding/json's reading).
 func Fields(b []byte, f func(k Key, val []byte) error) error {
+	return fields(b, 0, f)
+}
+
+// fields is Fields for an object inside depth objects and arrays.
+func fields(b []byte, depth int, f func(k Key, val []byte) error) error {
 	s := scanner{b: b}
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
-		end, err := s.value(i, 0)
+		end, err := s.value(i, depth)
 		if err != nil {
 			return err
 		}
@@ -204,6 +209,9 @@ func Fields(b []byte, f func(k Key, val []byte) error) error {
 			return nil
 		}
 		return ErrNotObject
+	}
+	if depth >= MaxDepth {
+		return ErrTooDeep
 	}
 	i = skipSpace(b, i+1)
 	if i < len(b) && b[i] == '}' {
@@ -226,7 +234,7 @@ func Fields(b []byte, f func(k Key, val []byte) error) error {
 			return ErrSyntax
 		}
 		i = skipSpace(b, i+1)
-		end, err := s.value(i, 1)
+		end, err := s.value(i, depth+1)
 		if err != nil {
 			return err
 		}
