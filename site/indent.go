@@ -133,17 +133,17 @@ func (in *indenter) literal(lit string) bool {
 // control character; like encoding/json, UTF-8 is not checked).
 func (in *indenter) str() bool {
 	end, _, err := rawjson.String(in.src, in.i)
-	if err != nil {
-		return false
-	}
-	in.out = append(in.out, in.src[in.i:end]...)
-	in.i = end
-	return true
+	return in.copyTo(end, err)
 }
 
 // number copies a number (rawjson.Number).
 func (in *indenter) number() bool {
 	end, _, err := rawjson.Number(in.src, in.i)
+	return in.copyTo(end, err)
+}
+
+// copyTo copies the token that ends at end, unless err.
+func (in *indenter) copyTo(end int, err error) bool {
 	if err != nil {
 		return false
 	}

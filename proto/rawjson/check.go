@@ -31,9 +31,9 @@ func (e *DuplicateKeyError) Error() string {
 // checked once, then cut with Fields, Field and Elements.
 func Check(b []byte) error {
 	var d keyStack
-	s := scanner{b: b, keys: &d}
+	s := scanner{keys: &d}
 	i := skipSpace(b, 0)
-	end, err := s.value(i, 0)
+	end, err := s.value(b, i, 0)
 	if err != nil {
 		return err
 	}
@@ -58,9 +58,10 @@ func CheckObject(b []byte) error {
 const manyKeys = 32
 
 // scanner reads JSON values; with keys, it refuses an object holding one
-// key twice. The recursion is bounded by MaxDepth.
+// key twice. The recursion is bounded by MaxDepth. The text is each
+// method's b, not a field: what a walk hands out of it must not make the
+// key stack escape to the heap.
 type scanner struct {
-	b    []byte
 	keys *keyStack // nil: duplicates are not looked for
 }
 
@@ -74,7 +75,8 @@ type keyStack struct {
 	decoded []string // the texts of keys that are not plain
 }
 
-// A keyRef is a key's text: b[start:end], or with end < 0, decoded[start].
+// A keyRef is a key's text: b[start:end] of the document, or with end <
+// 0, decoded[start].
 type keyRef struct{ start, end int }
 
 func (d *keyStack) at(i int) keyRef {
@@ -94,28 +96,28 @@ func (d *keyStack) push(k keyRef) {
 }
 
 // text returns k's text as a string (a copy).
-func (s *scanner) text(k keyRef) string {
+func (s *scanner) text(b []byte, k keyRef) string {
 	if k.end < 0 {
 		return s.keys.decoded[k.start]
 	}
-	return string(s.b[k.start:k.end])
+	return string(b[k.start:k.end])
 }
 
 // is reports whether k's text is t.
-func (s *scanner) is(k keyRef, t []byte) bool {
+func (s *scanner) is(b []byte, k keyRef, t []byte) bool {
 	if k.end < 0 {
 		return s.keys.decoded[k.start] == string(t)
 	}
-	return bytes.Equal(s.b[k.start:k.end], t)
+	return bytes.Equal(b[k.start:k.end], t)
 }
 
 // addKey records the key at b[i:j] (its quotes included) of the object
 // whose first key is at base, or returns the error naming it when the
 // object has it already; seen is that object's map past manyKeys keys.
-func (s *scanner) addKey(i, j int, plain bool, base int, seen *map[string]bool) error {
+func (s *scanner) addKey(b []byte, i, j int, plain bool, base int, seen *map[string]bool) error {
 	d := s.keys
 	k := keyRef{i + 1, j - 1}
-	t := s.b[i+1 : j-1]
+	t := b[i+1 : j-1]
 	if !plain {
 		d.decoded = append(d.decoded, unquote(t))
 		k = keyRef{len(d.decoded) - 1, -1}
@@ -128,14 +130,14 @@ func (s *scanner) addKey(i, j int, plain bool, base int, seen *map[string]bool) 
 		(*seen)[string(t)] = true
 	} else {
 		for x := base; x < d.n; x++ {
-			if s.is(d.at(x), t) {
+			if s.is(b, d.at(x), t) {
 				return &DuplicateKeyError{Key: string(t)}
 			}
 		}
 		if d.n-base == manyKeys {
 			*seen = make(map[string]bool, 2*manyKeys)
 			for x := base; x < d.n; x++ {
-				(*seen)[s.text(d.at(x))] = true
+				(*seen)[s.text(b, d.at(x))] = true
 			}
 			(*seen)[string(t)] = true
 		}
@@ -144,8 +146,7 @@ func (s *scanner) addKey(i, j int, plain bool, base int, seen *map[string]bool) 
 	return nil
 }
 
-func (s *scanner) value(i, depth int) (int, error) {
-	b := s.b
+func (s *scanner) value(b []byte, i, depth int) (int, error) {
 	if i >= len(b) {
 		return 0, ErrSyntax
 	}
@@ -153,10 +154,8 @@ func (s *scanner) value(i, depth int) (int, error) {
 	case c == '"':
 		j, _, err := String(b, i)
 		return j, err
-	case c == '{':
-		return s.object(i, depth)
-	case c == '[':
-		return s.array(i, depth)
+	case c == '{', c == '[':
+		return s.walk(b, i, depth, nil)
 	case c == '-' || isDigit(c):
 		j, _, err := Number(b, i)
 		return j, err
@@ -170,14 +169,21 @@ func (s *scanner) value(i, depth int) (int, error) {
 	return 0, ErrSyntax
 }
 
-// object reads the object at b[i] == '{'.
-func (s *scanner) object(i, depth int) (int, error) {
+// walk reads the object or array at b[i] (b[i] is '{' or '['), which
+// lies inside depth objects and arrays, and returns the index after it.
+// With f, it calls f with each member's key (none for an array) and
+// value as written, in order; an error of f's stops it.
+func (s *scanner) walk(b []byte, i, depth int, f func(k Key, val []byte) error) (int, error) {
 	if depth >= MaxDepth {
 		return 0, ErrTooDeep
 	}
-	b := s.b
+	obj := b[i] == '{'
+	closer := byte(']')
+	if obj {
+		closer = '}'
+	}
 	i = skipSpace(b, i+1)
-	if i < len(b) && b[i] == '}' {
+	if i < len(b) && b[i] == closer {
 		return i + 1, nil
 	}
 	base := 0
@@ -185,33 +191,42 @@ func (s *scanner) object(i, depth int) (int, error) {
 		base = s.keys.n
 	}
 	var seen map[string]bool // past manyKeys keys
-	for {
-		if i >= len(b) || b[i] != '"' {
-			return 0, ErrSyntax
+	for n := 0; ; n++ {
+		var key Key
+		if obj {
+			if i >= len(b) || b[i] != '"' {
+				return 0, ErrSyntax
+			}
+			j, plain, err := String(b, i)
+			if err != nil {
+				return 0, err
+			}
+			if s.keys != nil {
+				if err := s.addKey(b, i, j, plain, base, &seen); err != nil {
+					return 0, err
+				}
+			}
+			key = Key{b[i+1 : j-1], plain}
+			i = skipSpace(b, j)
+			if i >= len(b) || b[i] != ':' {
+				return 0, ErrSyntax
+			}
+			i = skipSpace(b, i+1)
 		}
-		j, plain, err := String(b, i)
+		end, err := s.value(b, i, depth+1)
 		if err != nil {
-			return 0, err
+			return 0, within(err, obj, key, n)
 		}
-		if s.keys != nil {
-			if err := s.addKey(i, j, plain, base, &seen); err != nil {
+		if f != nil {
+			if err := f(key, b[i:end]); err != nil {
 				return 0, err
 			}
 		}
-		key := i
-		i = skipSpace(b, j)
-		if i >= len(b) || b[i] != ':' {
-			return 0, ErrSyntax
-		}
-		i = skipSpace(b, i+1)
-		if i, err = s.value(i, depth+1); err != nil {
-			return 0, within(err, func(p string) string { return member(Key{b[key+1 : j-1], plain}.String(), p) })
-		}
-		i = skipSpace(b, i)
+		i = skipSpace(b, end)
 		switch {
 		case i >= len(b):
 			return 0, ErrSyntax
-		case b[i] == '}':
+		case b[i] == closer:
 			if s.keys != nil {
 				s.keys.n = base
 			}
@@ -223,40 +238,16 @@ func (s *scanner) object(i, depth int) (int, error) {
 	}
 }
 
-// array reads the array at b[i] == '['.
-func (s *scanner) array(i, depth int) (int, error) {
-	if depth >= MaxDepth {
-		return 0, ErrTooDeep
-	}
-	b := s.b
-	i = skipSpace(b, i+1)
-	if i < len(b) && b[i] == ']' {
-		return i + 1, nil
-	}
-	for n := 0; ; n++ {
-		var err error
-		if i, err = s.value(i, depth+1); err != nil {
-			return 0, within(err, func(p string) string { return index(n, p) })
-		}
-		i = skipSpace(b, i)
-		switch {
-		case i >= len(b):
-			return 0, ErrSyntax
-		case b[i] == ']':
-			return i + 1, nil
-		case b[i] != ',':
-			return 0, ErrSyntax
-		}
-		i = skipSpace(b, i+1)
-	}
-}
-
-// within returns err, a duplicate key inside a member or element, with
-// that member's or element's place prefixed to its path.
-func within(err error, prefix func(string) string) error {
+// within returns err, a duplicate key inside the member key (obj) or the
+// element n of a container, with that place prefixed to its path.
+func within(err error, obj bool, key Key, n int) error {
 	var d *DuplicateKeyError
 	if errors.As(err, &d) {
-		d.Path = prefix(d.Path)
+		if obj {
+			d.Path = member(key.String(), d.Path)
+		} else {
+			d.Path = index(n, d.Path)
+		}
 	}
 	return err
 }

@@ -140,8 +140,8 @@ func literal(b []byte, i int, lit string) (int, error) {
 // look past the value, nor for duplicate keys: the caller checks what
 // follows.
 func Value(b []byte, i, depth int) (int, error) {
-	s := scanner{b: b}
-	return s.value(i, depth)
+	var s scanner
+	return s.value(b, i, depth)
 }
 
 // A Key is an object key as written, without its quotes: a slice of the
@@ -195,67 +195,7 @@ func Fields(b []byte, f func(k Key, val []byte) error) error {
 
 // fields is Fields for an object inside depth objects and arrays.
 func fields(b []byte, depth int, f func(k Key, val []byte) error) error {
-	s := scanner{b: b}
-	i := skipSpace(b, 0)
-	if i >= len(b) || b[i] != '{' {
-		end, err := s.value(i, depth)
-		if err != nil {
-			return err
-		}
-		if skipSpace(b, end) != len(b) {
-			return ErrSyntax
-		}
-		if b[i] == 'n' {
-			return nil
-		}
-		return ErrNotObject
-	}
-	if depth >= MaxDepth {
-		return ErrTooDeep
-	}
-	i = skipSpace(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		if skipSpace(b, i+1) != len(b) {
-			return ErrSyntax
-		}
-		return nil
-	}
-	for {
-		if i >= len(b) || b[i] != '"' {
-			return ErrSyntax
-		}
-		j, plain, err := String(b, i)
-		if err != nil {
-			return err
-		}
-		key := Key{b[i+1 : j-1], plain}
-		i = skipSpace(b, j)
-		if i >= len(b) || b[i] != ':' {
-			return ErrSyntax
-		}
-		i = skipSpace(b, i+1)
-		end, err := s.value(i, depth+1)
-		if err != nil {
-			return err
-		}
-		if err := f(key, b[i:end]); err != nil {
-			return err
-		}
-		i = skipSpace(b, end)
-		if i >= len(b) {
-			return ErrSyntax
-		}
-		if b[i] == '}' {
-			if skipSpace(b, i+1) != len(b) {
-				return ErrSyntax
-			}
-			return nil
-		}
-		if b[i] != ',' {
-			return ErrSyntax
-		}
-		i = skipSpace(b, i+1)
-	}
+	return whole(b, depth, '{', f)
 }
 
 // Field returns the value of key in the JSON object b (the last one, as
@@ -283,49 +223,35 @@ func Elements(b []byte, f func(val []byte) error) error {
 
 // elements is Elements for an array inside depth objects and arrays.
 func elements(b []byte, depth int, f func(val []byte) error) error {
-	s := scanner{b: b}
+	return whole(b, depth, '[', func(_ Key, v []byte) error { return f(v) })
+}
+
+// whole walks b, exactly one JSON value inside depth objects and arrays,
+// that must be an object (opener '{'; null has no members) or an array
+// ('['), calling f with each member or element.
+func whole(b []byte, depth int, opener byte, f func(k Key, val []byte) error) error {
+	var s scanner
 	i := skipSpace(b, 0)
-	if i >= len(b) || b[i] != '[' {
-		end, err := s.value(i, depth)
-		if err != nil {
-			return err
-		}
-		if skipSpace(b, end) != len(b) {
-			return ErrSyntax
-		}
-		return ErrNotArray
+	var end int
+	var err error
+	if i < len(b) && b[i] == opener {
+		end, err = s.walk(b, i, depth, f)
+	} else {
+		end, err = s.value(b, i, depth)
 	}
-	if depth >= MaxDepth {
-		return ErrTooDeep
+	if err != nil {
+		return err
 	}
-	i = skipSpace(b, i+1)
-	if i < len(b) && b[i] == ']' {
-		if skipSpace(b, i+1) != len(b) {
-			return ErrSyntax
-		}
+	if skipSpace(b, end) != len(b) {
+		return ErrSyntax
+	}
+	switch {
+	case b[i] == opener:
 		return nil
+	case opener == '{' && b[i] == 'n':
+		return nil
+	case opener == '{':
+		return ErrNotObject
 	}
-	for {
-		end, err := s.value(i, depth+1)
-		if err != nil {
-			return err
-		}
-		if err := f(b[i:end]); err != nil {
-			return err
-		}
-		i = skipSpace(b, end)
-		if i >= len(b) {
-			return ErrSyntax
-		}
-		if b[i] == ']' {
-			if skipSpace(b, i+1) != len(b) {
-				return ErrSyntax
-			}
-			return nil
-		}
-		if b[i] != ',' {
-			return ErrSyntax
-		}
-		i = skipSpace(b, i+1)
-	}
+	return ErrNotArray
 }
