@@ -18,8 +18,8 @@ import (
 	"github.com/convergehq/converge/state/statetest"
 )
 
-// TestBadStatusRefusedOnArrival: a worker's status that is not valid JSON,
-// or that its kind's status schema rejects, fails that task with a reason
+// TestBadStatusRefusedOnArrival: a worker's status that is not valid JSON
+// (or holds a key twice), or that its kind's status schema rejects, fails that task with a reason
 // naming the field; nothing of it is stored or flowed, and every other
 // resource converges and is committed.
 func TestBadStatusRefusedOnArrival(t *testing.T) {
@@ -33,6 +33,8 @@ func TestBadStatusRefusedOnArrival(t *testing.T) {
 		{name: "invalid JSON", status: `{"account_id":`, wantReason: "status: invalid JSON"},
 		{name: "not an object", status: `["acct"]`, wantReason: "status: not a JSON object"},
 		{name: "trailing bytes", status: `{"account_id":"acct-1"} x`, wantReason: "status: invalid JSON"},
+		{name: "duplicate key", status: `{"account_id":"acct-1","account_id":"acct-2"}`, wantReason: `status: duplicate key "account_id"`},
+		{name: "nested duplicate key", status: `{"account_id":"acct-1","tags":{"a":1,"\u0061":2}}`, wantReason: `status: duplicate key "a" in tags`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
