@@ -22,7 +22,6 @@ import (
 	"github.com/convergehq/converge/site"
 	"github.com/convergehq/converge/state"
 	"github.com/convergehq/converge/state/etcdstate"
-	"github.com/convergehq/converge/state/stateapi"
 	gitsync "github.com/convergehq/converge/sync"
 )
 
@@ -266,7 +265,7 @@ func (s *server) engineOptions(token string) engineOptions {
 // controller is the admin controller of the engine this process runs
 // now, nil when it runs none (a follower replica): what the site's
 // actions call.
-func (s *server) controller() stateapi.Controller {
+func (s *server) controller() site.Actor {
 	if e := s.ops.engine.Load(); e != nil {
 		return adminController{e.sched, e}
 	}
@@ -310,7 +309,7 @@ func (s *server) startHTTP(poke func(), health func() (int, string)) (addr strin
 	mux.HandleFunc("GET /readyz", answer(s.ops.ready))
 	mux.Handle("GET /metrics", s.ops.handler())
 	if s.o.uiActions {
-		newUIActions(s.o.uiToken, s.controller, s.log).register(mux)
+		site.NewActions(s.o.uiToken, s.controller, s.log).Register(mux)
 	}
 	mux.Handle("GET /", site.Handler(s.live.dir))
 	l, err := net.Listen("tcp", s.o.listen)

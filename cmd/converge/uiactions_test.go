@@ -142,7 +142,9 @@ func TestUIActions(t *testing.T) {
 		if code != http.StatusOK {
 			t.Fatalf("sign-in: %d %s", code, body)
 		}
-		var sess uiSessionReply
+		var sess struct {
+			CSRF string `json:"csrf"`
+		}
 		if err := json.Unmarshal([]byte(body), &sess); err != nil || sess.CSRF == "" {
 			t.Fatalf("sign-in reply %s: %v", body, err)
 		}
