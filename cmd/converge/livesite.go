@@ -14,39 +14,6 @@ import (
 	"github.com/convergehq/converge/state"
 )
 
-// observedStore is the store the scheduler writes through, telling the
-// live site which resources each committed batch changed.
-type observedStore struct {
-	state.Backend
-	changed func(ids []converge.ID)
-}
-
-// Commit commits b, then reports the resources it touched: those put or
-// deleted and the consumers of edges put or deleted.
-func (o observedStore) Commit(b *converge.Batch) error {
-	if err := o.Backend.Commit(b); err != nil {
-		return err
-	}
-	if o.changed == nil {
-		return nil
-	}
-	ids := make([]converge.ID, 0, len(b.Resources)+len(b.DeletedResources)+len(b.Edges)+len(b.DeletedEdges))
-	for _, r := range b.Resources {
-		ids = append(ids, r.ID())
-	}
-	ids = append(ids, b.DeletedResources...)
-	for _, e := range b.Edges {
-		ids = append(ids, e.Consumer)
-	}
-	for _, e := range b.DeletedEdges {
-		ids = append(ids, e.Consumer)
-	}
-	if len(ids) > 0 || len(b.Events) > 0 || b.Applied != nil {
-		o.changed(ids)
-	}
-	return nil
-}
-
 // liveSite keeps the static site in the state directory current: one full
 // build at start, then incremental updates of what changed, at most every
 // interval.

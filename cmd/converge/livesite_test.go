@@ -18,6 +18,7 @@ import (
 	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/site"
 	"github.com/convergehq/converge/state/statetest"
+	"github.com/convergehq/converge/sync/controlplane"
 )
 
 // smallBOM is a classic BOM of three functional domains and five teams
@@ -48,21 +49,21 @@ func TestLiveSiteFollowsConverge(t *testing.T) {
 	live := newLiveSite(filepath.Join(stateDir, "site"), &logs)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	e, err := startEngine(ctx, engineOptions{stateDir: stateDir, repoDir: repo, workers: workers,
-		log: slog.New(slog.NewTextHandler(io.Discard, nil)), changed: live.changed})
+	e, err := startEngine(ctx, controlplane.Options{StateDir: stateDir, RepoDir: repo, Workers: workers,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Changed: live.changed})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
-		if err := e.close(); err != nil {
+		if err := e.Close(); err != nil {
 			t.Errorf("close engine: %v", err)
 		}
 	}()
 	now := func() time.Time { return time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC) }
 	opts := site.Options{Title: "converge", Now: now}
-	live.attach(e.store)
-	live.b = site.NewBuilder(e.store, live.dir, opts) // a fixed clock, so pages compare
-	live.chunk = 4                                    // updates in chunks agree with a build too
+	live.attach(e.Store())
+	live.b = site.NewBuilder(e.Store(), live.dir, opts) // a fixed clock, so pages compare
+	live.chunk = 4                                      // updates in chunks agree with a build too
 	siteDone := make(chan struct{})
 	go func() { live.run(ctx); close(siteDone) }()
 	defer func() { cancel(); <-siteDone }()
@@ -72,12 +73,12 @@ func TestLiveSiteFollowsConverge(t *testing.T) {
 		_, err := os.Stat(filepath.Join(live.dir, "summary.json"))
 		return err == nil
 	})
-	waitFor(t, "the classic worker", func() bool { return len(e.srv.Workers()) >= expectedWorkers(workers) })
+	waitFor(t, "the classic worker", func() bool { return len(e.Server().Workers()) >= controlplane.ExpectedWorkers(workers) })
 
 	caughtUp := func(t *testing.T) {
 		t.Helper()
-		waitFor(t, "the engine to settle", func() bool { return e.sched.Progress().Settled == scheduler.Converged })
-		if err := e.sched.Flush(ctx); err != nil {
+		waitFor(t, "the engine to settle", func() bool { return e.Scheduler().Progress().Settled == scheduler.Converged })
+		if err := e.Scheduler().Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
 		live.update() // every commit so far is on the site now
@@ -85,28 +86,28 @@ func TestLiveSiteFollowsConverge(t *testing.T) {
 			t.Errorf("live site logged:\n%s", logs.String())
 		}
 		ref := filepath.Join(t.TempDir(), "site")
-		if _, err := site.Build(e.store, ref, opts); err != nil {
+		if _, err := site.Build(e.Store(), ref, opts); err != nil {
 			t.Fatal(err)
 		}
 		compareSites(t, live.dir, ref)
 	}
 
 	t.Run("converge", func(t *testing.T) {
-		if _, err := e.sched.Apply(ctx, desired, loaded.Schemas); err != nil {
+		if _, err := e.Scheduler().Apply(ctx, desired, loaded.Schemas); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, "the root to be Ready", func() bool {
-			r, err := e.store.Resource("classicbom/classic")
+			r, err := e.Store().Resource("classicbom/classic")
 			return err == nil && r.Phase == converge.PhaseReady
 		})
 		caughtUp(t)
 	})
 	t.Run("delete root", func(t *testing.T) {
-		if err := e.sched.Delete(ctx, "classicbom/classic"); err != nil {
+		if err := e.Scheduler().Delete(ctx, "classicbom/classic"); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, "the root to be gone", func() bool {
-			_, err := e.store.Resource("classicbom/classic")
+			_, err := e.Store().Resource("classicbom/classic")
 			return err != nil
 		})
 		caughtUp(t)

@@ -16,6 +16,7 @@ import (
 	"github.com/convergehq/converge/providers"
 	"github.com/convergehq/converge/state/etcdstate"
 	gitsync "github.com/convergehq/converge/sync"
+	"github.com/convergehq/converge/sync/controlplane"
 )
 
 // defaultLeaseTTL is a replica's election lease when --lease-ttl is not
@@ -99,9 +100,9 @@ func (s *server) runReplica(ctx context.Context) error {
 	}
 
 	// The live site follows the store through etcd, led or not.
-	ro, err := openEtcd(s.g.etcd, true, 0)
+	ro, err := controlplane.OpenEtcd(s.g.etcd, true, 0)
 	if err != nil {
-		return openStateErr(err)
+		return controlplane.OpenError(err)
 	}
 	defer ro.Close() // read only: a failed close loses nothing
 	// A follower's site reads etcd a round trip a resource: on shutdown
@@ -249,9 +250,9 @@ func (s *server) lead(ctx context.Context, term *etcdstate.Term, token string, s
 		return fmt.Sprintf("record the takeover: %v", err), true
 	}
 	o := s.engineOptions(token)
-	o.store, o.etcd, o.listen, o.changed = st, nil, "", nil
+	o.Store, o.Etcd, o.Listen, o.Changed = st, nil, "", nil
 	if sw != nil {
-		o.workersListener = sw.attach()
+		o.WorkersListener = sw.attach()
 	}
 	e, err := startEngine(tctx, o)
 	if err != nil {
@@ -269,7 +270,7 @@ func (s *server) lead(ctx context.Context, term *etcdstate.Term, token string, s
 	if lost.Load() {
 		fmt.Fprintf(s.out, "serve: replica %s lost the leadership: stopping its engine\n", name)
 	}
-	if err := e.close(); err != nil && !(lost.Load() && errors.Is(err, etcdstate.ErrFenced)) {
+	if err := e.Close(); err != nil && !(lost.Load() && errors.Is(err, etcdstate.ErrFenced)) {
 		fmt.Fprintf(s.errOut, "converge: close engine: %v\n", err)
 	}
 	if !lost.Load() {

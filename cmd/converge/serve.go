@@ -23,6 +23,7 @@ import (
 	"github.com/convergehq/converge/state"
 	"github.com/convergehq/converge/state/etcdstate"
 	gitsync "github.com/convergehq/converge/sync"
+	"github.com/convergehq/converge/sync/controlplane"
 )
 
 type serveOptions struct {
@@ -193,7 +194,7 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	}
 	defer stopWorkersAddr()
 	eo := s.engineOptions(os.Getenv("CONVERGE_WORKER_TOKEN"))
-	eo.listen, eo.workersListener = "", wl
+	eo.Listen, eo.WorkersListener = "", wl
 	e, err := startEngine(ctx, eo)
 	if err != nil {
 		if wl != nil {
@@ -205,7 +206,7 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	s.ops.engine.Store(e)
 	defer s.ops.engine.Store(nil)
 	s.ops.setNotReady("starting: the first revision is not evaluated yet")
-	s.live.attach(e.store)
+	s.live.attach(e.Store())
 	// The site reads the store: it stops, and has stopped, before the
 	// engine closes the store (defers run last first).
 	stopSite := goUntilStopped(ctx, s.live.run)
@@ -256,10 +257,10 @@ type server struct {
 
 // engineOptions are the options of the engine serve starts (a replica:
 // one per term).
-func (s *server) engineOptions(token string) engineOptions {
-	return engineOptions{stateDir: s.dir, etcd: s.g.etcd, repoDir: s.src.Root(), workers: s.workers,
-		listen: s.o.workersListen, tls: s.workersTLS, token: token, log: s.log,
-		changed: s.live.changed, wrapStore: s.g.wrapStore, reinit: s.g.reinitState}
+func (s *server) engineOptions(token string) controlplane.Options {
+	return controlplane.Options{StateDir: s.dir, Etcd: s.g.etcd, RepoDir: s.src.Root(), Workers: s.workers,
+		Listen: s.o.workersListen, TLS: s.workersTLS, Token: token, Log: s.log,
+		Changed: s.live.changed, WrapStore: s.g.wrapStore, Reinit: s.g.reinitState}
 }
 
 // controller is the admin controller of the engine this process runs
@@ -267,7 +268,7 @@ func (s *server) engineOptions(token string) engineOptions {
 // actions call.
 func (s *server) controller() site.Actor {
 	if e := s.ops.engine.Load(); e != nil {
-		return adminController{e.sched, e}
+		return e.Controller()
 	}
 	return nil
 }
@@ -339,17 +340,17 @@ func (s *server) startHTTP(poke func(), health func() (int, string)) (addr strin
 // follow runs the sync loop on e until ctx is done: it fetches on start,
 // every poll interval and on every trigger, gives each new commit its
 // verdict, applies the newest good one and judges its convergence.
-func (s *server) follow(ctx context.Context, e *engine, trigger <-chan struct{}, health *gitsync.Health) {
+func (s *server) follow(ctx context.Context, e *controlplane.Engine, trigger <-chan struct{}, health *gitsync.Health) {
 	out, src, live := s.out, s.src, s.live
-	syncer := &gitsync.Syncer{Source: src, Path: s.g.path, Records: s.o.forge.records(e.store, s.errOut),
-		Engine: e.sched, Log: s.log, Lint: lintFunc(), Compose: e.sched.DryCompose, Signatures: s.o.policy,
+	syncer := &gitsync.Syncer{Source: src, Path: s.g.path, Records: s.o.forge.records(e.Store(), s.errOut),
+		Engine: e.Scheduler(), Log: s.log, Lint: lintFunc(), Compose: e.Scheduler().DryCompose, Signatures: s.o.policy,
 		Control: e}
 	setTimeouts(s.g, src, syncer, s.g.headSettings)
 
 	// current is the applied pass awaiting its converge/sync verdict; only
 	// this loop touches it. A revision applied before a restart and never
 	// judged is picked up again.
-	current, err := pendingPass(e.store)
+	current, err := pendingPass(e.Store())
 	if err != nil {
 		// Serve on: the next applied revision gets its verdict.
 		s.log.Error("resume pending verdict", "err", err)
@@ -429,8 +430,8 @@ func (s *server) follow(ctx context.Context, e *engine, trigger <-chan struct{},
 			return converge.Revision{}, rctx.Err()
 		}
 	}
-	e.fetchNow.Store(&fetchNow)
-	defer e.fetchNow.Store(nil)
+	e.SetFetchNow(fetchNow)
+	defer e.SetFetchNow(nil)
 	for {
 		select {
 		case <-ctx.Done():
@@ -449,14 +450,14 @@ func (s *server) follow(ctx context.Context, e *engine, trigger <-chan struct{},
 		case <-trigger:
 			step()
 		case <-watch.C:
-			pr := e.sched.Progress()
+			pr := e.Scheduler().Progress()
 			health.Observe(time.Now(), pr)
 			p := current
 			if p == nil {
 				continue
 			}
 			summary := gitsync.Summary(pr)
-			due, failedWorkers := e.workers()
+			due, failedWorkers := e.Workers()
 			switch settle.Observe(time.Now(), pr, due) {
 			case gitsync.Converged:
 				if err := syncer.SetSyncStatus(p, converge.StateSuccess, summary); err != nil {
@@ -471,7 +472,7 @@ func (s *server) follow(ctx context.Context, e *engine, trigger <-chan struct{},
 				if gitsync.NotDurable(pr) {
 					why = "state not durable"
 				}
-				desc := gitsync.Verdict(why, pr, gitsync.UnservedHint(e.sched.Problems(), failedWorkers, howToStartWorker(src.Remote(), true)))
+				desc := gitsync.Verdict(why, pr, gitsync.UnservedHint(e.Scheduler().Problems(), failedWorkers, howToStartWorker(src.Remote(), true)))
 				if err := syncer.SetSyncStatus(p, converge.StateFailure, desc); err != nil {
 					fmt.Fprintf(out, "serve: %v\n", err)
 				}
