@@ -11,19 +11,27 @@ import (
 	"github.com/convergehq/converge/sync/gittest"
 )
 
+// lintRange lints base..HEAD of the repository dir, in this process.
+func lintRange(t *testing.T, dir, base string) ([]LintGroup, int) {
+	t.Helper()
+	src, err := OpenLocal(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups, n, err := LintRange(context.Background(), nil, src, "", base, "HEAD")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return groups, n
+}
+
 // TestLintRange walks a real repository's history: an additive commit, a
 // breaking one, one whose documents are invalid, and the range as a whole
 // against the first commit's parent.
 func TestLintRange(t *testing.T) {
 	dir := gittest.Repo(t, map[string]string{"kinds/tgw.cue": tgwKind, "resources/a.cue": tgwResource("a")})
 	base := gittest.Run(t, dir, "rev-parse", "HEAD")
-	commit := func(files map[string]string, msg string) string {
-		t.Helper()
-		gittest.Write(t, dir, files)
-		gittest.Run(t, dir, "add", "-A")
-		gittest.Run(t, dir, "commit", "-q", "-m", msg)
-		return gittest.Run(t, dir, "rev-parse", "HEAD")
-	}
+	commit := func(files map[string]string, msg string) string { return gittest.Commit(t, dir, files, msg) }
 	kind := func(spec string) map[string]string {
 		return map[string]string{"kinds/tgw.cue": strings.Replace(tgwKind, "spec: name: string", spec, 1)}
 	}
@@ -33,14 +41,7 @@ func TestLintRange(t *testing.T) {
 	breaking := commit(kind("spec: {name: string, size: int}"), "tgw: size required")
 	invalid := commit(map[string]string{"resources/b.cue": `type: "resource", kind: "tgw", kind_version: 1, name: "b", spec: {name: 5, size: 1}` + "\n"}, "b: a number for a name")
 
-	src, err := OpenLocal(dir, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	groups, n, err := LintRange(context.Background(), nil, src, "", base, "HEAD")
-	if err != nil {
-		t.Fatal(err)
-	}
+	groups, n := lintRange(t, dir, base)
 	if got, want := n, 3; got != want {
 		t.Errorf("commits = %d, want %d", got, want)
 	}
@@ -94,14 +95,7 @@ func TestLintRangeOneCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	gittest.Run(t, dir, "commit", "-q", "-a", "-m", "tgw: conflicting name")
-	src, err := OpenLocal(dir, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	groups, n, err := LintRange(context.Background(), nil, src, "", base, "HEAD")
-	if err != nil {
-		t.Fatal(err)
-	}
+	groups, n := lintRange(t, dir, base)
 	if n != 1 || len(groups) != 1 {
 		t.Fatalf("%d commits, %d groups; want 1 and 1: %+v", n, len(groups), groups)
 	}

@@ -346,9 +346,9 @@ func (a adminController) SetControl(ctx context.Context, base, c *converge.Contr
 	return a.Suspend(ctx, suspendedIDs(c))
 }
 
-// SetFetchNow sets what the admin API's reconcile of the repository
+// setFetchNow sets what the admin API's reconcile of the repository
 // calls (nil: this engine follows no repository).
-func (e *Engine) SetFetchNow(f func(context.Context) (converge.Revision, error)) {
+func (e *Engine) setFetchNow(f func(context.Context) (converge.Revision, error)) {
 	if f == nil {
 		e.fetchNow.Store(nil)
 		return

@@ -58,11 +58,11 @@ func TestEngineAdminAPI(t *testing.T) {
 		t.Errorf("reconcile without a follow loop: %v, want it refused", err)
 	}
 	rev := converge.Revision{Ref: "main", Hash: strings.Repeat("a", 40)}
-	e.SetFetchNow(func(context.Context) (converge.Revision, error) { return rev, nil })
+	e.setFetchNow(func(context.Context) (converge.Revision, error) { return rev, nil })
 	if r, err := cl.Reconcile(ctx, ""); err != nil || r.Hash != rev.Hash {
 		t.Errorf("reconcile while following: %+v, %v; want %s", r, err, rev.Hash)
 	}
-	e.SetFetchNow(nil)
+	e.setFetchNow(nil)
 
 	ctl := &converge.Control{Pin: &converge.Pin{Revision: rev, By: "test"}, Suspended: []converge.Suspension{{Root: "vpc/a"}}}
 	if err := cl.SetControl(ctx, &converge.Control{}, ctl); err != nil {
