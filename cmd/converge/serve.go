@@ -19,7 +19,6 @@ import (
 
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/site"
-	"github.com/convergehq/converge/state/etcdstate"
 	gitsync "github.com/convergehq/converge/sync"
 	"github.com/convergehq/converge/sync/controlplane"
 )
@@ -246,7 +245,6 @@ type server struct {
 	src         *gitsync.Source
 	workers     []converge.WorkerSpec
 	live        *liveSite
-	rep         *etcdstate.Replica // a replica's seat in the election; nil unless --replica
 	// workersTLS secures the workers' TCP listener (nil: plain TCP).
 	workersTLS *tls.Config
 	// ops answers /metrics and /readyz.
