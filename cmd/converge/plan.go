@@ -290,7 +290,8 @@ func loadSnapshot(dir string) (*converge.Snapshot, error) {
 	return st.Load()
 }
 
-// lintFunc returns the breaking-change linter sync and plan use.
+// lintFunc returns the breaking-change linter plan and rollback use (the
+// engine's syncers, controlplane.Engine.Syncer, use the same).
 func lintFunc() gitsync.LintFunc { return cue.LintTrees }
 
 // planSnapshot reads the whole stored state like loadSnapshot, and

@@ -300,11 +300,22 @@ func setTimeouts(g *globals, src *gitsync.Source, syncer *gitsync.Syncer, set co
 		src.SetTimeout(pick(g.gitTimeout, set.GitTimeout))
 	}
 	if syncer != nil {
-		syncer.LoadTimeout = pick(g.loadTimeout, set.LoadTimeout)
-		// g.sandbox fails only on a bad flag, which every command
-		// making a syncer checked first (PersistentPreRunE).
-		syncer.Sandbox, _ = g.sandbox()
+		syncer.LoadTimeout, syncer.Sandbox = loadBudget(g, set)
 	}
+}
+
+// loadBudget is what bounds a syncer's loads: --load-timeout when given,
+// else set's load_timeout (converge.cue), else the default (0); and the
+// child process the documents are evaluated in (g.sandbox).
+func loadBudget(g *globals, set converge.Settings) (time.Duration, *cue.Sandbox) {
+	timeout := set.LoadTimeout
+	if g.loadTimeout > 0 {
+		timeout = g.loadTimeout
+	}
+	// g.sandbox fails only on a bad flag, which every command making a
+	// syncer checked first (PersistentPreRunE).
+	sb, _ := g.sandbox()
+	return timeout, sb
 }
 
 // headSettings is what converge.cue below path at src's head says; the

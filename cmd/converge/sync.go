@@ -189,11 +189,14 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 		return err
 	}
 	defer o.forge.stop()
-	syncer := &gitsync.Syncer{Source: src, Path: g.path, Log: log, Signatures: policy}
+	// One set of options makes the syncer that checks the revision
+	// before the engine starts (it starts the workers the revision
+	// declares) and the one the engine applies it with.
+	so := controlplane.SyncerOptions{Source: src, Path: g.path, Log: log, Signatures: policy}
 	if o.overrideChangeLimit {
-		syncer.OverrideChangeLimit, syncer.OverrideBy = true, "sync --override-change-limit (user "+currentUser()+")"
+		so.OverrideChangeLimit, so.OverrideBy = true, "sync --override-change-limit (user "+currentUser()+")"
 	}
-	setTimeouts(g, nil, syncer, g.headSettings)
+	so.LoadTimeout, so.Sandbox = loadBudget(g, g.headSettings)
 	// The pin is read before the store is held (a damaged store,
 	// --reinit-state, or another command holding the lock: read as no
 	// pin); it is checked again once the engine holds the store.
@@ -230,7 +233,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 			return syncThroughDaemon(ctx, out, errOut, g, cl, rev, o, rep)
 		}
 	}
-	pass, err := syncer.CheckContext(ctx, rev)
+	pass, err := so.Checker().CheckContext(ctx, rev)
 	if err != nil {
 		return err
 	}
@@ -286,7 +289,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 	} else if pinnedHash(now) != pinnedHash(ctl) {
 		return failed("sync: the pin changed while sync started (converge rollback or unpin ran): run sync again")
 	}
-	syncer.Records, syncer.Engine, syncer.Lint, syncer.Compose = e.Store(), e.Scheduler(), lintFunc(), e.Scheduler().DryCompose
+	syncer := e.Syncer(so)
 	if err := syncer.Apply(ctx, pass); err != nil {
 		return err
 	}
