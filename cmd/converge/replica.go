@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/site"
 	"github.com/convergehq/converge/state/etcdstate"
 	"github.com/convergehq/converge/sync/controlplane"
 )
@@ -77,20 +78,20 @@ func (s *server) runReplica(ctx context.Context) error {
 	}
 	defer ro.Close() // read only: a failed close loses nothing
 	// A follower's site reads etcd a round trip a resource: on shutdown
-	// its reads stop at once (stoppableReader) rather than finish an
+	// its reads stop at once (site.Stoppable) rather than finish an
 	// update of thousands.
 	siteCtx, stopReads := context.WithCancel(ctx)
 	defer stopReads()
-	s.live.attach(stoppableReader{Backend: ro, ctx: siteCtx})
-	stopSite := goUntilStopped(ctx, s.live.run)
+	s.live.Attach(site.Stoppable(siteCtx, ro))
+	stopSite := goUntilStopped(ctx, s.live.Run)
 	defer stopSite()
 	stopWatch := goUntilStopped(ctx, func(ctx context.Context) {
 		ro.Watch(ctx, func(ids []converge.ID, all bool) {
 			if all {
-				s.live.rebuild()
+				s.live.Rebuild()
 				return
 			}
-			s.live.changed(ids)
+			s.live.Changed(ids)
 		})
 	})
 	defer stopWatch()

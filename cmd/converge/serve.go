@@ -180,7 +180,7 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 		workers = append(workers, declared...)
 	}
 	s := &server{g: g, o: o, out: out, errOut: errOut, log: log, dir: dir, src: src, workers: workers,
-		live: newLiveSite(filepath.Join(dir, "site"), errOut), workersTLS: workersTLS,
+		live: site.NewLive(filepath.Join(dir, "site"), site.LiveOptions{Site: site.Options{Title: "converge"}, Log: errOut}), workersTLS: workersTLS,
 		ops: newOps("starting: the store is not open yet")}
 	if o.replica != "" {
 		return s.runReplica(ctx)
@@ -203,10 +203,10 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	s.ops.engine.Store(e)
 	defer s.ops.engine.Store(nil)
 	s.ops.setNotReady("starting: the first revision is not evaluated yet")
-	s.live.attach(e.Store())
+	s.live.Attach(e.Store())
 	// The site reads the store: it stops, and has stopped, before the
 	// engine closes the store (defers run last first).
-	stopSite := goUntilStopped(ctx, s.live.run)
+	stopSite := goUntilStopped(ctx, s.live.Run)
 	defer stopSite()
 
 	// health answers GET /healthz from what the loop below last saw.
@@ -244,7 +244,7 @@ type server struct {
 	dir         string // the local state directory (a replica's own)
 	src         *gitsync.Source
 	workers     []converge.WorkerSpec
-	live        *liveSite
+	live        *site.Live
 	// workersTLS secures the workers' TCP listener (nil: plain TCP).
 	workersTLS *tls.Config
 	// ops answers /metrics and /readyz.
@@ -256,7 +256,7 @@ type server struct {
 func (s *server) engineOptions(token string) controlplane.Options {
 	return controlplane.Options{StateDir: s.dir, Etcd: s.g.etcd, RepoDir: s.src.Root(), Workers: s.workers,
 		Listen: s.o.workersListen, TLS: s.workersTLS, Token: token, Log: s.log,
-		Changed: s.live.changed, WrapStore: s.g.wrapStore, Reinit: s.g.reinitState}
+		Changed: s.live.Changed, WrapStore: s.g.wrapStore, Reinit: s.g.reinitState}
 }
 
 // controller is the admin controller of the engine this process runs
@@ -308,7 +308,7 @@ func (s *server) startHTTP(poke func(), health func() (int, string)) (addr strin
 	if s.o.uiActions {
 		site.NewActions(s.o.uiToken, s.controller, s.log).Register(mux)
 	}
-	mux.Handle("GET /", site.Handler(s.live.dir))
+	mux.Handle("GET /", site.Handler(s.live.Dir()))
 	l, err := net.Listen("tcp", s.o.listen)
 	if err != nil {
 		return "", nil, fmt.Errorf("listen %s: %w", s.o.listen, err)
@@ -371,7 +371,7 @@ func (v *serveEvents) Failed(err error, evaluated bool) {
 func (v *serveEvents) Evaluated() { v.s.ops.setNotReady("") }
 
 func (v *serveEvents) Pass(p *gitsync.Pass) {
-	v.s.live.changed(nil) // new revision records: the index
+	v.s.live.Changed(nil) // new revision records: the index
 	v.s.ops.observePass(p)
 	fmt.Fprintln(v.s.out, "serve: "+describePass(p))
 	if p.Applied {
@@ -382,13 +382,13 @@ func (v *serveEvents) Pass(p *gitsync.Pass) {
 func (v *serveEvents) Converged(p *gitsync.Pass, summary string) {
 	fmt.Fprintf(v.s.out, "serve: %s converged: %s\n", p.Revision, summary)
 	v.s.ops.observeVerdict(verdictConverged)
-	v.s.live.changed(nil)
+	v.s.live.Changed(nil)
 }
 
 func (v *serveEvents) Stuck(p *gitsync.Pass, desc string) {
 	fmt.Fprintf(v.s.out, "serve: %s %s\n", p.Revision, desc)
 	v.s.ops.observeVerdict(verdictStuck)
-	v.s.live.changed(nil)
+	v.s.live.Changed(nil)
 }
 
 func (v *serveEvents) Error(err error) { fmt.Fprintf(v.s.out, "serve: %v\n", err) }

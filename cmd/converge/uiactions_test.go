@@ -46,11 +46,11 @@ func TestUIActions(t *testing.T) {
 	desired := &loaded.Desired
 	stateDir := t.TempDir()
 	var logs bytes.Buffer
-	live := newLiveSite(filepath.Join(stateDir, "site"), &logs)
+	live := site.NewLive(filepath.Join(stateDir, "site"), site.LiveOptions{Site: site.Options{Title: "converge"}, Log: &logs})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	e, err := startEngine(ctx, controlplane.Options{StateDir: stateDir, RepoDir: repo, Workers: workers, Log: quiet, Changed: live.changed})
+	e, err := startEngine(ctx, controlplane.Options{StateDir: stateDir, RepoDir: repo, Workers: workers, Log: quiet, Changed: live.Changed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,9 +59,9 @@ func TestUIActions(t *testing.T) {
 			t.Errorf("close engine: %v", err)
 		}
 	}()
-	live.attach(e.Store())
+	live.Attach(e.Store())
 	siteDone := make(chan struct{})
-	go func() { live.run(ctx); close(siteDone) }()
+	go func() { live.Run(ctx); close(siteDone) }()
 	defer func() { cancel(); <-siteDone }()
 	waitFor(t, "the classic worker", func() bool { return len(e.Server().Workers()) >= controlplane.ExpectedWorkers(workers) })
 	if _, err := e.Scheduler().Apply(ctx, desired, loaded.Schemas); err != nil {
@@ -71,7 +71,7 @@ func TestUIActions(t *testing.T) {
 	if err := e.Scheduler().Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	live.update()
+	live.Update()
 
 	// A route, the vpc it consumes, the account that vpc consumes.
 	producer := func(id converge.ID, kind string) converge.ID {
