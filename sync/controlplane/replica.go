@@ -114,7 +114,7 @@ func (t *Terms) Run(ctx context.Context, o TermOptions) {
 		}
 		if err != nil {
 			ev.CampaignFailed(err)
-			if sleepCtx(ctx, time.Second) != nil {
+			if !pause(ctx) {
 				return
 			}
 			continue
@@ -131,7 +131,7 @@ func (t *Terms) Run(ctx context.Context, o TermOptions) {
 			return
 		}
 		ev.SteppedDown(why)
-		if failed && sleepCtx(ctx, time.Second) != nil {
+		if failed && !pause(ctx) {
 			// A replica that cannot lead (its engine would not start)
 			// leaves the others, already campaigning, ahead of it.
 			ev.ShuttingDown()
@@ -202,16 +202,13 @@ func (t *Terms) lead(ctx context.Context, term *etcdstate.Term, o TermOptions, h
 	return fmt.Sprintf("lost the election lease (not renewed for %v: paused, or cut off from etcd)", term.TTL), false
 }
 
-// sleepCtx waits d, or until ctx is done (its error).
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+// pause waits a second before the next campaign, less when ctx ends
+// first; it reports whether ctx is still live.
+func pause(ctx context.Context) bool {
+	wait, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	<-wait.Done()
+	return ctx.Err() == nil
 }
 
 // WorkersAdvert is the workers address a replica publishes in its
