@@ -14,6 +14,7 @@ import (
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/scheduler"
 	gitsync "github.com/convergehq/converge/sync"
+	"github.com/convergehq/converge/sync/controlplane"
 )
 
 // ops is what serve's /metrics and /readyz answer from: a registry whose
@@ -25,7 +26,7 @@ type ops struct {
 	reg *prometheus.Registry
 	// engine is the engine serve runs now (nil before it starts, and on
 	// a replica that follows).
-	engine atomic.Pointer[engine]
+	engine atomic.Pointer[controlplane.Engine]
 	// notReady is why serve is not ready yet; nil once it is.
 	notReady atomic.Pointer[string]
 
@@ -231,7 +232,7 @@ func (c engineCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descLeading, prometheus.GaugeValue, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), metricsTimeout)
 	defer cancel()
-	m, err := e.sched.Metrics(ctx)
+	m, err := e.Scheduler().Metrics(ctx)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(descResources, err)
 		return
@@ -242,7 +243,7 @@ func (c engineCollector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
-	gauge(descHeld, float64(e.sched.Progress().Held))
+	gauge(descHeld, float64(e.Scheduler().Progress().Held))
 	for _, r := range m.Rollouts {
 		id := string(r.ID)
 		gauge(descRolloutWave, float64(r.Status.Wave+1), id, r.Status.Name)
@@ -288,12 +289,12 @@ func (c engineCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descQueue, float64(m.Waiting), "waiting")
 	gauge(descQueue, float64(m.Backoff), "backoff")
 	gauge(descInflight, float64(m.Inflight))
-	pr := e.sched.Progress()
+	pr := e.Scheduler().Progress()
 	failing := 0.0
 	if pr.CommitError != "" {
 		failing = 1
 	}
 	gauge(descCommitFailing, failing)
 	gauge(descDeliveries, float64(pr.Deliveries))
-	gauge(descWorkers, float64(len(e.srv.Workers())))
+	gauge(descWorkers, float64(len(e.Server().Workers())))
 }

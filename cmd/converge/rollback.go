@@ -14,6 +14,7 @@ import (
 	"github.com/convergehq/converge/state"
 	"github.com/convergehq/converge/state/stateapi"
 	gitsync "github.com/convergehq/converge/sync"
+	"github.com/convergehq/converge/sync/controlplane"
 )
 
 // newRollbackCommand is converge rollback [REV]: pin a revision and apply
@@ -215,7 +216,7 @@ func updateControl(ctx context.Context, g *globals, dir string, change func(c *c
 		return fmt.Errorf("open state: %w (a converge holds it and takes no control: stop it, or wait for it)", err)
 	}
 	if err != nil {
-		return openStateErr(err)
+		return controlplane.OpenError(err)
 	}
 	defer st.Close()
 	ctl, err := st.Control()
@@ -258,7 +259,7 @@ func storedControl(g *globals, dir string) (*converge.Control, error) {
 		return cl.Control()
 	}
 	if err != nil {
-		return nil, openStateErr(err)
+		return nil, controlplane.OpenError(err)
 	}
 	defer st.Close() // read only: a failed close loses nothing
 	return st.Control()

@@ -20,6 +20,7 @@ import (
 	"github.com/convergehq/converge/state"
 	"github.com/convergehq/converge/state/stateapi"
 	gitsync "github.com/convergehq/converge/sync"
+	"github.com/convergehq/converge/sync/controlplane"
 )
 
 type syncOptions struct {
@@ -188,11 +189,14 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 		return err
 	}
 	defer o.forge.stop()
-	syncer := &gitsync.Syncer{Source: src, Path: g.path, Log: log, Signatures: policy}
+	// One set of options makes the syncer that checks the revision
+	// before the engine starts (it starts the workers the revision
+	// declares) and the one the engine applies it with.
+	so := controlplane.SyncerOptions{Source: src, Path: g.path, Log: log, Signatures: policy}
 	if o.overrideChangeLimit {
-		syncer.OverrideChangeLimit, syncer.OverrideBy = true, "sync --override-change-limit (user "+currentUser()+")"
+		so.OverrideChangeLimit, so.OverrideBy = true, "sync --override-change-limit (user "+currentUser()+")"
 	}
-	setTimeouts(g, nil, syncer, g.headSettings)
+	so.LoadTimeout, so.Sandbox = loadBudget(g, g.headSettings)
 	// The pin is read before the store is held (a damaged store,
 	// --reinit-state, or another command holding the lock: read as no
 	// pin); it is checked again once the engine holds the store.
@@ -229,7 +233,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 			return syncThroughDaemon(ctx, out, errOut, g, cl, rev, o, rep)
 		}
 	}
-	pass, err := syncer.CheckContext(ctx, rev)
+	pass, err := so.Checker().CheckContext(ctx, rev)
 	if err != nil {
 		return err
 	}
@@ -263,12 +267,12 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 	if !src.Remote() {
 		workers = append(workers, pass.Loaded.Desired.Settings.Workers...)
 	}
-	e, err := startEngine(ctx, engineOptions{
-		stateDir: dir, etcd: g.etcd, repoDir: src.Root(), workers: workers, log: log, wrapStore: g.wrapStore,
-		reinit: g.reinitState,
+	e, err := startEngine(ctx, controlplane.Options{
+		StateDir: dir, Etcd: g.etcd, RepoDir: src.Root(), Workers: workers, Log: log, WrapStore: g.wrapStore,
+		Reinit: g.reinitState,
 		// A sync that ends at convergence does not start the loaded
 		// rows' overdue resyncs (a daemon, --watch included, does).
-		sched: scheduler.Config{PostponeLoadedResyncs: !o.watch},
+		Scheduler: scheduler.Config{PostponeLoadedResyncs: !o.watch},
 	})
 	if err != nil {
 		return err
@@ -277,15 +281,15 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 	defer func() {
 		// The engine's close is its last flush and the store's close:
 		// a failure there is a write this sync lost.
-		writes.add("close engine", e.close())
+		writes.add("close engine", e.Close())
 		err = writes.join(err)
 	}()
-	if now, err := e.store.Control(); err != nil {
+	if now, err := e.Store().Control(); err != nil {
 		return err
 	} else if pinnedHash(now) != pinnedHash(ctl) {
 		return failed("sync: the pin changed while sync started (converge rollback or unpin ran): run sync again")
 	}
-	syncer.Records, syncer.Engine, syncer.Lint, syncer.Compose = e.store, e.sched, lintFunc(), e.sched.DryCompose
+	syncer := e.Syncer(so)
 	if err := syncer.Apply(ctx, pass); err != nil {
 		return err
 	}
@@ -317,7 +321,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 	}
 	start := time.Now()
 	res := waitSettled(ctx, e, out, o)
-	for _, w := range gitsync.UnservedVerbs(pass.Loaded.Desired.Kinds, e.srv.Serves) {
+	for _, w := range gitsync.UnservedVerbs(pass.Loaded.Desired.Kinds, e.Server().Serves) {
 		fmt.Fprintln(errOut, "warning:", w)
 	}
 	if pass.Fresh {
@@ -377,7 +381,7 @@ func syncThroughDaemon(ctx context.Context, out, errOut io.Writer, g *globals, c
 // watchWorkTree is dev mode: on every save below the work tree's --path it
 // validates the uncommitted documents and, when they are valid, applies
 // them (labelled as a dirty revision) and waits for them to settle.
-func watchWorkTree(ctx context.Context, e *engine, syncer *gitsync.Syncer, o syncOptions, out, errOut io.Writer) error {
+func watchWorkTree(ctx context.Context, e *controlplane.Engine, syncer *gitsync.Syncer, o syncOptions, out, errOut io.Writer) error {
 	dir := filepath.Join(syncer.Source.Root(), filepath.FromSlash(syncer.Path))
 	fmt.Fprintf(out, "watching %s (dev mode: uncommitted changes are applied as %s@dirty; Ctrl+C stops)\n", dir, syncer.Source.Ref())
 	err := gitsync.WatchTree(ctx, dir, 300*time.Millisecond, func() {
@@ -438,10 +442,10 @@ func currentUser() string {
 
 // reportApplied prints what pass applied, in plan's words and counts
 // (gitsync.Pass.AppliedSummary), and puts it in rep.
-func reportApplied(e *engine, pass *gitsync.Pass, out, errOut io.Writer, rep *syncReport, what string) {
+func reportApplied(e *controlplane.Engine, pass *gitsync.Pass, out, errOut io.Writer, rep *syncReport, what string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := pass.AppliedSummary(ctx, e.sched.Graph())
+	s, err := pass.AppliedSummary(ctx, e.Scheduler().Graph())
 	if err != nil {
 		fmt.Fprintln(errOut, "converge:", err)
 		return
@@ -473,7 +477,7 @@ const commitGrace = 2 * time.Second
 
 // waitSettled shows progress until the graph converges, is stuck
 // (gitsync.Settle decides), the timeout passes or ctx ends.
-func waitSettled(ctx context.Context, e *engine, out io.Writer, o syncOptions) settleResult {
+func waitSettled(ctx context.Context, e *controlplane.Engine, out io.Writer, o syncOptions) settleResult {
 	pr := newProgress(out)
 	defer pr.done()
 	wait := o.timeout
@@ -486,9 +490,9 @@ func waitSettled(ctx context.Context, e *engine, out io.Writer, o syncOptions) s
 	defer tick.Stop()
 	settle := gitsync.Settle{Grace: o.grace, CommitGrace: commitGrace, StopWhenHeld: true}
 	for {
-		p := e.sched.Progress()
+		p := e.Scheduler().Progress()
 		pr.show(p)
-		due, _ := e.workers()
+		due, _ := e.Workers()
 		switch settle.Observe(time.Now(), p, due) {
 		case gitsync.Converged:
 			return settledConverged
@@ -522,7 +526,7 @@ const lastFlushTimeout = 10 * time.Minute
 // (howToStart when no declared worker failed). A last flush that fails
 // turns a converged wait into a failed one: nothing is converged until it
 // is durable.
-func finishSync(e *engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res settleResult, elapsed time.Duration, out, errOut io.Writer, howToStart string, rep *syncReport) error {
+func finishSync(e *controlplane.Engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res settleResult, elapsed time.Duration, out, errOut io.Writer, howToStart string, rep *syncReport) error {
 	// The store may be well behind the graph: a million-child
 	// composition's rows drain 6,144 a commit while the work goes on, so
 	// the last flush can take minutes (not the seconds it takes at demo
@@ -530,12 +534,12 @@ func finishSync(e *engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res settl
 	// that long is failing.
 	flushCtx, cancel := context.WithTimeout(context.Background(), lastFlushTimeout)
 	defer cancel()
-	ferr := e.sched.Flush(flushCtx)
+	ferr := e.Scheduler().Flush(flushCtx)
 	if ferr == nil {
 		// Durable, and where readers look (state.Backend.Verify).
-		ferr = e.store.Verify()
+		ferr = e.Store().Verify()
 	}
-	p := e.sched.Progress()
+	p := e.Scheduler().Progress()
 	if ferr != nil {
 		if p.CommitError == "" {
 			p.CommitError = ferr.Error()
@@ -558,7 +562,7 @@ func finishSync(e *engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res settl
 			rep.Errors = append(rep.Errors, "commit state: "+p.CommitError)
 		}
 		if res != settledConverged {
-			for _, gr := range e.sched.ProblemGroups(maxListed) {
+			for _, gr := range e.Scheduler().ProblemGroups(maxListed) {
 				rep.NotReady = append(rep.NotReady, notReadyGroup{Phase: gr.Phase, Reason: gr.Reason, Pattern: gr.Pattern,
 					Permanent: gr.Permanent, Count: gr.Count, Resources: gr.IDs})
 			}
@@ -594,8 +598,8 @@ func finishSync(e *engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res settl
 		case settledUndurable:
 			why = "state not durable"
 		}
-		problems := e.sched.Problems()
-		_, failedWorkers := e.workers()
+		problems := e.Scheduler().Problems()
+		_, failedWorkers := e.Workers()
 		hint := gitsync.UnservedHint(problems, failedWorkers, howToStart)
 		state, desc = converge.StateFailure, gitsync.Verdict(why, p, hint)
 		fmt.Fprintf(errOut, "%s: %s; not converged:\n", why, summary)
@@ -604,7 +608,7 @@ func finishSync(e *engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res settl
 			fmt.Fprintf(errOut, "  %s\n", c)
 			names = append(names, c)
 		}
-		printProblemGroups(errOut, e.sched.ProblemGroups(maxListed), examplesPerCause)
+		printProblemGroups(errOut, e.Scheduler().ProblemGroups(maxListed), examplesPerCause)
 		if hint != "" {
 			fmt.Fprintf(errOut, "hint: %s\n", hint)
 		}

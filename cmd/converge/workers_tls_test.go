@@ -315,27 +315,6 @@ func TestReplicasWorkersMutualTLS(t *testing.T) {
 	}
 }
 
-// TestWorkersAdvert: the workers address a leader publishes is
-// --advertise, else --workers-listen's host with the bound port, else
-// (no host, or an unspecified one) the bound address.
-func TestWorkersAdvert(t *testing.T) {
-	bound := &net.TCPAddr{IP: net.IPv6unspecified, Port: 9090}
-	tests := []struct{ listen, advertise, want string }{
-		{listen: ":9090", advertise: "m1.example.com:9090", want: "m1.example.com:9090"},
-		{listen: "m1.example.com:9090", want: "m1.example.com:9090"},
-		{listen: "127.0.0.1:0", want: "127.0.0.1:9090"},
-		{listen: "[::1]:0", want: "[::1]:9090"},
-		{listen: ":9090", want: "[::]:9090"},
-		{listen: "0.0.0.0:9090", want: "[::]:9090"},
-		{listen: "[::]:9090", want: "[::]:9090"},
-	}
-	for _, tt := range tests {
-		if got := workersAdvert(tt.listen, tt.advertise, bound); got != tt.want {
-			t.Errorf("workersAdvert(%q, %q) = %q, want %q", tt.listen, tt.advertise, got, tt.want)
-		}
-	}
-}
-
 // TestServeAdvertiseFlag: --advertise is refused without --replica or
 // --workers-listen, and when it is not HOST:PORT (exit 2).
 func TestServeAdvertiseFlag(t *testing.T) {
