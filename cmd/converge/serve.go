@@ -10,9 +10,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -120,7 +122,7 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	if err := o.replicaFlags(g, c.Flags().Changed("lease-ttl")); err != nil {
 		return err
 	}
-	workersTLS, err := o.workersTLS.config(o.workersListen, time.Now())
+	workersTLS, tlsReload, err := o.workersTLS.config(o.workersListen, time.Now())
 	if err != nil {
 		return err
 	}
@@ -142,6 +144,25 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 		return err
 	}
 	log := g.logger(errOut, o.verbose)
+	if tlsReload != nil {
+		// A rotated certificate is read at the next handshake after its
+		// files change; SIGHUP reads them at once.
+		tlsReload.warn = log.Warn
+		tlsReload.note = func(msg string) { fmt.Fprintln(out, "serve: "+msg) }
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		go func() {
+			for {
+				select {
+				case <-hup:
+					tlsReload.reload(true)
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
 	dir, err := stateDir(g)
 	if err != nil {
 		return err
