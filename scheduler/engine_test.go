@@ -1,3 +1,9 @@
+// The engine's end-to-end behaviours through the public API, one test each
+// (dependency order, value flows, retries, rollup, reactors, cascade
+// delete, versioning): over 1,000 lines because they are read together,
+// as the list of what the scheduler promises; fakes_test.go holds their
+// world.
+
 package scheduler_test
 
 import (
