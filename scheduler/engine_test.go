@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/convergehq/converge"
@@ -592,7 +593,13 @@ func TestStuckTeardownNamesChild(t *testing.T) {
 	}
 }
 
+// In a synctest bubble, so "not fired again" is checked with every
+// goroutine idle rather than after a sleep.
 func TestReactorOnceAcrossCrashAndVanishedWorker(t *testing.T) {
+	synctest.Test(t, reactorOnceAcrossCrashAndVanishedWorker)
+}
+
+func reactorOnceAcrossCrashAndVanishedWorker(t *testing.T) {
 	store := newMemStore()
 	rw1 := &fakeWorker{name: "rw1", delay: 20 * time.Millisecond,
 		serves: map[converge.KindRef][]string{{Kind: "statussink", Version: 1}: {"react"}}}
@@ -647,7 +654,8 @@ func TestReactorOnceAcrossCrashAndVanishedWorker(t *testing.T) {
 	h2 := start(t, store, disp, testConfig())
 	h2.apply(d, classicValidator)
 	h2.waitSettled(scheduler.Converged, 5*time.Second)
-	time.Sleep(10 * time.Millisecond)
+	time.Sleep(time.Minute) // past every flush, backoff and lease of the test config
+	synctest.Wait()
 	for _, tk := range disp.tasks() {
 		if tk.Reaction == "react" {
 			t.Errorf("reactor fired again after restart: %s", tk.Key)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/convergehq/converge"
@@ -37,7 +38,11 @@ func rollupOf(t *testing.T, r *converge.Resource) converge.Counts {
 	return st.Rollup
 }
 
-func TestClassicConverges(t *testing.T) {
+// In a synctest bubble, so "a re-apply dispatches nothing" is checked with
+// every goroutine idle rather than after a sleep.
+func TestClassicConverges(t *testing.T) { synctest.Test(t, classicConverges) }
+
+func classicConverges(t *testing.T) {
 	const fds, teams = 3, 4
 	store := newMemStore()
 	disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1"})
@@ -146,7 +151,8 @@ func TestClassicConverges(t *testing.T) {
 	if !plan.Empty() {
 		t.Errorf("re-apply plan %+v, want empty", plan)
 	}
-	time.Sleep(10 * time.Millisecond)
+	time.Sleep(time.Minute) // past every flush, backoff and lease of the test config
+	synctest.Wait()
 	if got := disp.tasks(); len(got) != 0 {
 		t.Errorf("re-apply dispatched %d tasks", len(got))
 	}
