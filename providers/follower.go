@@ -34,6 +34,7 @@ type Leader struct {
 // the next). It is safe for concurrent use.
 type Follower struct {
 	token  string
+	tokens func() []string
 	leader func() Leader
 	grpc   *grpc.Server
 	tls    *grpc.Server
@@ -43,9 +44,9 @@ type Follower struct {
 // NewFollower returns a Follower; opts.Token, opts.TLS and opts.Logger
 // mean what they mean for NewServer. leader is asked at every refusal.
 func NewFollower(opts ServerOptions, leader func() Leader) *Follower {
-	f := &Follower{token: opts.Token, leader: leader}
+	f := &Follower{token: opts.Token, tokens: opts.Tokens, leader: leader}
 	auth := grpc.StreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-		if err := checkToken(ss.Context(), f.token); err != nil {
+		if err := checkTokens(ss.Context(), f.token, f.tokens); err != nil {
 			return err
 		}
 		return h(srv, ss)

@@ -49,6 +49,11 @@ type ServerOptions struct {
 	// Token is the bearer token every worker must present. An empty Token
 	// refuses every worker: there is no unauthenticated mode.
 	Token string
+	// Tokens, if set, are the external workers' tokens accepted now, asked
+	// at every authentication instead of Token: a token file read again
+	// when it changes, so tokens rotate without a restart (add the new
+	// one, move the workers, drop the old one).
+	Tokens func() []string
 	// LocalToken, if set, is accepted too: the token of the workers the
 	// control plane starts itself (SupervisorOptions.Token), so that they
 	// never learn Token, the one external workers share.
@@ -325,9 +330,24 @@ func (s *Server) signal() {
 // authorized reports whether ctx carries the server's bearer token, or
 // its local workers' one.
 func (s *Server) authorized(ctx context.Context) error {
-	err := checkToken(ctx, s.opts.Token)
+	err := checkTokens(ctx, s.opts.Token, s.opts.Tokens)
 	if err != nil && s.opts.LocalToken != "" && checkToken(ctx, s.opts.LocalToken) == nil {
 		return nil
+	}
+	return err
+}
+
+// checkTokens is checkToken against tokens() when it is set, else
+// against token.
+func checkTokens(ctx context.Context, token string, tokens func() []string) error {
+	if tokens == nil {
+		return checkToken(ctx, token)
+	}
+	err := status.Error(codes.Unauthenticated, "missing or invalid token")
+	for _, t := range tokens() {
+		if checkToken(ctx, t) == nil {
+			err = nil // no early return: every token is compared
+		}
 	}
 	return err
 }

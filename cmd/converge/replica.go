@@ -46,8 +46,8 @@ func (o serveOptions) replicaFlags(g *globals, ttlSet bool) error {
 	if o.leaseTTL < time.Second {
 		return usageErr("--lease-ttl %v: want at least 1s (etcd leases count whole seconds)", o.leaseTTL)
 	}
-	if o.workersListen != "" && os.Getenv("CONVERGE_WORKER_TOKEN") == "" {
-		return usageErr("--replica with --workers-listen needs $CONVERGE_WORKER_TOKEN, the same on every replica: workers follow the leader from one replica to another")
+	if o.workersListen != "" && os.Getenv("CONVERGE_WORKER_TOKEN") == "" && o.tokenFile == "" {
+		return usageErr("--replica with --workers-listen needs $CONVERGE_WORKER_TOKEN (or --workers-token-file), the same on every replica: workers follow the leader from one replica to another")
 	}
 	return nil
 }
@@ -136,7 +136,11 @@ func (s *server) runReplica(ctx context.Context) error {
 		fmt.Fprintf(s.out, "serve: replica %s advertises workers address %s\n", name, advert.Workers)
 	}
 	s.announce()
-	terms.Run(ctx, controlplane.TermOptions{Advert: advert, Workers: sw, Token: token, TLS: s.workersTLS, Log: s.log,
+	var tokens func() []string
+	if s.tokens != nil {
+		tokens = s.tokens.tokens
+	}
+	terms.Run(ctx, controlplane.TermOptions{Advert: advert, Workers: sw, Token: token, Tokens: tokens, TLS: s.workersTLS, Log: s.log,
 		Engine: s.engineOptions(token), Work: s.follow, Events: replicaEvents{s}})
 	return nil
 }

@@ -43,6 +43,8 @@ type serveOptions struct {
 	advertise string
 	// workersTLS secures --workers-listen (see workersTLSOptions).
 	workersTLS workersTLSOptions
+	// tokenFile is --workers-token-file (see tokenFile).
+	tokenFile string
 	// uiActions lets a signed-in person delete resources and run verbs
 	// from the site (see uiActions); uiTokenFile holds its login token
 	// (else $CONVERGE_UI_TOKEN), read into uiToken at start.
@@ -95,6 +97,7 @@ must then be set, the same on every replica.`,
 	f := c.Flags()
 	f.StringVar(&o.listen, "listen", ":8080", "HTTP address for the site, the webhook, /metrics, /readyz and /healthz (\"\" for none)")
 	f.StringVar(&o.workersListen, "workers-listen", "", "TCP address for external workers: TLS (--workers-tls-cert, --workers-tls-key) or, with --insecure, plain TCP; needs the workers' token in $CONVERGE_WORKER_TOKEN")
+	f.StringVar(&o.tokenFile, "workers-token-file", "", "with --workers-listen: the workers' tokens, one per line, instead of $CONVERGE_WORKER_TOKEN; read again when the file changes (or on SIGHUP), so a token rotates without a restart")
 	f.StringVar(&o.workersTLS.cert, "workers-tls-cert", "", "with --workers-listen: serve workers TLS with this certificate (PEM; needs --workers-tls-key)")
 	f.StringVar(&o.workersTLS.key, "workers-tls-key", "", "with --workers-listen: the private key (PEM) of --workers-tls-cert")
 	f.StringVar(&o.workersTLS.clientCA, "workers-tls-client-ca", "", "with --workers-tls-cert: require workers' client certificates signed by this PEM CA bundle (mutual TLS)")
@@ -137,18 +140,33 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 			return err
 		}
 	}
-	if o.workersListen != "" && os.Getenv("CONVERGE_WORKER_TOKEN") == "" {
-		return usageErr("--workers-listen needs $CONVERGE_WORKER_TOKEN: the token every external worker presents (CONVERGE_TOKEN on the worker's side); without it no worker could connect")
+	var tokens *tokenFile
+	switch {
+	case o.tokenFile != "" && o.workersListen == "":
+		return usageErr("--workers-token-file needs --workers-listen: its tokens are the TCP workers' (the unix socket's workers get their own)")
+	case o.tokenFile != "" && os.Getenv("CONVERGE_WORKER_TOKEN") != "":
+		return usageErr("--workers-token-file with $CONVERGE_WORKER_TOKEN: give the workers' tokens one way")
+	case o.tokenFile != "":
+		if tokens, err = openTokenFile(o.tokenFile); err != nil {
+			return err
+		}
+	case o.workersListen != "" && os.Getenv("CONVERGE_WORKER_TOKEN") == "":
+		return usageErr("--workers-listen needs $CONVERGE_WORKER_TOKEN or --workers-token-file: the token every external worker presents (CONVERGE_TOKEN on the worker's side); without it no worker could connect")
 	}
 	if err := resolveSource(g); err != nil {
 		return err
 	}
 	log := g.logger(errOut, o.verbose)
-	if tlsReload != nil {
-		// A rotated certificate is read at the next handshake after its
-		// files change; SIGHUP reads them at once.
-		tlsReload.warn = log.Warn
-		tlsReload.note = func(msg string) { fmt.Fprintln(out, "serve: "+msg) }
+	if tlsReload != nil || tokens != nil {
+		// A rotated certificate or token file is read at the next
+		// handshake or worker after it changes; SIGHUP reads it at once.
+		note := func(msg string) { fmt.Fprintln(out, "serve: "+msg) }
+		if tlsReload != nil {
+			tlsReload.warn, tlsReload.note = log.Warn, note
+		}
+		if tokens != nil {
+			tokens.warn, tokens.note = log.Warn, note
+		}
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)
 		defer signal.Stop(hup)
@@ -156,7 +174,12 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 			for {
 				select {
 				case <-hup:
-					tlsReload.reload(true)
+					if tlsReload != nil {
+						tlsReload.reload(true)
+					}
+					if tokens != nil {
+						tokens.reload(true)
+					}
 				case <-ctx.Done():
 					return
 				}
@@ -202,7 +225,7 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	}
 	s := &server{g: g, o: o, out: out, errOut: errOut, log: log, dir: dir, src: src, workers: workers,
 		live: site.NewLive(filepath.Join(dir, "site"), site.LiveOptions{Site: site.Options{Title: "converge"}, Log: errOut}), workersTLS: workersTLS,
-		ops: newOps("starting: the store is not open yet")}
+		tokens: tokens, ops: newOps("starting: the store is not open yet")}
 	if o.replica != "" {
 		return s.runReplica(ctx)
 	}
@@ -268,6 +291,8 @@ type server struct {
 	live        *site.Live
 	// workersTLS secures the workers' TCP listener (nil: plain TCP).
 	workersTLS *tls.Config
+	// tokens are --workers-token-file's, nil without it.
+	tokens *tokenFile
 	// ops answers /metrics and /readyz.
 	ops *ops
 }
@@ -275,9 +300,13 @@ type server struct {
 // engineOptions are the options of the engine serve starts (a replica:
 // one per term).
 func (s *server) engineOptions(token string) controlplane.Options {
-	return controlplane.Options{StateDir: s.dir, Etcd: s.g.etcd, RepoDir: s.src.Root(), Workers: s.workers,
+	o := controlplane.Options{StateDir: s.dir, Etcd: s.g.etcd, RepoDir: s.src.Root(), Workers: s.workers,
 		Listen: s.o.workersListen, TLS: s.workersTLS, Token: token, Log: s.log,
 		Changed: s.live.Changed, WrapStore: s.g.wrapStore, Reinit: s.g.reinitState}
+	if s.tokens != nil {
+		o.Tokens = s.tokens.tokens
+	}
+	return o
 }
 
 // controller is the admin controller of the engine this process runs

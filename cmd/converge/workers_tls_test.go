@@ -428,3 +428,67 @@ func TestServeWorkersTLSRotation(t *testing.T) {
 	})
 	srv.stop(t)
 }
+
+// TestServeWorkersTokenRotation: --workers-token-file's tokens rotate
+// without a restart: a new token added to the file lets its worker in, a
+// token dropped from it keeps its worker out, and a change that does not
+// load (a token too short) keeps the tokens in use, said once.
+func TestServeWorkersTokenRotation(t *testing.T) {
+	repo := replicaRepo(t, []byte(smallBOM), true)
+	stateDir := t.TempDir()
+	file := filepath.Join(t.TempDir(), "worker-tokens")
+	const oldTok, newTok = "old-token-0123456789", "new-token-0123456789"
+	write := func(content string) {
+		t.Helper()
+		if err := os.WriteFile(file+".new", []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(file+".new", file); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("# the workers' tokens\n" + oldTok + "\n")
+	srv := startProc(t, "serve", nil, "--repo", repo, "--state", stateDir,
+		"serve", "--listen", "", "--workers-listen", "127.0.0.1:0", "--insecure", "--poll", "1h", "--workers-token-file", file)
+	addr := readAddr(t, filepath.Join(stateDir, "workers.addr"))
+	worker := func(name, token string) *proc {
+		return startProc(t, name, []string{"CONVERGE_ADDR=" + addr, "CONVERGE_TOKEN=" + token,
+			"CONVERGE_WORKER_NAME=" + name, "CONVERGE_STATE_DIR=" + t.TempDir()}, "worker", "classic")
+	}
+	refusedThenKill := func(p *proc) {
+		t.Helper()
+		waitUntil(t, 15*time.Second, p.name+" refused", func() bool {
+			return strings.Contains(p.output(), "Unauthenticated desc = missing or invalid token")
+		})
+		p.cmd.Process.Kill()
+		if strings.Contains(p.output(), "worker registered") {
+			t.Errorf("the %s worker registered:\n%s", p.name, p.output())
+		}
+	}
+	refusedThenKill(worker("early", newTok))
+
+	write(oldTok + "\n" + newTok + "\n")
+	added := worker("added", newTok)
+	waitUntil(t, 60*time.Second, "the example converged through the added token", func() bool {
+		return strings.Contains(srv.output(), " converged: ")
+	})
+	if !strings.Contains(added.output(), "worker registered") {
+		t.Errorf("the worker with the added token was not let in:\n%s", added.output())
+	}
+	if want := "serve: workers token file: reloaded " + file + " (2 tokens)"; !strings.Contains(srv.output(), want) {
+		t.Errorf("serve does not say %q:\n%s", want, srv.output())
+	}
+
+	write(newTok + "\n")
+	refusedThenKill(worker("dropped", oldTok))
+
+	write("short\n")
+	still := worker("still", newTok)
+	waitUntil(t, 30*time.Second, "a worker let in after a change that does not load", func() bool {
+		return strings.Contains(still.output(), "worker registered")
+	})
+	waitUntil(t, 10*time.Second, "the change that does not load logged", func() bool {
+		return strings.Contains(srv.output(), "the change does not load; the tokens in use stay")
+	})
+	srv.stop(t)
+}

@@ -83,6 +83,9 @@ type Options struct {
 	// Token is what external workers present; the workers the engine
 	// starts get a token of their own.
 	Token string
+	// Tokens, if set, are the external workers' tokens accepted now
+	// (providers.ServerOptions.Tokens), asked instead of Token.
+	Tokens func() []string
 	// TLS, when set, secures the TCP listener for external workers
 	// (providers.ServerOptions.TLS); the unix socket stays plain.
 	TLS *tls.Config
@@ -178,7 +181,7 @@ func Start(ctx context.Context, o Options) (*Engine, error) {
 	if ext == "" {
 		ext = e.token
 	}
-	e.srv = providers.NewServer(providers.ServerOptions{Token: ext, LocalToken: e.token, Logger: o.Log, TLS: o.TLS})
+	e.srv = providers.NewServer(providers.ServerOptions{Token: ext, Tokens: o.Tokens, LocalToken: e.token, Logger: o.Log, TLS: o.TLS})
 	sock := filepath.Join(o.StateDir, "worker.sock")
 	l, err := providers.ListenUnix(sock)
 	if err != nil {

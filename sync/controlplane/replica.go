@@ -69,10 +69,12 @@ type TermOptions struct {
 	// Workers, when set, is the replica's workers listener: a term's
 	// engine serves it, a follower's refusal otherwise.
 	Workers *ConnSwitch
-	// Token and TLS are the external workers' (providers.ServerOptions).
-	Token string
-	TLS   *tls.Config
-	Log   *slog.Logger
+	// Token, Tokens and TLS are the external workers'
+	// (providers.ServerOptions).
+	Token  string
+	Tokens func() []string
+	TLS    *tls.Config
+	Log    *slog.Logger
 	// Engine are the options of a term's engine; its store, listeners and
 	// live-site hook are the term's own.
 	Engine Options
@@ -98,7 +100,7 @@ func (t *Terms) Run(ctx context.Context, o TermOptions) {
 	for {
 		var follower *providers.Follower
 		if o.Workers != nil {
-			follower = providers.NewFollower(providers.ServerOptions{Token: o.Token, TLS: o.TLS, Logger: o.Log}, leader)
+			follower = providers.NewFollower(providers.ServerOptions{Token: o.Token, Tokens: o.Tokens, TLS: o.TLS, Logger: o.Log}, leader)
 			go follower.Serve(o.Workers.attach())
 		}
 		if l := leader(); l.Name != "" {
