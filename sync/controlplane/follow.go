@@ -239,8 +239,9 @@ func (e *Engine) Follow(ctx context.Context, o FollowOptions) {
 				if err := syncer.SetSyncStatus(p, converge.StateFailure, desc); err != nil {
 					ev.Error(err)
 				}
-				ev.Stuck(p, desc)
+				// GET /healthz says it before anyone hears of it.
 				health.Stuck(p.Revision.String() + " " + desc)
+				ev.Stuck(p, desc)
 				current = nil
 			}
 		}
