@@ -10,15 +10,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// kvOp is one absolute write under the prefix: put key=val, or delete
-// key. Applying the same ops twice leaves what applying them once does,
-// which is what makes the batch journal safe to replay.
-type kvOp struct {
-	key string // below the prefix
-	val []byte
-	del bool
-}
-
 // written is what a write did, for Stats.
 type written struct {
 	puts, dels, bytes uint64
@@ -170,12 +161,10 @@ func (s *Store) applyJournal(ctx context.Context, ops []kvOp) (written, error) {
 // finish completes a batch journal left committed by this store or by a
 // writer that crashed, and removes the parts of one that never reached
 // its commit point. Callers hold s.mu (or are Open).
-func (s *Store) finish() error {
+func (s *Store) finish(ctx context.Context) error {
 	if !s.pending {
 		return nil
 	}
-	ctx, cancel := s.writeContext()
-	defer cancel()
 	marker, err := s.cli.Get(ctx, s.p+jCommit)
 	if err != nil {
 		return fmt.Errorf("read batch journal: %w", err)
@@ -272,4 +261,43 @@ func decodeOps(b []byte) ([]kvOp, error) {
 		ops = append(ops, op)
 	}
 	return ops, nil
+}
+
+// parallel runs fn(0..n-1) on up to width goroutines and returns the
+// first error.
+func parallel(n, width int, fn func(i int) error) error {
+	if n == 1 {
+		return fn(0)
+	}
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex // guards first and next
+		first error
+		next  int
+	)
+	for range min(n, width) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				i := next
+				next++
+				stop := first != nil
+				mu.Unlock()
+				if i >= n || stop {
+					return
+				}
+				if err := fn(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return first
 }

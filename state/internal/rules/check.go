@@ -1,11 +1,10 @@
-package etcdstate
+package rules
 
 import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/state/internal/codec"
@@ -14,61 +13,78 @@ import (
 // maxCheckErrors caps how many problems Check reports.
 const maxCheckErrors = 20
 
-// Check runs a full consistency check at one revision and returns every
-// problem found (up to 20, joined), or nil. It checks the invariants
-// the bbolt store's Check does, over this layout:
-//   - every resource key is its row's ID, the row well formed, its owner
-//     prefix equal to the JSON owner, and its owner existing;
-//   - the owner index holds exactly one key per resource, under its
-//     owner ("" for a root), and no key for a resource that is absent;
-//   - the edges in consumers' rows and the reverse index hold the same
-//     pairs, edges sorted by producer;
-//   - kinds, configs, bindings, deliveries and revision records are
-//     keyed by their content, and the applied revision decodes;
-//   - event chunks are keyed by their first Seq, Seqs increase across
-//     chunks, and the events meta agrees with them.
+type reportFunc func(format string, args ...any)
+
+// Check runs a full consistency check over one snapshot and returns
+// every problem found (up to 20, joined), or nil; CheckIn says what it
+// checks.
 func (s *Store) Check() error {
-	var errs []error
-	report := func(format string, args ...any) {
-		if len(errs) < maxCheckErrors {
-			errs = append(errs, fmt.Errorf(format, args...))
-		}
-	}
-	err := s.view(func(v *view) error {
-		errs = nil
-		return s.check(v, report)
+	var p Problems
+	err := s.view(func(r Reader) error {
+		p = nil
+		return s.CheckIn(r, p.Report)
 	})
+	return s.CheckResult(p, err)
+}
+
+// Problems collects what a check reports: the first 20 problems.
+type Problems []error
+
+// Report adds a problem.
+func (p *Problems) Report(format string, args ...any) {
+	if len(*p) < maxCheckErrors {
+		*p = append(*p, fmt.Errorf(format, args...))
+	}
+}
+
+// CheckResult is Check's error for the problems a check reported and
+// the error that stopped it (err).
+func (s *Store) CheckResult(p Problems, err error) error {
 	if err != nil {
 		return fmt.Errorf("check state: %w", err)
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("check state: %s: %w", s.where(), errors.Join(errs...))
+	if len(p) > 0 {
+		return fmt.Errorf("check state: %s: %w", s.o.Name, errors.Join(p...))
 	}
 	return nil
 }
 
-func (s *Store) check(v *view, report func(string, ...any)) error {
+// CheckIn checks converge's invariants over r and reports every problem
+// it finds:
+//   - every resources key is its row's ID, the row well formed, its owner
+//     prefix equal to the JSON owner, and its owner existing;
+//   - the owner index is well formed for its layout, every child it
+//     lists exists and is owned by that owner, and every resource is
+//     listed once (a root under the empty owner);
+//   - the edges in consumers' rows and the reverse index hold the same
+//     pairs, edges sorted by producer (an edge's producer may not exist:
+//     see state's package doc);
+//   - kinds, configs, bindings, deliveries and revision records are
+//     keyed by their content, and the applied revision decodes;
+//   - event chunks are keyed by their first Seq, Seqs increase across all
+//     chunks, and the events meta agrees with them.
+func (s *Store) CheckIn(r Reader, report func(format string, args ...any)) error {
 	owners := map[converge.ID]converge.ID{} // resource → owner, from rows
 	edges := map[string]bool{}              // producer\x00consumer, from rows
-	err := v.scan(kResources, "", false, func(k string, val []byte) error {
-		id := converge.ID(k[len(kResources):])
-		rw, err := codec.SplitRow(val)
+	err := r.Scan(Resources, Range{}, func(k, v []byte) error {
+		id := converge.ID(k)
+		rw, err := codec.SplitRow(v)
 		if err != nil {
 			report("resource %s: %v", id, err)
 			return nil
 		}
-		r, err := codec.DecodeResource(val)
+		res, err := codec.DecodeResource(v)
 		if err != nil {
 			report("resource %s: %v", id, err)
 			return nil
 		}
-		if r.ID() != id {
-			report("resource %s: value is %s", id, r.ID())
+		if res.ID() != id {
+			report("resource %s: value is %s", id, res.ID())
 		}
-		if r.Owner != rw.Owner {
-			report("resource %s: owner prefix %q, JSON owner %q", id, rw.Owner, r.Owner)
+		if res.Owner != rw.Owner {
+			report("resource %s: owner prefix %q, JSON owner %q", id, rw.Owner, res.Owner)
 		}
-		owners[id] = r.Owner
+		owners[id] = res.Owner
 		es, err := codec.DecodeEdges(rw.Edges)
 		if err != nil {
 			report("resource %s: %v", id, err)
@@ -95,24 +111,17 @@ func (s *Store) check(v *view, report func(string, ...any)) error {
 	}
 
 	indexed := map[converge.ID]converge.ID{}
-	err = v.scan(kOwners, "", true, func(k string, _ []byte) error {
-		owner, child, ok := codec.SplitPair([]byte(k[len(kOwners):]))
-		if !ok {
-			report("owner index: malformed key %q", k)
-			return nil
-		}
+	err = s.o.Owners.entries(r, report, func(owner, child converge.ID) {
 		if o, dup := indexed[child]; dup {
 			report("owner index: %s listed under %s and %s", child, o, owner)
 		}
 		indexed[child] = owner
-		o, exists := owners[child]
-		switch {
+		switch o, exists := owners[child]; {
 		case !exists:
 			report("owner index: %s → %s: child does not exist", owner, child)
 		case o != owner:
 			report("owner index: %s → %s: child's owner is %q", owner, child, o)
 		}
-		return nil
 	})
 	if err != nil {
 		return err
@@ -128,17 +137,16 @@ func (s *Store) check(v *view, report func(string, ...any)) error {
 	}
 
 	reverse := map[string]bool{}
-	err = v.scan(kProducers, "", true, func(k string, _ []byte) error {
-		pair := k[len(kProducers):]
-		p, c, ok := codec.SplitPair([]byte(pair))
+	err = r.Scan(Producers, Range{KeysOnly: true}, func(k, _ []byte) error {
+		p, c, ok := codec.SplitPair(k)
 		if !ok {
 			report("reverse edge index: malformed key %q", k)
 			return nil
 		}
-		reverse[pair] = true
+		reverse[string(k)] = true
 		if _, ok := owners[c]; !ok {
 			report("reverse edge index: %s→%s: consumer does not exist", c, p)
-		} else if !edges[pair] {
+		} else if !edges[string(k)] {
 			report("reverse edge index: %s→%s: no forward edge", c, p)
 		}
 		return nil
@@ -152,52 +160,51 @@ func (s *Store) check(v *view, report func(string, ...any)) error {
 			report("edge %s→%s: missing from the reverse index", c, p)
 		}
 	}
-
-	if err := checkKeyed(v, report); err != nil {
+	if err := checkKeyed(r, report); err != nil {
 		return err
 	}
-	return checkEvents(v, report)
+	return checkEvents(r, report)
 }
 
 // checkKeyed checks that every JSON row is keyed by its content.
-func checkKeyed(v *view, report func(string, ...any)) error {
+func checkKeyed(r Reader, report reportFunc) error {
 	rows := []struct {
-		prefix string
-		key    func(val []byte) (string, error)
+		b   Bucket
+		key func(val []byte) (string, error)
 	}{
-		{kKinds, func(val []byte) (string, error) {
+		{Kinds, func(val []byte) (string, error) {
 			var k converge.Kind
 			err := json.Unmarshal(val, &k)
 			return string(codec.KindKey(k.Ref())), err
 		}},
-		{kConfigs, func(val []byte) (string, error) {
+		{Configs, func(val []byte) (string, error) {
 			var c converge.ProviderConfig
 			err := json.Unmarshal(val, &c)
 			return c.Name, err
 		}},
-		{kBindings, func(val []byte) (string, error) {
+		{Bindings, func(val []byte) (string, error) {
 			var b converge.Binding
 			err := json.Unmarshal(val, &b)
 			return b.Name, err
 		}},
-		{kDeliveries, func(val []byte) (string, error) {
+		{Deliveries, func(val []byte) (string, error) {
 			var d converge.Delivery
 			err := json.Unmarshal(val, &d)
 			return d.Key, err
 		}},
-		{kRevisions, func(val []byte) (string, error) {
+		{Revisions, func(val []byte) (string, error) {
 			var r converge.RevisionRecord
 			err := json.Unmarshal(val, &r)
 			return r.Revision.Hash, err
 		}},
 	}
 	for _, row := range rows {
-		err := v.scan(row.prefix, "", false, func(k string, val []byte) error {
-			want, err := row.key(val)
+		err := r.Scan(row.b, Range{}, func(k, v []byte) error {
+			want, err := row.key(v)
 			if err != nil {
-				report("%s: %v", k, err)
-			} else if got := k[len(row.prefix):]; got != want {
-				report("%s: key %q, value is %q", strings.TrimSuffix(row.prefix, "/"), got, want)
+				report("%s %q: %v", row.b, k, err)
+			} else if string(k) != want {
+				report("%s key %q: value is %q", row.b, k, want)
 			}
 			return nil
 		})
@@ -205,22 +212,21 @@ func checkKeyed(v *view, report func(string, ...any)) error {
 			return err
 		}
 	}
-	if _, err := applied(v); err != nil {
+	if _, err := applied(r); err != nil {
 		report("meta: %v", err)
 	}
 	return nil
 }
 
-func checkEvents(v *view, report func(string, ...any)) error {
+func checkEvents(r Reader, report reportFunc) error {
 	var prev, count uint64
-	err := v.scan(kEvents, "", false, func(k string, val []byte) error {
-		key := []byte(k[len(kEvents):])
-		if len(key) != 8 {
-			report("event chunk key %x: want 8 bytes", key)
+	err := r.Scan(Events, Range{}, func(k, v []byte) error {
+		if len(k) != 8 {
+			report("event chunk key %x: want 8 bytes", k)
 			return nil
 		}
-		first := binary.BigEndian.Uint64(key)
-		evs, err := codec.DecodeChunk(val)
+		first := binary.BigEndian.Uint64(k)
+		evs, err := codec.DecodeChunk(v)
 		if err != nil {
 			report("event chunk %d: %v", first, err)
 			return nil
@@ -244,11 +250,10 @@ func checkEvents(v *view, report func(string, ...any)) error {
 	if err != nil {
 		return err
 	}
-	mv, err := v.get(mEvents)
+	lastSeq, n, err := eventsMeta(r)
 	if err != nil {
 		return err
 	}
-	lastSeq, n := eventsMeta(mv)
 	if n != count {
 		report("meta: %d events recorded, %d stored", n, count)
 	}
