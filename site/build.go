@@ -1,6 +1,7 @@
 package site
 
 import (
+	"context"
 	"fmt"
 	"html/template"
 	"reflect"
@@ -113,31 +114,31 @@ func NewBuilder(r Reader, dir string, opts Options) *Builder {
 // must be absent, empty, or a site an earlier Build wrote (ErrNotSite
 // otherwise); files of an earlier build that are no longer part of the
 // site are removed.
-func Build(r Reader, dir string, opts Options) (*Stats, error) {
-	return NewBuilder(r, dir, opts).Build()
+func Build(ctx context.Context, r Reader, dir string, opts Options) (*Stats, error) {
+	return NewBuilder(r, dir, opts).Build(ctx)
 }
 
 // Build writes the whole site, as the package-level Build does, and keeps
 // the picture Update needs.
-func (b *Builder) Build() (*Stats, error) {
+func (b *Builder) Build(ctx context.Context) (*Stats, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.build()
+	return b.build(ctx)
 }
 
-func (b *Builder) build() (*Stats, error) {
+func (b *Builder) build(ctx context.Context) (*Stats, error) {
 	start := time.Now()
 	b.now = b.opts.Now()
 	if err := prepare(b.dir); err != nil {
 		return nil, fmt.Errorf("build site: %w", err)
 	}
 	m := newModel()
-	kinds, err := b.r.Kinds()
+	kinds, err := b.r.Kinds(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("build site: %w", err)
 	}
 	m.secrets = secretsByKind(kinds)
-	if m.configVals, err = configSecrets(b.r, kinds); err != nil {
+	if m.configVals, err = configSecrets(ctx, b.r, kinds); err != nil {
 		return nil, fmt.Errorf("build site: %w", err)
 	}
 	for _, v := range m.configVals {
@@ -152,7 +153,7 @@ func (b *Builder) build() (*Stats, error) {
 	// their resources again, a shard at a time.
 	// Secret values come from specs and statuses; without a kind that
 	// declares secret paths the scan copies none of them.
-	for rows := range b.scan(len(m.secrets) == 0, &err) {
+	for rows := range b.scan(ctx, len(m.secrets) == 0, &err) {
 		for _, row := range rows {
 			r := row.Resource
 			id := r.ID()
@@ -191,13 +192,13 @@ func (b *Builder) build() (*Stats, error) {
 		m.kindNames = append(m.kindNames, k)
 	}
 	sort.Strings(m.kindNames)
-	evs, err := b.r.Events("", 0)
+	evs, err := b.r.Events(ctx, "", 0)
 	if err != nil {
 		return nil, fmt.Errorf("build site: %w", err)
 	}
 	m.addEvents(evs, b.opts.Events)
 	evs = nil
-	if err := b.readRevisions(m); err != nil {
+	if err := b.readRevisions(ctx, m); err != nil {
 		return nil, err
 	}
 	m.scrub = newScrubber(m.secretVals)
@@ -219,7 +220,7 @@ func (b *Builder) build() (*Stats, error) {
 	for k := range m.shards {
 		shardKeys = append(shardKeys, k)
 	}
-	if _, err := b.writeShards(w, shardKeys, nil, keep); err != nil {
+	if _, err := b.writeShards(ctx, w, shardKeys, nil, keep); err != nil {
 		b.m = nil
 		return nil, err
 	}
@@ -306,12 +307,12 @@ func (m *model) secretValues(r *converge.Resource) []string {
 	return vals
 }
 
-func (b *Builder) readRevisions(m *model) error {
+func (b *Builder) readRevisions(ctx context.Context, m *model) error {
 	var err error
-	if m.revisions, err = b.r.Revisions(b.opts.Revisions); err != nil {
+	if m.revisions, err = b.r.Revisions(ctx, b.opts.Revisions); err != nil {
 		return fmt.Errorf("build site: %w", err)
 	}
-	if m.applied, err = b.r.Applied(); err != nil {
+	if m.applied, err = b.r.Applied(ctx); err != nil {
 		return fmt.Errorf("build site: %w", err)
 	}
 	return nil
@@ -321,7 +322,7 @@ func (b *Builder) readRevisions(m *model) error {
 // heads), a page at a time, on its own goroutine (the store decodes while
 // the caller builds its model), and sets *errp to the first error after
 // the last page.
-func (b *Builder) scan(heads bool, errp *error) <-chan []state.ResourceRow {
+func (b *Builder) scan(ctx context.Context, heads bool, errp *error) <-chan []state.ResourceRow {
 	read := b.r.ResourcesAfter
 	if heads {
 		read = b.r.ResourceHeadsAfter
@@ -331,7 +332,7 @@ func (b *Builder) scan(heads bool, errp *error) <-chan []state.ResourceRow {
 		defer close(out)
 		var after converge.ID
 		for {
-			rows, err := read("", after, scanPage)
+			rows, err := read(ctx, "", after, scanPage)
 			if err != nil {
 				*errp = err
 				return
@@ -491,26 +492,26 @@ func (b *Builder) writeTop(w *writer, assets bool) error {
 // roots, index.html and summary.json. ids must name every resource that
 // changed, including the consumer of a changed edge. Update without an
 // earlier Build, or after a kind's Secret paths changed, runs Build.
-func (b *Builder) Update(ids []converge.ID) (*Stats, error) {
+func (b *Builder) Update(ctx context.Context, ids []converge.ID) (*Stats, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.m == nil {
-		return b.build()
+		return b.build(ctx)
 	}
 	start := time.Now()
 	b.now = b.opts.Now()
 	m := b.m
-	kinds, err := b.r.Kinds()
+	kinds, err := b.r.Kinds(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("update site: %w", err)
 	}
 	if !reflect.DeepEqual(secretsByKind(kinds), m.secrets) {
-		return b.build()
+		return b.build(ctx)
 	}
-	if cv, err := configSecrets(b.r, kinds); err != nil {
+	if cv, err := configSecrets(ctx, b.r, kinds); err != nil {
 		return nil, fmt.Errorf("update site: %w", err)
 	} else if !slices.Equal(cv, m.configVals) {
-		return b.build()
+		return b.build(ctx)
 	}
 	newKinds := make(map[string]bool)
 	for _, k := range kinds {
@@ -528,7 +529,7 @@ func (b *Builder) Update(ids []converge.ID) (*Stats, error) {
 		changed: make(map[listKey][]converge.ID),
 		roots:   make(map[converge.ID]bool),
 	}
-	touched, err := b.newEvents()
+	touched, err := b.newEvents(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("update site: %w", err)
 	}
@@ -546,7 +547,7 @@ func (b *Builder) Update(ids []converge.ID) (*Stats, error) {
 	}
 	// One read for all: a store over the network (etcd) answers a
 	// batch of ids in a few round trips, not one each.
-	rs, err := b.r.ResourcesByID(uniq)
+	rs, err := b.r.ResourcesByID(ctx, uniq)
 	if err != nil {
 		return nil, fmt.Errorf("update site: %w", err)
 	}
@@ -557,7 +558,7 @@ func (b *Builder) Update(ids []converge.ID) (*Stats, error) {
 				newKinds[r.Kind] = true
 			}
 		}
-		changed, err := b.apply(u, id, r)
+		changed, err := b.apply(ctx, u, id, r)
 		if err != nil {
 			return nil, fmt.Errorf("update site: %w", err)
 		}
@@ -611,13 +612,13 @@ func (b *Builder) Update(ids []converge.ID) (*Stats, error) {
 			u.roots[m.rootOf(id)] = true
 		}
 	}
-	if err := b.readRevisions(m); err != nil {
+	if err := b.readRevisions(ctx, m); err != nil {
 		return nil, err
 	}
 	if err := b.prepareHeaders(); err != nil {
 		return nil, err
 	}
-	return b.flush(u, start)
+	return b.flush(ctx, u, start)
 }
 
 // update collects what one Update must rewrite.
@@ -648,7 +649,7 @@ func (u *update) moved(k listKey, pos, oldLen int) {
 
 // apply folds the new state r of id (nil: gone) into the model and notes
 // what to rewrite. It reports whether the set of secret values changed.
-func (b *Builder) apply(u *update, id converge.ID, r *converge.Resource) (bool, error) {
+func (b *Builder) apply(ctx context.Context, u *update, id converge.ID, r *converge.Resource) (bool, error) {
 	m := b.m
 	old := m.res[id]
 	u.fetched[id] = r
@@ -662,7 +663,7 @@ func (b *Builder) apply(u *update, id converge.ID, r *converge.Resource) (bool, 
 	var consumes, producedFor []converge.Edge
 	if r != nil {
 		var err error
-		if consumes, producedFor, err = b.r.EdgesOf(id); err != nil {
+		if consumes, producedFor, err = b.r.EdgesOf(ctx, id); err != nil {
 			return false, err
 		}
 	}
@@ -856,9 +857,9 @@ func compareID(a, b converge.ID) int {
 // in the model). It reads the newest event
 // first, then exactly as many as are new (Seqs are dense), doubling if some
 // were trimmed; the store decodes only the chunks that hold them.
-func (b *Builder) newEvents() (map[converge.ID]bool, error) {
+func (b *Builder) newEvents(ctx context.Context) (map[converge.ID]bool, error) {
 	m := b.m
-	head, err := b.r.Events("", 1)
+	head, err := b.r.Events(ctx, "", 1)
 	if err != nil {
 		return nil, err
 	}
@@ -866,7 +867,7 @@ func (b *Builder) newEvents() (map[converge.ID]bool, error) {
 		return nil, nil
 	}
 	for n := int(min(head[0].Seq-m.lastSeq, 1<<30)); ; n *= 2 {
-		evs, err := b.r.Events("", n)
+		evs, err := b.r.Events(ctx, "", n)
 		if err != nil {
 			return nil, err
 		}
@@ -887,7 +888,7 @@ func (b *Builder) newEvents() (map[converge.ID]bool, error) {
 }
 
 // flush writes what u collected.
-func (b *Builder) flush(u *update, start time.Time) (*Stats, error) {
+func (b *Builder) flush(ctx context.Context, u *update, start time.Time) (*Stats, error) {
 	m := b.m
 	w := &writer{dir: b.dir, atomic: true}
 	for id := range u.roots {
@@ -914,7 +915,7 @@ func (b *Builder) flush(u *update, start time.Time) (*Stats, error) {
 			have[id] = r
 		}
 	}
-	removed, err := b.writeShards(w, keys, have, nil)
+	removed, err := b.writeShards(ctx, w, keys, have, nil)
 	if err != nil {
 		return nil, err
 	}

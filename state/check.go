@@ -1,6 +1,8 @@
 package state
 
 import (
+	"context"
+
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/convergehq/converge/state/internal/rules"
@@ -11,7 +13,7 @@ import (
 // structure (tx.Check), every bucket present, then converge's invariants
 // (the store's rules' check: rows, the owner index's chunks, edges and
 // their reverse index, keyed rows, event chunks and their meta).
-func (s *Store) Check() error {
+func (s *Store) Check(ctx context.Context) error {
 	var p rules.Problems
 	err := s.view(func(tx *bolt.Tx) error {
 		for err := range tx.Check() {

@@ -1,6 +1,8 @@
 package state
 
 import (
+	"context"
+
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/state/internal/rules"
 )
@@ -17,8 +19,8 @@ type ResourceRow = rules.ResourceRow
 // resources sorted by ID, edges sorted by consumer then producer, kinds,
 // configs, bindings, deliveries, the applied revision and the last event
 // Seq. It implements the scheduler's Store port.
-func (s *Store) Load() (*converge.Snapshot, error) {
-	snap, err := s.rulesStore.Load()
+func (s *Store) Load(ctx context.Context) (*converge.Snapshot, error) {
+	snap, err := s.rulesStore.Load(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -109,7 +110,7 @@ type Store struct {
 // Verify returns ErrReplaced (wrapped, naming the path) when the path no
 // longer names the file this store has open, or nil. Every commit checks
 // it after it is durable; a command checks it before it reports success.
-func (s *Store) Verify() error {
+func (s *Store) Verify(context.Context) error {
 	if err := sameFile(s.file, s.path); err != nil {
 		return fmt.Errorf("verify state: %w", err)
 	}
@@ -449,7 +450,7 @@ func (s *Store) update(fn func(w *writer) error) (err error) {
 	took := time.Since(start)
 	// The guard after every commit: the commit is durable in the file
 	// bbolt holds, which must be the one the path names (lock.go).
-	if err := s.Verify(); err != nil {
+	if err := s.Verify(context.Background()); err != nil {
 		s.replaced.Store(&err)
 		return err
 	}

@@ -88,7 +88,7 @@ func benchLifecycle(ctx context.Context, dir, repoDir, updatedBOM string, res *c
 		return lr, err
 	}
 	for {
-		_, err := e.store.Resource(root)
+		_, err := e.store.Resource(ctx, root)
 		if errors.Is(err, converge.ErrNotFound) {
 			break
 		}

@@ -175,13 +175,13 @@ func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
 	}
 	cfg := o.sched
 	cfg.Logger = o.log
-	if src, err := e.store.Source(); err == nil && src != nil && cfg.ResyncInterval == 0 {
+	if src, err := e.store.Source(ctx); err == nil && src != nil && cfg.ResyncInterval == 0 {
 		// Resyncs are armed with the applied revision's default at
 		// once, not re-armed a million at a time by the first Apply.
 		cfg.ResyncInterval = src.ResyncInterval
 	}
 	cfg.LocalFor = localComposer
-	ctl, err := e.store.Control()
+	ctl, err := e.store.Control(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +197,7 @@ func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
 		}
 		return store
 	}
-	e.sched, err = scheduler.New(schedStore(), e.srv, cfg)
+	e.sched, err = scheduler.New(ctx, schedStore(), e.srv, cfg)
 	if errors.Is(err, state.ErrDamaged) && o.reinit && o.store == nil && o.etcd == nil {
 		// Damage Open's checks did not reach (the load read a bad page
 		// deeper in the file): --reinit-state starts afresh all the same.
@@ -213,7 +213,7 @@ func startEngine(ctx context.Context, o engineOptions) (*engine, error) {
 			return nil, openStateErr(oerr)
 		}
 		e.store = bs
-		e.sched, err = scheduler.New(schedStore(), e.srv, cfg)
+		e.sched, err = scheduler.New(ctx, schedStore(), e.srv, cfg)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("start scheduler: %w", err)
@@ -290,7 +290,7 @@ func (a adminController) Reconcile(ctx context.Context, id converge.ID) (*statea
 // suspensions are recorded in the store, where serve's next step reads
 // the pin.
 func (a adminController) SetControl(ctx context.Context, c *converge.Control) error {
-	if err := a.e.store.PutControl(c); err != nil {
+	if err := a.e.store.PutControl(ctx, c); err != nil {
 		return err
 	}
 	a.e.control.Store(c)
@@ -300,7 +300,7 @@ func (a adminController) SetControl(ctx context.Context, c *converge.Control) er
 // Control returns the pin and the suspensions as the engine last read or
 // took them (the store's, kept in memory: serve's loop and /metrics read
 // it without a store read, which etcd without quorum would hold up).
-func (e *engine) Control() (*converge.Control, error) {
+func (e *engine) Control(context.Context) (*converge.Control, error) {
 	if c := e.control.Load(); c != nil {
 		return c, nil
 	}
@@ -419,8 +419,11 @@ func expectedWorkers(specs []converge.WorkerSpec) int {
 }
 
 // close stops everything in reverse order, flushing the scheduler so
-// nothing it accepted is lost.
+// nothing it accepted is lost. It runs once the command's context may be
+// done, so the store's last check is not cut short by it (the store
+// bounds it itself).
 func (e *engine) close() error {
+	ctx := context.Background()
 	var errs []error
 	if e.admin != nil {
 		e.admin.Close()
@@ -443,7 +446,7 @@ func (e *engine) close() error {
 	if e.store != nil {
 		// What the scheduler flushed is where readers will look (the
 		// path names the file it went to; the etcd lock still held).
-		if err := e.store.Verify(); err != nil {
+		if err := e.store.Verify(ctx); err != nil {
 			errs = append(errs, err)
 		}
 		errs = append(errs, e.store.Close())

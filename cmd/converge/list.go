@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"time"
@@ -25,6 +26,7 @@ func newListCommand(g *globals) *cobra.Command {
 		Short: "List composition roots with child counts (--all: every resource)",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			ctx := c.Context()
 			if err := checkOutput(output, "table", "json", "yaml"); err != nil {
 				return err
 			}
@@ -37,7 +39,7 @@ func newListCommand(g *globals) *cobra.Command {
 			}
 			defer done()
 			if kind != "" {
-				if err := checkKind(rd, kind); err != nil {
+				if err := checkKind(ctx, rd, kind); err != nil {
 					return err
 				}
 			}
@@ -49,7 +51,7 @@ func newListCommand(g *globals) *cobra.Command {
 				// the limit counts the drifted ones.
 				f.RootsOnly, f.Limit, all = false, 0, true
 			}
-			rs, err := rd.Resources(f)
+			rs, err := rd.Resources(ctx, f)
 			if err != nil {
 				return err
 			}
@@ -62,7 +64,7 @@ func newListCommand(g *globals) *cobra.Command {
 				}
 				rs = kept
 			}
-			x, err := newRedactor(rd)
+			x, err := newRedactor(ctx, rd)
 			if err != nil {
 				return err
 			}
@@ -70,12 +72,12 @@ func newListCommand(g *globals) *cobra.Command {
 			for _, r := range rs {
 				v := x.view(r, nil)
 				if output != "table" && x.flowsMatter(r) {
-					if v, err = x.viewWithEdges(rd, r); err != nil {
+					if v, err = x.viewWithEdges(ctx, rd, r); err != nil {
 						return err
 					}
 				}
 				if !all {
-					n, err := rd.ChildCount(r.ID())
+					n, err := rd.ChildCount(ctx, r.ID())
 					if err != nil {
 						return err
 					}
@@ -89,9 +91,9 @@ func newListCommand(g *globals) *cobra.Command {
 			// The store keeps no revision per resource: the applied
 			// one heads the table.
 			if src, ok := rd.(interface {
-				Source() (*converge.AppliedSource, error)
+				Source(ctx context.Context) (*converge.AppliedSource, error)
 			}); ok {
-				if s, err := src.Source(); err == nil && s != nil && s.Revision.Hash != "" {
+				if s, err := src.Source(ctx); err == nil && s != nil && s.Revision.Hash != "" {
 					fmt.Fprintf(c.OutOrStdout(), "applied %s\n", revisionLine(s.Revision, time.Now()))
 				}
 			}

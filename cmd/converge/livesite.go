@@ -23,8 +23,8 @@ type observedStore struct {
 
 // Commit commits b, then reports the resources it touched: those put or
 // deleted and the consumers of edges put or deleted.
-func (o observedStore) Commit(b *converge.Batch) error {
-	if err := o.Backend.Commit(b); err != nil {
+func (o observedStore) Commit(ctx context.Context, b *converge.Batch) error {
+	if err := o.Backend.Commit(ctx, b); err != nil {
 		return err
 	}
 	if o.changed == nil {
@@ -126,7 +126,7 @@ func (s *liveSite) rebuild() {
 
 // run builds the site, then updates it until ctx ends.
 func (s *liveSite) run(ctx context.Context) {
-	if _, err := s.b.Build(); err != nil && ctx.Err() == nil {
+	if _, err := s.b.Build(ctx); err != nil && ctx.Err() == nil {
 		fmt.Fprintf(s.log, "site: build: %v\n", err)
 	}
 	for {
@@ -140,14 +140,14 @@ func (s *liveSite) run(ctx context.Context) {
 			return
 		case <-time.After(s.interval):
 		}
-		s.update()
+		s.update(ctx)
 	}
 }
 
 // update applies every change recorded so far to the site. The ids come
 // out of a map, in any order: a root and the children its compose
 // committed can reach site.Builder.Update in the same call, either first.
-func (s *liveSite) update() {
+func (s *liveSite) update(ctx context.Context) {
 	s.updating.Lock()
 	defer s.updating.Unlock()
 	s.mu.Lock()
@@ -160,7 +160,7 @@ func (s *liveSite) update() {
 	s.all = false
 	s.mu.Unlock()
 	if all {
-		if _, err := s.b.Build(); err != nil && !errors.Is(err, context.Canceled) {
+		if _, err := s.b.Build(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			fmt.Fprintf(s.log, "site: build: %v\n", err)
 		}
 		return
@@ -170,7 +170,7 @@ func (s *liveSite) update() {
 	// revisions (the index's verdicts).
 	for first := true; first || len(ids) > 0; first = false {
 		n := min(len(ids), max(s.chunk, 1))
-		st, err := s.b.Update(ids[:n])
+		st, err := s.b.Update(ctx, ids[:n])
 		if err != nil {
 			if !errors.Is(err, context.Canceled) {
 				fmt.Fprintf(s.log, "site: update: %v\n", err)
@@ -194,58 +194,58 @@ type stoppableReader struct {
 	ctx context.Context
 }
 
-func (r stoppableReader) Resources(f state.Filter) ([]*converge.Resource, error) {
+func (r stoppableReader) Resources(ctx context.Context, f state.Filter) ([]*converge.Resource, error) {
 	if err := r.ctx.Err(); err != nil {
 		return nil, err
 	}
-	return r.Backend.Resources(f)
+	return r.Backend.Resources(ctx, f)
 }
 
-func (r stoppableReader) ResourcesAfter(kind string, after converge.ID, limit int) ([]state.ResourceRow, error) {
+func (r stoppableReader) ResourcesAfter(ctx context.Context, kind string, after converge.ID, limit int) ([]state.ResourceRow, error) {
 	if err := r.ctx.Err(); err != nil {
 		return nil, err
 	}
-	return r.Backend.ResourcesAfter(kind, after, limit)
+	return r.Backend.ResourcesAfter(ctx, kind, after, limit)
 }
 
-func (r stoppableReader) ResourceHeadsAfter(kind string, after converge.ID, limit int) ([]state.ResourceRow, error) {
+func (r stoppableReader) ResourceHeadsAfter(ctx context.Context, kind string, after converge.ID, limit int) ([]state.ResourceRow, error) {
 	if err := r.ctx.Err(); err != nil {
 		return nil, err
 	}
-	return r.Backend.ResourceHeadsAfter(kind, after, limit)
+	return r.Backend.ResourceHeadsAfter(ctx, kind, after, limit)
 }
 
-func (r stoppableReader) Resource(id converge.ID) (*converge.Resource, error) {
+func (r stoppableReader) Resource(ctx context.Context, id converge.ID) (*converge.Resource, error) {
 	if err := r.ctx.Err(); err != nil {
 		return nil, err
 	}
-	return r.Backend.Resource(id)
+	return r.Backend.Resource(ctx, id)
 }
 
-func (r stoppableReader) ResourcesByID(ids []converge.ID) ([]*converge.Resource, error) {
+func (r stoppableReader) ResourcesByID(ctx context.Context, ids []converge.ID) ([]*converge.Resource, error) {
 	if err := r.ctx.Err(); err != nil {
 		return nil, err
 	}
-	return r.Backend.ResourcesByID(ids)
+	return r.Backend.ResourcesByID(ctx, ids)
 }
 
-func (r stoppableReader) Children(owner converge.ID) ([]converge.ID, error) {
+func (r stoppableReader) Children(ctx context.Context, owner converge.ID) ([]converge.ID, error) {
 	if err := r.ctx.Err(); err != nil {
 		return nil, err
 	}
-	return r.Backend.Children(owner)
+	return r.Backend.Children(ctx, owner)
 }
 
-func (r stoppableReader) EdgesOf(id converge.ID) (consumes, producedFor []converge.Edge, err error) {
+func (r stoppableReader) EdgesOf(ctx context.Context, id converge.ID) (consumes, producedFor []converge.Edge, err error) {
 	if err := r.ctx.Err(); err != nil {
 		return nil, nil, err
 	}
-	return r.Backend.EdgesOf(id)
+	return r.Backend.EdgesOf(ctx, id)
 }
 
-func (r stoppableReader) Events(resource converge.ID, limit int) ([]converge.Event, error) {
+func (r stoppableReader) Events(ctx context.Context, resource converge.ID, limit int) ([]converge.Event, error) {
 	if err := r.ctx.Err(); err != nil {
 		return nil, err
 	}
-	return r.Backend.Events(resource, limit)
+	return r.Backend.Events(ctx, resource, limit)
 }

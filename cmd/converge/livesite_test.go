@@ -80,12 +80,12 @@ func TestLiveSiteFollowsConverge(t *testing.T) {
 		if err := e.sched.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
-		live.update() // every commit so far is on the site now
+		live.update(ctx) // every commit so far is on the site now
 		if logs.Len() > 0 {
 			t.Errorf("live site logged:\n%s", logs.String())
 		}
 		ref := filepath.Join(t.TempDir(), "site")
-		if _, err := site.Build(e.store, ref, opts); err != nil {
+		if _, err := site.Build(ctx, e.store, ref, opts); err != nil {
 			t.Fatal(err)
 		}
 		compareSites(t, live.dir, ref)
@@ -96,7 +96,7 @@ func TestLiveSiteFollowsConverge(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitFor(t, "the root to be Ready", func() bool {
-			r, err := e.store.Resource("classicbom/classic")
+			r, err := e.store.Resource(ctx, "classicbom/classic")
 			return err == nil && r.Phase == converge.PhaseReady
 		})
 		caughtUp(t)
@@ -106,7 +106,7 @@ func TestLiveSiteFollowsConverge(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitFor(t, "the root to be gone", func() bool {
-			_, err := e.store.Resource("classicbom/classic")
+			_, err := e.store.Resource(ctx, "classicbom/classic")
 			return err != nil
 		})
 		caughtUp(t)
@@ -220,7 +220,7 @@ func TestLiveSiteUpdatesInChunks(t *testing.T) {
 	now := func() time.Time { return time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC) }
 	opts := site.Options{Title: "converge", Now: now}
 	live.b = site.NewBuilder(st, dir, opts)
-	if _, err := live.b.Build(); err != nil {
+	if _, err := live.b.Build(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	const children, chunk = 95, 10
@@ -233,7 +233,7 @@ func TestLiveSiteUpdatesInChunks(t *testing.T) {
 			Name: fmt.Sprintf("leaf-%03d", i), Owner: "bom/root", Origin: converge.OriginComposed, Spec: []byte(`{}`),
 			Phase: converge.PhaseReady, CreatedAt: at, UpdatedAt: at})
 	}
-	if err := st.Commit(b); err != nil {
+	if err := st.Commit(context.Background(), b); err != nil {
 		t.Fatal(err)
 	}
 	ids := make([]converge.ID, len(b.Resources))
@@ -244,7 +244,7 @@ func TestLiveSiteUpdatesInChunks(t *testing.T) {
 	var updates []*site.Stats
 	live.updated = func(s *site.Stats) { updates = append(updates, s) }
 	live.changed(ids)
-	live.update()
+	live.update(context.Background())
 	if logs.Len() > 0 {
 		t.Errorf("live site logged:\n%s", logs.String())
 	}
@@ -252,7 +252,7 @@ func TestLiveSiteUpdatesInChunks(t *testing.T) {
 		t.Errorf("%d updates, want %d", got, want)
 	}
 	ref := filepath.Join(t.TempDir(), "site")
-	if _, err := site.Build(st, ref, opts); err != nil {
+	if _, err := site.Build(context.Background(), st, ref, opts); err != nil {
 		t.Fatal(err)
 	}
 	compareSites(t, dir, ref)

@@ -234,7 +234,7 @@ func (c engineCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
 	gauge(descHeld, float64(e.sched.Progress().Held))
-	if ctl, err := e.Control(); err == nil {
+	if ctl, err := e.Control(ctx); err == nil {
 		for _, s := range ctl.Suspended {
 			gauge(descSuspended, 1, string(s.Root))
 		}

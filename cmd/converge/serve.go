@@ -141,7 +141,7 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	if o.workersListen != "" && os.Getenv("CONVERGE_WORKER_TOKEN") == "" {
 		return usageErr("--workers-listen needs $CONVERGE_WORKER_TOKEN: the token every external worker presents (CONVERGE_TOKEN on the worker's side); without it no worker could connect")
 	}
-	if err := resolveSource(g); err != nil {
+	if err := resolveSource(ctx, g); err != nil {
 		return err
 	}
 	log := g.logger(errOut, o.verbose)
@@ -350,7 +350,7 @@ func (s *server) follow(ctx context.Context, e *engine, trigger <-chan struct{},
 	// current is the applied pass awaiting its converge/sync verdict; only
 	// this loop touches it. A revision applied before a restart and never
 	// judged is picked up again.
-	current, err := pendingPass(e.store)
+	current, err := pendingPass(ctx, e.store)
 	if err != nil {
 		// Serve on: the next applied revision gets its verdict.
 		s.log.Error("resume pending verdict", "err", err)
@@ -362,7 +362,7 @@ func (s *server) follow(ctx context.Context, e *engine, trigger <-chan struct{},
 	pinnedTo := ""
 	step := func() {
 		passes, err := syncer.Advance(ctx)
-		if pin := syncer.Pinned(); pin == nil && pinnedTo != "" {
+		if pin := syncer.Pinned(ctx); pin == nil && pinnedTo != "" {
 			fmt.Fprintf(out, "serve: unpinned: following %s again\n", src.Ref())
 			pinnedTo = ""
 			s.ops.setPin(nil)
@@ -391,7 +391,7 @@ func (s *server) follow(ctx context.Context, e *engine, trigger <-chan struct{},
 				if current != nil && current.Revision.Hash != p.Revision.Hash {
 					// Never leave a verdict pending: the older revision
 					// was replaced before it converged.
-					if err := syncer.SetSyncStatus(current, converge.StateSuccess,
+					if err := syncer.SetSyncStatus(ctx, current, converge.StateSuccess,
 						fmt.Sprintf("superseded by %.7s before it converged", p.Revision.Hash)); err != nil {
 						fmt.Fprintf(out, "serve: %v\n", err)
 					}
@@ -442,7 +442,7 @@ func (s *server) follow(ctx context.Context, e *engine, trigger <-chan struct{},
 		case reply := <-reconcile:
 			step()
 			var c *converge.Control
-			if pin := syncer.Pinned(); pin != nil {
+			if pin := syncer.Pinned(ctx); pin != nil {
 				c = &converge.Control{Pin: pin}
 			}
 			rev, _, err := gitsync.Target(src, c)
@@ -460,7 +460,7 @@ func (s *server) follow(ctx context.Context, e *engine, trigger <-chan struct{},
 			due, failedWorkers := e.workers()
 			switch settle.Observe(time.Now(), pr, due) {
 			case gitsync.Converged:
-				if err := syncer.SetSyncStatus(p, converge.StateSuccess, summary); err != nil {
+				if err := syncer.SetSyncStatus(ctx, p, converge.StateSuccess, summary); err != nil {
 					fmt.Fprintf(out, "serve: %v\n", err)
 				}
 				fmt.Fprintf(out, "serve: %s converged: %s\n", p.Revision, summary)
@@ -473,7 +473,7 @@ func (s *server) follow(ctx context.Context, e *engine, trigger <-chan struct{},
 					why = "state not durable"
 				}
 				desc := gitsync.Verdict(why, pr, gitsync.UnservedHint(e.sched.Problems(), failedWorkers, howToStartWorker(src.Remote(), true)))
-				if err := syncer.SetSyncStatus(p, converge.StateFailure, desc); err != nil {
+				if err := syncer.SetSyncStatus(ctx, p, converge.StateFailure, desc); err != nil {
 					fmt.Fprintf(out, "serve: %v\n", err)
 				}
 				fmt.Fprintf(out, "serve: %s %s\n", p.Revision, desc)
@@ -488,12 +488,12 @@ func (s *server) follow(ctx context.Context, e *engine, trigger <-chan struct{},
 
 // pendingPass returns the applied revision whose converge/sync verdict is
 // still pending (serve stopped before judging it), or nil.
-func pendingPass(st state.Backend) (*gitsync.Pass, error) {
-	rev, err := st.Applied()
+func pendingPass(ctx context.Context, st state.Backend) (*gitsync.Pass, error) {
+	rev, err := st.Applied(ctx)
 	if err != nil || rev == nil || rev.Dirty {
 		return nil, err
 	}
-	rec, err := st.Revision(rev.Hash)
+	rec, err := st.Revision(ctx, rev.Hash)
 	if errors.Is(err, converge.ErrNotFound) {
 		return nil, nil // applied by an older converge that kept no record
 	}

@@ -53,18 +53,18 @@ func TestPendingPass(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			st := statetest.Open(t)
 			if tt.applied != nil {
-				if err := st.Commit(&converge.Batch{Applied: tt.applied}); err != nil {
+				if err := st.Commit(context.Background(), &converge.Batch{Applied: tt.applied}); err != nil {
 					t.Fatal(err)
 				}
 			}
 			if tt.sync != "" {
 				rec := &converge.RevisionRecord{Revision: *tt.applied}
 				rec.SetStatus(converge.CommitStatus{Context: converge.ContextSync, State: tt.sync})
-				if err := st.PutRevision(rec); err != nil {
+				if err := st.PutRevision(context.Background(), rec); err != nil {
 					t.Fatal(err)
 				}
 			}
-			p, err := pendingPass(st)
+			p, err := pendingPass(context.Background(), st)
 			if err != nil {
 				t.Fatal(err)
 			}

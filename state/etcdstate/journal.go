@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/sync/errgroup"
 )
 
 // written is what a write did, for Stats.
@@ -264,40 +266,25 @@ func decodeOps(b []byte) ([]kvOp, error) {
 }
 
 // parallel runs fn(0..n-1) on up to width goroutines and returns the
-// first error.
+// first error; once one failed, no more are started.
 func parallel(n, width int, fn func(i int) error) error {
 	if n == 1 {
 		return fn(0)
 	}
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex // guards first and next
-		first error
-		next  int
-	)
-	for range min(n, width) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				mu.Lock()
-				i := next
-				next++
-				stop := first != nil
-				mu.Unlock()
-				if i >= n || stop {
-					return
-				}
-				if err := fn(i); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-				}
+	var g errgroup.Group
+	g.SetLimit(width)
+	var failed atomic.Bool
+	for i := range n {
+		if failed.Load() {
+			break
+		}
+		g.Go(func() error {
+			err := fn(i)
+			if err != nil {
+				failed.Store(true)
 			}
-		}()
+			return err
+		})
 	}
-	wg.Wait()
-	return first
+	return g.Wait()
 }

@@ -465,11 +465,11 @@ var _ state.Backend = (*Store)(nil)
 // fence of Options.Fence holds; otherwise ErrFenced, wrapped: a replica
 // that lost its election, or whose prefix was wiped, must not report
 // success. A read-only store holds nothing to verify.
-func (s *Store) Verify() error {
+func (s *Store) Verify(ctx context.Context) error {
 	if s.opts.ReadOnly {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	cmps := append(s.fence(), clientv3.Compare(clientv3.CreateRevision(s.p+mFormat), ">", 0))
 	// A txn without writes may be answered from a member behind the

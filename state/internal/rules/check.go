@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -18,9 +19,9 @@ type reportFunc func(format string, args ...any)
 // Check runs a full consistency check over one snapshot and returns
 // every problem found (up to 20, joined), or nil; CheckIn says what it
 // checks.
-func (s *Store) Check() error {
+func (s *Store) Check(ctx context.Context) error {
 	var p Problems
-	err := s.view(func(r Reader) error {
+	err := s.view(ctx, func(r Reader) error {
 		p = nil
 		return s.CheckIn(r, p.Report)
 	})

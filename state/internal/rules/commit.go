@@ -3,6 +3,7 @@ package rules
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -20,7 +21,7 @@ import (
 // Seq is 0 with the next sequence number and, once committed, sets those
 // Seqs in b.Events (a failed Commit leaves them 0); nonzero Seqs must
 // increase and exceed every stored one. An empty batch commits nothing.
-func (s *Store) Commit(b *converge.Batch) error {
+func (s *Store) Commit(ctx context.Context, b *converge.Batch) error {
 	if b == nil || b.Empty() {
 		return nil
 	}
@@ -35,7 +36,7 @@ func (s *Store) Commit(b *converge.Batch) error {
 		c.Events = slices.Clone(orig)
 		b = &c
 	}
-	if err := s.update(func(w Writer) error { return s.apply(w, b) }); err != nil {
+	if err := s.update(ctx, func(w Writer) error { return s.apply(w, b) }); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
 	for i := range orig {
@@ -60,9 +61,13 @@ type revOp struct {
 
 // tx is what one Commit's apply keeps while it writes.
 type tx struct {
+	s   *Store
 	w   Writer
 	idx ownerTx
 	rev []revOp // reverse-index changes, written last, in key order
+	// rejected are the rows refused so far: collected, not fatal at
+	// once, so the caller learns every row to take out in one round.
+	rejected []converge.RowError
 }
 
 // apply writes b through w. Order: resources (with the edges of the
@@ -73,11 +78,44 @@ type tx struct {
 // within each bucket: a B-tree is walked once left to right instead of
 // at random.
 func (s *Store) apply(w Writer, b *converge.Batch) error {
-	t := &tx{w: w, idx: s.o.Owners.begin(w)}
-	var rejected []converge.RowError
+	t := &tx{s: s, w: w, idx: s.o.Owners.begin(w)}
+	ops := edgeOps(b)
+	ids, order := putOrder(b)
+	if err := t.prefetchRows(b, ids, order, ops); err != nil {
+		return err
+	}
+	for _, i := range order {
+		if err := t.putResource(b.Resources[i], ids[i], ops); err != nil {
+			return err
+		}
+	}
+	// Edges of consumers not put in this batch, in key order.
+	for _, c := range slices.Sorted(mapKeys(ops)) {
+		if err := t.rewriteEdges(c, ops[c]); err != nil {
+			return err
+		}
+	}
+	// Deleted resources, with their owner-index entry and all their edges.
+	for _, id := range b.DeletedResources {
+		if err := t.deleteResource(id); err != nil {
+			return err
+		}
+	}
+	if err := t.checkOwners(b, ids, order); err != nil {
+		return err
+	}
+	if err := t.idx.flush(); err != nil {
+		return err
+	}
+	if err := t.flushReverse(); err != nil {
+		return err
+	}
+	return s.applyRest(w, b)
+}
 
-	// Edge changes by consumer: puts, then deletes (Validate refused a
-	// pair in both).
+// edgeOps returns b's edge changes by consumer: puts, then deletes
+// (Validate refused a pair in both).
+func edgeOps(b *converge.Batch) map[converge.ID][]edgeOp {
 	ops := make(map[converge.ID][]edgeOp)
 	for _, e := range b.Edges {
 		ops[e.Consumer] = append(ops[e.Consumer], edgeOp{producer: e.Producer, flows: e.Flows})
@@ -85,24 +123,31 @@ func (s *Store) apply(w Writer, b *converge.Batch) error {
 	for _, e := range b.DeletedEdges {
 		ops[e.Consumer] = append(ops[e.Consumer], edgeOp{producer: e.Producer, del: true})
 	}
+	return ops
+}
 
-	// Resources, last put of an ID wins, applied in key order.
-	ids := make([]converge.ID, len(b.Resources))
+// putOrder returns the IDs of b's resources and the indexes of those
+// written: the last put of an ID wins, in key order.
+func putOrder(b *converge.Batch) (ids []converge.ID, order []int) {
+	ids = make([]converge.ID, len(b.Resources))
 	last := make(map[converge.ID]int, len(b.Resources))
 	for i, r := range b.Resources {
 		ids[i] = r.ID()
 		last[ids[i]] = i
 	}
-	order := make([]int, 0, len(last))
+	order = make([]int, 0, len(last))
 	for i, id := range ids {
 		if last[id] == i {
 			order = append(order, i)
 		}
 	}
 	slices.SortFunc(order, func(x, y int) int { return cmp.Compare(ids[x], ids[y]) })
+	return ids, order
+}
 
-	// Every row this batch may read, announced at once.
-	keys := make([][]byte, 0, len(order)+len(ops)+len(b.DeletedResources))
+// prefetchRows announces every row the batch may read, at once.
+func (t *tx) prefetchRows(b *converge.Batch, ids []converge.ID, order []int, ops map[converge.ID][]edgeOp) error {
+	keys := make([][]byte, 0, 2*len(order)+len(ops)+len(b.DeletedResources))
 	for _, i := range order {
 		keys = append(keys, []byte(ids[i]))
 		if o := b.Resources[i].Owner; o != "" {
@@ -115,95 +160,81 @@ func (s *Store) apply(w Writer, b *converge.Batch) error {
 	for _, id := range b.DeletedResources {
 		keys = append(keys, []byte(id))
 	}
-	if err := w.Prefetch(Resources, keys); err != nil {
+	return t.w.Prefetch(Resources, keys)
+}
+
+// putResource writes r's row (with its edge changes, which it takes out
+// of ops), its reverse-index changes and its owner-index entry, or
+// refuses the row.
+func (t *tx) putResource(r *converge.Resource, id converge.ID, ops map[converge.ID][]edgeOp) error {
+	key := []byte(id)
+	old, err := t.w.Get(Resources, key)
+	if err != nil {
 		return err
 	}
-
-	for _, i := range order {
-		r, id := b.Resources[i], ids[i]
-		key := []byte(id)
-		old, err := w.Get(Resources, key)
-		if err != nil {
-			return err
+	var oldRow codec.Row
+	if old != nil {
+		if oldRow, err = codec.SplitRow(old); err != nil {
+			return fmt.Errorf("resource %s: stored: %w", id, err)
 		}
-		var oldRow codec.Row
-		if old != nil {
-			if oldRow, err = codec.SplitRow(old); err != nil {
-				return fmt.Errorf("resource %s: stored: %w", id, err)
-			}
-		}
-		edges := oldRow.Edges
-		var added, removed []converge.ID
-		if o, ok := ops[id]; ok {
-			delete(ops, id)
-			if edges, added, removed, err = applyEdgeOps(id, oldRow.Edges, o); err != nil {
-				return err
-			}
-		}
-		v, err := codec.EncodeResource(r, edges)
-		if err != nil {
-			// Refused rows are collected, not fatal at once: the
-			// caller learns every row to take out in one round.
-			rejected = append(rejected, converge.RowError{ID: id, Err: fmt.Errorf("encode: %w", err)})
-			continue
-		}
-		if n := len(v) + len(key); s.o.MaxRow > 0 && n > s.o.MaxRow {
-			// A row over the backend's limit is refused like any bad
-			// row, so it cannot hold up the others.
-			rejected = append(rejected, converge.RowError{ID: id, Err: fmt.Errorf("row of %d bytes: over the %d bytes %s", n, s.o.MaxRow, s.o.MaxRowWhy)})
-			continue
-		}
-		if old == nil || string(old) != string(v) {
-			if err := w.Put(Resources, key, v); err != nil {
-				return err
-			}
-		}
-		t.reverse(id, added, removed)
-		if old != nil && oldRow.Owner == r.Owner {
-			continue
-		}
-		// Roots are indexed too, under the empty owner: listing them
-		// must not scan every resource.
-		if old != nil {
-			if err := t.idx.remove(oldRow.Owner, id); err != nil {
-				return err
-			}
-		}
-		if err := t.idx.add(r.Owner, id); err != nil {
+	}
+	edges := oldRow.Edges
+	var added, removed []converge.ID
+	if o, ok := ops[id]; ok {
+		delete(ops, id)
+		if edges, added, removed, err = applyEdgeOps(id, oldRow.Edges, o); err != nil {
 			return err
 		}
 	}
-
-	// Edges of consumers not put in this batch, in key order.
-	for _, c := range slices.Sorted(mapKeys(ops)) {
-		if err := t.rewriteEdges(c, ops[c]); err != nil {
+	v, err := codec.EncodeResource(r, edges)
+	if err != nil {
+		t.rejected = append(t.rejected, converge.RowError{ID: id, Err: fmt.Errorf("encode: %w", err)})
+		return nil
+	}
+	if n, limit := len(v)+len(key), t.s.o.MaxRow; limit > 0 && n > limit {
+		// A row over the backend's limit is refused like any bad row,
+		// so it cannot hold up the others.
+		t.rejected = append(t.rejected, converge.RowError{ID: id, Err: fmt.Errorf("row of %d bytes: over the %d bytes %s", n, limit, t.s.o.MaxRowWhy)})
+		return nil
+	}
+	if old == nil || string(old) != string(v) {
+		if err := t.w.Put(Resources, key, v); err != nil {
 			return err
 		}
 	}
-
-	// Deleted resources, with their owner-index entry and all their edges.
-	for _, id := range b.DeletedResources {
-		if err := t.deleteResource(id); err != nil {
+	t.reverse(id, added, removed)
+	if old != nil && oldRow.Owner == r.Owner {
+		return nil
+	}
+	// Roots are indexed too, under the empty owner: listing them must
+	// not scan every resource.
+	if old != nil {
+		if err := t.idx.remove(oldRow.Owner, id); err != nil {
 			return err
 		}
 	}
+	return t.idx.add(r.Owner, id)
+}
 
-	// No orphans: owners of put resources exist, deleted ones own nothing.
+// checkOwners refuses orphans: the owners of the resources put must
+// exist after the batch (else their rows are refused, with every row
+// refused before), and the resources deleted must own nothing.
+func (t *tx) checkOwners(b *converge.Batch, ids []converge.ID, order []int) error {
 	for _, i := range order {
 		r := b.Resources[i]
 		if r.Owner == "" {
 			continue
 		}
-		v, err := w.Get(Resources, []byte(r.Owner))
+		v, err := t.w.Get(Resources, []byte(r.Owner))
 		if err != nil {
 			return err
 		}
 		if v == nil {
-			rejected = append(rejected, converge.RowError{ID: ids[i], Err: fmt.Errorf("owner %s does not exist", r.Owner)})
+			t.rejected = append(t.rejected, converge.RowError{ID: ids[i], Err: fmt.Errorf("owner %s does not exist", r.Owner)})
 		}
 	}
-	if len(rejected) > 0 {
-		return &converge.RejectedError{Rows: rejected}
+	if len(t.rejected) > 0 {
+		return &converge.RejectedError{Rows: t.rejected}
 	}
 	kids, err := t.idx.firstChildren(b.DeletedResources)
 	if err != nil {
@@ -214,91 +245,75 @@ func (s *Store) apply(w Writer, b *converge.Batch) error {
 			return fmt.Errorf("delete %s: it still owns %s (delete the children first or in the same batch)", b.DeletedResources[i], child)
 		}
 	}
-	if err := t.idx.flush(); err != nil {
-		return err
-	}
-	if err := t.flushReverse(); err != nil {
-		return err
-	}
-	return s.applyRest(w, b)
+	return nil
 }
 
 // applyRest writes what a batch holds besides resources and edges:
-// kinds, configs, bindings, deliveries, events and the applied revision.
+// kinds, configs, bindings, deliveries (puts, then deletes, each in
+// key order), events and the applied revision. Every put reads what it
+// replaces (an equal value is not written again): those reads are
+// announced first.
 func (s *Store) applyRest(w Writer, b *converge.Batch) error {
-	type put struct {
-		b    Bucket
-		key  []byte
-		v    any
-		what string // with key, names v in an error
-	}
-	var puts []put
+	delivs := slices.SortedFunc(slices.Values(b.Deliveries), func(x, y *converge.Delivery) int { return cmp.Compare(x.Key, y.Key) })
+	var pre [NumBuckets][][]byte
 	for _, k := range b.Kinds {
-		puts = append(puts, put{Kinds, codec.KindKey(k.Ref()), k, "kind"})
+		pre[Kinds] = append(pre[Kinds], codec.KindKey(k.Ref()))
 	}
 	for _, c := range b.Configs {
-		puts = append(puts, put{Configs, []byte(c.Name), c, "provider config"})
+		pre[Configs] = append(pre[Configs], []byte(c.Name))
 	}
 	for _, bd := range b.Bindings {
-		puts = append(puts, put{Bindings, []byte(bd.Name), bd, "binding"})
+		pre[Bindings] = append(pre[Bindings], []byte(bd.Name))
 	}
-	// Deliveries in key order, like every bucket a batch writes much of.
-	for _, d := range slices.SortedFunc(slices.Values(b.Deliveries), func(x, y *converge.Delivery) int { return cmp.Compare(x.Key, y.Key) }) {
-		puts = append(puts, put{Deliveries, []byte(d.Key), d, "delivery"})
+	for _, d := range delivs {
+		pre[Deliveries] = append(pre[Deliveries], []byte(d.Key))
 	}
 	if b.Applied != nil {
-		puts = append(puts, put{Meta, MetaApplied, b.Applied, "applied revision"})
-	}
-	var pre [NumBuckets][][]byte // what the puts replace, read first
-	for _, p := range puts {
-		pre[p.b] = append(pre[p.b], p.key)
+		pre[Meta] = append(pre[Meta], MetaApplied)
 	}
 	if len(b.Events) > 0 {
 		pre[Meta] = append(pre[Meta], MetaEvents)
 	}
 	for bk, keys := range pre {
-		if err := w.Prefetch(Bucket(bk), keys); err != nil {
-			return err
-		}
-	}
-	dels := func(b Bucket, keys [][]byte) error {
-		for _, k := range keys {
-			if err := w.Delete(b, k); err != nil {
+		if len(keys) > 0 {
+			if err := w.Prefetch(Bucket(bk), keys); err != nil {
 				return err
 			}
 		}
-		return nil
 	}
-	// Puts of a bucket, then its deletes.
-	for _, bk := range []Bucket{Kinds, Configs, Bindings, Deliveries} {
-		for _, p := range puts {
-			if p.b != bk {
-				continue
-			}
-			if err := putJSON(w, p.b, p.key, p.v); err != nil {
-				name := string(p.key)
-				if k, ok := p.v.(*converge.Kind); ok {
-					name = k.Ref().String()
-				}
-				return fmt.Errorf("%s %s: %w", p.what, name, err)
-			}
+	for _, k := range b.Kinds {
+		if err := putJSON(w, Kinds, codec.KindKey(k.Ref()), k); err != nil {
+			return fmt.Errorf("kind %s: %w", k.Ref(), err)
 		}
-		var del [][]byte
-		switch bk {
-		case Kinds:
-			for _, ref := range b.DeletedKinds {
-				del = append(del, codec.KindKey(ref))
-			}
-		case Configs:
-			del = byteKeys(b.DeletedConfigs)
-		case Bindings:
-			del = byteKeys(b.DeletedBindings)
-		case Deliveries:
-			del = byteKeys(slices.Sorted(slices.Values(b.DeletedDeliveries)))
-		}
-		if err := dels(bk, del); err != nil {
+	}
+	for _, ref := range b.DeletedKinds {
+		if err := w.Delete(Kinds, codec.KindKey(ref)); err != nil {
 			return err
 		}
+	}
+	for _, c := range b.Configs {
+		if err := putJSON(w, Configs, []byte(c.Name), c); err != nil {
+			return fmt.Errorf("provider config %s: %w", c.Name, err)
+		}
+	}
+	if err := deleteAll(w, Configs, b.DeletedConfigs); err != nil {
+		return err
+	}
+	for _, bd := range b.Bindings {
+		if err := putJSON(w, Bindings, []byte(bd.Name), bd); err != nil {
+			return fmt.Errorf("binding %s: %w", bd.Name, err)
+		}
+	}
+	if err := deleteAll(w, Bindings, b.DeletedBindings); err != nil {
+		return err
+	}
+	for _, d := range delivs {
+		if err := putJSON(w, Deliveries, []byte(d.Key), d); err != nil {
+			return fmt.Errorf("delivery %s: %w", d.Key, err)
+		}
+	}
+	if err := deleteAll(w, Deliveries, slices.Sorted(slices.Values(b.DeletedDeliveries))); err != nil {
+		return err
 	}
 	if len(b.Events) > 0 {
 		if err := s.appendEvents(w, b.Events); err != nil {
@@ -313,12 +328,14 @@ func (s *Store) applyRest(w Writer, b *converge.Batch) error {
 	return nil
 }
 
-func byteKeys(ss []string) [][]byte {
-	out := make([][]byte, len(ss))
-	for i, s := range ss {
-		out[i] = []byte(s)
+// deleteAll deletes keys from b.
+func deleteAll(w Writer, b Bucket, keys []string) error {
+	for _, k := range keys {
+		if err := w.Delete(b, []byte(k)); err != nil {
+			return err
+		}
 	}
-	return out
+	return nil
 }
 
 func mapKeys[K comparable, V any](m map[K]V) func(yield func(K) bool) {

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -18,9 +19,9 @@ const pageSize = 1000
 // resources sorted by ID, edges sorted by consumer then producer, kinds,
 // configs, bindings, deliveries, the applied revision and the last event
 // Seq. It implements the scheduler's Store port.
-func (s *Store) Load() (*converge.Snapshot, error) {
+func (s *Store) Load(ctx context.Context) (*converge.Snapshot, error) {
 	snap := new(converge.Snapshot)
-	err := s.view(func(r Reader) error {
+	err := s.view(ctx, func(r Reader) error {
 		*snap = converge.Snapshot{}
 		err := r.Scan(Resources, Range{}, func(k, v []byte) error {
 			res, err := codec.DecodeResource(v)
@@ -63,9 +64,9 @@ func (s *Store) Load() (*converge.Snapshot, error) {
 }
 
 // Resource returns the resource id, or converge.ErrNotFound (wrapped).
-func (s *Store) Resource(id converge.ID) (*converge.Resource, error) {
+func (s *Store) Resource(ctx context.Context, id converge.ID) (*converge.Resource, error) {
 	var res *converge.Resource
-	err := s.view(func(r Reader) error {
+	err := s.view(ctx, func(r Reader) error {
 		v, err := r.Get(Resources, []byte(id))
 		if err != nil {
 			return err
@@ -84,9 +85,9 @@ func (s *Store) Resource(id converge.ID) (*converge.Resource, error) {
 
 // ResourcesByID returns the resources ids name, in ids' order, read from
 // one snapshot: nil for an id the store does not hold.
-func (s *Store) ResourcesByID(ids []converge.ID) ([]*converge.Resource, error) {
+func (s *Store) ResourcesByID(ctx context.Context, ids []converge.ID) ([]*converge.Resource, error) {
 	out := make([]*converge.Resource, len(ids))
-	err := s.view(func(r Reader) error {
+	err := s.view(ctx, func(r Reader) error {
 		clear(out)
 		return byID(r, ids, codec.DecodeResource, func(i int, res *converge.Resource) error {
 			out[i] = res
@@ -137,7 +138,7 @@ func rowsByID(r Reader, ids []converge.ID, fn func(i int, row []byte) error) err
 }
 
 // Resources returns the resources matching f, sorted by ID.
-func (s *Store) Resources(f Filter) ([]*converge.Resource, error) {
+func (s *Store) Resources(ctx context.Context, f Filter) ([]*converge.Resource, error) {
 	match := func(r *converge.Resource) bool {
 		return (f.Kind == "" || r.Kind == f.Kind) &&
 			(f.Phase == "" || r.Phase == f.Phase) &&
@@ -149,7 +150,7 @@ func (s *Store) Resources(f Filter) ([]*converge.Resource, error) {
 		decode = codec.DecodeResourceHead
 	}
 	var out []*converge.Resource
-	err := s.view(func(r Reader) error {
+	err := s.view(ctx, func(r Reader) error {
 		out = nil
 		keep := func(res *converge.Resource) error {
 			if match(res) {
@@ -202,18 +203,18 @@ func (s *Store) Resources(f Filter) ([]*converge.Resource, error) {
 // next page; a page shorter than limit is the last. Pages are separate
 // reads, so a scan that runs while the store is written may see some
 // resources before and others after a commit.
-func (s *Store) ResourcesAfter(kind string, after converge.ID, limit int) ([]ResourceRow, error) {
-	return s.resourcesAfter(kind, after, limit, codec.DecodeResource)
+func (s *Store) ResourcesAfter(ctx context.Context, kind string, after converge.ID, limit int) ([]ResourceRow, error) {
+	return s.resourcesAfter(ctx, kind, after, limit, codec.DecodeResource)
 }
 
 // ResourceHeadsAfter is ResourcesAfter without each resource's declared
 // spec, spec and status (nil; see Filter.Head): a scan that needs none of
 // them copies none of them.
-func (s *Store) ResourceHeadsAfter(kind string, after converge.ID, limit int) ([]ResourceRow, error) {
-	return s.resourcesAfter(kind, after, limit, codec.DecodeResourceHead)
+func (s *Store) ResourceHeadsAfter(ctx context.Context, kind string, after converge.ID, limit int) ([]ResourceRow, error) {
+	return s.resourcesAfter(ctx, kind, after, limit, codec.DecodeResourceHead)
 }
 
-func (s *Store) resourcesAfter(kind string, after converge.ID, limit int, decode func([]byte) (*converge.Resource, error)) ([]ResourceRow, error) {
+func (s *Store) resourcesAfter(ctx context.Context, kind string, after converge.ID, limit int, decode func([]byte) (*converge.Resource, error)) ([]ResourceRow, error) {
 	var prefix, from []byte
 	if kind != "" {
 		prefix = []byte(kind + "/")
@@ -222,7 +223,7 @@ func (s *Store) resourcesAfter(kind string, after converge.ID, limit int, decode
 		from = append([]byte(after), 0) // the first ID after it
 	}
 	var out []ResourceRow
-	err := s.view(func(r Reader) error {
+	err := s.view(ctx, func(r Reader) error {
 		out = nil
 		return r.Scan(Resources, Range{Prefix: prefix, From: from}, func(k, v []byte) error {
 			res, err := decode(v)
@@ -248,9 +249,9 @@ func (s *Store) resourcesAfter(kind string, after converge.ID, limit int, decode
 
 // ChildCount returns how many resources owner owns directly (the roots
 // for ""), counting the owner index's entries without listing them.
-func (s *Store) ChildCount(owner converge.ID) (int, error) {
+func (s *Store) ChildCount(ctx context.Context, owner converge.ID) (int, error) {
 	n := 0
-	err := s.view(func(r Reader) error {
+	err := s.view(ctx, func(r Reader) error {
 		var err error
 		n, err = s.o.Owners.count(r, owner)
 		return err
@@ -262,9 +263,9 @@ func (s *Store) ChildCount(owner converge.ID) (int, error) {
 }
 
 // Children returns the IDs of the resources owner owns directly, sorted.
-func (s *Store) Children(owner converge.ID) ([]converge.ID, error) {
+func (s *Store) Children(ctx context.Context, owner converge.ID) ([]converge.ID, error) {
 	var out []converge.ID
-	err := s.view(func(r Reader) error {
+	err := s.view(ctx, func(r Reader) error {
 		var err error
 		out, err = s.o.Owners.children(r, owner)
 		return err
@@ -276,8 +277,8 @@ func (s *Store) Children(owner converge.ID) ([]converge.ID, error) {
 }
 
 // Counts returns the phase counts of the resources owner owns directly.
-func (s *Store) Counts(owner converge.ID) (converge.Counts, error) {
-	rs, err := s.Resources(Filter{Owner: owner})
+func (s *Store) Counts(ctx context.Context, owner converge.ID) (converge.Counts, error) {
+	rs, err := s.Resources(ctx, Filter{Owner: owner})
 	if err != nil {
 		return converge.Counts{}, err
 	}
@@ -291,8 +292,8 @@ func (s *Store) Counts(owner converge.ID) (converge.Counts, error) {
 // EdgesOf returns the edges id consumes (id is their Consumer) and the
 // edges it is produced for (id is their Producer), each sorted by the other
 // endpoint. An unknown id has no edges; that is not an error.
-func (s *Store) EdgesOf(id converge.ID) (consumes, producedFor []converge.Edge, err error) {
-	err = s.view(func(r Reader) error {
+func (s *Store) EdgesOf(ctx context.Context, id converge.ID) (consumes, producedFor []converge.Edge, err error) {
+	err = s.view(ctx, func(r Reader) error {
 		consumes, producedFor = nil, nil
 		v, err := r.Get(Resources, []byte(id))
 		if err != nil {
@@ -337,13 +338,13 @@ func (s *Store) EdgesOf(id converge.ID) (consumes, producedFor []converge.Edge, 
 // one resource it decodes only the chunks that hold one of its events
 // (a byte search finds them), so reading a resource's few events among
 // MaxEvents costs a scan of the bytes, not a decode of every event.
-func (s *Store) Events(resource converge.ID, limit int) ([]converge.Event, error) {
+func (s *Store) Events(ctx context.Context, resource converge.ID, limit int) ([]converge.Event, error) {
 	var needle []byte
 	if resource != "" {
 		needle = codec.ResourceNeedle(resource)
 	}
 	var rev []converge.Event // newest first
-	err := s.view(func(r Reader) error {
+	err := s.view(ctx, func(r Reader) error {
 		rev = nil
 		return r.Scan(Events, Range{Desc: true}, func(k, v []byte) error {
 			if needle != nil && !bytes.Contains(v, needle) {
@@ -373,30 +374,30 @@ func (s *Store) Events(resource converge.ID, limit int) ([]converge.Event, error
 }
 
 // Kinds returns every kind, sorted by name then version.
-func (s *Store) Kinds() ([]*converge.Kind, error) {
-	return viewJSON[converge.Kind](s, Kinds, "list kinds")
+func (s *Store) Kinds(ctx context.Context) ([]*converge.Kind, error) {
+	return viewJSON[converge.Kind](ctx, s, Kinds, "list kinds")
 }
 
 // Configs returns every provider config, sorted by name.
-func (s *Store) Configs() ([]*converge.ProviderConfig, error) {
-	return viewJSON[converge.ProviderConfig](s, Configs, "list provider configs")
+func (s *Store) Configs(ctx context.Context) ([]*converge.ProviderConfig, error) {
+	return viewJSON[converge.ProviderConfig](ctx, s, Configs, "list provider configs")
 }
 
 // Bindings returns every binding, sorted by name.
-func (s *Store) Bindings() ([]*converge.Binding, error) {
-	return viewJSON[converge.Binding](s, Bindings, "list bindings")
+func (s *Store) Bindings(ctx context.Context) ([]*converge.Binding, error) {
+	return viewJSON[converge.Binding](ctx, s, Bindings, "list bindings")
 }
 
 // Deliveries returns every reactor delivery, sorted by key.
-func (s *Store) Deliveries() ([]*converge.Delivery, error) {
-	return viewJSON[converge.Delivery](s, Deliveries, "list deliveries")
+func (s *Store) Deliveries(ctx context.Context) ([]*converge.Delivery, error) {
+	return viewJSON[converge.Delivery](ctx, s, Deliveries, "list deliveries")
 }
 
 // Applied returns the applied revision, or nil and no error if none was
 // ever applied.
-func (s *Store) Applied() (*converge.Revision, error) {
+func (s *Store) Applied(ctx context.Context) (*converge.Revision, error) {
 	var rev *converge.Revision
-	err := s.view(func(r Reader) error {
+	err := s.view(ctx, func(r Reader) error {
 		var err error
 		rev, err = applied(r)
 		return err
@@ -409,11 +410,11 @@ func (s *Store) Applied() (*converge.Revision, error) {
 
 // PutSource records where the applied revision came from, replacing what
 // was recorded before.
-func (s *Store) PutSource(src *converge.AppliedSource) error {
+func (s *Store) PutSource(ctx context.Context, src *converge.AppliedSource) error {
 	if src == nil || src.Repo == "" {
 		return fmt.Errorf("put source: no repository")
 	}
-	if err := s.update(func(w Writer) error { return putJSON(w, Meta, MetaSource, src) }); err != nil {
+	if err := s.update(ctx, func(w Writer) error { return putJSON(w, Meta, MetaSource, src) }); err != nil {
 		return fmt.Errorf("put source: %w", err)
 	}
 	return nil
@@ -421,9 +422,9 @@ func (s *Store) PutSource(src *converge.AppliedSource) error {
 
 // Source returns where the applied revision came from, or nil and no
 // error if no revision was applied with its source recorded.
-func (s *Store) Source() (*converge.AppliedSource, error) {
+func (s *Store) Source(ctx context.Context) (*converge.AppliedSource, error) {
 	var src *converge.AppliedSource
-	err := s.view(func(r Reader) error {
+	err := s.view(ctx, func(r Reader) error {
 		src = new(converge.AppliedSource)
 		ok, err := getJSON(r, Meta, MetaSource, src)
 		if !ok {
@@ -439,11 +440,11 @@ func (s *Store) Source() (*converge.AppliedSource, error) {
 
 // PutControl records the operator's pin and suspensions, replacing what
 // was recorded before; nil clears them.
-func (s *Store) PutControl(c *converge.Control) error {
+func (s *Store) PutControl(ctx context.Context, c *converge.Control) error {
 	if c == nil {
 		c = &converge.Control{}
 	}
-	if err := s.update(func(w Writer) error { return putJSON(w, Meta, MetaControl, c) }); err != nil {
+	if err := s.update(ctx, func(w Writer) error { return putJSON(w, Meta, MetaControl, c) }); err != nil {
 		return fmt.Errorf("put control: %w", err)
 	}
 	return nil
@@ -451,9 +452,9 @@ func (s *Store) PutControl(c *converge.Control) error {
 
 // Control returns the operator's pin and suspensions: the zero Control
 // if none were recorded.
-func (s *Store) Control() (*converge.Control, error) {
+func (s *Store) Control(ctx context.Context) (*converge.Control, error) {
 	var c *converge.Control
-	err := s.view(func(r Reader) error {
+	err := s.view(ctx, func(r Reader) error {
 		c = new(converge.Control)
 		_, err := getJSON(r, Meta, MetaControl, c)
 		return err
@@ -467,11 +468,11 @@ func (s *Store) Control() (*converge.Control, error) {
 // PutRevision stores rec, keyed by its Revision.Hash, in its own
 // transaction, replacing any record of the same hash, and trims the
 // records beyond Options.MaxRevisions in the same transaction.
-func (s *Store) PutRevision(rec *converge.RevisionRecord) error {
+func (s *Store) PutRevision(ctx context.Context, rec *converge.RevisionRecord) error {
 	if rec == nil || rec.Revision.Hash == "" {
 		return fmt.Errorf("put revision: empty hash")
 	}
-	err := s.update(func(w Writer) error {
+	err := s.update(ctx, func(w Writer) error {
 		if err := putJSON(w, Revisions, []byte(rec.Revision.Hash), rec); err != nil {
 			return err
 		}
@@ -484,9 +485,9 @@ func (s *Store) PutRevision(rec *converge.RevisionRecord) error {
 }
 
 // Revision returns the record of hash, or converge.ErrNotFound (wrapped).
-func (s *Store) Revision(hash string) (*converge.RevisionRecord, error) {
+func (s *Store) Revision(ctx context.Context, hash string) (*converge.RevisionRecord, error) {
 	var rec *converge.RevisionRecord
-	err := s.view(func(r Reader) error {
+	err := s.view(ctx, func(r Reader) error {
 		rec = new(converge.RevisionRecord)
 		ok, err := getJSON(r, Revisions, []byte(hash), rec)
 		if err == nil && !ok {
@@ -502,8 +503,8 @@ func (s *Store) Revision(hash string) (*converge.RevisionRecord, error) {
 
 // Revisions returns the newest limit revision records by Seen (ties by
 // hash), newest first; limit 0 returns all.
-func (s *Store) Revisions(limit int) ([]*converge.RevisionRecord, error) {
-	recs, err := viewJSON[converge.RevisionRecord](s, Revisions, "list revisions")
+func (s *Store) Revisions(ctx context.Context, limit int) ([]*converge.RevisionRecord, error) {
+	recs, err := viewJSON[converge.RevisionRecord](ctx, s, Revisions, "list revisions")
 	if err != nil {
 		return nil, err
 	}
@@ -552,9 +553,9 @@ func scanJSON[T any](r Reader, b Bucket) ([]*T, error) {
 	return out, err
 }
 
-func viewJSON[T any](s *Store, b Bucket, op string) ([]*T, error) {
+func viewJSON[T any](ctx context.Context, s *Store, b Bucket, op string) ([]*T, error) {
 	var out []*T
-	err := s.view(func(r Reader) error {
+	err := s.view(ctx, func(r Reader) error {
 		var err error
 		out, err = scanJSON[T](r, b)
 		return err

@@ -30,9 +30,6 @@ type Options struct {
 	// than that gets a chunk of its own). 0 writes a batch's events as
 	// one chunk.
 	MaxChunk int
-	// Context returns the context every call of the store runs under,
-	// and its cancel function.
-	Context func() (context.Context, context.CancelFunc)
 }
 
 // Store is the store's rules over a KV: it implements every read,
@@ -43,24 +40,15 @@ type Store struct {
 }
 
 // New returns the rules over kv.
-func New(kv KV, o Options) *Store {
-	if o.Context == nil {
-		o.Context = func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }
-	}
-	return &Store{kv: kv, o: o}
-}
+func New(kv KV, o Options) *Store { return &Store{kv: kv, o: o} }
 
 // view runs fn over one snapshot of the store.
-func (s *Store) view(fn func(r Reader) error) error {
-	ctx, cancel := s.o.Context()
-	defer cancel()
+func (s *Store) view(ctx context.Context, fn func(r Reader) error) error {
 	return s.kv.View(ctx, fn)
 }
 
 // update runs fn in one write transaction.
-func (s *Store) update(fn func(w Writer) error) error {
-	ctx, cancel := s.o.Context()
-	defer cancel()
+func (s *Store) update(ctx context.Context, fn func(w Writer) error) error {
 	return s.kv.Update(ctx, fn)
 }
 
