@@ -38,26 +38,25 @@ func (r reader) bucket(b rules.Bucket) *bolt.Bucket { return r.tx.Bucket(bucketN
 // gives a non-nil empty slice (bbolt's Get cannot tell an empty value
 // put in this transaction from a missing key: a cursor can).
 func (r reader) Get(b rules.Bucket, key []byte) ([]byte, error) {
-	k, v := r.bucket(b).Cursor().Seek(key)
+	return get(r.bucket(b), key), nil
+}
+
+func get(bk *bolt.Bucket, key []byte) []byte {
+	k, v := bk.Cursor().Seek(key)
 	if k == nil || string(k) != string(key) {
-		return nil, nil
+		return nil
 	}
 	if v == nil {
 		v = empty
 	}
-	return v, nil
+	return v
 }
 
 func (r reader) GetMany(b rules.Bucket, keys [][]byte) ([][]byte, error) {
 	out := make([][]byte, len(keys))
-	c := r.bucket(b).Cursor()
+	bk := r.bucket(b)
 	for i, key := range keys {
-		if k, v := c.Seek(key); k != nil && string(k) == string(key) {
-			if v == nil {
-				v = empty
-			}
-			out[i] = v
-		}
+		out[i] = get(bk, key)
 	}
 	return out, nil
 }

@@ -65,9 +65,27 @@ func (s *Store) CheckResult(p Problems, err error) error {
 //   - event chunks are keyed by their first Seq, Seqs increase across all
 //     chunks, and the events meta agrees with them.
 func (s *Store) CheckIn(r Reader, report func(format string, args ...any)) error {
-	owners := map[converge.ID]converge.ID{} // resource → owner, from rows
-	edges := map[string]bool{}              // producer\x00consumer, from rows
-	err := r.Scan(Resources, Range{}, func(k, v []byte) error {
+	owners, edges, err := checkRows(r, report)
+	if err != nil {
+		return err
+	}
+	if err := s.checkOwnerIndex(r, owners, report); err != nil {
+		return err
+	}
+	if err := checkReverse(r, owners, edges, report); err != nil {
+		return err
+	}
+	if err := checkKeyed(r, report); err != nil {
+		return err
+	}
+	return checkEvents(r, report)
+}
+
+// checkRows checks every resource row and returns each resource's owner
+// and the edges the rows hold (producer\x00consumer).
+func checkRows(r Reader, report reportFunc) (owners map[converge.ID]converge.ID, edges map[string]bool, err error) {
+	owners, edges = map[converge.ID]converge.ID{}, map[string]bool{}
+	err = r.Scan(Resources, Range{}, func(k, v []byte) error {
 		id := converge.ID(k)
 		rw, err := codec.SplitRow(v)
 		if err != nil {
@@ -102,17 +120,18 @@ func (s *Store) CheckIn(r Reader, report func(format string, args ...any)) error
 		}
 		return nil
 	})
-	if err != nil {
-		return err
-	}
 	for id, o := range owners {
 		if _, ok := owners[o]; o != "" && !ok {
 			report("resource %s: owner %s does not exist", id, o)
 		}
 	}
+	return owners, edges, err
+}
 
+// checkOwnerIndex checks the owner index against the rows' owners.
+func (s *Store) checkOwnerIndex(r Reader, owners map[converge.ID]converge.ID, report reportFunc) error {
 	indexed := map[converge.ID]converge.ID{}
-	err = s.o.Owners.entries(r, report, func(owner, child converge.ID) {
+	err := s.o.Owners.entries(r, report, func(owner, child converge.ID) {
 		if o, dup := indexed[child]; dup {
 			report("owner index: %s listed under %s and %s", child, o, owner)
 		}
@@ -136,9 +155,13 @@ func (s *Store) CheckIn(r Reader, report func(format string, args ...any)) error
 			}
 		}
 	}
+	return nil
+}
 
+// checkReverse checks the reverse edge index against the rows' edges.
+func checkReverse(r Reader, owners map[converge.ID]converge.ID, edges map[string]bool, report reportFunc) error {
 	reverse := map[string]bool{}
-	err = r.Scan(Producers, Range{KeysOnly: true}, func(k, _ []byte) error {
+	err := r.Scan(Producers, Range{KeysOnly: true}, func(k, _ []byte) error {
 		p, c, ok := codec.SplitPair(k)
 		if !ok {
 			report("reverse edge index: malformed key %q", k)
@@ -161,10 +184,7 @@ func (s *Store) CheckIn(r Reader, report func(format string, args ...any)) error
 			report("edge %s→%s: missing from the reverse index", c, p)
 		}
 	}
-	if err := checkKeyed(r, report); err != nil {
-		return err
-	}
-	return checkEvents(r, report)
+	return nil
 }
 
 // checkKeyed checks that every JSON row is keyed by its content.

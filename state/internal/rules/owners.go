@@ -75,10 +75,20 @@ type chunk struct {
 type chunkTx struct {
 	w      Writer
 	owners map[converge.ID]map[converge.ID]*chunk // owner → bound → chunk
+	// holder's scratch: the key it seeks (owner\x00child, the owner's
+	// prefix first), the chunks of that owner, the chunk its scan found
+	// and the scan's callback, bound once.
+	buf     []byte
+	plen    int
+	loaded  map[converge.ID]*chunk
+	found   *chunk
+	onChunk func(k, v []byte) error
 }
 
 func (chunked) begin(w Writer) ownerTx {
-	return &chunkTx{w: w, owners: map[converge.ID]map[converge.ID]*chunk{}}
+	x := &chunkTx{w: w, owners: map[converge.ID]map[converge.ID]*chunk{}}
+	x.onChunk = x.foundChunk
+	return x
 }
 
 // holder returns the chunk of owner that holds (or would hold) child:
@@ -90,34 +100,35 @@ func (x *chunkTx) holder(owner, child converge.ID) (*chunk, error) {
 		loaded = map[converge.ID]*chunk{}
 		x.owners[owner] = loaded
 	}
-	p := codec.PrefixKey(owner)
-	var key []byte
-	var kids []converge.ID
-	err := x.w.Scan(Owners, Range{Prefix: p, From: append(slices.Clip(p), child...), Desc: true}, func(k, v []byte) error {
-		key, kids = bytes.Clone(k), nil
-		if loaded[converge.ID(k[len(p):])] == nil {
-			kids = splitIDs(v)
-		}
-		return ErrStop
-	})
+	x.buf = append(append(x.buf[:0], owner...), 0)
+	x.plen = len(x.buf)
+	x.buf = append(x.buf, child...)
+	x.loaded, x.found = loaded, nil
+	err := x.w.Scan(Owners, Range{Prefix: x.buf[:x.plen], From: x.buf, Desc: true}, x.onChunk)
 	if err != nil {
 		return nil, err
 	}
-	bound := converge.ID("")
-	if key != nil {
-		bound = converge.ID(key[len(p):])
+	ch := x.found
+	if ch == nil { // the owner has no chunk stored
+		if ch = loaded[""]; ch == nil {
+			ch = &chunk{}
+			loaded[""] = ch
+		}
 	}
-	if ch := loaded[bound]; ch != nil {
-		return ch, nil
-	}
-	ch := &chunk{bound: bound}
-	if key != nil {
-		ch.key, ch.kids = key, kids
-	} else if bound != "" {
-		return nil, fmt.Errorf("owner index: %s: no first chunk", owner)
-	}
-	loaded[bound] = ch
 	return ch, nil
+}
+
+// foundChunk is holder's scan callback: the chunk at k, loaded now
+// unless it was before.
+func (x *chunkTx) foundChunk(k, v []byte) error {
+	if ch := x.loaded[converge.ID(k[x.plen:])]; ch != nil {
+		x.found = ch
+		return ErrStop
+	}
+	ch := &chunk{key: bytes.Clone(k), bound: converge.ID(k[x.plen:]), kids: splitIDs(v)}
+	x.loaded[ch.bound] = ch
+	x.found = ch
+	return ErrStop
 }
 
 func (x *chunkTx) add(owner, child converge.ID) error {

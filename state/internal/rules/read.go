@@ -29,12 +29,8 @@ func (s *Store) Load(ctx context.Context) (*converge.Snapshot, error) {
 				return fmt.Errorf("resource %s: %w", k, err)
 			}
 			snap.Resources = append(snap.Resources, res)
-			edges, err := rowEdges(converge.ID(k), v)
-			if err != nil {
-				return err
-			}
-			snap.Edges = append(snap.Edges, edges...)
-			return nil
+			snap.Edges, err = appendRowEdges(snap.Edges, converge.ID(k), v)
+			return err
 		})
 		if err != nil {
 			return err
@@ -300,7 +296,8 @@ func (s *Store) EdgesOf(ctx context.Context, id converge.ID) (consumes, produced
 			return err
 		}
 		if v != nil {
-			if consumes, err = rowEdges(id, v); err != nil {
+			// Non-nil for a resource that exists: it consumes none.
+			if consumes, err = appendRowEdges([]converge.Edge{}, id, v); err != nil {
 				return err
 			}
 		}
@@ -522,20 +519,27 @@ func rowEdges(id converge.ID, row []byte) ([]converge.Edge, error) {
 	if row == nil {
 		return nil, nil
 	}
+	return appendRowEdges(nil, id, row)
+}
+
+// appendRowEdges appends the edges the row of id consumes to out.
+func appendRowEdges(out []converge.Edge, id converge.ID, row []byte) ([]converge.Edge, error) {
 	rw, err := codec.SplitRow(row)
 	if err != nil {
-		return nil, fmt.Errorf("resource %s: %w", id, err)
+		return out, fmt.Errorf("resource %s: %w", id, err)
+	}
+	if len(rw.Edges) == 0 {
+		return out, nil
 	}
 	es, err := codec.DecodeEdges(rw.Edges)
 	if err != nil {
-		return nil, fmt.Errorf("resource %s: %w", id, err)
+		return out, fmt.Errorf("resource %s: %w", id, err)
 	}
-	if len(es) == 0 {
-		return nil, nil
+	if out == nil {
+		out = make([]converge.Edge, 0, len(es))
 	}
-	out := make([]converge.Edge, len(es))
-	for i, e := range es {
-		out[i] = converge.Edge{Consumer: id, Producer: e.Producer, Flows: e.Flows}
+	for _, e := range es {
+		out = append(out, converge.Edge{Consumer: id, Producer: e.Producer, Flows: e.Flows})
 	}
 	return out, nil
 }
