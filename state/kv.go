@@ -101,7 +101,7 @@ func seekLast(c *bolt.Cursor, p []byte) (k, v []byte) {
 	if end == nil {
 		return c.Last()
 	}
-	if k, v = c.Seek(end); k == nil {
+	if k, _ = c.Seek(end); k == nil {
 		return c.Last()
 	}
 	return c.Prev()

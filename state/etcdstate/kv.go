@@ -466,10 +466,24 @@ func (w *writer) Count(b rules.Bucket, prefix []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	over := slices.Clone(w.overlay(lo, hi))
-	if err := w.prefetch(over); err != nil {
+	over := w.overlay(lo, hi)
+	// Whether each key this write changed is stored: read those it
+	// never read (prefetch skips a key it wrote).
+	var unread []string
+	for _, k := range over {
+		if _, ok := w.read[k]; !ok {
+			unread = append(unread, k)
+		}
+	}
+	vals, err := w.reader.get(unread)
+	if err != nil {
 		return 0, err
 	}
+	w.mu.Lock()
+	for i, k := range unread {
+		w.read[k] = vals[i]
+	}
+	w.mu.Unlock()
 	for _, k := range over {
 		stored := w.read[k] != nil
 		switch op := w.ops[k]; {

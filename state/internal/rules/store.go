@@ -139,5 +139,3 @@ func applied(r Reader) (*converge.Revision, error) {
 	}
 	return rev, nil
 }
-
-func hasPrefix(k, p []byte) bool { return len(k) >= len(p) && string(k[:len(p)]) == string(p) }
