@@ -31,6 +31,36 @@ type Suspension struct {
 	At   time.Time `json:"at"`
 }
 
+// String is the pin in words: "pinned main@abc by ann at
+// 2026-12-01T10:00:00Z (converge unpin)".
+func (p *Pin) String() string {
+	s := "pinned " + p.Revision.String()
+	if p.By != "" {
+		s += " by " + p.By
+	}
+	if !p.At.IsZero() {
+		s += " at " + p.At.UTC().Format(time.RFC3339)
+	}
+	return s + " (converge unpin)"
+}
+
+// String is the suspension in words: "classicbom/classic suspended by
+// ann at 2026-12-01T10:00:00Z (converge resume classicbom/classic)";
+// "everything suspended …" for Root "".
+func (s Suspension) String() string {
+	what, resume := string(s.Root)+" suspended", "converge resume "+string(s.Root)
+	if s.Root == "" {
+		what, resume = "everything suspended", "converge resume"
+	}
+	if s.By != "" {
+		what += " by " + s.By
+	}
+	if !s.At.IsZero() {
+		what += " at " + s.At.UTC().Format(time.RFC3339)
+	}
+	return what + " (" + resume + ")"
+}
+
 // SuspendedAll reports whether everything is suspended.
 func (c *Control) SuspendedAll() bool {
 	_, ok := c.Suspension("")

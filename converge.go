@@ -222,6 +222,10 @@ type Resource struct {
 	// it is so: kept by a report-only policy, or until a heal's
 	// reconcile succeeds. Nil: no drift known.
 	Drift *DriftReport `json:"drift,omitempty"`
+	// Rollout is a composer's progressive rollout (git resources): a
+	// change of its composition reaches its children wave by wave. Nil:
+	// all at once.
+	Rollout *Rollout `json:"rollout,omitempty"`
 }
 
 // DriftReport is a drift the engine observed: a difference between the

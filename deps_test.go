@@ -13,7 +13,8 @@ import (
 // is imported (directly, by non-test code) by exactly the packages allowed
 // to: go-git by sync, bbolt by state, the etcd client by state/etcdstate
 // (and the test cluster helper), the etcd server by state/etcdtest only,
-// CUE by cue, grpc by the worker protocol's packages, cobra and the Prometheus client by the CLI,
+// CUE by cue, grpc by the worker protocol's packages, cobra, its flags (pflag) and the Prometheus client by the CLI
+// (the control plane, sync/controlplane, is a library: flags and metrics are the CLI's wiring),
 // pgx by the PostgreSQL providers and miekg/dns by the DNS record provider. Everything else reaches them
 // through those packages' own types.
 func TestHeavyDependencies(t *testing.T) {
@@ -26,6 +27,7 @@ func TestHeavyDependencies(t *testing.T) {
 		"cuelang.org/go":                      {"cue"},
 		"google.golang.org/grpc":              {"proto/converge/v1", "providers", "providers/sdk", "providers/sdk/sdktest"},
 		"github.com/spf13/cobra":              {"cmd/converge"},
+		"github.com/spf13/pflag":              {"cmd/converge"},
 		"github.com/prometheus/client_golang": {"cmd/converge"},
 		"go.etcd.io/etcd/client/v3":           {"state/etcdstate", "state/etcdtest"},
 		"go.etcd.io/etcd/api/v3":              {"state/etcdstate"},

@@ -13,6 +13,7 @@ import (
 	"cuelang.org/go/cue/token"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/proto/rawjson"
 )
 
 // Incremental composition in CUE (docs/ARCHITECTURE.md, "Incremental
@@ -200,129 +201,27 @@ const composeCodeVersion = "3"
 
 // rawParts returns the JSON of each element of the list at path in
 // spec, as written (equal bytes are equal elements; equal elements
-// written differently are merely composed again), or false. spec is
-// checked whole (json.Valid), then cut without decoding: a BOM of
-// a million children is a spec of megabytes, read twice per delta.
+// written differently are merely composed again), or false. spec is cut
+// without decoding, by converge's JSON layer (proto/rawjson), which scans
+// what it cuts strictly: a BOM of a million children is a spec of
+// megabytes, read twice per delta.
 func rawParts(spec []byte, path []string) ([]json.RawMessage, bool) {
-	if !json.Valid(spec) {
-		return nil, false
-	}
-	start, end := 0, len(spec)
+	v := spec
 	for _, p := range path {
 		var ok bool
-		if start, end, ok = member(spec, start, p); !ok {
+		var err error
+		if v, ok, err = rawjson.Field(v, p); err != nil || !ok {
 			return nil, false
 		}
 	}
-	i := skipSpace(spec, start)
-	if i >= end || spec[i] != '[' {
+	out := []json.RawMessage{}
+	if rawjson.Elements(v, func(el []byte) error {
+		out = append(out, el[:len(el):len(el)])
+		return nil
+	}) != nil {
 		return nil, false
 	}
-	var out []json.RawMessage
-	i = skipSpace(spec, i+1)
-	if spec[i] == ']' {
-		return []json.RawMessage{}, true
-	}
-	for {
-		j := skipValue(spec, i)
-		out = append(out, spec[i:j:j])
-		i = skipSpace(spec, j)
-		if spec[i] == ']' {
-			return out, true
-		}
-		i = skipSpace(spec, i+1) // the comma
-	}
-}
-
-// member returns the span of the value of key in the object at start
-// of valid JSON b (the last one, as decoding keeps), or false.
-func member(b []byte, start int, key string) (int, int, bool) {
-	i := skipSpace(b, start)
-	if b[i] != '{' {
-		return 0, 0, false
-	}
-	found := false
-	var vs, ve int
-	i = skipSpace(b, i+1)
-	if b[i] == '}' {
-		return 0, 0, false
-	}
-	for {
-		ke := skipValue(b, i)
-		k := b[i:ke]
-		i = skipSpace(b, ke)
-		i = skipSpace(b, i+1) // the colon
-		e := skipValue(b, i)
-		if keyIs(k, key) {
-			found, vs, ve = true, i, e
-		}
-		i = skipSpace(b, e)
-		if b[i] == '}' {
-			return vs, ve, found
-		}
-		i = skipSpace(b, i+1) // the comma
-	}
-}
-
-// keyIs reports whether the JSON string k is key.
-func keyIs(k []byte, key string) bool {
-	if bytes.IndexByte(k, '\\') < 0 {
-		return string(k[1:len(k)-1]) == key
-	}
-	var s string
-	return json.Unmarshal(k, &s) == nil && s == key
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipValue returns the end of the value starting at i in valid JSON b.
-func skipValue(b []byte, i int) int {
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for ; i < len(b); i++ {
-			switch b[i] {
-			case '"':
-				i = skipString(b, i) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-		}
-		return i
-	}
-	for i < len(b) {
-		switch b[i] {
-		case ',', '}', ']', ' ', '\t', '\n', '\r':
-			return i
-		}
-		i++
-	}
-	return i
-}
-
-// skipString returns the end of the string starting at i.
-func skipString(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
-	return i
+	return out, true
 }
 
 // partsSpec is a decoded spec for composing the selected elements of

@@ -7,7 +7,12 @@
 // same in a child process under a Budget), then Schemas (the
 // compiled kind schemas, also rebuilt from the store with Compile), then
 // Lint and LintTrees (breaking schema changes between two sets of kinds,
-// a structural walk with its own rule ids).
+// a structural walk with its own rule ids). The compose fast path (a
+// plain subset of CUE compiled to Go closures, always checked against
+// CUE's evaluator by its corpus, fuzz targets and validate) starts at
+// fastComposer and compileCompose in fastcompose.go, then composeCompiler
+// (compile), fenv (evaluate) and sink (output); the fast schema check is
+// fastNode in fastcheck.go.
 //
 // # Basics
 //

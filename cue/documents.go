@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -299,13 +300,14 @@ func (l *loader) providerConfig(d *document, configs map[string]*converge.Provid
 // resource validates one resource against its kind version.
 func (l *loader) resource(d *document, configs map[string]*converge.ProviderConfig, places map[converge.ID]*namedPlace) {
 	r := l.reader(d)
-	r.allow("type", "kind", "kind_version", "name", "spec", "provider_config_ref", "depends_on", "description", "drift_policy")
+	r.allow("type", "kind", "kind_version", "name", "spec", "provider_config_ref", "depends_on", "description", "drift_policy", "rollout")
 	res := &converge.Resource{
 		Kind:              r.str("kind", true),
 		KindVersion:       r.int("kind_version", 0, 1, true),
 		Name:              r.name("name"),
 		ProviderConfigRef: r.str("provider_config_ref", false),
 		DriftPolicy:       r.driftPolicy(),
+		Rollout:           r.rollout(),
 		Origin:            converge.OriginGit,
 		Source:            l.at(d.file, d.pos).source(),
 	}
@@ -332,6 +334,11 @@ func (l *loader) resource(d *document, configs map[string]*converge.ProviderConf
 	if res.DriftPolicy != "" && !kind.Has(converge.ReactionObserve) {
 		l.addf(d.file, posOf(r.get("drift_policy"), d.pos), "drift_policy", "FIELD_INVALID",
 			"drift_policy needs a kind with the observe reaction; %s has none", ref)
+		r.ok = false
+	}
+	if res.Rollout != nil && !kind.Has(converge.ReactionCompose) && kind.Compose == "" {
+		l.addf(d.file, posOf(r.get("rollout"), d.pos), "rollout", "FIELD_INVALID",
+			"a rollout needs a composer kind (its waves hold back the children's changes); %s composes nothing", ref)
 		r.ok = false
 	}
 	if n := res.ProviderConfigRef; n != "" {
@@ -686,6 +693,102 @@ func (r *reader) driftPolicy() string {
 	}
 	r.fail("drift_policy", "FIELD_INVALID", "drift_policy %q is not \"heal\" or \"report\"", s)
 	return ""
+}
+
+// rollout reads rollout: {waves: [{name, rows, percent, soak}], soak,
+// timeout} (absent: nil). Its fields are closed, so a misspelt one is an
+// error rather than a wave that selects everything.
+func (r *reader) rollout() *converge.Rollout {
+	v, ok := r.lookup("rollout")
+	if !ok {
+		return nil
+	}
+	bad := func(field string, at cuelang.Value, format string, args ...any) *converge.Rollout {
+		r.ok = false
+		r.l.addf(r.d.file, posOf(at, posOf(v, r.d.pos)), "rollout"+field, "FIELD_INVALID", format, args...)
+		return nil
+	}
+	closed := func(field string, at cuelang.Value, names ...string) bool {
+		it, err := at.Fields()
+		if err != nil {
+			bad(field, at, "want a struct, have %v", at)
+			return false
+		}
+		for it.Next() {
+			if sel := it.Selector().String(); !slices.Contains(names, sel) {
+				bad(field+"."+sel, it.Value(), "field not allowed (want one of %s)", strings.Join(names, ", "))
+				return false
+			}
+		}
+		return true
+	}
+	// dur reads the duration at.name, whose path is field.
+	dur := func(field string, at cuelang.Value, name string) (time.Duration, bool) {
+		x := at.LookupPath(cuelang.MakePath(cuelang.Str(name)))
+		if !x.Exists() {
+			return 0, true
+		}
+		s, err := x.String()
+		d, perr := time.ParseDuration(s)
+		if err != nil || perr != nil || d < 0 {
+			bad(field+"."+name, x, "invalid duration %v (want e.g. \"30s\", \"10m\")", x)
+			return 0, false
+		}
+		return d, true
+	}
+	if !closed("", v, "waves", "soak", "timeout") {
+		return nil
+	}
+	ro := &converge.Rollout{}
+	var ok1, ok2 bool
+	if ro.Soak, ok1 = dur("", v, "soak"); !ok1 {
+		return nil
+	}
+	if ro.Timeout, ok2 = dur("", v, "timeout"); !ok2 {
+		return nil
+	}
+	wv := v.LookupPath(cuelang.ParsePath("waves"))
+	if !wv.Exists() {
+		return bad(".waves", v, "a rollout needs at least one wave")
+	}
+	list, err := wv.List()
+	if err != nil {
+		return bad(".waves", wv, "want a list of waves, have %v", wv)
+	}
+	for i := 0; list.Next(); i++ {
+		e := list.Value()
+		at := fmt.Sprintf(".waves[%d]", i)
+		if !closed(at, e, "name", "rows", "percent", "soak") {
+			return nil
+		}
+		var w converge.Wave
+		if x := e.LookupPath(cuelang.ParsePath("name")); x.Exists() {
+			if w.Name, err = x.String(); err != nil || !ValidName(w.Name) {
+				return bad(at+".name", x, "wave name %v is not a DNS label", x)
+			}
+		}
+		if x := e.LookupPath(cuelang.ParsePath("rows")); x.Exists() {
+			if err := x.Decode(&w.Rows); err != nil {
+				return bad(at+".rows", x, "want a list of row names (\"fd-00\", \"fd-00/team-003\")")
+			}
+		}
+		if x := e.LookupPath(cuelang.ParsePath("percent")); x.Exists() {
+			n, err := x.Int64()
+			if err != nil {
+				return bad(at+".percent", x, "want an integer 1..100, have %v", x)
+			}
+			w.Percent = int(max(min(n, 1000), -1))
+		}
+		var ok bool
+		if w.Soak, ok = dur(at, e, "soak"); !ok {
+			return nil
+		}
+		ro.Waves = append(ro.Waves, w)
+	}
+	if field, err := ro.Check(); err != nil {
+		return bad("."+field, v.LookupPath(cuelang.ParsePath(field)), "%v", err)
+	}
+	return ro
 }
 
 func (r *reader) duration(field string) time.Duration {

@@ -3,12 +3,13 @@ package cue
 import (
 	"bytes"
 	"regexp"
-	"unicode/utf8"
 
 	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/literal"
 	"cuelang.org/go/cue/parser"
 	"cuelang.org/go/cue/token"
+
+	"github.com/convergehq/converge/proto/rawjson"
 )
 
 // A fast check accepts data that a schema surely accepts, without CUE.
@@ -296,7 +297,7 @@ func (p *fastParser) value(n *fastNode) bool {
 		if len(n.regexps) == 0 {
 			return true
 		}
-		if !plain || !utf8.Valid(s) {
+		if !plain {
 			return false
 		}
 		for _, re := range n.regexps {
@@ -346,9 +347,10 @@ func (p *fastParser) value(n *fastNode) bool {
 	return false
 }
 
-// maxFastDepth bounds the nesting the fast check reads (encoding/json,
-// which CUE's path decodes with, stops at 10,000).
-const maxFastDepth = 1000
+// maxFastDepth bounds the nesting the fast check reads: converge's one
+// limit (rawjson.MaxDepth, encoding/json's, which CUE's path decodes
+// with), so the fast check accepts no nesting CUE's path refuses.
+const maxFastDepth = rawjson.MaxDepth
 
 // enter counts one more enclosing list or object, or says no past
 // maxFastDepth; leave undoes it.
@@ -432,97 +434,27 @@ func (p *fastParser) object(n *fastNode) bool {
 	}
 }
 
-// str reads a JSON string at p.i; plain is false when it holds an escape
-// (its bytes are then not its value). Control characters are refused.
+// str reads a JSON string at p.i (rawjson.String); plain is false when
+// its bytes are not its value (an escape, invalid UTF-8). Control
+// characters are refused.
 func (p *fastParser) str() (s []byte, plain, ok bool) {
-	p.i++ // "
-	start := p.i
-	plain = true
-	for p.i < len(p.b) {
-		c := p.b[p.i]
-		switch {
-		case c == '"':
-			s = p.b[start:p.i]
-			p.i++
-			return s, plain, true
-		case c == '\\':
-			plain = false
-			if p.i+1 >= len(p.b) {
-				return nil, false, false
-			}
-			switch p.b[p.i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				p.i += 2
-			case 'u':
-				if p.i+6 > len(p.b) || !isHex4(p.b[p.i+2:p.i+6]) {
-					return nil, false, false
-				}
-				p.i += 6
-			default:
-				return nil, false, false
-			}
-		case c < 0x20:
-			return nil, false, false
-		default:
-			p.i++
-		}
+	end, plain, err := rawjson.String(p.b, p.i)
+	if err != nil {
+		return nil, false, false
 	}
-	return nil, false, false
+	s = p.b[p.i+1 : end-1]
+	p.i = end
+	return s, plain, true
 }
 
-func isHex4(b []byte) bool {
-	for _, c := range b {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
-			return false
-		}
-	}
-	return true
-}
-
-// number reads a JSON number; isInt is true when it has neither fraction
-// nor exponent (CUE then sees an int).
+// number reads a JSON number (rawjson.Number); isInt is true when it has
+// neither fraction nor exponent (CUE then sees an int).
 func (p *fastParser) number() (isInt, ok bool) {
-	b, i := p.b, p.i
-	if i < len(b) && b[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(b) && b[i] == '0':
-		i++
-	case i < len(b) && '1' <= b[i] && b[i] <= '9':
-		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
-			i++
-		}
-	default:
+	end, isInt, err := rawjson.Number(p.b, p.i)
+	if err != nil {
 		return false, false
 	}
-	isInt = true
-	if i < len(b) && b[i] == '.' {
-		isInt = false
-		i++
-		d := i
-		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
-			i++
-		}
-		if i == d {
-			return false, false
-		}
-	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		isInt = false
-		i++
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		d := i
-		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
-			i++
-		}
-		if i == d {
-			return false, false
-		}
-	}
-	p.i = i
+	p.i = end
 	return isInt, true
 }
 

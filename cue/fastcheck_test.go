@@ -158,3 +158,61 @@ func TestFastCheckDeepNesting(t *testing.T) {
 		t.Error("a list nested 10 deep was refused")
 	}
 }
+
+// TestFastCheckDepthIsJSONs: the fast check reads as deep as converge's
+// one limit, encoding/json's (which CUE's path decodes with), and no
+// deeper.
+func TestFastCheckDepthIsJSONs(t *testing.T) {
+	for _, depth := range []int{maxFastDepth, maxFastDepth + 1} {
+		doc := []byte(strings.Repeat("[", depth) + strings.Repeat("]", depth))
+		if got, want := fastAnyValue.accepts(doc), json.Valid(doc); got != want {
+			t.Errorf("depth %d: fast check accepts %v, encoding/json %v", depth, got, want)
+		}
+	}
+}
+
+// FuzzFastCheck: on any bytes, invalid JSON included, what the fast check
+// of a schema of fastSchemas accepts is one JSON value encoding/json
+// decodes, and CUE accepts it too.
+func FuzzFastCheck(f *testing.F) {
+	type compiled struct {
+		s   *Schemas
+		key schemaKey
+		f   *fastNode
+	}
+	var schemas []compiled
+	for i, tc := range fastSchemas {
+		if tc.unsupported {
+			continue
+		}
+		k := &converge.Kind{Name: fmt.Sprintf("k%d", i), Version: 1}
+		part := "spec"
+		if tc.status {
+			k.StatusSchema, part = tc.src, "status"
+		} else {
+			k.SpecSchema = tc.src
+		}
+		s, err := Compile([]*converge.Kind{k})
+		if err != nil {
+			f.Fatal(err)
+		}
+		key := schemaKey{k.Ref(), part}
+		for _, v := range append(append([]string(nil), tc.valid...), tc.samples...) {
+			f.Add(uint8(len(schemas)), []byte(v))
+		}
+		schemas = append(schemas, compiled{s, key, s.fast[key]})
+	}
+	f.Fuzz(func(t *testing.T, which uint8, data []byte) {
+		c := schemas[int(which)%len(schemas)]
+		if !c.f.accepts(data) {
+			return
+		}
+		var x any
+		if err := json.Unmarshal(data, &x); err != nil {
+			t.Fatalf("fast check accepts %q, encoding/json refuses it: %v", data, err)
+		}
+		if err := c.s.validateCUE(c.key, json.RawMessage(data), nil); err != nil {
+			t.Fatalf("fast check accepts %q, CUE refuses it: %v", data, err)
+		}
+	})
+}

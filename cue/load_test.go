@@ -240,6 +240,21 @@ func TestLoadFindings(t *testing.T) {
 			"o.cue:5:1 FIELD_INVALID drift_policy",
 			"r.yaml:6:1 FIELD_INVALID drift_policy",
 		}},
+		{name: "rollout", files: map[string]string{
+			"c.cue": "type: \"kind\"\nkind: \"bom\"\nkind_version: 1\nreactions: [\"compose\"]\n",
+			"r.yaml": "type: resource\nkind: bom\nkind_version: 1\nname: ok\nspec: {}\nrollout: {soak: 1m, timeout: 1h, waves: [{name: canary, rows: [fd-00]}, {percent: 10}, {}]}\n" +
+				"---\ntype: resource\nkind: bom\nkind_version: 1\nname: typo\nspec: {}\nrollout: {waves: [{precent: 10}]}\n" +
+				"---\ntype: resource\nkind: bom\nkind_version: 1\nname: order\nspec: {}\nrollout: {waves: [{percent: 50}, {percent: 10}]}\n" +
+				"---\ntype: resource\nkind: bom\nkind_version: 1\nname: soak\nspec: {}\nrollout: {soak: soon, waves: [{}]}\n" +
+				"---\ntype: resource\nkind: bom\nkind_version: 1\nname: early\nspec: {}\nrollout: {waves: [{}, {rows: [a]}]}\n" +
+				"---\ntype: resource\nkind: bucket\nkind_version: 1\nname: leaf\nspec: {tier: hot}\nrollout: {waves: [{}]}\n",
+		}, want: []string{
+			"r.yaml:13:20 FIELD_INVALID rollout.waves[0].precent",
+			"r.yaml:20:35 FIELD_INVALID rollout.waves[1].percent",
+			"r.yaml:27:11 FIELD_INVALID rollout.soak",
+			"r.yaml:34:19 FIELD_INVALID rollout.waves[0]",
+			"r.yaml:41:1 FIELD_INVALID rollout",
+		}},
 		{name: "bad schema", files: map[string]string{
 			"k.yaml": "type: kind\nkind: k\nkind_version: 1\nspec: '{ a: strin }'\n",
 			"r.yaml": "type: resource\nkind: k\nkind_version: 1\nname: r\nspec: {a: x}\n",

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"reflect"
 	"sort"
 
 	"github.com/convergehq/converge"
@@ -226,6 +227,7 @@ func (s *Scheduler) apply(d *converge.Desired, v Validator) *Plan {
 			ProviderConfigRef: r.ProviderConfigRef,
 			Source:            r.Source,
 			DriftPolicy:       r.DriftPolicy,
+			Rollout:           r.Rollout,
 			CreatedAt:         s.now,
 		}
 		if e := s.nodes[it.ID]; e != nil {
@@ -275,6 +277,9 @@ func (s *Scheduler) apply(d *converge.Desired, v Validator) *Plan {
 		}
 		if n := s.nodes[id]; n != nil && n.r.Origin == converge.OriginGit && n.r.DriftPolicy != r.DriftPolicy {
 			s.setDriftPolicy(n, r.DriftPolicy)
+		}
+		if n := s.nodes[id]; n != nil && n.r.Origin == converge.OriginGit && !reflect.DeepEqual(n.r.Rollout, r.Rollout) {
+			s.setRollout(n, r.Rollout)
 		}
 	}
 	var del []*node

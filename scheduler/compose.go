@@ -37,10 +37,12 @@ func (s *Scheduler) composeResult(n *node, rec *taskRec, res *converge.Result) {
 		s.failPermanent(n, "worker result refused: "+err.Error())
 		return
 	}
-	created, updated, kept, partial := s.applyComposition(n, res, ids, emitted)
+	held := s.rolloutHold(n, res, ids, emitted)
+	created, updated, kept, partial := s.applyComposition(n, res, ids, emitted, held)
+	partial = partial || len(held) > 0
 	var prune []*node
 	for id, ch := range n.children {
-		if _, ok := emitted[id]; !ok && !ch.r.Deleting {
+		if _, ok := emitted[id]; !ok && !ch.r.Deleting && !held[id] {
 			prune = append(prune, ch)
 		}
 	}
@@ -50,9 +52,14 @@ func (s *Scheduler) composeResult(n *node, rec *taskRec, res *converge.Result) {
 	}
 	s.setComposeStatus(n, res)
 	n.tree().composedN, n.tree().composedNKnown = len(res.Children), true
-	if created+updated+pruned > 0 || n.r.ObservedGeneration != rec.gen {
-		s.event(n.id, "Composed", fmt.Sprintf("composed %d children (%d created, %d updated, %d kept, %d pruned)",
-			len(res.Children), created, updated, kept, pruned))
+	if created+updated+pruned > 0 || n.r.ObservedGeneration != rec.gen || len(held) > 0 {
+		msg := fmt.Sprintf("composed %d children (%d created, %d updated, %d kept, %d pruned)",
+			len(res.Children), created, updated, kept, pruned)
+		if len(held) > 0 {
+			ro := n.sub.rollout
+			msg += fmt.Sprintf("; %d held for later waves than %d/%d (%s)", len(held), ro.st.Wave+1, ro.st.Waves, ro.st.Name)
+		}
+		s.event(n.id, "Composed", msg)
 	}
 	s.finishCompose(n, rec, res, partial)
 }
@@ -68,9 +75,10 @@ func (s *Scheduler) setComposeStatus(n *node, res *converge.Result) {
 // applyComposition applies the children and edges of n's checked
 // compose result (ids and emitted from checkComposition or checkDelta):
 // the edges of every consumer sent are replaced by the ones sent, then
-// the children sent are created or updated. It prunes nothing. partial
-// reports a child left to the compose after a teardown.
-func (s *Scheduler) applyComposition(n *node, res *converge.Result, ids []converge.ID, emitted map[converge.ID]int) (created, updated, kept int, partial bool) {
+// the children sent are created or updated; a held child (a later wave
+// of a rollout, rolloutHold) keeps its spec and edges. It prunes
+// nothing. partial reports a child left to the compose after a teardown.
+func (s *Scheduler) applyComposition(n *node, res *converge.Result, ids []converge.ID, emitted map[converge.ID]int, held map[converge.ID]bool) (created, updated, kept int, partial bool) {
 	if k := len(res.Children); k > 64 {
 		// Room for what a big composition adds, instead of regrowing.
 		s.dirty = slices.Grow(s.dirty, k)
@@ -93,7 +101,7 @@ func (s *Scheduler) applyComposition(n *node, res *converge.Result, ids []conver
 	// teardown order needs them.
 	oldEdges := make(map[edgeKey]*converge.Edge)
 	for id := range emitted {
-		if ex := s.nodes[id]; ex != nil && ex.r.Deleting {
+		if ex := s.nodes[id]; ex != nil && ex.r.Deleting || held[id] {
 			continue
 		}
 		for _, e := range s.producers[id] {
@@ -122,7 +130,7 @@ func (s *Scheduler) applyComposition(n *node, res *converge.Result, ids []conver
 	}
 	for i := range res.Edges {
 		e := res.Edges[i]
-		if ex := s.nodes[e.Consumer]; ex != nil && ex.r.Deleting || later[e.Consumer] {
+		if ex := s.nodes[e.Consumer]; ex != nil && ex.r.Deleting || later[e.Consumer] || held[e.Consumer] {
 			continue // its edges go with its row, or come with it
 		}
 		k := edgeKey{e.Consumer, e.Producer}
@@ -163,6 +171,8 @@ func (s *Scheduler) applyComposition(n *node, res *converge.Result, ids []conver
 		id := ids[i]
 		ex := s.nodes[id]
 		switch {
+		case held[id]:
+			// its change waits for a later wave (counted apart)
 		case ex == nil && later[id]:
 			partial = true
 		case ex == nil:
@@ -567,7 +577,11 @@ func (s *Scheduler) evalComposer(n *node) {
 		return
 	}
 	s.markRollup(n)
-	if n.tree().counts.Ready == n.tree().counts.Total {
+	ready := n.tree().counts.Ready == n.tree().counts.Total
+	if n.sub.rollout != nil && s.rolloutGate(n, ready) {
+		ready = false // children wait for a later wave
+	}
+	if ready {
 		if r.Phase != converge.PhaseReady {
 			r.Reason = ""
 			s.setPhase(n, converge.PhaseReady)
@@ -595,7 +609,11 @@ func (s *Scheduler) writeRollup(n *node) {
 	}
 	r := n.r
 	if !r.Deleting && r.Phase == converge.PhasePending && r.ObservedGeneration == r.Generation && r.Lease == nil {
-		s.setReasonSoon(n, strconv.Itoa(n.tree().counts.Ready)+"/"+strconv.Itoa(n.tree().counts.Total)+" children ready")
+		if why := rolloutReason(n); why != "" {
+			s.setReasonSoon(n, why)
+		} else {
+			s.setReasonSoon(n, strconv.Itoa(n.tree().counts.Ready)+"/"+strconv.Itoa(n.tree().counts.Total)+" children ready")
+		}
 	}
 }
 
@@ -611,6 +629,11 @@ func (s *Scheduler) rollupStatus(n *node) json.RawMessage {
 	m["rollup"] = json.RawMessage(`{"total":` + strconv.Itoa(c.Total) + `,"ready":` + strconv.Itoa(c.Ready) +
 		`,"failed":` + strconv.Itoa(c.Failed) + `,"pending":` + strconv.Itoa(c.Pending) +
 		`,"running":` + strconv.Itoa(c.Running) + `,"deleting":` + strconv.Itoa(c.Deleting) + `}`)
+	if ro := n.tree().rollout; ro != nil {
+		if b, err := json.Marshal(&ro.st); err == nil {
+			m["rollout"] = b
+		}
+	}
 	b, err := json.Marshal(m)
 	if err != nil {
 		return n.r.Status
@@ -634,13 +657,15 @@ func rollupTotal(st json.RawMessage) int {
 	return v.Rollup.Total
 }
 
-// stripRollup returns st without its "rollup" field.
+// stripRollup returns st without the fields the engine merges in
+// ("rollup", "rollout").
 func stripRollup(st json.RawMessage) []byte {
 	m := map[string]json.RawMessage{}
 	if err := json.Unmarshal(st, &m); err != nil {
 		return st
 	}
 	delete(m, "rollup")
+	delete(m, "rollout")
 	b, err := json.Marshal(m)
 	if err != nil {
 		return st

@@ -31,7 +31,9 @@ func composeContext(kindVersion int, config []byte) string {
 // composeBase returns the base spec and revision to send with n's
 // compose in the context config (composeContext), or nils.
 func (s *Scheduler) composeBase(n *node, config string) ([]byte, string) {
-	if n.sub == nil || n.sub.composedSpec == nil {
+	if n.sub == nil || n.sub.composedSpec == nil || n.r.Rollout != nil {
+		// A composer with a rollout composes in full: while a wave
+		// holds children back they are not its composition.
 		return nil, ""
 	}
 	rev, cfg, ok := strings.Cut(n.r.ComposedBy, " ")
@@ -171,6 +173,13 @@ func (s *Scheduler) composeDeltaResult(n *node, rec *taskRec, res *converge.Resu
 		s.failTransient(n, "worker answered a compose without a base spec with a delta")
 		return
 	}
+	if n.r.Rollout != nil {
+		// Declared since the compose was sent: a rollout applies a
+		// composition in full. Ask again.
+		s.forgetComposition(n)
+		s.failTransient(n, "a composer with a rollout composes in full; its delta is not applied")
+		return
+	}
 	producersOf := func(id converge.ID) []converge.ID {
 		var out []converge.ID
 		for _, e := range s.producers[id] {
@@ -202,7 +211,7 @@ func (s *Scheduler) composeDeltaResult(n *node, rec *taskRec, res *converge.Resu
 		s.failPermanent(n, "worker result refused: "+err.Error())
 		return
 	}
-	created, updated, _, partial := s.applyComposition(n, res, ids, emitted)
+	created, updated, _, partial := s.applyComposition(n, res, ids, emitted, nil)
 	var prune []*node
 	for _, id := range res.Removed {
 		if ch := n.children[id]; ch != nil && !ch.r.Deleting {

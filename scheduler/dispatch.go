@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/proto/rawjson"
 )
 
 // pump dispatches everything eligible: reactor deliveries first (a
@@ -481,6 +482,9 @@ func (s *Scheduler) failPermanent(n *node, msg string) {
 	}
 	s.setPhase(n, converge.PhaseFailed)
 	s.fire(n, converge.TransitionFailed)
+	if len(s.rollouts) > 0 {
+		s.rolloutFailed(n, msg)
+	}
 }
 
 // onResult handles one worker result.
@@ -740,14 +744,8 @@ func (s *Scheduler) setValidator(v Validator) {
 	s.validatorP.Store(&validatorBox{v})
 }
 
-// checkObject returns an error unless b is one valid JSON object.
-func checkObject(b []byte) error {
-	i := skipSpace(b, 0)
-	if i == len(b) || b[i] != '{' {
-		return errNotObject
-	}
-	if !json.Valid(b) {
-		return errors.New("invalid JSON")
-	}
-	return nil
-}
+// checkObject returns an error unless b is one valid JSON object with no
+// key twice in any of its objects (rawjson.CheckObject: the boundary
+// where a worker's status and composed specs enter, checked once; the
+// error names a duplicate key and where it is).
+func checkObject(b []byte) error { return rawjson.CheckObject(b) }

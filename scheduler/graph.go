@@ -93,6 +93,8 @@ type subtree struct {
 	// heldWritten: the row last put in a batch was masked, so it is
 	// written again when the hold ends.
 	heldWritten bool
+	// rollout is the composer's rollout (rollout.go), nil if none.
+	rollout *rollout
 }
 
 // tree returns n's subtree state, creating it.
@@ -298,6 +300,7 @@ func (s *Scheduler) load(snap *converge.Snapshot) {
 			if n.tree().composeStatus == nil && r.Status != nil {
 				n.tree().composeStatus = stripRollup(r.Status)
 			}
+			s.loadRollout(n)
 			if r.ComposedBy != "" && r.ObservedGeneration == r.Generation && !r.Deleting {
 				n.tree().composedSpec = r.Spec
 			}
@@ -757,6 +760,8 @@ const (
 	timerRetry timerKind = iota
 	timerLease
 	timerDelivRetry
+	// timerRollout: a rollout's soak ended or its wave timed out.
+	timerRollout
 )
 
 type timerEntry struct {
@@ -840,6 +845,8 @@ func (s *Scheduler) fireTimers() {
 				continue
 			}
 			s.delivQueue = append(s.delivQueue, d)
+		case timerRollout:
+			s.rolloutTimer(e.id, e.seq)
 		}
 	}
 	if !s.flushAt.IsZero() && !s.flushAt.After(s.now) {

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/convergehq/converge"
@@ -18,8 +19,8 @@ import (
 	"github.com/convergehq/converge/state/statetest"
 )
 
-// TestBadStatusRefusedOnArrival: a worker's status that is not valid JSON,
-// or that its kind's status schema rejects, fails that task with a reason
+// TestBadStatusRefusedOnArrival: a worker's status that is not valid JSON
+// (or holds a key twice), or that its kind's status schema rejects, fails that task with a reason
 // naming the field; nothing of it is stored or flowed, and every other
 // resource converges and is committed.
 func TestBadStatusRefusedOnArrival(t *testing.T) {
@@ -33,6 +34,8 @@ func TestBadStatusRefusedOnArrival(t *testing.T) {
 		{name: "invalid JSON", status: `{"account_id":`, wantReason: "status: invalid JSON"},
 		{name: "not an object", status: `["acct"]`, wantReason: "status: not a JSON object"},
 		{name: "trailing bytes", status: `{"account_id":"acct-1"} x`, wantReason: "status: invalid JSON"},
+		{name: "duplicate key", status: `{"account_id":"acct-1","account_id":"acct-2"}`, wantReason: `status: duplicate key "account_id"`},
+		{name: "nested duplicate key", status: `{"account_id":"acct-1","tags":{"a":1,"\u0061":2}}`, wantReason: `status: duplicate key "a" in tags`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -444,7 +447,12 @@ func (b *blockingValidator) ValidateStatus(ref converge.KindRef, status json.Raw
 // TestStatusChecksOffTheLoop: a worker's status is checked on the result
 // stage's goroutines, not on the scheduler's loop: while one check is
 // slow, other results are handled and the graph moves on.
-func TestStatusChecksOffTheLoop(t *testing.T) {
+//
+// In a synctest bubble: the wait for the others is not a wall-clock
+// budget that a loaded machine misses.
+func TestStatusChecksOffTheLoop(t *testing.T) { synctest.Test(t, statusChecksOffTheLoop) }
+
+func statusChecksOffTheLoop(t *testing.T) {
 	if runtime.GOMAXPROCS(0) < 2 {
 		t.Skip("needs GOMAXPROCS >= 2: with one checker goroutine the blocked check holds every result")
 	}
@@ -466,7 +474,13 @@ func TestStatusChecksOffTheLoop(t *testing.T) {
 // in every batch for its rollup and reason alone: those wait up to
 // bigRowEvery, and a synchronous flush writes them. The store ends with
 // the final rollup.
-func TestBigComposerRowThrottled(t *testing.T) {
+//
+// In a synctest bubble: the run takes its second of (virtual) time
+// however loaded the machine is, so the count of throttled writes does
+// not grow with the load.
+func TestBigComposerRowThrottled(t *testing.T) { synctest.Test(t, bigComposerRowThrottled) }
+
+func bigComposerRowThrottled(t *testing.T) {
 	b := makeBOM(2, 1000)
 	pad := strings.Repeat("r", 600)
 	for i := range b.FDs {
@@ -606,37 +620,45 @@ func (s *clockStore) now() time.Time { return time.Now().Add(time.Duration(s.off
 // TestSlowCommitIsLogged: a commit that takes a second or more is logged
 // with what its batch held, so the longest commits of a big run can be
 // taken apart from the log; quick ones are not.
+//
+// It runs in a synctest bubble: the clock moves only when every goroutine
+// waits, so a real commit takes no time however loaded the machine is,
+// and only the store's own "took" makes one slow.
 func TestSlowCommitIsLogged(t *testing.T) {
 	for _, tc := range []struct {
 		took time.Duration
 		want bool
 	}{{took: 0, want: false}, {took: 1500 * time.Millisecond, want: true}} {
-		bolt, err := state.Open(t.TempDir(), state.Options{NoSync: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		store := &clockStore{Store: bolt, took: tc.took}
-		var logs strings.Builder
-		var mu sync.Mutex
-		cfg := testConfig()
-		cfg.Now = store.now
-		cfg.Logger = slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
-		h := start(t, store, newFakeDisp(classicHandler, &fakeWorker{name: "w1"}), cfg)
-		h.apply(classicDesired(makeBOM(2, 3), "c1"), classicValidator)
-		h.waitSettled(scheduler.Converged, 10*time.Second)
-		h.flush()
-		h.stop()
-		bolt.Close()
-		mu.Lock()
-		out := logs.String()
-		mu.Unlock()
-		got := strings.Contains(out, "slow commit")
-		if got != tc.want {
-			t.Errorf("commits of %v: logged a slow commit %v, want %v; log:\n%s", tc.took, got, tc.want, out)
-		}
-		if tc.want && !(strings.Contains(out, "took=1.5s") && strings.Contains(out, "rows=") && strings.Contains(out, "events=")) {
-			t.Errorf("the slow commit's line does not say what the batch held:\n%s", out)
-		}
+		synctest.Test(t, func(t *testing.T) { slowCommitCase(t, tc.took, tc.want) })
+	}
+}
+
+func slowCommitCase(t *testing.T, took time.Duration, want bool) {
+	bolt, err := state.Open(t.TempDir(), state.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &clockStore{Store: bolt, took: took}
+	var logs strings.Builder
+	var mu sync.Mutex
+	cfg := testConfig()
+	cfg.Now = store.now
+	cfg.Logger = slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
+	h := start(t, store, newFakeDisp(classicHandler, &fakeWorker{name: "w1"}), cfg)
+	h.apply(classicDesired(makeBOM(2, 3), "c1"), classicValidator)
+	h.waitSettled(scheduler.Converged, 10*time.Second)
+	h.flush()
+	h.stop()
+	bolt.Close()
+	mu.Lock()
+	out := logs.String()
+	mu.Unlock()
+	got := strings.Contains(out, "slow commit")
+	if got != want {
+		t.Errorf("commits of %v: logged a slow commit %v, want %v; log:\n%s", took, got, want, out)
+	}
+	if want && !(strings.Contains(out, "took=1.5s") && strings.Contains(out, "rows=") && strings.Contains(out, "events=")) {
+		t.Errorf("the slow commit's line does not say what the batch held:\n%s", out)
 	}
 }
 

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -250,4 +251,22 @@ func FuzzJSONEqual(f *testing.F) {
 			t.Fatalf("jsonEqual(%q, %q) = %v, decoded trees say %v", a, b, got, want)
 		}
 	})
+}
+
+// TestComposedSpecDuplicateKey: a composed child's spec is checked where
+// it enters (validateSpecs), and a key written twice is refused with the
+// key and its place named, as a status is (TestBadStatusRefusedOnArrival).
+func TestComposedSpecDuplicateKey(t *testing.T) {
+	children := []converge.Child{
+		{Kind: "vpc", KindVersion: 1, Name: "a", Spec: json.RawMessage(`{"cidr":"10.0.0.0/16"}`)},
+		{Kind: "vpc", KindVersion: 1, Name: "b", Spec: json.RawMessage(`{"net":{"mtu":1500,"mtu":9000}}`)},
+	}
+	ids := []converge.ID{"vpc/a", "vpc/b"}
+	err := validateSpecs(children, ids, []int{0, 1}, nil, nil)
+	if got, want := fmt.Sprint(err), `vpc/b: spec: duplicate key "mtu" in net`; got != want {
+		t.Errorf("validateSpecs = %s, want %s", got, want)
+	}
+	if err := validateSpecs(children, ids, []int{0}, nil, nil); err != nil {
+		t.Errorf("validateSpecs of a spec without duplicates = %v", err)
+	}
 }

@@ -119,6 +119,8 @@ type Metrics struct {
 	Commits       uint64
 	CommitLatency Histogram
 	CommitRows    Histogram
+	// Rollouts are the rollouts in progress or halted (Rollouts).
+	Rollouts []RolloutView
 }
 
 // refStats are one refState's counters (Metrics); only the loop touches
@@ -292,6 +294,7 @@ func (s *Scheduler) Metrics(ctx context.Context) (Metrics, error) {
 		m.Commits = s.ops.commits
 		m.CommitLatency = s.ops.commitLatency.clone()
 		m.CommitRows = s.ops.commitRows.clone()
+		m.Rollouts = s.rolloutViews()
 		out <- m
 	})
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/convergehq/converge"
@@ -58,19 +59,24 @@ func TestResyncDueAcrossRestart(t *testing.T) {
 		{name: "not yet due", age: time.Minute, wantResync: false},
 	}
 	for _, tt := range tests {
+		// In a synctest bubble: "not yet" is checked half an hour on,
+		// with every goroutine idle, not after a sleep that hopes.
 		t.Run(tt.name, func(t *testing.T) {
-			k := leafKind("account", 1)
-			k.ResyncInterval = time.Hour
-			h, resynced := convergedThenAged(t, k, converge.Settings{}, tt.age, testConfig())
-			if tt.wantResync {
-				waitFor(t, 5*time.Second, "the overdue resync", resynced)
-				return
-			}
-			h.waitSettled(scheduler.Converged, 5*time.Second)
-			time.Sleep(100 * time.Millisecond)
-			if resynced() {
-				t.Errorf("resynced after a restart, want the rest of the hour's wait")
-			}
+			synctest.Test(t, func(t *testing.T) {
+				k := leafKind("account", 1)
+				k.ResyncInterval = time.Hour
+				h, resynced := convergedThenAged(t, k, converge.Settings{}, tt.age, testConfig())
+				if tt.wantResync {
+					waitFor(t, 5*time.Second, "the overdue resync", resynced)
+					return
+				}
+				h.waitSettled(scheduler.Converged, 5*time.Second)
+				time.Sleep(30 * time.Minute)
+				synctest.Wait()
+				if resynced() {
+					t.Errorf("resynced after a restart, want the rest of the hour's wait")
+				}
+			})
 		})
 	}
 }
@@ -82,18 +88,21 @@ func TestResyncDueAcrossRestart(t *testing.T) {
 func TestStoredDefaultResyncArmsAtLoad(t *testing.T) {
 	for _, stored := range []time.Duration{time.Hour, 0} {
 		t.Run(stored.String(), func(t *testing.T) {
-			cfg := testConfig()
-			cfg.ResyncInterval = stored
-			h, resynced := convergedThenAged(t, leafKind("account", 1), converge.Settings{ResyncInterval: time.Hour}, 2*time.Hour, cfg)
-			if stored > 0 {
-				waitFor(t, 5*time.Second, "the overdue resync", resynced)
-				return
-			}
-			h.waitSettled(scheduler.Converged, 5*time.Second)
-			time.Sleep(100 * time.Millisecond)
-			if resynced() {
-				t.Errorf("resynced with no default known, want nothing armed before an Apply")
-			}
+			synctest.Test(t, func(t *testing.T) {
+				cfg := testConfig()
+				cfg.ResyncInterval = stored
+				h, resynced := convergedThenAged(t, leafKind("account", 1), converge.Settings{ResyncInterval: time.Hour}, 2*time.Hour, cfg)
+				if stored > 0 {
+					waitFor(t, 5*time.Second, "the overdue resync", resynced)
+					return
+				}
+				h.waitSettled(scheduler.Converged, 5*time.Second)
+				time.Sleep(30 * time.Minute)
+				synctest.Wait()
+				if resynced() {
+					t.Errorf("resynced with no default known, want nothing armed before an Apply")
+				}
+			})
 		})
 	}
 }
@@ -101,14 +110,17 @@ func TestStoredDefaultResyncArmsAtLoad(t *testing.T) {
 // A process that runs only until a revision converges (sync, delete, do:
 // Config.PostponeLoadedResyncs) does not start the loaded rows' overdue
 // resyncs; it arms them one interval from now.
-func TestPostponeLoadedResyncs(t *testing.T) {
+func TestPostponeLoadedResyncs(t *testing.T) { synctest.Test(t, postponeLoadedResyncs) }
+
+func postponeLoadedResyncs(t *testing.T) {
 	k := leafKind("account", 1)
 	k.ResyncInterval = time.Hour
 	cfg := testConfig()
 	cfg.PostponeLoadedResyncs = true
 	h, resynced := convergedThenAged(t, k, converge.Settings{}, 2*time.Hour, cfg)
 	h.waitSettled(scheduler.Converged, 5*time.Second)
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(30 * time.Minute)
+	synctest.Wait()
 	if resynced() {
 		t.Errorf("an overdue resync ran, want it postponed")
 	}
@@ -118,7 +130,12 @@ func TestPostponeLoadedResyncs(t *testing.T) {
 // are dropped in bulk, so the timer heap does not hold one entry per task
 // of the last lease period (at a million resources, hundreds of
 // thousands).
-func TestEndedTasksLeaveNoLeaseTimers(t *testing.T) {
+//
+// In a synctest bubble: no lease, resync or flush timer fires early or
+// late with the machine's load.
+func TestEndedTasksLeaveNoLeaseTimers(t *testing.T) { synctest.Test(t, endedTasksLeaveNoLeaseTimers) }
+
+func endedTasksLeaveNoLeaseTimers(t *testing.T) {
 	const n = 10_000
 	store := newMemStore()
 	disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1"})

@@ -348,6 +348,9 @@ type Scheduler struct {
 
 	// susp are the suspended roots (suspend.go).
 	susp suspension
+	// rollouts are the composers with a rollout in progress or halted
+	// (rollout.go).
+	rollouts map[converge.ID]*node
 }
 
 // batchBufs are reusable backing arrays of one Batch.
@@ -452,6 +455,7 @@ func New(ctx context.Context, store Store, disp Dispatcher, cfg Config) (*Schedu
 		commitCtx:  context.WithoutCancel(ctx),
 		validator:  cfg.Validator,
 		nodes:      make(map[converge.ID]*node, len(snap.Resources)),
+		rollouts:   map[converge.ID]*node{},
 		gitRoots:   make(map[converge.ID]*node),
 		producers:  make(map[converge.ID][]*converge.Edge),
 		consumers:  make(map[converge.ID][]*converge.Edge),
@@ -798,7 +802,7 @@ func (s *Scheduler) publish() {
 	case s.counts.Total == s.counts.Ready && s.owedDeliv == 0 && s.commitErr == "" && len(s.startQueue) == 0:
 		p.Settled = Converged
 	case s.inflight == 0 && s.backoffN == 0 && s.queueHead == len(s.queue) && len(s.startQueue) == 0 &&
-		len(s.delivLease) == 0 && !s.waitingForSlot() && !s.delivWorkPending():
+		len(s.delivLease) == 0 && !s.waitingForSlot() && !s.delivWorkPending() && !s.rolloutsWaiting():
 		p.Settled = Stuck
 	default:
 		p.Settled = Working

@@ -315,6 +315,11 @@ func (b *Builder) readRevisions(ctx context.Context, m *model) error {
 	if m.applied, err = b.r.Applied(ctx); err != nil {
 		return fmt.Errorf("build site: %w", err)
 	}
+	if cr, ok := b.r.(ControlReader); ok {
+		if m.control, err = cr.Control(ctx); err != nil {
+			return fmt.Errorf("build site: %w", err)
+		}
+	}
 	return nil
 }
 

@@ -9,7 +9,12 @@
 //
 // Read first: Reader (what the site reads; *state.Store implements it),
 // Builder (Build writes everything, Update rewrites what changed) and
-// Handler (serves a built directory).
+// Handler (serves a built directory). Live keeps a built site current
+// while the store changes (serve's): a build, then Builder.Update of the
+// resources it is told changed, in bounded chunks. Actions is the write
+// side that `converge serve --ui-actions` adds beside Handler: a sign-in
+// with a login token, a session cookie and CSRF token, and an Actor (the
+// admin API's controller) that deletes a resource or runs a verb.
 //
 // # Basics
 //

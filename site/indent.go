@@ -1,5 +1,7 @@
 package site
 
+import "github.com/convergehq/converge/proto/rawjson"
+
 // indentJSON appends src indented as json.Indent(dst, src, "", "  ")
 // writes it, and reports whether src is one valid JSON value (false:
 // dst is returned as it was, and the caller asks encoding/json). It is
@@ -20,8 +22,9 @@ func indentJSON(dst, src []byte) ([]byte, bool) {
 	return append(in.out, src[end:]...), true // json.Indent keeps trailing space
 }
 
-// maxIndentDepth bounds nesting; deeper values go to encoding/json.
-const maxIndentDepth = 1000
+// maxIndentDepth bounds nesting: converge's one limit (rawjson.MaxDepth,
+// encoding/json's), past which the text is not valid JSON.
+const maxIndentDepth = rawjson.MaxDepth
 
 type indenter struct {
 	src []byte
@@ -48,11 +51,14 @@ func (in *indenter) newline(depth int) {
 }
 
 func (in *indenter) value(depth int) bool {
-	if in.i >= len(in.src) || depth > maxIndentDepth {
+	if in.i >= len(in.src) {
 		return false
 	}
 	switch c := in.src[in.i]; {
 	case c == '{' || c == '[':
+		if depth >= maxIndentDepth {
+			return false
+		}
 		closing := byte('}')
 		if c == '[' {
 			closing = ']'
@@ -123,86 +129,25 @@ func (in *indenter) literal(lit string) bool {
 	return true
 }
 
-// str copies a string verbatim, checking its escapes and that it holds no
-// control character (like encoding/json, it does not check UTF-8).
+// str copies a string verbatim (rawjson.String: its escapes checked, no
+// control character; like encoding/json, UTF-8 is not checked).
 func (in *indenter) str() bool {
-	start := in.i
-	in.i++ // the opening quote
-	for in.i < len(in.src) {
-		c := in.src[in.i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			in.i++
-			continue
-		}
-		switch c {
-		case '"':
-			in.i++
-			in.out = append(in.out, in.src[start:in.i]...)
-			return true
-		case '\\':
-			if in.i+1 >= len(in.src) {
-				return false
-			}
-			switch in.src[in.i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				in.i += 2
-			case 'u':
-				if in.i+6 > len(in.src) {
-					return false
-				}
-				for _, h := range in.src[in.i+2 : in.i+6] {
-					if !(h >= '0' && h <= '9' || h >= 'a' && h <= 'f' || h >= 'A' && h <= 'F') {
-						return false
-					}
-				}
-				in.i += 6
-			default:
-				return false
-			}
-		default: // a control character
-			return false
-		}
-	}
-	return false
+	end, _, err := rawjson.String(in.src, in.i)
+	return in.copyTo(end, err)
 }
 
-// number copies a number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+// number copies a number (rawjson.Number).
 func (in *indenter) number() bool {
-	start := in.i
-	digits := func() int {
-		n := 0
-		for in.i < len(in.src) && in.src[in.i] >= '0' && in.src[in.i] <= '9' {
-			in.i++
-			n++
-		}
-		return n
-	}
-	if in.src[in.i] == '-' {
-		in.i++
-	}
-	if in.i >= len(in.src) {
+	end, _, err := rawjson.Number(in.src, in.i)
+	return in.copyTo(end, err)
+}
+
+// copyTo copies the token that ends at end, unless err.
+func (in *indenter) copyTo(end int, err error) bool {
+	if err != nil {
 		return false
 	}
-	if in.src[in.i] == '0' {
-		in.i++
-	} else if digits() == 0 {
-		return false
-	}
-	if in.i < len(in.src) && in.src[in.i] == '.' {
-		in.i++
-		if digits() == 0 {
-			return false
-		}
-	}
-	if in.i < len(in.src) && (in.src[in.i] == 'e' || in.src[in.i] == 'E') {
-		in.i++
-		if in.i < len(in.src) && (in.src[in.i] == '+' || in.src[in.i] == '-') {
-			in.i++
-		}
-		if digits() == 0 {
-			return false
-		}
-	}
-	in.out = append(in.out, in.src[start:in.i]...)
+	in.out = append(in.out, in.src[in.i:end]...)
+	in.i = end
 	return true
 }

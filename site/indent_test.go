@@ -62,3 +62,17 @@ func FuzzIndentJSON(f *testing.F) {
 		}
 	})
 }
+
+// TestIndentJSONDepth: indentJSON nests as deep as json.Indent, and no
+// deeper; far deeper is refused, not a stack overflow.
+func TestIndentJSONDepth(t *testing.T) {
+	for _, depth := range []int{maxIndentDepth, maxIndentDepth + 1, 2_000_000} {
+		doc := bytes.Repeat([]byte("["), depth)
+		doc = append(doc, bytes.Repeat([]byte("]"), depth)...)
+		var want bytes.Buffer
+		_, ok := indentJSON(nil, doc)
+		if wantOK := json.Indent(&want, doc, "", "  ") == nil; ok != wantOK {
+			t.Errorf("depth %d: indentJSON ok = %v, json.Indent %v", depth, ok, wantOK)
+		}
+	}
+}

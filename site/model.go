@@ -63,6 +63,19 @@ type model struct {
 
 	applied   *converge.Revision
 	revisions []*converge.RevisionRecord
+	// control is the operator's pin and suspensions, when the reader
+	// keeps them (ControlReader); nil otherwise.
+	control *converge.Control
+}
+
+// suspended reports whether root (a resource without owner) is
+// suspended, alone or with everything.
+func (m *model) suspended(root converge.ID) bool {
+	if m.control == nil {
+		return false
+	}
+	_, one := m.control.Suspension(root)
+	return one || m.control.SuspendedAll()
 }
 
 func newModel() *model {

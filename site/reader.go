@@ -39,3 +39,11 @@ type Reader interface {
 }
 
 var _ Reader = (*state.Store)(nil)
+
+// ControlReader is implemented by a Reader that keeps the operator's pin
+// and suspensions (*state.Store): the site then shows them.
+type ControlReader interface {
+	Control(ctx context.Context) (*converge.Control, error)
+}
+
+var _ ControlReader = (*state.Store)(nil)

@@ -36,9 +36,13 @@ type base struct {
 	Title, Site string
 	Root        string // path from the page to the site root: "", "../", "../../"
 	Revision    string
-	Counts      converge.Counts
-	Generated   string
-	Canonical   string
+	// Pinned and Suspended are the operator's pin (converge rollback)
+	// and suspensions, in words; empty when none.
+	Pinned    string
+	Suspended []string
+	Counts    converge.Counts
+	Generated string
+	Canonical string
 	// Header is the rendered page header, the same for every page at one
 	// depth: rendered once per Build or Update (see prepareHeaders).
 	Header template.HTML
@@ -69,6 +73,14 @@ func (b *Builder) base(rel, title string) base {
 		Header: b.headers[upTo(rel)]}
 	if m.applied != nil {
 		bs.Revision = m.applied.String()
+	}
+	if c := m.control; c != nil {
+		if c.Pin != nil {
+			bs.Pinned = c.Pin.String()
+		}
+		for _, s := range c.Suspended {
+			bs.Suspended = append(bs.Suspended, s.String())
+		}
 	}
 	if b.opts.BaseURL != "" {
 		bs.Canonical = strings.TrimSuffix(b.opts.BaseURL, "/") + "/" + rel
@@ -110,6 +122,7 @@ type phaseCell struct {
 
 type rootRow struct {
 	ID        converge.ID
+	Suspended bool
 	Phase     converge.Phase
 	Rollup    converge.Counts
 	Href      string
@@ -120,7 +133,7 @@ type statusCell struct{ State, Description string }
 
 type revRow struct {
 	Name, Hash, Subject, Seen, Held string
-	Applied                         bool
+	Applied, Pinned                 bool
 	Statuses                        []statusCell
 	Errors, Findings                []string
 }
@@ -153,7 +166,7 @@ func (b *Builder) renderIndex() ([]byte, error) {
 			p.MoreRoots = len(m.roots) - i
 			break
 		}
-		r := rootRow{ID: id, Phase: m.res[id].phase, Rollup: *m.rollup[id], Href: ResourcePath(id)}
+		r := rootRow{ID: id, Phase: m.res[id].phase, Rollup: *m.rollup[id], Href: ResourcePath(id), Suspended: m.suspended(id)}
 		if m.isGraphRoot(id) {
 			r.GraphHref = GraphPath(id)
 		}
@@ -163,7 +176,8 @@ func (b *Builder) renderIndex() ([]byte, error) {
 		rr := revRow{Name: rec.Revision.String(), Hash: rec.Revision.Hash, Subject: m.clean(rec.Revision.Subject),
 			Seen: stamp(rec.Seen), Held: m.clean(rec.Held),
 			// A record stays Applied once it was; the badge is the current one's.
-			Applied: rec.Applied && m.applied != nil && rec.Revision.Hash == m.applied.Hash}
+			Applied: rec.Applied && m.applied != nil && rec.Revision.Hash == m.applied.Hash,
+			Pinned:  m.control != nil && m.control.Pin != nil && m.control.Pin.Revision.Hash == rec.Revision.Hash}
 		for _, c := range []string{converge.ContextValidate, converge.ContextLint, converge.ContextSync} {
 			s, _ := rec.Status(c)
 			rr.Statuses = append(rr.Statuses, statusCell{s.State, m.clean(s.Description)})

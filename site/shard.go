@@ -157,6 +157,20 @@ func (b *Builder) renderSection(sb sw, r *converge.Resource) {
 	} else if r.DriftPolicy != "" {
 		fact("drift policy", e(r.DriftPolicy))
 	}
+	if r.Rollout != nil {
+		fact("waves", e(r.Rollout.String()))
+	}
+	if st := converge.RolloutOf(r.Status); st != nil {
+		cls := "rollout"
+		if st.Phase == converge.RolloutHalted {
+			cls = "rollout error"
+		}
+		of := ""
+		if st.Generation != r.Generation {
+			of = " (of generation " + strconv.FormatInt(st.Generation, 10) + ")"
+		}
+		w(`<dt>rollout</dt><dd class="`, cls, `">`, e(m.clean(st.String())), of, "</dd>\n")
+	}
 	if r.Lease != nil {
 		fact("lease", e(leaseText(r.Lease)))
 	}

@@ -11,8 +11,11 @@
 // documents of one revision as an fs.FS), Syncer (Check, Apply, Advance)
 // and Pass (one revision's verdict). Triggers live here too: WatchTree
 // (fsnotify, dev mode) and Webhook (a push delivery from GitHub,
-// Gitea/Forgejo or GitLab, verified their way). Package
-// sync/forge posts the same verdicts to a forge's commit-status API.
+// Gitea/Forgejo or GitLab, verified their way). LintRange is `converge
+// lint`'s walk: every first-parent commit of a range linted against its
+// parent, and the range as a whole. Package sync/forge posts the same
+// verdicts to a forge's commit-status API; package sync/controlplane runs
+// a Syncer inside the engine and the daemon's follow loop.
 //
 // Nothing here waits for ever: every clone, fetch and push of notes is
 // bounded by the Source's timeout (SetTimeout, RemoteOptions.Timeout),

@@ -86,12 +86,14 @@ func (s *Syncer) Pinned(ctx context.Context) *converge.Pin {
 }
 
 // advancePinned is Advance while pin holds: the pinned revision is
-// applied (once) and the branch's new commits wait, unjudged, until it
-// is unpinned.
+// applied (once) and the branch's new commits wait until it is unpinned.
+// The newest of them is checked and told so (its converge/sync verdict
+// pending, "not applied: pinned to …"), so a pushed commit never goes
+// without a verdict.
 func (s *Syncer) advancePinned(ctx context.Context, pin *converge.Pin) ([]*Pass, error) {
 	s.wasPinned = true
 	if pin.Revision.Hash == s.last {
-		return nil, nil
+		return s.tellPinned(ctx, pin, nil)
 	}
 	rev, err := s.Source.Revision(pin.Revision.Hash)
 	if err != nil {
@@ -113,5 +115,38 @@ func (s *Syncer) advancePinned(ctx context.Context, pin *converge.Pin) ([]*Pass,
 		return []*Pass{pass}, err
 	}
 	s.last = rev.Hash
-	return []*Pass{pass}, nil
+	return s.tellPinned(ctx, pin, []*Pass{pass})
+}
+
+// tellPinned gives the branch head, when it is neither the pinned
+// revision nor told before, its verdict while pin holds: checked
+// (validate, lint against the pinned revision), and not applied, pending
+// until converge unpin. It returns passes with the head's pass added.
+func (s *Syncer) tellPinned(ctx context.Context, pin *converge.Pin, passes []*Pass) ([]*Pass, error) {
+	head, err := s.Source.Head()
+	if err != nil || head.Hash == pin.Revision.Hash || head.Hash == s.toldPinned {
+		return passes, err
+	}
+	pass, err := s.CheckContext(ctx, head)
+	if err != nil {
+		return passes, err
+	}
+	if s.Lint != nil && pass.Valid() && s.lastKinds != nil {
+		s.lintParent(pass, s.lastKinds, s.lastTree)
+	}
+	if pass.Valid() && !breaking(pass.Record) {
+		by := ""
+		if pin.By != "" {
+			by = " by " + pin.By
+		}
+		why := fmt.Sprintf("not applied: pinned to %.7s%s; converge unpin applies the head", pin.Revision.Hash, by)
+		pass.Record.SetStatus(converge.CommitStatus{Context: converge.ContextSync, State: converge.StatePending, Description: why, Time: s.now()})
+		pass.Record.Held = "pinned"
+		pass.Held = why
+	}
+	if err := s.Records.PutRevision(ctx, pass.Record); err != nil {
+		return passes, err
+	}
+	s.toldPinned = head.Hash
+	return append(passes, pass), nil
 }

@@ -49,6 +49,10 @@ type Change struct {
 	// Row is the row of Owner's spec (a BOM's domain and team,
 	// "fd-00/team-002") the child comes from; empty when none matches.
 	Row Row
+	// Wave is the wave (1-based) of Owner's rollout the change comes
+	// in, by its row; 0 when Owner declares no rollout, or composes for
+	// the first time.
+	Wave int
 	// Fields are the changed fields (update, flip), the spec a created
 	// resource gets ("+"), or what a deleted one loses ("-").
 	Fields     []FieldChange
@@ -74,6 +78,20 @@ type PlanSummary struct {
 	// they come from; Levels how many rows of each level that is.
 	Rows   []RowCount   `json:"by_row"`
 	Levels []LevelCount `json:"row_levels"`
+	// Waves counts the composed changes per wave of their composer's
+	// rollout (converge.Rollout), for composers that declare one and
+	// were composed before (a first composition has no waves).
+	Waves []WaveCount `json:"by_wave"`
+}
+
+// WaveCount is a PlanSummary's count of one wave of a composer's rollout.
+type WaveCount struct {
+	Owner converge.ID `json:"owner"`
+	// Wave is 1-based, of Waves; Name is the wave's.
+	Wave  int    `json:"wave"`
+	Waves int    `json:"waves"`
+	Name  string `json:"name"`
+	ChangeCounts
 }
 
 // ChangeCounts are a plan's changes of one kind or row.
@@ -154,11 +172,16 @@ func Summarize(plan *scheduler.Plan) PlanSummary {
 			changes = append(changes, Change{Action: l.action, ID: it.ID})
 		}
 	}
-	return summarize(changes)
+	return summarize(changes, nil)
 }
 
-func summarize(changes []Change) PlanSummary {
+func summarize(changes []Change, declared map[converge.ID]*converge.Resource) PlanSummary {
 	var s PlanSummary
+	type waveKey struct {
+		owner converge.ID
+		wave  int
+	}
+	waves := map[waveKey]*WaveCount{}
 	kinds := map[string]*ChangeCounts{}
 	type rowKey struct {
 		owner converge.ID
@@ -180,6 +203,14 @@ func summarize(changes []Change) PlanSummary {
 			kinds[k] = &ChangeCounts{}
 		}
 		kinds[k].add(c.Action)
+		if c.Wave > 0 {
+			wk := waveKey{c.Owner, c.Wave}
+			if waves[wk] == nil {
+				pol := declared[c.Owner].Rollout
+				waves[wk] = &WaveCount{Owner: c.Owner, Wave: c.Wave, Waves: pol.Count(), Name: pol.Name(c.Wave - 1)}
+			}
+			waves[wk].add(c.Action)
+		}
 		if len(c.Row.Names) == 0 {
 			continue
 		}
@@ -221,116 +252,22 @@ func summarize(changes []Change) PlanSummary {
 	for _, lk := range levelOrder {
 		s.Levels = append(s.Levels, LevelCount{Owner: lk.owner, Level: lk.level, Rows: len(levelRows[lk])})
 	}
+	s.Waves = []WaveCount{}
+	for _, w := range waves {
+		s.Waves = append(s.Waves, *w)
+	}
+	sort.Slice(s.Waves, func(i, j int) bool {
+		if s.Waves[i].Owner != s.Waves[j].Owner {
+			return s.Waves[i].Owner < s.Waves[j].Owner
+		}
+		return s.Waves[i].Wave < s.Waves[j].Wave
+	})
 	return s
 }
 
-// Row is where in its composer's spec a composed child comes from: the
-// names along the path of a list element (a BOM's domain "fd-00" and
-// team "team-002") and the lists they are in ("functional_domains",
-// "service_teams").
-type Row struct {
-	Names  []string `json:"names"`
-	Levels []string `json:"levels"`
-}
-
-// Label is the row's names joined: "fd-00/team-002".
-func (r Row) Label() string { return strings.Join(r.Names, "/") }
-
-// specRows returns the rows of spec: every element of a list of objects
-// that each have a "name", nested ones too.
-func specRows(spec json.RawMessage) []Row {
-	v, err := decodeSpec(spec)
-	if err != nil {
-		return nil
-	}
-	var out []Row
-	var walk func(v any, names, levels []string, depth int)
-	walk = func(v any, names, levels []string, depth int) {
-		if depth > 16 {
-			return // a BOM is a few levels deep; bound the walk of outside input
-		}
-		m, ok := v.(map[string]any)
-		if !ok {
-			return
-		}
-		keys := make([]string, 0, len(m))
-		for k := range m {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			l, ok := m[k].([]any)
-			if !ok {
-				walk(m[k], names, levels, depth+1)
-				continue
-			}
-			if _, order := byName(l); len(order) == 0 {
-				continue
-			}
-			for _, e := range l {
-				n := append(names[:len(names):len(names)], e.(map[string]any)["name"].(string))
-				out = append(out, Row{Names: n, Levels: append(levels[:len(levels):len(levels)], k)})
-				walk(e, n, append(levels[:len(levels):len(levels)], k), depth+1)
-			}
-		}
-	}
-	walk(v, nil, nil, 0)
-	return out
-}
-
-// rowOf returns the deepest row whose names all appear in name, in
-// order, each between word boundaries ("fd-00-team-002" is of
-// fd-00/team-002, "fd-00-tgw" of fd-00), or false.
-func rowOf(name string, rows []Row) (Row, bool) {
-	var best Row
-	found := false
-	for _, r := range rows {
-		if len(r.Names) <= len(best.Names) && found {
-			continue
-		}
-		if containsInOrder(name, r.Names) {
-			best, found = r, true
-		}
-	}
-	return best, found
-}
-
-func containsInOrder(s string, words []string) bool {
-	at := 0
-	for _, w := range words {
-		i := indexWord(s[at:], w)
-		if i < 0 {
-			return false
-		}
-		at += i + len(w)
-	}
-	return true
-}
-
-// indexWord is the index of w in s where it neither follows nor is
-// followed by a letter or digit, or -1.
-func indexWord(s, w string) int {
-	if w == "" {
-		return -1
-	}
-	for from := 0; from <= len(s)-len(w); {
-		i := strings.Index(s[from:], w)
-		if i < 0 {
-			return -1
-		}
-		i += from
-		end := i + len(w)
-		if (i == 0 || !alnum(s[i-1])) && (end == len(s) || !alnum(s[end])) {
-			return i
-		}
-		from = i + 1
-	}
-	return -1
-}
-
-func alnum(b byte) bool {
-	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9'
-}
+// Row is where in its composer's spec a composed child comes from
+// (scheduler.Row): "fd-00/team-002".
+type Row = scheduler.Row
 
 // ReviewInput is what NewReview reads besides the plan.
 type ReviewInput struct {
@@ -392,20 +329,20 @@ func NewReview(ctx context.Context, in ReviewInput) (*Review, error) {
 	}
 	var w scheduler.Weight
 	err := in.Graph.Read(ctx, func(v scheduler.GraphView) {
-		rows := map[converge.ID][]Row{} // composer → rows of its old and new spec
-		rowsOf := func(owner converge.ID) []Row {
+		rows := map[converge.ID]*scheduler.RowIndex{} // composer → rows of its new and old spec
+		rowsOf := func(owner converge.ID) *scheduler.RowIndex {
 			if r, ok := rows[owner]; ok {
 				return r
 			}
 			var rs []Row
 			if spec, ok := newSpec(owner); ok {
-				rs = append(rs, specRows(spec)...)
+				rs = append(rs, scheduler.SpecRows(spec)...)
 			}
 			if old := v.Get(owner); old != nil {
-				rs = append(rs, specRows(old.Declared)...)
+				rs = append(rs, scheduler.SpecRows(old.Declared)...)
 			}
-			rows[owner] = rs
-			return rs
+			rows[owner] = scheduler.NewRowIndex(rs)
+			return rows[owner]
 		}
 		add := func(action string, it scheduler.PlanItem) {
 			c := Change{Action: action, ID: it.ID, From: it.From, To: it.To, Reason: it.Reason, KnownAfter: it.KnownAfter,
@@ -437,8 +374,11 @@ func NewReview(ctx context.Context, in ReviewInput) (*Review, error) {
 				}
 			}
 			if c.Owner != "" {
-				if r, ok := rowOf(it.ID.Name(), rowsOf(c.Owner)); ok {
+				if r, ok := rowsOf(c.Owner).Of(it.ID.Name()); ok {
 					c.Row = r
+				}
+				if o := declared[c.Owner]; o != nil && o.Rollout != nil && composedBefore(v, c.Owner) {
+					c.Wave = o.Rollout.WaveOf(c.Row.Label(), string(it.ID)) + 1
 				}
 			}
 			rv.Changes = append(rv.Changes, c)
@@ -459,7 +399,7 @@ func NewReview(ctx context.Context, in ReviewInput) (*Review, error) {
 	if w, err = scheduler.Weigh(ctx, in.Graph, p); err != nil {
 		return nil, fmt.Errorf("weigh plan: %w", err)
 	}
-	rv.Summary = summarize(rv.Changes)
+	rv.Summary = summarize(rv.Changes, declared)
 	rv.Summary.TornDown, rv.Summary.Total = w.TornDown, w.Total
 	rv.Held = PruneGuardWeight(w, p, in.Settings)
 	if held := ChangeGuard(w, p, in.Settings); rv.Held == "" && held != "" {
@@ -470,6 +410,14 @@ func NewReview(ctx context.Context, in ReviewInput) (*Review, error) {
 		}
 	}
 	return rv, nil
+}
+
+// composedBefore reports whether the composer id has children in the
+// graph: its next composition is rolled out in waves.
+func composedBefore(v scheduler.GraphView, id converge.ID) bool {
+	found := false
+	v.Children(id, func(*converge.Resource) { found = true })
+	return found
 }
 
 func providerRef(r *converge.Resource, c *Composed, id converge.ID) string {
@@ -515,7 +463,7 @@ func Thousands(n int) string {
 // that was not applied.
 func (p *Pass) AppliedSummary(ctx context.Context, g scheduler.Graph) (PlanSummary, error) {
 	if !p.Applied || p.Priced == nil {
-		return summarize(nil), nil
+		return summarize(nil, nil), nil
 	}
 	if !p.Fresh {
 		return Summarize(p.Priced), nil
@@ -530,7 +478,7 @@ func (p *Pass) AppliedSummary(ctx context.Context, g scheduler.Graph) (PlanSumma
 	}); err != nil {
 		return PlanSummary{}, fmt.Errorf("read graph: %w", err)
 	}
-	s := summarize(nil)
+	s := summarize(nil, nil)
 	for k, n := range kinds {
 		s.Create += n
 		s.ByKind = append(s.ByKind, KindCount{Kind: k, ChangeCounts: ChangeCounts{Create: n}})

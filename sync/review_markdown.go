@@ -29,6 +29,9 @@ func (rv *Review) MarkdownHead(marker, base, head string) string {
 	for _, l := range s.Levels {
 		fmt.Fprintf(&b, "- **%s %s** of `%s`\n", Thousands(l.Rows), l.Level, l.Owner)
 	}
+	for _, line := range rv.waveLines() {
+		fmt.Fprintf(&b, "- rolled out in %s\n", line)
+	}
 	if len(s.Rows) > 0 {
 		b.WriteString("\n| BOM row | changes |\n|---|---|\n")
 		const maxRows = 20

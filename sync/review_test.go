@@ -76,9 +76,9 @@ func TestSpecFieldsLongValueIsCut(t *testing.T) {
 }
 
 func TestRowOf(t *testing.T) {
-	rows := specRows(json.RawMessage(`{"functional_domains":[
+	rows := scheduler.NewRowIndex(scheduler.SpecRows(json.RawMessage(`{"functional_domains":[
 		{"name":"fd-0","service_teams":[{"name":"team-1"}]},
-		{"name":"fd-00","service_teams":[{"name":"team-1"},{"name":"team-10"}]}]}`))
+		{"name":"fd-00","service_teams":[{"name":"team-1"},{"name":"team-10"}]}]}`)))
 	tests := []struct {
 		child, want string
 	}{
@@ -91,7 +91,7 @@ func TestRowOf(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.child, func(t *testing.T) {
-			r, _ := rowOf(tt.child, rows)
+			r, _ := rows.Of(tt.child)
 			if got := r.Label(); got != tt.want {
 				t.Errorf("rowOf(%s) = %q, want %q", tt.child, got, tt.want)
 			}

@@ -143,6 +143,9 @@ func (rv *Review) WriteText(w io.Writer, o TextOptions) {
 	for _, line := range rv.rowLines(o) {
 		fmt.Fprintln(w, line)
 	}
+	for _, line := range rv.waveLines() {
+		fmt.Fprintln(w, line)
+	}
 	fmt.Fprintf(w, "%d to create, %d to update, %d to flip, %d to delete, %d to prune (tearing down %d of %d resources)\n",
 		s.Create, s.Update, s.Flip, s.Delete, s.Prune, s.TornDown, s.Total)
 	if rv.Held != "" {
@@ -251,6 +254,22 @@ func (rv *Review) writeTeardown(w io.Writer, o TextOptions) {
 		fmt.Fprintf(w, "  %d. %s %s, e.g. %s (%s)\n", k.step, Thousands(count[k]), k.ref.Kind, first[k], what(s))
 	}
 	fmt.Fprintf(w, "  (grouped by step and kind: %s lists every resource)\n", o.Flag)
+}
+
+// waveLines say how a composer's rollout spreads the changes: "waves of
+// classicbom/classic: 1/2 canary 3 to create; 2/2 rest 6 to create".
+func (rv *Review) waveLines() []string {
+	var out []string
+	ws := rv.Summary.Waves
+	for i := 0; i < len(ws); {
+		owner := ws[i].Owner
+		var parts []string
+		for ; i < len(ws) && ws[i].Owner == owner; i++ {
+			parts = append(parts, fmt.Sprintf("%d/%d %s %s", ws[i].Wave, ws[i].Waves, ws[i].Name, ws[i].ChangeCounts.String()))
+		}
+		out = append(out, fmt.Sprintf("waves of %s: %s", owner, strings.Join(parts, "; ")))
+	}
+	return out
 }
 
 // rowLines are the per-row counts: one line per composer, rows with the

@@ -29,6 +29,11 @@ const (
 	// command stops with the commit's error (exit 2); a daemon goes on
 	// retrying and reports itself unhealthy.
 	Undurable
+	// Suspended: nothing has progressed for the grace period but what a
+	// suspension holds back (converge suspend). Only a Settle with
+	// StopWhenHeld says it (a command: it tells its user to resume); a
+	// daemon waits for the resume.
+	Suspended
 )
 
 func (o Outcome) String() string {
@@ -41,6 +46,8 @@ func (o Outcome) String() string {
 		return "stuck"
 	case Undurable:
 		return "undurable"
+	case Suspended:
+		return "suspended"
 	}
 	return fmt.Sprintf("outcome(%d)", int(o))
 }
@@ -59,8 +66,11 @@ type Settle struct {
 	// CommitGrace is how long commits of state may fail without a
 	// success before Observe says Undurable.
 	CommitGrace time.Duration
-	since       time.Time // when the current stuck stretch began; zero if none
-	failing     time.Time // when the current stretch of failing commits began; zero if none
+	// StopWhenHeld: a graph that waits for nothing but a resume ends the
+	// wait (Suspended) after Grace, instead of waiting on.
+	StopWhenHeld bool
+	since        time.Time // when the current stuck stretch began; zero if none
+	failing      time.Time // when the current stretch of failing commits began; zero if none
 }
 
 // Observe takes one look at the engine at now: p is its progress,
@@ -81,13 +91,16 @@ func (s *Settle) Observe(now time.Time, p scheduler.Progress, workersDue int) Ou
 	case p.Settled == scheduler.Converged:
 		s.since = time.Time{}
 		return Converged
-	case p.Settled == scheduler.Stuck && workersDue <= 0 && p.Held == 0:
+	case p.Settled == scheduler.Stuck && workersDue <= 0 && (p.Held == 0 || s.StopWhenHeld):
 		// Held resources wait for a resume (converge resume), not for
-		// a fix: a suspension is never stuck.
+		// a fix: a suspension is never stuck, though a command stops.
 		if s.since.IsZero() {
 			s.since = now
 		}
 		if now.Sub(s.since) >= s.Grace {
+			if p.Held > 0 {
+				return Suspended
+			}
 			return Stuck
 		}
 	default:

@@ -111,6 +111,8 @@ type Syncer struct {
 	// head alone is judged (the commits the pin held back were judged
 	// before it, or are superseded by the head).
 	wasPinned bool
+	// toldPinned is the newest head Advance told it waits for an unpin.
+	toldPinned string
 }
 
 // Pass is one revision's verdict: what Check loaded and found, and what

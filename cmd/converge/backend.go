@@ -3,7 +3,6 @@ package main
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/convergehq/converge/state"
 	"github.com/convergehq/converge/state/etcdstate"
+	"github.com/convergehq/converge/sync/controlplane"
 )
 
 // etcdScheme starts a --state value that names an etcd store.
@@ -123,16 +123,5 @@ func openState(g *globals, dir string, write bool, lockTimeout time.Duration) (s
 		}
 		return st, nil
 	}
-	return openEtcd(g.etcd, !write, lockTimeout)
-}
-
-// openEtcd opens the etcd store o describes.
-func openEtcd(o *etcdstate.Options, readOnly bool, lockTimeout time.Duration) (*etcdstate.Store, error) {
-	c := *o
-	c.ReadOnly, c.LockTimeout = readOnly, lockTimeout
-	st, err := etcdstate.Open(c)
-	if errors.Is(err, state.ErrLocked) {
-		return nil, fmt.Errorf("%w (another converge holds it)", err)
-	}
-	return st, err
+	return controlplane.OpenEtcd(g.etcd, !write, lockTimeout)
 }

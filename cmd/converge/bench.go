@@ -27,6 +27,7 @@ import (
 	"github.com/convergehq/converge/state"
 	"github.com/convergehq/converge/state/etcdstate"
 	gitsync "github.com/convergehq/converge/sync"
+	"github.com/convergehq/converge/sync/controlplane"
 )
 
 type benchOptions struct {
@@ -295,7 +296,7 @@ func benchEtcd(ctx context.Context, dir string, run int, repoDir string, res *cu
 	eo := *o.etcd
 	eo.Prefix = fmt.Sprintf("%s/bench-%d-%d-%d", strings.TrimSuffix(eo.Prefix, "/"), os.Getpid(), time.Now().UnixNano(), run)
 	r, err := benchOnce(ctx, dir, &eo, repoDir, res, "", false, o)
-	st, derr := openEtcd(&eo, false, 5*time.Second)
+	st, derr := controlplane.OpenEtcd(&eo, false, 5*time.Second)
 	if derr == nil {
 		derr = st.Drop()
 	}
@@ -310,17 +311,17 @@ func benchEtcd(ctx context.Context, dir string, run int, repoDir string, res *cu
 // committed. Worker start-up is not timed.
 func benchOnce(ctx context.Context, dir string, etcd *etcdstate.Options, repoDir string, res *cue.Result, memprofile string, last bool, o benchOptions) (_ benchRun, err error) {
 	workers := res.Desired.Settings.Workers
-	e, err := startEngine(ctx, engineOptions{stateDir: dir, etcd: etcd, repoDir: repoDir, workers: workers,
-		log: o.log, wrapStore: o.wrapStore})
+	e, err := startEngine(ctx, controlplane.Options{StateDir: dir, Etcd: etcd, RepoDir: repoDir, Workers: workers,
+		Log: o.log, WrapStore: o.wrapStore})
 	if err != nil {
 		return benchRun{}, err
 	}
 	defer closeBenchEngine(e, &err)
-	want := expectedWorkers(workers)
+	want := controlplane.ExpectedWorkers(workers)
 	connectBy := time.Now().Add(time.Minute)
-	for len(e.srv.Workers()) < want {
+	for len(e.Server().Workers()) < want {
 		if time.Now().After(connectBy) {
-			return benchRun{}, fmt.Errorf("bench: %d of %d workers connected after a minute", len(e.srv.Workers()), want)
+			return benchRun{}, fmt.Errorf("bench: %d of %d workers connected after a minute", len(e.Server().Workers()), want)
 		}
 		select {
 		case <-ctx.Done():
@@ -328,7 +329,7 @@ func benchOnce(ctx context.Context, dir string, etcd *etcdstate.Options, repoDir
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-	before := e.store.Stats()
+	before := e.Store().Stats()
 	d := res.Desired
 	d.Revision = converge.Revision{Ref: "bench", Hash: "dir:" + repoDir, Dirty: true}
 	anon := sampleAnonRSS()
@@ -349,13 +350,13 @@ func benchOnce(ctx context.Context, dir string, etcd *etcdstate.Options, repoDir
 		}()
 	}
 	t0 := time.Now()
-	if _, err := e.sched.Apply(ctx, &d, res.Schemas); err != nil {
+	if _, err := e.Scheduler().Apply(ctx, &d, res.Schemas); err != nil {
 		// A commit that fails while applying (the store is full, say)
 		// fails the run like one that fails later: exit 1, naming it.
 		return benchRun{}, failed("bench: apply: %w", err)
 	}
-	for e.sched.Progress().Settled != scheduler.Converged {
-		if p := e.sched.Progress(); p.Settled == scheduler.Stuck {
+	for e.Scheduler().Progress().Settled != scheduler.Converged {
+		if p := e.Scheduler().Progress(); p.Settled == scheduler.Stuck {
 			return benchRun{}, benchStuck(e, p)
 		}
 		select {
@@ -364,7 +365,7 @@ func benchOnce(ctx context.Context, dir string, etcd *etcdstate.Options, repoDir
 		case <-time.After(time.Millisecond):
 		}
 	}
-	if err := e.sched.Flush(ctx); err != nil {
+	if err := e.Scheduler().Flush(ctx); err != nil {
 		// Converged in memory before the failing commit said so.
 		return benchRun{}, failed("bench: commit: %w", err)
 	}
@@ -385,8 +386,8 @@ func benchOnce(ctx context.Context, dir string, etcd *etcdstate.Options, repoDir
 			return benchRun{}, fmt.Errorf("memprofile: %w", err)
 		}
 	}
-	after := e.store.Stats()
-	p := e.sched.Progress()
+	after := e.Store().Stats()
+	p := e.Scheduler().Progress()
 	n := p.Counts.Total
 	r := benchRun{
 		Resources: n, Seconds: wall.Seconds(), PerSecond: float64(n) / wall.Seconds(),
@@ -397,8 +398,8 @@ func benchOnce(ctx context.Context, dir string, etcd *etcdstate.Options, repoDir
 	r.LongestCommitSeconds = after.LongestCommit.Seconds()
 	r.ControlRSSMiB = peakRSSMiB(os.Getpid())
 	r.ControlAnonMiB = anon()
-	if e.sup != nil {
-		for _, pid := range e.sup.Pids() {
+	if e.Supervisor() != nil {
+		for _, pid := range e.Supervisor().Pids() {
 			r.WorkerRSSMiB = max(r.WorkerRSSMiB, peakRSSMiB(pid))
 		}
 	}
@@ -407,14 +408,14 @@ func benchOnce(ctx context.Context, dir string, etcd *etcdstate.Options, repoDir
 
 // benchStuck is the error of a bench run whose engine is stuck at p: the
 // verdict (a failing commit of state included) and the problems.
-func benchStuck(e *engine, p scheduler.Progress) error {
-	return failed("bench: %s: %v", gitsync.Verdict("stuck", p, ""), e.sched.Problems())
+func benchStuck(e *controlplane.Engine, p scheduler.Progress) error {
+	return failed("bench: %s: %v", gitsync.Verdict("stuck", p, ""), e.Scheduler().Problems())
 }
 
 // closeBenchEngine closes a bench run's engine; a failure (its last flush,
 // say) fails the run unless *err already says why it failed.
-func closeBenchEngine(e *engine, err *error) {
-	if cerr := e.close(); cerr != nil && *err == nil {
+func closeBenchEngine(e *controlplane.Engine, err *error) {
+	if cerr := e.Close(); cerr != nil && *err == nil {
 		*err = fmt.Errorf("close engine: %w", cerr)
 	}
 }

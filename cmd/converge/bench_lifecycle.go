@@ -12,6 +12,7 @@ import (
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/cue"
 	"github.com/convergehq/converge/scheduler"
+	"github.com/convergehq/converge/sync/controlplane"
 )
 
 // lifecycleRun is one measurement of bench --lifecycle: from a converged
@@ -48,29 +49,29 @@ func benchLifecycle(ctx context.Context, dir, repoDir, updatedBOM string, res *c
 		return lr, fmt.Errorf("bench --lifecycle: %s declares no classicbom", updatedBOM)
 	}
 	workers := res.Desired.Settings.Workers
-	e, err := startEngine(ctx, engineOptions{stateDir: dir, repoDir: repoDir, workers: workers,
-		log: o.log, wrapStore: o.wrapStore})
+	e, err := startEngine(ctx, controlplane.Options{StateDir: dir, RepoDir: repoDir, Workers: workers,
+		Log: o.log, WrapStore: o.wrapStore})
 	if err != nil {
 		return lr, err
 	}
 	defer closeBenchEngine(e, &err)
-	for want := expectedWorkers(workers); len(e.srv.Workers()) < want; {
+	for want := controlplane.ExpectedWorkers(workers); len(e.Server().Workers()) < want; {
 		if err := sleepCtx(ctx, 5*time.Millisecond); err != nil {
 			return lr, err
 		}
 	}
 	apply := func(r *cue.Result, hash string) (time.Duration, uint64, error) {
-		before := e.sched.Progress().Dispatched
+		before := e.Scheduler().Progress().Dispatched
 		d := r.Desired
 		d.Revision = converge.Revision{Ref: "bench", Hash: hash, Dirty: true}
 		t0 := time.Now()
-		if _, err := e.sched.Apply(ctx, &d, r.Schemas); err != nil {
+		if _, err := e.Scheduler().Apply(ctx, &d, r.Schemas); err != nil {
 			return 0, 0, err
 		}
 		if err := waitConverged(ctx, e); err != nil {
 			return 0, 0, err
 		}
-		return time.Since(t0), e.sched.Progress().Dispatched - before, nil
+		return time.Since(t0), e.Scheduler().Progress().Dispatched - before, nil
 	}
 	if _, _, err := apply(res, "dir:"+repoDir); err != nil {
 		return lr, err
@@ -81,21 +82,21 @@ func benchLifecycle(ctx context.Context, dir, repoDir, updatedBOM string, res *c
 	}
 	lr.RecomposeSeconds, lr.RecomposeDispatched = wall.Seconds(), n
 
-	total := e.sched.Progress().Counts.Total
-	before := e.sched.Progress().Dispatched
+	total := e.Scheduler().Progress().Counts.Total
+	before := e.Scheduler().Progress().Dispatched
 	t0 := time.Now()
-	if err := e.sched.Delete(ctx, root); err != nil {
+	if err := e.Scheduler().Delete(ctx, root); err != nil {
 		return lr, err
 	}
 	for {
-		_, err := e.store.Resource(ctx, root)
+		_, err := e.Store().Resource(ctx, root)
 		if errors.Is(err, converge.ErrNotFound) {
 			break
 		}
 		if err != nil {
 			return lr, err
 		}
-		if p := e.sched.Progress(); p.Settled == scheduler.Stuck {
+		if p := e.Scheduler().Progress(); p.Settled == scheduler.Stuck {
 			return lr, benchStuck(e, p)
 		}
 		if err := sleepCtx(ctx, time.Millisecond); err != nil {
@@ -103,17 +104,17 @@ func benchLifecycle(ctx context.Context, dir, repoDir, updatedBOM string, res *c
 		}
 	}
 	lr.TeardownSeconds = time.Since(t0).Seconds()
-	lr.TeardownDispatched = e.sched.Progress().Dispatched - before
-	lr.TeardownResources = total - e.sched.Progress().Counts.Total
+	lr.TeardownDispatched = e.Scheduler().Progress().Dispatched - before
+	lr.TeardownResources = total - e.Scheduler().Progress().Counts.Total
 	return lr, nil
 }
 
 // waitConverged waits until the scheduler has converged and commits.
-func waitConverged(ctx context.Context, e *engine) error {
+func waitConverged(ctx context.Context, e *controlplane.Engine) error {
 	for {
-		switch p := e.sched.Progress(); p.Settled {
+		switch p := e.Scheduler().Progress(); p.Settled {
 		case scheduler.Converged:
-			return e.sched.Flush(ctx)
+			return e.Scheduler().Flush(ctx)
 		case scheduler.Stuck:
 			return benchStuck(e, p)
 		}

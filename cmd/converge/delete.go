@@ -15,6 +15,7 @@ import (
 	"github.com/convergehq/converge/state"
 	"github.com/convergehq/converge/state/stateapi"
 	gitsync "github.com/convergehq/converge/sync"
+	"github.com/convergehq/converge/sync/controlplane"
 )
 
 type deleteOptions struct {
@@ -255,10 +256,10 @@ func openController(ctx context.Context, g *globals, errOut io.Writer, verbose b
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	e, err := startEngine(ctx, engineOptions{
-		stateDir: dir, etcd: g.etcd, repoDir: repoDir, workers: workers,
-		log:   g.logger(errOut, verbose),
-		sched: scheduler.Config{PostponeLoadedResyncs: true}, // it runs for one teardown or verb
+	e, err := startEngine(ctx, controlplane.Options{
+		StateDir: dir, Etcd: g.etcd, RepoDir: repoDir, Workers: workers,
+		Log:       g.logger(errOut, verbose),
+		Scheduler: scheduler.Config{PostponeLoadedResyncs: true}, // it runs for one teardown or verb
 	})
 	if errors.Is(err, state.ErrLocked) {
 		// A daemon took the state while we started: it answers on its
@@ -276,24 +277,24 @@ func openController(ctx context.Context, g *globals, errOut io.Writer, verbose b
 	// Verbs and teardowns need the workers: give them time to connect,
 	// but not to those that failed.
 	for until := time.Now().Add(30 * time.Second); time.Now().Before(until); time.Sleep(10 * time.Millisecond) {
-		if due, _ := e.workers(); due == 0 {
+		if due, _ := e.Workers(); due == 0 {
 			break
 		}
 	}
 	done := func() error {
-		if err := e.close(); err != nil {
+		if err := e.Close(); err != nil {
 			return fmt.Errorf("close engine: %w", err)
 		}
 		return nil
 	}
-	return &engineController{Scheduler: e.sched, e: e, remote: isRemote(g.repo), settle: gitsync.Settle{Grace: 2 * time.Second, CommitGrace: commitGrace}}, e.store, done, nil
+	return &engineController{Scheduler: e.Scheduler(), e: e, remote: isRemote(g.repo), settle: gitsync.Settle{Grace: 2 * time.Second, CommitGrace: commitGrace}}, e.Store(), done, nil
 }
 
 // engineController is the controller of an engine delete or do started:
 // its scheduler, and whether the engine is stuck.
 type engineController struct {
 	*scheduler.Scheduler
-	e      *engine
+	e      *controlplane.Engine
 	remote bool // the repository is remote: its workers are not started
 	settle gitsync.Settle
 }
@@ -301,7 +302,7 @@ type engineController struct {
 // stuck reports whether nothing can progress any more (gitsync.Settle),
 // with the hint for kinds no worker serves ("" if none).
 func (c *engineController) stuck() (bool, string) {
-	due, failedWorkers := c.e.workers()
+	due, failedWorkers := c.e.Workers()
 	if o := c.settle.Observe(time.Now(), c.Progress(), due); o != gitsync.Stuck && o != gitsync.Undurable {
 		return false, ""
 	}

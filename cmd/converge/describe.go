@@ -102,6 +102,16 @@ func describe(w io.Writer, v getView, lease *converge.Lease, now time.Time, widt
 	if s := v.Suspended; s != nil {
 		rows = append(rows, []string{"SUSPENDED", suspendedText(s)})
 	}
+	if v.Rollout != nil {
+		rows = append(rows, []string{"WAVES", v.Rollout.String()})
+	}
+	if st := converge.RolloutOf(v.Status); st != nil {
+		line := st.String()
+		if st.Generation != v.Generation {
+			line += fmt.Sprintf(" (of generation %d)", st.Generation)
+		}
+		rows = append(rows, []string{"ROLLOUT", cut(line, width)})
+	}
 	if err := table(w, rows); err != nil {
 		return err
 	}

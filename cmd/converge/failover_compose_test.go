@@ -18,6 +18,7 @@ import (
 	"github.com/convergehq/converge/state"
 	"github.com/convergehq/converge/state/etcdstate"
 	"github.com/convergehq/converge/state/etcdtest"
+	"github.com/convergehq/converge/sync/controlplane"
 )
 
 // TestReplicasFailoverMidComposition: three serve replicas on one etcd
@@ -69,7 +70,7 @@ func TestReplicasFailoverMidComposition(t *testing.T) {
 			"CONVERGE_TOKEN=failover-token", fmt.Sprintf("CONVERGE_WORKER_NAME=external-%d", i),
 			"CONVERGE_STATE_DIR=" + sink, "FAKE_WORK_DELAY=50ms"}, "worker", "classic")
 	}
-	st, err := openEtcd(o, true, 0)
+	st, err := controlplane.OpenEtcd(o, true, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/convergehq/converge"
+	gitsync "github.com/convergehq/converge/sync"
 	"github.com/convergehq/converge/sync/gittest"
 )
 
@@ -208,7 +209,7 @@ func TestLintCIExample(t *testing.T) {
 // hold newlines and percent signs, a file name commas and colons, and the
 // file is made relative to the repository root with --path.
 func TestPrintLintGithub(t *testing.T) {
-	groups := []lintGroup{{header: "commit abc1234 subject", id: "abc1234", findings: []converge.Finding{
+	groups := []gitsync.LintGroup{{Header: "commit abc1234 subject", ID: "abc1234", Findings: []converge.Finding{
 		{File: "kinds/a,b:c.cue", Line: 3, Column: 2, Path: "vpc/v1 spec.a", Rule: "TYPE_CHANGED", Message: "vpc/v1 spec.a: 100% changed\nsecond line"},
 		{File: "r.yaml", Rule: "SYNTAX", Message: "bad"},
 	}}}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/state"
+	"github.com/convergehq/converge/state/stateapi"
 )
 
 func newListCommand(g *globals) *cobra.Command {
@@ -85,8 +86,19 @@ func newListCommand(g *globals) *cobra.Command {
 				}
 				views = append(views, v)
 			}
+			var ctl *converge.Control
+			if cr, ok := rd.(stateapi.ControlReader); ok {
+				ctl, _ = cr.Control(ctx) // the pin and suspensions, shown when known
+			}
 			if output != "table" {
-				return writeData(c.OutOrStdout(), output, map[string]any{"resources": views})
+				out := map[string]any{"resources": views}
+				if ctl != nil && ctl.Pin != nil {
+					out["pin"] = ctl.Pin
+				}
+				if ctl != nil && len(ctl.Suspended) > 0 {
+					out["suspended"] = ctl.Suspended
+				}
+				return writeData(c.OutOrStdout(), output, out)
 			}
 			// The store keeps no revision per resource: the applied
 			// one heads the table.
@@ -95,6 +107,14 @@ func newListCommand(g *globals) *cobra.Command {
 			}); ok {
 				if s, err := src.Source(ctx); err == nil && s != nil && s.Revision.Hash != "" {
 					fmt.Fprintf(c.OutOrStdout(), "applied %s\n", revisionLine(s.Revision, time.Now()))
+				}
+			}
+			if ctl != nil {
+				if ctl.Pin != nil {
+					fmt.Fprintln(c.OutOrStdout(), ctl.Pin.String())
+				}
+				for _, s := range ctl.Suspended {
+					fmt.Fprintln(c.OutOrStdout(), s.String())
 				}
 			}
 			rows := [][]string{{"RESOURCE", "VERSION", "PHASE", "CHILDREN", "AGE", "REASON"}}

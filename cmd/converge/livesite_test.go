@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -17,7 +16,7 @@ import (
 	"github.com/convergehq/converge/cue"
 	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/site"
-	"github.com/convergehq/converge/state/statetest"
+	"github.com/convergehq/converge/sync/controlplane"
 )
 
 // smallBOM is a classic BOM of three functional domains and five teams
@@ -45,68 +44,67 @@ func TestLiveSiteFollowsConverge(t *testing.T) {
 
 	stateDir := t.TempDir()
 	var logs bytes.Buffer
-	live := newLiveSite(filepath.Join(stateDir, "site"), &logs)
+	now := func() time.Time { return time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC) }
+	opts := site.Options{Title: "converge", Now: now} // a fixed clock, so pages compare
+	// Updates in chunks agree with a build too.
+	live := site.NewLive(filepath.Join(stateDir, "site"), site.LiveOptions{Site: opts, Log: &logs, Chunk: 4})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	e, err := startEngine(ctx, engineOptions{stateDir: stateDir, repoDir: repo, workers: workers,
-		log: slog.New(slog.NewTextHandler(io.Discard, nil)), changed: live.changed})
+	e, err := startEngine(ctx, controlplane.Options{StateDir: stateDir, RepoDir: repo, Workers: workers,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Changed: live.Changed})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
-		if err := e.close(); err != nil {
+		if err := e.Close(); err != nil {
 			t.Errorf("close engine: %v", err)
 		}
 	}()
-	now := func() time.Time { return time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC) }
-	opts := site.Options{Title: "converge", Now: now}
-	live.attach(e.store)
-	live.b = site.NewBuilder(e.store, live.dir, opts) // a fixed clock, so pages compare
-	live.chunk = 4                                    // updates in chunks agree with a build too
+	live.Attach(e.Store())
 	siteDone := make(chan struct{})
-	go func() { live.run(ctx); close(siteDone) }()
+	go func() { live.Run(ctx); close(siteDone) }()
 	defer func() { cancel(); <-siteDone }()
 	// The first build (of the empty store) is done when summary.json is
 	// there; from then on the site only hears of changes.
 	waitFor(t, "the first site build", func() bool {
-		_, err := os.Stat(filepath.Join(live.dir, "summary.json"))
+		_, err := os.Stat(filepath.Join(live.Dir(), "summary.json"))
 		return err == nil
 	})
-	waitFor(t, "the classic worker", func() bool { return len(e.srv.Workers()) >= expectedWorkers(workers) })
+	waitFor(t, "the classic worker", func() bool { return len(e.Server().Workers()) >= controlplane.ExpectedWorkers(workers) })
 
 	caughtUp := func(t *testing.T) {
 		t.Helper()
-		waitFor(t, "the engine to settle", func() bool { return e.sched.Progress().Settled == scheduler.Converged })
-		if err := e.sched.Flush(ctx); err != nil {
+		waitFor(t, "the engine to settle", func() bool { return e.Scheduler().Progress().Settled == scheduler.Converged })
+		if err := e.Scheduler().Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
-		live.update(ctx) // every commit so far is on the site now
+		live.Update(ctx) // every commit so far is on the site now
 		if logs.Len() > 0 {
 			t.Errorf("live site logged:\n%s", logs.String())
 		}
 		ref := filepath.Join(t.TempDir(), "site")
-		if _, err := site.Build(ctx, e.store, ref, opts); err != nil {
+		if _, err := site.Build(ctx, e.Store(), ref, opts); err != nil {
 			t.Fatal(err)
 		}
-		compareSites(t, live.dir, ref)
+		compareSites(t, live.Dir(), ref)
 	}
 
 	t.Run("converge", func(t *testing.T) {
-		if _, err := e.sched.Apply(ctx, desired, loaded.Schemas); err != nil {
+		if _, err := e.Scheduler().Apply(ctx, desired, loaded.Schemas); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, "the root to be Ready", func() bool {
-			r, err := e.store.Resource(ctx, "classicbom/classic")
+			r, err := e.Store().Resource(ctx, "classicbom/classic")
 			return err == nil && r.Phase == converge.PhaseReady
 		})
 		caughtUp(t)
 	})
 	t.Run("delete root", func(t *testing.T) {
-		if err := e.sched.Delete(ctx, "classicbom/classic"); err != nil {
+		if err := e.Scheduler().Delete(ctx, "classicbom/classic"); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, "the root to be gone", func() bool {
-			_, err := e.store.Resource(ctx, "classicbom/classic")
+			_, err := e.Store().Resource(ctx, "classicbom/classic")
 			return err != nil
 		})
 		caughtUp(t)
@@ -206,54 +204,4 @@ func smallClassic(t *testing.T) (repo string, loaded *cue.Result, workers []conv
 	loaded.Desired.Revision = converge.Revision{Ref: "main", Hash: "c0ffee0000000000000000000000000000000001", Subject: "small BOM"}
 	workers = []converge.WorkerSpec{{Name: "classic", Builtin: "classic", Replicas: 1}}
 	return repo, loaded, workers
-}
-
-// TestLiveSiteUpdatesInChunks checks that a big set of changes reaches
-// the live site in bounded updates, each ending with its own summary.json
-// (so an open page moves with every one), and that the site is then the
-// one a fresh build writes.
-func TestLiveSiteUpdatesInChunks(t *testing.T) {
-	st := statetest.Open(t)
-	dir := filepath.Join(t.TempDir(), "site")
-	var logs bytes.Buffer
-	live := newLiveSite(dir, &logs)
-	now := func() time.Time { return time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC) }
-	opts := site.Options{Title: "converge", Now: now}
-	live.b = site.NewBuilder(st, dir, opts)
-	if _, err := live.b.Build(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	const children, chunk = 95, 10
-	b := &converge.Batch{Kinds: []*converge.Kind{{Name: "bom", Version: 1}, {Name: "leaf", Version: 1}}}
-	at := time.Date(2025, 1, 2, 3, 0, 0, 0, time.UTC)
-	b.Resources = append(b.Resources, &converge.Resource{UID: "u-root", Kind: "bom", KindVersion: 1, Name: "root",
-		Spec: []byte(`{}`), Phase: converge.PhaseReady, Origin: converge.OriginGit, CreatedAt: at, UpdatedAt: at})
-	for i := range children {
-		b.Resources = append(b.Resources, &converge.Resource{UID: fmt.Sprintf("u-%d", i), Kind: "leaf", KindVersion: 1,
-			Name: fmt.Sprintf("leaf-%03d", i), Owner: "bom/root", Origin: converge.OriginComposed, Spec: []byte(`{}`),
-			Phase: converge.PhaseReady, CreatedAt: at, UpdatedAt: at})
-	}
-	if err := st.Commit(context.Background(), b); err != nil {
-		t.Fatal(err)
-	}
-	ids := make([]converge.ID, len(b.Resources))
-	for i, r := range b.Resources {
-		ids[i] = r.ID()
-	}
-	live.chunk = chunk
-	var updates []*site.Stats
-	live.updated = func(s *site.Stats) { updates = append(updates, s) }
-	live.changed(ids)
-	live.update(context.Background())
-	if logs.Len() > 0 {
-		t.Errorf("live site logged:\n%s", logs.String())
-	}
-	if got, want := len(updates), (children+1+chunk-1)/chunk; got != want {
-		t.Errorf("%d updates, want %d", got, want)
-	}
-	ref := filepath.Join(t.TempDir(), "site")
-	if _, err := site.Build(context.Background(), st, ref, opts); err != nil {
-		t.Fatal(err)
-	}
-	compareSites(t, dir, ref)
 }

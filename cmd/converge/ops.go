@@ -14,6 +14,7 @@ import (
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/scheduler"
 	gitsync "github.com/convergehq/converge/sync"
+	"github.com/convergehq/converge/sync/controlplane"
 )
 
 // ops is what serve's /metrics and /readyz answer from: a registry whose
@@ -25,7 +26,7 @@ type ops struct {
 	reg *prometheus.Registry
 	// engine is the engine serve runs now (nil before it starts, and on
 	// a replica that follows).
-	engine atomic.Pointer[engine]
+	engine atomic.Pointer[controlplane.Engine]
 	// notReady is why serve is not ready yet; nil once it is.
 	notReady atomic.Pointer[string]
 
@@ -201,13 +202,22 @@ var (
 		"1 for each suspended root (converge suspend), labelled with it; root=\"\" while everything is suspended.", []string{"root"}, nil)
 	descHeld = prometheus.NewDesc("converge_suspended_held",
 		"Resources a suspension holds back now: each was due a dispatch that did not start.", nil, nil)
+	descRolloutWave = prometheus.NewDesc("converge_rollout_wave",
+		"The wave (1-based) a rollout in progress or halted has let through, by composer; converge_rollout_waves is how many it has.",
+		[]string{"resource", "wave_name"}, nil)
+	descRolloutWaves = prometheus.NewDesc("converge_rollout_waves", "The number of waves of a rollout in progress or halted, by composer.",
+		[]string{"resource"}, nil)
+	descRolloutHeld = prometheus.NewDesc("converge_rollout_held",
+		"Children whose change a rollout holds back for a later wave, by composer.", []string{"resource"}, nil)
+	descRolloutHalted = prometheus.NewDesc("converge_rollout_halted",
+		"1 for a halted rollout (a wave failed or timed out; a new revision starts over), 0 for one in progress.", []string{"resource"}, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descResources, descDrifted, descDispatched, descResults, descRetries, descFailures, descLatency,
 		descCommits, descCommitLatency, descBatchRows, descCommitFailing, descQueue, descInflight, descDeliveries, descWorkers, descLeading,
-		descSuspended, descHeld} {
+		descSuspended, descHeld, descRolloutWave, descRolloutWaves, descRolloutHeld, descRolloutHalted} {
 		ch <- d
 	}
 }
@@ -222,7 +232,7 @@ func (c engineCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descLeading, prometheus.GaugeValue, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), metricsTimeout)
 	defer cancel()
-	m, err := e.sched.Metrics(ctx)
+	m, err := e.Scheduler().Metrics(ctx)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(descResources, err)
 		return
@@ -233,7 +243,18 @@ func (c engineCollector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
-	gauge(descHeld, float64(e.sched.Progress().Held))
+	gauge(descHeld, float64(e.Scheduler().Progress().Held))
+	for _, r := range m.Rollouts {
+		id := string(r.ID)
+		gauge(descRolloutWave, float64(r.Status.Wave+1), id, r.Status.Name)
+		gauge(descRolloutWaves, float64(r.Status.Waves), id)
+		gauge(descRolloutHeld, float64(r.Status.Held), id)
+		halted := 0.0
+		if r.Status.Phase == converge.RolloutHalted {
+			halted = 1
+		}
+		gauge(descRolloutHalted, halted, id)
+	}
 	if ctl, err := e.Control(ctx); err == nil {
 		for _, s := range ctl.Suspended {
 			gauge(descSuspended, 1, string(s.Root))
@@ -268,12 +289,12 @@ func (c engineCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descQueue, float64(m.Waiting), "waiting")
 	gauge(descQueue, float64(m.Backoff), "backoff")
 	gauge(descInflight, float64(m.Inflight))
-	pr := e.sched.Progress()
+	pr := e.Scheduler().Progress()
 	failing := 0.0
 	if pr.CommitError != "" {
 		failing = 1
 	}
 	gauge(descCommitFailing, failing)
 	gauge(descDeliveries, float64(pr.Deliveries))
-	gauge(descWorkers, float64(len(e.srv.Workers())))
+	gauge(descWorkers, float64(len(e.Server().Workers())))
 }

@@ -95,6 +95,9 @@ type resourceView struct {
 	// Drift what the last observe found different, while it is so.
 	DriftPolicy string                `json:"drift_policy,omitempty"`
 	Drift       *converge.DriftReport `json:"drift,omitempty"`
+	// Rollout is the composer's declared rollout (its waves); its
+	// progress is in status.rollout.
+	Rollout *converge.Rollout `json:"rollout,omitempty"`
 }
 
 func viewOf(r *converge.Resource) resourceView {
@@ -103,7 +106,7 @@ func viewOf(r *converge.Resource) resourceView {
 		Phase: r.Phase, Reason: r.Reason, Generation: r.Generation,
 		ObservedGeneration: r.ObservedGeneration, Spec: r.Spec, Status: r.Status,
 		Attempts: r.Attempts, LastError: r.LastError, ProviderConfigRef: r.ProviderConfigRef,
-		Deleting: r.Deleting, Source: r.Source, DriftPolicy: r.DriftPolicy, Drift: r.Drift,
+		Deleting: r.Deleting, Source: r.Source, DriftPolicy: r.DriftPolicy, Drift: r.Drift, Rollout: r.Rollout,
 	}
 	if len(v.Spec) == 0 {
 		v.Spec = json.RawMessage("{}")

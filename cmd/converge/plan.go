@@ -18,6 +18,7 @@ import (
 	"github.com/convergehq/converge/state"
 	"github.com/convergehq/converge/state/stateapi"
 	gitsync "github.com/convergehq/converge/sync"
+	"github.com/convergehq/converge/sync/controlplane"
 	"github.com/convergehq/converge/sync/forge"
 )
 
@@ -283,13 +284,14 @@ func loadSnapshot(ctx context.Context, dir string) (*converge.Snapshot, error) {
 		return c.Snapshot(ctx)
 	}
 	if err != nil {
-		return nil, openStateErr(err)
+		return nil, controlplane.OpenError(err)
 	}
 	defer st.Close() // read only: a failed close loses nothing
 	return st.Load(ctx)
 }
 
-// lintFunc returns the breaking-change linter sync and plan use.
+// lintFunc returns the breaking-change linter plan and rollback use (the
+// engine's syncers, controlplane.Engine.Syncer, use the same).
 func lintFunc() gitsync.LintFunc { return cue.LintTrees }
 
 // planSnapshot reads the whole stored state like loadSnapshot, and
@@ -297,9 +299,9 @@ func lintFunc() gitsync.LintFunc { return cue.LintTrees }
 func planSnapshot(ctx context.Context, g *globals, dir string) (*converge.Snapshot, *stateapi.Client, error) {
 	if g.etcd != nil {
 		// etcd serves readers beside the writer: no daemon to ask.
-		st, err := openEtcd(g.etcd, true, 0)
+		st, err := controlplane.OpenEtcd(g.etcd, true, 0)
 		if err != nil {
-			return nil, nil, openStateErr(err)
+			return nil, nil, controlplane.OpenError(err)
 		}
 		defer st.Close() // read only: a failed close loses nothing
 		snap, err := st.Load(ctx)

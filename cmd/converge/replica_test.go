@@ -23,6 +23,7 @@ import (
 	"github.com/convergehq/converge/state/etcdstate"
 	"github.com/convergehq/converge/state/etcdtest"
 	gitsync "github.com/convergehq/converge/sync"
+	"github.com/convergehq/converge/sync/controlplane"
 	"github.com/convergehq/converge/sync/gittest"
 )
 
@@ -107,7 +108,7 @@ func leaderOf(o *etcdstate.Options) etcdstate.Advert {
 
 // rootRollup reads the classic root from the etcd state.
 func rootRollup(o *etcdstate.Options) (converge.Phase, converge.Counts) {
-	st, err := openEtcd(o, true, 0)
+	st, err := controlplane.OpenEtcd(o, true, 0)
 	if err != nil {
 		return "", converge.Counts{}
 	}
@@ -292,7 +293,7 @@ func TestReplicasLeadFollowAndStepDown(t *testing.T) {
 	if out := procs[follower].output(); !strings.Contains(out, "serve: replica "+follower+" leads since") {
 		t.Errorf("%s never said it leads:\n%s", follower, out)
 	}
-	st, err := openEtcd(o, true, 0)
+	st, err := controlplane.OpenEtcd(o, true, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,7 +393,7 @@ func TestReplicasFailover(t *testing.T) {
 	})
 	t.Logf("converged %.1fs after the start, %.1fs after the kill", time.Since(start).Seconds(), time.Since(killed).Seconds())
 
-	st, err := openEtcd(o, true, 0)
+	st, err := controlplane.OpenEtcd(o, true, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -564,7 +565,7 @@ func TestReplicasQuorumLoss(t *testing.T) {
 	for _, p := range procs {
 		p.stop(t)
 	}
-	st, err := openEtcd(o, true, 0)
+	st, err := controlplane.OpenEtcd(o, true, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

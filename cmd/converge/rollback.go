@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"github.com/convergehq/converge/state"
 	"github.com/convergehq/converge/state/stateapi"
 	gitsync "github.com/convergehq/converge/sync"
+	"github.com/convergehq/converge/sync/controlplane"
 )
 
 // newRollbackCommand is converge rollback [REV]: pin a revision and apply
@@ -154,22 +156,46 @@ func pin(ctx context.Context, errOut io.Writer, g *globals, revArg string) error
 	}, errOut)
 }
 
+// cloneControl returns a deep copy of c.
+func cloneControl(c *converge.Control) (*converge.Control, error) {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return nil, err
+	}
+	out := new(converge.Control)
+	return out, json.Unmarshal(b, out)
+}
+
 // updateControl reads the stored Control, lets change edit it, and
 // writes it back: through the admin API while a converge holds the state
 // (daemon true), else to the store. change's message is printed to out.
 func updateControl(ctx context.Context, g *globals, dir string, change func(c *converge.Control, daemon bool) (string, error), out io.Writer) error {
 	if cl, err := dialAdmin(dir); err == nil && g.etcd == nil {
-		ctl, err := cl.Control(ctx)
-		if err != nil {
-			return fmt.Errorf("read control: %w", err)
-		}
-		before := ctl.Pin
-		msg, err := change(ctl, true)
-		if err != nil {
-			return err
-		}
-		if err := cl.SetControl(ctx, ctl); err != nil {
-			return fmt.Errorf("write control: %w", err)
+		// Read, change, compare-and-set: another operator's change made
+		// meanwhile is read and this one redone on top of it, never lost.
+		var before *converge.Pin
+		var ctl *converge.Control
+		var msg string
+		for try := 1; ; try++ {
+			base, err := cl.Control(ctx)
+			if err != nil {
+				return fmt.Errorf("read control: %w", err)
+			}
+			if ctl, err = cloneControl(base); err != nil {
+				return err
+			}
+			before = ctl.Pin
+			if msg, err = change(ctl, true); err != nil {
+				return err
+			}
+			err = cl.SetControl(ctx, base, ctl)
+			if errors.Is(err, stateapi.ErrControlChanged) && try < 5 {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("write control: %w", err)
+			}
+			break
 		}
 		fmt.Fprintln(out, msg)
 		if before == ctl.Pin {
@@ -191,7 +217,7 @@ func updateControl(ctx context.Context, g *globals, dir string, change func(c *c
 		return fmt.Errorf("open state: %w (a converge holds it and takes no control: stop it, or wait for it)", err)
 	}
 	if err != nil {
-		return openStateErr(err)
+		return controlplane.OpenError(err)
 	}
 	defer st.Close()
 	ctl, err := st.Control(ctx)
@@ -234,7 +260,7 @@ func storedControl(ctx context.Context, g *globals, dir string) (*converge.Contr
 		return cl.Control(ctx)
 	}
 	if err != nil {
-		return nil, openStateErr(err)
+		return nil, controlplane.OpenError(err)
 	}
 	defer st.Close() // read only: a failed close loses nothing
 	return st.Control(ctx)

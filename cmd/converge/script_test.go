@@ -34,6 +34,7 @@ import (
 	"github.com/convergehq/converge/state/etcdtest"
 	"github.com/convergehq/converge/state/stateapi"
 	gitsync "github.com/convergehq/converge/sync"
+	"github.com/convergehq/converge/sync/controlplane"
 )
 
 // TestMain lets testscript run converge in-process: a script's
@@ -147,6 +148,7 @@ func TestScripts(t *testing.T) {
 			"bom-teams":      cmdBOMTeams,
 			"wait-children":  cmdWaitChildren,
 			"wait-unlocked":  cmdWaitUnlocked,
+			"created-after":  cmdCreatedAfter,
 		},
 	})
 }
@@ -309,7 +311,7 @@ func cmdCheckState(ts *testscript.TestScript, neg bool, args []string) {
 	if isEtcd(args[0]) {
 		o, perr := parseEtcdState(args[0], "", "", "", os.Getenv)
 		ts.Check(perr)
-		st, err = openEtcd(o, true, 0)
+		st, err = controlplane.OpenEtcd(o, true, 0)
 	} else {
 		st, err = state.Open(ts.MkAbs(args[0]), state.Options{LockTimeout: 5 * time.Second})
 	}

@@ -7,23 +7,22 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/site"
-	"github.com/convergehq/converge/state"
-	"github.com/convergehq/converge/state/etcdstate"
-	"github.com/convergehq/converge/state/stateapi"
 	gitsync "github.com/convergehq/converge/sync"
+	"github.com/convergehq/converge/sync/controlplane"
 )
 
 type serveOptions struct {
@@ -123,7 +122,7 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	if err := o.replicaFlags(g, c.Flags().Changed("lease-ttl")); err != nil {
 		return err
 	}
-	workersTLS, err := o.workersTLS.config(o.workersListen, time.Now())
+	workersTLS, tlsReload, err := o.workersTLS.config(o.workersListen, time.Now())
 	if err != nil {
 		return err
 	}
@@ -145,6 +144,25 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 		return err
 	}
 	log := g.logger(errOut, o.verbose)
+	if tlsReload != nil {
+		// A rotated certificate is read at the next handshake after its
+		// files change; SIGHUP reads them at once.
+		tlsReload.warn = log.Warn
+		tlsReload.note = func(msg string) { fmt.Fprintln(out, "serve: "+msg) }
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		go func() {
+			for {
+				select {
+				case <-hup:
+					tlsReload.reload(true)
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
 	dir, err := stateDir(g)
 	if err != nil {
 		return err
@@ -183,7 +201,7 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 		workers = append(workers, declared...)
 	}
 	s := &server{g: g, o: o, out: out, errOut: errOut, log: log, dir: dir, src: src, workers: workers,
-		live: newLiveSite(filepath.Join(dir, "site"), errOut), workersTLS: workersTLS,
+		live: site.NewLive(filepath.Join(dir, "site"), site.LiveOptions{Site: site.Options{Title: "converge"}, Log: errOut}), workersTLS: workersTLS,
 		ops: newOps("starting: the store is not open yet")}
 	if o.replica != "" {
 		return s.runReplica(ctx)
@@ -194,7 +212,7 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	}
 	defer stopWorkersAddr()
 	eo := s.engineOptions(os.Getenv("CONVERGE_WORKER_TOKEN"))
-	eo.listen, eo.workersListener = "", wl
+	eo.Listen, eo.WorkersListener = "", wl
 	e, err := startEngine(ctx, eo)
 	if err != nil {
 		if wl != nil {
@@ -206,10 +224,10 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	s.ops.engine.Store(e)
 	defer s.ops.engine.Store(nil)
 	s.ops.setNotReady("starting: the first revision is not evaluated yet")
-	s.live.attach(e.store)
+	s.live.Attach(e.Store())
 	// The site reads the store: it stops, and has stopped, before the
 	// engine closes the store (defers run last first).
-	stopSite := goUntilStopped(ctx, s.live.run)
+	stopSite := goUntilStopped(ctx, s.live.Run)
 	defer stopSite()
 
 	// health answers GET /healthz from what the loop below last saw.
@@ -247,8 +265,7 @@ type server struct {
 	dir         string // the local state directory (a replica's own)
 	src         *gitsync.Source
 	workers     []converge.WorkerSpec
-	live        *liveSite
-	rep         *etcdstate.Replica // a replica's seat in the election; nil unless --replica
+	live        *site.Live
 	// workersTLS secures the workers' TCP listener (nil: plain TCP).
 	workersTLS *tls.Config
 	// ops answers /metrics and /readyz.
@@ -257,18 +274,18 @@ type server struct {
 
 // engineOptions are the options of the engine serve starts (a replica:
 // one per term).
-func (s *server) engineOptions(token string) engineOptions {
-	return engineOptions{stateDir: s.dir, etcd: s.g.etcd, repoDir: s.src.Root(), workers: s.workers,
-		listen: s.o.workersListen, tls: s.workersTLS, token: token, log: s.log,
-		changed: s.live.changed, wrapStore: s.g.wrapStore, reinit: s.g.reinitState}
+func (s *server) engineOptions(token string) controlplane.Options {
+	return controlplane.Options{StateDir: s.dir, Etcd: s.g.etcd, RepoDir: s.src.Root(), Workers: s.workers,
+		Listen: s.o.workersListen, TLS: s.workersTLS, Token: token, Log: s.log,
+		Changed: s.live.Changed, WrapStore: s.g.wrapStore, Reinit: s.g.reinitState}
 }
 
 // controller is the admin controller of the engine this process runs
 // now, nil when it runs none (a follower replica): what the site's
 // actions call.
-func (s *server) controller() stateapi.Controller {
+func (s *server) controller() site.Actor {
 	if e := s.ops.engine.Load(); e != nil {
-		return adminController{e.sched, e}
+		return e.Controller()
 	}
 	return nil
 }
@@ -310,9 +327,9 @@ func (s *server) startHTTP(poke func(), health func() (int, string)) (addr strin
 	mux.HandleFunc("GET /readyz", answer(s.ops.ready))
 	mux.Handle("GET /metrics", s.ops.handler())
 	if s.o.uiActions {
-		newUIActions(s.o.uiToken, s.controller, s.log).register(mux)
+		site.NewActions(s.o.uiToken, s.controller, s.log).Register(mux)
 	}
-	mux.Handle("GET /", site.Handler(s.live.dir))
+	mux.Handle("GET /", site.Handler(s.live.Dir()))
 	l, err := net.Listen("tcp", s.o.listen)
 	if err != nil {
 		return "", nil, fmt.Errorf("listen %s: %w", s.o.listen, err)
@@ -337,174 +354,65 @@ func (s *server) startHTTP(poke func(), health func() (int, string)) (addr strin
 	return l.Addr().String(), func() { hs.Close(); os.Remove(addrFile) }, nil
 }
 
-// follow runs the sync loop on e until ctx is done: it fetches on start,
-// every poll interval and on every trigger, gives each new commit its
-// verdict, applies the newest good one and judges its convergence.
-func (s *server) follow(ctx context.Context, e *engine, trigger <-chan struct{}, health *gitsync.Health) {
-	out, src, live := s.out, s.src, s.live
-	syncer := &gitsync.Syncer{Source: src, Path: s.g.path, Records: s.o.forge.records(e.store, s.errOut),
-		Engine: e.sched, Log: s.log, Lint: lintFunc(), Compose: e.sched.DryCompose, Signatures: s.o.policy,
-		Control: e}
-	setTimeouts(s.g, src, syncer, s.g.headSettings)
+// follow runs the sync loop on e until ctx is done
+// (controlplane.Engine.Follow), saying what it does on serve's output,
+// readiness and metrics.
+func (s *server) follow(ctx context.Context, e *controlplane.Engine, trigger <-chan struct{}, health *gitsync.Health) {
+	so := controlplane.SyncerOptions{Source: s.src, Path: s.g.path, Log: s.log, Signatures: s.o.policy,
+		Records: func(inner gitsync.Records) gitsync.Records { return s.o.forge.records(inner, s.errOut) }}
+	syncer := e.Syncer(so)
+	setTimeouts(s.g, s.src, syncer, s.g.headSettings)
+	e.Follow(ctx, controlplane.FollowOptions{Syncer: syncer, Poll: s.o.poll, Trigger: trigger, Health: health,
+		Events: &serveEvents{s: s, syncer: syncer}, HowToStart: howToStartWorker(s.src.Remote(), true), StuckGrace: serveStuckGrace})
+}
 
-	// current is the applied pass awaiting its converge/sync verdict; only
-	// this loop touches it. A revision applied before a restart and never
-	// judged is picked up again.
-	current, err := pendingPass(ctx, e.store)
-	if err != nil {
-		// Serve on: the next applied revision gets its verdict.
-		s.log.Error("resume pending verdict", "err", err)
+// serveEvents says what serve's follow loop does: a line on serve's
+// output for each, and readiness, metrics and the live site's index.
+type serveEvents struct {
+	s      *server
+	syncer *gitsync.Syncer
+}
+
+func (v *serveEvents) Pinned(pin *converge.Pin) {
+	if pin == nil {
+		fmt.Fprintf(v.s.out, "serve: unpinned: following %s again\n", v.s.src.Ref())
+	} else {
+		fmt.Fprintf(v.s.out, "serve: pinned to %s by %s: the head of %s is not applied until converge unpin\n", pin.Revision, pin.By, v.s.src.Ref())
 	}
-	// Failing commits get the same grace as a stuck graph: a daemon
-	// judges the revision, then goes on retrying them.
-	settle := gitsync.Settle{Grace: serveStuckGrace, CommitGrace: serveStuckGrace}
-	evaluated := false
-	pinnedTo := ""
-	step := func() {
-		passes, err := syncer.Advance(ctx)
-		if pin := syncer.Pinned(ctx); pin == nil && pinnedTo != "" {
-			fmt.Fprintf(out, "serve: unpinned: following %s again\n", src.Ref())
-			pinnedTo = ""
-			s.ops.setPin(nil)
-		} else if pin != nil && pin.Revision.Hash != pinnedTo {
-			fmt.Fprintf(out, "serve: pinned to %s by %s: the head of %s is not applied until converge unpin\n", pin.Revision, pin.By, src.Ref())
-			pinnedTo = pin.Revision.Hash
-			s.ops.setPin(pin)
-		}
-		if err != nil && ctx.Err() == nil {
-			fmt.Fprintf(out, "serve: %v\n", err)
-			if !evaluated {
-				s.ops.setNotReady("starting: the first fetch failed: " + err.Error())
-			}
-		}
-		if err == nil && !evaluated {
-			evaluated = true
-			s.ops.setNotReady("")
-		}
-		if len(passes) > 0 {
-			live.changed(nil) // new revision records: the index
-		}
-		for _, p := range passes {
-			s.ops.observePass(p)
-			fmt.Fprintln(out, "serve: "+describePass(p))
-			if p.Applied {
-				if current != nil && current.Revision.Hash != p.Revision.Hash {
-					// Never leave a verdict pending: the older revision
-					// was replaced before it converged.
-					if err := syncer.SetSyncStatus(ctx, current, converge.StateSuccess,
-						fmt.Sprintf("superseded by %.7s before it converged", p.Revision.Hash)); err != nil {
-						fmt.Fprintf(out, "serve: %v\n", err)
-					}
-				}
-				current = p
-				setTimeouts(s.g, src, syncer, p.Loaded.Desired.Settings) // the applied converge.cue's
-				settle.Reset()
-				health.Stuck("")
-			}
-		}
-	}
-	poll := time.NewTimer(0)
-	defer poll.Stop()
-	watch := time.NewTicker(100 * time.Millisecond)
-	defer watch.Stop()
-	// `converge reconcile` (and sync beside this daemon): a step now,
-	// answered with the head it followed.
-	type fetched struct {
-		rev converge.Revision
-		err error
-	}
-	reconcile := make(chan chan fetched)
-	fetchNow := func(rctx context.Context) (converge.Revision, error) {
-		reply := make(chan fetched, 1)
-		select {
-		case reconcile <- reply:
-		case <-rctx.Done():
-			return converge.Revision{}, rctx.Err()
-		case <-ctx.Done():
-			return converge.Revision{}, errors.New("serve is shutting down")
-		}
-		select {
-		case f := <-reply:
-			return f.rev, f.err
-		case <-rctx.Done():
-			return converge.Revision{}, rctx.Err()
-		}
-	}
-	e.fetchNow.Store(&fetchNow)
-	defer e.fetchNow.Store(nil)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-poll.C:
-			step()
-			poll.Reset(jitter(s.o.poll))
-		case reply := <-reconcile:
-			step()
-			var c *converge.Control
-			if pin := syncer.Pinned(ctx); pin != nil {
-				c = &converge.Control{Pin: pin}
-			}
-			rev, _, err := gitsync.Target(src, c)
-			reply <- fetched{rev, err}
-		case <-trigger:
-			step()
-		case <-watch.C:
-			pr := e.sched.Progress()
-			health.Observe(time.Now(), pr)
-			p := current
-			if p == nil {
-				continue
-			}
-			summary := gitsync.Summary(pr)
-			due, failedWorkers := e.workers()
-			switch settle.Observe(time.Now(), pr, due) {
-			case gitsync.Converged:
-				if err := syncer.SetSyncStatus(ctx, p, converge.StateSuccess, summary); err != nil {
-					fmt.Fprintf(out, "serve: %v\n", err)
-				}
-				fmt.Fprintf(out, "serve: %s converged: %s\n", p.Revision, summary)
-				s.ops.observeVerdict(verdictConverged)
-				live.changed(nil)
-				current = nil
-			case gitsync.Stuck, gitsync.Undurable:
-				why := "stuck"
-				if gitsync.NotDurable(pr) {
-					why = "state not durable"
-				}
-				desc := gitsync.Verdict(why, pr, gitsync.UnservedHint(e.sched.Problems(), failedWorkers, howToStartWorker(src.Remote(), true)))
-				if err := syncer.SetSyncStatus(ctx, p, converge.StateFailure, desc); err != nil {
-					fmt.Fprintf(out, "serve: %v\n", err)
-				}
-				fmt.Fprintf(out, "serve: %s %s\n", p.Revision, desc)
-				s.ops.observeVerdict(verdictStuck)
-				health.Stuck(p.Revision.String() + " " + desc)
-				live.changed(nil)
-				current = nil
-			}
-		}
+	v.s.ops.setPin(pin)
+}
+
+func (v *serveEvents) Failed(err error, evaluated bool) {
+	fmt.Fprintf(v.s.out, "serve: %v\n", err)
+	if !evaluated {
+		v.s.ops.setNotReady("starting: the first fetch failed: " + err.Error())
 	}
 }
 
-// pendingPass returns the applied revision whose converge/sync verdict is
-// still pending (serve stopped before judging it), or nil.
-func pendingPass(ctx context.Context, st state.Backend) (*gitsync.Pass, error) {
-	rev, err := st.Applied(ctx)
-	if err != nil || rev == nil || rev.Dirty {
-		return nil, err
+func (v *serveEvents) Evaluated() { v.s.ops.setNotReady("") }
+
+func (v *serveEvents) Pass(p *gitsync.Pass) {
+	v.s.live.Changed(nil) // new revision records: the index
+	v.s.ops.observePass(p)
+	fmt.Fprintln(v.s.out, "serve: "+describePass(p))
+	if p.Applied {
+		setTimeouts(v.s.g, v.s.src, v.syncer, p.Loaded.Desired.Settings) // the applied converge.cue's
 	}
-	rec, err := st.Revision(ctx, rev.Hash)
-	if errors.Is(err, converge.ErrNotFound) {
-		return nil, nil // applied by an older converge that kept no record
-	}
-	if err != nil {
-		return nil, err
-	}
-	if s, ok := rec.Status(converge.ContextSync); ok && s.State == converge.StatePending {
-		return &gitsync.Pass{Revision: rec.Revision, Record: rec}, nil
-	}
-	return nil, nil
 }
+
+func (v *serveEvents) Converged(p *gitsync.Pass, summary string) {
+	fmt.Fprintf(v.s.out, "serve: %s converged: %s\n", p.Revision, summary)
+	v.s.ops.observeVerdict(verdictConverged)
+	v.s.live.Changed(nil)
+}
+
+func (v *serveEvents) Stuck(p *gitsync.Pass, desc string) {
+	fmt.Fprintf(v.s.out, "serve: %s %s\n", p.Revision, desc)
+	v.s.ops.observeVerdict(verdictStuck)
+	v.s.live.Changed(nil)
+}
+
+func (v *serveEvents) Error(err error) { fmt.Fprintf(v.s.out, "serve: %v\n", err) }
 
 // envWebhookSecret holds the webhook's secret: the HMAC key of GitHub's,
 // Gitea's and Forgejo's signatures, GitLab's token.
@@ -516,7 +424,7 @@ const serveStall = 5 * time.Minute
 
 // serveStuckGrace is how long serve's engine must stay stuck before the
 // applied revision's converge/sync verdict is failure.
-const serveStuckGrace = 5 * time.Second
+const serveStuckGrace = controlplane.DefaultStuckGrace
 
 // goUntilStopped runs fn in a goroutine with a context that stop cancels;
 // stop returns once fn has returned.
@@ -561,11 +469,6 @@ func describePass(p *gitsync.Pass) string {
 func breakingPass(p *gitsync.Pass) bool {
 	st, ok := p.Record.Status(converge.ContextLint)
 	return ok && st.State == converge.StateFailure && len(p.Record.Findings) > 0
-}
-
-// jitter returns d ± up to 10%.
-func jitter(d time.Duration) time.Duration {
-	return d + time.Duration((rand.Float64()*0.2-0.1)*float64(d))
 }
 
 // builtinWorkers parses --start-worker NAME[:REPLICAS] values.

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	gosync "sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -18,6 +17,7 @@ import (
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/state/stateapi"
 	gitsync "github.com/convergehq/converge/sync"
+	"github.com/convergehq/converge/sync/controlplane"
 	"github.com/convergehq/converge/sync/forge"
 )
 
@@ -199,20 +199,9 @@ func printStatuses(w io.Writer, v statusView) error {
 }
 
 // report stores pass's statuses as the git note of its revision and
-// queues them for the forge and the notes push, when this run's state owns
-// the repository's notes (see start). It returns the note's write error,
-// naming it: a command whose last report fails must not exit 0.
-func (o *forgeOptions) report(pass *gitsync.Pass) error {
-	if o.statusRun == nil || !o.owns || pass == nil || pass.Record == nil || pass.Revision.Dirty {
-		return nil
-	}
-	err := o.src.WriteStatuses(pass.Revision.Hash, pass.Record.Statuses)
-	o.publish(pass)
-	if err != nil {
-		return fmt.Errorf("write commit status note: %w", err)
-	}
-	return nil
-}
+// queues them for the forge and the notes push (controlplane.Statuses.Report),
+// once start started them.
+func (o *forgeOptions) report(pass *gitsync.Pass) error { return o.run.Report(pass) }
 
 // forgeTokenEnv names the environment variable holding the forge token.
 const forgeTokenEnv = "CONVERGE_FORGE_TOKEN"
@@ -233,176 +222,31 @@ type forgeOptions struct {
 	// command before start or reporter.
 	configured time.Duration
 
-	*statusRun // set by start; the options are copied by value, the run is shared
-}
-
-// statusRun is what forgeOptions.start started.
-type statusRun struct {
-	src      *gitsync.Source
-	owns     bool             // the run's state owns src's notes (gitsync.Source.OwnsNotes)
-	pub      *forge.Publisher // nil without --forge
-	pushWake chan struct{}    // capacity 1: notes changed, push them; nil without --push-status
-	log      *slog.Logger
-	cancel   context.CancelFunc
-	// pushCtx is the context of pushLoop's pushes: stop lets a push in
-	// flight finish (cancelPush only once the drain's time is up), since
-	// go-git's file:// push deadlocks when cancelled half-way (a
-	// receive-pack child keeps the pipes open; go-git#614).
-	pushCtx    context.Context
-	cancelPush context.CancelFunc
-	wg         gosync.WaitGroup // the background poster and pusher
+	// run is the status push start began; the options are copied by
+	// value, the run is shared.
+	run *controlplane.Statuses
 }
 
 // start begins posting to the forge and pushing notes in the background,
-// as configured. Notes and forge statuses are written only when the state
-// in stateDir owns the repository's notes: a run on another state (a
-// scratch --state) says so on log and keeps its verdicts in its store.
+// as the flags say (controlplane.StartStatuses): only when the state in
+// stateDir owns the repository's notes.
 func (o *forgeOptions) start(ctx context.Context, src *gitsync.Source, stateDir string, log *slog.Logger) error {
 	rep, err := o.reporter(os.Getenv)
 	if err != nil {
 		return err
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	owns, owner, err := src.OwnsNotes(stateDir)
-	if err != nil {
-		return err
-	}
-	if !owns {
-		log.Warn("git notes and forge statuses not written: another state owns them (git config converge.state names it); this one keeps its verdicts in its store",
-			"owner", owner, "state", stateDir)
-	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	pushCtx, cancelPush := context.WithCancel(context.WithoutCancel(ctx))
-	o.statusRun = &statusRun{src: src, owns: owns, log: log, cancel: cancel, pushCtx: pushCtx, cancelPush: cancelPush}
-	if rep != nil {
-		o.pub = forge.NewPublisher(rep, log)
-		o.wg.Go(func() { o.pub.Run(runCtx) })
-	}
-	if o.push && src != nil {
-		o.pushWake = make(chan struct{}, 1)
-		o.wg.Go(func() { o.pushLoop(runCtx) })
-	}
-	return nil
+	o.run, err = controlplane.StartStatuses(ctx, src, stateDir, controlplane.StatusOptions{Reporter: rep, Push: o.push, SiteURL: o.siteURL, Log: log})
+	return err
 }
 
-// pushLoop pushes the notes whenever they changed, retrying a failed push
-// after a minute; the pushes coalesce.
-func (o *statusRun) pushLoop(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-o.pushWake:
-		}
-		if err := o.src.PushNotes(o.pushCtx); err != nil && ctx.Err() == nil {
-			o.log.Warn("push notes", "err", err)
-			t := time.NewTimer(time.Minute)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
-			o.wantPush()
-		}
-	}
-}
-
-func (o *statusRun) wantPush() {
-	if o == nil || o.pushWake == nil {
-		return
-	}
-	select {
-	case o.pushWake <- struct{}{}:
-	default:
-	}
-}
-
-// publish queues pass's statuses for the forge and the notes push, and
-// returns at once.
-func (o *forgeOptions) publish(pass *gitsync.Pass) {
-	if pass == nil || pass.Revision.Dirty {
-		return
-	}
-	o.publishRecord(pass.Record)
-}
-
-func (o *forgeOptions) publishRecord(rec *converge.RevisionRecord) {
-	if o.statusRun == nil || !o.owns || rec == nil || rec.Revision.Dirty || rec.Revision.Hash == "" {
-		return
-	}
-	if o.pub != nil {
-		for _, st := range rec.Statuses {
-			o.pub.Publish(rec.Revision.Hash, o.target(rec.Revision.Hash, st))
-		}
-	}
-	o.wantPush()
-}
-
-// stop posts what is still queued and pushes the notes a last time, for at
-// most forgeDrain, then stops the background work. What could not be
-// posted or pushed is logged; the local git notes keep it, and
-// `converge status --forge …` posts it later.
-func (o *forgeOptions) stop() {
-	if o.statusRun == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), forgeDrain)
-	defer cancel()
-	if o.pub != nil {
-		if err := o.pub.Flush(ctx); err != nil {
-			o.log.Warn("forge: statuses not posted; the git notes keep them", "err", err, "pending", o.pub.Pending())
-		}
-	}
-	o.cancel() // the pusher ends after the push in flight, if any
-	waited := make(chan struct{})
-	go func() { o.wg.Wait(); close(waited) }()
-	select {
-	case <-waited:
-	case <-ctx.Done():
-		o.cancelPush()
-		<-waited
-	}
-	o.cancelPush()
-	if o.pushWake != nil {
-		if err := o.src.PushNotes(ctx); err != nil {
-			o.log.Error("push git notes", "err", err)
-		}
-	}
-}
+// stop drains and stops what start began (controlplane.Statuses.Stop).
+func (o *forgeOptions) stop() { o.run.Stop() }
 
 // records returns inner with every stored revision record also written
-// to its commit's git note and published (forge, notes push): the hook
-// for a loop that stores records in many places, such as serve's
-// Syncer.Records.
+// to its commit's git note and published: serve's Syncer.Records.
 func (o *forgeOptions) records(inner gitsync.Records, errOut io.Writer) gitsync.Records {
-	return &statusRecords{Records: inner, o: o, errOut: errOut}
+	return o.run.Records(inner, errOut)
 }
-
-// statusRecords is forgeOptions.records.
-type statusRecords struct {
-	gitsync.Records
-	o      *forgeOptions
-	errOut io.Writer
-}
-
-func (r *statusRecords) PutRevision(ctx context.Context, rec *converge.RevisionRecord) error {
-	if err := r.Records.PutRevision(ctx, rec); err != nil {
-		return err
-	}
-	if r.o.statusRun != nil && r.o.owns && !rec.Revision.Dirty {
-		if err := r.o.src.WriteStatuses(rec.Revision.Hash, rec.Statuses); err != nil {
-			fmt.Fprintln(r.errOut, "converge:", err)
-		}
-	}
-	r.o.publishRecord(rec)
-	return nil
-}
-
-// forgeDrain bounds how long a command waits at exit for the forge.
-const forgeDrain = 30 * time.Second
 
 func (o *forgeOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.kind, "forge", "", "also post statuses to a forge: github|gitea|gitlab (token from $"+forgeTokenEnv+")")
@@ -457,8 +301,5 @@ func (o *forgeOptions) reporter(getenv func(string) string) (forge.Reporter, err
 // target returns st with its target URL pointing at the revision's row
 // on the status site, when --site-url is set and st has none.
 func (o *forgeOptions) target(hash string, st converge.CommitStatus) converge.CommitStatus {
-	if st.TargetURL == "" && o.siteURL != "" {
-		st.TargetURL = strings.TrimRight(o.siteURL, "/") + "/#rev-" + hash
-	}
-	return st
+	return forge.Target(o.siteURL, hash, st)
 }

@@ -2,9 +2,7 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"errors"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -13,7 +11,6 @@ import (
 	"time"
 
 	"github.com/convergehq/converge"
-	"github.com/convergehq/converge/state"
 	gitsync "github.com/convergehq/converge/sync"
 	"github.com/convergehq/converge/sync/forge/forgetest"
 	"github.com/convergehq/converge/sync/gittest"
@@ -270,131 +267,6 @@ func TestSyncPushStatus(t *testing.T) {
 	}
 	if !strings.Contains(out, `"revision": "main@sha1:`+head+`"`) || !strings.Contains(out, `"description": "0/0 Ready"`) {
 		t.Errorf("status of the remote:\n%s", out)
-	}
-}
-
-// TestStatusRecords: records stored through forgeOptions.records (serve's
-// hook) become the commit's note and reach the forge.
-func TestStatusRecords(t *testing.T) {
-	dir, hash := statusRepo(t, nil)
-	src, err := gitsync.OpenLocal(dir, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	stateDir := filepath.Join(src.Root(), gitsync.DefaultStateDir) // the repository's own state
-	st, err := state.Open(stateDir, state.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	f := forgetest.NewGitHub(t, false)
-	t.Setenv(forgeTokenEnv, forgetest.Token)
-	o := forgeOptions{kind: "github", url: f.URL(), repo: forgetest.Owner + "/" + forgetest.Repo}
-	var errOut bytes.Buffer
-	if err := o.start(context.Background(), src, stateDir, slog.New(slog.NewTextHandler(&errOut, nil))); err != nil {
-		t.Fatal(err)
-	}
-	recs := o.records(st, &errOut)
-	rec := &converge.RevisionRecord{Revision: converge.Revision{Ref: "main", Hash: hash}}
-	for _, s := range []converge.CommitStatus{
-		{Context: converge.ContextSync, State: converge.StatePending, Description: "applied, converging"},
-		{Context: converge.ContextSync, State: converge.StateSuccess, Description: "1/1 Ready"},
-	} {
-		rec.SetStatus(s)
-		if err := recs.PutRevision(context.Background(), rec); err != nil {
-			t.Fatal(err)
-		}
-		note, err := src.ReadStatuses(hash)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got, want := note[0].State, s.State; got != want {
-			t.Errorf("note state: got %q, want %q", got, want)
-		}
-	}
-	o.stop()
-	if errOut.Len() > 0 {
-		t.Errorf("errors: %s", errOut.String())
-	}
-	var got []string
-	for _, p := range f.Statuses() {
-		got = append(got, p.State)
-	}
-	if want := []string{"pending", "success"}; !reflect.DeepEqual(got, want) {
-		t.Errorf("forge got %v, want %v", got, want)
-	}
-	if stored, err := st.Revision(context.Background(), hash); err != nil || len(stored.Statuses) != 1 {
-		t.Errorf("stored record: %+v, %v", stored, err)
-	}
-}
-
-// TestStatusRecordsNotOwner: a run on a state that does not own the
-// repository's notes (a scratch --state) leaves the note another state
-// wrote alone and posts nothing to the forge, saying so; once
-// `git config converge.state` names it, it writes both.
-func TestStatusRecordsNotOwner(t *testing.T) {
-	owned := []converge.CommitStatus{{Context: converge.ContextSync, State: converge.StateSuccess, Description: "3652/3652 Ready"}}
-	dir, hash := statusRepo(t, owned)
-	scratch := t.TempDir()
-	st, err := state.Open(scratch, state.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	f := forgetest.NewGitHub(t, false)
-	t.Setenv(forgeTokenEnv, forgetest.Token)
-	failure := &converge.RevisionRecord{Revision: converge.Revision{Ref: "main", Hash: hash}}
-	failure.SetStatus(converge.CommitStatus{Context: converge.ContextSync, State: converge.StateFailure, Description: "timed out: 0/3652 Ready"})
-	run := func() string {
-		t.Helper()
-		src, err := gitsync.OpenLocal(dir, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		o := forgeOptions{kind: "github", url: f.URL(), repo: forgetest.Owner + "/" + forgetest.Repo}
-		var errOut bytes.Buffer
-		if err := o.start(context.Background(), src, scratch, slog.New(slog.NewTextHandler(&errOut, nil))); err != nil {
-			t.Fatal(err)
-		}
-		if err := o.records(st, &errOut).PutRevision(context.Background(), failure); err != nil {
-			t.Fatal(err)
-		}
-		if err := o.report(&gitsync.Pass{Revision: failure.Revision, Record: failure}); err != nil {
-			t.Error(err)
-		}
-		o.stop()
-		return errOut.String()
-	}
-
-	msg := run()
-	if want := "not written: another state owns them (git config converge.state names it); this one keeps its verdicts in its store\" owner=" + filepath.Join(dir, ".converge"); !strings.Contains(msg, want) {
-		t.Errorf("output %q, want it to contain %q", msg, want)
-	}
-	if note, err := gitsync.OpenLocal(dir, ""); err != nil {
-		t.Fatal(err)
-	} else if got, err := note.ReadStatuses(hash); err != nil || !reflect.DeepEqual(got, owned) {
-		t.Errorf("note after a scratch run = %+v, %v; want the owner's %+v", got, err, owned)
-	}
-	if got := f.Statuses(); len(got) != 0 {
-		t.Errorf("forge got %+v from a scratch run, want nothing", got)
-	}
-	if stored, err := st.Revision(context.Background(), hash); err != nil || stored.Statuses[0].State != converge.StateFailure {
-		t.Errorf("scratch store's record = %+v, %v; want its own failure kept", stored, err)
-	}
-
-	gittest.Run(t, dir, "config", "converge.state", scratch)
-	if msg := run(); msg != "" {
-		t.Errorf("output %q from the owning state, want none", msg)
-	}
-	src, err := gitsync.OpenLocal(dir, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, err := src.ReadStatuses(hash); err != nil || got[0].State != converge.StateFailure {
-		t.Errorf("note after the owner's run = %+v, %v; want its failure", got, err)
-	}
-	if got := f.Statuses(); len(got) == 0 {
-		t.Error("forge got nothing from the owning state")
 	}
 }
 

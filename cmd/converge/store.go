@@ -17,6 +17,7 @@ import (
 	"github.com/convergehq/converge/state"
 	"github.com/convergehq/converge/state/stateapi"
 	gitsync "github.com/convergehq/converge/sync"
+	"github.com/convergehq/converge/sync/controlplane"
 )
 
 // reader is what the read commands need from the state: the store itself
@@ -177,7 +178,7 @@ func storedSource(ctx context.Context, g *globals, dir string) (*converge.Applie
 		return src, nil
 	}
 	if errors.Is(err, state.ErrDamaged) || errors.Is(err, fs.ErrPermission) {
-		return nil, openStateErr(err)
+		return nil, controlplane.OpenError(err)
 	}
 	if err != nil {
 		return nil, nil // the command's own open says what is wrong
@@ -294,11 +295,22 @@ func setTimeouts(g *globals, src *gitsync.Source, syncer *gitsync.Syncer, set co
 		src.SetTimeout(pick(g.gitTimeout, set.GitTimeout))
 	}
 	if syncer != nil {
-		syncer.LoadTimeout = pick(g.loadTimeout, set.LoadTimeout)
-		// g.sandbox fails only on a bad flag, which every command
-		// making a syncer checked first (PersistentPreRunE).
-		syncer.Sandbox, _ = g.sandbox()
+		syncer.LoadTimeout, syncer.Sandbox = loadBudget(g, set)
 	}
+}
+
+// loadBudget is what bounds a syncer's loads: --load-timeout when given,
+// else set's load_timeout (converge.cue), else the default (0); and the
+// child process the documents are evaluated in (g.sandbox).
+func loadBudget(g *globals, set converge.Settings) (time.Duration, *cue.Sandbox) {
+	timeout := set.LoadTimeout
+	if g.loadTimeout > 0 {
+		timeout = g.loadTimeout
+	}
+	// g.sandbox fails only on a bad flag, which every command making a
+	// syncer checked first (PersistentPreRunE).
+	sb, _ := g.sandbox()
+	return timeout, sb
 }
 
 // headSettings is what converge.cue below path at src's head says; the
@@ -311,24 +323,15 @@ func headSettings(g *globals, src *gitsync.Source, path string) converge.Setting
 	return set
 }
 
-// openStateErr says that opening the state failed, once: the state
-// package's own errors already begin "open state:".
-func openStateErr(err error) error {
-	if strings.HasPrefix(err.Error(), "open state:") {
-		return err
-	}
-	return fmt.Errorf("open state: %w", err)
-}
-
 // openReader opens the state for reading. When a daemon holds it, done
 // says on errOut why the daemon's answers may be behind, if they may
 // (its commits fail).
 func openReader(g *globals, errOut io.Writer) (rd reader, done func(), err error) {
 	if g.etcd != nil {
 		// etcd serves readers beside the writer: no daemon to ask.
-		st, err := openEtcd(g.etcd, true, 0)
+		st, err := controlplane.OpenEtcd(g.etcd, true, 0)
 		if err != nil {
-			return nil, nil, openStateErr(err)
+			return nil, nil, controlplane.OpenError(err)
 		}
 		return st, func() { st.Close() }, nil // read only: a failed close loses nothing
 	}
@@ -354,7 +357,7 @@ func openReader(g *globals, errOut io.Writer) (rd reader, done func(), err error
 		return nil, nil, fmt.Errorf("open state: %w (a running converge holds it)", err)
 	}
 	if err != nil {
-		return nil, nil, openStateErr(err)
+		return nil, nil, controlplane.OpenError(err)
 	}
 	return st, func() { st.Close() }, nil // read only: a failed close loses nothing
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/convergehq/converge/state"
 	"github.com/convergehq/converge/state/stateapi"
 	gitsync "github.com/convergehq/converge/sync"
+	"github.com/convergehq/converge/sync/controlplane"
 )
 
 type syncOptions struct {
@@ -188,11 +189,14 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 		return err
 	}
 	defer o.forge.stop()
-	syncer := &gitsync.Syncer{Source: src, Path: g.path, Log: log, Signatures: policy}
+	// One set of options makes the syncer that checks the revision
+	// before the engine starts (it starts the workers the revision
+	// declares) and the one the engine applies it with.
+	so := controlplane.SyncerOptions{Source: src, Path: g.path, Log: log, Signatures: policy}
 	if o.overrideChangeLimit {
-		syncer.OverrideChangeLimit, syncer.OverrideBy = true, "sync --override-change-limit (user "+currentUser()+")"
+		so.OverrideChangeLimit, so.OverrideBy = true, "sync --override-change-limit (user "+currentUser()+")"
 	}
-	setTimeouts(g, nil, syncer, g.headSettings)
+	so.LoadTimeout, so.Sandbox = loadBudget(g, g.headSettings)
 	// The pin is read before the store is held (a damaged store,
 	// --reinit-state, or another command holding the lock: read as no
 	// pin); it is checked again once the engine holds the store.
@@ -229,7 +233,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 			return syncThroughDaemon(ctx, out, errOut, g, cl, rev, o, rep)
 		}
 	}
-	pass, err := syncer.CheckContext(ctx, rev)
+	pass, err := so.Checker().CheckContext(ctx, rev)
 	if err != nil {
 		return err
 	}
@@ -263,12 +267,12 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 	if !src.Remote() {
 		workers = append(workers, pass.Loaded.Desired.Settings.Workers...)
 	}
-	e, err := startEngine(ctx, engineOptions{
-		stateDir: dir, etcd: g.etcd, repoDir: src.Root(), workers: workers, log: log, wrapStore: g.wrapStore,
-		reinit: g.reinitState,
+	e, err := startEngine(ctx, controlplane.Options{
+		StateDir: dir, Etcd: g.etcd, RepoDir: src.Root(), Workers: workers, Log: log, WrapStore: g.wrapStore,
+		Reinit: g.reinitState,
 		// A sync that ends at convergence does not start the loaded
 		// rows' overdue resyncs (a daemon, --watch included, does).
-		sched: scheduler.Config{PostponeLoadedResyncs: !o.watch},
+		Scheduler: scheduler.Config{PostponeLoadedResyncs: !o.watch},
 	})
 	if err != nil {
 		return err
@@ -277,15 +281,15 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 	defer func() {
 		// The engine's close is its last flush and the store's close:
 		// a failure there is a write this sync lost.
-		writes.add("close engine", e.close())
+		writes.add("close engine", e.Close())
 		err = writes.join(err)
 	}()
-	if now, err := e.store.Control(ctx); err != nil {
+	if now, err := e.Store().Control(ctx); err != nil {
 		return err
 	} else if pinnedHash(now) != pinnedHash(ctl) {
 		return failed("sync: the pin changed while sync started (converge rollback or unpin ran): run sync again")
 	}
-	syncer.Records, syncer.Engine, syncer.Lint, syncer.Compose = e.store, e.sched, lintFunc(), e.sched.DryCompose
+	syncer := e.Syncer(so)
 	if err := syncer.Apply(ctx, pass); err != nil {
 		return err
 	}
@@ -317,7 +321,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 	}
 	start := time.Now()
 	res := waitSettled(ctx, e, out, o)
-	for _, w := range gitsync.UnservedVerbs(pass.Loaded.Desired.Kinds, e.srv.Serves) {
+	for _, w := range gitsync.UnservedVerbs(pass.Loaded.Desired.Kinds, e.Server().Serves) {
 		fmt.Fprintln(errOut, "warning:", w)
 	}
 	if pass.Fresh {
@@ -377,7 +381,7 @@ func syncThroughDaemon(ctx context.Context, out, errOut io.Writer, g *globals, c
 // watchWorkTree is dev mode: on every save below the work tree's --path it
 // validates the uncommitted documents and, when they are valid, applies
 // them (labelled as a dirty revision) and waits for them to settle.
-func watchWorkTree(ctx context.Context, e *engine, syncer *gitsync.Syncer, o syncOptions, out, errOut io.Writer) error {
+func watchWorkTree(ctx context.Context, e *controlplane.Engine, syncer *gitsync.Syncer, o syncOptions, out, errOut io.Writer) error {
 	dir := filepath.Join(syncer.Source.Root(), filepath.FromSlash(syncer.Path))
 	fmt.Fprintf(out, "watching %s (dev mode: uncommitted changes are applied as %s@dirty; Ctrl+C stops)\n", dir, syncer.Source.Ref())
 	err := gitsync.WatchTree(ctx, dir, 300*time.Millisecond, func() {
@@ -438,10 +442,10 @@ func currentUser() string {
 
 // reportApplied prints what pass applied, in plan's words and counts
 // (gitsync.Pass.AppliedSummary), and puts it in rep.
-func reportApplied(e *engine, pass *gitsync.Pass, out, errOut io.Writer, rep *syncReport, what string) {
+func reportApplied(e *controlplane.Engine, pass *gitsync.Pass, out, errOut io.Writer, rep *syncReport, what string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := pass.AppliedSummary(ctx, e.sched.Graph())
+	s, err := pass.AppliedSummary(ctx, e.Scheduler().Graph())
 	if err != nil {
 		fmt.Fprintln(errOut, "converge:", err)
 		return
@@ -463,6 +467,7 @@ const (
 	settledInterrupted
 	// settledUndurable: commits of state kept failing (gitsync.Undurable).
 	settledUndurable
+	settledSuspended
 )
 
 // commitGrace is how long a sync lets every commit of state fail before
@@ -472,7 +477,7 @@ const commitGrace = 2 * time.Second
 
 // waitSettled shows progress until the graph converges, is stuck
 // (gitsync.Settle decides), the timeout passes or ctx ends.
-func waitSettled(ctx context.Context, e *engine, out io.Writer, o syncOptions) settleResult {
+func waitSettled(ctx context.Context, e *controlplane.Engine, out io.Writer, o syncOptions) settleResult {
 	pr := newProgress(out)
 	defer pr.done()
 	wait := o.timeout
@@ -483,11 +488,11 @@ func waitSettled(ctx context.Context, e *engine, out io.Writer, o syncOptions) s
 	defer deadline.Stop()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
-	settle := gitsync.Settle{Grace: o.grace, CommitGrace: commitGrace}
+	settle := gitsync.Settle{Grace: o.grace, CommitGrace: commitGrace, StopWhenHeld: true}
 	for {
-		p := e.sched.Progress()
+		p := e.Scheduler().Progress()
 		pr.show(p)
-		due, _ := e.workers()
+		due, _ := e.Workers()
 		switch settle.Observe(time.Now(), p, due) {
 		case gitsync.Converged:
 			return settledConverged
@@ -495,6 +500,8 @@ func waitSettled(ctx context.Context, e *engine, out io.Writer, o syncOptions) s
 			return settledStuck
 		case gitsync.Undurable:
 			return settledUndurable
+		case gitsync.Suspended:
+			return settledSuspended
 		}
 		select {
 		case <-ctx.Done():
@@ -519,7 +526,7 @@ const lastFlushTimeout = 10 * time.Minute
 // (howToStart when no declared worker failed). A last flush that fails
 // turns a converged wait into a failed one: nothing is converged until it
 // is durable.
-func finishSync(e *engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res settleResult, elapsed time.Duration, out, errOut io.Writer, howToStart string, rep *syncReport) error {
+func finishSync(e *controlplane.Engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res settleResult, elapsed time.Duration, out, errOut io.Writer, howToStart string, rep *syncReport) error {
 	// The store may be well behind the graph: a million-child
 	// composition's rows drain 6,144 a commit while the work goes on, so
 	// the last flush can take minutes (not the seconds it takes at demo
@@ -529,12 +536,12 @@ func finishSync(e *engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res settl
 	// record run under this bound instead.
 	ctx, cancel := context.WithTimeout(context.Background(), lastFlushTimeout)
 	defer cancel()
-	ferr := e.sched.Flush(ctx)
+	ferr := e.Scheduler().Flush(ctx)
 	if ferr == nil {
 		// Durable, and where readers look (state.Backend.Verify).
-		ferr = e.store.Verify(ctx)
+		ferr = e.Store().Verify(ctx)
 	}
-	p := e.sched.Progress()
+	p := e.Scheduler().Progress()
 	if ferr != nil {
 		if p.CommitError == "" {
 			p.CommitError = ferr.Error()
@@ -552,12 +559,12 @@ func finishSync(e *engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res settl
 		counts := p.Counts
 		rep.Counts, rep.Dispatched, rep.Seconds = &counts, p.Dispatched, elapsed.Seconds()
 		rep.Verdict = [...]string{settledConverged: "converged", settledStuck: "stuck", settledTimeout: "timed_out",
-			settledInterrupted: "interrupted", settledUndurable: "not_durable"}[res]
+			settledInterrupted: "interrupted", settledUndurable: "not_durable", settledSuspended: "suspended"}[res]
 		if p.CommitError != "" {
 			rep.Errors = append(rep.Errors, "commit state: "+p.CommitError)
 		}
 		if res != settledConverged {
-			for _, gr := range e.sched.ProblemGroups(maxListed) {
+			for _, gr := range e.Scheduler().ProblemGroups(maxListed) {
 				rep.NotReady = append(rep.NotReady, notReadyGroup{Phase: gr.Phase, Reason: gr.Reason, Pattern: gr.Pattern,
 					Permanent: gr.Permanent, Count: gr.Count, Resources: gr.IDs})
 			}
@@ -569,6 +576,22 @@ func finishSync(e *engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res settl
 	case settledInterrupted:
 		state, desc = converge.StatePending, gitsync.Verdict("interrupted", p, "")
 		err = failed("%s", desc)
+	case settledSuspended:
+		// Applied, and held back by the operator's own act: pending
+		// until converge resume, as serve leaves it.
+		var held []string
+		if ctl, cerr := e.Control(ctx); cerr == nil && ctl != nil {
+			for _, s := range ctl.Suspended {
+				held = append(held, s.String())
+			}
+		}
+		hint := strings.Join(held, "; ")
+		if hint == "" {
+			hint = "converge resume"
+		}
+		state, desc = converge.StatePending, gitsync.Verdict("suspended", p, fmt.Sprintf("%d waiting for a resume: %s", p.Held, hint))
+		fmt.Fprintf(errOut, "%s\n", desc)
+		err = failed("not converged (suspended): %d resources wait for converge resume", p.Held)
 	default:
 		why := "stuck"
 		switch res {
@@ -577,8 +600,8 @@ func finishSync(e *engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res settl
 		case settledUndurable:
 			why = "state not durable"
 		}
-		problems := e.sched.Problems()
-		_, failedWorkers := e.workers()
+		problems := e.Scheduler().Problems()
+		_, failedWorkers := e.Workers()
 		hint := gitsync.UnservedHint(problems, failedWorkers, howToStart)
 		state, desc = converge.StateFailure, gitsync.Verdict(why, p, hint)
 		fmt.Fprintf(errOut, "%s: %s; not converged:\n", why, summary)
@@ -587,7 +610,7 @@ func finishSync(e *engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res settl
 			fmt.Fprintf(errOut, "  %s\n", c)
 			names = append(names, c)
 		}
-		printProblemGroups(errOut, e.sched.ProblemGroups(maxListed), examplesPerCause)
+		printProblemGroups(errOut, e.Scheduler().ProblemGroups(maxListed), examplesPerCause)
 		if hint != "" {
 			fmt.Fprintf(errOut, "hint: %s\n", hint)
 		}

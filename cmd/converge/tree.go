@@ -45,6 +45,9 @@ million children stays one screen. --group 0 lists every child.`,
 				if err != nil {
 					return err
 				}
+				if r, err := rd.Resource(ctx, id); err == nil {
+					root.Suspended = heldBy(ctx, rd, r)
+				}
 				if output != "table" {
 					return writeData(c.OutOrStdout(), output, root)
 				}
@@ -65,9 +68,12 @@ type treeNode struct {
 	Phase   converge.Phase `json:"phase"`
 	Reason  string         `json:"reason,omitempty"`
 	// Drift is what the last observe found different, while it is so.
-	Drift     *converge.DriftReport `json:"drift,omitempty"`
-	DependsOn []converge.ID         `json:"depends_on,omitempty"`
-	Children  []*treeNode           `json:"children,omitempty"`
+	Drift *converge.DriftReport `json:"drift,omitempty"`
+	// Suspended is the suspension holding the tree's top back
+	// (converge suspend), shown on it alone.
+	Suspended *converge.Suspension `json:"suspended,omitempty"`
+	DependsOn []converge.ID        `json:"depends_on,omitempty"`
+	Children  []*treeNode          `json:"children,omitempty"`
 	// Groups summarize the children by kind when there are more than
 	// --group of them (Children is then empty).
 	Groups []*treeGroup `json:"groups,omitempty"`
@@ -162,6 +168,9 @@ func printTree(w io.Writer, n *treeNode, prefix string, last, top bool) {
 	line := fmt.Sprintf("%s%s%s (v%d) %s", prefix, branch, n.ID, n.Version, n.Phase)
 	if n.Drift != nil {
 		line += " (drifted)"
+	}
+	if n.Suspended != nil {
+		line += " [" + n.Suspended.String() + "]"
 	}
 	if n.Reason != "" {
 		line += ": " + n.Reason

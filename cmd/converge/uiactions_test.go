@@ -21,6 +21,7 @@ import (
 	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/site"
 	"github.com/convergehq/converge/state"
+	"github.com/convergehq/converge/sync/controlplane"
 )
 
 const testUIToken = "correct-horse-battery-staple"
@@ -45,37 +46,37 @@ func TestUIActions(t *testing.T) {
 	desired := &loaded.Desired
 	stateDir := t.TempDir()
 	var logs bytes.Buffer
-	live := newLiveSite(filepath.Join(stateDir, "site"), &logs)
+	live := site.NewLive(filepath.Join(stateDir, "site"), site.LiveOptions{Site: site.Options{Title: "converge"}, Log: &logs})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	e, err := startEngine(ctx, engineOptions{stateDir: stateDir, repoDir: repo, workers: workers, log: quiet, changed: live.changed})
+	e, err := startEngine(ctx, controlplane.Options{StateDir: stateDir, RepoDir: repo, Workers: workers, Log: quiet, Changed: live.Changed})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
-		if err := e.close(); err != nil {
+		if err := e.Close(); err != nil {
 			t.Errorf("close engine: %v", err)
 		}
 	}()
-	live.attach(e.store)
+	live.Attach(e.Store())
 	siteDone := make(chan struct{})
-	go func() { live.run(ctx); close(siteDone) }()
+	go func() { live.Run(ctx); close(siteDone) }()
 	defer func() { cancel(); <-siteDone }()
-	waitFor(t, "the classic worker", func() bool { return len(e.srv.Workers()) >= expectedWorkers(workers) })
-	if _, err := e.sched.Apply(ctx, desired, loaded.Schemas); err != nil {
+	waitFor(t, "the classic worker", func() bool { return len(e.Server().Workers()) >= controlplane.ExpectedWorkers(workers) })
+	if _, err := e.Scheduler().Apply(ctx, desired, loaded.Schemas); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the example to converge", func() bool { return e.sched.Progress().Settled == scheduler.Converged })
-	if err := e.sched.Flush(ctx); err != nil {
+	waitFor(t, "the example to converge", func() bool { return e.Scheduler().Progress().Settled == scheduler.Converged })
+	if err := e.Scheduler().Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	live.update(ctx)
+	live.Update(ctx)
 
 	// A route, the vpc it consumes, the account that vpc consumes.
 	producer := func(id converge.ID, kind string) converge.ID {
 		t.Helper()
-		consumes, _, err := e.store.EdgesOf(ctx, id)
+		consumes, _, err := e.Store().EdgesOf(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,7 +88,7 @@ func TestUIActions(t *testing.T) {
 		t.Fatalf("%s consumes no %s", id, kind)
 		return ""
 	}
-	routes, err := e.store.Resources(ctx, state.Filter{Kind: "route"})
+	routes, err := e.Store().Resources(ctx, state.Filter{Kind: "route"})
 	if err != nil || len(routes) == 0 {
 		t.Fatalf("no routes: %v", err)
 	}
@@ -142,7 +143,9 @@ func TestUIActions(t *testing.T) {
 		if code != http.StatusOK {
 			t.Fatalf("sign-in: %d %s", code, body)
 		}
-		var sess uiSessionReply
+		var sess struct {
+			CSRF string `json:"csrf"`
+		}
 		if err := json.Unmarshal([]byte(body), &sess); err != nil || sess.CSRF == "" {
 			t.Fatalf("sign-in reply %s: %v", body, err)
 		}
@@ -168,7 +171,7 @@ func TestUIActions(t *testing.T) {
 		if code, body := post(c, "ui/do", `{"id":"`+string(account)+`","verb":"rotate","confirm":"`+string(account)+`"}`, proxied); code != http.StatusConflict {
 			t.Errorf("a same-host origin over https is refused: %d %s", code, body)
 		}
-		if _, err := e.store.Resource(ctx, account); err != nil {
+		if _, err := e.Store().Resource(ctx, account); err != nil {
 			t.Fatalf("a refused request deleted %s: %v", account, err)
 		}
 		for _, p := range []string{"ui/delete", "ui/session"} {
@@ -252,7 +255,7 @@ func TestUIActions(t *testing.T) {
 			t.Fatal(err)
 		}
 		b.screenshot(t, tab, filepath.Join(artifacts(t), "site-ui-confirm.png"))
-		if _, err := e.store.Resource(ctx, account); err != nil {
+		if _, err := e.Store().Resource(ctx, account); err != nil {
 			t.Fatalf("%s deleted before the confirmation: %v", account, err)
 		}
 		if err := b.eval(tab, `c.value = "`+string(account)+`"; c.dispatchEvent(new Event("input")); document.getElementById("ui-go").click(); true`, nil); err != nil {
@@ -283,7 +286,7 @@ func TestUIActions(t *testing.T) {
 	})
 	t.Run("run a verb from its panel", func(t *testing.T) {
 		// Signed in above: the session cookie holds for every page.
-		vpcs, err := e.store.Resources(ctx, state.Filter{Kind: "vpc"})
+		vpcs, err := e.Store().Resources(ctx, state.Filter{Kind: "vpc"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -312,7 +315,7 @@ func TestUIActions(t *testing.T) {
 		if !strings.HasPrefix(text, "enable_flow_logs: ok") {
 			t.Errorf("the panel says %q, want enable_flow_logs: ok", text)
 		}
-		r, err := e.store.Resource(ctx, other)
+		r, err := e.Store().Resource(ctx, other)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -47,28 +48,40 @@ func (o workersTLSOptions) mode() string {
 // The workers' port serves TLS: --workers-listen without the certificate
 // and key is refused unless --insecure chooses plain TCP, where the
 // workers' bearer token crosses the network in clear (serve warns).
-func (o workersTLSOptions) config(workersListen string, now time.Time) (*tls.Config, error) {
+func (o workersTLSOptions) config(workersListen string, now time.Time) (*tls.Config, *tlsReloader, error) {
 	if o.insecure {
 		switch {
 		case workersListen == "":
-			return nil, usageErr("--insecure needs --workers-listen: it makes the workers' TCP listener plain TCP")
+			return nil, nil, usageErr("--insecure needs --workers-listen: it makes the workers' TCP listener plain TCP")
 		case o.set():
-			return nil, usageErr("--insecure with --workers-tls-cert, --workers-tls-key or --workers-tls-client-ca: choose plain TCP or TLS, not both")
+			return nil, nil, usageErr("--insecure with --workers-tls-cert, --workers-tls-key or --workers-tls-client-ca: choose plain TCP or TLS, not both")
 		}
-		return nil, nil
+		return nil, nil, nil
 	}
 	if !o.set() {
 		if workersListen != "" {
-			return nil, usageErr("--workers-listen %s: the workers' port serves TLS, so the workers' token never crosses the network in clear: give --workers-tls-cert and --workers-tls-key (PEM; --workers-tls-client-ca for mutual TLS), or --insecure for plain TCP on a network you trust", workersListen)
+			return nil, nil, usageErr("--workers-listen %s: the workers' port serves TLS, so the workers' token never crosses the network in clear: give --workers-tls-cert and --workers-tls-key (PEM; --workers-tls-client-ca for mutual TLS), or --insecure for plain TCP on a network you trust", workersListen)
 		}
-		return nil, nil
+		return nil, nil, nil
 	}
 	if workersListen == "" {
-		return nil, usageErr("--workers-tls-cert, --workers-tls-key and --workers-tls-client-ca need --workers-listen: they secure the workers' TCP listener (the unix socket in the state directory stays plain, owner-only)")
+		return nil, nil, usageErr("--workers-tls-cert, --workers-tls-key and --workers-tls-client-ca need --workers-listen: they secure the workers' TCP listener (the unix socket in the state directory stays plain, owner-only)")
 	}
 	if o.cert == "" || o.key == "" {
-		return nil, usageErr("--workers-tls-cert and --workers-tls-key go together: give both (the server certificate and its private key, PEM)")
+		return nil, nil, usageErr("--workers-tls-cert and --workers-tls-key go together: give both (the server certificate and its private key, PEM)")
 	}
+	r := &tlsReloader{o: o}
+	cfg, err := o.load(now)
+	if err != nil {
+		return nil, nil, err
+	}
+	r.cur, r.sig = cfg, o.signature()
+	return &tls.Config{MinVersion: tls.VersionTLS12, GetConfigForClient: r.forClient}, r, nil
+}
+
+// load reads the certificate, its key and the client CA bundle, and
+// checks them as the flags' errors say.
+func (o workersTLSOptions) load(now time.Time) (*tls.Config, error) {
 	certPEM, err := readPEM("--workers-tls-cert", o.cert, "CERTIFICATE")
 	if err != nil {
 		return nil, err
@@ -89,7 +102,8 @@ func (o workersTLSOptions) config(workersListen string, now time.Time) (*tls.Con
 			return nil, usageErr("--workers-tls-cert %s: the certificate is not valid before %s", o.cert, leaf.NotBefore.UTC().Format(time.RFC3339))
 		}
 	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+	// h2: gRPC's ALPN, which a config from GetConfigForClient must name itself.
+	cfg := &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"}}
 	if o.clientCA != "" {
 		caPEM, err := readPEM("--workers-tls-client-ca", o.clientCA, "CERTIFICATE")
 		if err != nil {
@@ -107,6 +121,74 @@ func (o workersTLSOptions) config(workersListen string, now time.Time) (*tls.Con
 // readPEM reads file (given as flag) and checks that it holds a PEM block
 // whose type ends with want ("CERTIFICATE", "PRIVATE KEY": also "EC
 // PRIVATE KEY", "RSA PRIVATE KEY").
+// tlsReloader serves the workers' listener the certificate, key and
+// client CA bundle as their files are now: a handshake after a file
+// changed (its size or modification time) reads them again, so a
+// certificate is rotated without a restart (SIGHUP reloads too). A
+// rotation that does not load (a half-written file, a key that does not
+// match) keeps the previous files' configuration and is logged once.
+type tlsReloader struct {
+	o workersTLSOptions
+
+	mu     sync.Mutex
+	cur    *tls.Config
+	sig    string // the files' sizes and times cur was loaded from
+	failed string // the signature whose load failed, logged once
+	// warn logs a rotation that does not load, note says one that did
+	// (serve sets them; nil: silent).
+	warn func(msg string, args ...any)
+	note func(msg string)
+}
+
+// forClient is the listener's GetConfigForClient.
+func (r *tlsReloader) forClient(*tls.ClientHelloInfo) (*tls.Config, error) {
+	r.reload(false)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cur, nil
+}
+
+// reload loads the files again when they changed (or always, force).
+func (r *tlsReloader) reload(force bool) {
+	sig := r.o.signature()
+	r.mu.Lock()
+	same := sig == r.sig || sig == r.failed
+	r.mu.Unlock()
+	if same && !force {
+		return
+	}
+	cfg, err := r.o.load(time.Now())
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		if r.failed != sig && r.warn != nil {
+			r.warn("workers TLS: the changed files do not load; the previous certificate stays in use", "err", err)
+		}
+		r.failed = sig
+		return
+	}
+	if r.note != nil && (sig != r.sig || force) {
+		r.note("workers TLS: reloaded " + r.o.cert)
+	}
+	r.cur, r.sig, r.failed = cfg, sig, ""
+}
+
+// signature is the TLS files' sizes and modification times.
+func (o workersTLSOptions) signature() string {
+	var b strings.Builder
+	for _, f := range []string{o.cert, o.key, o.clientCA} {
+		if f == "" {
+			continue
+		}
+		if fi, err := os.Stat(f); err == nil {
+			fmt.Fprintf(&b, "%s %d %d;", f, fi.Size(), fi.ModTime().UnixNano())
+		} else {
+			fmt.Fprintf(&b, "%s missing;", f)
+		}
+	}
+	return b.String()
+}
+
 func readPEM(flag, file, want string) ([]byte, error) {
 	b, err := os.ReadFile(file)
 	if err != nil {

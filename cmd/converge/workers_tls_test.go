@@ -28,7 +28,9 @@ type workersPKI struct {
 	ca, serverCert, serverKey string
 	clientCert, clientKey     string
 	otherCert, otherKey       string // signed by another CA
-	expiredCert, expiredKey   string // a server certificate that expired
+	// otherCA and its server certificate: what a rotation moves to.
+	otherCA, otherServerCert, otherServerKey string
+	expiredCert, expiredKey                  string // a server certificate that expired
 }
 
 func newWorkersPKI(t *testing.T) *workersPKI {
@@ -103,6 +105,10 @@ func newWorkersPKI(t *testing.T) *workersPKI {
 	otherCA := issue(caTmpl("someone else"), nil, nil, otherCAKey)
 	otherKey := newKey()
 	p.otherCert, p.otherKey = writeCert("other.pem", issue(clientTmpl("intruder"), otherCA, otherCAKey, otherKey)), writeKey("other.key", otherKey)
+	p.otherCA = writeCert("other-ca.pem", otherCA)
+	otherSrvKey := newKey()
+	p.otherServerCert = writeCert("other-server.pem", issue(serverTmpl(), otherCA, otherCAKey, otherSrvKey))
+	p.otherServerKey = writeKey("other-server.key", otherSrvKey)
 	expKey := newKey()
 	exp := serverTmpl()
 	exp.NotBefore, exp.NotAfter = time.Now().Add(-48*time.Hour), time.Now().Add(-24*time.Hour)
@@ -315,27 +321,6 @@ func TestReplicasWorkersMutualTLS(t *testing.T) {
 	}
 }
 
-// TestWorkersAdvert: the workers address a leader publishes is
-// --advertise, else --workers-listen's host with the bound port, else
-// (no host, or an unspecified one) the bound address.
-func TestWorkersAdvert(t *testing.T) {
-	bound := &net.TCPAddr{IP: net.IPv6unspecified, Port: 9090}
-	tests := []struct{ listen, advertise, want string }{
-		{listen: ":9090", advertise: "m1.example.com:9090", want: "m1.example.com:9090"},
-		{listen: "m1.example.com:9090", want: "m1.example.com:9090"},
-		{listen: "127.0.0.1:0", want: "127.0.0.1:9090"},
-		{listen: "[::1]:0", want: "[::1]:9090"},
-		{listen: ":9090", want: "[::]:9090"},
-		{listen: "0.0.0.0:9090", want: "[::]:9090"},
-		{listen: "[::]:9090", want: "[::]:9090"},
-	}
-	for _, tt := range tests {
-		if got := workersAdvert(tt.listen, tt.advertise, bound); got != tt.want {
-			t.Errorf("workersAdvert(%q, %q) = %q, want %q", tt.listen, tt.advertise, got, tt.want)
-		}
-	}
-}
-
 // TestServeAdvertiseFlag: --advertise is refused without --replica or
 // --workers-listen, and when it is not HOST:PORT (exit 2).
 func TestServeAdvertiseFlag(t *testing.T) {
@@ -371,4 +356,75 @@ func freePort(t *testing.T) string {
 	defer l.Close()
 	_, port, _ := net.SplitHostPort(l.Addr().String())
 	return port
+}
+
+// TestServeWorkersTLSRotation: the workers' certificate is rotated without
+// a restart. serve reads its files again at the first handshake after they
+// change: a worker that trusts only the new CA is refused before the
+// rotation and served after it. A rotation that does not load (a key of
+// another certificate) keeps the certificate in use, said once, and
+// workers go on connecting.
+func TestServeWorkersTLSRotation(t *testing.T) {
+	pki := newWorkersPKI(t)
+	repo := replicaRepo(t, []byte(smallBOM), true)
+	stateDir := t.TempDir()
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	install := func(c, k string) {
+		t.Helper()
+		for _, f := range [][2]string{{c, cert}, {k, key}} {
+			b, err := os.ReadFile(f[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			// As a secret mount rotates: a new file renamed into place.
+			if err := os.WriteFile(f[1]+".new", b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(f[1]+".new", f[1]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	install(pki.serverCert, pki.serverKey)
+	const token = "tls-token"
+	srv := startProc(t, "serve", []string{"CONVERGE_WORKER_TOKEN=" + token}, "--repo", repo, "--state", stateDir,
+		"serve", "--listen", "", "--workers-listen", "127.0.0.1:0", "--poll", "1h",
+		"--workers-tls-cert", cert, "--workers-tls-key", key)
+	addr := readAddr(t, filepath.Join(stateDir, "workers.addr"))
+	worker := func(name, ca string) *proc {
+		return startProc(t, name, []string{"CONVERGE_ADDR=" + addr, "CONVERGE_TOKEN=" + token,
+			"CONVERGE_WORKER_NAME=" + name, "CONVERGE_STATE_DIR=" + t.TempDir(), "CONVERGE_TLS_CA=" + ca}, "worker", "classic")
+	}
+	early := worker("early", pki.otherCA)
+	waitUntil(t, 15*time.Second, "the worker trusting only the new CA refused", func() bool {
+		return strings.Contains(early.output(), "reconnecting")
+	})
+	early.cmd.Process.Kill()
+	if strings.Contains(early.output(), "worker registered") {
+		t.Fatalf("a worker trusting another CA registered before the rotation:\n%s", early.output())
+	}
+
+	install(pki.otherServerCert, pki.otherServerKey)
+	late := worker("late", pki.otherCA)
+	waitUntil(t, 60*time.Second, "the example converged through the rotated certificate", func() bool {
+		return strings.Contains(srv.output(), " converged: ")
+	})
+	if !strings.Contains(late.output(), "worker registered") {
+		t.Errorf("the worker trusting the new CA was not served after the rotation:\n%s", late.output())
+	}
+	if want := "serve: workers TLS: reloaded " + cert; !strings.Contains(srv.output(), want) {
+		t.Errorf("serve does not say %q:\n%s", want, srv.output())
+	}
+
+	// A broken rotation: the old key under the new certificate.
+	install(pki.otherServerCert, pki.serverKey)
+	again := worker("again", pki.otherCA)
+	waitUntil(t, 30*time.Second, "a worker registered after a broken rotation", func() bool {
+		return strings.Contains(again.output(), "worker registered")
+	})
+	waitUntil(t, 10*time.Second, "the broken rotation logged", func() bool {
+		return strings.Contains(srv.output(), "the changed files do not load; the previous certificate stays in use")
+	})
+	srv.stop(t)
 }

@@ -8,8 +8,8 @@ import (
 
 // FuzzArrayField checks the part cutter against encoding/json: on every
 // valid document the same elements of field "a" and the same string at
-// field "n"; on any other input an error from ArrayField (its doc
-// promises malformed input is an error, never a wrong cut).
+// field "n"; on any other input an error from ArrayField and from
+// StringField (malformed input is an error, never a wrong cut).
 func FuzzArrayField(f *testing.F) {
 	for _, s := range []string{
 		`{"a":[1,"x",{"b":[]},[2,"]"],null]}`, `{"a":null}`, `{}`, `{"b":1}`, `{"a":[]}`,
@@ -24,6 +24,9 @@ func FuzzArrayField(f *testing.F) {
 		if !json.Valid(in) {
 			if err == nil {
 				t.Fatalf("ArrayField(%q) = %q for input that is not JSON, want an error", in, got)
+			}
+			if s, ok, err := StringField(in, "n"); err == nil {
+				t.Fatalf("StringField(%q) = %q, %v for input that is not JSON, want an error", in, s, ok)
 			}
 			return
 		}

@@ -78,9 +78,24 @@ type ControlReader interface {
 
 // ControlSetter is implemented by a Controller that takes the operator's
 // pin and suspensions (a daemon: converge rollback, unpin, suspend and
-// resume): it records c in its store and follows it from then on.
+// resume): it records c in its store and follows it from then on. It is
+// a compare-and-set: base is the Control the change was made to, and
+// when the daemon's is no longer that (another operator changed it
+// meanwhile) nothing is written and the error is ErrControlChanged, so
+// the caller reads again and redoes its change instead of losing the
+// other one.
 type ControlSetter interface {
-	SetControl(ctx context.Context, c *converge.Control) error
+	SetControl(ctx context.Context, base, c *converge.Control) error
+}
+
+// ErrControlChanged is SetControl's refusal of a change made to a
+// Control that another operator changed meanwhile (HTTP 409).
+var ErrControlChanged = errors.New("the pin and suspensions changed meanwhile (another operator)")
+
+// controlChange is the body of POST /v1/control.
+type controlChange struct {
+	Base    *converge.Control `json:"base"`
+	Control *converge.Control `json:"control"`
 }
 
 // Reconciler is implemented by a Controller that reconciles on demand
@@ -154,6 +169,8 @@ type doReply struct {
 type errorReply struct {
 	Error    string `json:"error"`
 	NotFound bool   `json:"not_found,omitempty"`
+	// Conflict: the error is ErrControlChanged.
+	Conflict bool `json:"conflict,omitempty"`
 }
 
 // Handler serves the admin API over rd and, if ctl is not nil, ctl.
@@ -166,10 +183,14 @@ func Handler(rd Reader, ctl Controller) http.Handler {
 			if errors.Is(err, converge.ErrNotFound) {
 				code = http.StatusNotFound
 			}
+			if errors.Is(err, ErrControlChanged) {
+				code = http.StatusConflict
+			}
 			w.WriteHeader(code)
 			// An encoding error here is a client that went away: there
 			// is no one left to tell.
-			_ = json.NewEncoder(w).Encode(errorReply{Error: err.Error(), NotFound: code == http.StatusNotFound})
+			_ = json.NewEncoder(w).Encode(errorReply{Error: err.Error(), NotFound: code == http.StatusNotFound,
+				Conflict: code == http.StatusConflict})
 			return
 		}
 		_ = json.NewEncoder(w).Encode(v) // as above
@@ -288,12 +309,16 @@ func Handler(rd Reader, ctl Controller) http.Handler {
 			reply(w, nil, errors.New("this daemon does not take pins or suspensions"))
 			return
 		}
-		var c converge.Control
+		var c controlChange
 		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&c); err != nil {
 			reply(w, nil, fmt.Errorf("decode request: %w", err))
 			return
 		}
-		reply(w, map[string]bool{"ok": true}, cs.SetControl(r.Context(), &c))
+		if c.Base == nil || c.Control == nil {
+			reply(w, nil, errors.New("decode request: want {base, control}"))
+			return
+		}
+		reply(w, map[string]bool{"ok": true}, cs.SetControl(r.Context(), c.Base, c.Control))
 	})
 	mux.HandleFunc("POST /v1/reconcile", func(w http.ResponseWriter, r *http.Request) {
 		rc, ok := ctl.(Reconciler)
@@ -432,6 +457,9 @@ func (c *Client) call(ctx context.Context, method, path string, q url.Values, bo
 		if e.NotFound {
 			return notFoundError(e.Error)
 		}
+		if e.Conflict {
+			return ErrControlChanged
+		}
 		return fmt.Errorf("admin api: %s", e.Error)
 	}
 	return json.NewDecoder(resp.Body).Decode(out)
@@ -558,9 +586,9 @@ func (c *Client) Control(ctx context.Context) (*converge.Control, error) {
 }
 
 // SetControl replaces the daemon's pin and suspensions with ctl.
-func (c *Client) SetControl(ctx context.Context, ctl *converge.Control) error {
+func (c *Client) SetControl(ctx context.Context, base, ctl *converge.Control) error {
 	var ok map[string]bool
-	return c.call(ctx, "POST", "/v1/control", nil, ctl, &ok)
+	return c.call(ctx, "POST", "/v1/control", nil, controlChange{Base: base, Control: ctl}, &ok)
 }
 
 // Reconcile asks the daemon to reconcile now: the repository with id "",

@@ -208,3 +208,12 @@ func truncate(s string, n int) string {
 	r := []rune(s)
 	return string(r[:n-1]) + "…"
 }
+
+// Target returns st with its target URL pointing at the revision's row
+// on the status site siteURL, when siteURL is set and st has none.
+func Target(siteURL, hash string, st converge.CommitStatus) converge.CommitStatus {
+	if st.TargetURL == "" && siteURL != "" {
+		st.TargetURL = strings.TrimRight(siteURL, "/") + "/#rev-" + hash
+	}
+	return st
+}

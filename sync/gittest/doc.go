@@ -6,7 +6,7 @@
 // (a repository in t.TempDir() with the given files, committed once).
 // Command is for the few calls that must not fail the test (a retry loop,
 // a goroutine) or that feed git's standard input; Write puts files in a
-// work tree.
+// work tree, and Commit writes and commits them.
 //
 // The package imports nothing of converge, so package sync's own internal
 // tests can use it.

@@ -81,3 +81,14 @@ func Repo(t testing.TB, files map[string]string) string {
 	Run(t, dir, "commit", "-q", "-m", "first\n\nbody")
 	return dir
 }
+
+// Commit writes files into the repository dir (see Write), commits every
+// change of its work tree with the message msg, and returns the new
+// commit's hash.
+func Commit(t testing.TB, dir string, files map[string]string, msg string) string {
+	t.Helper()
+	Write(t, dir, files)
+	Run(t, dir, "add", "-A")
+	Run(t, dir, "commit", "-q", "-m", msg)
+	return Run(t, dir, "rev-parse", "HEAD")
+}

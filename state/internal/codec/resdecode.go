@@ -96,6 +96,7 @@ const (
 	fComposedBy
 	fDriftPolicy
 	fDrift
+	fRollout
 )
 
 // resourceField returns the field whose JSON key is exactly key, or -1.
@@ -153,6 +154,8 @@ func resourceField(key []byte) int {
 		return fDriftPolicy
 	case "drift":
 		return fDrift
+	case "rollout":
+		return fRollout
 	}
 	return -1
 }
@@ -191,6 +194,19 @@ func (d *jdec) field(r *converge.Resource, f int, head bool) bool {
 		}
 		r.Drift = new(converge.DriftReport)
 		return json.Unmarshal(v, r.Drift) == nil
+	case fRollout:
+		// Rare (a composer's declaration): encoding/json decodes it.
+		start := d.i
+		if !d.skip(0) {
+			return false
+		}
+		v := d.b[start:d.i]
+		if string(v) == "null" {
+			r.Rollout = nil
+			return true
+		}
+		r.Rollout = new(converge.Rollout)
+		return json.Unmarshal(v, r.Rollout) == nil
 	case fOwner:
 		s := string(r.Owner)
 		ok := d.str(&s)

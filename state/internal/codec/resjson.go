@@ -121,6 +121,15 @@ func appendResourceJSON(buf *bytes.Buffer, r *converge.Resource) bool {
 		buf.WriteString(`,"drift":`)
 		buf.Write(j)
 	}
+	if r.Rollout != nil {
+		// Rare (a composer's declaration) and small: encoding/json.
+		j, err := json.Marshal(r.Rollout)
+		if err != nil {
+			return false
+		}
+		buf.WriteString(`,"rollout":`)
+		buf.Write(j)
+	}
 	buf.WriteByte('}')
 	return true
 }

@@ -30,7 +30,7 @@ func TestResourceJSONFieldsKnown(t *testing.T) {
 		typ      reflect.Type
 		wantKeys string
 	}{
-		{name: "Resource", typ: reflect.TypeFor[converge.Resource](), wantKeys: "uid kind kind_version name declared spec status phase reason generation observed_generation owner origin provider_config_ref attempts last_error next_attempt deleting deleted_at lease source created_at updated_at composed_by drift_policy drift"},
+		{name: "Resource", typ: reflect.TypeFor[converge.Resource](), wantKeys: "uid kind kind_version name declared spec status phase reason generation observed_generation owner origin provider_config_ref attempts last_error next_attempt deleting deleted_at lease source created_at updated_at composed_by drift_policy drift rollout"},
 		{name: "Lease", typ: reflect.TypeFor[converge.Lease](), wantKeys: "task_id reaction worker expires"},
 		{name: "Event", typ: reflect.TypeFor[converge.Event](), wantKeys: "seq time resource type message"},
 	}
@@ -56,6 +56,8 @@ func fullResource() *converge.Resource {
 		Source: "resources/a.cue:3", CreatedAt: t0, UpdatedAt: t0.Add(time.Second),
 		DriftPolicy: "report",
 		Drift:       &converge.DriftReport{Fields: []string{"cidr", "tags.<a>"}, Gone: true, Policy: "report", Since: t0, Generation: 7},
+		Rollout: &converge.Rollout{Waves: []converge.Wave{{Name: "canary", Rows: []string{"fd-00"}}, {Percent: 10, Soak: time.Minute}, {}},
+			Soak: 30 * time.Second, Timeout: time.Hour},
 	}
 }
 

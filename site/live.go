@@ -1,4 +1,4 @@
-package main
+package site
 
 import (
 	"context"
@@ -10,49 +10,16 @@ import (
 	"time"
 
 	"github.com/convergehq/converge"
-	"github.com/convergehq/converge/site"
 	"github.com/convergehq/converge/state"
 )
 
-// observedStore is the store the scheduler writes through, telling the
-// live site which resources each committed batch changed.
-type observedStore struct {
-	state.Backend
-	changed func(ids []converge.ID)
-}
-
-// Commit commits b, then reports the resources it touched: those put or
-// deleted and the consumers of edges put or deleted.
-func (o observedStore) Commit(ctx context.Context, b *converge.Batch) error {
-	if err := o.Backend.Commit(ctx, b); err != nil {
-		return err
-	}
-	if o.changed == nil {
-		return nil
-	}
-	ids := make([]converge.ID, 0, len(b.Resources)+len(b.DeletedResources)+len(b.Edges)+len(b.DeletedEdges))
-	for _, r := range b.Resources {
-		ids = append(ids, r.ID())
-	}
-	ids = append(ids, b.DeletedResources...)
-	for _, e := range b.Edges {
-		ids = append(ids, e.Consumer)
-	}
-	for _, e := range b.DeletedEdges {
-		ids = append(ids, e.Consumer)
-	}
-	if len(ids) > 0 || len(b.Events) > 0 || b.Applied != nil {
-		o.changed(ids)
-	}
-	return nil
-}
-
-// liveSite keeps the static site in the state directory current: one full
-// build at start, then incremental updates of what changed, at most every
-// interval.
-type liveSite struct {
-	b        *site.Builder
+// Live keeps a site current while the store changes (serve's site in
+// its state directory): one full build at start, then incremental
+// updates of what changed (Changed), at most every interval.
+type Live struct {
+	b        *Builder
 	dir      string
+	opts     Options
 	interval time.Duration
 	log      io.Writer
 
@@ -64,10 +31,10 @@ type liveSite struct {
 	// time, so when update returns every change recorded before the call
 	// is on the site.
 	updating gosync.Mutex
-	// chunk is the most resources one site.Builder.Update is given (see
-	// update); updated, if set, hears of each (tests).
+	// chunk is the most resources one Builder.Update is given (see
+	// Update); updated, if set, hears of each (tests).
 	chunk   int
-	updated func(*site.Stats)
+	updated func(*Stats)
 }
 
 // liveChunk bounds one incremental update of the live site. An update
@@ -81,26 +48,47 @@ type liveSite struct {
 // chunk than its children.)
 const liveChunk = 2000
 
-// newLiveSite returns a live site writing into dir; it starts collecting
-// changes at once, and builds once attach gives it the store.
-func newLiveSite(dir string, log io.Writer) *liveSite {
-	return &liveSite{
+// LiveOptions configure a Live site.
+type LiveOptions struct {
+	// Site are the pages' options (Title, Now…).
+	Site Options
+	// Log hears what fails (a build, an update); nil discards it.
+	Log io.Writer
+	// Chunk is the most resources one update is given before it writes
+	// its summary.json (0: 2,000; see Update).
+	Chunk int
+}
+
+// NewLive returns a live site writing into dir; it starts collecting
+// changes at once, and builds once Attach gives it the store.
+func NewLive(dir string, o LiveOptions) *Live {
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	if o.Chunk <= 0 {
+		o.Chunk = liveChunk
+	}
+	return &Live{
 		dir:      dir,
+		opts:     o.Site,
 		interval: 250 * time.Millisecond,
-		log:      log,
+		log:      o.Log,
 		pending:  map[converge.ID]bool{},
 		kick:     make(chan struct{}, 1),
-		chunk:    liveChunk,
+		chunk:    o.Chunk,
 	}
 }
 
-// attach gives the site its store; call it before run.
-func (s *liveSite) attach(st site.Reader) {
-	s.b = site.NewBuilder(st, s.dir, site.Options{Title: "converge"})
+// Dir is the directory the site is written to (Handler serves it).
+func (s *Live) Dir() string { return s.dir }
+
+// Attach gives the site its store; call it before Run.
+func (s *Live) Attach(st Reader) {
+	s.b = NewBuilder(st, s.dir, s.opts)
 }
 
-// changed records ids for the next update; it never blocks.
-func (s *liveSite) changed(ids []converge.ID) {
+// Changed records ids for the next update; it never blocks.
+func (s *Live) Changed(ids []converge.ID) {
 	s.mu.Lock()
 	for _, id := range ids {
 		s.pending[id] = true
@@ -112,9 +100,9 @@ func (s *liveSite) changed(ids []converge.ID) {
 	}
 }
 
-// rebuild makes the next update a whole build: for a reader that may
+// Rebuild makes the next update a whole build: for a reader that may
 // have missed changes (a broken watch).
-func (s *liveSite) rebuild() {
+func (s *Live) Rebuild() {
 	s.mu.Lock()
 	s.all = true
 	s.mu.Unlock()
@@ -124,8 +112,8 @@ func (s *liveSite) rebuild() {
 	}
 }
 
-// run builds the site, then updates it until ctx ends.
-func (s *liveSite) run(ctx context.Context) {
+// Run builds the site, then updates it until ctx ends.
+func (s *Live) Run(ctx context.Context) {
 	if _, err := s.b.Build(ctx); err != nil && ctx.Err() == nil {
 		fmt.Fprintf(s.log, "site: build: %v\n", err)
 	}
@@ -140,14 +128,15 @@ func (s *liveSite) run(ctx context.Context) {
 			return
 		case <-time.After(s.interval):
 		}
-		s.update(ctx)
+		s.Update(ctx)
 	}
 }
 
-// update applies every change recorded so far to the site. The ids come
-// out of a map, in any order: a root and the children its compose
-// committed can reach site.Builder.Update in the same call, either first.
-func (s *liveSite) update(ctx context.Context) {
+// Update applies every change recorded so far to the site; when it
+// returns, every change recorded before the call is on the site. The ids
+// come out of a map, in any order: a root and the children its compose
+// committed can reach Builder.Update in the same call, either first.
+func (s *Live) Update(ctx context.Context) {
 	s.updating.Lock()
 	defer s.updating.Unlock()
 	s.mu.Lock()
@@ -184,13 +173,16 @@ func (s *liveSite) update(ctx context.Context) {
 	}
 }
 
-// stoppableReader is a store as the live site reads it, whose reads fail
-// with ctx's error once ctx is done: a site update of thousands of
-// resources on a store over the network (a replica's etcd, a round trip
-// a resource) then stops at its next read instead of holding up the
+// Stoppable returns r with its reads of resources, edges and events
+// failing with ctx's error once ctx is done: a site update of thousands
+// of resources on a store over the network (a replica's etcd, a round
+// trip a resource) then stops at its next read instead of holding up the
 // shutdown.
+func Stoppable(ctx context.Context, r Reader) Reader { return stoppableReader{Reader: r, ctx: ctx} }
+
+// stoppableReader is Stoppable.
 type stoppableReader struct {
-	state.Backend
+	Reader
 	ctx context.Context
 }
 
@@ -198,54 +190,54 @@ func (r stoppableReader) Resources(ctx context.Context, f state.Filter) ([]*conv
 	if err := r.ctx.Err(); err != nil {
 		return nil, err
 	}
-	return r.Backend.Resources(ctx, f)
+	return r.Reader.Resources(ctx, f)
 }
 
 func (r stoppableReader) ResourcesAfter(ctx context.Context, kind string, after converge.ID, limit int) ([]state.ResourceRow, error) {
 	if err := r.ctx.Err(); err != nil {
 		return nil, err
 	}
-	return r.Backend.ResourcesAfter(ctx, kind, after, limit)
+	return r.Reader.ResourcesAfter(ctx, kind, after, limit)
 }
 
 func (r stoppableReader) ResourceHeadsAfter(ctx context.Context, kind string, after converge.ID, limit int) ([]state.ResourceRow, error) {
 	if err := r.ctx.Err(); err != nil {
 		return nil, err
 	}
-	return r.Backend.ResourceHeadsAfter(ctx, kind, after, limit)
+	return r.Reader.ResourceHeadsAfter(ctx, kind, after, limit)
 }
 
 func (r stoppableReader) Resource(ctx context.Context, id converge.ID) (*converge.Resource, error) {
 	if err := r.ctx.Err(); err != nil {
 		return nil, err
 	}
-	return r.Backend.Resource(ctx, id)
+	return r.Reader.Resource(ctx, id)
 }
 
 func (r stoppableReader) ResourcesByID(ctx context.Context, ids []converge.ID) ([]*converge.Resource, error) {
 	if err := r.ctx.Err(); err != nil {
 		return nil, err
 	}
-	return r.Backend.ResourcesByID(ctx, ids)
+	return r.Reader.ResourcesByID(ctx, ids)
 }
 
 func (r stoppableReader) Children(ctx context.Context, owner converge.ID) ([]converge.ID, error) {
 	if err := r.ctx.Err(); err != nil {
 		return nil, err
 	}
-	return r.Backend.Children(ctx, owner)
+	return r.Reader.Children(ctx, owner)
 }
 
 func (r stoppableReader) EdgesOf(ctx context.Context, id converge.ID) (consumes, producedFor []converge.Edge, err error) {
 	if err := r.ctx.Err(); err != nil {
 		return nil, nil, err
 	}
-	return r.Backend.EdgesOf(ctx, id)
+	return r.Reader.EdgesOf(ctx, id)
 }
 
 func (r stoppableReader) Events(ctx context.Context, resource converge.ID, limit int) ([]converge.Event, error) {
 	if err := r.ctx.Err(); err != nil {
 		return nil, err
 	}
-	return r.Backend.Events(ctx, resource, limit)
+	return r.Reader.Events(ctx, resource, limit)
 }

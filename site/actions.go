@@ -1,4 +1,4 @@
-package main
+package site
 
 import (
 	"context"
@@ -11,18 +11,12 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	gosync "sync"
 	"time"
 
 	"github.com/convergehq/converge"
-	"github.com/convergehq/converge/state/stateapi"
 )
-
-// envUIToken names the variable that holds the site's login token for
-// --ui-actions (unless --ui-token-file names a file holding it).
-const envUIToken = "CONVERGE_UI_TOKEN"
 
 const (
 	// uiCookie is the site's session cookie (HttpOnly, SameSite=Strict).
@@ -31,46 +25,31 @@ const (
 	uiSessionTTL = 12 * time.Hour
 	// uiMaxSessions bounds the sessions held; the oldest goes first.
 	uiMaxSessions = 1000
-	// uiMinToken is the shortest login token serve accepts.
-	uiMinToken = 16
 	// uiActionTimeout bounds one action (a verb waits for its worker).
 	uiActionTimeout = 2 * time.Minute
 )
 
-// uiToken returns the login token for --ui-actions: the content of file
-// (trimmed), else $CONVERGE_UI_TOKEN. A missing, empty or short token is a
-// usage error: actions are never served unauthenticated.
-func uiToken(file string) (string, error) {
-	tok, from := os.Getenv(envUIToken), "$"+envUIToken
-	if file != "" {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			return "", usageErr("--ui-token-file: %v", err)
-		}
-		tok, from = string(data), file
-	}
-	tok = strings.TrimSpace(tok)
-	switch {
-	case tok == "" && file == "":
-		return "", usageErr("--ui-actions needs a login token: --ui-token-file FILE or $%s", envUIToken)
-	case tok == "":
-		return "", usageErr("%s: the login token is empty", from)
-	case len(tok) < uiMinToken:
-		return "", usageErr("%s: the login token has %d characters; it needs at least %d", from, len(tok), uiMinToken)
-	}
-	return tok, nil
+// MinActionToken is the shortest login token NewActions may be given.
+const MinActionToken = 16
+
+// Actor carries out the actions a signed-in person asks for on a
+// resource's page: stateapi.Controller, the admin API's controller (the
+// running scheduler's Delete and Do), implements it.
+type Actor interface {
+	Delete(ctx context.Context, id converge.ID) error
+	Do(ctx context.Context, id converge.ID, verb string, args map[string]string) (*converge.Result, error)
 }
 
-// uiActions serves the site's write side (serve --ui-actions): a person
+// Actions serves the site's write side (serve --ui-actions): a person
 // signs in with the login token (a bearer token, once) and gets a session
 // cookie and a CSRF token; each action then needs both, and the
 // resource's id typed again as its confirmation. An action is the admin
-// API's: ctl is the controller the admin socket serves (the running
-// scheduler's Delete and Do), never a second code path. ctl returns nil
-// while this process runs no engine (a follower replica).
-type uiActions struct {
+// API's: ctl returns the Actor the admin socket serves, never a second
+// code path, or nil while this process runs no engine (a follower
+// replica).
+type Actions struct {
 	token []byte
-	ctl   func() stateapi.Controller
+	ctl   func() Actor
 	log   *slog.Logger
 	now   func() time.Time
 
@@ -83,14 +62,17 @@ type uiSession struct {
 	expires time.Time
 }
 
-func newUIActions(token string, ctl func() stateapi.Controller, log *slog.Logger) *uiActions {
-	return &uiActions{token: []byte(token), ctl: ctl, log: log, now: time.Now, sessions: map[string]uiSession{}}
+// NewActions returns the write side for the login token (at least
+// MinActionToken bytes; the caller checks it), acting through ctl and
+// logging sign-ins and actions on log.
+func NewActions(token string, ctl func() Actor, log *slog.Logger) *Actions {
+	return &Actions{token: []byte(token), ctl: ctl, log: log, now: time.Now, sessions: map[string]uiSession{}}
 }
 
-// register adds the action endpoints to mux. Without --ui-actions they
-// are absent: GET /ui/session is then the site's 404, which the page's
+// Register adds the action endpoints to mux. Without them (serve without
+// --ui-actions) GET /ui/session is the site's 404, which the page's
 // script reads as "read-only".
-func (a *uiActions) register(mux *http.ServeMux) {
+func (a *Actions) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /ui/session", a.session)
 	mux.HandleFunc("POST /ui/session", a.signIn)
 	mux.HandleFunc("DELETE /ui/session", a.signOut)
@@ -134,7 +116,7 @@ func uiError(w http.ResponseWriter, code int, msg string) {
 }
 
 // current returns the request's live session, if any.
-func (a *uiActions) current(r *http.Request) (string, uiSession, bool) {
+func (a *Actions) current(r *http.Request) (string, uiSession, bool) {
 	c, err := r.Cookie(uiCookie)
 	if err != nil {
 		return "", uiSession{}, false
@@ -151,7 +133,7 @@ func (a *uiActions) current(r *http.Request) (string, uiSession, bool) {
 
 // session tells the page that actions are on and whether it is signed in
 // (with its CSRF token then).
-func (a *uiActions) session(w http.ResponseWriter, r *http.Request) {
+func (a *Actions) session(w http.ResponseWriter, r *http.Request) {
 	_, s, ok := a.current(r)
 	uiJSON(w, http.StatusOK, uiSessionReply{Actions: true, SignedIn: ok, CSRF: s.csrf})
 }
@@ -180,7 +162,7 @@ func sameOrigin(w http.ResponseWriter, r *http.Request) bool {
 }
 
 // signIn checks the bearer token and starts a session.
-func (a *uiActions) signIn(w http.ResponseWriter, r *http.Request) {
+func (a *Actions) signIn(w http.ResponseWriter, r *http.Request) {
 	if !sameOrigin(w, r) {
 		return
 	}
@@ -216,7 +198,7 @@ func (a *uiActions) signIn(w http.ResponseWriter, r *http.Request) {
 }
 
 // authorized checks a write's origin, session and CSRF token.
-func (a *uiActions) authorized(w http.ResponseWriter, r *http.Request) (string, bool) {
+func (a *Actions) authorized(w http.ResponseWriter, r *http.Request) (string, bool) {
 	if !sameOrigin(w, r) {
 		return "", false
 	}
@@ -232,7 +214,7 @@ func (a *uiActions) authorized(w http.ResponseWriter, r *http.Request) (string, 
 	return id, true
 }
 
-func (a *uiActions) signOut(w http.ResponseWriter, r *http.Request) {
+func (a *Actions) signOut(w http.ResponseWriter, r *http.Request) {
 	id, ok := a.authorized(w, r)
 	if !ok {
 		return
@@ -247,7 +229,7 @@ func (a *uiActions) signOut(w http.ResponseWriter, r *http.Request) {
 
 // action reads an authorized, confirmed request and the controller to
 // carry it out.
-func (a *uiActions) action(w http.ResponseWriter, r *http.Request) (*uiRequest, stateapi.Controller, bool) {
+func (a *Actions) action(w http.ResponseWriter, r *http.Request) (*uiRequest, Actor, bool) {
 	if _, ok := a.authorized(w, r); !ok {
 		return nil, nil, false
 	}
@@ -280,7 +262,7 @@ func actionStatus(err error) int {
 }
 
 // delete deletes a resource and its dependents, as `converge delete`.
-func (a *uiActions) delete(w http.ResponseWriter, r *http.Request) {
+func (a *Actions) delete(w http.ResponseWriter, r *http.Request) {
 	req, ctl, ok := a.action(w, r)
 	if !ok {
 		return
@@ -297,7 +279,7 @@ func (a *uiActions) delete(w http.ResponseWriter, r *http.Request) {
 }
 
 // do runs an operator verb, as `converge do`.
-func (a *uiActions) do(w http.ResponseWriter, r *http.Request) {
+func (a *Actions) do(w http.ResponseWriter, r *http.Request) {
 	req, ctl, ok := a.action(w, r)
 	if !ok {
 		return

@@ -1,0 +1,273 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cue"
+	"github.com/convergehq/converge/state"
+	gitsync "github.com/convergehq/converge/sync"
+)
+
+// SyncerOptions configure the Syncers an engine makes (Engine.Syncer)
+// and the one that checks a revision before any engine runs (Checker).
+type SyncerOptions struct {
+	Source *gitsync.Source
+	// Path is the repository's sub-directory of documents.
+	Path string
+	Log  *slog.Logger
+	// Signatures, OverrideChangeLimit, OverrideBy, LoadTimeout and
+	// Sandbox are the Syncer's (gitsync.Syncer).
+	Signatures          *gitsync.SignaturePolicy
+	OverrideChangeLimit bool
+	OverrideBy          string
+	LoadTimeout         time.Duration
+	Sandbox             *cue.Sandbox
+	// Records, when set, wraps the engine's store as the Syncer records
+	// verdicts in it (Statuses.Records: every record also to its git
+	// note and the forge).
+	Records func(gitsync.Records) gitsync.Records
+}
+
+// Checker returns a Syncer that can only check revisions (CheckContext,
+// CheckWorkTree): it has no store and no engine. sync checks the revision
+// it will apply with it before it starts the engine, which starts the
+// workers the revision declares.
+func (o SyncerOptions) Checker() *gitsync.Syncer {
+	s := &gitsync.Syncer{Source: o.Source, Path: o.Path, Log: o.Log}
+	o.configure(s)
+	return s
+}
+
+// configure sets what every Syncer of o shares.
+func (o SyncerOptions) configure(s *gitsync.Syncer) {
+	s.Signatures = o.Signatures
+	s.OverrideChangeLimit, s.OverrideBy = o.OverrideChangeLimit, o.OverrideBy
+	s.LoadTimeout, s.Sandbox = o.LoadTimeout, o.Sandbox
+}
+
+// Syncer returns a Syncer bound to e, with everything it needs up front:
+// it records verdicts in e's store (through o.Records), applies through
+// e's scheduler, lints revisions against the kinds in the store
+// (cue.LintTrees), dry-runs the composes a revision changes on e's
+// workers, and reads the pin from e's control.
+func (e *Engine) Syncer(o SyncerOptions) *gitsync.Syncer {
+	var records gitsync.Records = e.store
+	if o.Records != nil {
+		records = o.Records(records)
+	}
+	s := &gitsync.Syncer{Source: o.Source, Path: o.Path, Log: o.Log, Records: records, Engine: e.sched,
+		Lint: cue.LintTrees, Compose: e.sched.DryCompose, Control: e}
+	o.configure(s)
+	return s
+}
+
+// FollowEvents hear what Follow does, for the daemon's output, readiness
+// and metrics. Follow calls them from its own goroutine, one at a time.
+type FollowEvents interface {
+	// Pinned says the pin changed: pin is the revision applied instead of
+	// the branch head, nil once unpinned.
+	Pinned(pin *converge.Pin)
+	// Failed says a step (a fetch and the verdicts of what is new)
+	// failed; evaluated says an earlier step went through.
+	Failed(err error, evaluated bool)
+	// Evaluated says the first step went through.
+	Evaluated()
+	// Pass is a new commit's verdict; when p.Applied it is the revision
+	// now converging.
+	Pass(p *gitsync.Pass)
+	// Converged and Stuck are an applied revision's converge/sync
+	// verdict: summary says what is Ready, desc what is not and why.
+	Converged(p *gitsync.Pass, summary string)
+	Stuck(p *gitsync.Pass, desc string)
+	// Error is a verdict that could not be recorded.
+	Error(err error)
+}
+
+// FollowOptions are what Follow needs besides its engine.
+type FollowOptions struct {
+	// Syncer follows the repository (Engine.Syncer).
+	Syncer *gitsync.Syncer
+	// Poll is the fetch interval, jittered by up to 10%.
+	Poll time.Duration
+	// Trigger asks for a step now (a webhook delivery, a sync request).
+	Trigger <-chan struct{}
+	// Health is told what the loop sees, for GET /healthz.
+	Health *gitsync.Health
+	// Events hears what happens.
+	Events FollowEvents
+	// HowToStart is the hint a stuck verdict gives for a kind no worker
+	// serves (gitsync.UnservedHint).
+	HowToStart string
+	// StuckGrace is how long the engine must stay stuck before the
+	// applied revision's verdict is failure (0: DefaultStuckGrace).
+	StuckGrace time.Duration
+}
+
+// DefaultStuckGrace is how long a daemon's engine must stay stuck before
+// the applied revision's converge/sync verdict is failure.
+const DefaultStuckGrace = 5 * time.Second
+
+// Follow runs the sync loop on e until ctx is done: it fetches on start,
+// every poll interval and on every trigger, gives each new commit its
+// verdict, applies the newest good one and judges its convergence. While
+// it runs, the admin API's reconcile of the repository (`converge
+// reconcile`, and sync beside a daemon) is a step now, answered with the
+// head it followed.
+func (e *Engine) Follow(ctx context.Context, o FollowOptions) {
+	syncer, src, ev, health := o.Syncer, o.Syncer.Source, o.Events, o.Health
+	grace := o.StuckGrace
+	if grace <= 0 {
+		grace = DefaultStuckGrace
+	}
+	// current is the applied pass awaiting its converge/sync verdict; only
+	// this loop touches it. A revision applied before a restart and never
+	// judged is picked up again.
+	current, err := PendingPass(ctx, e.store)
+	if err != nil {
+		// Serve on: the next applied revision gets its verdict.
+		e.log.Error("resume pending verdict", "err", err)
+	}
+	// Failing commits get the same grace as a stuck graph: a daemon
+	// judges the revision, then goes on retrying them.
+	settle := gitsync.Settle{Grace: grace, CommitGrace: grace}
+	evaluated := false
+	pinnedTo := ""
+	step := func() {
+		passes, err := syncer.Advance(ctx)
+		if pin := syncer.Pinned(ctx); pin == nil && pinnedTo != "" {
+			pinnedTo = ""
+			ev.Pinned(nil)
+		} else if pin != nil && pin.Revision.Hash != pinnedTo {
+			pinnedTo = pin.Revision.Hash
+			ev.Pinned(pin)
+		}
+		if err != nil && ctx.Err() == nil {
+			ev.Failed(err, evaluated)
+		}
+		if err == nil && !evaluated {
+			evaluated = true
+			ev.Evaluated()
+		}
+		for _, p := range passes {
+			ev.Pass(p)
+			if p.Applied {
+				if current != nil && current.Revision.Hash != p.Revision.Hash {
+					// Never leave a verdict pending: the older revision
+					// was replaced before it converged.
+					if err := syncer.SetSyncStatus(ctx, current, converge.StateSuccess,
+						fmt.Sprintf("superseded by %.7s before it converged", p.Revision.Hash)); err != nil {
+						ev.Error(err)
+					}
+				}
+				current = p
+				settle.Reset()
+				health.Stuck("")
+			}
+		}
+	}
+	poll := time.NewTimer(0)
+	defer poll.Stop()
+	watch := time.NewTicker(100 * time.Millisecond)
+	defer watch.Stop()
+	type fetched struct {
+		rev converge.Revision
+		err error
+	}
+	reconcile := make(chan chan fetched)
+	e.setFetchNow(func(rctx context.Context) (converge.Revision, error) {
+		reply := make(chan fetched, 1)
+		select {
+		case reconcile <- reply:
+		case <-rctx.Done():
+			return converge.Revision{}, rctx.Err()
+		case <-ctx.Done():
+			return converge.Revision{}, errors.New("serve is shutting down")
+		}
+		select {
+		case f := <-reply:
+			return f.rev, f.err
+		case <-rctx.Done():
+			return converge.Revision{}, rctx.Err()
+		}
+	})
+	defer e.setFetchNow(nil)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-poll.C:
+			step()
+			poll.Reset(jitter(o.Poll))
+		case reply := <-reconcile:
+			step()
+			var c *converge.Control
+			if pin := syncer.Pinned(ctx); pin != nil {
+				c = &converge.Control{Pin: pin}
+			}
+			rev, _, err := gitsync.Target(src, c)
+			reply <- fetched{rev, err}
+		case <-o.Trigger:
+			step()
+		case <-watch.C:
+			pr := e.sched.Progress()
+			health.Observe(time.Now(), pr)
+			p := current
+			if p == nil {
+				continue
+			}
+			summary := gitsync.Summary(pr)
+			due, failedWorkers := e.Workers()
+			switch settle.Observe(time.Now(), pr, due) {
+			case gitsync.Converged:
+				if err := syncer.SetSyncStatus(ctx, p, converge.StateSuccess, summary); err != nil {
+					ev.Error(err)
+				}
+				ev.Converged(p, summary)
+				current = nil
+			case gitsync.Stuck, gitsync.Undurable:
+				why := "stuck"
+				if gitsync.NotDurable(pr) {
+					why = "state not durable"
+				}
+				desc := gitsync.Verdict(why, pr, gitsync.UnservedHint(e.sched.Problems(), failedWorkers, o.HowToStart))
+				if err := syncer.SetSyncStatus(ctx, p, converge.StateFailure, desc); err != nil {
+					ev.Error(err)
+				}
+				ev.Stuck(p, desc)
+				health.Stuck(p.Revision.String() + " " + desc)
+				current = nil
+			}
+		}
+	}
+}
+
+// PendingPass returns the applied revision whose converge/sync verdict is
+// still pending (a daemon stopped before judging it), or nil.
+func PendingPass(ctx context.Context, st state.Backend) (*gitsync.Pass, error) {
+	rev, err := st.Applied(ctx)
+	if err != nil || rev == nil || rev.Dirty {
+		return nil, err
+	}
+	rec, err := st.Revision(ctx, rev.Hash)
+	if errors.Is(err, converge.ErrNotFound) {
+		return nil, nil // applied by an older converge that kept no record
+	}
+	if err != nil {
+		return nil, err
+	}
+	if s, ok := rec.Status(converge.ContextSync); ok && s.State == converge.StatePending {
+		return &gitsync.Pass{Revision: rec.Revision, Record: rec}, nil
+	}
+	return nil, nil
+}
+
+// jitter returns d ± up to 10%.
+func jitter(d time.Duration) time.Duration {
+	return d + time.Duration((rand.Float64()*0.2-0.1)*float64(d))
+}
