@@ -17,8 +17,10 @@ type nopStore struct {
 	commits, puts int
 }
 
-func (s *nopStore) Load() (*converge.Snapshot, error) { return &converge.Snapshot{}, nil }
-func (s *nopStore) Commit(b *converge.Batch) error {
+func (s *nopStore) Load(ctx context.Context) (*converge.Snapshot, error) {
+	return &converge.Snapshot{}, nil
+}
+func (s *nopStore) Commit(ctx context.Context, b *converge.Batch) error {
 	s.mu.Lock()
 	s.commits++
 	s.puts += len(b.Resources)
@@ -44,7 +46,7 @@ func BenchmarkClassicBOM(b *testing.B) {
 		disp := newFakeDisp(h, &fakeWorker{name: "w"})
 		disp.instant = true
 		disp.results = make(chan *converge.Result, 1<<14)
-		s, err := scheduler.New(store, disp, scheduler.Config{})
+		s, err := scheduler.New(context.Background(), store, disp, scheduler.Config{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -125,7 +127,7 @@ func newBenchEngine(b *testing.B, h handler, d *converge.Desired) *benchEngine {
 	disp := newFakeDisp(h, &fakeWorker{name: "w"})
 	disp.instant = true
 	disp.results = make(chan *converge.Result, 1<<14)
-	s, err := scheduler.New(&nopStore{}, disp, scheduler.Config{})
+	s, err := scheduler.New(context.Background(), &nopStore{}, disp, scheduler.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}

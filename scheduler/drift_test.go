@@ -338,7 +338,7 @@ func TestRefreshAndObserve(t *testing.T) {
 	if err != nil || res.Observed == nil || !res.Observed.Exists {
 		t.Fatalf("Observe = %+v, %v", res, err)
 	}
-	snap, err := store.Load()
+	snap, err := store.Load(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

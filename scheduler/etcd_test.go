@@ -1,6 +1,7 @@
 package scheduler_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"sync"
@@ -51,7 +52,7 @@ func openEtcd(t *testing.T) *etcdstate.Store {
 		t.Fatalf("open etcd state: %v", err)
 	}
 	t.Cleanup(func() {
-		if err := s.Check(); err != nil {
+		if err := s.Check(context.Background()); err != nil {
 			t.Errorf("state check after test: %v", err)
 		}
 		if err := s.Close(); err != nil {

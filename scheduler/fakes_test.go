@@ -92,7 +92,7 @@ var errCrashed = errors.New("store crashed")
 func (m *memStore) crash()   { m.mu.Lock(); m.crashed = true; m.mu.Unlock() }
 func (m *memStore) restart() { m.mu.Lock(); m.crashed = false; m.mu.Unlock() }
 
-func (m *memStore) Load() (*converge.Snapshot, error) {
+func (m *memStore) Load(ctx context.Context) (*converge.Snapshot, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := &converge.Snapshot{LastEventSeq: m.lastSeq}
@@ -121,7 +121,7 @@ func (m *memStore) Load() (*converge.Snapshot, error) {
 	return s, nil
 }
 
-func (m *memStore) Commit(b *converge.Batch) error {
+func (m *memStore) Commit(ctx context.Context, b *converge.Batch) error {
 	m.mu.Lock()
 	delay := m.commitDelay
 	m.mu.Unlock()
@@ -711,7 +711,7 @@ func testConfig() scheduler.Config {
 
 func start(t *testing.T, store scheduler.Store, disp *fakeDisp, cfg scheduler.Config) *harness {
 	t.Helper()
-	s, err := scheduler.New(store, disp, cfg)
+	s, err := scheduler.New(context.Background(), store, disp, cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -30,7 +30,7 @@ func TestFanoutDropOneAddOne(t *testing.T) {
 	h.apply(classicDesired(bom, "c1"), classicValidator)
 	h.waitSettled(scheduler.Converged, 5*time.Second)
 	h.flush()
-	snap, err := store.Load()
+	snap, err := store.Load(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestFanoutOutcomes(t *testing.T) {
 			h.waitSettled(scheduler.Converged, 5*time.Second)
 			h.flush()
 			h.stop()
-			snap, err := store.Load()
+			snap, err := store.Load(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -165,7 +165,7 @@ func TestFanoutInPlace(t *testing.T) {
 	h.apply(classicDesired(bom, "c1"), classicValidator)
 	h.waitSettled(scheduler.Converged, 5*time.Second)
 	h.flush()
-	snap, err := store.Load()
+	snap, err := store.Load(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

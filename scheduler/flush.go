@@ -35,7 +35,7 @@ func (s *Scheduler) flush() error {
 	}
 	for round := 0; ; round++ {
 		s.commitSent(b)
-		err := s.store.Commit(b)
+		err := s.store.Commit(s.commitCtx, b)
 		if err == nil {
 			break
 		}

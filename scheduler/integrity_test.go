@@ -1,6 +1,7 @@
 package scheduler_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -554,12 +555,12 @@ type edgeCountingStore struct {
 	deleted int // resources deleted in all
 }
 
-func (s *edgeCountingStore) Commit(b *converge.Batch) error {
+func (s *edgeCountingStore) Commit(ctx context.Context, b *converge.Batch) error {
 	s.mu.Lock()
 	s.delMax = max(s.delMax, len(b.DeletedEdges))
 	s.deleted += len(b.DeletedResources)
 	s.mu.Unlock()
-	return s.Store.Commit(b)
+	return s.Store.Commit(ctx, b)
 }
 
 // TestCascadeDeleteSendsNoEdgeDeletions: a deleted row's edges go with it
@@ -592,7 +593,7 @@ func TestCascadeDeleteSendsNoEdgeDeletions(t *testing.T) {
 	if store.delMax > 0 {
 		t.Errorf("a commit deleted %d edges one by one: a deleted row's edges go with it", store.delMax)
 	}
-	snap, err := bolt.Load()
+	snap, err := bolt.Load(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -609,9 +610,9 @@ type clockStore struct {
 	offset atomic.Int64
 }
 
-func (s *clockStore) Commit(b *converge.Batch) error {
+func (s *clockStore) Commit(ctx context.Context, b *converge.Batch) error {
 	s.offset.Add(int64(s.took))
-	return s.Store.Commit(b)
+	return s.Store.Commit(ctx, b)
 }
 
 func (s *clockStore) now() time.Time { return time.Now().Add(time.Duration(s.offset.Load())) }

@@ -8,12 +8,13 @@ import (
 )
 
 // Store is the durable state the scheduler writes through. The state
-// package implements it over bbolt; a Batch is one transaction.
+// package implements it over bbolt (and state/etcdstate over etcd); a
+// Batch is one transaction.
 type Store interface {
 	// Load returns everything stored.
-	Load() (*converge.Snapshot, error)
+	Load(ctx context.Context) (*converge.Snapshot, error)
 	// Commit applies b atomically and durably.
-	Commit(b *converge.Batch) error
+	Commit(ctx context.Context, b *converge.Batch) error
 }
 
 // Dispatcher delivers tasks to workers and their results back. The

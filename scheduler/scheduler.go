@@ -201,8 +201,11 @@ const maxProblems = 100
 type Scheduler struct {
 	cfg   Config
 	store Store
-	disp  Dispatcher
-	log   *slog.Logger
+	// commitCtx is what every commit runs under: New's context without
+	// its cancellation.
+	commitCtx context.Context
+	disp      Dispatcher
+	log       *slog.Logger
 
 	// runMu guards running and runDone.
 	runMu   sync.Mutex
@@ -428,12 +431,14 @@ type verbOutcome struct {
 	err error
 }
 
-// New loads the store's snapshot and returns a scheduler ready to Run.
-// Leases held by a previous process are treated as expired: their tasks
-// are dispatched again.
-func New(store Store, disp Dispatcher, cfg Config) (*Scheduler, error) {
+// New loads the store's snapshot under ctx and returns a scheduler ready
+// to Run. Leases held by a previous process are treated as expired: their
+// tasks are dispatched again. Every commit runs under ctx without its
+// cancellation (the store bounds each write itself): the last flush,
+// after Run's context is done, must not be cut short.
+func New(ctx context.Context, store Store, disp Dispatcher, cfg Config) (*Scheduler, error) {
 	cfg.defaults()
-	snap, err := store.Load()
+	snap, err := store.Load(ctx)
 	if err != nil {
 		return nil, err // the store says "load state: …"
 	}
@@ -447,6 +452,7 @@ func New(store Store, disp Dispatcher, cfg Config) (*Scheduler, error) {
 		cmds:       make(chan command),
 		localRes:   make(chan *converge.Result, 64),
 		ctx:        context.Background(),
+		commitCtx:  context.WithoutCancel(ctx),
 		validator:  cfg.Validator,
 		nodes:      make(map[converge.ID]*node, len(snap.Resources)),
 		rollouts:   map[converge.ID]*node{},
@@ -555,7 +561,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	s.commitRes = make(chan error, 1)
 	go func(req <-chan *converge.Batch, res chan<- error) {
 		for b := range req {
-			res <- s.store.Commit(b)
+			res <- s.store.Commit(s.commitCtx, b)
 		}
 	}(s.commitReq, s.commitRes)
 	defer func() {

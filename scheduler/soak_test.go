@@ -62,18 +62,18 @@ type boltSoak struct {
 func (b *boltSoak) crash()   { b.mu.Lock(); b.crashed = true; b.mu.Unlock() }
 func (b *boltSoak) restart() { b.mu.Lock(); b.crashed = false; b.mu.Unlock() }
 
-func (b *boltSoak) Commit(batch *converge.Batch) error {
+func (b *boltSoak) Commit(ctx context.Context, batch *converge.Batch) error {
 	b.mu.Lock()
 	crashed := b.crashed
 	b.mu.Unlock()
 	if crashed {
 		return errCrashed
 	}
-	return b.Backend.Commit(batch)
+	return b.Backend.Commit(ctx, batch)
 }
 
 func (b *boltSoak) snapshot() *converge.Snapshot {
-	snap, err := b.Load()
+	snap, err := b.Load(context.Background())
 	if err != nil {
 		panic(err)
 	}

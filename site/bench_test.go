@@ -1,6 +1,7 @@
 package site
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -74,7 +75,7 @@ func BenchmarkBuild(b *testing.B) {
 				fill(b, s, sz.domains, sz.teams)
 				dir := benchDir(b)
 				if mode == "rebuild" {
-					if _, err := Build(s, dir, Options{Now: fixedNow}); err != nil {
+					if _, err := Build(context.Background(), s, dir, Options{Now: fixedNow}); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -94,7 +95,7 @@ func BenchmarkBuild(b *testing.B) {
 					}
 					cpu0 := cpuTime(b)
 					var err error
-					if st, err = Build(s, out, Options{Now: fixedNow}); err != nil {
+					if st, err = Build(context.Background(), s, out, Options{Now: fixedNow}); err != nil {
 						b.Fatal(err)
 					}
 					cpu += cpuTime(b) - cpu0
@@ -122,7 +123,7 @@ func BenchmarkUpdateOne(b *testing.B) {
 			s := statetest.Open(b)
 			fill(b, s, sz.domains, sz.teams)
 			bld := NewBuilder(s, benchDir(b), Options{})
-			if _, err := bld.Build(); err != nil {
+			if _, err := bld.Build(context.Background()); err != nil {
 				b.Fatal(err)
 			}
 			id := converge.ID(fmt.Sprintf("vpc/fd0-team%d", sz.teams/2))
@@ -132,7 +133,7 @@ func BenchmarkUpdateOne(b *testing.B) {
 			b.ResetTimer()
 			for b.Loop() {
 				b.StopTimer()
-				r, err := s.Resource(id)
+				r, err := s.Resource(context.Background(), id)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -142,12 +143,12 @@ func BenchmarkUpdateOne(b *testing.B) {
 				}
 				i++
 				ev := converge.Event{Time: epoch, Resource: id, Type: string(r.Phase), Message: "flip"}
-				if err := s.Commit(&converge.Batch{Resources: []*converge.Resource{r}, Events: []converge.Event{ev}}); err != nil {
+				if err := s.Commit(context.Background(), &converge.Batch{Resources: []*converge.Resource{r}, Events: []converge.Event{ev}}); err != nil {
 					b.Fatal(err)
 				}
 				b.StartTimer()
 				cpu0 := cpuTime(b)
-				if st, err = bld.Update([]converge.ID{id}); err != nil {
+				if st, err = bld.Update(context.Background(), []converge.ID{id}); err != nil {
 					b.Fatal(err)
 				}
 				cpu += cpuTime(b) - cpu0
@@ -164,10 +165,10 @@ func BenchmarkRenderResource(b *testing.B) {
 	s := statetest.Open(b)
 	fill(b, s, 1, 10)
 	bld := NewBuilder(s, filepath.Join(b.TempDir(), "site"), Options{})
-	if _, err := bld.Build(); err != nil {
+	if _, err := bld.Build(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	r, err := s.Resource("route/fd0-team3")
+	r, err := s.Resource(context.Background(), "route/fd0-team3")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -109,7 +109,7 @@ func TestBrowser(t *testing.T) {
 	for _, r := range batch.Resources { // converged: everything Ready
 		r.Phase, r.Reason, r.LastError, r.Lease, r.Deleting, r.DeletedAt = converge.PhaseReady, "", "", nil, false, time.Time{}
 	}
-	if err := s.Commit(batch); err != nil {
+	if err := s.Commit(context.Background(), batch); err != nil {
 		t.Fatal(err)
 	}
 	// Three buckets on one page, to open it at each one's fragment.
@@ -117,7 +117,7 @@ func TestBrowser(t *testing.T) {
 	for _, n := range sameShard("bucket", 3) {
 		buckets = append(buckets, &converge.Resource{Kind: "bucket", KindVersion: 1, Name: n, Phase: converge.PhaseReady, Spec: json.RawMessage(`{}`)})
 	}
-	if err := s.Commit(&converge.Batch{Resources: buckets}); err != nil {
+	if err := s.Commit(context.Background(), &converge.Batch{Resources: buckets}); err != nil {
 		t.Fatal(err)
 	}
 	putRevisions(t, s)
@@ -126,7 +126,7 @@ func TestBrowser(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "site")
 	const pageSize = 8 // the 20 vpcs on three pages
 	bld := NewBuilder(s, dir, Options{Now: time.Now, Title: "converge classic", PageSize: pageSize})
-	if _, err := bld.Build(); err != nil {
+	if _, err := bld.Build(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	once := &staleOnce{pages: map[string][]byte{}}
@@ -349,15 +349,15 @@ func TestBrowser(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := s.Resource("vpc/fd0-team1")
+		r, err := s.Resource(context.Background(), "vpc/fd0-team1")
 		if err != nil {
 			t.Fatal(err)
 		}
 		r.Phase, r.Reason = converge.PhaseFailed, "quota exceeded"
-		if err := s.Commit(&converge.Batch{Resources: []*converge.Resource{r}}); err != nil {
+		if err := s.Commit(context.Background(), &converge.Batch{Resources: []*converge.Resource{r}}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := bld.Update([]converge.ID{r.ID()}); err != nil {
+		if _, err := bld.Update(context.Background(), []converge.ID{r.ID()}); err != nil {
 			t.Fatal(err)
 		}
 		// Put the old index back: only summary.json can tell the page.
@@ -393,17 +393,17 @@ func TestBrowser(t *testing.T) {
 	}
 
 	t.Run("open page follows changes", func(t *testing.T) {
-		r, err := s.Resource("vpc/fd1-team3")
+		r, err := s.Resource(context.Background(), "vpc/fd1-team3")
 		if err != nil {
 			t.Fatal(err)
 		}
 		rel := strings.SplitN(ResourcePath(r.ID()), "#", 2)[0]
 		openBefore(t, rel, func() {
 			r.Phase, r.Reason = converge.PhaseFailed, "route table full"
-			if err := s.Commit(&converge.Batch{Resources: []*converge.Resource{r}}); err != nil {
+			if err := s.Commit(context.Background(), &converge.Batch{Resources: []*converge.Resource{r}}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := bld.Update([]converge.ID{r.ID()}); err != nil {
+			if _, err := bld.Update(context.Background(), []converge.ID{r.ID()}); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -425,10 +425,10 @@ func TestBrowser(t *testing.T) {
 		gone := buckets[1]
 		rel := strings.SplitN(ResourcePath(gone.ID()), "#", 2)[0]
 		openBefore(t, rel, func() {
-			if err := s.Commit(&converge.Batch{DeletedResources: []converge.ID{gone.ID()}}); err != nil {
+			if err := s.Commit(context.Background(), &converge.Batch{DeletedResources: []converge.ID{gone.ID()}}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := bld.Update([]converge.ID{gone.ID()}); err != nil {
+			if _, err := bld.Update(context.Background(), []converge.ID{gone.ID()}); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -450,10 +450,10 @@ func TestBrowser(t *testing.T) {
 		again.UID = "uid-of-the-new-one"
 		rel := strings.SplitN(ResourcePath(again.ID()), "#", 2)[0]
 		openBefore(t, rel, func() {
-			if err := s.Commit(&converge.Batch{Resources: []*converge.Resource{&again}}); err != nil {
+			if err := s.Commit(context.Background(), &converge.Batch{Resources: []*converge.Resource{&again}}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := bld.Update([]converge.ID{again.ID()}); err != nil {
+			if _, err := bld.Update(context.Background(), []converge.ID{again.ID()}); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -472,7 +472,7 @@ func TestBrowser(t *testing.T) {
 	t.Run("deleted alone on its page", func(t *testing.T) {
 		// A vpc alone on its shard page: deleting it removes the page,
 		// and the open page, whose refetch is a 404, says so.
-		all, err := s.Resources(state.Filter{})
+		all, err := s.Resources(context.Background(), state.Filter{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -493,10 +493,10 @@ func TestBrowser(t *testing.T) {
 		}
 		rel := pageOf(alone)
 		openBefore(t, rel, func() {
-			if err := s.Commit(&converge.Batch{DeletedResources: []converge.ID{alone}}); err != nil {
+			if err := s.Commit(context.Background(), &converge.Batch{DeletedResources: []converge.ID{alone}}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := bld.Update([]converge.ID{alone}); err != nil {
+			if _, err := bld.Update(context.Background(), []converge.ID{alone}); err != nil {
 				t.Fatal(err)
 			}
 		})

@@ -1,6 +1,7 @@
 package site
 
 import (
+	"context"
 	"fmt"
 	"html/template"
 	"runtime"
@@ -111,31 +112,31 @@ func NewBuilder(r Reader, dir string, opts Options) *Builder {
 // must be absent, empty, or a site an earlier Build wrote (ErrNotSite
 // otherwise); files of an earlier build that are no longer part of the
 // site are removed.
-func Build(r Reader, dir string, opts Options) (*Stats, error) {
-	return NewBuilder(r, dir, opts).Build()
+func Build(ctx context.Context, r Reader, dir string, opts Options) (*Stats, error) {
+	return NewBuilder(r, dir, opts).Build(ctx)
 }
 
 // Build writes the whole site, as the package-level Build does, and keeps
 // the picture Update needs.
-func (b *Builder) Build() (*Stats, error) {
+func (b *Builder) Build(ctx context.Context) (*Stats, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.build()
+	return b.build(ctx)
 }
 
-func (b *Builder) build() (*Stats, error) {
+func (b *Builder) build(ctx context.Context) (*Stats, error) {
 	start := time.Now()
 	b.now = b.opts.Now()
 	if err := prepare(b.dir); err != nil {
 		return nil, fmt.Errorf("build site: %w", err)
 	}
 	m := newModel()
-	kinds, err := b.r.Kinds()
+	kinds, err := b.r.Kinds(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("build site: %w", err)
 	}
 	m.secrets = secretsByKind(kinds)
-	if m.configVals, err = configSecrets(b.r, kinds); err != nil {
+	if m.configVals, err = configSecrets(ctx, b.r, kinds); err != nil {
 		return nil, fmt.Errorf("build site: %w", err)
 	}
 	for _, v := range m.configVals {
@@ -150,7 +151,7 @@ func (b *Builder) build() (*Stats, error) {
 	// their resources again, a shard at a time.
 	// Secret values come from specs and statuses; without a kind that
 	// declares secret paths the scan copies none of them.
-	for rows := range b.scan(len(m.secrets) == 0, &err) {
+	for rows := range b.scan(ctx, len(m.secrets) == 0, &err) {
 		for _, row := range rows {
 			r := row.Resource
 			id := r.ID()
@@ -189,13 +190,13 @@ func (b *Builder) build() (*Stats, error) {
 		m.kindNames = append(m.kindNames, k)
 	}
 	sort.Strings(m.kindNames)
-	evs, err := b.r.Events("", 0)
+	evs, err := b.r.Events(ctx, "", 0)
 	if err != nil {
 		return nil, fmt.Errorf("build site: %w", err)
 	}
 	m.addEvents(evs, b.opts.Events)
 	evs = nil
-	if err := b.readRevisions(m); err != nil {
+	if err := b.readRevisions(ctx, m); err != nil {
 		return nil, err
 	}
 	m.scrub = newScrubber(m.secretVals)
@@ -217,7 +218,7 @@ func (b *Builder) build() (*Stats, error) {
 	for k := range m.shards {
 		shardKeys = append(shardKeys, k)
 	}
-	if _, err := b.writeShards(w, shardKeys, nil, keep); err != nil {
+	if _, err := b.writeShards(ctx, w, shardKeys, nil, keep); err != nil {
 		b.m = nil
 		return nil, err
 	}
@@ -304,16 +305,16 @@ func (m *model) secretValues(r *converge.Resource) []string {
 	return vals
 }
 
-func (b *Builder) readRevisions(m *model) error {
+func (b *Builder) readRevisions(ctx context.Context, m *model) error {
 	var err error
-	if m.revisions, err = b.r.Revisions(b.opts.Revisions); err != nil {
+	if m.revisions, err = b.r.Revisions(ctx, b.opts.Revisions); err != nil {
 		return fmt.Errorf("build site: %w", err)
 	}
-	if m.applied, err = b.r.Applied(); err != nil {
+	if m.applied, err = b.r.Applied(ctx); err != nil {
 		return fmt.Errorf("build site: %w", err)
 	}
 	if cr, ok := b.r.(ControlReader); ok {
-		if m.control, err = cr.Control(); err != nil {
+		if m.control, err = cr.Control(ctx); err != nil {
 			return fmt.Errorf("build site: %w", err)
 		}
 	}
@@ -324,7 +325,7 @@ func (b *Builder) readRevisions(m *model) error {
 // heads), a page at a time, on its own goroutine (the store decodes while
 // the caller builds its model), and sets *errp to the first error after
 // the last page.
-func (b *Builder) scan(heads bool, errp *error) <-chan []state.ResourceRow {
+func (b *Builder) scan(ctx context.Context, heads bool, errp *error) <-chan []state.ResourceRow {
 	read := b.r.ResourcesAfter
 	if heads {
 		read = b.r.ResourceHeadsAfter
@@ -334,7 +335,7 @@ func (b *Builder) scan(heads bool, errp *error) <-chan []state.ResourceRow {
 		defer close(out)
 		var after converge.ID
 		for {
-			rows, err := read("", after, scanPage)
+			rows, err := read(ctx, "", after, scanPage)
 			if err != nil {
 				*errp = err
 				return

@@ -2,6 +2,7 @@ package site
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"testing"
 	"time"
@@ -21,11 +22,11 @@ func TestResourcePageShowsDrift(t *testing.T) {
 		Spec: json.RawMessage(`{"connection_limit":5}`), Declared: json.RawMessage(`{"connection_limit":5}`),
 		Drift: &converge.DriftReport{Fields: []string{"connection_limit"}, Policy: "report", Generation: 1,
 			Since: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}}
-	if err := s.Commit(&converge.Batch{Kinds: []*converge.Kind{kind}, Resources: []*converge.Resource{r}}); err != nil {
+	if err := s.Commit(context.Background(), &converge.Batch{Kinds: []*converge.Kind{kind}, Resources: []*converge.Resource{r}}); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	if _, err := NewBuilder(s, dir, Options{Now: fixedNow}).Build(); err != nil {
+	if _, err := NewBuilder(s, dir, Options{Now: fixedNow}).Build(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	page := readSite(t, dir)[pageOf("pgrole/a")]

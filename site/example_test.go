@@ -1,6 +1,7 @@
 package site_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log"
@@ -27,12 +28,12 @@ func ExampleBuild() {
 	defer st.Close()
 	root := &converge.Resource{Kind: "classicbom", KindVersion: 1, Name: "classic", Phase: converge.PhaseReady, Spec: json.RawMessage(`{}`)}
 	vpc := &converge.Resource{Kind: "vpc", KindVersion: 1, Name: "team-a", Owner: root.ID(), Phase: converge.PhaseReady, Spec: json.RawMessage(`{}`)}
-	if err := st.Commit(&converge.Batch{Resources: []*converge.Resource{root, vpc}}); err != nil {
+	if err := st.Commit(context.Background(), &converge.Batch{Resources: []*converge.Resource{root, vpc}}); err != nil {
 		log.Fatal(err)
 	}
 
 	b := site.NewBuilder(st, filepath.Join(tmp, "site"), site.Options{})
-	stats, err := b.Build()
+	stats, err := b.Build(context.Background())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -40,10 +41,10 @@ func ExampleBuild() {
 	fmt.Println(site.ResourcePath(vpc.ID()), site.GraphPath(root.ID()))
 
 	vpc.Phase, vpc.Reason = converge.PhaseFailed, "quota exceeded"
-	if err := st.Commit(&converge.Batch{Resources: []*converge.Resource{vpc}}); err != nil {
+	if err := st.Commit(context.Background(), &converge.Batch{Resources: []*converge.Resource{vpc}}); err != nil {
 		log.Fatal(err)
 	}
-	if _, err := b.Update([]converge.ID{vpc.ID()}); err != nil {
+	if _, err := b.Update(context.Background(), []converge.ID{vpc.ID()}); err != nil {
 		log.Fatal(err)
 	}
 	raw, err := os.ReadFile(filepath.Join(tmp, "site", "summary.json"))

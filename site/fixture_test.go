@@ -1,6 +1,7 @@
 package site
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -146,7 +147,7 @@ func putRevisions(t testing.TB, s *state.Store) {
 		Findings: []converge.Finding{{File: "kinds/vpc.cue", Line: 3, Column: 2, Path: "spec.region", Rule: "required-added", Message: "field added as required " + nasty}},
 	}
 	for _, r := range []*converge.RevisionRecord{good, bad} {
-		if err := s.PutRevision(r); err != nil {
+		if err := s.PutRevision(context.Background(), r); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -159,7 +160,7 @@ func fill(t testing.TB, s *state.Store, domains, teams int) {
 	t.Helper()
 	b := classicBatch(domains, teams)
 	if len(b.Resources) <= 100_000 {
-		if err := s.Commit(b); err != nil {
+		if err := s.Commit(context.Background(), b); err != nil {
 			t.Fatalf("commit fixture: %v", err)
 		}
 		putRevisions(t, s)
@@ -183,7 +184,7 @@ func fill(t testing.TB, s *state.Store, domains, teams int) {
 			part.Edges = append(part.Edges, edges[r.ID()]...)
 			part.Events = append(part.Events, events[r.ID()]...)
 		}
-		if err := s.Commit(part); err != nil {
+		if err := s.Commit(context.Background(), part); err != nil {
 			t.Fatalf("commit fixture part %d: %v", i/size, err)
 		}
 	}

@@ -2,6 +2,7 @@ package site
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"path/filepath"
 	"regexp"
@@ -28,7 +29,7 @@ func TestGraph(t *testing.T) {
 			s := statetest.Open(t)
 			fill(t, s, tc.domains, tc.teams)
 			dir := filepath.Join(t.TempDir(), "site")
-			if _, err := Build(s, dir, Options{Now: fixedNow}); err != nil {
+			if _, err := Build(context.Background(), s, dir, Options{Now: fixedNow}); err != nil {
 				t.Fatal(err)
 			}
 			files := readSite(t, dir)
@@ -39,7 +40,7 @@ func TestGraph(t *testing.T) {
 			if got, max := len(svg), tc.wantMaxBytes; got > max {
 				t.Errorf("SVG is %d bytes, want at most %d", got, max)
 			}
-			kids, err := s.Children("classicbom/classic")
+			kids, err := s.Children(context.Background(), "classicbom/classic")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -56,7 +57,7 @@ func TestGraph(t *testing.T) {
 				// One arrow per edge inside the subtree.
 				edges := 0
 				for _, id := range kids {
-					c, _, err := s.EdgesOf(id)
+					c, _, err := s.EdgesOf(context.Background(), id)
 					if err != nil {
 						t.Fatal(err)
 					}

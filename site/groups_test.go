@@ -2,6 +2,7 @@ package site
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"html/template"
 	"path/filepath"
@@ -31,7 +32,7 @@ func TestGroups(t *testing.T) {
 			s := statetest.Open(t)
 			fill(t, s, 3, 30)
 			dir := filepath.Join(t.TempDir(), "site")
-			if _, err := Build(s, dir, Options{Now: fixedNow, GraphNodes: tc.graphNodes, PageSize: 10}); err != nil {
+			if _, err := Build(context.Background(), s, dir, Options{Now: fixedNow, GraphNodes: tc.graphNodes, PageSize: 10}); err != nil {
 				t.Fatal(err)
 			}
 			files := readSite(t, dir)

@@ -114,7 +114,7 @@ func (s *Live) Rebuild() {
 
 // Run builds the site, then updates it until ctx ends.
 func (s *Live) Run(ctx context.Context) {
-	if _, err := s.b.Build(); err != nil && ctx.Err() == nil {
+	if _, err := s.b.Build(ctx); err != nil && ctx.Err() == nil {
 		fmt.Fprintf(s.log, "site: build: %v\n", err)
 	}
 	for {
@@ -128,7 +128,7 @@ func (s *Live) Run(ctx context.Context) {
 			return
 		case <-time.After(s.interval):
 		}
-		s.Update()
+		s.Update(ctx)
 	}
 }
 
@@ -136,7 +136,7 @@ func (s *Live) Run(ctx context.Context) {
 // returns, every change recorded before the call is on the site. The ids
 // come out of a map, in any order: a root and the children its compose
 // committed can reach Builder.Update in the same call, either first.
-func (s *Live) Update() {
+func (s *Live) Update(ctx context.Context) {
 	s.updating.Lock()
 	defer s.updating.Unlock()
 	s.mu.Lock()
@@ -149,7 +149,7 @@ func (s *Live) Update() {
 	s.all = false
 	s.mu.Unlock()
 	if all {
-		if _, err := s.b.Build(); err != nil && !errors.Is(err, context.Canceled) {
+		if _, err := s.b.Build(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			fmt.Fprintf(s.log, "site: build: %v\n", err)
 		}
 		return
@@ -159,7 +159,7 @@ func (s *Live) Update() {
 	// revisions (the index's verdicts).
 	for first := true; first || len(ids) > 0; first = false {
 		n := min(len(ids), max(s.chunk, 1))
-		st, err := s.b.Update(ids[:n])
+		st, err := s.b.Update(ctx, ids[:n])
 		if err != nil {
 			if !errors.Is(err, context.Canceled) {
 				fmt.Fprintf(s.log, "site: update: %v\n", err)
@@ -186,58 +186,58 @@ type stoppableReader struct {
 	ctx context.Context
 }
 
-func (r stoppableReader) Resources(f state.Filter) ([]*converge.Resource, error) {
+func (r stoppableReader) Resources(ctx context.Context, f state.Filter) ([]*converge.Resource, error) {
 	if err := r.ctx.Err(); err != nil {
 		return nil, err
 	}
-	return r.Reader.Resources(f)
+	return r.Reader.Resources(ctx, f)
 }
 
-func (r stoppableReader) ResourcesAfter(kind string, after converge.ID, limit int) ([]state.ResourceRow, error) {
+func (r stoppableReader) ResourcesAfter(ctx context.Context, kind string, after converge.ID, limit int) ([]state.ResourceRow, error) {
 	if err := r.ctx.Err(); err != nil {
 		return nil, err
 	}
-	return r.Reader.ResourcesAfter(kind, after, limit)
+	return r.Reader.ResourcesAfter(ctx, kind, after, limit)
 }
 
-func (r stoppableReader) ResourceHeadsAfter(kind string, after converge.ID, limit int) ([]state.ResourceRow, error) {
+func (r stoppableReader) ResourceHeadsAfter(ctx context.Context, kind string, after converge.ID, limit int) ([]state.ResourceRow, error) {
 	if err := r.ctx.Err(); err != nil {
 		return nil, err
 	}
-	return r.Reader.ResourceHeadsAfter(kind, after, limit)
+	return r.Reader.ResourceHeadsAfter(ctx, kind, after, limit)
 }
 
-func (r stoppableReader) Resource(id converge.ID) (*converge.Resource, error) {
+func (r stoppableReader) Resource(ctx context.Context, id converge.ID) (*converge.Resource, error) {
 	if err := r.ctx.Err(); err != nil {
 		return nil, err
 	}
-	return r.Reader.Resource(id)
+	return r.Reader.Resource(ctx, id)
 }
 
-func (r stoppableReader) ResourcesByID(ids []converge.ID) ([]*converge.Resource, error) {
+func (r stoppableReader) ResourcesByID(ctx context.Context, ids []converge.ID) ([]*converge.Resource, error) {
 	if err := r.ctx.Err(); err != nil {
 		return nil, err
 	}
-	return r.Reader.ResourcesByID(ids)
+	return r.Reader.ResourcesByID(ctx, ids)
 }
 
-func (r stoppableReader) Children(owner converge.ID) ([]converge.ID, error) {
+func (r stoppableReader) Children(ctx context.Context, owner converge.ID) ([]converge.ID, error) {
 	if err := r.ctx.Err(); err != nil {
 		return nil, err
 	}
-	return r.Reader.Children(owner)
+	return r.Reader.Children(ctx, owner)
 }
 
-func (r stoppableReader) EdgesOf(id converge.ID) (consumes, producedFor []converge.Edge, err error) {
+func (r stoppableReader) EdgesOf(ctx context.Context, id converge.ID) (consumes, producedFor []converge.Edge, err error) {
 	if err := r.ctx.Err(); err != nil {
 		return nil, nil, err
 	}
-	return r.Reader.EdgesOf(id)
+	return r.Reader.EdgesOf(ctx, id)
 }
 
-func (r stoppableReader) Events(resource converge.ID, limit int) ([]converge.Event, error) {
+func (r stoppableReader) Events(ctx context.Context, resource converge.ID, limit int) ([]converge.Event, error) {
 	if err := r.ctx.Err(); err != nil {
 		return nil, err
 	}
-	return r.Reader.Events(resource, limit)
+	return r.Reader.Events(ctx, resource, limit)
 }

@@ -27,7 +27,7 @@ func TestLiveSiteUpdatesInChunks(t *testing.T) {
 	const children, chunk = 95, 10
 	live := NewLive(dir, LiveOptions{Site: opts, Log: &logs, Chunk: chunk})
 	live.Attach(st)
-	if _, err := live.b.Build(); err != nil {
+	if _, err := live.b.Build(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	b := &converge.Batch{Kinds: []*converge.Kind{{Name: "bom", Version: 1}, {Name: "leaf", Version: 1}}}
@@ -39,7 +39,7 @@ func TestLiveSiteUpdatesInChunks(t *testing.T) {
 			Name: fmt.Sprintf("leaf-%03d", i), Owner: "bom/root", Origin: converge.OriginComposed, Spec: []byte(`{}`),
 			Phase: converge.PhaseReady, CreatedAt: at, UpdatedAt: at})
 	}
-	if err := st.Commit(b); err != nil {
+	if err := st.Commit(context.Background(), b); err != nil {
 		t.Fatal(err)
 	}
 	ids := make([]converge.ID, len(b.Resources))
@@ -49,7 +49,7 @@ func TestLiveSiteUpdatesInChunks(t *testing.T) {
 	var updates []*Stats
 	live.updated = func(s *Stats) { updates = append(updates, s) }
 	live.Changed(ids)
-	live.Update()
+	live.Update(context.Background())
 	if logs.Len() > 0 {
 		t.Errorf("live site logged:\n%s", logs.String())
 	}
@@ -65,20 +65,20 @@ func TestStoppable(t *testing.T) {
 	st := statetest.Open(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := Stoppable(ctx, st)
-	if _, err := r.Resources(state.Filter{}); err != nil {
+	if _, err := r.Resources(ctx, state.Filter{}); err != nil {
 		t.Fatalf("a read before the stop: %v", err)
 	}
 	cancel()
-	if _, err := r.Resources(state.Filter{}); !errors.Is(err, context.Canceled) {
+	if _, err := r.Resources(ctx, state.Filter{}); !errors.Is(err, context.Canceled) {
 		t.Errorf("Resources after the stop: %v, want context.Canceled", err)
 	}
-	if _, err := r.Resource("vpc/a"); !errors.Is(err, context.Canceled) {
+	if _, err := r.Resource(ctx, "vpc/a"); !errors.Is(err, context.Canceled) {
 		t.Errorf("Resource after the stop: %v, want context.Canceled", err)
 	}
-	if _, err := r.Events("", 1); !errors.Is(err, context.Canceled) {
+	if _, err := r.Events(ctx, "", 1); !errors.Is(err, context.Canceled) {
 		t.Errorf("Events after the stop: %v, want context.Canceled", err)
 	}
-	if _, err := r.Kinds(); err != nil {
+	if _, err := r.Kinds(ctx); err != nil {
 		t.Errorf("Kinds after the stop: %v (not a per-resource read: it goes on)", err)
 	}
 }

@@ -2,6 +2,7 @@ package site
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"slices"
 	"sort"
@@ -63,9 +64,9 @@ func secretsByKind(kinds []*converge.Kind) map[string]*secretPaths {
 // holds (sorted, without duplicates), if r can list them
 // (*state.Store can): the values at each config's kind's "config."
 // secret paths.
-func configSecrets(r Reader, kinds []*converge.Kind) ([]string, error) {
+func configSecrets(ctx context.Context, r Reader, kinds []*converge.Kind) ([]string, error) {
 	lister, ok := r.(interface {
-		Configs() ([]*converge.ProviderConfig, error)
+		Configs(ctx context.Context) ([]*converge.ProviderConfig, error)
 	})
 	if !ok {
 		return nil, nil
@@ -79,7 +80,7 @@ func configSecrets(r Reader, kinds []*converge.Kind) ([]string, error) {
 	if len(byRef) == 0 {
 		return nil, nil
 	}
-	cs, err := lister.Configs()
+	cs, err := lister.Configs(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package site
 
 import (
+	"context"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -30,7 +31,7 @@ func TestScaleSite(t *testing.T) {
 	s := statetest.OpenDir(t, stateDir, state.Options{NoSync: true})
 	fill(t, s, 58, 5747)
 	dir := filepath.Join(t.TempDir(), "site")
-	st, err := Build(s, dir, Options{Now: fixedNow})
+	st, err := Build(context.Background(), s, dir, Options{Now: fixedNow})
 	if err != nil {
 		t.Fatal(err)
 	}

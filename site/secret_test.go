@@ -2,6 +2,7 @@ package site
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"testing"
 
@@ -26,13 +27,13 @@ func TestConfigSecretEchoed(t *testing.T) {
 			Spec: json.RawMessage(`{"cidr":"10.0.0.0/16"}`), Declared: json.RawMessage(`{"cidr":"10.0.0.0/16"}`),
 			Status: json.RawMessage(`{"flow_logs":{"bucket":"s3://` + b + `/logs"}}`)}
 	}
-	if err := s.Commit(&converge.Batch{Kinds: []*converge.Kind{kind}, Configs: []*converge.ProviderConfig{cfg(bucket1)},
+	if err := s.Commit(context.Background(), &converge.Batch{Kinds: []*converge.Kind{kind}, Configs: []*converge.ProviderConfig{cfg(bucket1)},
 		Resources: []*converge.Resource{vpc(bucket1)}}); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	b := NewBuilder(s, dir, Options{Now: fixedNow})
-	if _, err := b.Build(); err != nil {
+	if _, err := b.Build(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	check := func(when, secret string) {
@@ -48,10 +49,10 @@ func TestConfigSecretEchoed(t *testing.T) {
 		}
 	}
 	check("build", bucket1)
-	if err := s.Commit(&converge.Batch{Configs: []*converge.ProviderConfig{cfg(bucket2)}, Resources: []*converge.Resource{vpc(bucket2)}}); err != nil {
+	if err := s.Commit(context.Background(), &converge.Batch{Configs: []*converge.ProviderConfig{cfg(bucket2)}, Resources: []*converge.Resource{vpc(bucket2)}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Update([]converge.ID{"vpc/a"}); err != nil {
+	if _, err := b.Update(context.Background(), []converge.ID{"vpc/a"}); err != nil {
 		t.Fatal(err)
 	}
 	check("update", bucket2)

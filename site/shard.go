@@ -2,6 +2,7 @@ package site
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"html"
 	"html/template"
@@ -357,7 +358,7 @@ func shown(s string) string {
 // A page left without resources is removed. A resource the model holds
 // but the store no longer does (a live Build racing a commit) is left
 // out; the Update that follows the commit writes its page again.
-func (b *Builder) writeShards(w *writer, keys []shardKey, have map[converge.ID]*converge.Resource, keep map[string]bool) (int, error) {
+func (b *Builder) writeShards(ctx context.Context, w *writer, keys []shardKey, have map[converge.ID]*converge.Resource, keep map[string]bool) (int, error) {
 	sort.Slice(keys, func(i, j int) bool {
 		if keys[i].kind != keys[j].kind {
 			return keys[i].kind < keys[j].kind
@@ -392,7 +393,7 @@ func (b *Builder) writeShards(w *writer, keys []shardKey, have map[converge.ID]*
 				var got []*converge.Resource
 				var err error
 				if len(read) > 0 {
-					got, err = b.r.ResourcesByID(read) // one transaction a page
+					got, err = b.r.ResourcesByID(ctx, read) // one transaction a page
 				}
 				rs := make([]*converge.Resource, 0, len(b.m.shards[k]))
 				for _, id := range b.m.shards[k] {

@@ -2,6 +2,7 @@ package site
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -40,13 +41,13 @@ func TestShardPages(t *testing.T) {
 		rs = append(rs, r)
 		ids = append(ids, r.ID())
 	}
-	if err := s.Commit(&converge.Batch{Resources: rs}); err != nil {
+	if err := s.Commit(context.Background(), &converge.Batch{Resources: rs}); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	opts := Options{Now: fixedNow}
 	bld := NewBuilder(s, dir, opts)
-	if _, err := bld.Build(); err != nil {
+	if _, err := bld.Build(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	page := pageOf(ids[0])
@@ -73,10 +74,10 @@ func TestShardPages(t *testing.T) {
 		}
 	}
 	for i, id := range ids {
-		if err := s.Commit(&converge.Batch{DeletedResources: []converge.ID{id}}); err != nil {
+		if err := s.Commit(context.Background(), &converge.Batch{DeletedResources: []converge.ID{id}}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := bld.Update([]converge.ID{id}); err != nil {
+		if _, err := bld.Update(context.Background(), []converge.ID{id}); err != nil {
 			t.Fatal(err)
 		}
 		checkEqualsBuild(t, s, dir, opts)
@@ -100,11 +101,11 @@ func TestPageCaps(t *testing.T) {
 	fill(t, s, 1, 1200) // tgw/fd0-tgw is produced for 1,200 routes
 	big := &converge.Resource{Kind: "blob", KindVersion: 1, Name: "big", Owner: "classicbom/classic", Phase: converge.PhaseReady,
 		Spec: json.RawMessage(`{"data":"` + strings.Repeat("x", 300<<10) + `"}`)}
-	if err := s.Commit(&converge.Batch{Resources: []*converge.Resource{big}}); err != nil {
+	if err := s.Commit(context.Background(), &converge.Batch{Resources: []*converge.Resource{big}}); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	st, err := Build(s, dir, Options{Now: fixedNow})
+	st, err := Build(context.Background(), s, dir, Options{Now: fixedNow})
 	if err != nil {
 		t.Fatal(err)
 	}

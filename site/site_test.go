@@ -2,6 +2,7 @@ package site
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"html"
@@ -96,7 +97,7 @@ func buildFixture(t *testing.T, domains, teams int) (*state.Store, string, map[s
 	s := statetest.Open(t)
 	fill(t, s, domains, teams)
 	dir := filepath.Join(t.TempDir(), "site")
-	if _, err := Build(s, dir, Options{Now: fixedNow, GraphNodes: 40, PageSize: 10}); err != nil {
+	if _, err := Build(context.Background(), s, dir, Options{Now: fixedNow, GraphNodes: 40, PageSize: 10}); err != nil {
 		t.Fatalf("build: %v", err)
 	}
 	return s, dir, readSite(t, dir)
@@ -105,7 +106,7 @@ func buildFixture(t *testing.T, domains, teams int) (*state.Store, string, map[s
 func TestBuildLinksResolve(t *testing.T) {
 	s, _, files := buildFixture(t, 3, 6) // 1 + 3×20 + 2 = 63 resources, pages of 10
 	n := checkLinks(t, files)
-	rs, err := s.Resources(state.Filter{})
+	rs, err := s.Resources(context.Background(), state.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +149,7 @@ func TestSummaryMatchesStore(t *testing.T) {
 	if err := json.Unmarshal(files["summary.json"], &sum); err != nil {
 		t.Fatal(err)
 	}
-	rs, err := s.Resources(state.Filter{})
+	rs, err := s.Resources(context.Background(), state.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +159,7 @@ func TestSummaryMatchesStore(t *testing.T) {
 		want.Add(r.Phase)
 		root := r.ID()
 		for {
-			x, err := s.Resource(root)
+			x, err := s.Resource(context.Background(), root)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -227,11 +228,11 @@ func TestEscaping(t *testing.T) {
 	// A name that is no DNS label: stored under a hashed file name.
 	weird := &converge.Resource{Kind: "weird", KindVersion: 1, Name: `<img src=x onerror=alert(1)>..`,
 		Phase: converge.PhaseFailed, Reason: nasty, Spec: json.RawMessage(`{"x":"` + strings.ReplaceAll(nasty, `"`, `\"`) + `"}`)}
-	if err := s.Commit(&converge.Batch{Resources: []*converge.Resource{weird}}); err != nil {
+	if err := s.Commit(context.Background(), &converge.Batch{Resources: []*converge.Resource{weird}}); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	if _, err := Build(s, dir, Options{Now: fixedNow, Title: "site " + nasty}); err != nil {
+	if _, err := Build(context.Background(), s, dir, Options{Now: fixedNow, Title: "site " + nasty}); err != nil {
 		t.Fatal(err)
 	}
 	files := readSite(t, dir)
@@ -277,7 +278,7 @@ func TestBuildRefusesForeignDirectory(t *testing.T) {
 	if err := os.WriteFile(keep, []byte("mine"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Build(s, dir, Options{}); !errors.Is(err, ErrNotSite) {
+	if _, err := Build(context.Background(), s, dir, Options{}); !errors.Is(err, ErrNotSite) {
 		t.Fatalf("build into a foreign directory: err = %v, want ErrNotSite", err)
 	}
 	if _, err := os.Stat(keep); err != nil {
@@ -289,14 +290,14 @@ func TestRebuildRemovesStalePages(t *testing.T) {
 	s := statetest.Open(t)
 	fill(t, s, 1, 3)
 	dir := t.TempDir()
-	if _, err := Build(s, dir, Options{Now: fixedNow}); err != nil {
+	if _, err := Build(context.Background(), s, dir, Options{Now: fixedNow}); err != nil {
 		t.Fatal(err)
 	}
 	gone := converge.ID("app/shop")
-	if err := s.Commit(&converge.Batch{DeletedResources: []converge.ID{gone}}); err != nil {
+	if err := s.Commit(context.Background(), &converge.Batch{DeletedResources: []converge.ID{gone}}); err != nil {
 		t.Fatal(err)
 	}
-	st, err := Build(s, dir, Options{Now: fixedNow})
+	st, err := Build(context.Background(), s, dir, Options{Now: fixedNow})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,12 +321,12 @@ func TestUpdateEqualsBuild(t *testing.T) {
 	fill(t, s, 2, 30)
 	dir := t.TempDir()
 	bld := NewBuilder(s, dir, Options{Now: fixedNow, PageSize: 25, GraphNodes: 50})
-	full, err := bld.Build()
+	full, err := bld.Build(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	get := func(id converge.ID) *converge.Resource {
-		r, err := s.Resource(id)
+		r, err := s.Resource(context.Background(), id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -377,10 +378,10 @@ func TestUpdateEqualsBuild(t *testing.T) {
 	for _, step := range steps {
 		t.Run(step.name, func(t *testing.T) {
 			batch, ids := step.change()
-			if err := s.Commit(batch); err != nil {
+			if err := s.Commit(context.Background(), batch); err != nil {
 				t.Fatal(err)
 			}
-			st, err := bld.Update(ids)
+			st, err := bld.Update(context.Background(), ids)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -397,7 +398,7 @@ func TestUpdateEqualsBuild(t *testing.T) {
 func checkEqualsBuild(t *testing.T, s Reader, dir string, opts Options) {
 	t.Helper()
 	ref := t.TempDir()
-	if _, err := Build(s, ref, opts); err != nil {
+	if _, err := Build(context.Background(), s, ref, opts); err != nil {
 		t.Fatal(err)
 	}
 	got, want := readSite(t, dir), readSite(t, ref)
@@ -431,7 +432,7 @@ func TestUpdateOwnerAfterChildren(t *testing.T) {
 	dir := t.TempDir()
 	opts := Options{Now: fixedNow}
 	bld := NewBuilder(s, dir, opts)
-	if _, err := bld.Build(); err != nil {
+	if _, err := bld.Build(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	res := func(kind, name string, owner converge.ID, p converge.Phase) *converge.Resource {
@@ -484,21 +485,21 @@ func TestUpdateOwnerAfterChildren(t *testing.T) {
 	}
 	for _, step := range steps {
 		if step.batch != nil {
-			if err := s.Commit(step.batch); err != nil {
+			if err := s.Commit(context.Background(), step.batch); err != nil {
 				t.Fatalf("%s: %v", step.name, err)
 			}
 		}
 		if step.early {
-			if _, err := bld.Update(nil); err != nil {
+			if _, err := bld.Update(context.Background(), nil); err != nil {
 				t.Fatalf("%s: %v", step.name, err)
 			}
 		}
 		if step.first != nil {
-			if _, err := bld.Update(step.first); err != nil {
+			if _, err := bld.Update(context.Background(), step.first); err != nil {
 				t.Fatalf("%s: %v", step.name, err)
 			}
 		}
-		if _, err := bld.Update(step.ids); err != nil {
+		if _, err := bld.Update(context.Background(), step.ids); err != nil {
 			t.Fatalf("%s: %v", step.name, err)
 		}
 		t.Run(step.name, func(t *testing.T) { checkEqualsBuild(t, s, dir, opts) })
@@ -519,7 +520,7 @@ func withoutHeader(b []byte) []byte {
 
 func mustList(t *testing.T, s *state.Store, p converge.Phase) []*converge.Resource {
 	t.Helper()
-	rs, err := s.Resources(state.Filter{Phase: p})
+	rs, err := s.Resources(context.Background(), state.Filter{Phase: p})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -593,7 +594,7 @@ func TestKindPhasePages(t *testing.T) {
 	fill(t, s, 2, 40)
 	const size = 6
 	bld := NewBuilder(s, t.TempDir(), Options{Now: fixedNow, PageSize: size})
-	if _, err := bld.Build(); err != nil {
+	if _, err := bld.Build(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	multi := 0
@@ -657,11 +658,11 @@ func TestAppliedBadge(t *testing.T) {
 	fill(t, s, 1, 1)
 	older := &converge.RevisionRecord{Revision: converge.Revision{Ref: "main", Hash: "0ld0000000000000000000000000000000000000", Subject: "older"},
 		Applied: true, Seen: epoch.Add(-time.Hour)}
-	if err := s.PutRevision(older); err != nil {
+	if err := s.PutRevision(context.Background(), older); err != nil {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "site")
-	if _, err := Build(s, dir, Options{Now: fixedNow}); err != nil {
+	if _, err := Build(context.Background(), s, dir, Options{Now: fixedNow}); err != nil {
 		t.Fatal(err)
 	}
 	index := string(readSite(t, dir)["index.html"])
@@ -707,7 +708,7 @@ func TestUpdateGroupsBounded(t *testing.T) {
 	later := fixedNow().Add(time.Minute)
 	now := fixedNow
 	bld := NewBuilder(s, dir, Options{Now: func() time.Time { return now() }, GraphNodes: 20})
-	if _, err := bld.Build(); err != nil {
+	if _, err := bld.Build(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	var groups []string
@@ -736,10 +737,10 @@ func TestUpdateGroupsBounded(t *testing.T) {
 	now = func() time.Time { return later } // every header differs
 	r := &converge.Resource{UID: "uid-new", Kind: "account", KindVersion: 1, Name: "fd0-team-new", Owner: "classicbom/classic",
 		Origin: converge.OriginComposed, Phase: converge.PhasePending, Spec: json.RawMessage(`{}`), CreatedAt: epoch, UpdatedAt: later}
-	if err := s.Commit(&converge.Batch{Resources: []*converge.Resource{r}}); err != nil {
+	if err := s.Commit(context.Background(), &converge.Batch{Resources: []*converge.Resource{r}}); err != nil {
 		t.Fatal(err)
 	}
-	st, err := bld.Update([]converge.ID{r.ID()})
+	st, err := bld.Update(context.Background(), []converge.ID{r.ID()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ package site
 // the full Build it falls back to.
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"slices"
@@ -22,26 +23,26 @@ import (
 // roots, index.html and summary.json. ids must name every resource that
 // changed, including the consumer of a changed edge. Update without an
 // earlier Build, or after a kind's Secret paths changed, runs Build.
-func (b *Builder) Update(ids []converge.ID) (*Stats, error) {
+func (b *Builder) Update(ctx context.Context, ids []converge.ID) (*Stats, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.m == nil {
-		return b.build()
+		return b.build(ctx)
 	}
 	start := time.Now()
 	b.now = b.opts.Now()
 	m := b.m
-	kinds, err := b.r.Kinds()
+	kinds, err := b.r.Kinds(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("update site: %w", err)
 	}
 	if !reflect.DeepEqual(secretsByKind(kinds), m.secrets) {
-		return b.build()
+		return b.build(ctx)
 	}
-	if cv, err := configSecrets(b.r, kinds); err != nil {
+	if cv, err := configSecrets(ctx, b.r, kinds); err != nil {
 		return nil, fmt.Errorf("update site: %w", err)
 	} else if !slices.Equal(cv, m.configVals) {
-		return b.build()
+		return b.build(ctx)
 	}
 	newKinds := make(map[string]bool)
 	for _, k := range kinds {
@@ -59,7 +60,7 @@ func (b *Builder) Update(ids []converge.ID) (*Stats, error) {
 		changed: make(map[listKey][]converge.ID),
 		roots:   make(map[converge.ID]bool),
 	}
-	touched, err := b.newEvents()
+	touched, err := b.newEvents(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("update site: %w", err)
 	}
@@ -77,7 +78,7 @@ func (b *Builder) Update(ids []converge.ID) (*Stats, error) {
 	}
 	// One read for all: a store over the network (etcd) answers a
 	// batch of ids in a few round trips, not one each.
-	rs, err := b.r.ResourcesByID(uniq)
+	rs, err := b.r.ResourcesByID(ctx, uniq)
 	if err != nil {
 		return nil, fmt.Errorf("update site: %w", err)
 	}
@@ -88,7 +89,7 @@ func (b *Builder) Update(ids []converge.ID) (*Stats, error) {
 				newKinds[r.Kind] = true
 			}
 		}
-		changed, err := b.apply(u, id, r)
+		changed, err := b.apply(ctx, u, id, r)
 		if err != nil {
 			return nil, fmt.Errorf("update site: %w", err)
 		}
@@ -142,13 +143,13 @@ func (b *Builder) Update(ids []converge.ID) (*Stats, error) {
 			u.roots[m.rootOf(id)] = true
 		}
 	}
-	if err := b.readRevisions(m); err != nil {
+	if err := b.readRevisions(ctx, m); err != nil {
 		return nil, err
 	}
 	if err := b.prepareHeaders(); err != nil {
 		return nil, err
 	}
-	return b.flush(u, start)
+	return b.flush(ctx, u, start)
 }
 
 // update collects what one Update must rewrite.
@@ -179,7 +180,7 @@ func (u *update) moved(k listKey, pos, oldLen int) {
 
 // apply folds the new state r of id (nil: gone) into the model and notes
 // what to rewrite. It reports whether the set of secret values changed.
-func (b *Builder) apply(u *update, id converge.ID, r *converge.Resource) (bool, error) {
+func (b *Builder) apply(ctx context.Context, u *update, id converge.ID, r *converge.Resource) (bool, error) {
 	m := b.m
 	old := m.res[id]
 	u.fetched[id] = r
@@ -193,7 +194,7 @@ func (b *Builder) apply(u *update, id converge.ID, r *converge.Resource) (bool, 
 	var consumes, producedFor []converge.Edge
 	if r != nil {
 		var err error
-		if consumes, producedFor, err = b.r.EdgesOf(id); err != nil {
+		if consumes, producedFor, err = b.r.EdgesOf(ctx, id); err != nil {
 			return false, err
 		}
 	}
@@ -387,9 +388,9 @@ func compareID(a, b converge.ID) int {
 // in the model). It reads the newest event
 // first, then exactly as many as are new (Seqs are dense), doubling if some
 // were trimmed; the store decodes only the chunks that hold them.
-func (b *Builder) newEvents() (map[converge.ID]bool, error) {
+func (b *Builder) newEvents(ctx context.Context) (map[converge.ID]bool, error) {
 	m := b.m
-	head, err := b.r.Events("", 1)
+	head, err := b.r.Events(ctx, "", 1)
 	if err != nil {
 		return nil, err
 	}
@@ -397,7 +398,7 @@ func (b *Builder) newEvents() (map[converge.ID]bool, error) {
 		return nil, nil
 	}
 	for n := int(min(head[0].Seq-m.lastSeq, 1<<30)); ; n *= 2 {
-		evs, err := b.r.Events("", n)
+		evs, err := b.r.Events(ctx, "", n)
 		if err != nil {
 			return nil, err
 		}
@@ -418,7 +419,7 @@ func (b *Builder) newEvents() (map[converge.ID]bool, error) {
 }
 
 // flush writes what u collected.
-func (b *Builder) flush(u *update, start time.Time) (*Stats, error) {
+func (b *Builder) flush(ctx context.Context, u *update, start time.Time) (*Stats, error) {
 	m := b.m
 	w := &writer{dir: b.dir, atomic: true}
 	for id := range u.roots {
@@ -445,7 +446,7 @@ func (b *Builder) flush(u *update, start time.Time) (*Stats, error) {
 			have[id] = r
 		}
 	}
-	removed, err := b.writeShards(w, keys, have, nil)
+	removed, err := b.writeShards(ctx, w, keys, have, nil)
 	if err != nil {
 		return nil, err
 	}

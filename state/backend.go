@@ -1,52 +1,58 @@
 package state
 
-import "github.com/convergehq/converge"
+import (
+	"context"
+
+	"github.com/convergehq/converge"
+)
 
 // Backend is the store contract every state backend implements: Store
 // here (bbolt, the embedded default) and state/etcdstate's (etcd). Its
 // semantics are this package's documentation, and one conformance suite
 // (statetest.Run) holds every backend to them. The scheduler needs only
 // Load and Commit (its Store port); the commands, the site and the admin
-// API read through the rest.
+// API read through the rest. Every call but Stats and Close takes the
+// context it runs under: a backend across a network stops waiting when
+// it is done.
 type Backend interface {
 	// Load returns everything stored, as one consistent snapshot.
-	Load() (*converge.Snapshot, error)
+	Load(ctx context.Context) (*converge.Snapshot, error)
 	// Commit applies b atomically and durably, or refuses it whole
 	// (package documentation, "Rules a Batch must follow").
-	Commit(b *converge.Batch) error
+	Commit(ctx context.Context, b *converge.Batch) error
 
-	Resource(id converge.ID) (*converge.Resource, error)
-	Resources(f Filter) ([]*converge.Resource, error)
-	ResourcesAfter(kind string, after converge.ID, limit int) ([]ResourceRow, error)
+	Resource(ctx context.Context, id converge.ID) (*converge.Resource, error)
+	Resources(ctx context.Context, f Filter) ([]*converge.Resource, error)
+	ResourcesAfter(ctx context.Context, kind string, after converge.ID, limit int) ([]ResourceRow, error)
 	// ResourceHeadsAfter is ResourcesAfter without each resource's
 	// declared spec, spec and status.
-	ResourceHeadsAfter(kind string, after converge.ID, limit int) ([]ResourceRow, error)
+	ResourceHeadsAfter(ctx context.Context, kind string, after converge.ID, limit int) ([]ResourceRow, error)
 	// ResourcesByID returns the resources ids name, in ids' order, from
 	// one consistent read; nil for an id the store does not hold.
-	ResourcesByID(ids []converge.ID) ([]*converge.Resource, error)
-	Children(owner converge.ID) ([]converge.ID, error)
-	ChildCount(owner converge.ID) (int, error)
-	Counts(owner converge.ID) (converge.Counts, error)
-	EdgesOf(id converge.ID) (consumes, producedFor []converge.Edge, err error)
-	Events(resource converge.ID, limit int) ([]converge.Event, error)
-	Kinds() ([]*converge.Kind, error)
-	Configs() ([]*converge.ProviderConfig, error)
-	Bindings() ([]*converge.Binding, error)
-	Deliveries() ([]*converge.Delivery, error)
-	Applied() (*converge.Revision, error)
-	Source() (*converge.AppliedSource, error)
-	PutSource(src *converge.AppliedSource) error
+	ResourcesByID(ctx context.Context, ids []converge.ID) ([]*converge.Resource, error)
+	Children(ctx context.Context, owner converge.ID) ([]converge.ID, error)
+	ChildCount(ctx context.Context, owner converge.ID) (int, error)
+	Counts(ctx context.Context, owner converge.ID) (converge.Counts, error)
+	EdgesOf(ctx context.Context, id converge.ID) (consumes, producedFor []converge.Edge, err error)
+	Events(ctx context.Context, resource converge.ID, limit int) ([]converge.Event, error)
+	Kinds(ctx context.Context) ([]*converge.Kind, error)
+	Configs(ctx context.Context) ([]*converge.ProviderConfig, error)
+	Bindings(ctx context.Context) ([]*converge.Binding, error)
+	Deliveries(ctx context.Context) ([]*converge.Delivery, error)
+	Applied(ctx context.Context) (*converge.Revision, error)
+	Source(ctx context.Context) (*converge.AppliedSource, error)
+	PutSource(ctx context.Context, src *converge.AppliedSource) error
 	// Control returns the operator's pin and suspensions (the zero
 	// Control when none were recorded); PutControl replaces them.
-	Control() (*converge.Control, error)
-	PutControl(c *converge.Control) error
-	Revision(hash string) (*converge.RevisionRecord, error)
-	PutRevision(rec *converge.RevisionRecord) error
-	Revisions(limit int) ([]*converge.RevisionRecord, error)
+	Control(ctx context.Context) (*converge.Control, error)
+	PutControl(ctx context.Context, c *converge.Control) error
+	Revision(ctx context.Context, hash string) (*converge.RevisionRecord, error)
+	PutRevision(ctx context.Context, rec *converge.RevisionRecord) error
+	Revisions(ctx context.Context, limit int) ([]*converge.RevisionRecord, error)
 
 	// Check runs the backend's full consistency check and returns every
 	// problem found, or nil.
-	Check() error
+	Check(ctx context.Context) error
 	// Stats returns the counters of committed writes since the store was
 	// opened (fields a backend cannot measure stay zero).
 	Stats() Stats
@@ -55,7 +61,7 @@ type Backend interface {
 	// another file, ErrReplaced; etcd: the writer's lock, the
 	// leadership or the prefix is gone, etcdstate.ErrFenced). A
 	// command verifies before it reports success.
-	Verify() error
+	Verify(ctx context.Context) error
 	// Close releases the store (and its writer's lock, if it holds one).
 	Close() error
 }

@@ -1,6 +1,7 @@
 package state_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -171,7 +172,7 @@ func lifecycle(b *testing.B, s *state.Store, rs []*converge.Resource, es []conve
 				batch.Resources[i], batch.Resources[j] = batch.Resources[j], batch.Resources[i]
 			})
 			rng.Shuffle(len(batch.Edges), func(i, j int) { batch.Edges[i], batch.Edges[j] = batch.Edges[j], batch.Edges[i] })
-			if err := s.Commit(batch); err != nil {
+			if err := s.Commit(context.Background(), batch); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -228,7 +229,7 @@ func BenchmarkCommitLifecycle(b *testing.B) {
 				total.Puts += st.Puts
 				total.Bytes += st.Bytes
 				total.PageBytes += st.PageBytes
-				if err := s.Check(); err != nil {
+				if err := s.Check(context.Background()); err != nil {
 					b.Fatal(err)
 				}
 				s.Close()
@@ -260,7 +261,7 @@ func BenchmarkLoad(b *testing.B) {
 	lifecycle(b, s, rs, es, false)
 	b.ResetTimer()
 	for range b.N {
-		snap, err := s.Load()
+		snap, err := s.Load(context.Background())
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -312,13 +313,13 @@ func BenchmarkEventsOfOne(b *testing.B) {
 			}
 			batch.Events = append(batch.Events, converge.Event{Resource: id, Type: "Ready", Message: "reconcile ok"})
 		}
-		if err := s.Commit(&batch); err != nil {
+		if err := s.Commit(context.Background(), &batch); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.ResetTimer()
 	for range b.N {
-		evs, err := s.Events("vpc/the-one", 0)
+		evs, err := s.Events(context.Background(), "vpc/the-one", 0)
 		if err != nil || len(evs) != 5 {
 			b.Fatalf("%d events, %v; want 5", len(evs), err)
 		}
@@ -347,7 +348,7 @@ func BenchmarkCompactTornDown(b *testing.B) {
 			for _, r := range rs[max(0, i-lifeBatch):i] {
 				batch.DeletedResources = append(batch.DeletedResources, r.ID())
 			}
-			if err := s.Commit(batch); err != nil {
+			if err := s.Commit(context.Background(), batch); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -356,7 +357,7 @@ func BenchmarkCompactTornDown(b *testing.B) {
 		s.Close()
 		b.StartTimer()
 		start := time.Now()
-		res, err := state.Compact(dir, state.Options{})
+		res, err := state.Compact(context.Background(), dir, state.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -403,11 +404,11 @@ func BenchmarkCommitUnderBigOwner(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { s.Close() })
-		if err := s.Commit(&converge.Batch{Resources: []*converge.Resource{lifeResource("bom", "classic", "")}}); err != nil {
+		if err := s.Commit(context.Background(), &converge.Batch{Resources: []*converge.Resource{lifeResource("bom", "classic", "")}}); err != nil {
 			b.Fatal(err)
 		}
 		for n := 0; n < children; n += batch {
-			if err := s.Commit(batchOf(n)); err != nil {
+			if err := s.Commit(context.Background(), batchOf(n)); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -421,12 +422,12 @@ func BenchmarkCommitUnderBigOwner(b *testing.B) {
 		b0, b1 := batchOf(next0+batch*10), batchOf(next1+batch*10)
 		b.StartTimer()
 		t := time.Now()
-		if err := s0.Commit(b0); err != nil {
+		if err := s0.Commit(context.Background(), b0); err != nil {
 			b.Fatal(err)
 		}
 		empty += time.Since(t)
 		t = time.Now()
-		if err := s1.Commit(b1); err != nil {
+		if err := s1.Commit(context.Background(), b1); err != nil {
 			b.Fatal(err)
 		}
 		big += time.Since(t)

@@ -1,6 +1,7 @@
 package state_test
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -101,7 +102,7 @@ func TestOpenDamaged(t *testing.T) {
 			if got, err := os.ReadFile(aside); err != nil || string(got) != string(tt.content) {
 				t.Errorf("moved-aside file: %d bytes, %v; want the damaged file whole", len(got), err)
 			}
-			if rs, err := s.Resources(state.Filter{}); err != nil || len(rs) != 0 {
+			if rs, err := s.Resources(context.Background(), state.Filter{}); err != nil || len(rs) != 0 {
 				t.Errorf("fresh store holds %d resources, %v; want none", len(rs), err)
 			}
 		})
@@ -112,7 +113,7 @@ func TestOpenDamaged(t *testing.T) {
 	if s.MovedAside() != "" {
 		t.Errorf("an intact store was moved aside to %s", s.MovedAside())
 	}
-	if r, err := s.Resource("vpc/a0"); err != nil || r == nil {
+	if r, err := s.Resource(context.Background(), "vpc/a0"); err != nil || r == nil {
 		t.Errorf("intact store after Reinit: %v, %v", r, err)
 	}
 	if s := statetest.OpenDir(t, t.TempDir(), state.Options{}); s.MovedAside() != "" {
@@ -209,15 +210,15 @@ func TestReadDamaged(t *testing.T) {
 			t.Errorf("%s: %v; want ErrDamaged naming %s", what, err, path)
 		}
 	}
-	_, err = st.Resources(state.Filter{})
+	_, err = st.Resources(context.Background(), state.Filter{})
 	want("Resources", err)
-	_, err = st.Resource("vpc/a1000")
+	_, err = st.Resource(context.Background(), "vpc/a1000")
 	want("Resource", err)
-	_, err = st.Load()
+	_, err = st.Load(context.Background())
 	want("Load", err)
-	_, err = st.Events("", 10)
+	_, err = st.Events(context.Background(), "", 10)
 	want("Events", err)
-	want("Commit", st.Commit(&converge.Batch{Resources: []*converge.Resource{res("vpc", "b", "")}}))
+	want("Commit", st.Commit(context.Background(), &converge.Batch{Resources: []*converge.Resource{res("vpc", "b", "")}}))
 }
 
 // boltMeta is what the tests read of a bbolt meta page.

@@ -21,7 +21,7 @@
 // that commit and every later one, and from Verify. Buckets:
 //
 //	resources   ID -> row: owner, the edges it consumes (with flows), resource JSON
-//	owners      owner\x00bound -> a chunk of up to 128 child IDs (the owner index, see owners.go;
+//	owners      owner\x00bound -> a chunk of up to 128 child IDs (the owner index, see rules.Chunked;
 //	            roots under the empty owner, so listing them reads no other row)
 //	producers   producer\x00consumer -> empty (the reverse edge index)
 //	kinds       kind\x00version(8 bytes big-endian) -> JSON kind

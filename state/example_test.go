@@ -1,6 +1,7 @@
 package state_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log"
@@ -14,8 +15,8 @@ import (
 // copied rather than imported so that this package's tests do not depend
 // on the scheduler package building.
 type schedulerStore interface {
-	Load() (*converge.Snapshot, error)
-	Commit(b *converge.Batch) error
+	Load(ctx context.Context) (*converge.Snapshot, error)
+	Commit(ctx context.Context, b *converge.Batch) error
 }
 
 var _ schedulerStore = (*state.Store)(nil)
@@ -31,10 +32,11 @@ func ExampleStore_Commit() {
 		log.Fatal(err)
 	}
 	defer s.Close()
+	ctx := context.Background()
 
 	// One batch, one transaction: a root, a child it owns, an edge and
 	// the events of both.
-	err = s.Commit(&converge.Batch{
+	err = s.Commit(ctx, &converge.Batch{
 		Resources: []*converge.Resource{
 			{Kind: "bom", KindVersion: 1, Name: "classic", Phase: converge.PhasePending, Spec: json.RawMessage(`{}`)},
 			{Kind: "vpc", KindVersion: 1, Name: "team-a", Phase: converge.PhasePending, Spec: json.RawMessage(`{}`), Owner: "bom/classic"},
@@ -45,8 +47,8 @@ func ExampleStore_Commit() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	children, _ := s.Children("bom/classic")
-	events, _ := s.Events("vpc/team-a", 0)
+	children, _ := s.Children(ctx, "bom/classic")
+	events, _ := s.Events(ctx, "vpc/team-a", 0)
 	st := s.Stats()
 	fmt.Println(children, events[0].Seq, events[0].Type)
 	fmt.Printf("commits=%d puts=%d\n", st.Commits, st.Puts)

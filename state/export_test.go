@@ -1,6 +1,10 @@
 package state
 
-import bolt "go.etcd.io/bbolt"
+import (
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/convergehq/converge/state/internal/codec"
+)
 
 // RawPut writes key=value into bucket, bypassing every invariant: tests
 // use it to corrupt a store on purpose.
@@ -21,7 +25,7 @@ var (
 	BucketEvents    = bEvents
 	BucketMeta      = bMeta
 	MetaFormat      = mFormat
-	PairKey         = pairKey
+	PairKey         = codec.PairKey
 	U64             = u64
 )
 
@@ -35,8 +39,8 @@ func (s *Store) RawGet(bucket, key []byte) ([]byte, error) {
 	return v, err
 }
 
-// EncodeResource is encodeResource, for benchmarks.
-var EncodeResource = encodeResource
+// EncodeResource is the row encoder, for benchmarks.
+var EncodeResource = codec.EncodeResource
 
 // SetFillPercent changes the page fill for benchmarks; it returns the old.
 func SetFillPercent(f float64) float64 { old := fillPercent; fillPercent = f; return old }

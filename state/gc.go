@@ -2,6 +2,7 @@ package state
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -36,7 +37,7 @@ var beforeSwap = func(tmp string) error { return nil }
 // waits on the lock file, not on the old file, so it opens the new one. A crash at any point leaves
 // state.db whole: the old file until the rename, the new one after; a
 // stale state.db.compact is removed by the next Compact.
-func Compact(dir string, opts Options) (CompactResult, error) {
+func Compact(ctx context.Context, dir string, opts Options) (CompactResult, error) {
 	var res CompactResult
 	path := filepath.Join(dir, FileName)
 	fi, err := os.Stat(path)
@@ -49,7 +50,7 @@ func Compact(dir string, opts Options) (CompactResult, error) {
 		return res, fmt.Errorf("compact state: %w", err)
 	}
 	defer src.Close()
-	if err := src.Check(); err != nil {
+	if err := src.Check(ctx); err != nil {
 		return res, fmt.Errorf("compact state: refusing an inconsistent store: %w", err)
 	}
 
@@ -61,7 +62,7 @@ func Compact(dir string, opts Options) (CompactResult, error) {
 		os.Remove(tmp)
 		return res, fmt.Errorf("compact state: %s: %w", tmp, err)
 	}
-	if err := verifyCopy(src.db, tmp, opts); err != nil {
+	if err := verifyCopy(ctx, src.db, tmp, opts); err != nil {
 		os.Remove(tmp)
 		return res, fmt.Errorf("compact state: %s: %w", tmp, err)
 	}
@@ -108,7 +109,7 @@ func copyCompact(src *bolt.DB, path string) error {
 
 // verifyCopy opens the compacted file as a store, runs Check and compares
 // every bucket with src key by key.
-func verifyCopy(src *bolt.DB, path string, opts Options) error {
+func verifyCopy(ctx context.Context, src *bolt.DB, path string, opts Options) error {
 	opts.NoSync = true // read only: nothing to make durable
 	opts.noLock = true // a file only this Compact knows of
 	st, err := openFile(path, opts)
@@ -116,7 +117,7 @@ func verifyCopy(src *bolt.DB, path string, opts Options) error {
 		return err
 	}
 	defer st.Close()
-	if err := st.Check(); err != nil {
+	if err := st.Check(ctx); err != nil {
 		return err
 	}
 	return src.View(func(stx *bolt.Tx) error {

@@ -1,6 +1,7 @@
 package state_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -62,7 +63,7 @@ func TestCompactShrinks(t *testing.T) {
 	before := grow(t, dir, 20000, 100)
 	path := filepath.Join(dir, state.FileName)
 	size := fileSize(t, path)
-	got, err := state.Compact(dir, state.Options{})
+	got, err := state.Compact(context.Background(), dir, state.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +87,7 @@ func TestCompactShrinks(t *testing.T) {
 func TestCompactLocked(t *testing.T) {
 	dir := t.TempDir()
 	statetest.OpenDir(t, dir, state.Options{NoSync: true})
-	_, err := state.Compact(dir, state.Options{LockTimeout: 50 * time.Millisecond})
+	_, err := state.Compact(context.Background(), dir, state.Options{LockTimeout: 50 * time.Millisecond})
 	if !errors.Is(err, state.ErrLocked) {
 		t.Errorf("Compact of a held store: error = %v, want ErrLocked", err)
 	}
@@ -120,7 +121,7 @@ func TestCompactKilledBeforeSwap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Check(); err != nil {
+	if err := s.Check(context.Background()); err != nil {
 		t.Errorf("old file after the kill: %v", err)
 	}
 	if got := mustJSON(t, load(t, s)); got != before {
@@ -128,7 +129,7 @@ func TestCompactKilledBeforeSwap(t *testing.T) {
 	}
 	s.Close()
 
-	if _, err := state.Compact(dir, state.Options{}); err != nil {
+	if _, err := state.Compact(context.Background(), dir, state.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	s = statetest.OpenDir(t, dir, state.Options{NoSync: true})
@@ -147,7 +148,7 @@ func TestCompactHelperProcess(t *testing.T) {
 	state.SetBeforeSwap(func(string) error {
 		return syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	})
-	_, err := state.Compact(dir, state.Options{})
+	_, err := state.Compact(context.Background(), dir, state.Options{})
 	fmt.Println("Compact returned:", err)
 }
 
@@ -173,7 +174,7 @@ func TestOpenDuringCompact(t *testing.T) {
 		return nil
 	})
 	defer restore()
-	if _, err := state.Compact(dir, state.Options{}); err != nil {
+	if _, err := state.Compact(context.Background(), dir, state.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	s := <-opened
@@ -183,7 +184,7 @@ func TestOpenDuringCompact(t *testing.T) {
 	commit(t, s, &converge.Batch{Resources: []*converge.Resource{res("vpc", "written-after", "")}})
 	s.Close()
 	s = statetest.OpenDir(t, dir, state.Options{NoSync: true})
-	if _, err := s.Resource("vpc/written-after"); err != nil {
+	if _, err := s.Resource(context.Background(), "vpc/written-after"); err != nil {
 		t.Errorf("a commit by the Open that waited during Compact is lost: %v", err)
 	}
 }

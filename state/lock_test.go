@@ -1,6 +1,7 @@
 package state_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -33,7 +34,7 @@ func TestCompactRacingWriters(t *testing.T) {
 		go func() {
 			defer cwg.Done()
 			for !stop.Load() {
-				_, err := state.Compact(dir, state.Options{NoSync: true, LockTimeout: 5 * time.Second})
+				_, err := state.Compact(context.Background(), dir, state.Options{NoSync: true, LockTimeout: 5 * time.Second})
 				if err != nil && !errors.Is(err, state.ErrLocked) {
 					t.Errorf("Compact: %v", err)
 					return
@@ -59,7 +60,7 @@ func TestCompactRacingWriters(t *testing.T) {
 					t.Errorf("Open: %v", err)
 					return
 				}
-				err = s.Commit(&converge.Batch{Resources: []*converge.Resource{res("vpc", name, "")}})
+				err = s.Commit(context.Background(), &converge.Batch{Resources: []*converge.Resource{res("vpc", name, "")}})
 				if cerr := s.Close(); err == nil {
 					err = cerr
 				}
@@ -79,7 +80,7 @@ func TestCompactRacingWriters(t *testing.T) {
 	n, lost := 0, []string{}
 	acked.Range(func(k, _ any) bool {
 		n++
-		if _, err := s.Resource(converge.NewID("vpc", k.(string))); err != nil {
+		if _, err := s.Resource(context.Background(), converge.NewID("vpc", k.(string))); err != nil {
 			lost = append(lost, k.(string))
 		}
 		return true
@@ -114,7 +115,7 @@ func TestOpenReinitWhileCommitting(t *testing.T) {
 			for j := range 50 {
 				b.Resources = append(b.Resources, res("vpc", fmt.Sprintf("r%03d-%02d", i, j), ""))
 			}
-			if err := s.Commit(b); err != nil {
+			if err := s.Commit(context.Background(), b); err != nil {
 				t.Error(err)
 				return
 			}
@@ -172,15 +173,15 @@ func TestReplacedUnderStore(t *testing.T) {
 			}
 			defer s.Close()
 			commit(t, s, &converge.Batch{Resources: []*converge.Resource{res("vpc", "before", "")}})
-			if err := s.Verify(); err != nil {
+			if err := s.Verify(context.Background()); err != nil {
 				t.Fatalf("Verify of a held store: %v", err)
 			}
 			tc.replace(t, filepath.Join(dir, state.FileName))
-			if err := s.Verify(); !errors.Is(err, state.ErrReplaced) {
+			if err := s.Verify(context.Background()); !errors.Is(err, state.ErrReplaced) {
 				t.Errorf("Verify after the file was replaced: %v, want ErrReplaced", err)
 			}
 			for i := range 2 {
-				err := s.Commit(&converge.Batch{Resources: []*converge.Resource{res("vpc", fmt.Sprint("after", i), "")}})
+				err := s.Commit(context.Background(), &converge.Batch{Resources: []*converge.Resource{res("vpc", fmt.Sprint("after", i), "")}})
 				if !errors.Is(err, state.ErrReplaced) {
 					t.Errorf("commit %d after the file was replaced: %v, want ErrReplaced", i, err)
 				}
@@ -194,7 +195,7 @@ func TestReplacedUnderStore(t *testing.T) {
 func TestLockFileStays(t *testing.T) {
 	dir := t.TempDir()
 	grow(t, dir, 10, 5)
-	if _, err := state.Compact(dir, state.Options{NoSync: true}); err != nil {
+	if _, err := state.Compact(context.Background(), dir, state.Options{NoSync: true}); err != nil {
 		t.Fatal(err)
 	}
 	fi, err := os.Stat(filepath.Join(dir, state.LockName))

@@ -2,6 +2,7 @@ package state_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -53,7 +54,7 @@ func TestMappedPagesReleased(t *testing.T) {
 				Declared: spec, Spec: spec, Phase: converge.PhasePending, Generation: 1, Origin: converge.OriginGit,
 			})
 		}
-		if err := s.Commit(&b); err != nil {
+		if err := s.Commit(context.Background(), &b); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -67,7 +68,7 @@ func TestMappedPagesReleased(t *testing.T) {
 		t.Errorf("resident file memory is %d MiB above its start after the commits settled; want the mapped pages released", grew>>20)
 	}
 	before := rssFile(t)
-	snap, err := s.Load()
+	snap, err := s.Load(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package state_test
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -47,7 +48,7 @@ func TestOwnerIndexChunks(t *testing.T) {
 			for range 50 {
 				id := converge.NewID("vpc", name(rng.IntN(2000)))
 				if !want[id] && !slices.Contains(b.DeletedResources, id) {
-					if _, err := s.Resource(id); err != nil {
+					if _, err := s.Resource(context.Background(), id); err != nil {
 						b.Resources = append(b.Resources, res("vpc", id.Name(), "bom/r"))
 						want[id] = true
 					}
@@ -61,7 +62,7 @@ func TestOwnerIndexChunks(t *testing.T) {
 				t.Errorf("step %d: 500 children cost %d owner-index puts, want ≤ 12", step, got)
 			}
 		}
-		got, err := s.Children("bom/r")
+		got, err := s.Children(context.Background(), "bom/r")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +70,7 @@ func TestOwnerIndexChunks(t *testing.T) {
 		if !slices.Equal(got, wantIDs) {
 			t.Fatalf("step %d: Children = %d ids, want %d", step, len(got), len(wantIDs))
 		}
-		if err := s.Check(); err != nil {
+		if err := s.Check(context.Background()); err != nil {
 			t.Fatalf("step %d: %v", step, err)
 		}
 	}
@@ -80,7 +81,7 @@ func TestOwnerIndexChunks(t *testing.T) {
 	}
 	b.DeletedResources = append(b.DeletedResources, "bom/r")
 	commit(t, s, b)
-	if got, _ := s.Children("bom/r"); len(got) != 0 {
+	if got, _ := s.Children(context.Background(), "bom/r"); len(got) != 0 {
 		t.Errorf("Children after deleting everything = %d ids", len(got))
 	}
 }

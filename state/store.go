@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -14,7 +15,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 
-	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/state/internal/rules"
 )
 
 // FormatVersion is the version of the store's on-disk layout that this
@@ -73,16 +74,17 @@ const (
 
 // Store is converge's durable state over one bbolt file. It is safe for
 // concurrent use: bbolt serialises writers and lets readers run alongside.
+// Its reads, Commit and the rules of Check are the store's rules
+// (state/internal/rules) over the file's transactions (kv.go).
 type Store struct {
+	*rulesStore
 	db *bolt.DB
 	// file is the state file bbolt has open, and lock the lock file
 	// held from Open to Close (nil for Compact's private copy).
-	file      *os.File
-	lock      *fileLock
-	path      string
-	aside     string // where Open moved a damaged file (Options.Reinit), or ""
-	maxEvents int
-	maxRevs   int
+	file  *os.File
+	lock  *fileLock
+	path  string
+	aside string // where Open moved a damaged file (Options.Reinit), or ""
 
 	mu    sync.Mutex // guards stats
 	stats Stats
@@ -108,7 +110,7 @@ type Store struct {
 // Verify returns ErrReplaced (wrapped, naming the path) when the path no
 // longer names the file this store has open, or nil. Every commit checks
 // it after it is durable; a command checks it before it reports success.
-func (s *Store) Verify() error {
+func (s *Store) Verify(context.Context) error {
 	if err := sameFile(s.file, s.path); err != nil {
 		return fmt.Errorf("verify state: %w", err)
 	}
@@ -161,31 +163,23 @@ type Stats struct {
 	PageBytes uint64
 }
 
-// Bucket names.
-var (
-	bResources  = []byte("resources")
-	bOwners     = []byte("owners")
-	bProducers  = []byte("producers")
-	bKinds      = []byte("kinds")
-	bConfigs    = []byte("configs")
-	bBindings   = []byte("bindings")
-	bDeliveries = []byte("deliveries")
-	bEvents     = []byte("events")
-	bRevisions  = []byte("revisions")
-	bMeta       = []byte("meta")
+// rulesStore is the store's rules, embedded in Store under a name that
+// is not exported.
+type rulesStore = rules.Store
 
-	allBuckets = [][]byte{bResources, bOwners, bProducers, bKinds, bConfigs,
-		bBindings, bDeliveries, bEvents, bRevisions, bMeta}
+// Bucket names (rules.Bucket's).
+var (
+	bResources = bucketNames[rules.Resources]
+	bOwners    = bucketNames[rules.Owners]
+	bProducers = bucketNames[rules.Producers]
+	bEvents    = bucketNames[rules.Events]
+	bMeta      = bucketNames[rules.Meta]
+
+	allBuckets = bucketNames[:]
 )
 
-// Meta keys.
-var (
-	mFormat  = []byte("format")
-	mApplied = []byte("applied")
-	mSource  = []byte("source")  // converge.AppliedSource of the applied revision
-	mControl = []byte("control") // converge.Control: the pin and the suspensions
-	mEvents  = []byte("events")  // last seq (8) + count (8), big-endian
-)
+// mFormat is the meta key of the store's format.
+var mFormat = rules.MetaFormat
 
 // Open opens the store in dir, creating dir (0700) and dir/state.db (0600)
 // if needed. It returns ErrLocked (wrapped, naming the file) if another
@@ -302,8 +296,10 @@ func openLocked(path string, opts Options, deadline time.Time, aside string) (*S
 			return nil, fmt.Errorf("open state: %s: %w", path, err)
 		}
 	}
-	s := &Store{db: db, file: file, path: path, aside: aside, maxEvents: opts.MaxEvents, maxRevs: opts.MaxRevisions, pageAlloc0: pageAlloc(db),
+	s := &Store{db: db, file: file, path: path, aside: aside, pageAlloc0: pageAlloc(db),
 		stopRelease: make(chan struct{}), releaseDone: make(chan struct{})}
+	s.rulesStore = rules.New(boltKV{s}, rules.Options{Name: path, Owners: rules.Chunked,
+		MaxEvents: opts.MaxEvents, MaxRevisions: opts.MaxRevisions})
 	if releaseSupported {
 		go s.releaser()
 	} else {
@@ -362,22 +358,7 @@ func initBuckets(tx *bolt.Tx) error {
 // indexRoots adds every resource without an owner to the owner index,
 // under the empty owner (format 3 to 4).
 func indexRoots(tx *bolt.Tx) error {
-	w := &writer{tx: tx}
-	idx := newOwnerIndex(w)
-	err := tx.Bucket(bResources).ForEach(func(k, v []byte) error {
-		rw, err := splitRow(v)
-		if err != nil {
-			return fmt.Errorf("resource %s: %w", k, err)
-		}
-		if rw.Owner == "" {
-			return idx.add("", converge.ID(k))
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	return idx.flush()
+	return rules.IndexRoots(&writer{reader: reader{tx}}, rules.Chunked)
 }
 
 // Path returns the database file's path.
@@ -451,7 +432,7 @@ func (s *Store) update(fn func(w *writer) error) (err error) {
 		for _, name := range allBuckets {
 			tx.Bucket(name).FillPercent = fillPercent
 		}
-		w = writer{tx: tx}
+		w = writer{reader: reader{tx}}
 		if err := fn(&w); err != nil {
 			return err
 		}
@@ -469,7 +450,7 @@ func (s *Store) update(fn func(w *writer) error) (err error) {
 	took := time.Since(start)
 	// The guard after every commit: the commit is durable in the file
 	// bbolt holds, which must be the one the path names (lock.go).
-	if err := s.Verify(); err != nil {
+	if err := s.Verify(context.Background()); err != nil {
 		s.replaced.Store(&err)
 		return err
 	}
@@ -483,61 +464,4 @@ func (s *Store) update(fn func(w *writer) error) (err error) {
 	return nil
 }
 
-// writer wraps a write transaction and counts what it does.
-type writer struct {
-	tx    *bolt.Tx
-	rev   []revOp // reverse-index changes queued by apply
-	puts  uint64
-	dels  uint64
-	bytes uint64
-}
-
-func (w *writer) bucket(name []byte) *bolt.Bucket { return w.tx.Bucket(name) }
-
-// put stores key=value in bucket; it is the only way the store writes.
-func (w *writer) put(bucket, key, value []byte) error {
-	if err := w.tx.Bucket(bucket).Put(key, value); err != nil {
-		return fmt.Errorf("put %s/%q: %w", bucket, key, err)
-	}
-	w.puts++
-	w.bytes += uint64(len(key) + len(value))
-	return nil
-}
-
-// putIfChanged puts key=value unless the stored value is already equal.
-// It reports whether it wrote.
-func (w *writer) putIfChanged(bucket, key, value []byte) (bool, error) {
-	if k, old := w.tx.Bucket(bucket).Cursor().Seek(key); k != nil && string(k) == string(key) && string(old) == string(value) {
-		return false, nil
-	}
-	return true, w.put(bucket, key, value)
-}
-
-// del removes key from bucket if present.
-func (w *writer) del(bucket, key []byte) error {
-	b := w.tx.Bucket(bucket)
-	if !has(b, key) {
-		return nil
-	}
-	if err := b.Delete(key); err != nil {
-		return fmt.Errorf("delete %s/%q: %w", bucket, key, err)
-	}
-	w.dels++
-	return nil
-}
-
-// has reports whether key exists in b, even with an empty value (Get
-// cannot tell an empty value put in this transaction from a missing key).
-func has(b *bolt.Bucket, key []byte) bool {
-	k, _ := b.Cursor().Seek(key)
-	return k != nil && string(k) == string(key)
-}
-
-// empty is the value of index entries. It is non-nil on purpose.
-var empty = []byte{}
-
-func u64(v uint64) []byte {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], v)
-	return b[:]
-}
+var u64 = rules.U64

@@ -2,6 +2,7 @@ package state_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,14 +38,14 @@ func edge(c, p converge.ID, flows ...converge.ValueFlow) converge.Edge {
 
 func commit(t *testing.T, s *state.Store, b *converge.Batch) {
 	t.Helper()
-	if err := s.Commit(b); err != nil {
+	if err := s.Commit(context.Background(), b); err != nil {
 		t.Fatalf("commit: %v", err)
 	}
 }
 
 func load(t *testing.T, s *state.Store) *converge.Snapshot {
 	t.Helper()
-	snap, err := s.Load()
+	snap, err := s.Load(context.Background())
 	if err != nil {
 		t.Fatalf("load: %v", err)
 	}
@@ -106,12 +107,12 @@ func TestResourcesHead(t *testing.T) {
 	a.Lease = &converge.Lease{TaskID: "t", Worker: "w", Expires: t0}
 	commit(t, s, &converge.Batch{Resources: []*converge.Resource{root, a}})
 	for _, f := range []state.Filter{{}, {RootsOnly: true}, {Owner: "bom/classic"}, {Kind: "account"}} {
-		full, err := s.Resources(f)
+		full, err := s.Resources(context.Background(), f)
 		if err != nil {
 			t.Fatal(err)
 		}
 		f.Head = true
-		head, err := s.Resources(f)
+		head, err := s.Resources(context.Background(), f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -181,7 +182,7 @@ func TestOpenWritesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Resources(state.Filter{}); err != nil {
+	if _, err := s.Resources(context.Background(), state.Filter{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
@@ -277,22 +278,22 @@ func TestMigrateFormat3(t *testing.T) {
 	if err := s.RawPut(state.BucketMeta, state.MetaFormat, state.U64(3)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Check(); err == nil {
+	if err := s.Check(context.Background()); err == nil {
 		t.Fatal("Check of the format-3 layout passed; the test does not make one")
 	}
 	s.Close()
 	s = statetest.OpenDir(t, dir, state.Options{NoSync: true})
-	roots, err := s.Resources(state.Filter{RootsOnly: true})
+	roots, err := s.Resources(context.Background(), state.Filter{RootsOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := fmt.Sprint(ids(roots)); got != "[bom/a bom/b]" {
 		t.Errorf("roots after migration = %s, want [bom/a bom/b]", got)
 	}
-	if n, err := s.ChildCount(""); err != nil || n != 2 {
+	if n, err := s.ChildCount(context.Background(), ""); err != nil || n != 2 {
 		t.Errorf("ChildCount(\"\") = %d, %v; want 2", n, err)
 	}
-	if n, err := s.ChildCount("bom/a"); err != nil || n != 1 {
+	if n, err := s.ChildCount(context.Background(), "bom/a"); err != nil || n != 1 {
 		t.Errorf("ChildCount(bom/a) = %d, %v; want 1", n, err)
 	}
 }
@@ -394,13 +395,13 @@ func TestCheckCatchesCorruption(t *testing.T) {
 				Edges:     []converge.Edge{edge("vpc/a", "account/a")},
 				Events:    []converge.Event{{Type: "a"}, {Type: "b"}},
 			})
-			if err := s.Check(); err != nil {
+			if err := s.Check(context.Background()); err != nil {
 				t.Fatalf("Check before corruption: %v", err)
 			}
 			if err := tt.corrupt(s); err != nil {
 				t.Fatal(err)
 			}
-			err = s.Check()
+			err = s.Check(context.Background())
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Errorf("Check() = %v, want an error containing %q", err, tt.wantErr)
 			}
@@ -438,7 +439,7 @@ func TestResourceJSONFields(t *testing.T) {
 			s := statetest.Open(t)
 			r := res("vpc", "a", "")
 			tt.change(r)
-			err := s.Commit(&converge.Batch{Resources: []*converge.Resource{r}})
+			err := s.Commit(context.Background(), &converge.Batch{Resources: []*converge.Resource{r}})
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("Commit error = %v, want one containing %q", err, tt.wantErr)
@@ -448,7 +449,7 @@ func TestResourceJSONFields(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := s.Resource("vpc/a")
+			got, err := s.Resource(context.Background(), "vpc/a")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -495,14 +496,14 @@ func TestEdgeWrites(t *testing.T) {
 			if got := puts() - before; got != tt.wantPuts {
 				t.Errorf("puts = %d, want %d", got, tt.wantPuts)
 			}
-			consumes, _, err := s.EdgesOf("vpc/a")
+			consumes, _, err := s.EdgesOf(context.Background(), "vpc/a")
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got := fmt.Sprint(consumes); got != tt.wantConsumes && !(got == "[]" && tt.wantConsumes == "[]") {
 				t.Errorf("EdgesOf(vpc/a) consumes = %s, want %s", got, tt.wantConsumes)
 			}
-			if err := s.Check(); err != nil {
+			if err := s.Check(context.Background()); err != nil {
 				t.Errorf("Check: %v", err)
 			}
 		})
@@ -516,10 +517,10 @@ func TestSource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.Source(); got != nil || err != nil {
+	if got, err := s.Source(context.Background()); got != nil || err != nil {
 		t.Fatalf("Source() of an empty store = %v, %v; want nil, nil", got, err)
 	}
-	if err := s.PutSource(&converge.AppliedSource{}); err == nil {
+	if err := s.PutSource(context.Background(), &converge.AppliedSource{}); err == nil {
 		t.Error("PutSource with no repository: no error")
 	}
 	first := &converge.AppliedSource{Repo: "/src/infra", Path: "examples/classic", Ref: "main",
@@ -528,10 +529,10 @@ func TestSource(t *testing.T) {
 	second := &converge.AppliedSource{Repo: "https://git.example/infra.git", Remote: true, Ref: "main",
 		Revision: converge.Revision{Ref: "main", Hash: "b2"}}
 	for _, want := range []*converge.AppliedSource{first, second} {
-		if err := s.PutSource(want); err != nil {
+		if err := s.PutSource(context.Background(), want); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := s.Source(); err != nil || !reflect.DeepEqual(got, want) {
+		if got, err := s.Source(context.Background()); err != nil || !reflect.DeepEqual(got, want) {
 			t.Errorf("Source() = %+v, %v; want %+v", got, err, want)
 		}
 	}
@@ -539,7 +540,7 @@ func TestSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	s2 := statetest.OpenDir(t, dir, state.Options{})
-	if got, err := s2.Source(); err != nil || !reflect.DeepEqual(got, second) {
+	if got, err := s2.Source(context.Background()); err != nil || !reflect.DeepEqual(got, second) {
 		t.Errorf("Source() after reopen = %+v, %v; want %+v", got, err, second)
 	}
 }

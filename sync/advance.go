@@ -25,12 +25,12 @@ func (s *Syncer) Advance(ctx context.Context) ([]*Pass, error) {
 	if _, err := s.Source.Fetch(ctx); err != nil {
 		return nil, err
 	}
-	pin, err := s.pinned()
+	pin, err := s.pinned(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read pin: %w", err)
 	}
 	if s.last == "" {
-		if applied, err := s.Records.Applied(); err == nil && applied != nil && !applied.Dirty {
+		if applied, err := s.Records.Applied(ctx); err == nil && applied != nil && !applied.Dirty {
 			s.last = applied.Hash
 		}
 	}
@@ -74,7 +74,7 @@ func (s *Syncer) Advance(ctx context.Context) ([]*Pass, error) {
 			// A newer commit follows (a fix, a revert): it decides what
 			// is applied, so one slow document cannot hold it up. This
 			// one's verdict says why it was not applied.
-			s.recordTimeout(rev, err, "a newer commit was checked instead")
+			s.recordTimeout(ctx, rev, err, "a newer commit was checked instead")
 			if s.passedOver == nil {
 				s.passedOver = map[string]bool{}
 			}
@@ -87,7 +87,7 @@ func (s *Syncer) Advance(ctx context.Context) ([]*Pass, error) {
 		if errors.Is(err, ErrTimeout) {
 			// Its verdict says why; the next Advance tries it again, and
 			// what was applied before stays applied.
-			s.recordTimeout(rev, err, "tried again at the next fetch")
+			s.recordTimeout(ctx, rev, err, "tried again at the next fetch")
 			return passes, err
 		}
 		if err != nil {
@@ -136,7 +136,7 @@ func (s *Syncer) Advance(ctx context.Context) ([]*Pass, error) {
 				Description: fmt.Sprintf("superseded by %.7s before it was applied", passes[apply].Revision.Hash), Time: s.now()})
 			p.Record.Held = "superseded"
 		}
-		if err := s.Records.PutRevision(p.Record); err != nil {
+		if err := s.Records.PutRevision(ctx, p.Record); err != nil {
 			return passes, err
 		}
 	}
@@ -146,18 +146,20 @@ func (s *Syncer) Advance(ctx context.Context) ([]*Pass, error) {
 }
 
 // recordTimeout records that rev's documents could not be loaded in
-// time (err): not applied, and then what (next).
-func (s *Syncer) recordTimeout(rev converge.Revision, err error, next string) {
+// time (err): not applied, and then what (next). The deadline that ran
+// out may be ctx's own: the verdict is recorded all the same.
+func (s *Syncer) recordTimeout(ctx context.Context, rev converge.Revision, err error, next string) {
 	if s.Records == nil {
 		return
 	}
+	ctx = context.WithoutCancel(ctx)
 	rec := &converge.RevisionRecord{Revision: rev, Seen: s.now()}
-	if old, rerr := s.Records.Revision(rev.Hash); rerr == nil && old != nil {
+	if old, rerr := s.Records.Revision(ctx, rev.Hash); rerr == nil && old != nil {
 		rec = old
 	}
 	rec.SetStatus(converge.CommitStatus{Context: converge.ContextSync, State: converge.StateFailure,
 		Description: "not applied: " + err.Error() + "; " + next, Time: s.now()})
-	if perr := s.Records.PutRevision(rec); perr != nil && s.Log != nil {
+	if perr := s.Records.PutRevision(ctx, rec); perr != nil && s.Log != nil {
 		s.Log.Warn("record revision", "revision", rev.String(), "err", perr)
 	}
 }

@@ -22,27 +22,27 @@ type memRecords struct {
 	loads   int
 }
 
-func (m *memRecords) PutSource(src *converge.AppliedSource) error {
+func (m *memRecords) PutSource(ctx context.Context, src *converge.AppliedSource) error {
 	m.source = src
 	return nil
 }
 
-func (m *memRecords) PutRevision(rec *converge.RevisionRecord) error {
+func (m *memRecords) PutRevision(ctx context.Context, rec *converge.RevisionRecord) error {
 	m.recs[rec.Revision.Hash] = rec
 	return nil
 }
-func (m *memRecords) Revision(hash string) (*converge.RevisionRecord, error) {
+func (m *memRecords) Revision(ctx context.Context, hash string) (*converge.RevisionRecord, error) {
 	if r, ok := m.recs[hash]; ok {
 		return r, nil
 	}
 	return nil, os.ErrNotExist
 }
-func (m *memRecords) Applied() (*converge.Revision, error) { return m.applied, nil }
-func (m *memRecords) Load() (*converge.Snapshot, error) {
+func (m *memRecords) Applied(ctx context.Context) (*converge.Revision, error) { return m.applied, nil }
+func (m *memRecords) Load(ctx context.Context) (*converge.Snapshot, error) {
 	m.loads++
 	return m.snap, nil
 }
-func (m *memRecords) Kinds() ([]*converge.Kind, error) { return m.snap.Kinds, nil }
+func (m *memRecords) Kinds(ctx context.Context) ([]*converge.Kind, error) { return m.snap.Kinds, nil }
 
 // countingEngine records what was applied; its graph is snap (nil:
 // empty).

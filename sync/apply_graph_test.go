@@ -22,9 +22,9 @@ type loadCounter struct {
 	loads int
 }
 
-func (l *loadCounter) Load() (*converge.Snapshot, error) {
+func (l *loadCounter) Load(ctx context.Context) (*converge.Snapshot, error) {
 	l.loads++
-	return l.Store.Load()
+	return l.Store.Load(ctx)
 }
 
 // TestApplyReadsEngineGraph: Apply prices a revision against the engine's
@@ -51,7 +51,7 @@ func TestApplyReadsEngineGraph(t *testing.T) {
 				t.Fatal(err)
 			}
 			st := statetest.Open(t)
-			eng, err := scheduler.New(st, nil, scheduler.Config{})
+			eng, err := scheduler.New(context.Background(), st, nil, scheduler.Config{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/go-git/go-billy/v5/osfs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -13,6 +12,8 @@ import (
 	gosync "sync"
 	"testing"
 	"time"
+
+	"github.com/go-git/go-billy/v5/osfs"
 
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/sync/gittest"

@@ -10,7 +10,7 @@ import (
 
 // ControlReader reads the operator's pin and suspensions: the store.
 type ControlReader interface {
-	Control() (*converge.Control, error)
+	Control(ctx context.Context) (*converge.Control, error)
 }
 
 // Target returns the revision a sync applies: the pinned one when c pins
@@ -67,11 +67,11 @@ func PreviousGood(recs []*converge.RevisionRecord, applied string) (converge.Rev
 }
 
 // pinned returns the pin the Syncer's Control records, or nil.
-func (s *Syncer) pinned() (*converge.Pin, error) {
+func (s *Syncer) pinned(ctx context.Context) (*converge.Pin, error) {
 	if s.Control == nil {
 		return nil, nil
 	}
-	c, err := s.Control.Control()
+	c, err := s.Control.Control(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -80,8 +80,8 @@ func (s *Syncer) pinned() (*converge.Pin, error) {
 
 // Pinned returns the revision Advance holds (converge rollback), or nil
 // when it follows the branch head.
-func (s *Syncer) Pinned() *converge.Pin {
-	p, _ := s.pinned()
+func (s *Syncer) Pinned(ctx context.Context) *converge.Pin {
+	p, _ := s.pinned(ctx)
 	return p
 }
 
@@ -111,7 +111,7 @@ func (s *Syncer) advancePinned(ctx context.Context, pin *converge.Pin) ([]*Pass,
 			return []*Pass{pass}, err
 		}
 		s.lastKinds, s.lastTree = pass.Loaded.Desired.Kinds, pass.Tree
-	} else if err := s.Records.PutRevision(pass.Record); err != nil {
+	} else if err := s.Records.PutRevision(ctx, pass.Record); err != nil {
 		return []*Pass{pass}, err
 	}
 	s.last = rev.Hash
@@ -144,7 +144,7 @@ func (s *Syncer) tellPinned(ctx context.Context, pin *converge.Pin, passes []*Pa
 		pass.Record.Held = "pinned"
 		pass.Held = why
 	}
-	if err := s.Records.PutRevision(pass.Record); err != nil {
+	if err := s.Records.PutRevision(ctx, pass.Record); err != nil {
 		return passes, err
 	}
 	s.toldPinned = head.Hash

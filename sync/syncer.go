@@ -30,14 +30,14 @@ type Applier interface {
 // Records keeps what converge concluded about each revision, and what is
 // applied: the state store.
 type Records interface {
-	PutRevision(rec *converge.RevisionRecord) error
-	Revision(hash string) (*converge.RevisionRecord, error)
-	Applied() (*converge.Revision, error)
+	PutRevision(ctx context.Context, rec *converge.RevisionRecord) error
+	Revision(ctx context.Context, hash string) (*converge.RevisionRecord, error)
+	Applied(ctx context.Context) (*converge.Revision, error)
 	// Kinds returns the stored kinds (what live resources were applied
 	// under), for apply-time lint.
-	Kinds() ([]*converge.Kind, error)
+	Kinds(ctx context.Context) ([]*converge.Kind, error)
 	// PutSource records where the applied revision came from.
-	PutSource(src *converge.AppliedSource) error
+	PutSource(ctx context.Context, src *converge.AppliedSource) error
 }
 
 // LintFunc compares two sets of kinds and returns the breaking changes
@@ -163,7 +163,7 @@ func (s *Syncer) CheckContext(ctx context.Context, rev converge.Revision) (*Pass
 	now := s.now()
 	rec := &converge.RevisionRecord{Revision: rev, Seen: now}
 	if s.Records != nil {
-		if old, err := s.Records.Revision(rev.Hash); err == nil && old != nil {
+		if old, err := s.Records.Revision(ctx, rev.Hash); err == nil && old != nil {
 			rec = old
 		}
 	}
@@ -241,11 +241,11 @@ func (s *Syncer) Apply(ctx context.Context, pass *Pass) error {
 	d.Revision = pass.Revision
 	if s.Signatures != nil {
 		if pass.Revision.Dirty {
-			return s.hold(pass, "not signed: the uncommitted work tree is no signed commit, and only signed commits are applied")
+			return s.hold(ctx, pass, "not signed: the uncommitted work tree is no signed commit, and only signed commits are applied")
 		}
 		who, err := s.Source.VerifyCommit(pass.Revision.Hash, s.Signatures)
 		if errors.Is(err, ErrUnsigned) || errors.Is(err, ErrUntrusted) {
-			return s.hold(pass, "not signed by an allowed key: "+err.Error())
+			return s.hold(ctx, pass, "not signed by an allowed key: "+err.Error())
 		}
 		if err != nil {
 			return fmt.Errorf("verify %s: %w", pass.Revision, err)
@@ -255,7 +255,7 @@ func (s *Syncer) Apply(ctx context.Context, pass *Pass) error {
 		}
 	}
 	if s.Lint != nil {
-		stored, err := s.Records.Kinds()
+		stored, err := s.Records.Kinds(ctx)
 		if err != nil {
 			return fmt.Errorf("list kinds: %w", err)
 		}
@@ -263,7 +263,7 @@ func (s *Syncer) Apply(ctx context.Context, pass *Pass) error {
 			rec.Findings = appendFindings(rec.Findings, findings)
 			rec.SetStatus(converge.CommitStatus{Context: converge.ContextLint, State: converge.StateFailure,
 				Description: "breaking against the applied schemas: " + findings[0].Path + ": " + findings[0].Rule, Time: now})
-			return s.hold(pass, fmt.Sprintf("%d breaking changes against the schemas live resources were applied under", len(findings)))
+			return s.hold(ctx, pass, fmt.Sprintf("%d breaking changes against the schemas live resources were applied under", len(findings)))
 		}
 		if _, ok := rec.Status(converge.ContextLint); !ok {
 			rec.SetStatus(converge.CommitStatus{Context: converge.ContextLint, State: converge.StateSuccess,
@@ -304,12 +304,12 @@ func (s *Syncer) Apply(ctx context.Context, pass *Pass) error {
 		return fmt.Errorf("weigh %s: %w", pass.Revision, err)
 	}
 	if held := PruneGuardWeight(w, guarded, d.Settings); held != "" {
-		return s.hold(pass, held)
+		return s.hold(ctx, pass, held)
 	}
 	if held := ChangeGuard(w, guarded, d.Settings); held != "" {
 		by := s.overrideBy(pass.Revision, OverrideChangeLimit)
 		if by == "" {
-			return s.hold(pass, held)
+			return s.hold(ctx, pass, held)
 		}
 		rec.Override = overrideText(by, Changed(w, guarded), d.Settings.ChangeLimit)
 		if s.Log != nil {
@@ -323,15 +323,15 @@ func (s *Syncer) Apply(ctx context.Context, pass *Pass) error {
 	if err != nil {
 		rec.SetStatus(converge.CommitStatus{Context: converge.ContextSync, State: converge.StateError,
 			Description: "apply: " + err.Error(), Time: now})
-		return errors.Join(fmt.Errorf("apply %s: %w", pass.Revision, err), s.Records.PutRevision(rec))
+		return errors.Join(fmt.Errorf("apply %s: %w", pass.Revision, err), s.Records.PutRevision(ctx, rec))
 	}
 	rec.Applied = true
 	rec.SetStatus(converge.CommitStatus{Context: converge.ContextSync, State: converge.StatePending,
 		Description: withOverride("applied, converging", rec), Time: now})
 	pass.Plan, pass.Applied = plan, true
-	err = s.Records.PutRevision(rec)
+	err = s.Records.PutRevision(ctx, rec)
 	if src := s.appliedSource(pass); src != nil {
-		err = errors.Join(err, s.Records.PutSource(src))
+		err = errors.Join(err, s.Records.PutSource(ctx, src))
 	}
 	return err
 }
@@ -352,12 +352,12 @@ func (s *Syncer) appliedSource(pass *Pass) *converge.AppliedSource {
 }
 
 // hold records that pass's valid revision is not applied, and why.
-func (s *Syncer) hold(pass *Pass, why string) error {
+func (s *Syncer) hold(ctx context.Context, pass *Pass, why string) error {
 	pass.Held = why
 	pass.Record.Held = why
 	pass.Record.SetStatus(converge.CommitStatus{Context: converge.ContextSync, State: converge.StateFailure,
 		Description: "not applied: " + why, Time: s.now()})
-	return s.Records.PutRevision(pass.Record)
+	return s.Records.PutRevision(ctx, pass.Record)
 }
 
 // appendFindings adds fs to have, skipping ones already there.
@@ -417,10 +417,10 @@ func withOverride(desc string, rec *converge.RevisionRecord) string {
 }
 
 // SetSyncStatus records the converge/sync verdict on pass's revision.
-func (s *Syncer) SetSyncStatus(pass *Pass, state, description string) error {
+func (s *Syncer) SetSyncStatus(ctx context.Context, pass *Pass, state, description string) error {
 	pass.Record.SetStatus(converge.CommitStatus{Context: converge.ContextSync, State: state,
 		Description: withOverride(description, pass.Record), Time: s.now()})
-	return s.Records.PutRevision(pass.Record)
+	return s.Records.PutRevision(ctx, pass.Record)
 }
 
 func (s *Syncer) now() time.Time {

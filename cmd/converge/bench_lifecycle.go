@@ -89,7 +89,7 @@ func benchLifecycle(ctx context.Context, dir, repoDir, updatedBOM string, res *c
 		return lr, err
 	}
 	for {
-		_, err := e.Store().Resource(root)
+		_, err := e.Store().Resource(ctx, root)
 		if errors.Is(err, converge.ErrNotFound) {
 			break
 		}

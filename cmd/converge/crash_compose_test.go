@@ -60,7 +60,7 @@ func cmdWaitChildren(ts *testscript.TestScript, neg bool, args []string) {
 			if err != nil {
 				return 0, err
 			}
-			n, err := c.ChildCount(id)
+			n, err := c.ChildCount(context.Background(), id)
 			answered = answered || err == nil
 			return n, err
 		}
@@ -69,7 +69,7 @@ func cmdWaitChildren(ts *testscript.TestScript, neg bool, args []string) {
 			return 0, err
 		}
 		defer done()
-		return rd.ChildCount(id)
+		return rd.ChildCount(context.Background(), id)
 	}
 	deadline := time.Now().Add(2 * time.Minute)
 	var got int

@@ -68,7 +68,7 @@ func TestDatadrivenOneTeamDelta(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	evs, err := st.Events("classicbom/classic", 50)
+	evs, err := st.Events(context.Background(), "classicbom/classic", 50)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestDatadrivenOneTeamDelta(t *testing.T) {
 	if want := "composed 467 children as a delta (3 created, 0 updated, 464 kept, 0 pruned)"; !strings.HasPrefix(last, want) {
 		t.Errorf("last Composed event %q, want it to begin %q", last, want)
 	}
-	snap, err := st.Load()
+	snap, err := st.Load(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

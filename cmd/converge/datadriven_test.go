@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -40,7 +41,7 @@ func loadState(t *testing.T, dir string) *converge.Snapshot {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	snap, err := st.Load()
+	snap, err := st.Load(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -108,9 +108,9 @@ func runDelete(ctx context.Context, out, errOut io.Writer, g *globals, id conver
 		w.add("", done())
 		err = w.join(err)
 	}()
-	before, err := rd.Resource(id)
+	before, err := rd.Resource(ctx, id)
 	if errors.Is(err, converge.ErrNotFound) {
-		return notFound(rd, id)
+		return notFound(ctx, rd, id)
 	}
 	if err != nil {
 		return err
@@ -133,7 +133,7 @@ func runDelete(ctx context.Context, out, errOut io.Writer, g *globals, id conver
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		r, err := rd.Resource(id)
+		r, err := rd.Resource(ctx, id)
 		switch {
 		case errors.Is(err, converge.ErrNotFound):
 			o.verdict("deleted", "", "")
@@ -153,18 +153,18 @@ func runDelete(ctx context.Context, out, errOut io.Writer, g *globals, id conver
 				if hint != "" {
 					fmt.Fprintln(errOut, "hint:", hint)
 				}
-				on := stuckOn(rd, id)
+				on := stuckOn(ctx, rd, id)
 				o.verdict("stuck", "", on)
 				return failed("stuck: %s", on)
 			}
 		}
 		select {
 		case <-ctx.Done():
-			on := stuckOn(rd, id)
+			on := stuckOn(ctx, rd, id)
 			o.verdict("interrupted", "", on)
 			return failed("interrupted: %s is still being torn down (%s)", id, on)
 		case <-deadline.C:
-			on := stuckOn(rd, id)
+			on := stuckOn(ctx, rd, id)
 			o.verdict("timed_out", "", on)
 			return failed("timed out after %s: %s", o.timeout, on)
 		case <-tick.C:
@@ -191,12 +191,12 @@ func printComesBack(out io.Writer, r *converge.Resource) {
 // the resource the teardown actually waits for and describes it, e.g.
 // "account/a waiting for teardown of vpc/a; vpc/a waiting for teardown of
 // route/a (stuck 12s); route/a: tearing down (attempt 4, last error: …)".
-func stuckOn(rd reader, id converge.ID) string {
+func stuckOn(ctx context.Context, rd reader, id converge.ID) string {
 	var parts []string
 	seen := map[converge.ID]bool{}
 	for cur := id; !seen[cur]; {
 		seen[cur] = true
-		r, err := rd.Resource(cur)
+		r, err := rd.Resource(ctx, cur)
 		if err != nil {
 			parts = append(parts, fmt.Sprintf("%s: %v", cur, err))
 			break
@@ -236,7 +236,7 @@ type controller interface {
 // workers the repository's head revision declares. done stops what was
 // started and returns what its last writes lost (the engine's close).
 func openController(ctx context.Context, g *globals, errOut io.Writer, verbose bool) (controller, reader, func() error, error) {
-	if err := resolveSource(g); err != nil {
+	if err := resolveSource(ctx, g); err != nil {
 		return nil, nil, nil, err
 	}
 	dir, err := stateDir(g)

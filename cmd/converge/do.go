@@ -100,13 +100,13 @@ func runDo(ctx context.Context, out, errOut io.Writer, g *globals, id converge.I
 		w.add("", done())
 		err = w.join(err)
 	}()
-	r, err := rd.Resource(id)
+	r, err := rd.Resource(ctx, id)
 	if errors.Is(err, converge.ErrNotFound) {
-		return notFound(rd, id)
+		return notFound(ctx, rd, id)
 	} else if err != nil {
 		return err
 	}
-	x, err := newRedactor(rd)
+	x, err := newRedactor(ctx, rd)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -84,7 +85,7 @@ func TestSyncEtcd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if err := st.Check(); err != nil {
+	if err := st.Check(context.Background()); err != nil {
 		t.Errorf("the etcd store after sync: %v", err)
 	}
 }

@@ -30,6 +30,7 @@ func newEventsCommand(g *globals) *cobra.Command {
 		Short: "Show the event history, of one resource or of all, oldest first (--watch: then follow new ones)",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
+			ctx := c.Context()
 			if err := checkOutput(output, "table", "json", "yaml"); err != nil {
 				return err
 			}
@@ -47,12 +48,12 @@ func newEventsCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			evs, err := rd.Events(id, limit)
+			evs, err := rd.Events(ctx, id, limit)
 			if err == nil && id != "" && len(evs) == 0 {
 				// A deleted resource keeps its events; one with neither
 				// a row nor events does not exist.
-				if _, rerr := rd.Resource(id); errors.Is(rerr, converge.ErrNotFound) {
-					err = notFound(rd, id)
+				if _, rerr := rd.Resource(ctx, id); errors.Is(rerr, converge.ErrNotFound) {
+					err = notFound(ctx, rd, id)
 				}
 			}
 			done() // --watch must not keep the store locked between polls
@@ -120,7 +121,7 @@ func watchEvents(ctx context.Context, g *globals, w, errOut io.Writer, id conver
 	var last uint64
 	if len(shown) > 0 {
 		last = shown[len(shown)-1].Seq
-	} else if evs, err := readEvents(g, id, 1); err == nil && len(evs) > 0 {
+	} else if evs, err := readEvents(ctx, g, id, 1); err == nil && len(evs) > 0 {
 		last = evs[0].Seq // none shown (--limit): follow from now
 	}
 	tick := time.NewTicker(watchEvery)
@@ -132,7 +133,7 @@ func watchEvents(ctx context.Context, g *globals, w, errOut io.Writer, id conver
 			return nil
 		case <-tick.C:
 		}
-		evs, err := readEvents(g, id, watchPage)
+		evs, err := readEvents(ctx, g, id, watchPage)
 		if err != nil {
 			if err.Error() != failing {
 				fmt.Fprintf(errOut, "converge: events --watch: %v (trying again)\n", err)
@@ -162,13 +163,13 @@ func watchEvents(ctx context.Context, g *globals, w, errOut io.Writer, id conver
 
 // readEvents opens the state, reads the newest limit events of id and
 // closes it again.
-func readEvents(g *globals, id converge.ID, limit int) ([]converge.Event, error) {
+func readEvents(ctx context.Context, g *globals, id converge.ID, limit int) ([]converge.Event, error) {
 	rd, done, err := openReader(g, io.Discard)
 	if err != nil {
 		return nil, err
 	}
 	defer done()
-	return rd.Events(id, limit)
+	return rd.Events(ctx, id, limit)
 }
 
 // age renders how long ago something happened the way kubectl does, in

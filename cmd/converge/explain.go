@@ -37,6 +37,7 @@ version (default: the newest).`,
   converge explain account --kind-version 2 -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
+			ctx := c.Context()
 			if err := checkOutput(output, "table", "json", "yaml"); err != nil {
 				return err
 			}
@@ -50,7 +51,7 @@ version (default: the newest).`,
 				if version > 0 {
 					return failed("kind %s/v%d is not in %s", name, version, where)
 				}
-				if err := checkKind(staticKinds(kinds), name); err != nil {
+				if err := checkKind(ctx, staticKinds(kinds), name); err != nil {
 					return err
 				}
 				return failed("kind %q is not in %s", name, where)
@@ -81,17 +82,17 @@ type explainReport struct {
 // staticKinds is a kindLister over kinds already read.
 type staticKinds []*converge.Kind
 
-func (s staticKinds) Kinds() ([]*converge.Kind, error) { return s, nil }
+func (s staticKinds) Kinds(context.Context) ([]*converge.Kind, error) { return s, nil }
 
 // explainKinds returns the state's kinds or, with no state yet, the work
 // tree's, and says which.
 func explainKinds(ctx context.Context, g *globals, errOut io.Writer) ([]*converge.Kind, string, error) {
-	if err := resolveSource(g); err != nil {
+	if err := resolveSource(ctx, g); err != nil {
 		return nil, "", err
 	}
 	if rd, done, err := openReader(g, errOut); err == nil {
 		defer done()
-		ks, err := rd.Kinds()
+		ks, err := rd.Kinds(ctx)
 		if err != nil {
 			return nil, "", err
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -78,12 +79,12 @@ func TestReplicasFailoverMidComposition(t *testing.T) {
 	// stored reads the root's child count and its row; a root stored
 	// Ready over fewer than every child fails the test at once.
 	stored := func() int {
-		n, err := st.ChildCount(root)
+		n, err := st.ChildCount(context.Background(), root)
 		if err != nil {
 			return -1
 		}
-		if r, err := st.Resource(root); err == nil && r.Phase == converge.PhaseReady {
-			if n2, err := st.ChildCount(root); err == nil && n2 < children {
+		if r, err := st.Resource(context.Background(), root); err == nil && r.Phase == converge.PhaseReady {
+			if n2, err := st.ChildCount(context.Background(), root); err == nil && n2 < children {
 				t.Fatalf("the root is stored Ready with %d of its %d children", n2, children)
 			}
 		}
@@ -151,10 +152,10 @@ func TestReplicasFailoverMidComposition(t *testing.T) {
 	t.Logf("%s led %.1fs after the last kill; the root was Ready %.1fs after it (%.1fs after the start)",
 		led.Name, led.Since.Sub(lastKill).Seconds(), time.Since(lastKill).Seconds(), time.Since(start).Seconds())
 
-	if err := st.Check(); err != nil {
+	if err := st.Check(context.Background()); err != nil {
 		t.Errorf("the state after the failovers: %v", err)
 	}
-	rs, err := st.Resources(state.Filter{Head: true})
+	rs, err := st.Resources(context.Background(), state.Filter{Head: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +173,7 @@ func TestReplicasFailoverMidComposition(t *testing.T) {
 	if len(rs) != total || ready != total {
 		t.Errorf("%d resources after the failovers, %d Ready; want %d, all Ready", len(rs), ready, total)
 	}
-	evs, err := st.Events(root, 0)
+	evs, err := st.Events(context.Background(), root, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

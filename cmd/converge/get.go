@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -38,11 +39,12 @@ func newGetCommand(g *globals) *cobra.Command {
 		Short: "Describe a resource (phase, ages, spec, status, dependencies, events); several, or all of a kind, as a table",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
+			ctx := c.Context()
 			if err := checkOutput(output, "table", "wide", "json", "yaml"); err != nil {
 				return err
 			}
 			if len(args) == 1 && !strings.Contains(args[0], "/") {
-				return getKind(g, c, args[0], output, limit)
+				return getKind(ctx, g, c, args[0], output, limit)
 			}
 			ids := make([]converge.ID, len(args))
 			for i, a := range args {
@@ -57,14 +59,14 @@ func newGetCommand(g *globals) *cobra.Command {
 				return err
 			}
 			defer done()
-			x, err := newRedactor(rd)
+			x, err := newRedactor(ctx, rd)
 			if err != nil {
 				return err
 			}
 			views := make([]getView, len(ids))
 			leases := make([]*converge.Lease, len(ids))
 			for i, id := range ids {
-				if views[i], leases[i], err = getOne(rd, x, id); err != nil {
+				if views[i], leases[i], err = getOne(ctx, rd, x, id); err != nil {
 					return err
 				}
 			}
@@ -99,19 +101,19 @@ func newGetCommand(g *globals) *cobra.Command {
 
 // getOne reads id with its edges and newest events, its secrets
 // redacted; the lease is its worker's claim (for the table only).
-func getOne(rd reader, x *redactor, id converge.ID) (getView, *converge.Lease, error) {
-	r, err := rd.Resource(id)
+func getOne(ctx context.Context, rd reader, x *redactor, id converge.ID) (getView, *converge.Lease, error) {
+	r, err := rd.Resource(ctx, id)
 	if errors.Is(err, converge.ErrNotFound) {
-		return getView{}, nil, notFound(rd, id)
+		return getView{}, nil, notFound(ctx, rd, id)
 	}
 	if err != nil {
 		return getView{}, nil, err
 	}
-	consumes, producedFor, err := rd.EdgesOf(id)
+	consumes, producedFor, err := rd.EdgesOf(ctx, id)
 	if err != nil {
 		return getView{}, nil, err
 	}
-	evs, err := rd.Events(id, describeEvents)
+	evs, err := rd.Events(ctx, id, describeEvents)
 	if err != nil {
 		return getView{}, nil, err
 	}
@@ -122,7 +124,7 @@ func getOne(rd reader, x *redactor, id converge.ID) (getView, *converge.Lease, e
 		DependsOn:  edgeViews(consumes, func(e converge.Edge) converge.ID { return e.Producer }),
 		UsedBy:     edgeViews(producedFor, func(e converge.Edge) converge.ID { return e.Consumer }),
 		Events:     make([]eventView, len(evs)),
-		Suspended:  heldBy(rd, r),
+		Suspended:  heldBy(ctx, rd, r),
 	}
 	if !r.CreatedAt.IsZero() {
 		v.CreatedAt = &r.CreatedAt
@@ -137,13 +139,13 @@ func getOne(rd reader, x *redactor, id converge.ID) (getView, *converge.Lease, e
 }
 
 // getKind prints the resources of kind, in name order, at most limit.
-func getKind(g *globals, c *cobra.Command, kind, output string, limit int) error {
+func getKind(ctx context.Context, g *globals, c *cobra.Command, kind, output string, limit int) error {
 	rd, done, err := openReader(g, c.ErrOrStderr())
 	if err != nil {
 		return err
 	}
 	defer done()
-	if err := checkKind(rd, kind); err != nil {
+	if err := checkKind(ctx, rd, kind); err != nil {
 		return err
 	}
 	table := output == "table" || output == "wide"
@@ -151,7 +153,7 @@ func getKind(g *globals, c *cobra.Command, kind, output string, limit int) error
 	if limit > 0 {
 		f.Limit = limit + 1 // one more: are there more?
 	}
-	rs, err := rd.Resources(f)
+	rs, err := rd.Resources(ctx, f)
 	if err != nil {
 		return err
 	}
@@ -159,7 +161,7 @@ func getKind(g *globals, c *cobra.Command, kind, output string, limit int) error
 	if more {
 		rs = rs[:limit]
 	}
-	x, err := newRedactor(rd)
+	x, err := newRedactor(ctx, rd)
 	if err != nil {
 		return err
 	}
@@ -168,7 +170,7 @@ func getKind(g *globals, c *cobra.Command, kind, output string, limit int) error
 	for i, r := range rs {
 		views[i] = x.view(r, nil)
 		if !table && x.flowsMatter(r) {
-			if views[i], err = x.viewWithEdges(rd, r); err != nil {
+			if views[i], err = x.viewWithEdges(ctx, rd, r); err != nil {
 				return err
 			}
 		}

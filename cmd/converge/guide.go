@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"slices"
 	"strings"
 
@@ -97,8 +98,8 @@ func guide(g *globals, root *cobra.Command) {
 			_ = c.RegisterFlagCompletionFunc("output", outputCompletion(c))
 		}
 		if f := c.Flags().Lookup("kind"); f != nil && c.Name() == "list" {
-			_ = c.RegisterFlagCompletionFunc("kind", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
-				return kindNames(g), cobra.ShellCompDirectiveNoFileComp
+			_ = c.RegisterFlagCompletionFunc("kind", func(cc *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
+				return kindNames(cc.Context(), g), cobra.ShellCompDirectiveNoFileComp
 			})
 		}
 		if f := c.Flags().Lookup("phase"); f != nil {
@@ -112,12 +113,13 @@ func guide(g *globals, root *cobra.Command) {
 		}
 		if strings.Contains(c.Use, "KIND/NAME") && c.ValidArgsFunction == nil {
 			verb := strings.HasSuffix(c.Use, "VERB")
-			c.ValidArgsFunction = func(_ *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+			c.ValidArgsFunction = func(cc *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+				ctx := cc.Context()
 				switch {
 				case len(args) == 0:
-					return completeResource(g, toComplete)
+					return completeResource(ctx, g, toComplete)
 				case len(args) == 1 && verb:
-					return verbsOf(g, converge.ID(args[0])), cobra.ShellCompDirectiveNoFileComp
+					return verbsOf(ctx, g, converge.ID(args[0])), cobra.ShellCompDirectiveNoFileComp
 				}
 				return nil, cobra.ShellCompDirectiveNoFileComp
 			}
@@ -159,13 +161,13 @@ type discard struct{}
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 // kindNames lists the kinds the state knows.
-func kindNames(g *globals) []string {
+func kindNames(ctx context.Context, g *globals) []string {
 	rd, done := completionReader(g)
 	if rd == nil {
 		return nil
 	}
 	defer done()
-	ks, err := rd.Kinds()
+	ks, err := rd.Kinds(ctx)
 	if err != nil {
 		return nil
 	}
@@ -182,11 +184,11 @@ func kindNames(g *globals) []string {
 // completeResource completes a KIND/NAME argument: "KIND/" for each kind
 // until a slash is typed, then that kind's names starting with what was
 // typed, read by prefix from the store's ID order (completeNames).
-func completeResource(g *globals, toComplete string) ([]string, cobra.ShellCompDirective) {
+func completeResource(ctx context.Context, g *globals, toComplete string) ([]string, cobra.ShellCompDirective) {
 	kind, name, ok := strings.Cut(toComplete, "/")
 	if !ok {
 		var out []string
-		for _, k := range kindNames(g) {
+		for _, k := range kindNames(ctx, g) {
 			if strings.HasPrefix(k, kind) {
 				out = append(out, k+"/")
 			}
@@ -198,7 +200,7 @@ func completeResource(g *globals, toComplete string) ([]string, cobra.ShellCompD
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
 	defer done()
-	out, grouped := completeNames(rd, kind, name)
+	out, grouped := completeNames(ctx, rd, kind, name)
 	if grouped {
 		return out, cobra.ShellCompDirectiveNoSpace | cobra.ShellCompDirectiveNoFileComp
 	}
@@ -215,7 +217,7 @@ const completeMax = 1000
 // grouped, each match's beginning up to the first separator ("-", ".",
 // "_") after prefix, one per beginning ("vpc/fd-", "vpc/sample-"), each
 // found by one seek past the last: a shell then completes the next part.
-func completeNames(rd reader, kind, prefix string) (ids []string, grouped bool) {
+func completeNames(ctx context.Context, rd reader, kind, prefix string) (ids []string, grouped bool) {
 	hs, ok := rd.(stateapi.HeadScanner)
 	if !ok {
 		return nil, false
@@ -223,11 +225,11 @@ func completeNames(rd reader, kind, prefix string) (ids []string, grouped bool) 
 	from := converge.ID(kind + "/" + prefix)
 	var exact []string // the prefix itself, which ResourceHeadsAfter skips
 	if prefix != "" {
-		if _, err := rd.Resource(from); err == nil {
+		if _, err := rd.Resource(ctx, from); err == nil {
 			exact = []string{string(from)}
 		}
 	}
-	rows, err := hs.ResourceHeadsAfter(kind, from, completeMax+1)
+	rows, err := hs.ResourceHeadsAfter(ctx, kind, from, completeMax+1)
 	if err != nil {
 		return nil, false
 	}
@@ -243,7 +245,7 @@ func completeNames(rd reader, kind, prefix string) (ids []string, grouped bool) 
 	}
 	out = exact
 	for after := from; len(out) < completeMax; {
-		rows, err := hs.ResourceHeadsAfter(kind, after, 1)
+		rows, err := hs.ResourceHeadsAfter(ctx, kind, after, 1)
 		if err != nil || len(rows) == 0 || !strings.HasPrefix(rows[0].Resource.Name, prefix) {
 			break
 		}
@@ -263,17 +265,17 @@ func completeNames(rd reader, kind, prefix string) (ids []string, grouped bool) 
 
 // verbsOf lists the operator verbs of id's kind version: its reactions
 // other than the engine's own.
-func verbsOf(g *globals, id converge.ID) []string {
+func verbsOf(ctx context.Context, g *globals, id converge.ID) []string {
 	rd, done := completionReader(g)
 	if rd == nil {
 		return nil
 	}
 	defer done()
-	r, err := rd.Resource(id)
+	r, err := rd.Resource(ctx, id)
 	if err != nil {
 		return nil
 	}
-	ks, err := rd.Kinds()
+	ks, err := rd.Kinds(ctx)
 	if err != nil {
 		return nil
 	}

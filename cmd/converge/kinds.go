@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"sort"
 
@@ -10,14 +11,14 @@ import (
 // kindLister is what a missing-resource message asks for the kinds the
 // state knows: a reader, or the engine's store.
 type kindLister interface {
-	Kinds() ([]*converge.Kind, error)
+	Kinds(ctx context.Context) ([]*converge.Kind, error)
 }
 
 // notFound is the exit-1 error for a resource id that is not in the
 // state. When its kind is not one the state knows either, it says so and
 // suggests the nearest kind ("get acount/x": did you mean account?).
-func notFound(kl kindLister, id converge.ID) error {
-	if err := checkKind(kl, id.Kind()); err != nil {
+func notFound(ctx context.Context, kl kindLister, id converge.ID) error {
+	if err := checkKind(ctx, kl, id.Kind()); err != nil {
 		return err
 	}
 	return failed("resource %s not found", id)
@@ -25,8 +26,8 @@ func notFound(kl kindLister, id converge.ID) error {
 
 // checkKind returns nil if the state knows kind (at any version), or
 // cannot say; otherwise an exit-1 error naming the nearest known kind.
-func checkKind(kl kindLister, kind string) error {
-	ks, err := kl.Kinds()
+func checkKind(ctx context.Context, kl kindLister, kind string) error {
+	ks, err := kl.Kinds(ctx)
 	if err != nil || len(ks) == 0 {
 		return nil // the caller's own answer stands
 	}

@@ -54,6 +54,7 @@ json, or github (workflow annotations; files relative to the repository
 root).`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
+			ctx := c.Context()
 			if err := checkOutput(output, "text", "json", "github"); err != nil {
 				return err
 			}
@@ -64,7 +65,7 @@ root).`,
 				return usageErr("lint %s: lint reads a local repository (clone it and pass its path)", g.repo)
 			}
 			// The repository, path and state every command resolves alike.
-			if err := resolveSource(g); err != nil {
+			if err := resolveSource(ctx, g); err != nil {
 				return err
 			}
 			if err := checkLocalPath(g); err != nil {

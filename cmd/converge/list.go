@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"time"
@@ -26,6 +27,7 @@ func newListCommand(g *globals) *cobra.Command {
 		Short: "List composition roots with child counts (--all: every resource)",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			ctx := c.Context()
 			if err := checkOutput(output, "table", "json", "yaml"); err != nil {
 				return err
 			}
@@ -38,7 +40,7 @@ func newListCommand(g *globals) *cobra.Command {
 			}
 			defer done()
 			if kind != "" {
-				if err := checkKind(rd, kind); err != nil {
+				if err := checkKind(ctx, rd, kind); err != nil {
 					return err
 				}
 			}
@@ -50,7 +52,7 @@ func newListCommand(g *globals) *cobra.Command {
 				// the limit counts the drifted ones.
 				f.RootsOnly, f.Limit, all = false, 0, true
 			}
-			rs, err := rd.Resources(f)
+			rs, err := rd.Resources(ctx, f)
 			if err != nil {
 				return err
 			}
@@ -63,7 +65,7 @@ func newListCommand(g *globals) *cobra.Command {
 				}
 				rs = kept
 			}
-			x, err := newRedactor(rd)
+			x, err := newRedactor(ctx, rd)
 			if err != nil {
 				return err
 			}
@@ -71,12 +73,12 @@ func newListCommand(g *globals) *cobra.Command {
 			for _, r := range rs {
 				v := x.view(r, nil)
 				if output != "table" && x.flowsMatter(r) {
-					if v, err = x.viewWithEdges(rd, r); err != nil {
+					if v, err = x.viewWithEdges(ctx, rd, r); err != nil {
 						return err
 					}
 				}
 				if !all {
-					n, err := rd.ChildCount(r.ID())
+					n, err := rd.ChildCount(ctx, r.ID())
 					if err != nil {
 						return err
 					}
@@ -86,7 +88,7 @@ func newListCommand(g *globals) *cobra.Command {
 			}
 			var ctl *converge.Control
 			if cr, ok := rd.(stateapi.ControlReader); ok {
-				ctl, _ = cr.Control() // the pin and suspensions, shown when known
+				ctl, _ = cr.Control(ctx) // the pin and suspensions, shown when known
 			}
 			if output != "table" {
 				out := map[string]any{"resources": views}
@@ -101,9 +103,9 @@ func newListCommand(g *globals) *cobra.Command {
 			// The store keeps no revision per resource: the applied
 			// one heads the table.
 			if src, ok := rd.(interface {
-				Source() (*converge.AppliedSource, error)
+				Source(ctx context.Context) (*converge.AppliedSource, error)
 			}); ok {
-				if s, err := src.Source(); err == nil && s != nil && s.Revision.Hash != "" {
+				if s, err := src.Source(ctx); err == nil && s != nil && s.Revision.Hash != "" {
 					fmt.Fprintf(c.OutOrStdout(), "applied %s\n", revisionLine(s.Revision, time.Now()))
 				}
 			}

@@ -78,12 +78,12 @@ func TestLiveSiteFollowsConverge(t *testing.T) {
 		if err := e.Scheduler().Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
-		live.Update() // every commit so far is on the site now
+		live.Update(ctx) // every commit so far is on the site now
 		if logs.Len() > 0 {
 			t.Errorf("live site logged:\n%s", logs.String())
 		}
 		ref := filepath.Join(t.TempDir(), "site")
-		if _, err := site.Build(e.Store(), ref, opts); err != nil {
+		if _, err := site.Build(ctx, e.Store(), ref, opts); err != nil {
 			t.Fatal(err)
 		}
 		compareSites(t, live.Dir(), ref)
@@ -94,7 +94,7 @@ func TestLiveSiteFollowsConverge(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitFor(t, "the root to be Ready", func() bool {
-			r, err := e.Store().Resource("classicbom/classic")
+			r, err := e.Store().Resource(ctx, "classicbom/classic")
 			return err == nil && r.Phase == converge.PhaseReady
 		})
 		caughtUp(t)
@@ -104,7 +104,7 @@ func TestLiveSiteFollowsConverge(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitFor(t, "the root to be gone", func() bool {
-			_, err := e.Store().Resource("classicbom/classic")
+			_, err := e.Store().Resource(ctx, "classicbom/classic")
 			return err != nil
 		})
 		caughtUp(t)

@@ -255,7 +255,7 @@ func (c engineCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(descRolloutHalted, halted, id)
 	}
-	if ctl, err := e.Control(); err == nil {
+	if ctl, err := e.Control(ctx); err == nil {
 		for _, s := range ctl.Suspended {
 			gauge(descSuspended, 1, string(s.Root))
 		}

@@ -124,7 +124,7 @@ report).`,
 }
 
 func runPlan(ctx context.Context, out, errOut io.Writer, g *globals, o planOptions) error {
-	if err := resolveSource(g); err != nil {
+	if err := resolveSource(ctx, g); err != nil {
 		return err
 	}
 	dir, err := stateDir(g)
@@ -201,7 +201,7 @@ func runPlan(ctx context.Context, out, errOut io.Writer, g *globals, o planOptio
 		if snap, err = baseSnapshot(ctx, basePass, composer); err != nil {
 			return err
 		}
-	} else if snap, admin, err = planSnapshot(g, dir); err != nil {
+	} else if snap, admin, err = planSnapshot(ctx, g, dir); err != nil {
 		return err
 	}
 	p := scheduler.Diff(snap, &d)
@@ -271,7 +271,7 @@ func runPlan(ctx context.Context, out, errOut io.Writer, g *globals, o planOptio
 
 // loadSnapshot reads the whole stored state: from the store, or from the
 // admin API of the converge holding it. An absent store is empty.
-func loadSnapshot(dir string) (*converge.Snapshot, error) {
+func loadSnapshot(ctx context.Context, dir string) (*converge.Snapshot, error) {
 	if ok, err := stateFileExists(dir); err != nil || !ok {
 		return &converge.Snapshot{}, err
 	}
@@ -281,13 +281,13 @@ func loadSnapshot(dir string) (*converge.Snapshot, error) {
 		if cerr != nil {
 			return nil, fmt.Errorf("open state: %w (a running converge holds it)", err)
 		}
-		return c.Snapshot()
+		return c.Snapshot(ctx)
 	}
 	if err != nil {
 		return nil, controlplane.OpenError(err)
 	}
 	defer st.Close() // read only: a failed close loses nothing
-	return st.Load()
+	return st.Load(ctx)
 }
 
 // lintFunc returns the breaking-change linter plan and rollback use (the
@@ -296,7 +296,7 @@ func lintFunc() gitsync.LintFunc { return cue.LintTrees }
 
 // planSnapshot reads the whole stored state like loadSnapshot, and
 // returns the admin API client when a running converge holds the state.
-func planSnapshot(g *globals, dir string) (*converge.Snapshot, *stateapi.Client, error) {
+func planSnapshot(ctx context.Context, g *globals, dir string) (*converge.Snapshot, *stateapi.Client, error) {
 	if g.etcd != nil {
 		// etcd serves readers beside the writer: no daemon to ask.
 		st, err := controlplane.OpenEtcd(g.etcd, true, 0)
@@ -304,16 +304,16 @@ func planSnapshot(g *globals, dir string) (*converge.Snapshot, *stateapi.Client,
 			return nil, nil, controlplane.OpenError(err)
 		}
 		defer st.Close() // read only: a failed close loses nothing
-		snap, err := st.Load()
+		snap, err := st.Load(ctx)
 		return snap, nil, err
 	}
 	if ok, _ := stateFileExists(dir); ok {
 		if c, err := dialAdmin(dir); err == nil {
-			snap, err := c.Snapshot()
+			snap, err := c.Snapshot(ctx)
 			return snap, c, err
 		}
 	}
-	snap, err := loadSnapshot(dir)
+	snap, err := loadSnapshot(ctx, dir)
 	return snap, nil, err
 }
 

@@ -56,7 +56,7 @@ wait timed out.`,
 }
 
 func runReconcile(ctx context.Context, out io.Writer, g *globals, id converge.ID, o reconcileOptions) error {
-	if err := resolveSource(g); err != nil {
+	if err := resolveSource(ctx, g); err != nil {
 		return err
 	}
 	dir, err := stateDir(g)
@@ -90,7 +90,7 @@ func awaitVerdict(ctx context.Context, out io.Writer, rd stateapi.Revisioner, re
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		rec, err := rd.Revision(hash)
+		rec, err := rd.Revision(ctx, hash)
 		if err != nil && !errors.Is(err, converge.ErrNotFound) {
 			return fmt.Errorf("read the verdict of %s: %w", rev, err)
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -112,7 +113,7 @@ func rootRollup(o *etcdstate.Options) (converge.Phase, converge.Counts) {
 		return "", converge.Counts{}
 	}
 	defer st.Close()
-	r, err := st.Resource("classicbom/classic")
+	r, err := st.Resource(context.Background(), "classicbom/classic")
 	if err != nil {
 		return "", converge.Counts{}
 	}
@@ -297,7 +298,7 @@ func TestReplicasLeadFollowAndStepDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if err := st.Check(); err != nil {
+	if err := st.Check(context.Background()); err != nil {
 		t.Errorf("the state after the takeover: %v", err)
 	}
 }
@@ -397,10 +398,10 @@ func TestReplicasFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if err := st.Check(); err != nil {
+	if err := st.Check(context.Background()); err != nil {
 		t.Errorf("the state after the failover: %v", err)
 	}
-	rs, err := st.Resources(state.Filter{})
+	rs, err := st.Resources(context.Background(), state.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -414,7 +415,7 @@ func TestReplicasFailover(t *testing.T) {
 	if len(rs) != 3652 {
 		t.Errorf("%d resources after the failover, want 3652", len(rs))
 	}
-	evs, err := st.Events("", 0)
+	evs, err := st.Events(context.Background(), "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -569,7 +570,7 @@ func TestReplicasQuorumLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if err := st.Check(); err != nil {
+	if err := st.Check(context.Background()); err != nil {
 		t.Errorf("the state after the quorum loss: %v", err)
 	}
 	phase("stopped and checked")

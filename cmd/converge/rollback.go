@@ -63,7 +63,8 @@ state follows the head of its branch again at once; otherwise the next
 converge sync applies the head.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if err := resolveSource(g); err != nil {
+			ctx := c.Context()
+			if err := resolveSource(ctx, g); err != nil {
 				return err
 			}
 			dir, err := stateDir(g)
@@ -89,7 +90,7 @@ converge sync applies the head.`,
 // pin checks rev (default: the previous good revision) against the
 // stored kinds and records it as the pin.
 func pin(ctx context.Context, errOut io.Writer, g *globals, revArg string) error {
-	if err := resolveSource(g); err != nil {
+	if err := resolveSource(ctx, g); err != nil {
 		return err
 	}
 	dir, err := stateDir(g)
@@ -104,17 +105,17 @@ func pin(ctx context.Context, errOut io.Writer, g *globals, revArg string) error
 	if err != nil {
 		return fmt.Errorf("rollback: %w", err)
 	}
-	kinds, err := rd.Kinds()
+	kinds, err := rd.Kinds(ctx)
 	var applied *converge.AppliedSource
 	var recs []*converge.RevisionRecord
 	if err == nil {
 		if sr, ok := rd.(stateapi.Sourcer); ok {
-			applied, err = sr.Source()
+			applied, err = sr.Source(ctx)
 		}
 	}
 	if err == nil {
 		if rv, ok := rd.(stateapi.Revisioner); ok {
-			recs, err = rv.Revisions(0)
+			recs, err = rv.Revisions(ctx, 0)
 		}
 	}
 	done()
@@ -176,7 +177,7 @@ func updateControl(ctx context.Context, g *globals, dir string, change func(c *c
 		var ctl *converge.Control
 		var msg string
 		for try := 1; ; try++ {
-			base, err := cl.Control()
+			base, err := cl.Control(ctx)
 			if err != nil {
 				return fmt.Errorf("read control: %w", err)
 			}
@@ -219,7 +220,7 @@ func updateControl(ctx context.Context, g *globals, dir string, change func(c *c
 		return controlplane.OpenError(err)
 	}
 	defer st.Close()
-	ctl, err := st.Control()
+	ctl, err := st.Control(ctx)
 	if err != nil {
 		return err
 	}
@@ -227,7 +228,7 @@ func updateControl(ctx context.Context, g *globals, dir string, change func(c *c
 	if err != nil {
 		return err
 	}
-	if err := st.PutControl(ctl); err != nil {
+	if err := st.PutControl(ctx, ctl); err != nil {
 		return err
 	}
 	fmt.Fprintln(out, msg)
@@ -245,7 +246,7 @@ func pinnedHash(c *converge.Control) string {
 // storedControl returns the Control of the state in dir (through the
 // admin API while a converge holds it); the zero Control when there is
 // no state.
-func storedControl(g *globals, dir string) (*converge.Control, error) {
+func storedControl(ctx context.Context, g *globals, dir string) (*converge.Control, error) {
 	ok, err := hasState(g, dir)
 	if err != nil || !ok {
 		return &converge.Control{}, err
@@ -256,11 +257,11 @@ func storedControl(g *globals, dir string) (*converge.Control, error) {
 		if cerr != nil {
 			return nil, fmt.Errorf("open state: %w (a running converge holds it)", err)
 		}
-		return cl.Control()
+		return cl.Control(ctx)
 	}
 	if err != nil {
 		return nil, controlplane.OpenError(err)
 	}
 	defer st.Close() // read only: a failed close loses nothing
-	return st.Control()
+	return st.Control(ctx)
 }

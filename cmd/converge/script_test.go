@@ -317,8 +317,8 @@ func cmdCheckState(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	ts.Check(err)
 	defer st.Close()
-	ts.Check(st.Check())
-	rs, err := st.Resources(state.Filter{})
+	ts.Check(st.Check(context.Background()))
+	rs, err := st.Resources(context.Background(), state.Filter{})
 	ts.Check(err)
 	uids := map[string]converge.ID{}
 	kinds := map[string]int{}
@@ -354,7 +354,7 @@ func cmdWaitRunning(ts *testscript.TestScript, neg bool, args []string) {
 	for {
 		var got int
 		if c, err := stateapi.Dial(sock); err == nil {
-			if rs, err := c.Resources(state.Filter{Phase: converge.PhaseRunning}); err == nil {
+			if rs, err := c.Resources(context.Background(), state.Filter{Phase: converge.PhaseRunning}); err == nil {
 				got = len(rs)
 			}
 		}
@@ -382,7 +382,7 @@ func cmdWaitGet(ts *testscript.TestScript, neg bool, args []string) {
 	var last string
 	for {
 		if rd, done, err := openReader(g, io.Discard); err == nil {
-			if r, err := rd.Resource(converge.ID(args[1])); err == nil {
+			if r, err := rd.Resource(context.Background(), converge.ID(args[1])); err == nil {
 				var b strings.Builder
 				writeData(&b, "json", viewOf(r))
 				last = b.String()

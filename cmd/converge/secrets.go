@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"strings"
 
@@ -26,14 +27,14 @@ type redactor struct {
 
 // newRedactor reads the kinds and provider configs of rd (the store, or
 // a daemon's admin API). A reader that holds none redacts nothing.
-func newRedactor(rd any) (*redactor, error) {
+func newRedactor(ctx context.Context, rd any) (*redactor, error) {
 	x := &redactor{kinds: map[converge.KindRef]*converge.Kind{}, configs: map[string]*converge.ProviderConfig{},
 		defaults: map[converge.KindRef]*converge.ProviderConfig{}}
 	d, ok := rd.(stateapi.Definer)
 	if !ok {
 		return x, nil
 	}
-	ks, err := d.Kinds()
+	ks, err := d.Kinds(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +48,7 @@ func newRedactor(rd any) (*redactor, error) {
 	if len(x.kinds) == 0 {
 		return x, nil
 	}
-	cs, err := d.Configs()
+	cs, err := d.Configs(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -104,11 +105,11 @@ func (x *redactor) flowsMatter(r *converge.Resource) bool {
 
 // viewWithEdges is view, also hiding the spec fields a value flow fills
 // from a producer's secret status field (rd's edges of r).
-func (x *redactor) viewWithEdges(rd reader, r *converge.Resource) (resourceView, error) {
+func (x *redactor) viewWithEdges(ctx context.Context, rd reader, r *converge.Resource) (resourceView, error) {
 	if len(x.statusByName) == 0 {
 		return x.view(r, nil), nil
 	}
-	consumes, _, err := rd.EdgesOf(r.ID())
+	consumes, _, err := rd.EdgesOf(ctx, r.ID())
 	if err != nil {
 		return resourceView{}, err
 	}

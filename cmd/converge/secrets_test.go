@@ -296,7 +296,7 @@ func TestSecretsNeverShown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	accounts, err := st.Resources(state.Filter{Kind: "account"})
+	accounts, err := st.Resources(ctx, state.Filter{Kind: "account"})
 	st.Close()
 	if err != nil || len(accounts) < 2 {
 		t.Fatalf("accounts: %v, %v", accounts, err)

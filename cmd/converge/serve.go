@@ -153,7 +153,7 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	case o.workersListen != "" && os.Getenv("CONVERGE_WORKER_TOKEN") == "":
 		return usageErr("--workers-listen needs $CONVERGE_WORKER_TOKEN or --workers-token-file: the token every external worker presents (CONVERGE_TOKEN on the worker's side); without it no worker could connect")
 	}
-	if err := resolveSource(g); err != nil {
+	if err := resolveSource(ctx, g); err != nil {
 		return err
 	}
 	log := g.logger(errOut, o.verbose)

@@ -120,7 +120,7 @@ func waitAdmin(b *testing.B, state string, d time.Duration) *stateapi.Client {
 func waitPhase(b *testing.B, c *stateapi.Client, id converge.ID, ok func(converge.Phase) bool, d time.Duration) {
 	deadline := time.Now().Add(d)
 	for {
-		if r, err := c.Resource(id); err == nil && ok(r.Phase) {
+		if r, err := c.Resource(context.Background(), id); err == nil && ok(r.Phase) {
 			return
 		}
 		if time.Now().After(deadline) {

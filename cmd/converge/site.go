@@ -26,6 +26,7 @@ func newSiteCommand(g *globals) *cobra.Command {
 		Short: "Write the static status site (index, resources, graphs, summary.json) into DIR",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			ctx := c.Context()
 			if out == "" {
 				return usageErr("site build: --out DIR is required")
 			}
@@ -47,7 +48,7 @@ func newSiteCommand(g *globals) *cobra.Command {
 			if os.Getenv("GOGC") == "" {
 				defer debug.SetGCPercent(debug.SetGCPercent(400))
 			}
-			st, err := site.Build(sr, out, site.Options{Title: title, BaseURL: baseURL})
+			st, err := site.Build(ctx, sr, out, site.Options{Title: title, BaseURL: baseURL})
 			if err != nil {
 				return err
 			}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -27,7 +28,7 @@ func TestSiteBuildCommand(t *testing.T) {
 		{Kind: "vpc", KindVersion: 1, Name: "team-a", Owner: "classicbom/classic", Phase: converge.PhaseReady, Spec: json.RawMessage(`{}`)},
 		{Kind: "vpc", KindVersion: 1, Name: "team-b", Owner: "classicbom/classic", Phase: converge.PhaseFailed, Reason: "<script>x</script>", Spec: json.RawMessage(`{}`)},
 	}}
-	if err := st.Commit(b); err != nil {
+	if err := st.Commit(context.Background(), b); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.Close(); err != nil {

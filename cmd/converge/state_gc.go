@@ -36,6 +36,7 @@ gc needs the store to itself: it fails (exit 2) while sync or serve
 holds it.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			ctx := c.Context()
 			if g.etcd != nil {
 				return usageErr("state gc: --state %s: gc compacts a bbolt file; an etcd store is compacted by etcd (etcdctl compact, defrag)", g.state)
 			}
@@ -50,7 +51,7 @@ holds it.`,
 				}
 				return fmt.Errorf("state gc: %w", err)
 			}
-			res, err := state.Compact(dir, state.Options{LockTimeout: 200 * time.Millisecond})
+			res, err := state.Compact(ctx, dir, state.Options{LockTimeout: 200 * time.Millisecond})
 			if errors.Is(err, state.ErrLocked) {
 				return fmt.Errorf("state gc: %w: a running converge (sync or serve) holds it; stop it first", err)
 			}

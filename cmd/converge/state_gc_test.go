@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -29,14 +30,14 @@ func TestStateGC(t *testing.T) {
 			Name: fmt.Sprintf("v%05d", i), Phase: converge.PhaseReady, Generation: 1,
 			Spec: []byte(`{"cidr":"10.0.0.0/16","account_id":"123456789012","tags":{"team":"platform"}}`)})
 	}
-	if err := st.Commit(&b); err != nil {
+	if err := st.Commit(context.Background(), &b); err != nil {
 		t.Fatal(err)
 	}
 	var del converge.Batch
 	for _, r := range b.Resources[10:] {
 		del.DeletedResources = append(del.DeletedResources, r.ID())
 	}
-	if err := st.Commit(&del); err != nil {
+	if err := st.Commit(context.Background(), &del); err != nil {
 		t.Fatal(err)
 	}
 
@@ -69,10 +70,10 @@ func TestStateGC(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if err := st.Check(); err != nil {
+	if err := st.Check(context.Background()); err != nil {
 		t.Error(err)
 	}
-	rs, err := st.Resources(state.Filter{})
+	rs, err := st.Resources(context.Background(), state.Filter{})
 	if err != nil || len(rs) != 10 {
 		t.Errorf("after gc: %d resources (%v), want 10", len(rs), err)
 	}

@@ -51,10 +51,11 @@ already shows: the notes are the source of truth, the forge a copy. With
 --push-status it pushes the notes to the repository's origin.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
+			ctx := c.Context()
 			if err := checkOutput(output, "table", "json", "yaml"); err != nil {
 				return err
 			}
-			if err := resolveSource(g); err != nil {
+			if err := resolveSource(ctx, g); err != nil {
 				return err
 			}
 			rev := "HEAD"
@@ -65,7 +66,7 @@ already shows: the notes are the source of truth, the forge a copy. With
 				if fo.kind != "" || fo.push {
 					return usageErr("status %s: a work tree's verdict is never reported (--forge, --push-status)", rev)
 				}
-				return workTreeStatus(g, ref, output, c.OutOrStdout(), c.ErrOrStderr())
+				return workTreeStatus(ctx, g, ref, output, c.OutOrStdout(), c.ErrOrStderr())
 			}
 			// A remote repository's statuses are in its mirror in the
 			// state directory, written by sync or serve.
@@ -98,7 +99,7 @@ already shows: the notes are the source of truth, the forge a copy. With
 			}
 			v := statusView{Revision: r.String(), Statuses: st}
 			if dir, err := stateDir(g); err == nil {
-				if ctl, err := storedControl(g, dir); err == nil {
+				if ctl, err := storedControl(ctx, g, dir); err == nil {
 					v.Pin = ctl.Pin
 				}
 			}
@@ -139,7 +140,7 @@ already shows: the notes are the source of truth, the forge a copy. With
 // workTreeStatus prints the verdict of the newest work-tree pass of
 // branch ref (any branch if "") that the store recorded, and fails (exit
 // 1) when a status is failure or error.
-func workTreeStatus(g *globals, ref, output string, out, errOut io.Writer) error {
+func workTreeStatus(ctx context.Context, g *globals, ref, output string, out, errOut io.Writer) error {
 	rd, done, err := openReader(g, errOut)
 	if err != nil {
 		return err
@@ -149,7 +150,7 @@ func workTreeStatus(g *globals, ref, output string, out, errOut io.Writer) error
 	if !ok {
 		return errors.New("status: this state keeps no revision records")
 	}
-	recs, err := rv.Revisions(0)
+	recs, err := rv.Revisions(ctx, 0)
 	if err != nil {
 		return err
 	}

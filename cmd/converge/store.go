@@ -23,13 +23,8 @@ import (
 // reader is what the read commands need from the state: the store itself
 // or, while a daemon holds it, the daemon's admin API.
 type reader interface {
-	Resource(id converge.ID) (*converge.Resource, error)
-	Resources(f state.Filter) ([]*converge.Resource, error)
-	Children(owner converge.ID) ([]converge.ID, error)
-	ChildCount(owner converge.ID) (int, error)
-	EdgesOf(id converge.ID) (consumes, producedFor []converge.Edge, err error)
-	Events(resource converge.ID, limit int) ([]converge.Event, error)
-	Kinds() ([]*converge.Kind, error)
+	stateapi.Reader
+	Kinds(ctx context.Context) ([]*converge.Kind, error)
 }
 
 // isRemote reports whether repo names a remote repository (a URL or an
@@ -77,7 +72,7 @@ func stateDir(g *globals) (string, error) {
 // error (exit 2, naming the file), except for sync and serve with
 // --reinit-state, whose engine moves a damaged file aside; a store held
 // by a converge without an admin API leaves the defaults.
-func resolveSource(g *globals) error {
+func resolveSource(ctx context.Context, g *globals) error {
 	if g.pathSet && !isRemote(g.repo) {
 		p, err := cwdRelative(g.repo, g.path)
 		if err != nil {
@@ -89,7 +84,7 @@ func resolveSource(g *globals) error {
 		return nil
 	}
 	if dir, err := stateDir(g); err == nil {
-		src, err := storedSource(g, dir)
+		src, err := storedSource(ctx, g, dir)
 		if err != nil && !g.reinitState {
 			return err
 		}
@@ -168,7 +163,7 @@ func checkLocalPath(g *globals) error {
 // store or the admin API of the converge holding it; nil if none. A
 // store that is damaged, or that cannot be read for its permissions, is
 // an error.
-func storedSource(g *globals, dir string) (*converge.AppliedSource, error) {
+func storedSource(ctx context.Context, g *globals, dir string) (*converge.AppliedSource, error) {
 	ok, err := hasState(g, dir)
 	if err != nil || !ok {
 		return nil, err
@@ -179,7 +174,7 @@ func storedSource(g *globals, dir string) (*converge.AppliedSource, error) {
 		if cerr != nil {
 			return nil, nil
 		}
-		src, _ := c.Source()
+		src, _ := c.Source(ctx)
 		return src, nil
 	}
 	if errors.Is(err, state.ErrDamaged) || errors.Is(err, fs.ErrPermission) {
@@ -189,7 +184,7 @@ func storedSource(g *globals, dir string) (*converge.AppliedSource, error) {
 		return nil, nil // the command's own open says what is wrong
 	}
 	defer st.Close() // read only: a failed close loses nothing
-	src, err := st.Source()
+	src, err := st.Source(ctx)
 	if errors.Is(err, state.ErrDamaged) {
 		return nil, err
 	}

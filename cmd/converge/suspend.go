@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -30,7 +31,8 @@ converge serve holding the state, and shown by get and /metrics
 (converge_suspended, converge_suspended_held).`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			return changeSuspension(c, g, args, true)
+			ctx := c.Context()
+			return changeSuspension(ctx, c, g, args, true)
 		},
 	}
 }
@@ -43,13 +45,14 @@ func newResumeCommand(g *globals) *cobra.Command {
 suspension of everything; what was held back is dispatched again.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			return changeSuspension(c, g, args, false)
+			ctx := c.Context()
+			return changeSuspension(ctx, c, g, args, false)
 		},
 	}
 }
 
-func changeSuspension(c *cobra.Command, g *globals, args []string, suspend bool) error {
-	if err := resolveSource(g); err != nil {
+func changeSuspension(ctx context.Context, c *cobra.Command, g *globals, args []string, suspend bool) error {
+	if err := resolveSource(ctx, g); err != nil {
 		return err
 	}
 	dir, err := stateDir(g)
@@ -64,7 +67,7 @@ func changeSuspension(c *cobra.Command, g *globals, args []string, suspend bool)
 			return usageErr("%v", err)
 		}
 		if suspend {
-			if err := checkRoot(g, c, id); err != nil {
+			if err := checkRoot(ctx, g, c, id); err != nil {
 				return err
 			}
 		}
@@ -89,15 +92,15 @@ func changeSuspension(c *cobra.Command, g *globals, args []string, suspend bool)
 
 // checkRoot refuses an id that does not exist or is not a root (it has
 // an owner: suspend the root it comes from).
-func checkRoot(g *globals, c *cobra.Command, id converge.ID) error {
+func checkRoot(ctx context.Context, g *globals, c *cobra.Command, id converge.ID) error {
 	rd, done, err := openReader(g, c.ErrOrStderr())
 	if err != nil {
 		return err
 	}
 	defer done()
-	r, err := rd.Resource(id)
+	r, err := rd.Resource(ctx, id)
 	if errors.Is(err, converge.ErrNotFound) {
-		return notFound(rd, id)
+		return notFound(ctx, rd, id)
 	}
 	if err != nil {
 		return err
@@ -110,12 +113,12 @@ func checkRoot(g *globals, c *cobra.Command, id converge.ID) error {
 
 // heldBy returns the suspension holding r back (everything's, or its
 // root's), from rd's Control; nil when none does or rd keeps none.
-func heldBy(rd reader, r *converge.Resource) *converge.Suspension {
+func heldBy(ctx context.Context, rd reader, r *converge.Resource) *converge.Suspension {
 	cr, ok := rd.(stateapi.ControlReader)
 	if !ok {
 		return nil
 	}
-	ctl, err := cr.Control()
+	ctl, err := cr.Control(ctx)
 	if err != nil || len(ctl.Suspended) == 0 {
 		return nil
 	}
@@ -129,7 +132,7 @@ func heldBy(rd reader, r *converge.Resource) *converge.Suspension {
 		if a.Owner == "" {
 			break
 		}
-		if a, err = rd.Resource(a.Owner); err != nil {
+		if a, err = rd.Resource(ctx, a.Owner); err != nil {
 			return nil
 		}
 	}

@@ -158,7 +158,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 			}
 		}()
 	}
-	if err := resolveSource(g); err != nil {
+	if err := resolveSource(ctx, g); err != nil {
 		return err
 	}
 	dir, err := stateDir(g)
@@ -200,7 +200,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 	// The pin is read before the store is held (a damaged store,
 	// --reinit-state, or another command holding the lock: read as no
 	// pin); it is checked again once the engine holds the store.
-	ctl, err := storedControl(g, dir)
+	ctl, err := storedControl(ctx, g, dir)
 	if err != nil {
 		ctl = &converge.Control{}
 	}
@@ -216,7 +216,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 	}
 	if !o.watch {
 		noteUncommitted(errOut, src, g.path, "sync")
-		if total, ok := standing(g, dir, rev); ok {
+		if total, ok := standing(ctx, g, dir, rev); ok {
 			if rep != nil {
 				rep.Revision, rep.Verdict = rev.String(), "already_applied"
 				rep.Applied, rep.Counts = &appliedCounts{}, &converge.Counts{Total: total, Ready: total}
@@ -253,7 +253,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 		}
 		// Record the verdict without starting anything.
 		var writes lastWrites
-		if err := recordOnly(g, dir, pass); errors.Is(err, state.ErrLocked) {
+		if err := recordOnly(ctx, g, dir, pass); errors.Is(err, state.ErrLocked) {
 			fmt.Fprintln(errOut, "note: the verdict is not in the store: another converge holds it")
 		} else {
 			writes.add("record the verdict in the store", err)
@@ -284,7 +284,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 		writes.add("close engine", e.Close())
 		err = writes.join(err)
 	}()
-	if now, err := e.Store().Control(); err != nil {
+	if now, err := e.Store().Control(ctx); err != nil {
 		return err
 	} else if pinnedHash(now) != pinnedHash(ctl) {
 		return failed("sync: the pin changed while sync started (converge rollback or unpin ran): run sync again")
@@ -346,7 +346,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 // answers with another head (it follows a remote or another branch),
 // and when what holds the state is another sync.
 func syncThroughDaemon(ctx context.Context, out, errOut io.Writer, g *globals, cl *stateapi.Client, rev converge.Revision, o syncOptions, rep *syncReport) error {
-	if src, err := cl.Source(); err == nil && src != nil && (!sameRepo(g.repo, src) || src.Path != g.path) {
+	if src, err := cl.Source(ctx); err == nil && src != nil && (!sameRepo(g.repo, src) || src.Path != g.path) {
 		return usageErr("sync: the converge serve holding the state follows %s (path %q), not %s (path %q): sync there, or stop it",
 			src.Repo, src.Path, g.repo, g.path)
 	}
@@ -397,7 +397,7 @@ func watchWorkTree(ctx context.Context, e *controlplane.Engine, syncer *gitsync.
 			fmt.Fprintf(errOut, "work tree invalid (%s); nothing applied\n", plural(len(pass.Record.Errors), "error"))
 			// Every save gets a verdict in the store, as every commit
 			// does: `converge status @dirty` shows it.
-			if err := syncer.Records.PutRevision(pass.Record); err != nil {
+			if err := syncer.Records.PutRevision(ctx, pass.Record); err != nil {
 				fmt.Fprintln(errOut, "converge:", err)
 			}
 			return
@@ -414,7 +414,7 @@ func watchWorkTree(ctx context.Context, e *controlplane.Engine, syncer *gitsync.
 		if p.Empty() {
 			// The first look, or a save that changed nothing: nothing
 			// to wait for, and no verdict left pending.
-			if err := syncer.SetSyncStatus(pass, converge.StateSuccess, "no changes"); err != nil {
+			if err := syncer.SetSyncStatus(ctx, pass, converge.StateSuccess, "no changes"); err != nil {
 				fmt.Fprintln(errOut, "converge:", err)
 			}
 			return
@@ -531,13 +531,15 @@ func finishSync(e *controlplane.Engine, syncer *gitsync.Syncer, pass *gitsync.Pa
 	// composition's rows drain 6,144 a commit while the work goes on, so
 	// the last flush can take minutes (not the seconds it takes at demo
 	// size). It is bounded all the same: a store that cannot keep up for
-	// that long is failing.
-	flushCtx, cancel := context.WithTimeout(context.Background(), lastFlushTimeout)
+	// that long is failing. The command's context may be done (a
+	// timeout, an interrupt): the flush, the check and the verdict's
+	// record run under this bound instead.
+	ctx, cancel := context.WithTimeout(context.Background(), lastFlushTimeout)
 	defer cancel()
-	ferr := e.Scheduler().Flush(flushCtx)
+	ferr := e.Scheduler().Flush(ctx)
 	if ferr == nil {
 		// Durable, and where readers look (state.Backend.Verify).
-		ferr = e.Store().Verify()
+		ferr = e.Store().Verify(ctx)
 	}
 	p := e.Scheduler().Progress()
 	if ferr != nil {
@@ -578,7 +580,7 @@ func finishSync(e *controlplane.Engine, syncer *gitsync.Syncer, pass *gitsync.Pa
 		// Applied, and held back by the operator's own act: pending
 		// until converge resume, as serve leaves it.
 		var held []string
-		if ctl, cerr := e.Control(); cerr == nil && ctl != nil {
+		if ctl, cerr := e.Control(ctx); cerr == nil && ctl != nil {
 			for _, s := range ctl.Suspended {
 				held = append(held, s.String())
 			}
@@ -628,13 +630,13 @@ func finishSync(e *controlplane.Engine, syncer *gitsync.Syncer, pass *gitsync.Pa
 		}
 	}
 	var w lastWrites
-	w.add("record the verdict in the store", syncer.SetSyncStatus(pass, state, desc))
+	w.add("record the verdict in the store", syncer.SetSyncStatus(ctx, pass, state, desc))
 	return w.join(err)
 }
 
 // recordOnly stores a failed revision's verdict in the store, if no other
 // process holds it.
-func recordOnly(g *globals, dir string, pass *gitsync.Pass) error {
+func recordOnly(ctx context.Context, g *globals, dir string, pass *gitsync.Pass) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
@@ -644,13 +646,13 @@ func recordOnly(g *globals, dir string, pass *gitsync.Pass) error {
 	}
 	// PutRevision is durable when it returns: a failed close loses nothing.
 	defer st.Close()
-	return st.PutRevision(pass.Record)
+	return st.PutRevision(ctx, pass.Record)
 }
 
 // standing reports what gitsync.AlreadyConverged says of the store in dir
 // for rev, reading only the applied revision, the roots and the owed
 // deliveries; false when there is no store or another converge holds it.
-func standing(g *globals, dir string, rev converge.Revision) (total int, ok bool) {
+func standing(ctx context.Context, g *globals, dir string, rev converge.Revision) (total int, ok bool) {
 	if ok, _ := hasState(g, dir); !ok {
 		return 0, false // the engine's open says what is wrong
 	}
@@ -659,19 +661,19 @@ func standing(g *globals, dir string, rev converge.Revision) (total int, ok bool
 		return 0, false
 	}
 	defer st.Close()
-	applied, err := st.Applied()
+	applied, err := st.Applied(ctx)
 	if err != nil || applied == nil || applied.Hash != rev.Hash {
 		return 0, false
 	}
-	src, err := st.Source()
+	src, err := st.Source(ctx)
 	if err != nil || src == nil || src.Revision.Hash != rev.Hash {
 		return 0, false
 	}
-	roots, err := st.Resources(state.Filter{RootsOnly: true})
+	roots, err := st.Resources(ctx, state.Filter{RootsOnly: true})
 	if err != nil {
 		return 0, false
 	}
-	ds, err := st.Deliveries()
+	ds, err := st.Deliveries(ctx)
 	if err != nil {
 		return 0, false
 	}

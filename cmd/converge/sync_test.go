@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -26,7 +27,7 @@ type failingStore struct {
 	failing atomic.Bool
 }
 
-func (s *failingStore) Commit(b *converge.Batch) error {
+func (s *failingStore) Commit(ctx context.Context, b *converge.Batch) error {
 	for _, r := range b.Resources {
 		if r.Phase == converge.PhaseReady {
 			s.failing.Store(true)
@@ -35,7 +36,7 @@ func (s *failingStore) Commit(b *converge.Batch) error {
 	if s.failing.Load() {
 		return errDiskFull
 	}
-	return s.Store.Commit(b)
+	return s.Store.Commit(ctx, b)
 }
 
 // withFailingCommits returns globals whose engine commits through a
@@ -70,7 +71,7 @@ func syncVerdict(t *testing.T, dir, hash string) converge.CommitStatus {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	rec, err := st.Revision(hash)
+	rec, err := st.Revision(context.Background(), hash)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -30,21 +31,22 @@ million children stays one screen. --group 0 lists every child.`,
   converge tree vpc/fd-01-team-001 -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
+			ctx := c.Context()
 			if depth < 0 || group < 0 {
 				return usageErr("--depth and --group take 0 or more")
 			}
 			return withResource(g, c.ErrOrStderr(), output, args[0], func(rd reader, id converge.ID) error {
-				root, err := buildTree(rd, id, depth, group)
+				root, err := buildTree(ctx, rd, id, depth, group)
 				if errors.Is(err, converge.ErrNotFound) {
-					if _, gerr := rd.Resource(id); errors.Is(gerr, converge.ErrNotFound) {
-						return notFound(rd, id)
+					if _, gerr := rd.Resource(ctx, id); errors.Is(gerr, converge.ErrNotFound) {
+						return notFound(ctx, rd, id)
 					}
 				}
 				if err != nil {
 					return err
 				}
-				if r, err := rd.Resource(id); err == nil {
-					root.Suspended = heldBy(rd, r)
+				if r, err := rd.Resource(ctx, id); err == nil {
+					root.Suspended = heldBy(ctx, rd, r)
 				}
 				if output != "table" {
 					return writeData(c.OutOrStdout(), output, root)
@@ -89,25 +91,25 @@ type treeGroup struct {
 // buildTree reads id and, down to depth levels below it (0: all), what
 // it owns; a node with more than group children (group > 0) gets them
 // counted by kind and phase instead.
-func buildTree(rd reader, id converge.ID, depth, group int) (*treeNode, error) {
-	r, err := rd.Resource(id)
+func buildTree(ctx context.Context, rd reader, id converge.ID, depth, group int) (*treeNode, error) {
+	r, err := rd.Resource(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("get %s: %w", id, err)
 	}
-	return buildSubtree(rd, r, depth, group)
+	return buildSubtree(ctx, rd, r, depth, group)
 }
 
-func buildSubtree(rd reader, r *converge.Resource, depth, group int) (*treeNode, error) {
+func buildSubtree(ctx context.Context, rd reader, r *converge.Resource, depth, group int) (*treeNode, error) {
 	id := r.ID()
 	n := &treeNode{ID: id, Version: r.KindVersion, Phase: r.Phase, Reason: r.Reason, Drift: r.Drift}
-	consumes, _, err := rd.EdgesOf(id)
+	consumes, _, err := rd.EdgesOf(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	for _, e := range consumes {
 		n.DependsOn = append(n.DependsOn, e.Producer)
 	}
-	kids, err := rd.Resources(state.Filter{Owner: id, Head: true})
+	kids, err := rd.Resources(ctx, state.Filter{Owner: id, Head: true})
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +138,7 @@ func buildSubtree(rd reader, r *converge.Resource, depth, group int) (*treeNode,
 	for _, k := range kids {
 		if depth == 1 {
 			kn := &treeNode{ID: k.ID(), Version: k.KindVersion, Phase: k.Phase, Reason: k.Reason, Drift: k.Drift}
-			consumes, _, err := rd.EdgesOf(kn.ID)
+			consumes, _, err := rd.EdgesOf(ctx, kn.ID)
 			if err != nil {
 				return nil, err
 			}
@@ -146,7 +148,7 @@ func buildSubtree(rd reader, r *converge.Resource, depth, group int) (*treeNode,
 			n.Children = append(n.Children, kn)
 			continue
 		}
-		kn, err := buildSubtree(rd, k, max(next, 0), group)
+		kn, err := buildSubtree(ctx, rd, k, max(next, 0), group)
 		if err != nil {
 			return nil, err
 		}

@@ -71,12 +71,12 @@ func TestUIActions(t *testing.T) {
 	if err := e.Scheduler().Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	live.Update()
+	live.Update(ctx)
 
 	// A route, the vpc it consumes, the account that vpc consumes.
 	producer := func(id converge.ID, kind string) converge.ID {
 		t.Helper()
-		consumes, _, err := e.Store().EdgesOf(id)
+		consumes, _, err := e.Store().EdgesOf(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +88,7 @@ func TestUIActions(t *testing.T) {
 		t.Fatalf("%s consumes no %s", id, kind)
 		return ""
 	}
-	routes, err := e.Store().Resources(state.Filter{Kind: "route"})
+	routes, err := e.Store().Resources(ctx, state.Filter{Kind: "route"})
 	if err != nil || len(routes) == 0 {
 		t.Fatalf("no routes: %v", err)
 	}
@@ -171,7 +171,7 @@ func TestUIActions(t *testing.T) {
 		if code, body := post(c, "ui/do", `{"id":"`+string(account)+`","verb":"rotate","confirm":"`+string(account)+`"}`, proxied); code != http.StatusConflict {
 			t.Errorf("a same-host origin over https is refused: %d %s", code, body)
 		}
-		if _, err := e.Store().Resource(account); err != nil {
+		if _, err := e.Store().Resource(ctx, account); err != nil {
 			t.Fatalf("a refused request deleted %s: %v", account, err)
 		}
 		for _, p := range []string{"ui/delete", "ui/session"} {
@@ -255,7 +255,7 @@ func TestUIActions(t *testing.T) {
 			t.Fatal(err)
 		}
 		b.screenshot(t, tab, filepath.Join(artifacts(t), "site-ui-confirm.png"))
-		if _, err := e.Store().Resource(account); err != nil {
+		if _, err := e.Store().Resource(ctx, account); err != nil {
 			t.Fatalf("%s deleted before the confirmation: %v", account, err)
 		}
 		if err := b.eval(tab, `c.value = "`+string(account)+`"; c.dispatchEvent(new Event("input")); document.getElementById("ui-go").click(); true`, nil); err != nil {
@@ -286,7 +286,7 @@ func TestUIActions(t *testing.T) {
 	})
 	t.Run("run a verb from its panel", func(t *testing.T) {
 		// Signed in above: the session cookie holds for every page.
-		vpcs, err := e.Store().Resources(state.Filter{Kind: "vpc"})
+		vpcs, err := e.Store().Resources(ctx, state.Filter{Kind: "vpc"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -315,7 +315,7 @@ func TestUIActions(t *testing.T) {
 		if !strings.HasPrefix(text, "enable_flow_logs: ok") {
 			t.Errorf("the panel says %q, want enable_flow_logs: ok", text)
 		}
-		r, err := e.Store().Resource(other)
+		r, err := e.Store().Resource(ctx, other)
 		if err != nil {
 			t.Fatal(err)
 		}

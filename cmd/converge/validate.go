@@ -81,10 +81,11 @@ The documents are evaluated in a child process under a budget
 over it is an error naming it.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
+			ctx := c.Context()
 			// DIR, or else --repo and --path as every other command reads
 			// them (here from the working tree, not from git).
 			if len(args) == 0 && !isRemote(g.repo) {
-				if err := resolveSource(g); err != nil {
+				if err := resolveSource(ctx, g); err != nil {
 					return err
 				}
 				if err := checkLocalPath(g); err != nil {

@@ -7,9 +7,14 @@
 // Read first: Store (Open, Commit, Load) and Options. Store implements
 // state.Backend, so the scheduler, the commands and the site use it as
 // they use the bbolt store, and it passes the same conformance suite
-// (statetest.Run). The row, chunk and key encodings and the batch checks
-// are shared with the bbolt store (state/internal/codec), so both refuse
-// and store the same things.
+// (statetest.Run). Its rules are the bbolt store's, written once
+// (state/internal/rules: Commit, every read, Check) over a small
+// key-value interface this package implements over the prefix (kv.go):
+// a read is one etcd revision, a write an overlay of its own changes
+// committed in one transaction or through the batch journal (journal.go).
+// So both stores refuse and store the same things; what differs (the
+// owner index's layout, a row's size limit, the size of an event chunk)
+// is rules.Options.
 //
 // # Keys
 //

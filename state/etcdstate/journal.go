@@ -6,18 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/sync/errgroup"
 )
-
-// kvOp is one absolute write under the prefix: put key=val, or delete
-// key. Applying the same ops twice leaves what applying them once does,
-// which is what makes the batch journal safe to replay.
-type kvOp struct {
-	key string // below the prefix
-	val []byte
-	del bool
-}
 
 // written is what a write did, for Stats.
 type written struct {
@@ -170,12 +163,10 @@ func (s *Store) applyJournal(ctx context.Context, ops []kvOp) (written, error) {
 // finish completes a batch journal left committed by this store or by a
 // writer that crashed, and removes the parts of one that never reached
 // its commit point. Callers hold s.mu (or are Open).
-func (s *Store) finish() error {
+func (s *Store) finish(ctx context.Context) error {
 	if !s.pending {
 		return nil
 	}
-	ctx, cancel := s.writeContext()
-	defer cancel()
 	marker, err := s.cli.Get(ctx, s.p+jCommit)
 	if err != nil {
 		return fmt.Errorf("read batch journal: %w", err)
@@ -272,4 +263,28 @@ func decodeOps(b []byte) ([]kvOp, error) {
 		ops = append(ops, op)
 	}
 	return ops, nil
+}
+
+// parallel runs fn(0..n-1) on up to width goroutines and returns the
+// first error; once one failed, no more are started.
+func parallel(n, width int, fn func(i int) error) error {
+	if n == 1 {
+		return fn(0)
+	}
+	var g errgroup.Group
+	g.SetLimit(width)
+	var failed atomic.Bool
+	for i := range n {
+		if failed.Load() {
+			break
+		}
+		g.Go(func() error {
+			err := fn(i)
+			if err != nil {
+				failed.Store(true)
+			}
+			return err
+		})
+	}
+	return g.Wait()
 }

@@ -110,7 +110,7 @@ func TestDeposedLeaderIsFenced(t *testing.T) {
 	}
 	defer sa.Close()
 	base, big := bigBatches()
-	if err := sa.Commit(base); err != nil {
+	if err := sa.Commit(context.Background(), base); err != nil {
 		t.Fatalf("leader a commits: %v", err)
 	}
 
@@ -126,7 +126,7 @@ func TestDeposedLeaderIsFenced(t *testing.T) {
 		t.Fatalf("new leader opens the store: %v", err)
 	}
 	defer func() {
-		if err := sb.Check(); err != nil {
+		if err := sb.Check(context.Background()); err != nil {
 			t.Errorf("check: %v", err)
 		}
 		sb.Close()
@@ -134,7 +134,7 @@ func TestDeposedLeaderIsFenced(t *testing.T) {
 	}()
 	r := res("bom", "r", "")
 	r.Phase = converge.PhaseReady
-	if err := sb.Commit(&converge.Batch{Resources: []*converge.Resource{r}}); err != nil {
+	if err := sb.Commit(context.Background(), &converge.Batch{Resources: []*converge.Resource{r}}); err != nil {
 		t.Fatalf("leader b commits: %v", err)
 	}
 	before := snapshot(t, sb)
@@ -143,16 +143,16 @@ func TestDeposedLeaderIsFenced(t *testing.T) {
 	// over (its session noticed) and refuses at once.
 	stale := res("bom", "r", "")
 	stale.Phase = converge.PhaseFailed
-	if err := sa.Commit(&converge.Batch{Resources: []*converge.Resource{stale}}); !errors.Is(err, etcdstate.ErrFenced) {
+	if err := sa.Commit(context.Background(), &converge.Batch{Resources: []*converge.Resource{stale}}); !errors.Is(err, etcdstate.ErrFenced) {
 		t.Errorf("deposed leader's commit after its term ended: %v, want ErrFenced", err)
 	}
 	// A write that reaches etcd before the replica notices is refused by
 	// the server's fence.
 	sa.IgnoreTermEnd()
-	if err := sa.Commit(&converge.Batch{Resources: []*converge.Resource{stale}}); !errors.Is(err, etcdstate.ErrFenced) {
+	if err := sa.Commit(context.Background(), &converge.Batch{Resources: []*converge.Resource{stale}}); !errors.Is(err, etcdstate.ErrFenced) {
 		t.Errorf("deposed leader's small commit: %v, want ErrFenced", err)
 	}
-	if err := sa.Commit(big); !errors.Is(err, etcdstate.ErrFenced) {
+	if err := sa.Commit(context.Background(), big); !errors.Is(err, etcdstate.ErrFenced) {
 		t.Errorf("deposed leader's big (journaled) commit: %v, want ErrFenced", err)
 	}
 	if after := snapshot(t, sb); after != before {
@@ -168,7 +168,7 @@ func TestDeposedLeaderIsFenced(t *testing.T) {
 	if err := sa.Close(); err != nil {
 		t.Errorf("close the deposed leader's store: %v", err)
 	}
-	if err := sb.Commit(&converge.Batch{Resources: []*converge.Resource{res("bom", "s", "")}}); err != nil {
+	if err := sb.Commit(context.Background(), &converge.Batch{Resources: []*converge.Resource{res("bom", "s", "")}}); err != nil {
 		t.Errorf("leader b commits after the old store closed: %v", err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/convergehq/converge/state"
+	"github.com/convergehq/converge/state/internal/rules"
 )
 
 // FormatVersion is the version of the key layout this build writes
@@ -99,8 +100,11 @@ const (
 
 // Store is converge's durable state under one etcd key prefix. It
 // implements state.Backend. It is safe for concurrent use: writes are
-// serialised by mu, and every read is one consistent etcd revision.
+// serialised by mu, and every read is one consistent etcd revision. Its
+// reads, Commit and Check are the store's rules (state/internal/rules)
+// over the prefix (kv.go).
 type Store struct {
+	*rulesStore
 	cli     *clientv3.Client
 	ownCli  bool
 	p       string // the key prefix, ending in "/"
@@ -124,6 +128,10 @@ type Store struct {
 	stats   state.Stats
 }
 
+// rulesStore is the store's rules, embedded in Store under a name that
+// is not exported.
+type rulesStore = rules.Store
+
 // Key sub-spaces under the prefix (doc.go, "Keys").
 const (
 	kResources  = "r/"
@@ -142,11 +150,7 @@ const (
 	// transaction a write.
 	kVerifyProbe = "verify-probe"
 
-	mFormat  = kMeta + "format"
-	mApplied = kMeta + "applied"
-	mSource  = kMeta + "source"
-	mControl = kMeta + "control"
-	mEvents  = kMeta + "events"
+	mFormat = kMeta + "format"
 
 	jCommit = kJournal + "commit"
 	jParts  = kJournal + "p/"
@@ -175,6 +179,14 @@ func Open(opts Options) (*Store, error) {
 		}
 		s.cli, s.ownCli = cli, true
 	}
+	s.rulesStore = rules.New(etcdKV{s}, rules.Options{
+		Name: s.where(), Owners: rules.PerChild,
+		MaxEvents: opts.MaxEvents, MaxRevisions: opts.MaxRevisions,
+		// One value must fit one etcd request; a batch's events are
+		// chunks well under it.
+		MaxRow: opts.MaxTxnBytes - 1024, MaxRowWhy: "one etcd write may carry",
+		MaxChunk: opts.MaxTxnBytes / 4,
+	})
 	if err := s.open(); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open etcd state %s: %w", s.where(), err)
@@ -273,7 +285,9 @@ func (s *Store) open() error {
 		return err
 	}
 	s.pending = true
-	return s.finish()
+	wctx, wcancel := s.writeContext(context.Background())
+	defer wcancel()
+	return s.finish(wctx)
 }
 
 // checkFormat refuses a prefix written by a newer layout.
@@ -423,13 +437,14 @@ func (s *Store) count(w written, took time.Duration) {
 	s.stats.LongestCommit = max(s.stats.LongestCommit, took)
 }
 
-// writeContext bounds one write: opTimeout, and the term's end.
-func (s *Store) writeContext() (context.Context, context.CancelFunc) {
-	base := context.Background()
-	if s.opts.termCtx != nil {
-		base = s.opts.termCtx
+// writeContext bounds one write: ctx, opTimeout, and the term's end.
+func (s *Store) writeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	if s.opts.termCtx == nil {
+		return ctx, cancel
 	}
-	return context.WithTimeout(base, opTimeout)
+	stop := context.AfterFunc(s.opts.termCtx, cancel)
+	return ctx, func() { stop(); cancel() }
 }
 
 // fence returns the comparisons every write is conditioned on.
@@ -441,11 +456,7 @@ func (s *Store) fence() []clientv3.Cmp {
 	return cmps
 }
 
-func u64(v uint64) []byte {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], v)
-	return b[:]
-}
+var u64 = rules.U64
 
 var _ state.Backend = (*Store)(nil)
 
@@ -454,11 +465,11 @@ var _ state.Backend = (*Store)(nil)
 // fence of Options.Fence holds; otherwise ErrFenced, wrapped: a replica
 // that lost its election, or whose prefix was wiped, must not report
 // success. A read-only store holds nothing to verify.
-func (s *Store) Verify() error {
+func (s *Store) Verify(ctx context.Context) error {
 	if s.opts.ReadOnly {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	cmps := append(s.fence(), clientv3.Compare(clientv3.CreateRevision(s.p+mFormat), ">", 0))
 	// A txn without writes may be answered from a member behind the

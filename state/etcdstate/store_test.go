@@ -1,6 +1,7 @@
 package etcdstate_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -56,7 +57,7 @@ func open(t *testing.T, c *etcdtest.Cluster, prefix string, opts etcdstate.Optio
 		t.Fatalf("open etcd state: %v", err)
 	}
 	t.Cleanup(func() {
-		if err := s.Check(); err != nil {
+		if err := s.Check(context.Background()); err != nil {
 			t.Errorf("state check after test: %v", err)
 		}
 		if err := s.Close(); err != nil {
@@ -122,7 +123,7 @@ func bigBatches() (base, big *converge.Batch) {
 
 func snapshot(t *testing.T, s state.Backend) string {
 	t.Helper()
-	snap, err := s.Load()
+	snap, err := s.Load(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,11 +137,11 @@ func snapshot(t *testing.T, s state.Backend) string {
 // want returns the snapshots bbolt gives before and after big.
 func want(t *testing.T, base, big *converge.Batch) (before, after string) {
 	ref := statetest.Open(t)
-	if err := ref.Commit(base); err != nil {
+	if err := ref.Commit(context.Background(), base); err != nil {
 		t.Fatal(err)
 	}
 	before = snapshot(t, ref)
-	if err := ref.Commit(big); err != nil {
+	if err := ref.Commit(context.Background(), big); err != nil {
 		t.Fatal(err)
 	}
 	return before, snapshot(t, ref)
@@ -158,11 +159,11 @@ func TestCrashBetweenChunks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w1.Commit(base); err != nil {
+	if err := w1.Commit(context.Background(), base); err != nil {
 		t.Fatal(err)
 	}
 	w1.SetFailAfter(2)
-	if err := w1.Commit(big); err != nil {
+	if err := w1.Commit(context.Background(), big); err != nil {
 		t.Fatalf("Commit past the commit point: %v (the batch is durable)", err)
 	}
 	rd, err := etcdstate.Open(etcdstate.Options{Endpoints: one.Endpoints, Prefix: prefix, ReadOnly: true})
@@ -173,7 +174,7 @@ func TestCrashBetweenChunks(t *testing.T) {
 	if got := snapshot(t, rd); got != before {
 		t.Errorf("a reader during the half-applied batch sees neither the state before nor after it:\n%s\nwant\n%s", got, before)
 	}
-	if err := rd.Check(); err != nil {
+	if err := rd.Check(context.Background()); err != nil {
 		t.Errorf("Check during the half-applied batch: %v", err)
 	}
 	// The writer dies: its lock goes with its lease, the batch is left.
@@ -202,11 +203,11 @@ func TestCrashBeforeCommitPoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w1.Commit(base); err != nil {
+	if err := w1.Commit(context.Background(), base); err != nil {
 		t.Fatal(err)
 	}
 	w1.SetFailBeforeCommit(true)
-	if err := w1.Commit(big); err == nil {
+	if err := w1.Commit(context.Background(), big); err == nil {
 		t.Fatal("Commit that stopped before its commit point: no error")
 	}
 	if err := w1.Close(); err != nil {
@@ -245,7 +246,7 @@ func TestLocked(t *testing.T) {
 	if d := time.Since(start); d > 3*time.Second {
 		t.Errorf("second Open took %v with a 100ms timeout", d)
 	}
-	if err := w.Commit(&converge.Batch{Resources: []*converge.Resource{res("bom", "r", "")}}); err != nil {
+	if err := w.Commit(context.Background(), &converge.Batch{Resources: []*converge.Resource{res("bom", "r", "")}}); err != nil {
 		t.Fatal(err)
 	}
 	rd, err := etcdstate.Open(etcdstate.Options{Endpoints: one.Endpoints, Prefix: prefix, ReadOnly: true})
@@ -253,10 +254,10 @@ func TestLocked(t *testing.T) {
 		t.Fatalf("reader beside a writer: %v", err)
 	}
 	defer rd.Close()
-	if _, err := rd.Resource("bom/r"); err != nil {
+	if _, err := rd.Resource(context.Background(), "bom/r"); err != nil {
 		t.Errorf("reader: %v", err)
 	}
-	if err := rd.Commit(&converge.Batch{DeletedResources: []converge.ID{"bom/r"}}); !errors.Is(err, etcdstate.ErrReadOnly) {
+	if err := rd.Commit(context.Background(), &converge.Batch{DeletedResources: []converge.ID{"bom/r"}}); !errors.Is(err, etcdstate.ErrReadOnly) {
 		t.Errorf("Commit on a read-only store: %v, want ErrReadOnly", err)
 	}
 }
@@ -272,10 +273,10 @@ func TestFenced(t *testing.T) {
 	}
 	next := open(t, one, prefix, etcdstate.Options{})
 	b := &converge.Batch{Resources: []*converge.Resource{res("bom", "stale", "")}}
-	if err := old.Commit(b); !errors.Is(err, etcdstate.ErrFenced) {
+	if err := old.Commit(context.Background(), b); !errors.Is(err, etcdstate.ErrFenced) {
 		t.Errorf("Commit by a writer that lost its lock: %v, want ErrFenced", err)
 	}
-	if _, err := next.Resource("bom/stale"); !errors.Is(err, converge.ErrNotFound) {
+	if _, err := next.Resource(context.Background(), "bom/stale"); !errors.Is(err, converge.ErrNotFound) {
 		t.Errorf("the refused write is visible: %v", err)
 	}
 
@@ -288,14 +289,14 @@ func TestFenced(t *testing.T) {
 	fenced := open(t, one, newPrefix(), etcdstate.Options{Fence: func() []clientv3.Cmp {
 		return []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(elect), "=", put.Header.Revision)}
 	}})
-	if err := fenced.Commit(b); err != nil {
+	if err := fenced.Commit(context.Background(), b); err != nil {
 		t.Fatalf("Commit while the fence holds: %v", err)
 	}
 	if _, err := cli.Delete(t.Context(), elect); err != nil {
 		t.Fatal(err)
 	}
 	b.Resources[0].Phase = converge.PhaseReady
-	if err := fenced.Commit(b); !errors.Is(err, etcdstate.ErrFenced) {
+	if err := fenced.Commit(context.Background(), b); !errors.Is(err, etcdstate.ErrFenced) {
 		t.Errorf("Commit after the election key went: %v, want ErrFenced", err)
 	}
 }
@@ -328,12 +329,12 @@ func TestRowTooBig(t *testing.T) {
 	s := open(t, one, newPrefix(), etcdstate.Options{})
 	big := res("vpc", "big", "")
 	big.Spec = json.RawMessage(`{"blob":"` + strings.Repeat("x", 2<<20) + `"}`)
-	err := s.Commit(&converge.Batch{Resources: []*converge.Resource{res("vpc", "ok", ""), big}})
+	err := s.Commit(context.Background(), &converge.Batch{Resources: []*converge.Resource{res("vpc", "ok", ""), big}})
 	var rej *converge.RejectedError
 	if !errors.As(err, &rej) || len(rej.Rows) != 1 || rej.Rows[0].ID != "vpc/big" || !strings.Contains(rej.Rows[0].Err.Error(), "etcd write") {
 		t.Fatalf("Commit of a 2 MiB row: %v, want vpc/big refused as too big", err)
 	}
-	if err := s.Commit(&converge.Batch{Resources: []*converge.Resource{res("vpc", "ok", "")}}); err != nil {
+	if err := s.Commit(context.Background(), &converge.Batch{Resources: []*converge.Resource{res("vpc", "ok", "")}}); err != nil {
 		t.Fatalf("Commit without the big row: %v", err)
 	}
 }
@@ -365,14 +366,14 @@ func TestVerify(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			if err := s.Commit(&converge.Batch{Resources: []*converge.Resource{res("bom", "a", "")}}); err != nil {
+			if err := s.Commit(context.Background(), &converge.Batch{Resources: []*converge.Resource{res("bom", "a", "")}}); err != nil {
 				t.Fatal(err)
 			}
-			if err := s.Verify(); err != nil {
+			if err := s.Verify(context.Background()); err != nil {
 				t.Fatalf("Verify of a held store: %v", err)
 			}
 			tc.lose(t, s, prefix)
-			if err := s.Verify(); !errors.Is(err, etcdstate.ErrFenced) {
+			if err := s.Verify(context.Background()); !errors.Is(err, etcdstate.ErrFenced) {
 				t.Errorf("Verify: %v, want ErrFenced", err)
 			}
 		})

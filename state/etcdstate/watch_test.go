@@ -37,7 +37,7 @@ func TestWatch(t *testing.T) {
 			// A journaled batch's new rows are readable when reported.
 			for _, id := range ids {
 				if id.Kind() == "route" {
-					if _, err := rd.Resource(id); err != nil {
+					if _, err := rd.Resource(context.Background(), id); err != nil {
 						t.Errorf("%s read in its change: %v", id, err)
 					}
 				}
@@ -50,13 +50,13 @@ func TestWatch(t *testing.T) {
 	defer func() { cancel(); <-stopped }()
 	time.Sleep(100 * time.Millisecond) // the watch starts from the present
 	base, big := bigBatches()
-	if err := w.Commit(base); err != nil {
+	if err := w.Commit(context.Background(), base); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Commit(big); err != nil {
+	if err := w.Commit(context.Background(), big); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Commit(&converge.Batch{Events: []converge.Event{{Resource: "bom/r", Type: "Note"}}}); err != nil {
+	if err := w.Commit(context.Background(), &converge.Batch{Events: []converge.Event{{Resource: "bom/r", Type: "Note"}}}); err != nil {
 		t.Fatal(err)
 	}
 	wantIDs := map[converge.ID]bool{}

@@ -24,56 +24,56 @@ const SocketName = "admin.sock"
 // Reader is the read side of the state, as the read commands use it.
 // *state.Store and *Client implement it.
 type Reader interface {
-	Resource(id converge.ID) (*converge.Resource, error)
-	Resources(f state.Filter) ([]*converge.Resource, error)
-	Children(owner converge.ID) ([]converge.ID, error)
-	ChildCount(owner converge.ID) (int, error)
-	EdgesOf(id converge.ID) (consumes, producedFor []converge.Edge, err error)
-	Events(resource converge.ID, limit int) ([]converge.Event, error)
+	Resource(ctx context.Context, id converge.ID) (*converge.Resource, error)
+	Resources(ctx context.Context, f state.Filter) ([]*converge.Resource, error)
+	Children(ctx context.Context, owner converge.ID) ([]converge.ID, error)
+	ChildCount(ctx context.Context, owner converge.ID) (int, error)
+	EdgesOf(ctx context.Context, id converge.ID) (consumes, producedFor []converge.Edge, err error)
+	Events(ctx context.Context, resource converge.ID, limit int) ([]converge.Event, error)
 }
 
 // HeadScanner is implemented by a Reader that pages through resources
 // in ID order without their specs and statuses (state.Backend's
 // ResourceHeadsAfter), for completion by prefix.
 type HeadScanner interface {
-	ResourceHeadsAfter(kind string, after converge.ID, limit int) ([]state.ResourceRow, error)
+	ResourceHeadsAfter(ctx context.Context, kind string, after converge.ID, limit int) ([]state.ResourceRow, error)
 }
 
 // Loader is implemented by a Reader that can return the whole state
 // (*state.Store), for plan.
 type Loader interface {
-	Load() (*converge.Snapshot, error)
+	Load(ctx context.Context) (*converge.Snapshot, error)
 }
 
 // Sourcer is implemented by a Reader that knows where the applied
 // revision came from (*state.Store), for commands run without --repo or
 // --path.
 type Sourcer interface {
-	Source() (*converge.AppliedSource, error)
+	Source(ctx context.Context) (*converge.AppliedSource, error)
 }
 
 // Definer is implemented by a Reader that holds the kinds and provider
 // configs (*state.Store), for redacting secret fields from what the read
 // commands print.
 type Definer interface {
-	Kinds() ([]*converge.Kind, error)
-	Configs() ([]*converge.ProviderConfig, error)
+	Kinds(ctx context.Context) ([]*converge.Kind, error)
+	Configs(ctx context.Context) ([]*converge.ProviderConfig, error)
 }
 
 // Revisioner is implemented by a Reader that keeps the verdicts of the
 // revisions it saw (*state.Store), for `converge status BRANCH@dirty`.
 type Revisioner interface {
 	// Revisions returns the newest limit records, newest first (0: all).
-	Revisions(limit int) ([]*converge.RevisionRecord, error)
+	Revisions(ctx context.Context, limit int) ([]*converge.RevisionRecord, error)
 	// Revision returns the record of the commit hash, or
 	// converge.ErrNotFound (wrapped).
-	Revision(hash string) (*converge.RevisionRecord, error)
+	Revision(ctx context.Context, hash string) (*converge.RevisionRecord, error)
 }
 
 // ControlReader is implemented by a Reader that keeps the operator's pin
 // and suspensions (*state.Store).
 type ControlReader interface {
-	Control() (*converge.Control, error)
+	Control(ctx context.Context) (*converge.Control, error)
 }
 
 // ControlSetter is implemented by a Controller that takes the operator's
@@ -197,13 +197,13 @@ func Handler(rd Reader, ctl Controller) http.Handler {
 	}
 	id := func(r *http.Request) converge.ID { return converge.ID(r.URL.Query().Get("id")) }
 	mux.HandleFunc("GET /v1/resource", func(w http.ResponseWriter, r *http.Request) {
-		res, err := rd.Resource(id(r))
+		res, err := rd.Resource(r.Context(), id(r))
 		reply(w, res, err)
 	})
 	mux.HandleFunc("GET /v1/resources", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		limit, _ := strconv.Atoi(q.Get("limit"))
-		rs, err := rd.Resources(state.Filter{Kind: q.Get("kind"), Phase: converge.Phase(q.Get("phase")),
+		rs, err := rd.Resources(r.Context(), state.Filter{Kind: q.Get("kind"), Phase: converge.Phase(q.Get("phase")),
 			Owner: converge.ID(q.Get("owner")), RootsOnly: q.Get("roots") == "true", Limit: limit, Head: q.Get("head") == "true"})
 		reply(w, rs, err)
 	})
@@ -215,7 +215,7 @@ func Handler(rd Reader, ctl Controller) http.Handler {
 		}
 		q := r.URL.Query()
 		limit, _ := strconv.Atoi(q.Get("limit"))
-		rows, err := hs.ResourceHeadsAfter(q.Get("kind"), converge.ID(q.Get("after")), limit)
+		rows, err := hs.ResourceHeadsAfter(r.Context(), q.Get("kind"), converge.ID(q.Get("after")), limit)
 		rs := make([]*converge.Resource, len(rows))
 		for i, row := range rows {
 			rs[i] = row.Resource
@@ -223,20 +223,20 @@ func Handler(rd Reader, ctl Controller) http.Handler {
 		reply(w, rs, err)
 	})
 	mux.HandleFunc("GET /v1/children", func(w http.ResponseWriter, r *http.Request) {
-		ids, err := rd.Children(id(r))
+		ids, err := rd.Children(r.Context(), id(r))
 		reply(w, ids, err)
 	})
 	mux.HandleFunc("GET /v1/child-count", func(w http.ResponseWriter, r *http.Request) {
-		n, err := rd.ChildCount(id(r))
+		n, err := rd.ChildCount(r.Context(), id(r))
 		reply(w, n, err)
 	})
 	mux.HandleFunc("GET /v1/edges", func(w http.ResponseWriter, r *http.Request) {
-		c, p, err := rd.EdgesOf(id(r))
+		c, p, err := rd.EdgesOf(r.Context(), id(r))
 		reply(w, edgesReply{c, p}, err)
 	})
 	mux.HandleFunc("GET /v1/events", func(w http.ResponseWriter, r *http.Request) {
 		limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
-		evs, err := rd.Events(id(r), limit)
+		evs, err := rd.Events(r.Context(), id(r), limit)
 		reply(w, evs, err)
 	})
 	mux.HandleFunc("GET /v1/snapshot", func(w http.ResponseWriter, r *http.Request) {
@@ -245,7 +245,7 @@ func Handler(rd Reader, ctl Controller) http.Handler {
 			reply(w, nil, errors.New("this daemon does not serve snapshots"))
 			return
 		}
-		snap, err := l.Load()
+		snap, err := l.Load(r.Context())
 		reply(w, snap, err)
 	})
 	mux.HandleFunc("GET /v1/kinds", func(w http.ResponseWriter, r *http.Request) {
@@ -254,7 +254,7 @@ func Handler(rd Reader, ctl Controller) http.Handler {
 			reply(w, nil, errors.New("this daemon does not serve kinds"))
 			return
 		}
-		ks, err := d.Kinds()
+		ks, err := d.Kinds(r.Context())
 		reply(w, ks, err)
 	})
 	mux.HandleFunc("GET /v1/configs", func(w http.ResponseWriter, r *http.Request) {
@@ -263,7 +263,7 @@ func Handler(rd Reader, ctl Controller) http.Handler {
 			reply(w, nil, errors.New("this daemon does not serve provider configs"))
 			return
 		}
-		cs, err := d.Configs()
+		cs, err := d.Configs(r.Context())
 		reply(w, cs, err)
 	})
 	mux.HandleFunc("GET /v1/source", func(w http.ResponseWriter, r *http.Request) {
@@ -272,7 +272,7 @@ func Handler(rd Reader, ctl Controller) http.Handler {
 			reply(w, nil, errors.New("this daemon does not record its source"))
 			return
 		}
-		src, err := sr.Source()
+		src, err := sr.Source(r.Context())
 		reply(w, src, err)
 	})
 	mux.HandleFunc("GET /v1/revisions", func(w http.ResponseWriter, r *http.Request) {
@@ -282,7 +282,7 @@ func Handler(rd Reader, ctl Controller) http.Handler {
 			return
 		}
 		limit, _ := strconv.Atoi(r.URL.Query().Get("limit")) // none or bad: all
-		recs, err := rv.Revisions(limit)
+		recs, err := rv.Revisions(r.Context(), limit)
 		reply(w, recs, err)
 	})
 	mux.HandleFunc("GET /v1/revision", func(w http.ResponseWriter, r *http.Request) {
@@ -291,7 +291,7 @@ func Handler(rd Reader, ctl Controller) http.Handler {
 			reply(w, nil, errors.New("this daemon does not keep revision records"))
 			return
 		}
-		rec, err := rv.Revision(r.URL.Query().Get("hash"))
+		rec, err := rv.Revision(r.Context(), r.URL.Query().Get("hash"))
 		reply(w, rec, err)
 	})
 	mux.HandleFunc("GET /v1/control", func(w http.ResponseWriter, r *http.Request) {
@@ -300,7 +300,7 @@ func Handler(rd Reader, ctl Controller) http.Handler {
 			reply(w, nil, errors.New("this daemon keeps no pin or suspensions"))
 			return
 		}
-		c, err := cr.Control()
+		c, err := cr.Control(r.Context())
 		reply(w, c, err)
 	})
 	mux.HandleFunc("POST /v1/control", func(w http.ResponseWriter, r *http.Request) {
@@ -473,18 +473,18 @@ func (e notFoundError) Error() string { return string(e) }
 func (e notFoundError) Unwrap() error { return converge.ErrNotFound }
 
 // Resource implements Reader.
-func (c *Client) Resource(id converge.ID) (*converge.Resource, error) {
+func (c *Client) Resource(ctx context.Context, id converge.ID) (*converge.Resource, error) {
 	var r converge.Resource
-	return &r, c.call(context.Background(), "GET", "/v1/resource", url.Values{"id": {string(id)}}, nil, &r)
+	return &r, c.call(ctx, "GET", "/v1/resource", url.Values{"id": {string(id)}}, nil, &r)
 }
 
 // Resources implements Reader.
-func (c *Client) Resources(f state.Filter) ([]*converge.Resource, error) {
+func (c *Client) Resources(ctx context.Context, f state.Filter) ([]*converge.Resource, error) {
 	q := url.Values{"kind": {f.Kind}, "phase": {string(f.Phase)}, "owner": {string(f.Owner)},
 		"roots": {strconv.FormatBool(f.RootsOnly)}, "limit": {strconv.Itoa(f.Limit)},
 		"head": {strconv.FormatBool(f.Head)}}
 	var rs []*converge.Resource
-	if err := c.call(context.Background(), "GET", "/v1/resources", q, nil, &rs); err != nil {
+	if err := c.call(ctx, "GET", "/v1/resources", q, nil, &rs); err != nil {
 		return nil, err
 	}
 	if f.Head { // JSON has them as null: nil, as the store returns them
@@ -497,10 +497,10 @@ func (c *Client) Resources(f state.Filter) ([]*converge.Resource, error) {
 
 // ResourceHeadsAfter implements HeadScanner (edges are not sent: every
 // row's Consumes is nil).
-func (c *Client) ResourceHeadsAfter(kind string, after converge.ID, limit int) ([]state.ResourceRow, error) {
+func (c *Client) ResourceHeadsAfter(ctx context.Context, kind string, after converge.ID, limit int) ([]state.ResourceRow, error) {
 	q := url.Values{"kind": {kind}, "after": {string(after)}, "limit": {strconv.Itoa(limit)}}
 	var rs []*converge.Resource
-	if err := c.call(context.Background(), "GET", "/v1/resource-heads", q, nil, &rs); err != nil {
+	if err := c.call(ctx, "GET", "/v1/resource-heads", q, nil, &rs); err != nil {
 		return nil, err
 	}
 	rows := make([]state.ResourceRow, len(rs))
@@ -512,74 +512,74 @@ func (c *Client) ResourceHeadsAfter(kind string, after converge.ID, limit int) (
 }
 
 // Children implements Reader.
-func (c *Client) Children(owner converge.ID) ([]converge.ID, error) {
+func (c *Client) Children(ctx context.Context, owner converge.ID) ([]converge.ID, error) {
 	var ids []converge.ID
-	return ids, c.call(context.Background(), "GET", "/v1/children", url.Values{"id": {string(owner)}}, nil, &ids)
+	return ids, c.call(ctx, "GET", "/v1/children", url.Values{"id": {string(owner)}}, nil, &ids)
 }
 
 // ChildCount implements Reader.
-func (c *Client) ChildCount(owner converge.ID) (int, error) {
+func (c *Client) ChildCount(ctx context.Context, owner converge.ID) (int, error) {
 	var n int
-	return n, c.call(context.Background(), "GET", "/v1/child-count", url.Values{"id": {string(owner)}}, nil, &n)
+	return n, c.call(ctx, "GET", "/v1/child-count", url.Values{"id": {string(owner)}}, nil, &n)
 }
 
 // EdgesOf implements Reader.
-func (c *Client) EdgesOf(id converge.ID) ([]converge.Edge, []converge.Edge, error) {
+func (c *Client) EdgesOf(ctx context.Context, id converge.ID) ([]converge.Edge, []converge.Edge, error) {
 	var e edgesReply
-	err := c.call(context.Background(), "GET", "/v1/edges", url.Values{"id": {string(id)}}, nil, &e)
+	err := c.call(ctx, "GET", "/v1/edges", url.Values{"id": {string(id)}}, nil, &e)
 	return e.Consumes, e.ProducedFor, err
 }
 
 // Events implements Reader.
-func (c *Client) Events(resource converge.ID, limit int) ([]converge.Event, error) {
+func (c *Client) Events(ctx context.Context, resource converge.ID, limit int) ([]converge.Event, error) {
 	var evs []converge.Event
-	return evs, c.call(context.Background(), "GET", "/v1/events", url.Values{"id": {string(resource)}, "limit": {strconv.Itoa(limit)}}, nil, &evs)
+	return evs, c.call(ctx, "GET", "/v1/events", url.Values{"id": {string(resource)}, "limit": {strconv.Itoa(limit)}}, nil, &evs)
 }
 
 // Kinds returns the daemon's stored kinds.
-func (c *Client) Kinds() ([]*converge.Kind, error) {
+func (c *Client) Kinds(ctx context.Context) ([]*converge.Kind, error) {
 	var ks []*converge.Kind
-	return ks, c.call(context.Background(), "GET", "/v1/kinds", url.Values{}, nil, &ks)
+	return ks, c.call(ctx, "GET", "/v1/kinds", url.Values{}, nil, &ks)
 }
 
 // Configs returns the daemon's stored provider configs.
-func (c *Client) Configs() ([]*converge.ProviderConfig, error) {
+func (c *Client) Configs(ctx context.Context) ([]*converge.ProviderConfig, error) {
 	var cs []*converge.ProviderConfig
-	return cs, c.call(context.Background(), "GET", "/v1/configs", url.Values{}, nil, &cs)
+	return cs, c.call(ctx, "GET", "/v1/configs", url.Values{}, nil, &cs)
 }
 
 // Snapshot returns the daemon's whole stored state.
-func (c *Client) Snapshot() (*converge.Snapshot, error) {
+func (c *Client) Snapshot(ctx context.Context) (*converge.Snapshot, error) {
 	var snap converge.Snapshot
-	return &snap, c.call(context.Background(), "GET", "/v1/snapshot", url.Values{}, nil, &snap)
+	return &snap, c.call(ctx, "GET", "/v1/snapshot", url.Values{}, nil, &snap)
 }
 
 // Source returns where the daemon's applied revision came from, or nil
 // if it recorded none.
-func (c *Client) Source() (*converge.AppliedSource, error) {
+func (c *Client) Source(ctx context.Context) (*converge.AppliedSource, error) {
 	var src *converge.AppliedSource
-	return src, c.call(context.Background(), "GET", "/v1/source", url.Values{}, nil, &src)
+	return src, c.call(ctx, "GET", "/v1/source", url.Values{}, nil, &src)
 }
 
 // Revisions implements Revisioner.
-func (c *Client) Revisions(limit int) ([]*converge.RevisionRecord, error) {
+func (c *Client) Revisions(ctx context.Context, limit int) ([]*converge.RevisionRecord, error) {
 	var recs []*converge.RevisionRecord
-	return recs, c.call(context.Background(), "GET", "/v1/revisions", url.Values{"limit": {strconv.Itoa(limit)}}, nil, &recs)
+	return recs, c.call(ctx, "GET", "/v1/revisions", url.Values{"limit": {strconv.Itoa(limit)}}, nil, &recs)
 }
 
 // Revision implements Revisioner.
-func (c *Client) Revision(hash string) (*converge.RevisionRecord, error) {
+func (c *Client) Revision(ctx context.Context, hash string) (*converge.RevisionRecord, error) {
 	var rec *converge.RevisionRecord
-	if err := c.call(context.Background(), "GET", "/v1/revision", url.Values{"hash": {hash}}, nil, &rec); err != nil {
+	if err := c.call(ctx, "GET", "/v1/revision", url.Values{"hash": {hash}}, nil, &rec); err != nil {
 		return nil, err
 	}
 	return rec, nil
 }
 
 // Control returns the daemon's pin and suspensions.
-func (c *Client) Control() (*converge.Control, error) {
+func (c *Client) Control(ctx context.Context) (*converge.Control, error) {
 	var ctl converge.Control
-	if err := c.call(context.Background(), "GET", "/v1/control", nil, nil, &ctl); err != nil {
+	if err := c.call(ctx, "GET", "/v1/control", nil, nil, &ctl); err != nil {
 		return nil, err
 	}
 	return &ctl, nil

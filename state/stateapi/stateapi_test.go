@@ -29,7 +29,7 @@ func TestNotFound(t *testing.T) {
 	st := statetest.Open(t)
 	srv := providers.NewServer(providers.ServerOptions{Token: "t"})
 	t.Cleanup(func() { srv.Close() })
-	sched, err := scheduler.New(st, srv, scheduler.Config{})
+	sched, err := scheduler.New(context.Background(), st, srv, scheduler.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestNotFound(t *testing.T) {
 		call                       func() error
 	}{
 		{name: "resource", method: "GET", target: "/v1/resource?id=vpc/missing",
-			call: func() error { _, err := c.Resource(missing); return err }},
+			call: func() error { _, err := c.Resource(ctx, missing); return err }},
 		{name: "delete", method: "POST", target: "/v1/delete?id=vpc/missing", body: `{}`,
 			call: func() error { return c.Delete(context.Background(), missing) }},
 		{name: "do", method: "POST", target: "/v1/do?id=vpc/missing", body: `{"verb":"enable_flow_logs"}`,
@@ -110,7 +110,7 @@ func (w *warner) Warning() string { return *w.msg.Load() }
 // reply, errors included, and is gone once the Warner has none.
 func TestWarning(t *testing.T) {
 	st := statetest.Open(t)
-	if err := st.Commit(&converge.Batch{Resources: []*converge.Resource{{Kind: "vpc", KindVersion: 1, Name: "a", UID: "u1", Phase: converge.PhaseReady}}}); err != nil {
+	if err := st.Commit(context.Background(), &converge.Batch{Resources: []*converge.Resource{{Kind: "vpc", KindVersion: 1, Name: "a", UID: "u1", Phase: converge.PhaseReady}}}); err != nil {
 		t.Fatal(err)
 	}
 	w := &warner{}
@@ -122,16 +122,16 @@ func TestWarning(t *testing.T) {
 		warn string
 		call func() error
 	}{
-		{name: "none", call: func() error { _, err := c.Resource("vpc/a"); return err }},
-		{name: "a resource", warn: msg, call: func() error { _, err := c.Resource("vpc/a"); return err }},
+		{name: "none", call: func() error { _, err := c.Resource(context.Background(), "vpc/a"); return err }},
+		{name: "a resource", warn: msg, call: func() error { _, err := c.Resource(context.Background(), "vpc/a"); return err }},
 		{name: "not found", warn: msg, call: func() error {
-			if _, err := c.Resource("vpc/missing"); !errors.Is(err, converge.ErrNotFound) {
+			if _, err := c.Resource(context.Background(), "vpc/missing"); !errors.Is(err, converge.ErrNotFound) {
 				return fmt.Errorf("got %v, want converge.ErrNotFound", err)
 			}
 			return nil
 		}},
-		{name: "a list", warn: msg, call: func() error { _, err := c.Resources(state.Filter{}); return err }},
-		{name: "recovered", call: func() error { _, err := c.Resource("vpc/a"); return err }},
+		{name: "a list", warn: msg, call: func() error { _, err := c.Resources(context.Background(), state.Filter{}); return err }},
+		{name: "recovered", call: func() error { _, err := c.Resource(context.Background(), "vpc/a"); return err }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -152,12 +152,12 @@ func TestResourcesHead(t *testing.T) {
 	st := statetest.Open(t)
 	root := &converge.Resource{UID: "u", Kind: "bom", KindVersion: 1, Name: "classic", Phase: converge.PhaseReady,
 		Declared: []byte(`{"teams":[1,2]}`), Spec: []byte(`{"teams":[1,2]}`), Status: []byte(`{"n":2}`)}
-	if err := st.Commit(&converge.Batch{Resources: []*converge.Resource{root}}); err != nil {
+	if err := st.Commit(context.Background(), &converge.Batch{Resources: []*converge.Resource{root}}); err != nil {
 		t.Fatal(err)
 	}
 	c := serve(t, stateapi.Handler(st, nil))
 	for _, head := range []bool{false, true} {
-		rs, err := c.Resources(state.Filter{RootsOnly: true, Head: head})
+		rs, err := c.Resources(context.Background(), state.Filter{RootsOnly: true, Head: head})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -176,15 +176,15 @@ func TestKindsAndConfigs(t *testing.T) {
 	st := statetest.Open(t)
 	k := &converge.Kind{Name: "db", Version: 1, Reactions: []string{"reconcile"}, Secret: []string{"spec.password", "config.bucket"}}
 	cfg := &converge.ProviderConfig{Name: "db-default", Kind: "db", KindVersion: 1, IsDefault: true, Config: []byte(`{"bucket":"b"}`)}
-	if err := st.Commit(&converge.Batch{Kinds: []*converge.Kind{k}, Configs: []*converge.ProviderConfig{cfg}}); err != nil {
+	if err := st.Commit(context.Background(), &converge.Batch{Kinds: []*converge.Kind{k}, Configs: []*converge.ProviderConfig{cfg}}); err != nil {
 		t.Fatal(err)
 	}
 	c := serve(t, stateapi.Handler(st, nil))
-	ks, err := c.Kinds()
+	ks, err := c.Kinds(context.Background())
 	if err != nil || len(ks) != 1 || !reflect.DeepEqual(ks[0].Secret, k.Secret) {
 		t.Fatalf("Kinds() = %+v, %v; want db/v1 with its secret list", ks, err)
 	}
-	cs, err := c.Configs()
+	cs, err := c.Configs(context.Background())
 	if err != nil || len(cs) != 1 || cs[0].Name != "db-default" || string(cs[0].Config) != `{"bucket":"b"}` {
 		t.Fatalf("Configs() = %+v, %v", cs, err)
 	}

@@ -4,6 +4,7 @@
 package statetest
 
 import (
+	"context"
 	"testing"
 
 	"github.com/convergehq/converge/state"
@@ -27,7 +28,7 @@ func OpenDir(t testing.TB, dir string, opts state.Options) *state.Store {
 		t.Fatalf("open state: %v", err)
 	}
 	t.Cleanup(func() {
-		if err := s.Check(); err != nil {
+		if err := s.Check(context.Background()); err != nil {
 			t.Errorf("state check after test: %v", err)
 		}
 		if err := s.Close(); err != nil {

@@ -1,6 +1,7 @@
 package statetest
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 	"time"
@@ -82,14 +83,14 @@ func edge(c, p converge.ID, flows ...converge.ValueFlow) converge.Edge {
 
 func commit(t *testing.T, s state.Backend, b *converge.Batch) {
 	t.Helper()
-	if err := s.Commit(b); err != nil {
+	if err := s.Commit(context.Background(), b); err != nil {
 		t.Fatalf("commit: %v", err)
 	}
 }
 
 func load(t *testing.T, s state.Backend) *converge.Snapshot {
 	t.Helper()
-	snap, err := s.Load()
+	snap, err := s.Load(context.Background())
 	if err != nil {
 		t.Fatalf("load: %v", err)
 	}

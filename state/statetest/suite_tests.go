@@ -1,6 +1,7 @@
 package statetest
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,14 +31,14 @@ func testRoundTrip(t *testing.T, open Opener) {
 		if !reflect.DeepEqual(snap.Resources, want) {
 			t.Errorf("Load().Resources not deeply equal to what was committed")
 		}
-		got, err := s.Resource("vpc/team-a")
+		got, err := s.Resource(context.Background(), "vpc/team-a")
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !reflect.DeepEqual(got, b.Resources[2]) {
 			t.Errorf("Resource(vpc/team-a) = %s, want %s", mustJSON(t, got), mustJSON(t, b.Resources[2]))
 		}
-		if _, err := s.Resource("vpc/nope"); !errors.Is(err, converge.ErrNotFound) {
+		if _, err := s.Resource(context.Background(), "vpc/nope"); !errors.Is(err, converge.ErrNotFound) {
 			t.Errorf("Resource(vpc/nope) error = %v, want ErrNotFound", err)
 		}
 	})
@@ -46,7 +47,7 @@ func testRoundTrip(t *testing.T, open Opener) {
 		if !reflect.DeepEqual(snap.Edges, want) {
 			t.Errorf("Load().Edges = %v, want %v", snap.Edges, want)
 		}
-		consumes, producedFor, err := s.EdgesOf("account/team-a")
+		consumes, producedFor, err := s.EdgesOf(context.Background(), "account/team-a")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,14 +59,14 @@ func testRoundTrip(t *testing.T, open Opener) {
 		}
 	})
 	t.Run("children", func(t *testing.T) {
-		got, err := s.Children("bom/classic")
+		got, err := s.Children(context.Background(), "bom/classic")
 		if err != nil {
 			t.Fatal(err)
 		}
 		if want := []converge.ID{"account/team-a", "vpc/team-a"}; !reflect.DeepEqual(got, want) {
 			t.Errorf("Children = %v, want %v", got, want)
 		}
-		c, err := s.Counts("bom/classic")
+		c, err := s.Counts(context.Background(), "bom/classic")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,7 +79,7 @@ func testRoundTrip(t *testing.T, open Opener) {
 		if !reflect.DeepEqual(snap.Kinds, want) {
 			t.Errorf("Load().Kinds = %s, want %s", mustJSON(t, snap.Kinds), mustJSON(t, want))
 		}
-		got, err := s.Kinds()
+		got, err := s.Kinds(context.Background())
 		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Errorf("Kinds() = %s, %v; want %s", mustJSON(t, got), err, mustJSON(t, want))
 		}
@@ -87,9 +88,9 @@ func testRoundTrip(t *testing.T, open Opener) {
 		if !reflect.DeepEqual(snap.Configs, b.Configs) || !reflect.DeepEqual(snap.Bindings, b.Bindings) || !reflect.DeepEqual(snap.Deliveries, b.Deliveries) {
 			t.Errorf("Load() configs/bindings/deliveries = %s %s %s", mustJSON(t, snap.Configs), mustJSON(t, snap.Bindings), mustJSON(t, snap.Deliveries))
 		}
-		cs, err1 := s.Configs()
-		bs, err2 := s.Bindings()
-		ds, err3 := s.Deliveries()
+		cs, err1 := s.Configs(context.Background())
+		bs, err2 := s.Bindings(context.Background())
+		ds, err3 := s.Deliveries(context.Background())
 		if err := errors.Join(err1, err2, err3); err != nil {
 			t.Fatal(err)
 		}
@@ -98,7 +99,7 @@ func testRoundTrip(t *testing.T, open Opener) {
 		}
 	})
 	t.Run("applied", func(t *testing.T) {
-		got, err := s.Applied()
+		got, err := s.Applied(context.Background())
 		if err != nil || !reflect.DeepEqual(got, b.Applied) || !reflect.DeepEqual(snap.Applied, b.Applied) {
 			t.Errorf("Applied() = %v, %v; Load().Applied = %v; want %v", got, err, snap.Applied, b.Applied)
 		}
@@ -110,7 +111,7 @@ func testRoundTrip(t *testing.T, open Opener) {
 		if got, want := b.Events[1].Seq, uint64(2); got != want {
 			t.Errorf("Commit set Seq %d, want %d", got, want)
 		}
-		got, err := s.Events("", 0)
+		got, err := s.Events(context.Background(), "", 0)
 		if err != nil || !reflect.DeepEqual(got, b.Events) {
 			t.Errorf("Events() = %v, %v; want %v", got, err, b.Events)
 		}
@@ -123,10 +124,10 @@ func testEmptyStore(t *testing.T, open Opener) {
 	if !reflect.DeepEqual(snap, &converge.Snapshot{}) {
 		t.Errorf("Load() of an empty store = %+v, want zero", snap)
 	}
-	if a, err := s.Applied(); a != nil || err != nil {
+	if a, err := s.Applied(context.Background()); a != nil || err != nil {
 		t.Errorf("Applied() = %v, %v; want nil, nil", a, err)
 	}
-	if err := s.Commit(&converge.Batch{}); err != nil {
+	if err := s.Commit(context.Background(), &converge.Batch{}); err != nil {
 		t.Errorf("Commit(empty) = %v", err)
 	}
 	if got, want := s.Stats().Commits, uint64(0); got != want {
@@ -136,7 +137,7 @@ func testEmptyStore(t *testing.T, open Opener) {
 
 func testRevisions(t *testing.T, open Opener) {
 	s := open(t, state.Options{})
-	if a, err := s.Applied(); a != nil || err != nil {
+	if a, err := s.Applied(context.Background()); a != nil || err != nil {
 		t.Fatalf("Applied() = %v, %v; want nil, nil", a, err)
 	}
 	var recs []*converge.RevisionRecord
@@ -148,25 +149,25 @@ func testRevisions(t *testing.T, open Opener) {
 			Seen:     t0.Add(time.Duration(i) * time.Second),
 		}
 		recs = append(recs, r)
-		if err := s.PutRevision(r); err != nil {
+		if err := s.PutRevision(context.Background(), r); err != nil {
 			t.Fatal(err)
 		}
 	}
-	got, err := s.Revisions(2)
+	got, err := s.Revisions(context.Background(), 2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := []*converge.RevisionRecord{recs[2], recs[1]}; !reflect.DeepEqual(got, want) {
 		t.Errorf("Revisions(2) = %s, want %s", mustJSON(t, got), mustJSON(t, want))
 	}
-	one, err := s.Revision("a1")
+	one, err := s.Revision(context.Background(), "a1")
 	if err != nil || !reflect.DeepEqual(one, recs[1]) {
 		t.Errorf("Revision(a1) = %v, %v; want %v", one, err, recs[1])
 	}
-	if _, err := s.Revision("zz"); !errors.Is(err, converge.ErrNotFound) {
+	if _, err := s.Revision(context.Background(), "zz"); !errors.Is(err, converge.ErrNotFound) {
 		t.Errorf("Revision(zz) error = %v, want ErrNotFound", err)
 	}
-	if err := s.PutRevision(&converge.RevisionRecord{}); err == nil {
+	if err := s.PutRevision(context.Background(), &converge.RevisionRecord{}); err == nil {
 		t.Errorf("PutRevision with no hash: no error")
 	}
 }
@@ -190,11 +191,11 @@ func testRevisionsTrimmed(t *testing.T, open Opener) {
 			}
 			for i := range tt.put {
 				r := &converge.RevisionRecord{Revision: converge.Revision{Ref: "main", Hash: fmt.Sprint("r", i)}, Seen: t0.Add(time.Duration(i) * time.Minute)}
-				if err := s.PutRevision(r); err != nil {
+				if err := s.PutRevision(context.Background(), r); err != nil {
 					t.Fatal(err)
 				}
 			}
-			recs, err := s.Revisions(0)
+			recs, err := s.Revisions(context.Background(), 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -236,7 +237,7 @@ func testResourcesFilter(t *testing.T, open Opener) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rs, err := s.Resources(tt.filter)
+			rs, err := s.Resources(context.Background(), tt.filter)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -287,7 +288,7 @@ func testCommitRejects(t *testing.T, open Opener) {
 			tt.batch.Resources = append([]*converge.Resource{res("vpc", "rider", "")}, tt.batch.Resources...)
 			tt.batch.Events = append(tt.batch.Events, converge.Event{Resource: "vpc/rider", Type: "Created"})
 			tt.batch.Configs = []*converge.ProviderConfig{{Name: "rider"}}
-			err := s.Commit(tt.batch)
+			err := s.Commit(context.Background(), tt.batch)
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("Commit error = %v, want one containing %q", err, tt.wantErr)
 			}
@@ -353,11 +354,11 @@ func testDeleteCascade(t *testing.T, open Opener) {
 		t.Errorf("edges after deleting vpc/a = %v, want %v", got, want)
 	}
 	commit(t, s, &converge.Batch{DeletedEdges: []converge.Edge{edge("route/a", "vpc/a")}})
-	if got, err := s.Children("bom/r"); err != nil || !reflect.DeepEqual(got, []converge.ID{"account/a", "route/a"}) {
+	if got, err := s.Children(context.Background(), "bom/r"); err != nil || !reflect.DeepEqual(got, []converge.ID{"account/a", "route/a"}) {
 		t.Errorf("Children(bom/r) = %v, %v; want [account/a route/a]", got, err)
 	}
 	for _, id := range []converge.ID{"account/a", "vpc/a"} {
-		c, p, err := s.EdgesOf(id)
+		c, p, err := s.EdgesOf(context.Background(), id)
 		if err != nil || len(c)+len(p) != 0 {
 			t.Errorf("EdgesOf(%s) = %v, %v, %v; want none", id, c, p, err)
 		}
@@ -380,12 +381,12 @@ func testReparentMovesOwnerIndex(t *testing.T, open Opener) {
 	commit(t, s, &converge.Batch{Resources: []*converge.Resource{res("bom", "a", ""), res("bom", "b", ""), res("vpc", "x", "bom/a")}})
 	commit(t, s, &converge.Batch{Resources: []*converge.Resource{res("vpc", "x", "bom/b")}})
 	for owner, want := range map[converge.ID]int{"bom/a": 0, "bom/b": 1} {
-		if got, err := s.Children(owner); err != nil || len(got) != want {
+		if got, err := s.Children(context.Background(), owner); err != nil || len(got) != want {
 			t.Errorf("Children(%s) = %v, %v; want %d", owner, got, err, want)
 		}
 	}
 	commit(t, s, &converge.Batch{Resources: []*converge.Resource{res("vpc", "x", "")}})
-	if got, _ := s.Children("bom/b"); len(got) != 0 {
+	if got, _ := s.Children(context.Background(), "bom/b"); len(got) != 0 {
 		t.Errorf("Children(bom/b) after orphaning on purpose = %v, want none", got)
 	}
 }
@@ -399,7 +400,7 @@ func testEventsTrimmed(t *testing.T, open Opener) {
 		}
 		commit(t, s, &converge.Batch{Events: evs})
 	}
-	all, err := s.Events("", 0)
+	all, err := s.Events(context.Background(), "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,7 +424,7 @@ func testEventsTrimmed(t *testing.T, open Opener) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			evs, err := s.Events(tt.resource, tt.limit)
+			evs, err := s.Events(context.Background(), tt.resource, tt.limit)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -445,7 +446,7 @@ func testEventsTrimmed(t *testing.T, open Opener) {
 		big = append(big, converge.Event{Type: "T"})
 	}
 	commit(t, s, &converge.Batch{Events: big})
-	all, _ = s.Events("", 0)
+	all, _ = s.Events(context.Background(), "", 0)
 	if got, want := len(all), 10; got != want || all[0].Seq != 31 {
 		t.Errorf("after a 25-event batch: %d events from seq %d, want %d from 31", got, all[0].Seq, want)
 	}
@@ -465,7 +466,7 @@ func testConcurrentCommitsAndReads(t *testing.T, open Opener) {
 			for i := range perWriter {
 				name := fmt.Sprintf("w%d-%03d", w, i)
 				id := converge.NewID("vpc", name)
-				err := s.Commit(&converge.Batch{
+				err := s.Commit(context.Background(), &converge.Batch{
 					Resources: []*converge.Resource{res("vpc", name, "bom/r")},
 					Edges:     []converge.Edge{edge(id, "account/shared")},
 					Events:    []converge.Event{{Resource: id, Type: "Created"}},
@@ -487,7 +488,7 @@ func testConcurrentCommitsAndReads(t *testing.T, open Opener) {
 					return
 				default:
 				}
-				snap, err := s.Load()
+				snap, err := s.Load(context.Background())
 				if err != nil {
 					errc <- err
 					return
@@ -513,7 +514,7 @@ func testConcurrentCommitsAndReads(t *testing.T, open Opener) {
 	if got, want := s.Stats().Commits, uint64(1+writers*perWriter); got != want {
 		t.Errorf("Commits = %d, want %d", got, want)
 	}
-	if _, producedFor, err := s.EdgesOf("account/shared"); err != nil || len(producedFor) != writers*perWriter {
+	if _, producedFor, err := s.EdgesOf(context.Background(), "account/shared"); err != nil || len(producedFor) != writers*perWriter {
 		t.Errorf("EdgesOf(account/shared) producedFor = %d edges, %v; want %d", len(producedFor), err, writers*perWriter)
 	}
 }
@@ -526,7 +527,7 @@ func testFailedCommitLeavesSeqs(t *testing.T, open Opener) {
 		Resources: []*converge.Resource{res("vpc", "a", "bom/missing")},
 		Events:    []converge.Event{{Resource: "vpc/a", Type: "Created"}},
 	}
-	if err := s.Commit(bad); err == nil {
+	if err := s.Commit(context.Background(), bad); err == nil {
 		t.Fatal("Commit of an orphan: no error")
 	}
 	if got := bad.Events[0].Seq; got != 0 {
@@ -553,7 +554,7 @@ func testCommitRejectedRows(t *testing.T, open Opener) {
 	good := res("vpc", "good", "bom/root")
 	b := &converge.Batch{Resources: []*converge.Resource{badStatus, good, orphan, badName}}
 
-	err := s.Commit(b)
+	err := s.Commit(context.Background(), b)
 	var rej *converge.RejectedError
 	if !errors.As(err, &rej) {
 		t.Fatalf("Commit error = %v, want a RejectedError", err)
@@ -566,7 +567,7 @@ func testCommitRejectedRows(t *testing.T, open Opener) {
 		t.Errorf("refused %s, want %s", got, want)
 	}
 	b.Resources = []*converge.Resource{badStatus, good, orphan}
-	err = s.Commit(b)
+	err = s.Commit(context.Background(), b)
 	if !errors.As(err, &rej) {
 		t.Fatalf("Commit error = %v, want a RejectedError", err)
 	}
@@ -578,12 +579,12 @@ func testCommitRejectedRows(t *testing.T, open Opener) {
 		!strings.Contains(got["vpc/orphan"], "owner bom/gone does not exist") {
 		t.Errorf("refused rows = %v, want vpc/bad-status (status) and vpc/orphan (owner)", got)
 	}
-	if _, err := s.Resource("vpc/good"); !errors.Is(err, converge.ErrNotFound) {
+	if _, err := s.Resource(context.Background(), "vpc/good"); !errors.Is(err, converge.ErrNotFound) {
 		t.Errorf("a refused batch stored vpc/good (err %v)", err)
 	}
 	b.Resources = []*converge.Resource{good}
 	commit(t, s, b)
-	if _, err := s.Resource("vpc/good"); err != nil {
+	if _, err := s.Resource(context.Background(), "vpc/good"); err != nil {
 		t.Errorf("vpc/good after the batch without the refused rows: %v", err)
 	}
 }
@@ -615,7 +616,7 @@ func testEventsOfOneResource(t *testing.T, open Opener) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			evs, err := s.Events(tt.id, tt.limit)
+			evs, err := s.Events(context.Background(), tt.id, tt.limit)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -653,7 +654,7 @@ func testOwnerIndexFirstChunkEmptied(t *testing.T, open Opener) {
 		del.DeletedResources = append(del.DeletedResources, converge.NewID("vpc", fmt.Sprintf("c%04d", i)))
 	}
 	commit(t, s, del)
-	got, err := s.Children("bom/r")
+	got, err := s.Children(context.Background(), "bom/r")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -662,7 +663,7 @@ func testOwnerIndexFirstChunkEmptied(t *testing.T, open Opener) {
 	}
 	// Statetest's cleanup Check verifies the chunk layout.
 	commit(t, s, &converge.Batch{Resources: []*converge.Resource{res("vpc", "a0000", "bom/r")}})
-	if got, _ := s.Children("bom/r"); len(got) != 101 || got[0] != "vpc/a0000" {
+	if got, _ := s.Children(context.Background(), "bom/r"); len(got) != 101 || got[0] != "vpc/a0000" {
 		t.Errorf("after adding vpc/a0000: %d ids from %v", len(got), got[:min(1, len(got))])
 	}
 }
@@ -699,7 +700,7 @@ func testResourcesAfter(t *testing.T, open Opener) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			want, err := s.Resources(state.Filter{Kind: tt.kind})
+			want, err := s.Resources(context.Background(), state.Filter{Kind: tt.kind})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -709,7 +710,7 @@ func testResourcesAfter(t *testing.T, open Opener) {
 				if calls > len(want)+1 {
 					t.Fatal("the scan does not end")
 				}
-				page, err := s.ResourcesAfter(tt.kind, after, tt.limit)
+				page, err := s.ResourcesAfter(context.Background(), tt.kind, after, tt.limit)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -726,7 +727,7 @@ func testResourcesAfter(t *testing.T, open Opener) {
 				if g, w := row.Resource.ID(), want[i].ID(); g != w {
 					t.Errorf("row %d = %s, want %s", i, g, w)
 				}
-				consumes, _, err := s.EdgesOf(row.Resource.ID())
+				consumes, _, err := s.EdgesOf(context.Background(), row.Resource.ID())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -753,7 +754,7 @@ func testResourcesAfter(t *testing.T, open Opener) {
 		{kind: "", after: "zz/0", wantIDs: ""},
 	}
 	for _, st := range starts {
-		page, err := s.ResourcesAfter(st.kind, st.after, 0)
+		page, err := s.ResourcesAfter(context.Background(), st.kind, st.after, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -802,7 +803,7 @@ func testAgainstModelSeed(t *testing.T, open Opener, seed uint64) {
 			}
 		}
 		want, ok := m.apply(b)
-		err := s.Commit(b)
+		err := s.Commit(context.Background(), b)
 		if ok != (err == nil) {
 			t.Fatalf("step %d: Commit error = %v, model accepts = %v\nbatch: %s", step, err, ok, mustJSON(t, b))
 		}
@@ -824,7 +825,7 @@ func testAgainstModelSeed(t *testing.T, open Opener, seed uint64) {
 			t.Fatalf("step %d: store\n%v\nmodel\n%v", step, got, m)
 		}
 		for _, id := range ids {
-			children, err := s.Children(id)
+			children, err := s.Children(context.Background(), id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -838,7 +839,7 @@ func testAgainstModelSeed(t *testing.T, open Opener, seed uint64) {
 			if !slices.Equal(children, wantChildren) {
 				t.Fatalf("step %d: Children(%s) = %v, want %v", step, id, children, wantChildren)
 			}
-			_, producedFor, err := s.EdgesOf(id)
+			_, producedFor, err := s.EdgesOf(context.Background(), id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -853,7 +854,7 @@ func testAgainstModelSeed(t *testing.T, open Opener, seed uint64) {
 			}
 		}
 		if step%20 == 0 {
-			if err := s.Check(); err != nil {
+			if err := s.Check(context.Background()); err != nil {
 				t.Fatalf("step %d: %v", step, err)
 			}
 		}
@@ -961,10 +962,10 @@ func fullBatch() *converge.Batch {
 // repository is refused, and a later one replaces the first.
 func testSource(t *testing.T, open Opener) {
 	s := open(t, state.Options{})
-	if got, err := s.Source(); got != nil || err != nil {
+	if got, err := s.Source(context.Background()); got != nil || err != nil {
 		t.Fatalf("Source() of an empty store = %v, %v; want nil, nil", got, err)
 	}
-	if err := s.PutSource(&converge.AppliedSource{}); err == nil {
+	if err := s.PutSource(context.Background(), &converge.AppliedSource{}); err == nil {
 		t.Error("PutSource with no repository: no error")
 	}
 	first := &converge.AppliedSource{Repo: "/src/infra", Path: "examples/classic", Ref: "main",
@@ -973,10 +974,10 @@ func testSource(t *testing.T, open Opener) {
 	second := &converge.AppliedSource{Repo: "https://git.example/infra.git", Remote: true, Ref: "main",
 		Revision: converge.Revision{Ref: "main", Hash: "b2"}}
 	for _, want := range []*converge.AppliedSource{first, second} {
-		if err := s.PutSource(want); err != nil {
+		if err := s.PutSource(context.Background(), want); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := s.Source(); err != nil || !reflect.DeepEqual(got, want) {
+		if got, err := s.Source(context.Background()); err != nil || !reflect.DeepEqual(got, want) {
 			t.Errorf("Source() = %+v, %v; want %+v", got, err, want)
 		}
 	}
@@ -986,23 +987,23 @@ func testSource(t *testing.T, open Opener) {
 // the first, and nil clears it.
 func testControl(t *testing.T, open Opener) {
 	s := open(t, state.Options{})
-	if got, err := s.Control(); err != nil || !reflect.DeepEqual(got, &converge.Control{}) {
+	if got, err := s.Control(context.Background()); err != nil || !reflect.DeepEqual(got, &converge.Control{}) {
 		t.Fatalf("Control() of an empty store = %+v, %v; want the zero Control", got, err)
 	}
 	pinned := &converge.Control{Pin: &converge.Pin{Revision: converge.Revision{Ref: "main", Hash: "a1"}, By: "ops", At: t0, From: "b2"}}
 	suspended := &converge.Control{Suspended: []converge.Suspension{{Root: "bom/classic", By: "ops", At: t0}, {At: t0}}}
 	for _, want := range []*converge.Control{pinned, suspended} {
-		if err := s.PutControl(want); err != nil {
+		if err := s.PutControl(context.Background(), want); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := s.Control(); err != nil || !reflect.DeepEqual(got, want) {
+		if got, err := s.Control(context.Background()); err != nil || !reflect.DeepEqual(got, want) {
 			t.Errorf("Control() = %+v, %v; want %+v", got, err, want)
 		}
 	}
-	if err := s.PutControl(nil); err != nil {
+	if err := s.PutControl(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.Control(); err != nil || !reflect.DeepEqual(got, &converge.Control{}) {
+	if got, err := s.Control(context.Background()); err != nil || !reflect.DeepEqual(got, &converge.Control{}) {
 		t.Errorf("Control() after PutControl(nil) = %+v, %v; want the zero Control", got, err)
 	}
 }
@@ -1045,10 +1046,10 @@ func testBigBatch(t *testing.T, open Opener) {
 	if snap.Applied == nil || snap.Applied.Hash != "big1" {
 		t.Errorf("applied = %v, want big1", snap.Applied)
 	}
-	if got, err := s.ChildCount("bom/big"); err != nil || got != n-1 {
+	if got, err := s.ChildCount(context.Background(), "bom/big"); err != nil || got != n-1 {
 		t.Errorf("ChildCount(bom/big) = %d, %v; want %d", got, err, n-1)
 	}
-	if err := s.Check(); err != nil {
+	if err := s.Check(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 
@@ -1061,7 +1062,7 @@ func testBigBatch(t *testing.T, open Opener) {
 	}
 	bad.Resources = append(bad.Resources, res("route", "orphan", "bom/gone"))
 	bad.Events = []converge.Event{{Resource: "route/orphan", Type: "Created"}}
-	if err := s.Commit(bad); err == nil || !strings.Contains(err.Error(), "owner bom/gone does not exist") {
+	if err := s.Commit(context.Background(), bad); err == nil || !strings.Contains(err.Error(), "owner bom/gone does not exist") {
 		t.Fatalf("Commit of a big batch with an orphan: error = %v, want the orphan refused", err)
 	}
 	if got := mustJSON(t, load(t, s)); got != before {
@@ -1081,7 +1082,7 @@ func testBigBatch(t *testing.T, open Opener) {
 		t.Errorf("after deleting the tree: %d resources, %d edges, %d deliveries, applied %v; want none and big2",
 			len(snap.Resources), len(snap.Edges), len(snap.Deliveries), snap.Applied)
 	}
-	if got, err := s.Children(""); err != nil || len(got) != 0 {
+	if got, err := s.Children(context.Background(), ""); err != nil || len(got) != 0 {
 		t.Errorf("roots after deleting the tree = %v, %v; want none", got, err)
 	}
 }
@@ -1100,7 +1101,7 @@ func testManyEvents(t *testing.T, open Opener) {
 	}
 	s := open(t, state.Options{})
 	commit(t, s, batch(8192))
-	evs, err := s.Events("", 0)
+	evs, err := s.Events(context.Background(), "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1110,7 +1111,7 @@ func testManyEvents(t *testing.T, open Opener) {
 	if got, want := load(t, s).LastEventSeq, uint64(8192); got != want {
 		t.Errorf("LastEventSeq = %d, want %d", got, want)
 	}
-	one, err := s.Events("vpc/v4000", 0)
+	one, err := s.Events(context.Background(), "vpc/v4000", 0)
 	if err != nil || len(one) != 1 || one[0].Seq != 4001 {
 		t.Errorf("Events(vpc/v4000) = %v, %v; want the one with seq 4001", one, err)
 	}
@@ -1118,7 +1119,7 @@ func testManyEvents(t *testing.T, open Opener) {
 	small := open(t, state.Options{MaxEvents: 1000})
 	commit(t, small, batch(3000))
 	commit(t, small, batch(5000))
-	evs, err = small.Events("", 0)
+	evs, err = small.Events(context.Background(), "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1136,11 +1137,11 @@ func testResourceHeadsAfter(t *testing.T, open Opener) {
 	acct.Status = []byte(`{"id":"1"}`)
 	commit(t, s, &converge.Batch{Resources: []*converge.Resource{acct, vpc},
 		Edges: []converge.Edge{edge(vpc.ID(), acct.ID(), converge.ValueFlow{From: "id", To: "account_id"})}})
-	full, err := s.ResourcesAfter("", "", 0)
+	full, err := s.ResourcesAfter(context.Background(), "", "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	heads, err := s.ResourceHeadsAfter("", "", 0)
+	heads, err := s.ResourceHeadsAfter(context.Background(), "", "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1162,7 +1163,7 @@ func testResourcesByID(t *testing.T, open Opener) {
 	s := open(t, state.Options{})
 	a, b := res("vpc", "a", ""), res("vpc", "b", "")
 	commit(t, s, &converge.Batch{Resources: []*converge.Resource{a, b}})
-	got, err := s.ResourcesByID([]converge.ID{"vpc/b", "vpc/missing", "vpc/a"})
+	got, err := s.ResourcesByID(context.Background(), []converge.ID{"vpc/b", "vpc/missing", "vpc/a"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1179,13 +1180,13 @@ func testResourcesByID(t *testing.T, open Opener) {
 // a lost lock; their tests show those).
 func testVerify(t *testing.T, open Opener) {
 	s := open(t, state.Options{})
-	if err := s.Verify(); err != nil {
+	if err := s.Verify(context.Background()); err != nil {
 		t.Fatalf("Verify of a fresh store: %v", err)
 	}
-	if err := s.Commit(&converge.Batch{Resources: []*converge.Resource{res("bom", "a", "")}}); err != nil {
+	if err := s.Commit(context.Background(), &converge.Batch{Resources: []*converge.Resource{res("bom", "a", "")}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Verify(); err != nil {
+	if err := s.Verify(context.Background()); err != nil {
 		t.Errorf("Verify after a commit: %v", err)
 	}
 }

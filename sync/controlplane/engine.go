@@ -199,13 +199,13 @@ func Start(ctx context.Context, o Options) (*Engine, error) {
 	}
 	cfg := o.Scheduler
 	cfg.Logger = o.Log
-	if src, err := e.store.Source(); err == nil && src != nil && cfg.ResyncInterval == 0 {
+	if src, err := e.store.Source(ctx); err == nil && src != nil && cfg.ResyncInterval == 0 {
 		// Resyncs are armed with the applied revision's default at
 		// once, not re-armed a million at a time by the first Apply.
 		cfg.ResyncInterval = src.ResyncInterval
 	}
 	cfg.LocalFor = localComposer
-	ctl, err := e.store.Control()
+	ctl, err := e.store.Control(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -221,7 +221,7 @@ func Start(ctx context.Context, o Options) (*Engine, error) {
 		}
 		return store
 	}
-	e.sched, err = scheduler.New(schedStore(), e.srv, cfg)
+	e.sched, err = scheduler.New(ctx, schedStore(), e.srv, cfg)
 	if errors.Is(err, state.ErrDamaged) && o.Reinit && o.Store == nil && o.Etcd == nil {
 		// Damage Open's checks did not reach (the load read a bad page
 		// deeper in the file): --reinit-state starts afresh all the same.
@@ -237,7 +237,7 @@ func Start(ctx context.Context, o Options) (*Engine, error) {
 			return nil, OpenError(oerr)
 		}
 		e.store = bs
-		e.sched, err = scheduler.New(schedStore(), e.srv, cfg)
+		e.sched, err = scheduler.New(ctx, schedStore(), e.srv, cfg)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("start scheduler: %w", err)
@@ -335,14 +335,14 @@ func (a adminController) Reconcile(ctx context.Context, id converge.ID) (*statea
 func (a adminController) SetControl(ctx context.Context, base, c *converge.Control) error {
 	a.e.controlMu.Lock()
 	defer a.e.controlMu.Unlock()
-	cur, err := a.e.Control()
+	cur, err := a.e.Control(ctx)
 	if err != nil {
 		return err
 	}
 	if !sameControl(cur, base) {
 		return stateapi.ErrControlChanged
 	}
-	if err := a.e.store.PutControl(c); err != nil {
+	if err := a.e.store.PutControl(ctx, c); err != nil {
 		return err
 	}
 	a.e.control.Store(c)
@@ -370,7 +370,7 @@ func sameControl(a, b *converge.Control) bool {
 // Control returns the pin and the suspensions as the engine last read or
 // took them (the store's, kept in memory: serve's loop and /metrics read
 // it without a store read, which etcd without quorum would hold up).
-func (e *Engine) Control() (*converge.Control, error) {
+func (e *Engine) Control(context.Context) (*converge.Control, error) {
 	if c := e.control.Load(); c != nil {
 		return c, nil
 	}
@@ -432,8 +432,11 @@ func ExpectedWorkers(specs []converge.WorkerSpec) int {
 
 // Close stops everything in reverse order, flushing the scheduler so
 // nothing it accepted is lost. Its error is the last flush's, the
-// store's verify and close: writes a command reports as lost.
+// store's verify and close: writes a command reports as lost. It runs
+// once the command's context may be done, so the store's last check is
+// not cut short by it (the store bounds it itself).
 func (e *Engine) Close() error {
+	ctx := context.Background()
 	var errs []error
 	if e.admin != nil {
 		e.admin.Close()
@@ -456,7 +459,7 @@ func (e *Engine) Close() error {
 	if e.store != nil {
 		// What the scheduler flushed is where readers will look (the
 		// path names the file it went to; the etcd lock still held).
-		if err := e.store.Verify(); err != nil {
+		if err := e.store.Verify(ctx); err != nil {
 			errs = append(errs, err)
 		}
 		errs = append(errs, e.store.Close())
@@ -514,8 +517,8 @@ type observedStore struct {
 
 // Commit commits b, then reports the resources it touched: those put or
 // deleted and the consumers of edges put or deleted.
-func (o observedStore) Commit(b *converge.Batch) error {
-	if err := o.Backend.Commit(b); err != nil {
+func (o observedStore) Commit(ctx context.Context, b *converge.Batch) error {
+	if err := o.Backend.Commit(ctx, b); err != nil {
 		return err
 	}
 	if o.changed == nil {

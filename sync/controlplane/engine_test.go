@@ -68,10 +68,10 @@ func TestEngineAdminAPI(t *testing.T) {
 	if err := cl.SetControl(ctx, &converge.Control{}, ctl); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := e.Control(); err != nil || got.Pin == nil || got.Pin.Revision.Hash != rev.Hash {
+	if got, err := e.Control(ctx); err != nil || got.Pin == nil || got.Pin.Revision.Hash != rev.Hash {
 		t.Errorf("engine's control = %+v, %v; want the pin", got, err)
 	}
-	if stored, err := e.Store().Control(); err != nil || len(stored.Suspended) != 1 {
+	if stored, err := e.Store().Control(ctx); err != nil || len(stored.Suspended) != 1 {
 		t.Errorf("stored control = %+v, %v; want the suspension", stored, err)
 	}
 	if due, failed := e.Workers(); due != 0 || len(failed) != 0 {
@@ -86,7 +86,7 @@ func TestEngineAdminAPI(t *testing.T) {
 
 	// The next engine reads the pin from the store.
 	e2 := startTestEngine(t, dir)
-	if got, err := e2.Control(); err != nil || got.Pin == nil || got.Pin.By != "test" {
+	if got, err := e2.Control(ctx); err != nil || got.Pin == nil || got.Pin.By != "test" {
 		t.Errorf("control after a restart = %+v, %v; want the stored pin", got, err)
 	}
 }

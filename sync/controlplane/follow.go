@@ -128,7 +128,7 @@ func (e *Engine) Follow(ctx context.Context, o FollowOptions) {
 	// current is the applied pass awaiting its converge/sync verdict; only
 	// this loop touches it. A revision applied before a restart and never
 	// judged is picked up again.
-	current, err := PendingPass(e.store)
+	current, err := PendingPass(ctx, e.store)
 	if err != nil {
 		// Serve on: the next applied revision gets its verdict.
 		e.log.Error("resume pending verdict", "err", err)
@@ -140,7 +140,7 @@ func (e *Engine) Follow(ctx context.Context, o FollowOptions) {
 	pinnedTo := ""
 	step := func() {
 		passes, err := syncer.Advance(ctx)
-		if pin := syncer.Pinned(); pin == nil && pinnedTo != "" {
+		if pin := syncer.Pinned(ctx); pin == nil && pinnedTo != "" {
 			pinnedTo = ""
 			ev.Pinned(nil)
 		} else if pin != nil && pin.Revision.Hash != pinnedTo {
@@ -160,7 +160,7 @@ func (e *Engine) Follow(ctx context.Context, o FollowOptions) {
 				if current != nil && current.Revision.Hash != p.Revision.Hash {
 					// Never leave a verdict pending: the older revision
 					// was replaced before it converged.
-					if err := syncer.SetSyncStatus(current, converge.StateSuccess,
+					if err := syncer.SetSyncStatus(ctx, current, converge.StateSuccess,
 						fmt.Sprintf("superseded by %.7s before it converged", p.Revision.Hash)); err != nil {
 						ev.Error(err)
 					}
@@ -207,7 +207,7 @@ func (e *Engine) Follow(ctx context.Context, o FollowOptions) {
 		case reply := <-reconcile:
 			step()
 			var c *converge.Control
-			if pin := syncer.Pinned(); pin != nil {
+			if pin := syncer.Pinned(ctx); pin != nil {
 				c = &converge.Control{Pin: pin}
 			}
 			rev, _, err := gitsync.Target(src, c)
@@ -225,7 +225,7 @@ func (e *Engine) Follow(ctx context.Context, o FollowOptions) {
 			due, failedWorkers := e.Workers()
 			switch settle.Observe(time.Now(), pr, due) {
 			case gitsync.Converged:
-				if err := syncer.SetSyncStatus(p, converge.StateSuccess, summary); err != nil {
+				if err := syncer.SetSyncStatus(ctx, p, converge.StateSuccess, summary); err != nil {
 					ev.Error(err)
 				}
 				ev.Converged(p, summary)
@@ -236,7 +236,7 @@ func (e *Engine) Follow(ctx context.Context, o FollowOptions) {
 					why = "state not durable"
 				}
 				desc := gitsync.Verdict(why, pr, gitsync.UnservedHint(e.sched.Problems(), failedWorkers, o.HowToStart))
-				if err := syncer.SetSyncStatus(p, converge.StateFailure, desc); err != nil {
+				if err := syncer.SetSyncStatus(ctx, p, converge.StateFailure, desc); err != nil {
 					ev.Error(err)
 				}
 				// GET /healthz says it before anyone hears of it.
@@ -250,12 +250,12 @@ func (e *Engine) Follow(ctx context.Context, o FollowOptions) {
 
 // PendingPass returns the applied revision whose converge/sync verdict is
 // still pending (a daemon stopped before judging it), or nil.
-func PendingPass(st state.Backend) (*gitsync.Pass, error) {
-	rev, err := st.Applied()
+func PendingPass(ctx context.Context, st state.Backend) (*gitsync.Pass, error) {
+	rev, err := st.Applied(ctx)
 	if err != nil || rev == nil || rev.Dirty {
 		return nil, err
 	}
-	rec, err := st.Revision(rev.Hash)
+	rec, err := st.Revision(ctx, rev.Hash)
 	if errors.Is(err, converge.ErrNotFound) {
 		return nil, nil // applied by an older converge that kept no record
 	}

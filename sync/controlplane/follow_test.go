@@ -108,7 +108,7 @@ func TestFollow(t *testing.T) {
 	events.expect(t, "pass first applied")
 	events.expect(t, "converged first: 0/0 Ready")
 	head := gittest.Run(t, repo, "rev-parse", "HEAD")
-	if rec, err := e.Store().Revision(head); err != nil {
+	if rec, err := e.Store().Revision(ctx, head); err != nil {
 		t.Fatal(err)
 	} else if st, _ := rec.Status(converge.ContextSync); st.State != converge.StateSuccess || st.Description != "0/0 Ready" {
 		t.Errorf("first's converge/sync = %+v, want success 0/0 Ready", st)
@@ -136,7 +136,7 @@ func TestFollow(t *testing.T) {
 	if why := health.Check(time.Now()); !strings.Contains(why, "stuck") {
 		t.Errorf("health = %q, want the stuck verdict", why)
 	}
-	rec, err := e.Store().Revision(a)
+	rec, err := e.Store().Revision(ctx, a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,18 +180,18 @@ func TestPendingPass(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			st := statetest.Open(t)
 			if tt.applied != nil {
-				if err := st.Commit(&converge.Batch{Applied: tt.applied}); err != nil {
+				if err := st.Commit(context.Background(), &converge.Batch{Applied: tt.applied}); err != nil {
 					t.Fatal(err)
 				}
 			}
 			if tt.sync != "" {
 				rec := &converge.RevisionRecord{Revision: *tt.applied}
 				rec.SetStatus(converge.CommitStatus{Context: converge.ContextSync, State: tt.sync})
-				if err := st.PutRevision(rec); err != nil {
+				if err := st.PutRevision(context.Background(), rec); err != nil {
 					t.Fatal(err)
 				}
 			}
-			p, err := PendingPass(st)
+			p, err := PendingPass(context.Background(), st)
 			if err != nil {
 				t.Fatal(err)
 			}

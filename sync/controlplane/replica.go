@@ -168,7 +168,7 @@ func (t *Terms) lead(ctx context.Context, term *etcdstate.Term, o TermOptions, h
 	// The takeover is an event of the state, before the scheduler loads
 	// it (the store numbers it; the scheduler numbers on from it).
 	ev := converge.Event{Time: time.Now().UTC(), Type: "Leader", Message: fmt.Sprintf("leader %s since %s", name, since)}
-	if err := st.Commit(&converge.Batch{Events: []converge.Event{ev}}); err != nil {
+	if err := st.Commit(ctx, &converge.Batch{Events: []converge.Event{ev}}); err != nil {
 		st.Close()
 		return fmt.Sprintf("record the takeover: %v", err), true
 	}

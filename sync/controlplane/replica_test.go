@@ -95,7 +95,7 @@ func TestTerms(t *testing.T) {
 	a := start("a")
 	a.events.expect(t, "a", "leading")
 	e := <-a.worked
-	evs, err := e.Store().Events("", 10)
+	evs, err := e.Store().Events(context.Background(), "", 10)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -197,8 +197,8 @@ type statusRecords struct {
 	errOut io.Writer
 }
 
-func (r *statusRecords) PutRevision(rec *converge.RevisionRecord) error {
-	if err := r.Records.PutRevision(rec); err != nil {
+func (r *statusRecords) PutRevision(ctx context.Context, rec *converge.RevisionRecord) error {
+	if err := r.Records.PutRevision(ctx, rec); err != nil {
 		return err
 	}
 	if r.s != nil && r.s.owns && !rec.Revision.Dirty {

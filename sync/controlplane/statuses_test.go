@@ -69,7 +69,7 @@ func TestStatusRecords(t *testing.T) {
 		{Context: converge.ContextSync, State: converge.StateSuccess, Description: "1/1 Ready"},
 	} {
 		rec.SetStatus(s)
-		if err := recs.PutRevision(rec); err != nil {
+		if err := recs.PutRevision(context.Background(), rec); err != nil {
 			t.Fatal(err)
 		}
 		note, err := src.ReadStatuses(hash)
@@ -91,7 +91,7 @@ func TestStatusRecords(t *testing.T) {
 	if want := []string{"pending", "success"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("forge got %v, want %v", got, want)
 	}
-	if stored, err := st.Revision(hash); err != nil || len(stored.Statuses) != 1 {
+	if stored, err := st.Revision(context.Background(), hash); err != nil || len(stored.Statuses) != 1 {
 		t.Errorf("stored record: %+v, %v", stored, err)
 	}
 }
@@ -123,7 +123,7 @@ func TestStatusRecordsNotOwner(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := o.Records(st, &errOut).PutRevision(failure); err != nil {
+		if err := o.Records(st, &errOut).PutRevision(context.Background(), failure); err != nil {
 			t.Fatal(err)
 		}
 		if err := o.Report(&gitsync.Pass{Revision: failure.Revision, Record: failure}); err != nil {
@@ -145,7 +145,7 @@ func TestStatusRecordsNotOwner(t *testing.T) {
 	if got := f.Statuses(); len(got) != 0 {
 		t.Errorf("forge got %+v from a scratch run, want nothing", got)
 	}
-	if stored, err := st.Revision(hash); err != nil || stored.Statuses[0].State != converge.StateFailure {
+	if stored, err := st.Revision(context.Background(), hash); err != nil || stored.Statuses[0].State != converge.StateFailure {
 		t.Errorf("scratch store's record = %+v, %v; want its own failure kept", stored, err)
 	}
 

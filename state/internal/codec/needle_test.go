@@ -1,4 +1,4 @@
-package state
+package codec
 
 import (
 	"bytes"
@@ -8,10 +8,10 @@ import (
 )
 
 // TestResourceNeedle: a chunk holds an event of id exactly when it holds
-// resourceNeedle(id), for names encoding/json escapes and names that are
+// ResourceNeedle(id), for names encoding/json escapes and names that are
 // prefixes of others.
 func TestResourceNeedle(t *testing.T) {
-	chunk, err := encodeChunk([]converge.Event{
+	chunk, err := EncodeChunk([]converge.Event{
 		{Seq: 1, Resource: "vpc/ab", Type: "Created"},
 		{Seq: 2, Resource: "vpc/a<b>&c", Type: "Created"},
 		{Seq: 3, Resource: "vpc/é\"q", Type: "Created", Message: `"resource":"vpc/in-message"`},
@@ -32,7 +32,7 @@ func TestResourceNeedle(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := bytes.Contains(chunk, resourceNeedle(tt.id)); got != tt.want {
+			if got := bytes.Contains(chunk, ResourceNeedle(tt.id)); got != tt.want {
 				t.Errorf("chunk holds needle of %s: %v, want %v", tt.id, got, tt.want)
 			}
 		})

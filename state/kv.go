@@ -1,0 +1,187 @@
+package state
+
+import (
+	"context"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/convergehq/converge/state/internal/rules"
+)
+
+// boltKV is the store's rules' key-value store (rules.KV) over the
+// bbolt file: View is a read transaction, Update a write transaction.
+type boltKV struct{ s *Store }
+
+func (kv boltKV) View(_ context.Context, fn func(rules.Reader) error) error {
+	return kv.s.view(func(tx *bolt.Tx) error { return fn(reader{tx}) })
+}
+
+func (kv boltKV) Update(_ context.Context, fn func(rules.Writer) error) error {
+	return kv.s.update(func(w *writer) error { return fn(w) })
+}
+
+// bucketNames are the bbolt buckets of the rules' buckets.
+var bucketNames = func() (names [rules.NumBuckets][]byte) {
+	for b := range names {
+		names[b] = []byte(rules.Bucket(b).String())
+	}
+	return names
+}()
+
+// reader reads one bbolt transaction.
+type reader struct{ tx *bolt.Tx }
+
+func (r reader) bucket(b rules.Bucket) *bolt.Bucket { return r.tx.Bucket(bucketNames[b]) }
+
+// Get returns key's value, or nil if absent; a key with an empty value
+// gives a non-nil empty slice (bbolt's Get cannot tell an empty value
+// put in this transaction from a missing key: a cursor can).
+func (r reader) Get(b rules.Bucket, key []byte) ([]byte, error) {
+	return get(r.bucket(b), key), nil
+}
+
+func get(bk *bolt.Bucket, key []byte) []byte {
+	k, v := bk.Cursor().Seek(key)
+	if k == nil || string(k) != string(key) {
+		return nil
+	}
+	if v == nil {
+		v = empty
+	}
+	return v
+}
+
+func (r reader) GetMany(b rules.Bucket, keys [][]byte) ([][]byte, error) {
+	out := make([][]byte, len(keys))
+	bk := r.bucket(b)
+	for i, key := range keys {
+		out[i] = get(bk, key)
+	}
+	return out, nil
+}
+
+func (r reader) Scan(b rules.Bucket, rg rules.Range, fn func(k, v []byte) error) error {
+	c := r.bucket(b).Cursor()
+	var k, v []byte
+	switch {
+	case !rg.Desc:
+		from := rg.Prefix
+		if string(rg.From) > string(from) {
+			from = rg.From
+		}
+		k, v = c.Seek(from)
+	case rg.From != nil:
+		if k, v = c.Seek(rg.From); k == nil {
+			k, v = c.Last()
+		} else if string(k) != string(rg.From) {
+			k, v = c.Prev()
+		}
+	default:
+		k, v = seekLast(c, rg.Prefix)
+	}
+	for ; k != nil && hasPrefix(k, rg.Prefix); k, v = step(c, rg.Desc) {
+		if rg.KeysOnly {
+			v = nil
+		}
+		if err := fn(k, v); err != nil {
+			if err == rules.ErrStop {
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// seekLast moves c to the last key with prefix p (or, if none, to a key
+// without it, or nil).
+func seekLast(c *bolt.Cursor, p []byte) (k, v []byte) {
+	end := prefixEnd(p)
+	if end == nil {
+		return c.Last()
+	}
+	if k, _ = c.Seek(end); k == nil {
+		return c.Last()
+	}
+	return c.Prev()
+}
+
+// prefixEnd returns the first key after every key with prefix p, or nil
+// if there is none (p empty or all 0xff).
+func prefixEnd(p []byte) []byte {
+	end := append([]byte(nil), p...)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
+func step(c *bolt.Cursor, desc bool) (k, v []byte) {
+	if desc {
+		return c.Prev()
+	}
+	return c.Next()
+}
+
+func (r reader) Count(b rules.Bucket, prefix []byte) (int, error) {
+	n := 0
+	c := r.bucket(b).Cursor()
+	for k, _ := c.Seek(prefix); k != nil && hasPrefix(k, prefix); k, _ = c.Next() {
+		n++
+	}
+	return n, nil
+}
+
+func (r reader) FirstKeys(b rules.Bucket, prefixes [][]byte) ([][]byte, error) {
+	out := make([][]byte, len(prefixes))
+	c := r.bucket(b).Cursor()
+	for i, p := range prefixes {
+		if k, _ := c.Seek(p); k != nil && hasPrefix(k, p) {
+			out[i] = k
+		}
+	}
+	return out, nil
+}
+
+// writer wraps a write transaction and counts what it does.
+type writer struct {
+	reader
+	puts  uint64
+	dels  uint64
+	bytes uint64
+}
+
+// Put stores key=value in bucket; it is the only way the store writes.
+func (w *writer) Put(b rules.Bucket, key, value []byte) error {
+	if err := w.bucket(b).Put(key, value); err != nil {
+		return fmt.Errorf("put %s/%q: %w", b, key, err)
+	}
+	w.puts++
+	w.bytes += uint64(len(key) + len(value))
+	return nil
+}
+
+// Delete removes key from bucket if present.
+func (w *writer) Delete(b rules.Bucket, key []byte) error {
+	bk := w.bucket(b)
+	if k, _ := bk.Cursor().Seek(key); k == nil || string(k) != string(key) {
+		return nil
+	}
+	if err := bk.Delete(key); err != nil {
+		return fmt.Errorf("delete %s/%q: %w", b, key, err)
+	}
+	w.dels++
+	return nil
+}
+
+// Prefetch does nothing: a bbolt read is a walk of mapped pages.
+func (w *writer) Prefetch(rules.Bucket, [][]byte) error { return nil }
+
+func hasPrefix(k, p []byte) bool { return len(k) >= len(p) && string(k[:len(p)]) == string(p) }
+
+// empty is the value of index entries. It is non-nil on purpose.
+var empty = []byte{}
