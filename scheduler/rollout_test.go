@@ -121,6 +121,25 @@ func rolloutWaves(t *testing.T) {
 	}
 }
 
+// convergedWithFaultyR2 converges b under ro with a worker whose account
+// reconciles at rev r2 end in outcome (with msg) once the returned switch
+// is on.
+func convergedWithFaultyR2(t *testing.T, ro *converge.Rollout, b bomSpec, outcome converge.Outcome, msg string) (*memStore, *harness, *atomic.Bool) {
+	t.Helper()
+	store := newMemStore()
+	faulty := new(atomic.Bool)
+	handler := func(tk *converge.Task) *converge.Result {
+		if faulty.Load() && tk.Kind == "account" && strings.Contains(string(tk.Spec), `"rev":"r2"`) {
+			return &converge.Result{Outcome: outcome, Message: msg}
+		}
+		return classicHandler(tk)
+	}
+	h := start(t, store, newFakeDisp(handler, &fakeWorker{name: "w1"}), testConfig())
+	h.apply(rolloutDesired(b, "c1", ro), classicValidator)
+	h.waitSettled(scheduler.Converged, 5*time.Second)
+	return store, h, faulty
+}
+
 // TestRolloutHaltsOnFailure: a permanent failure in the first wave halts
 // the rollout; the later waves keep their previous spec, the root fails
 // naming the wave, and the graph is stuck (a new revision must come).
@@ -129,19 +148,8 @@ func TestRolloutHaltsOnFailure(t *testing.T) { synctest.Test(t, rolloutHaltsOnFa
 func rolloutHaltsOnFailure(t *testing.T) {
 	ro := &converge.Rollout{Soak: time.Millisecond,
 		Waves: []converge.Wave{{Name: "canary", Rows: []string{"fd-01"}}, {Name: "half", Percent: 50}}}
-	store := newMemStore()
-	var bad atomic.Bool
-	handler := func(tk *converge.Task) *converge.Result {
-		if bad.Load() && tk.Kind == "account" && strings.Contains(string(tk.Spec), `"rev":"r2"`) {
-			return &converge.Result{Outcome: converge.OutcomePermanent, Message: "quota exceeded"}
-		}
-		return classicHandler(tk)
-	}
-	disp := newFakeDisp(handler, &fakeWorker{name: "w1"})
-	h := start(t, store, disp, testConfig())
 	b := makeBOM(3, 2)
-	h.apply(rolloutDesired(b, "c1", ro), classicValidator)
-	h.waitSettled(scheduler.Converged, 5*time.Second)
+	store, h, bad := convergedWithFaultyR2(t, ro, b, converge.OutcomePermanent, "quota exceeded")
 	bad.Store(true)
 	h.apply(rolloutDesired(bumpTeams(b, "r2"), "c2", ro), classicValidator)
 	h.waitSettled(scheduler.Stuck, 5*time.Second)
@@ -181,19 +189,8 @@ func TestRolloutTimeout(t *testing.T) { synctest.Test(t, rolloutTimeout) }
 func rolloutTimeout(t *testing.T) {
 	ro := &converge.Rollout{Timeout: 200 * time.Millisecond,
 		Waves: []converge.Wave{{Name: "canary", Rows: []string{"fd-01"}}, {}}}
-	store := newMemStore()
-	var slow atomic.Bool
-	handler := func(tk *converge.Task) *converge.Result {
-		if slow.Load() && tk.Kind == "account" && strings.Contains(string(tk.Spec), `"rev":"r2"`) {
-			return &converge.Result{Outcome: converge.OutcomeTransient, Message: "throttled"}
-		}
-		return classicHandler(tk)
-	}
-	disp := newFakeDisp(handler, &fakeWorker{name: "w1"})
-	h := start(t, store, disp, testConfig())
 	b := makeBOM(2, 1)
-	h.apply(rolloutDesired(b, "c1", ro), classicValidator)
-	h.waitSettled(scheduler.Converged, 5*time.Second)
+	store, h, slow := convergedWithFaultyR2(t, ro, b, converge.OutcomeTransient, "throttled")
 	slow.Store(true)
 	h.apply(rolloutDesired(bumpTeams(b, "r2"), "c2", ro), classicValidator)
 	waitFor(t, 5*time.Second, "the rollout halted", func() bool {
