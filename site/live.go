@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/convergehq/converge"
-	"github.com/convergehq/converge/state"
 )
 
 // Live keeps a site current while the store changes (serve's site in
@@ -171,73 +170,4 @@ func (s *Live) Update(ctx context.Context) {
 		}
 		ids = ids[n:]
 	}
-}
-
-// Stoppable returns r with its reads of resources, edges and events
-// failing with ctx's error once ctx is done: a site update of thousands
-// of resources on a store over the network (a replica's etcd, a round
-// trip a resource) then stops at its next read instead of holding up the
-// shutdown.
-func Stoppable(ctx context.Context, r Reader) Reader { return stoppableReader{Reader: r, ctx: ctx} }
-
-// stoppableReader is Stoppable.
-type stoppableReader struct {
-	Reader
-	ctx context.Context
-}
-
-func (r stoppableReader) Resources(ctx context.Context, f state.Filter) ([]*converge.Resource, error) {
-	if err := r.ctx.Err(); err != nil {
-		return nil, err
-	}
-	return r.Reader.Resources(ctx, f)
-}
-
-func (r stoppableReader) ResourcesAfter(ctx context.Context, kind string, after converge.ID, limit int) ([]state.ResourceRow, error) {
-	if err := r.ctx.Err(); err != nil {
-		return nil, err
-	}
-	return r.Reader.ResourcesAfter(ctx, kind, after, limit)
-}
-
-func (r stoppableReader) ResourceHeadsAfter(ctx context.Context, kind string, after converge.ID, limit int) ([]state.ResourceRow, error) {
-	if err := r.ctx.Err(); err != nil {
-		return nil, err
-	}
-	return r.Reader.ResourceHeadsAfter(ctx, kind, after, limit)
-}
-
-func (r stoppableReader) Resource(ctx context.Context, id converge.ID) (*converge.Resource, error) {
-	if err := r.ctx.Err(); err != nil {
-		return nil, err
-	}
-	return r.Reader.Resource(ctx, id)
-}
-
-func (r stoppableReader) ResourcesByID(ctx context.Context, ids []converge.ID) ([]*converge.Resource, error) {
-	if err := r.ctx.Err(); err != nil {
-		return nil, err
-	}
-	return r.Reader.ResourcesByID(ctx, ids)
-}
-
-func (r stoppableReader) Children(ctx context.Context, owner converge.ID) ([]converge.ID, error) {
-	if err := r.ctx.Err(); err != nil {
-		return nil, err
-	}
-	return r.Reader.Children(ctx, owner)
-}
-
-func (r stoppableReader) EdgesOf(ctx context.Context, id converge.ID) (consumes, producedFor []converge.Edge, err error) {
-	if err := r.ctx.Err(); err != nil {
-		return nil, nil, err
-	}
-	return r.Reader.EdgesOf(ctx, id)
-}
-
-func (r stoppableReader) Events(ctx context.Context, resource converge.ID, limit int) ([]converge.Event, error) {
-	if err := r.ctx.Err(); err != nil {
-		return nil, err
-	}
-	return r.Reader.Events(ctx, resource, limit)
 }

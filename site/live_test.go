@@ -3,14 +3,12 @@ package site
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/convergehq/converge"
-	"github.com/convergehq/converge/state"
 	"github.com/convergehq/converge/state/statetest"
 )
 
@@ -57,28 +55,4 @@ func TestLiveSiteUpdatesInChunks(t *testing.T) {
 		t.Errorf("%d updates, want %d", got, want)
 	}
 	checkEqualsBuild(t, st, dir, opts)
-}
-
-// TestStoppable: once its context is done, a stoppable reader's reads of
-// resources, edges and events fail with the context's error.
-func TestStoppable(t *testing.T) {
-	st := statetest.Open(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	r := Stoppable(ctx, st)
-	if _, err := r.Resources(ctx, state.Filter{}); err != nil {
-		t.Fatalf("a read before the stop: %v", err)
-	}
-	cancel()
-	if _, err := r.Resources(ctx, state.Filter{}); !errors.Is(err, context.Canceled) {
-		t.Errorf("Resources after the stop: %v, want context.Canceled", err)
-	}
-	if _, err := r.Resource(ctx, "vpc/a"); !errors.Is(err, context.Canceled) {
-		t.Errorf("Resource after the stop: %v, want context.Canceled", err)
-	}
-	if _, err := r.Events(ctx, "", 1); !errors.Is(err, context.Canceled) {
-		t.Errorf("Events after the stop: %v, want context.Canceled", err)
-	}
-	if _, err := r.Kinds(ctx); err != nil {
-		t.Errorf("Kinds after the stop: %v (not a per-resource read: it goes on)", err)
-	}
 }

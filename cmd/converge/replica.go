@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/convergehq/converge"
-	"github.com/convergehq/converge/site"
 	"github.com/convergehq/converge/state/etcdstate"
 	"github.com/convergehq/converge/sync/controlplane"
 )
@@ -77,12 +76,10 @@ func (s *server) runReplica(ctx context.Context) error {
 		return controlplane.OpenError(err)
 	}
 	defer ro.Close() // read only: a failed close loses nothing
-	// A follower's site reads etcd a round trip a resource: on shutdown
-	// its reads stop at once (site.Stoppable) rather than finish an
-	// update of thousands.
-	siteCtx, stopReads := context.WithCancel(ctx)
-	defer stopReads()
-	s.live.Attach(site.Stoppable(siteCtx, ro))
+	// A follower's site reads etcd a round trip a resource: its reads
+	// take Run's context, so on shutdown they stop at once rather than
+	// finish an update of thousands.
+	s.live.Attach(ro)
 	stopSite := goUntilStopped(ctx, s.live.Run)
 	defer stopSite()
 	stopWatch := goUntilStopped(ctx, func(ctx context.Context) {
