@@ -106,6 +106,11 @@ func (s *server) runReplica(ctx context.Context) error {
 	httpAddr, stopHTTP, err := s.startHTTP(poke, func() (int, string) {
 		h := terms.Health()
 		if h == nil {
+			// A follower is healthy while etcd can elect: during a
+			// quorum loss no replica can lead, and it says so.
+			if err := rep.Health(time.Second); err != nil {
+				return http.StatusServiceUnavailable, "replica " + name + " follows, and " + err.Error()
+			}
 			return http.StatusOK, "ok: replica " + name + " follows"
 		}
 		if why := h.Check(time.Now()); why != "" {

@@ -468,7 +468,18 @@ func TestReplicasQuorumLoss(t *testing.T) {
 	procs := map[string]*proc{}
 	for _, name := range []string{"a", "b"} {
 		procs[name] = startProc(t, name, nil, "serve", "--replica", name, "--lease-ttl", "2s",
-			"--repo", repo, "--state", url, "--listen", "", "--poll", "300ms")
+			"--repo", repo, "--state", url, "--listen", "127.0.0.1:0", "--poll", "300ms")
+	}
+	healthz := func(name string) (int, string) {
+		addr := readAddr(t, filepath.Join(repo, ".converge", "replicas", name, "http.addr"))
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b := new(bytes.Buffer)
+		b.ReadFrom(resp.Body)
+		return resp.StatusCode, b.String()
 	}
 	var first etcdstate.Advert
 	waitUntil(t, 30*time.Second, "a leader", func() bool { first = leaderOf(o); return first.Name != "" })
@@ -541,6 +552,24 @@ func TestReplicasQuorumLoss(t *testing.T) {
 	} else {
 		t.Logf("converge leader without quorum: %v", err)
 	}
+	// Every replica's /healthz says so: none can lead.
+	for name := range procs {
+		var code int
+		var body string
+		waitUntil(t, 30*time.Second, name+"'s /healthz to fail", func() bool {
+			code, body = healthz(name)
+			return code == http.StatusServiceUnavailable
+		})
+		if !strings.Contains(body, "lost its quorum") {
+			t.Errorf("GET /healthz of %s during the quorum loss = %d %q, want 503 naming the lost quorum", name, code, body)
+		}
+	}
+	// A read command says so too, not "no member answered".
+	if out, err := runCLI("--state", url, "list"); err == nil || !strings.Contains(err.Error(), "etcd has lost its quorum") {
+		t.Errorf("converge list without quorum: %v, want an error naming the lost quorum\n%s", err, out)
+	} else {
+		t.Logf("converge list without quorum: %v", err)
+	}
 	addTeam("fd-02", "team-002") // pushed while nothing can be written
 
 	phase("checked the step-down")
@@ -557,6 +586,12 @@ func TestReplicasQuorumLoss(t *testing.T) {
 		return next.Name != "" && next.Since.After(first.Since)
 	})
 	t.Logf("%s leads %v after the members came back", next.Name, time.Since(back).Round(time.Millisecond))
+	for name := range procs {
+		waitUntil(t, 30*time.Second, name+"'s /healthz to pass again", func() bool {
+			code, _ := healthz(name)
+			return code == http.StatusOK
+		})
+	}
 	waitUntil(t, 120*time.Second, "the commit pushed during the outage converged", func() bool {
 		ph, c := rootRollup(o)
 		return ph == converge.PhaseReady && c.Total > mid.Total && c.Ready == c.Total

@@ -56,16 +56,28 @@ const readWidth = 16
 // is committed but not yet applied, the one before its commit marker
 // (the state before that batch, whole). A revision compacted away
 // meanwhile starts the read again. Each try is bounded by opTimeout.
+//
+// Its requests require a leader: a member cut off from its quorum
+// answers at once that it has none (quorumLost), instead of leaving the
+// read to time out as if no member answered.
 func (s *Store) view(ctx context.Context, fn func(rules.Reader) error) error {
 	for try := 0; ; try++ {
-		tctx, cancel := context.WithTimeout(ctx, opTimeout)
+		tctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), opTimeout)
 		err := s.viewOnce(tctx, fn)
 		cancel()
 		if errors.Is(err, rpctypes.ErrCompacted) && try < 3 {
 			continue
 		}
-		return err
+		return quorumLost(err)
 	}
+}
+
+// quorumLost says what etcd's "no leader" means, or returns err.
+func quorumLost(err error) error {
+	if errors.Is(err, rpctypes.ErrNoLeader) {
+		return fmt.Errorf("etcd has lost its quorum (the members that answer have no leader): %w", err)
+	}
+	return err
 }
 
 func (s *Store) viewOnce(ctx context.Context, fn func(rules.Reader) error) error {

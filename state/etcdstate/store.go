@@ -269,11 +269,11 @@ func (s *Store) URL() string {
 func (s *Store) open() error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.DialTimeout+s.opts.LockTimeout)
 	defer cancel()
-	if err := s.checkFormat(ctx); err != nil {
+	if err := s.checkFormat(clientv3.WithRequireLeader(ctx)); err != nil {
 		if ctx.Err() != nil {
 			return noAnswer(err)
 		}
-		return err
+		return quorumLost(err)
 	}
 	if s.opts.ReadOnly {
 		return nil
