@@ -17,6 +17,7 @@ import (
 
 	"github.com/convergehq/converge/providers/onprem/dnsrecord"
 	"github.com/convergehq/converge/providers/onprem/postgres"
+	"golang.org/x/sync/errgroup"
 )
 
 // bench --onprem: examples/onprem with --teams teams (a role, a database
@@ -206,22 +207,20 @@ func Onprem(ctx context.Context, progress io.Writer, o OnpremOptions) (*OnpremRe
 // database after role), pipelined as its worker is.
 func onpremBaseline(ctx context.Context, pool *postgres.Plain, env map[string]string, teams int) error {
 	zone := dnsZone(env)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var errOnce sync.Once
-	var first error
-	fail := func(err error) {
-		errOnce.Do(func() { first = err; cancel() })
-	}
+	g, ctx := errgroup.WithContext(ctx)
 	work := make(chan int)
 	records := make(chan int, teams)
 	names := func(i int) (fd, team, sql string) {
 		fd, team = fmt.Sprintf("bfd-%02d", i/50), fmt.Sprintf("team-%03d", i%50)
 		return fd, team, strings.ReplaceAll(fd+"-"+team, "-", "_")
 	}
-	var pgWG, dnsWG sync.WaitGroup
+	// The roles and databases stage ends (pg) before the records stage
+	// is told there is no more to come.
+	var pg sync.WaitGroup
 	for range onpremConcurrency {
-		pgWG.Go(func() {
+		pg.Add(1)
+		g.Go(func() error {
+			defer pg.Done()
 			for i := range work {
 				fd, team, name := names(i)
 				for _, st := range []string{
@@ -231,14 +230,14 @@ func onpremBaseline(ctx context.Context, pool *postgres.Plain, env map[string]st
 					fmt.Sprintf("COMMENT ON DATABASE %s IS 'managed by converge: pgdatabase/%s-%s'", name, fd, team),
 				} {
 					if err := pool.Exec(ctx, st); err != nil {
-						fail(fmt.Errorf("%s: %w", st, err))
-						return
+						return fmt.Errorf("%s: %w", st, err)
 					}
 				}
 				records <- i
 			}
+			return nil
 		})
-		dnsWG.Go(func() {
+		g.Go(func() error {
 			for i := range records {
 				fd, team, _ := names(i)
 				fqdn := team + "." + fd + ".db." + zone
@@ -246,25 +245,26 @@ func onpremBaseline(ctx context.Context, pool *postgres.Plain, env map[string]st
 					fqdn+" 300 IN A 127.0.0.1",
 					"_converge."+fqdn+` 300 IN TXT "managed by converge: dnsrecord/`+fd+"-"+team+`"`)
 				if err != nil {
-					fail(fmt.Errorf("update %s: %w", fqdn, err))
-					return
+					return fmt.Errorf("update %s: %w", fqdn, err)
 				}
 			}
+			return nil
 		})
 	}
-feed:
-	for i := range teams {
-		select {
-		case work <- i:
-		case <-ctx.Done():
-			break feed
+	g.Go(func() error {
+		defer close(records)
+		defer pg.Wait()
+		defer close(work)
+		for i := range teams {
+			select {
+			case work <- i:
+			case <-ctx.Done():
+				return nil
+			}
 		}
-	}
-	close(work)
-	pgWG.Wait()
-	close(records)
-	dnsWG.Wait()
-	return first
+		return nil
+	})
+	return g.Wait()
 }
 
 // onpremRepo writes a git repository of examples/onprem at dst, its
