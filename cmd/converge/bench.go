@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -19,6 +20,8 @@ func newBenchCommand(g *globals) *cobra.Command {
 	var (
 		o              bench.Options
 		onprem, output string
+		sizes          []int
+		curve          string
 	)
 	c := &cobra.Command{
 		Use:   "bench",
@@ -36,6 +39,9 @@ cluster (each run under its own prefix below PREFIX, deleted afterwards), and
 the report adds the etcd runs and the ratio of their median rate to bbolt's.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			if len(sizes) > 0 {
+				return runBenchCurve(c.Context(), c.OutOrStdout(), o, sizes, curve)
+			}
 			if onprem != "" {
 				return runBenchOnprem(c.Context(), c.OutOrStdout(), onprem, o, output)
 			}
@@ -55,6 +61,8 @@ the report adds the etcd runs and the ratio of their median rate to bbolt's.`,
 	f.IntVar(&o.Roots, "roots", 1, "scale run: split --teams over this many classicbom roots (their own BOM files)")
 	f.StringVar(&o.Lifecycle, "lifecycle", "", "also time the recompose of this updated BOM (replacing resources/bom.cue) and the teardown of the whole tree")
 	f.StringVar(&o.ComposeCUE, "compose-cue", "examples/datadriven", "also time composing the BOM with this repository's CUE compose against the Go composer (\"\" skips; skipped when absent, and with --teams when the expression is off the fast path unless given)")
+	f.IntSliceVar(&sizes, "sizes", nil, "cost against size: converge the classic BOM at each of these sizes (resources, e.g. 10000,100000,300000,1000000), each in its own process, and print time and peak RSS per resource")
+	f.StringVar(&curve, "curve", "", "with --sizes: also write the figures to PREFIX.csv and draw them in PREFIX.svg")
 	addOutputFlag(c, &output, "table")
 	return c
 }
@@ -125,6 +133,9 @@ func runBench(ctx context.Context, out io.Writer, o bench.Options, output string
 		fmt.Fprintf(out, "\ncompose the BOM (%d children, median of %d): go %.4fs wall %.4fs cpu (%.0f MiB allocated), cue (%s) %.4fs wall %.4fs cpu (%.0f MiB allocated): cue/go %.2f× wall, %.2f× cpu\n",
 			c.Children, max(o.Runs, 1), c.GoSeconds, c.GoCPUSeconds, c.GoAllocMiB, path, c.CUESeconds, c.CUECPUSeconds, c.CUEAllocMiB, c.Ratio, c.CPURatio)
 	}
+	if rep.Floor != nil {
+		fmt.Fprintf(out, "\n%s\n", rep.Floor)
+	}
 	return printLifecycle(out, rep.Lifecycle)
 }
 
@@ -167,4 +178,39 @@ func runBenchOnprem(ctx context.Context, out io.Writer, servers string, o bench.
 	fmt.Fprintf(out, "no-op sync: %.2fs, %d PostgreSQL transactions committed (%d in a window without a sync), SOA serial %d -> %d\n",
 		rep.NoopSeconds, rep.NoopTransactions, rep.NoopControl, rep.NoopSOABefore, rep.NoopSOAAfter)
 	return nil
+}
+
+// runBenchCurve runs bench --sizes (bench.Curve) and writes its figures.
+func runBenchCurve(ctx context.Context, out io.Writer, o bench.Options, sizes []int, prefix string) error {
+	for i, n := range sizes {
+		if n < 3 || (i > 0 && n <= sizes[i-1]) {
+			return usageErr("--sizes %v: want ascending sizes of at least 3 resources", sizes)
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	pts, err := bench.Curve(ctx, out, bench.CurveOptions{Sizes: sizes, Converge: self, Dir: o.Dir, Transport: o.Transport})
+	if err != nil {
+		return err
+	}
+	if prefix == "" {
+		return nil
+	}
+	write := func(name string, f func(io.Writer) error) error {
+		var b bytes.Buffer
+		if err := f(&b); err != nil {
+			return err
+		}
+		if err := os.WriteFile(name, b.Bytes(), 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintln(out, "wrote", name)
+		return nil
+	}
+	if err := write(prefix+".csv", func(w io.Writer) error { return bench.WriteCSV(w, pts) }); err != nil {
+		return err
+	}
+	return write(prefix+".svg", func(w io.Writer) error { return bench.WriteSVG(w, pts) })
 }

@@ -125,6 +125,10 @@ type Run struct {
 	ControlAnonMiB float64 `json:"control_plane_peak_anon_rss_mib"`
 	WorkerRSSMiB   float64 `json:"worker_peak_rss_mib"`
 	RatioToRawGRPC float64 `json:"ratio_to_raw_grpc"`
+	// Depth and ValidationsPerSec are the converged graph's (Floor),
+	// measured after the last run on bbolt only.
+	Depth             int     `json:"depth,omitempty"`
+	ValidationsPerSec float64 `json:"validations_per_second,omitempty"`
 }
 
 // Report is what Measure measured.
@@ -147,6 +151,9 @@ type Report struct {
 	EtcdMedianSeconds float64 `json:"etcd_median_seconds,omitempty"`
 	// Compose compares composing the BOM in CUE and in Go (--compose-cue).
 	Compose *Compose `json:"compose,omitempty"`
+	// Floor is the time a perfect engine would need here, from the raw
+	// rates above, and the median run's ratio to it.
+	Floor *Floor `json:"floor,omitempty"`
 }
 
 // Measure converges o.Dir from an empty store o.Runs times, with the
@@ -234,6 +241,8 @@ func Measure(ctx context.Context, o Options) (*Report, error) {
 			rep.EtcdMedianSeconds, rep.EtcdMedianPerSec = em.Seconds, em.PerSecond
 			rep.EtcdRatioToBbolt = em.PerSecond / med.PerSecond
 		}
+		last := rep.Runs[len(rep.Runs)-1]
+		rep.Floor = floor(rep, last.Resources, last.Depth, last.ValidationsPerSec)
 	}
 	return rep, nil
 }
@@ -341,6 +350,15 @@ func once(ctx context.Context, dir string, etcd *etcdstate.Options, repoDir stri
 			return Run{}, fmt.Errorf("memprofile: %w", err)
 		}
 	}
+	anonMiB := anon() // before the graph's facts allocate their own
+	var depth int
+	var validations float64
+	if last {
+		// The engine is still up: the graph's facts for the floor.
+		if _, depth, validations, err = graphFacts(ctx, e.Scheduler().Graph(), res.Desired.Resources, res.Schemas); err != nil {
+			return Run{}, fmt.Errorf("bench: read the graph: %w", err)
+		}
+	}
 	after := e.Store().Stats()
 	p := e.Scheduler().Progress()
 	n := p.Counts.Total
@@ -352,7 +370,8 @@ func once(ctx context.Context, dir string, etcd *etcdstate.Options, repoDir stri
 	r.CommitsPerRes = float64(r.Commits) / float64(n)
 	r.LongestCommitSeconds = after.LongestCommit.Seconds()
 	r.ControlRSSMiB = peakRSSMiB(os.Getpid())
-	r.ControlAnonMiB = anon()
+	r.ControlAnonMiB = anonMiB
+	r.Depth, r.ValidationsPerSec = depth, validations
 	if e.Supervisor() != nil {
 		for _, pid := range e.Supervisor().Pids() {
 			r.WorkerRSSMiB = max(r.WorkerRSSMiB, peakRSSMiB(pid))
