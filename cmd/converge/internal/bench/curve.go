@@ -128,8 +128,8 @@ func WriteSVG(w io.Writer, pts []Point) error {
 		// FloorPath is the floor's line, where the panel has one.
 		FloorPath string
 		Dots      []struct{ X, Y float64 }
-		XTicks       []tick
-		YTicks       []tick
+		XTicks    []tick
+		YTicks    []tick
 	}
 	lo, hi := math.Log10(float64(pts[0].Resources)), math.Log10(float64(pts[len(pts)-1].Resources))
 	if hi <= lo {
