@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -47,6 +49,12 @@ the report adds the etcd runs and the ratio of their median rate to bbolt's.`,
 			}
 			o.Log, o.WrapStore, o.Etcd, o.Start = g.logger(c.ErrOrStderr(), false), g.wrapStore, g.etcd, startEngine
 			o.ComposeCUEGiven = c.Flags().Changed("compose-cue")
+			if o.Sync {
+				var err error
+				if o.Converge, err = selfPath(); err != nil {
+					return err
+				}
+			}
 			return runBench(c.Context(), c.OutOrStdout(), o, output)
 		},
 	}
@@ -61,6 +69,7 @@ the report adds the etcd runs and the ratio of their median rate to bbolt's.`,
 	f.IntVar(&o.Roots, "roots", 1, "scale run: split --teams over this many classicbom roots (their own BOM files)")
 	f.StringVar(&o.Lifecycle, "lifecycle", "", "also time the recompose of this updated BOM (replacing resources/bom.cue) and the teardown of the whole tree")
 	f.StringVar(&o.ComposeCUE, "compose-cue", "examples/datadriven", "also time composing the BOM with this repository's CUE compose against the Go composer (\"\" skips; skipped when absent, and with --teams when the expression is off the fast path unless given)")
+	f.BoolVar(&o.Sync, "sync", false, "also time `converge sync` of the repository from an empty store, --runs times: the user's path, a new process, loading included")
 	f.IntSliceVar(&sizes, "sizes", nil, "cost against size: converge the classic BOM at each of these sizes (resources, e.g. 10000,100000,300000,1000000), each in its own process, and print time and peak RSS per resource")
 	f.StringVar(&curve, "curve", "", "with --sizes: also write the figures to PREFIX.csv and draw them in PREFIX.svg")
 	addOutputFlag(c, &output, "table")
@@ -133,6 +142,18 @@ func runBench(ctx context.Context, out io.Writer, o bench.Options, output string
 		fmt.Fprintf(out, "\ncompose the BOM (%d children, median of %d): go %.4fs wall %.4fs cpu (%.0f MiB allocated), cue (%s) %.4fs wall %.4fs cpu (%.0f MiB allocated): cue/go %.2f× wall, %.2f× cpu\n",
 			c.Children, max(o.Runs, 1), c.GoSeconds, c.GoCPUSeconds, c.GoAllocMiB, path, c.CUESeconds, c.CUECPUSeconds, c.CUEAllocMiB, c.Ratio, c.CPURatio)
 	}
+	if len(rep.SyncRuns) > 0 {
+		rows := [][]string{{"SYNC RUN", "RESOURCES", "WALL", "RES/S", "RSS SYNC"}}
+		for i, r := range rep.SyncRuns {
+			rows = append(rows, []string{strconv.Itoa(i + 1), strconv.Itoa(r.Resources), fmt.Sprintf("%.3fs", r.Seconds),
+				fmt.Sprintf("%.0f", r.PerSecond), fmt.Sprintf("%.0f MiB", r.PeakRSSMiB)})
+		}
+		fmt.Fprintln(out, "\nconverge sync from an empty store (the user's path, loading included):")
+		if err := table(out, rows); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "\nsync median: %.3fs, %.2f× the bench runs' median\n", rep.SyncMedianSeconds, rep.SyncToBench)
+	}
 	if rep.Floor != nil {
 		fmt.Fprintf(out, "\n%s\n", rep.Floor)
 	}
@@ -155,7 +176,7 @@ func printLifecycle(out io.Writer, runs []bench.Lifecycle) error {
 
 // runBenchOnprem runs bench --onprem (bench.Onprem) and prints its report.
 func runBenchOnprem(ctx context.Context, out io.Writer, servers string, o bench.Options, output string) error {
-	self, err := os.Executable()
+	self, err := selfPath()
 	if err != nil {
 		return err
 	}
@@ -187,7 +208,7 @@ func runBenchCurve(ctx context.Context, out io.Writer, o bench.Options, sizes []
 			return usageErr("--sizes %v: want ascending sizes of at least 3 resources", sizes)
 		}
 	}
-	self, err := os.Executable()
+	self, err := selfPath()
 	if err != nil {
 		return err
 	}
@@ -213,4 +234,15 @@ func runBenchCurve(ctx context.Context, out io.Writer, o bench.Options, sizes []
 		return err
 	}
 	return write(prefix+".svg", func(w io.Writer) error { return bench.WriteSVG(w, pts) })
+}
+
+// selfPath is the converge executable for bench's child processes: the
+// path this process was started by when it names one (a test's
+// converge on PATH is its test binary under that name), else the
+// running executable.
+func selfPath() (string, error) {
+	if p, err := exec.LookPath(os.Args[0]); err == nil {
+		return filepath.Abs(p)
+	}
+	return os.Executable()
 }

@@ -73,6 +73,11 @@ type Options struct {
 	// Etcd, when set, is where every run is repeated on an etcd store,
 	// each under its own prefix below Etcd's, deleted after it.
 	Etcd *etcdstate.Options
+	// Sync also times `converge sync` of the (scaled) repository from an
+	// empty store, Runs times: the user's path, loading included
+	// (userpath.go). Converge is the executable it runs.
+	Sync     bool
+	Converge string
 	// Start starts a control plane: the command's, which gives builtin
 	// workers their environment; controlplane.Start when nil.
 	Start func(context.Context, controlplane.Options) (*controlplane.Engine, error)
@@ -151,6 +156,11 @@ type Report struct {
 	EtcdMedianSeconds float64 `json:"etcd_median_seconds,omitempty"`
 	// Compose compares composing the BOM in CUE and in Go (--compose-cue).
 	Compose *Compose `json:"compose,omitempty"`
+	// SyncRuns are the user's path (Options.Sync); SyncMedianSeconds
+	// their median, SyncToBench its ratio to the bench runs' median.
+	SyncRuns          []SyncRun `json:"sync_runs,omitempty"`
+	SyncMedianSeconds float64   `json:"sync_median_seconds,omitempty"`
+	SyncToBench       float64   `json:"sync_to_bench_ratio,omitempty"`
 	// Floor is the time a perfect engine would need here, from the raw
 	// rates above, and the median run's ratio to it.
 	Floor *Floor `json:"floor,omitempty"`
@@ -221,6 +231,13 @@ func Measure(ctx context.Context, o Options) (*Report, error) {
 		r.RatioToRawGRPC = r.PerSecond / rep.RawGRPC1
 		rep.EtcdRuns = append(rep.EtcdRuns, r)
 	}
+	for i := 0; o.Sync && i < o.Runs; i++ {
+		sr, err := syncOnce(ctx, o.Converge, filepath.Join(tmp, "sync"+strconv.Itoa(i)), fsys)
+		if err != nil {
+			return nil, err
+		}
+		rep.SyncRuns = append(rep.SyncRuns, sr)
+	}
 	for i := 0; o.Lifecycle != "" && i < o.Runs; i++ {
 		lr, err := lifecycle(ctx, filepath.Join(tmp, "lifecycle"+strconv.Itoa(i)), abs, o.Lifecycle, res, o)
 		if err != nil {
@@ -240,6 +257,15 @@ func Measure(ctx context.Context, o Options) (*Report, error) {
 			em := median(rep.EtcdRuns)
 			rep.EtcdMedianSeconds, rep.EtcdMedianPerSec = em.Seconds, em.PerSecond
 			rep.EtcdRatioToBbolt = em.PerSecond / med.PerSecond
+		}
+		if len(rep.SyncRuns) > 0 {
+			secs := make([]float64, len(rep.SyncRuns))
+			for i, r := range rep.SyncRuns {
+				secs[i] = r.Seconds
+			}
+			sort.Float64s(secs)
+			rep.SyncMedianSeconds = secs[len(secs)/2]
+			rep.SyncToBench = rep.SyncMedianSeconds / med.Seconds
 		}
 		last := rep.Runs[len(rep.Runs)-1]
 		rep.Floor = floor(rep, last.Resources, last.Depth, last.ValidationsPerSec)
