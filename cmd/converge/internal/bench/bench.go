@@ -172,20 +172,9 @@ func Measure(ctx context.Context, o Options) (*Report, error) {
 	if o.Roots < 1 {
 		o.Roots = 1
 	}
-	fsys := os.DirFS(o.Dir)
-	if o.Teams > 0 {
-		scaled, err := ScaleBOM(fsys, o.Teams, o.Roots)
-		if err != nil {
-			return nil, err
-		}
-		fsys = scaled
-	}
-	res, err := cue.Load(fsys, ".", cue.Options{})
+	fsys, res, err := load(o.Dir, o)
 	if err != nil {
 		return nil, err
-	}
-	if len(res.Findings) > 0 {
-		return nil, failure("%s is invalid: %s", o.Dir, res.Findings[0])
 	}
 	rep := &Report{}
 	one, err := providers.MeasureTransport(ctx, 1, o.Transport)
@@ -271,6 +260,27 @@ func Measure(ctx context.Context, o Options) (*Report, error) {
 		rep.Floor = floor(rep, last.Resources, last.Depth, last.ValidationsPerSec)
 	}
 	return rep, nil
+}
+
+// load reads the repository in dir, its BOM scaled to o.Teams when set
+// (ScaleBOM); an invalid one is a Failure.
+func load(dir string, o Options) (fs.FS, *cue.Result, error) {
+	fsys := os.DirFS(dir)
+	if o.Teams > 0 {
+		scaled, err := ScaleBOM(fsys, o.Teams, o.Roots)
+		if err != nil {
+			return nil, nil, err
+		}
+		fsys = scaled
+	}
+	res, err := cue.Load(fsys, ".", cue.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(res.Findings) > 0 {
+		return nil, nil, failure("%s is invalid: %s", dir, res.Findings[0])
+	}
+	return fsys, res, nil
 }
 
 // median is the run of median wall time.

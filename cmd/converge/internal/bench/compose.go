@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/convergehq/converge"
-	"github.com/convergehq/converge/cue"
 	"github.com/convergehq/converge/providers/classic"
 )
 
@@ -46,20 +45,9 @@ type Compose struct {
 }
 
 func composeCUE(dir string, o Options) (*Compose, error) {
-	fsys := os.DirFS(dir)
-	if o.Teams > 0 {
-		scaled, err := ScaleBOM(fsys, o.Teams, o.Roots)
-		if err != nil {
-			return nil, err
-		}
-		fsys = scaled
-	}
-	res, err := cue.Load(fsys, ".", cue.Options{})
+	_, res, err := load(dir, o)
 	if err != nil {
 		return nil, err
-	}
-	if len(res.Findings) > 0 {
-		return nil, failure("%s is invalid: %s", dir, res.Findings[0])
 	}
 	var roots []*converge.Resource
 	for _, r := range res.Desired.Resources {
