@@ -122,7 +122,7 @@ func (s *Scheduler) applyComposition(n *node, res *converge.Result, ids []conver
 			p := s.nodes[e.Producer]
 			if gone := p != nil && p.r.Deleting && p.owner == n; gone || later[e.Producer] {
 				if gone {
-					p.recomposeOwner = true
+					p.set(mRecomposeOwner)
 				}
 				later[e.Consumer], grew = true, true
 			}
@@ -144,7 +144,7 @@ func (s *Scheduler) applyComposition(n *node, res *converge.Result, ids []conver
 		// kept, not copied (a million edges at scale).
 		ne := &converge.Edge{Consumer: canon(e.Consumer), Producer: canon(e.Producer), Flows: s.internFlows(e.Flows)}
 		s.addEdge(ne)
-		if c := s.nodes[ne.Consumer]; c != nil && c.stored {
+		if c := s.nodes[ne.Consumer]; c != nil && c.has(mStored) {
 			s.putEdge(ne)
 		} else {
 			// A consumer this composition creates, or one not stored
@@ -180,7 +180,7 @@ func (s *Scheduler) applyComposition(n *node, res *converge.Result, ids []conver
 			created++
 		case ex.r.Deleting:
 			// Being torn down: the owner composes again once it is gone.
-			ex.recomposeOwner = true
+			ex.set(mRecomposeOwner)
 			partial = true
 		default:
 			if s.updateDeclared(ex, c.KindVersion, c.Spec, c.ProviderConfigRef) {
@@ -573,7 +573,7 @@ func (s *Scheduler) updateDeclared(n *node, version int, declared json.RawMessag
 func (s *Scheduler) evalComposer(n *node) {
 	r := n.r
 	if r.Deleting || r.Phase == converge.PhaseRunning || r.Phase == converge.PhaseFailed ||
-		r.ObservedGeneration < r.Generation || n.parked {
+		r.ObservedGeneration < r.Generation || n.is(stateParked) {
 		return
 	}
 	s.markRollup(n)

@@ -58,14 +58,14 @@ func (s *Scheduler) markDeleting(n *node, reason string) {
 		s.dropTask(r.Lease.TaskID)
 		r.Lease = nil
 	}
-	if n.inBackoff {
-		n.inBackoff = false
+	if n.is(stateBackoff) {
+		n.to(stateFree)
 		s.backoffN--
 	}
-	if n.parked {
-		n.parked = false // stays in s.parked until the next Changed: harmless
+	if n.is(stateParked) {
+		n.to(stateFree) // stays in s.parked until the next Changed: harmless
 	}
-	n.resync = false
+	n.unset(mResync)
 	r.Deleting = true
 	r.DeletedAt = s.now
 	r.Attempts = 0
@@ -80,7 +80,7 @@ func (s *Scheduler) markDeleting(n *node, reason string) {
 // of its children remain.
 func (s *Scheduler) considerTeardown(n *node) {
 	r := n.r
-	if r.Lease != nil || n.inBackoff || n.stuck {
+	if r.Lease != nil || n.is(stateBackoff) || n.has(mStuck) {
 		return
 	}
 	if len(n.children) > 0 || s.hasLiveConsumer(n) {
@@ -163,13 +163,13 @@ func (s *Scheduler) teardownReason(n *node) string {
 	}
 	best := blockers[0]
 	for _, b := range blockers[1:] {
-		bf, cf := b.r.Attempts > 0 || b.stuck, best.r.Attempts > 0 || best.stuck
+		bf, cf := b.r.Attempts > 0 || b.has(mStuck), best.r.Attempts > 0 || best.has(mStuck)
 		if bf && !cf || bf == cf && b.id < best.id {
 			best = b
 		}
 	}
 	reason := "waiting for teardown of " + string(best.id)
-	if best.r.Attempts > 0 || best.stuck {
+	if best.r.Attempts > 0 || best.has(mStuck) {
 		since := best.r.DeletedAt
 		if since.IsZero() {
 			since = s.now
@@ -190,13 +190,13 @@ func (s *Scheduler) remove(n *node) {
 		s.dropTask(r.Lease.TaskID)
 		r.Lease = nil
 	}
-	if n.inBackoff {
-		n.inBackoff = false
+	if n.is(stateBackoff) {
+		n.to(stateFree)
 		s.backoffN--
 	}
 	s.fire(n, converge.TransitionDeleted)
 	s.subCounted(n)
-	n.removed = true
+	n.to(stateRemoved)
 	s.recount(n)
 	if n.refusals > 0 {
 		s.refused--
@@ -238,9 +238,9 @@ func (s *Scheduler) remove(n *node) {
 	for _, c := range wakeC {
 		s.enqueue(c) // to say what it waits for now
 	}
-	if o := n.owner; o != nil && !o.removed && !o.r.Deleting {
-		if n.recomposeOwner {
-			o.recomposeOwed = true
+	if o := n.owner; o != nil && !o.is(stateRemoved) && !o.r.Deleting {
+		if n.has(mRecomposeOwner) {
+			o.set(mRecomposeOwed)
 			s.forgetComposition(o)
 		}
 		s.recomposeIfOwed(o)
@@ -261,10 +261,10 @@ func (s *Scheduler) remove(n *node) {
 // teardown keeps a re-created consumer from holding up the teardown of
 // its producer.
 func (s *Scheduler) recomposeIfOwed(o *node) {
-	if !o.recomposeOwed || o.tree().counts.Deleting > 0 {
+	if !o.has(mRecomposeOwed) || o.tree().counts.Deleting > 0 {
 		return
 	}
-	o.recomposeOwed = false
+	o.unset(mRecomposeOwed)
 	s.event(o.id, "Recompose", "a child it composes was deleted")
 	s.bumpGeneration(o)
 }
@@ -321,11 +321,11 @@ func (s *Scheduler) problemOf(n *node) (p Problem, rank int, ok bool) {
 	p = Problem{ID: n.id, Phase: r.Phase, Reason: r.Reason}
 	rank = 5
 	switch {
-	case r.Deleting && n.stuck:
+	case r.Deleting && n.has(mStuck):
 		rank, p.Permanent = 0, true
 	case permanent(r):
 		rank, p.Permanent = 0, true
-	case n.parked:
+	case n.is(stateParked):
 		rank, p.Permanent, p.Unserved = 1, true, r.Ref()
 	case r.Deleting && r.Attempts > 0:
 		rank = 2

@@ -28,7 +28,7 @@ func (s *Scheduler) pump() {
 			n := s.queue[s.queueHead]
 			s.queue[s.queueHead] = nil
 			s.queueHead++
-			n.queued = false
+			n.unset(mQueued)
 			s.consider(n)
 		}
 		s.queue = s.queue[:0]
@@ -46,7 +46,7 @@ func (s *Scheduler) pump() {
 				rs.waiting[0] = waitItem{}
 				rs.waiting = rs.waiting[1:]
 				if w.n != nil {
-					w.n.blocked = false
+					w.n.leave(stateBlocked)
 					s.consider(w.n)
 				} else {
 					s.considerDelivery(w.d)
@@ -67,7 +67,7 @@ func (s *Scheduler) startChunk() {
 	const chunk = 4096
 	k := min(chunk, len(s.startQueue))
 	for _, n := range s.startQueue[:k] {
-		if !n.removed && !n.queued {
+		if !n.is(stateRemoved) && !n.has(mQueued) {
 			s.consider(n)
 		}
 	}
@@ -83,7 +83,7 @@ func (s *Scheduler) rearmChunk() {
 	const chunk = 16384
 	k := min(chunk, len(s.rearmQueue))
 	for _, n := range s.rearmQueue[:k] {
-		if r := n.r; !n.removed && r.Phase == converge.PhaseReady && !r.Deleting {
+		if r := n.r; !n.is(stateRemoved) && r.Phase == converge.PhaseReady && !r.Deleting {
 			s.scheduleResync(n)
 		}
 	}
@@ -113,7 +113,7 @@ func (s *Scheduler) onChanged() {
 	parked := s.parked
 	s.parked = nil
 	for _, n := range parked {
-		n.parked = false
+		n.leave(stateParked)
 		s.enqueue(n)
 	}
 	pd := s.parkedDel
@@ -142,7 +142,7 @@ func permanent(r *converge.Resource) bool {
 // needsRun reports whether n's main reaction must run.
 func (s *Scheduler) needsRun(n *node) bool {
 	r := n.r
-	if n.resync || r.ObservedGeneration < r.Generation || r.Phase == converge.PhaseFailed {
+	if n.has(mResync) || r.ObservedGeneration < r.Generation || r.Phase == converge.PhaseFailed {
 		return true
 	}
 	return r.Phase != converge.PhaseReady && !s.isComposer(n)
@@ -151,7 +151,7 @@ func (s *Scheduler) needsRun(n *node) bool {
 // consider dispatches n's next task if it is eligible, or records why
 // not.
 func (s *Scheduler) consider(n *node) {
-	if n.removed || n.parked || n.blocked {
+	if n.is(stateRemoved) || n.is(stateParked) || n.is(stateBlocked) {
 		return
 	}
 	r := n.r
@@ -162,7 +162,7 @@ func (s *Scheduler) consider(n *node) {
 	if s.holdSuspended(n) {
 		return
 	}
-	if r.Lease != nil || n.inBackoff || n.unstorable {
+	if r.Lease != nil || n.is(stateBackoff) || n.has(mUnstorable) {
 		// An unstorable row stays Failed: a new generation (a flowed
 		// value) must not make Ready what the store cannot hold.
 		return
@@ -197,9 +197,9 @@ func (s *Scheduler) consider(n *node) {
 	}
 	// Flows are dirty also when the last edge with flows went: the spec
 	// is Declared again.
-	if n.flowsDirty {
-		n.flowsDirty = false
-		if !n.flowsLoaded || !s.flowsApplied(n) {
+	if n.has(mFlowsDirty) {
+		n.unset(mFlowsDirty)
+		if !n.has(mFlowsLoaded) || !s.flowsApplied(n) {
 			changed := s.applyFlows(n)
 			// A flowed value is checked when it is written, or
 			// before the first run of a spec composed with it.
@@ -211,11 +211,11 @@ func (s *Scheduler) consider(n *node) {
 				if !permanent(r) || r.LastError != err.Error() {
 					s.failPermanent(n, err.Error())
 				}
-				n.flowsLoaded = false
+				n.unset(mFlowsLoaded)
 				return
 			}
 		}
-		n.flowsLoaded = false
+		n.unset(mFlowsLoaded)
 	}
 	if permanent(r) || !s.needsRun(n) {
 		return
@@ -271,8 +271,8 @@ func (s *Scheduler) bumpGeneration(n *node) {
 	n.r.Generation++
 	n.r.Attempts = 0
 	n.r.NextAttempt = timeZero
-	if n.inBackoff {
-		n.inBackoff = false
+	if n.is(stateBackoff) {
+		n.to(stateFree)
 		s.backoffN--
 	}
 	if n.r.Lease == nil && !n.r.Deleting {
@@ -326,7 +326,7 @@ func (s *Scheduler) mainReaction(n *node) string {
 	if s.isComposer(n) {
 		return converge.ReactionCompose
 	}
-	if r := n.r; n.resync && r.Phase == converge.PhaseReady && r.ObservedGeneration == r.Generation && s.observes(n) {
+	if r := n.r; n.has(mResync) && r.Phase == converge.PhaseReady && r.ObservedGeneration == r.Generation && s.observes(n) {
 		return converge.ReactionObserve
 	}
 	return converge.ReactionReconcile
@@ -334,7 +334,7 @@ func (s *Scheduler) mainReaction(n *node) string {
 
 // park records that no worker serves n's KindRef and reaction.
 func (s *Scheduler) park(n *node) {
-	n.parked = true
+	n.to(stateParked)
 	s.parked = append(s.parked, n)
 	if n.r.Phase == converge.PhaseReady && !n.r.Deleting {
 		return // a resync waits quietly
@@ -347,7 +347,7 @@ func (s *Scheduler) park(n *node) {
 
 // block queues n until its KindRef has room.
 func (s *Scheduler) block(n *node, rs *refState) {
-	n.blocked = true
+	n.to(stateBlocked)
 	rs.waiting = append(rs.waiting, waitItem{n: n})
 	if n.r.Phase == converge.PhasePending {
 		if rs.queuedReason == "" {
@@ -396,7 +396,7 @@ func (s *Scheduler) dispatchNode(n *node, reaction string, kind taskKind) {
 	s.dispatched++
 	rs.inflight++
 	s.inflight++
-	n.resync = false
+	n.unset(mResync)
 	if reaction != converge.ReactionTeardown {
 		s.taskRefs.Store(t.ID, ref)
 	}
@@ -442,8 +442,8 @@ func (s *Scheduler) failTransient(n *node, msg string) {
 	r.LastError = msg
 	d := s.backoff(r.Attempts)
 	r.NextAttempt = s.now.Add(d)
-	if !n.inBackoff {
-		n.inBackoff = true
+	if !n.is(stateBackoff) {
+		n.to(stateBackoff)
 		s.backoffN++
 	}
 	s.addTimer(r.NextAttempt, timerRetry, n.id, "")
@@ -468,14 +468,14 @@ func (s *Scheduler) failPermanent(n *node, msg string) {
 	r.Attempts++
 	r.LastError = msg
 	r.NextAttempt = timeZero
-	if n.inBackoff {
-		n.inBackoff = false
+	if n.is(stateBackoff) {
+		n.to(stateFree)
 		s.backoffN--
 	}
 	r.Reason = "permanent: " + msg
 	s.markDirty(n)
 	if r.Deleting {
-		n.stuck = true
+		n.set(mStuck)
 		s.event(n.id, "TeardownFailed", r.Reason)
 		s.blockersChanged(n)
 		return

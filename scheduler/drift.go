@@ -117,7 +117,7 @@ func (s *Scheduler) observeResult(n *node, rec *taskRec, res *converge.Result) {
 		return
 	}
 	s.setReason(n, "drifted: "+rep.Summary()+"; healing")
-	n.resync = true // observes now says reconcile
+	n.set(mResync) // observes now says reconcile
 	s.enqueue(n)
 }
 
@@ -161,7 +161,7 @@ func (s *Scheduler) setDriftPolicy(n *node, p string) {
 func (s *Scheduler) driftedByRef() map[converge.KindRef]int {
 	var out map[converge.KindRef]int
 	for id, n := range s.drifted {
-		if n.removed || n.r.Drift == nil || s.nodes[id] != n {
+		if n.is(stateRemoved) || n.r.Drift == nil || s.nodes[id] != n {
 			delete(s.drifted, id)
 			continue
 		}

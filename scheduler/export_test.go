@@ -32,7 +32,7 @@ func (s *Scheduler) checkInvariants() error {
 		}
 	}
 	for id, n := range s.nodes {
-		if n.id != id || n.r.ID() != id || n.removed {
+		if n.id != id || n.r.ID() != id || n.is(stateRemoved) {
 			return fmt.Errorf("%s: bad node identity", id)
 		}
 		total.Add(n.r.Phase)
@@ -68,11 +68,11 @@ func (s *Scheduler) checkInvariants() error {
 		}
 		pending := int32(0)
 		for _, c := range n.children {
-			want := c.dirty || c.inBatch || c.unstorable || c.sub != nil && c.sub.held
-			if c.pending != want {
-				return fmt.Errorf("%s: counted pending %v, is %v", c.id, c.pending, want)
+			want := c.has(mDirty) || c.has(mInBatch) || c.has(mUnstorable) || c.sub != nil && c.sub.held
+			if c.has(mPending) != want {
+				return fmt.Errorf("%s: counted pending %v, is %v", c.id, c.has(mPending), want)
 			}
-			if c.pending {
+			if c.has(mPending) {
 				pending++
 			}
 		}
@@ -145,7 +145,7 @@ func (s *Scheduler) checkInvariants() error {
 	}
 	backoff := 0
 	for _, n := range s.nodes {
-		if n.inBackoff {
+		if n.is(stateBackoff) {
 			backoff++
 		}
 	}
@@ -197,3 +197,6 @@ func TimerLen(s *Scheduler) int {
 	_ = s.exec(context.Background(), func(s *Scheduler) { n = len(s.timers) })
 	return n
 }
+
+// The package's tests check every node state transition (nodestate.go).
+func init() { checkTransitions = true }

@@ -105,7 +105,7 @@ func (s *Scheduler) batchDropped() {
 	ns := s.batchNodes
 	s.batchNodes = nil
 	for _, n := range ns {
-		n.inBatch = false
+		n.unset(mInBatch)
 		s.recount(n)
 	}
 	clear(ns)
@@ -202,7 +202,7 @@ func (s *Scheduler) refuse(b *converge.Batch, err error) bool {
 	b.Edges = edges
 	for id, rerr := range bad {
 		n := s.nodes[id]
-		if n == nil || n.removed {
+		if n == nil || n.is(stateRemoved) {
 			continue
 		}
 		n.refusals++
@@ -219,7 +219,7 @@ func (s *Scheduler) refuse(b *converge.Batch, err error) bool {
 			}
 		}
 		if n.refusals > 1 {
-			n.unstorable = true
+			n.set(mUnstorable)
 			s.recount(n) // its owner's record waits for ever
 		}
 		if !r.Deleting && !permanent(r) {
@@ -290,14 +290,14 @@ const bigRowEvery = 5 * time.Second
 // writes it), so the store's copy of its rollup and reason may lag by
 // that much; phase, generation and lease changes are written at once.
 func (s *Scheduler) markDirtySoon(n *node) {
-	if n.dirty || n.removed || len(n.r.Declared)+len(n.r.Spec) < bigRow {
+	if n.has(mDirty) || n.is(stateRemoved) || len(n.r.Declared)+len(n.r.Spec) < bigRow {
 		s.markDirty(n)
 		return
 	}
-	if n.deferred {
+	if n.has(mDeferred) {
 		return
 	}
-	n.deferred = true
+	n.set(mDeferred)
 	s.deferred = append(s.deferred, n)
 	if s.deferDue.IsZero() {
 		s.deferDue = s.now.Add(bigRowEvery)
@@ -318,15 +318,15 @@ func (s *Scheduler) armDeferred() {
 // synchronous flush).
 func (s *Scheduler) buildBatch(all bool) *converge.Batch {
 	for _, n := range s.rollupDirty {
-		n.rollupDirty = false
-		if !n.removed {
+		n.unset(mRollupDirty)
+		if !n.is(stateRemoved) {
 			s.writeRollup(n)
 		}
 	}
 	s.rollupDirty = s.rollupDirty[:0]
 	for _, n := range s.reasonDirty {
-		n.reasonDirty = false
-		if !n.removed && n.r.Deleting && n.r.Lease == nil && !n.stuck && !n.inBackoff &&
+		n.unset(mReasonDirty)
+		if !n.is(stateRemoved) && n.r.Deleting && n.r.Lease == nil && !n.has(mStuck) && !n.is(stateBackoff) &&
 			(len(n.children) > 0 || s.hasLiveConsumer(n)) {
 			s.setReasonSoon(n, s.teardownReason(n))
 		}
@@ -334,7 +334,7 @@ func (s *Scheduler) buildBatch(all bool) *converge.Batch {
 	s.reasonDirty = s.reasonDirty[:0]
 	if len(s.deferred) > 0 && (all || !s.now.Before(s.deferDue)) {
 		for _, n := range s.deferred {
-			n.deferred = false
+			n.unset(mDeferred)
 			s.markDirty(n)
 		}
 		clear(s.deferred)
@@ -379,16 +379,16 @@ func (s *Scheduler) buildBatch(all bool) *converge.Batch {
 		ptrs := buf.ptrs[:0]
 		for _, take := range [][]*node{upd, fresh} {
 			for _, n := range take {
-				n.dirty = false
-				first := !n.stored
-				n.stored = true
-				if !n.removed && !n.unstorable {
+				n.unset(mDirty)
+				first := !n.has(mStored)
+				n.set(mStored)
+				if !n.is(stateRemoved) && !n.has(mUnstorable) {
 					rows = append(rows, *n.r)
 					ptrs = append(ptrs, &rows[len(rows)-1])
 					// Counted in its owner's pending until committed
 					// (committed, batchDropped): its owner's count
 					// does not change here.
-					n.inBatch = true
+					n.set(mInBatch)
 					s.batchNodes = append(s.batchNodes, n)
 					if t := n.sub; t != nil {
 						t.heldWritten = t.held
@@ -431,10 +431,10 @@ func (s *Scheduler) buildBatch(all bool) *converge.Batch {
 	bigDel := len(s.edgeDel) > bigMap
 	s.edgePutPeak = max(s.edgePutPeak, len(s.edgePut))
 	for k, e := range s.edgePut {
-		if c := s.nodes[e.Consumer]; c != nil && c.unstorable {
+		if c := s.nodes[e.Consumer]; c != nil && c.has(mUnstorable) {
 			delete(s.edgePut, k) // its consumer is never stored
 			continue
-		} else if c != nil && c.dirty {
+		} else if c != nil && c.has(mDirty) {
 			// Its consumer's row is not in this batch (it may not be
 			// stored yet): the edge goes with it.
 			continue

@@ -45,7 +45,7 @@ func (s *Scheduler) setGitEdges(n *node) {
 		}
 		ne := &converge.Edge{Consumer: n.id, Producer: prod, Flows: s.internFlows(e.Flows)}
 		s.addEdge(ne) // replaces old
-		if n.stored {
+		if n.has(mStored) {
 			s.putEdge(ne)
 		} else {
 			// Its row carries its edges into the store (buildBatch).

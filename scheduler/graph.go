@@ -13,7 +13,7 @@ import (
 
 // node is one resource in memory with its derived, non-durable state.
 // A million of them are held at scale, so what only an owner needs lives
-// in sub, and the flags are packed.
+// in sub, and its state and flags are packed (nodestate.go).
 type node struct {
 	r        *converge.Resource
 	id       converge.ID
@@ -34,34 +34,11 @@ type node struct {
 	// refusals counts the store's refusals of this row.
 	refusals int32
 
-	queued, dirty, rollupDirty, reasonDirty bool
-	flowsDirty, resync, parked, blocked     bool
-	// flowsLoaded: flowsDirty only because the row was just loaded; its
-	// flows are checked, not recomputed (flowsApplied).
-	flowsLoaded               bool
-	inBackoff, removed, stuck bool
-	// unstorable: the store refused the row again after its refused data
-	// was dropped, so it is kept out of every batch.
-	unstorable bool
-	// deferred: a change of this big row's rollup or reason waits in
-	// Scheduler.deferred (markDirtySoon).
-	deferred bool
-	// stored: the row has been handed to the store (loaded from it, or
-	// in a batch): a change of it is an update, committed ahead of new
-	// rows.
-	stored bool
-	// recomposeOwner: the owner still wants this child (it emitted it
-	// again while it was being torn down, or an operator deleted it); the
-	// owner recomposes once the row is gone (recomposeIfOwed).
-	recomposeOwner bool
-	// recomposeOwed: a child this composer still wants was removed; it
-	// recomposes once no descendant is being torn down.
-	recomposeOwed bool
-	// inBatch: the row is in the batch being committed (or kept to be
-	// committed again), not yet durable.
-	inBatch bool
-	// pending: n is counted in its owner's subtree.pending (recount).
-	pending bool
+	// state is where n is in its lifecycle (nodestate.go): free to be
+	// considered, parked, blocked, backing off, or removed.
+	state nodeState
+	// marks are n's independent flags (nodestate.go): queued, dirty, ….
+	marks nodeMarks
 }
 
 // subtree is an owner's view of what it owns.
@@ -106,7 +83,7 @@ type subtree struct {
 func (s *Scheduler) checkLoadedFlows() {
 	var check []*node
 	for _, n := range s.nodes {
-		if n.flowsLoaded {
+		if n.has(mFlowsLoaded) {
 			check = append(check, n)
 		}
 	}
@@ -129,8 +106,8 @@ func (s *Scheduler) checkLoadedFlows() {
 	}
 	wg.Wait()
 	for i, n := range check {
-		n.flowsDirty = !ok[i]
-		n.flowsLoaded = false
+		n.setTo(mFlowsDirty, !ok[i])
+		n.unset(mFlowsLoaded)
 	}
 }
 
@@ -141,7 +118,7 @@ func (s *Scheduler) checkLoadedFlows() {
 func settled(n *node) bool {
 	r := n.r
 	return r.Phase == converge.PhaseReady && r.ObservedGeneration == r.Generation && !r.Deleting &&
-		r.Lease == nil && !n.inBackoff && !n.flowsDirty && !n.resync && !n.unstorable
+		r.Lease == nil && !n.is(stateBackoff) && !n.has(mFlowsDirty) && !n.has(mResync) && !n.has(mUnstorable)
 }
 
 // noteGitRoot records n in gitRoots if git declares it.
@@ -154,8 +131,8 @@ func (s *Scheduler) noteGitRoot(n *node) {
 // markFlows says n's flows changed: its spec is recomputed when it is
 // next considered.
 func (n *node) markFlows() {
-	n.flowsDirty = true
-	n.flowsLoaded = false
+	n.set(mFlowsDirty)
+	n.unset(mFlowsLoaded)
 }
 
 func (n *node) tree() *subtree {
@@ -268,7 +245,7 @@ func (s *Scheduler) load(snap *converge.Snapshot) {
 				// deleted by an operator: which, the store does not
 				// say, so the owner recomposes after the teardown (for
 				// a pruned child, one compose more than needed).
-				n.recomposeOwner = n.r.Deleting && !o.r.Deleting
+				n.setTo(mRecomposeOwner, n.r.Deleting && !o.r.Deleting)
 			}
 		}
 	}
@@ -310,15 +287,15 @@ func (s *Scheduler) load(snap *converge.Snapshot) {
 		for a := n.owner; a != nil; a = a.owner {
 			a.tree().counts.Add(r.Phase)
 		}
-		n.flowsDirty = len(s.producers[n.id]) > 0
-		n.flowsLoaded = n.flowsDirty
+		n.setTo(mFlowsDirty, len(s.producers[n.id]) > 0)
+		n.setTo(mFlowsLoaded, n.has(mFlowsDirty))
 		if r.Phase == converge.PhaseFailed && !r.NextAttempt.IsZero() {
-			n.inBackoff = true
+			n.to(stateBackoff)
 			s.backoffN++
 			s.addTimer(r.NextAttempt, timerRetry, n.id, "")
 		}
 		if r.Phase == converge.PhaseDeleting && !r.NextAttempt.IsZero() {
-			n.inBackoff = true
+			n.to(stateBackoff)
 			s.backoffN++
 			s.addTimer(r.NextAttempt, timerRetry, n.id, "")
 		}
@@ -370,7 +347,7 @@ func (s *Scheduler) load(snap *converge.Snapshot) {
 				}
 			}
 			s.evalComposer(n)
-			n.rollupDirty = false
+			n.unset(mRollupDirty)
 		}
 	}
 	s.startQueue = s.startQueue[:0]
@@ -381,8 +358,8 @@ func (s *Scheduler) load(snap *converge.Snapshot) {
 	}
 	s.dirty, s.updated = s.dirty[:0], s.updated[:0]
 	for _, n := range s.nodes {
-		n.stored = true
-		if n.dirty {
+		n.set(mStored)
+		if n.has(mDirty) {
 			s.updated = append(s.updated, n)
 		}
 	}
@@ -509,12 +486,12 @@ func (s *Scheduler) delEdge(e *converge.Edge) {
 
 func (s *Scheduler) markDirty(n *node) {
 	n.r.UpdatedAt = s.now
-	if n.dirty || n.removed {
+	if n.has(mDirty) || n.is(stateRemoved) {
 		return
 	}
-	n.dirty = true
+	n.set(mDirty)
 	s.recount(n)
-	if n.stored {
+	if n.has(mStored) {
 		s.updated = append(s.updated, n)
 	} else {
 		s.dirty = append(s.dirty, n)
@@ -539,11 +516,11 @@ func (s *Scheduler) recount(n *node) {
 	if o == nil {
 		return
 	}
-	want := !n.removed && (n.dirty || n.inBatch || n.unstorable || n.sub != nil && n.sub.held)
-	if want == n.pending {
+	want := !n.is(stateRemoved) && (n.has(mDirty) || n.has(mInBatch) || n.has(mUnstorable) || n.sub != nil && n.sub.held)
+	if want == n.has(mPending) {
 		return
 	}
-	n.pending = want
+	n.setTo(mPending, want)
 	t := o.tree()
 	if want {
 		t.pending++
@@ -600,28 +577,28 @@ func maskHeld(r *converge.Resource, composed bool) {
 }
 
 func (s *Scheduler) markRollup(n *node) {
-	if n.rollupDirty || n.removed {
+	if n.has(mRollupDirty) || n.is(stateRemoved) {
 		return
 	}
-	n.rollupDirty = true
+	n.set(mRollupDirty)
 	s.rollupDirty = append(s.rollupDirty, n)
 	s.armFlush()
 }
 
 func (s *Scheduler) markReason(n *node) {
-	if n.reasonDirty || n.removed {
+	if n.has(mReasonDirty) || n.is(stateRemoved) {
 		return
 	}
-	n.reasonDirty = true
+	n.set(mReasonDirty)
 	s.reasonDirty = append(s.reasonDirty, n)
 	s.armFlush()
 }
 
 func (s *Scheduler) enqueue(n *node) {
-	if n == nil || n.queued || n.removed {
+	if n == nil || n.has(mQueued) || n.is(stateRemoved) {
 		return
 	}
-	n.queued = true
+	n.set(mQueued)
 	s.queue = append(s.queue, n)
 }
 
@@ -830,10 +807,10 @@ func (s *Scheduler) fireTimers() {
 		switch e.kind {
 		case timerRetry:
 			n := s.nodes[e.id]
-			if n == nil || !n.inBackoff || n.r.NextAttempt.After(s.now) {
+			if n == nil || !n.is(stateBackoff) || n.r.NextAttempt.After(s.now) {
 				continue
 			}
-			n.inBackoff = false
+			n.leave(stateBackoff)
 			s.backoffN--
 			s.enqueue(n)
 		case timerLease:
@@ -934,11 +911,11 @@ func (s *Scheduler) fireResyncs() {
 	for len(b.keys) > 0 && b.keys[0] <= now {
 		k := heap.Pop(&b.keys).(int64)
 		for _, n := range b.due[k] {
-			if n.resyncAt != k || n.removed || n.r.Deleting || n.r.Phase != converge.PhaseReady {
+			if n.resyncAt != k || n.is(stateRemoved) || n.r.Deleting || n.r.Phase != converge.PhaseReady {
 				continue
 			}
 			n.resyncAt = 0
-			n.resync = true
+			n.set(mResync)
 			s.enqueue(n)
 		}
 		delete(b.due, k)

@@ -118,7 +118,7 @@ func (s *Scheduler) forgetFired(n *node) {
 // gone (deleted, or re-created with another uid).
 func (s *Scheduler) subject(d *converge.Delivery) *node {
 	n := s.nodes[d.Subject.Resource]
-	if n == nil || n.removed || n.r.UID != d.Subject.UID {
+	if n == nil || n.is(stateRemoved) || n.r.UID != d.Subject.UID {
 		return nil
 	}
 	return n
@@ -180,7 +180,7 @@ func (s *Scheduler) goneDeliveries() []string {
 	var out []string
 	keep := s.delivGone[:0]
 	for _, g := range s.delivGone {
-		if g.n != nil && !g.n.removed && g.n.dirty {
+		if g.n != nil && !g.n.is(stateRemoved) && g.n.has(mDirty) {
 			keep = append(keep, g)
 			continue
 		}

@@ -146,7 +146,7 @@ func (s *Scheduler) Observe(ctx context.Context, t *converge.Task) (*converge.Re
 
 func (s *Scheduler) startObserve(id converge.ID) (chan verbOutcome, error) {
 	n := s.nodes[id]
-	if n == nil || n.removed {
+	if n == nil || n.is(stateRemoved) {
 		return nil, fmt.Errorf("observe %s: %w", id, converge.ErrNotFound)
 	}
 	ref := n.r.Ref()

@@ -18,7 +18,7 @@ func (s *Scheduler) Resync(ctx context.Context, id converge.ID) (string, error) 
 	var err error
 	e := s.exec(ctx, func(s *Scheduler) {
 		n := s.nodes[id]
-		if n == nil || n.removed {
+		if n == nil || n.is(stateRemoved) {
 			err = fmt.Errorf("resync %s: %w", id, converge.ErrNotFound)
 			return
 		}

@@ -241,7 +241,7 @@ func (s *Scheduler) setRollout(n *node, pol *converge.Rollout) {
 		ro.st.Wave = min(ro.st.Wave, ro.st.Waves-1)
 		ro.st.Name = pol.Name(ro.st.Wave)
 	}
-	n.resync = true
+	n.set(mResync)
 	s.enqueue(n)
 }
 
@@ -309,7 +309,7 @@ func (s *Scheduler) rolloutTimer(id converge.ID, seq uint64) {
 			ro.st.Wave+1, ro.st.Waves, ro.st.Name, pol.SoakOf(ro.st.Wave-1)))
 		s.armRolloutTimeout(n, ro)
 		s.markRollup(n)
-		n.resync = true // compose again: the new wave gets its change
+		n.set(mResync) // compose again: the new wave gets its change
 		s.enqueue(n)
 	case converge.RolloutProgressing:
 		if ro.composeOwed {
@@ -417,7 +417,7 @@ func (s *Scheduler) Rollouts(ctx context.Context) ([]RolloutView, error) {
 func (s *Scheduler) rolloutViews() []RolloutView {
 	var out []RolloutView
 	for id, n := range s.rollouts {
-		if n.removed || n.sub == nil || n.sub.rollout == nil {
+		if n.is(stateRemoved) || n.sub == nil || n.sub.rollout == nil {
 			delete(s.rollouts, id)
 			continue
 		}

@@ -736,7 +736,7 @@ func (s *Scheduler) Delete(ctx context.Context, id converge.ID) error {
 		}
 		for _, m := range s.cascade([]*node{n}, "deleted by operator") {
 			if o := m.owner; o != nil && !o.r.Deleting {
-				m.recomposeOwner = true
+				m.set(mRecomposeOwner)
 				s.forgetComposition(o)
 			}
 		}
