@@ -86,7 +86,7 @@ func (s *Scheduler) Suspend(ctx context.Context, ids []converge.ID) error {
 			if n.is(stateRemoved) || !s.susp.holds(n) {
 				delete(s.susp.held, n)
 				if !n.is(stateRemoved) {
-					s.enqueue(n)
+					s.lease.enqueue(n)
 				}
 			}
 		}
