@@ -128,42 +128,6 @@ func (s *Scheduler) blockersChanged(n *node) {
 	}
 }
 
-// teardownReason names what n's teardown waits for, preferring a blocker
-// whose own teardown is failing.
-func (s *Scheduler) teardownReason(n *node) string {
-	var blockers []*node
-	for _, c := range n.children {
-		blockers = append(blockers, c)
-	}
-	for _, e := range s.graph.consumers[n.id] {
-		if c := s.graph.nodes[e.Consumer]; c != nil && c.r.Deleting {
-			blockers = append(blockers, c)
-		}
-	}
-	if len(blockers) == 0 {
-		return n.r.Reason
-	}
-	best := blockers[0]
-	for _, b := range blockers[1:] {
-		bf, cf := b.r.Attempts > 0 || b.has(mStuck), best.r.Attempts > 0 || best.has(mStuck)
-		if bf && !cf || bf == cf && b.id < best.id {
-			best = b
-		}
-	}
-	reason := "waiting for teardown of " + string(best.id)
-	if best.r.Attempts > 0 || best.has(mStuck) {
-		since := best.r.DeletedAt
-		if since.IsZero() {
-			since = s.now
-		}
-		reason += " (stuck " + s.now.Sub(since).Round(time.Second).String() + ")"
-	}
-	if len(blockers) > 1 {
-		reason += " (+" + strconv.Itoa(len(blockers)-1) + " more)"
-	}
-	return reason
-}
-
 // remove deletes n's row and edges, emits the deleted transition and
 // wakes what waited for it.
 func (s *Scheduler) remove(n *node) {
@@ -313,7 +277,7 @@ func (s *Scheduler) problemOf(n *node) (p Problem, rank int, ok bool) {
 	case r.Deleting:
 		rank = 3
 		if len(n.children) > 0 || s.graph.hasLiveConsumer(n) {
-			p.Reason = s.teardownReason(n)
+			p.Reason = s.graph.teardownReason(n, s.now)
 		}
 	case r.Phase == converge.PhaseRunning:
 		rank = 6

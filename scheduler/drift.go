@@ -156,19 +156,3 @@ func (s *Scheduler) setDriftPolicy(n *node, p string) {
 	}
 }
 
-// driftedByRef counts the drifted resources by KindRef, dropping stale
-// entries.
-func (s *Scheduler) driftedByRef() map[converge.KindRef]int {
-	var out map[converge.KindRef]int
-	for id, n := range s.graph.drifted {
-		if n.is(stateRemoved) || n.r.Drift == nil || s.graph.nodes[id] != n {
-			delete(s.graph.drifted, id)
-			continue
-		}
-		if out == nil {
-			out = make(map[converge.KindRef]int)
-		}
-		out[n.r.Ref()]++
-	}
-	return out
-}

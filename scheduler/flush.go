@@ -303,7 +303,7 @@ func (s *Scheduler) buildBatch(all bool) *converge.Batch {
 		n.unset(mReasonDirty)
 		if !n.is(stateRemoved) && n.r.Deleting && n.r.Lease == nil && !n.has(mStuck) && !n.is(stateBackoff) &&
 			(len(n.children) > 0 || s.graph.hasLiveConsumer(n)) {
-			s.setReasonSoon(n, s.teardownReason(n))
+			s.setReasonSoon(n, s.graph.teardownReason(n, s.now))
 		}
 	}
 	s.batch.reasonDirty = s.batch.reasonDirty[:0]

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/convergehq/converge"
 )
@@ -354,4 +355,67 @@ func (g *resourceGraph) subCounted(n *node) {
 		a.tree().counts.Total--
 		subPhase(&a.tree().counts, n.r.Phase)
 	}
+}
+
+// subject returns the live node d is about, or nil if its subject is
+// gone (deleted, or re-created with another uid).
+func (g *resourceGraph) subject(d *converge.Delivery) *node {
+	n := g.nodes[d.Subject.Resource]
+	if n == nil || n.is(stateRemoved) || n.r.UID != d.Subject.UID {
+		return nil
+	}
+	return n
+}
+
+// teardownReason names what n's teardown waits for, preferring a blocker
+// whose own teardown is failing.
+func (g *resourceGraph) teardownReason(n *node, now time.Time) string {
+	var blockers []*node
+	for _, c := range n.children {
+		blockers = append(blockers, c)
+	}
+	for _, e := range g.consumers[n.id] {
+		if c := g.nodes[e.Consumer]; c != nil && c.r.Deleting {
+			blockers = append(blockers, c)
+		}
+	}
+	if len(blockers) == 0 {
+		return n.r.Reason
+	}
+	best := blockers[0]
+	for _, b := range blockers[1:] {
+		bf, cf := b.r.Attempts > 0 || b.has(mStuck), best.r.Attempts > 0 || best.has(mStuck)
+		if bf && !cf || bf == cf && b.id < best.id {
+			best = b
+		}
+	}
+	reason := "waiting for teardown of " + string(best.id)
+	if best.r.Attempts > 0 || best.has(mStuck) {
+		since := best.r.DeletedAt
+		if since.IsZero() {
+			since = now
+		}
+		reason += " (stuck " + now.Sub(since).Round(time.Second).String() + ")"
+	}
+	if len(blockers) > 1 {
+		reason += " (+" + strconv.Itoa(len(blockers)-1) + " more)"
+	}
+	return reason
+}
+
+// driftedByRef counts the drifted resources by KindRef, dropping stale
+// entries.
+func (g *resourceGraph) driftedByRef() map[converge.KindRef]int {
+	var out map[converge.KindRef]int
+	for id, n := range g.drifted {
+		if n.is(stateRemoved) || n.r.Drift == nil || g.nodes[id] != n {
+			delete(g.drifted, id)
+			continue
+		}
+		if out == nil {
+			out = make(map[converge.KindRef]int)
+		}
+		out[n.r.Ref()]++
+	}
+	return out
 }

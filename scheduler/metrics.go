@@ -275,7 +275,7 @@ func (s *Scheduler) Metrics(ctx context.Context) (Metrics, error) {
 	err := s.exec(ctx, func(s *Scheduler) {
 		var m Metrics
 		m.Kinds = make([]KindMetrics, 0, len(s.lease.refs))
-		drifted := s.driftedByRef()
+		drifted := s.graph.driftedByRef()
 		for ref, rs := range s.lease.refs {
 			km := KindMetrics{Ref: ref, Phases: rs.stats.phases, Tasks: rs.stats.tasks, Drifted: drifted[ref]}
 			for i := range km.Tasks {

@@ -129,20 +129,10 @@ func (s *Scheduler) forgetFired(n *node) {
 	}
 }
 
-// subject returns the live node d is about, or nil if its subject is
-// gone (deleted, or re-created with another uid).
-func (s *Scheduler) subject(d *converge.Delivery) *node {
-	n := s.graph.nodes[d.Subject.Resource]
-	if n == nil || n.is(stateRemoved) || n.r.UID != d.Subject.UID {
-		return nil
-	}
-	return n
-}
-
 // delivered retires d, which is done: it is kept for dedup (as a fired
 // entry) while its subject lives at its generation, else deleted.
 func (s *Scheduler) delivered(d *converge.Delivery) {
-	n := s.subject(d)
+	n := s.graph.subject(d)
 	gen := d.Subject.Generation
 	switch {
 	case n == nil || gen < n.r.Generation:
