@@ -155,4 +155,3 @@ func (s *Scheduler) setDriftPolicy(n *node, p string) {
 		s.lease.addResync(n, s.now)
 	}
 }
-
