@@ -60,7 +60,7 @@ func (s *Scheduler) markDeleting(n *node, reason string) {
 	}
 	s.lease.endBackoff(n)
 	if n.is(stateParked) {
-		n.to(stateFree) // stays in s.parked until the next Changed: harmless
+		n.to(stateFree) // stays in s.lease.parked until the next Changed: harmless
 	}
 	n.unset(mResync)
 	r.Deleting = true

@@ -37,7 +37,7 @@ const (
 	// stateFree: nothing holds the node back; consider decides.
 	stateFree nodeState = iota
 	// stateParked: no connected worker serves its reaction; it is in
-	// Scheduler.parked until the workers change.
+	// leases.parked until the workers change.
 	stateParked
 	// stateBlocked: its KindRef has no free slot; it is in its
 	// refState's waiting list until pump gives it one.
@@ -98,7 +98,7 @@ func (n *node) leave(st nodeState) {
 type nodeMarks uint32
 
 const (
-	// mQueued: n is in Scheduler.queue.
+	// mQueued: n is in the ready queue (leases.queue).
 	mQueued nodeMarks = 1 << iota
 	// mDirty: n's row waits in the batcher's dirty or updated list.
 	mDirty
