@@ -190,17 +190,17 @@ func (s *Scheduler) apply(d *converge.Desired, v Validator) *Plan {
 	defs := s.definitionsNow(d)
 	changedKinds := s.applyKinds(d.Kinds)
 	s.refreshKinds()
-	nConfigs, nDeleted := len(s.meta.Configs), len(s.meta.DeletedConfigs)
+	nConfigs, nDeleted := len(s.batch.meta.Configs), len(s.batch.meta.DeletedConfigs)
 	oldConfigs, oldDefaults := s.applyConfigs(d.Configs)
 	s.applyBindings(d.Bindings)
 
 	plan := diff(func(id converge.ID) *converge.Resource {
-		if n := s.nodes[id]; n != nil {
+		if n := s.graph.nodes[id]; n != nil {
 			return n.r
 		}
 		return nil
 	}, func(f func(*converge.Resource)) {
-		for _, n := range s.gitRoots {
+		for _, n := range s.graph.gitRoots {
 			f(n.r)
 		}
 	}, d)
@@ -230,9 +230,9 @@ func (s *Scheduler) apply(d *converge.Desired, v Validator) *Plan {
 			Rollout:           r.Rollout,
 			CreatedAt:         s.now,
 		}
-		if e := s.nodes[it.ID]; e != nil {
+		if e := s.graph.nodes[it.ID]; e != nil {
 			if e.recreate == nil {
-				s.recreating++
+				s.graph.recreating++
 			}
 			e.recreate = nr
 			continue
@@ -243,7 +243,7 @@ func (s *Scheduler) apply(d *converge.Desired, v Validator) *Plan {
 	flips := plan.Flip[:0:0]
 	for _, it := range plan.Flip {
 		r := desired[it.ID]
-		n := s.nodes[it.ID]
+		n := s.graph.nodes[it.ID]
 		if s.validator != nil {
 			if err := validateDeclared(s.validator, d, r); err != nil {
 				it.Reason = "flip to " + r.Ref().String() + " refused: " + err.Error()
@@ -263,7 +263,7 @@ func (s *Scheduler) apply(d *converge.Desired, v Validator) *Plan {
 	sort.Slice(plan.Refused, func(i, j int) bool { return plan.Refused[i].ID < plan.Refused[j].ID })
 	for _, it := range plan.Update {
 		r := desired[it.ID]
-		n := s.nodes[it.ID]
+		n := s.graph.nodes[it.ID]
 		if s.updateDeclared(n, r.KindVersion, converge.CloneJSON(r.Declared), r.ProviderConfigRef) {
 			s.event(it.ID, "Updated", "declared spec changed")
 		}
@@ -271,20 +271,20 @@ func (s *Scheduler) apply(d *converge.Desired, v Validator) *Plan {
 	}
 	s.applyGitEdges(d)
 	for id, r := range desired {
-		if n := s.nodes[id]; n != nil && n.r.Origin == converge.OriginGit && n.r.Source != r.Source {
+		if n := s.graph.nodes[id]; n != nil && n.r.Origin == converge.OriginGit && n.r.Source != r.Source {
 			n.r.Source = r.Source
 			s.markDirty(n)
 		}
-		if n := s.nodes[id]; n != nil && n.r.Origin == converge.OriginGit && n.r.DriftPolicy != r.DriftPolicy {
+		if n := s.graph.nodes[id]; n != nil && n.r.Origin == converge.OriginGit && n.r.DriftPolicy != r.DriftPolicy {
 			s.setDriftPolicy(n, r.DriftPolicy)
 		}
-		if n := s.nodes[id]; n != nil && n.r.Origin == converge.OriginGit && !reflect.DeepEqual(n.r.Rollout, r.Rollout) {
+		if n := s.graph.nodes[id]; n != nil && n.r.Origin == converge.OriginGit && !reflect.DeepEqual(n.r.Rollout, r.Rollout) {
 			s.setRollout(n, r.Rollout)
 		}
 	}
 	var del []*node
 	for _, it := range plan.Delete {
-		del = append(del, s.nodes[it.ID])
+		del = append(del, s.graph.nodes[it.ID])
 	}
 	if len(del) > 0 {
 		s.cascade(del, "no longer declared")
@@ -292,33 +292,33 @@ func (s *Scheduler) apply(d *converge.Desired, v Validator) *Plan {
 	// Re-run resources whose resolved provider config changed; re-arm
 	// resyncs whose interval changed. None of that, and no re-declared
 	// row to forget: a million rows are not walked for nothing.
-	configsChanged := len(s.meta.Configs) != nConfigs || len(s.meta.DeletedConfigs) != nDeleted ||
+	configsChanged := len(s.batch.meta.Configs) != nConfigs || len(s.batch.meta.DeletedConfigs) != nDeleted ||
 		!sameDefaults(oldDefaults, s.defaults)
-	if resyncDefault && len(changedKinds) == 0 && !configsChanged && s.recreating == 0 {
+	if resyncDefault && len(changedKinds) == 0 && !configsChanged && s.graph.recreating == 0 {
 		// Only the default resync interval changed (or became known:
 		// the first apply of a process): the resyncs are re-armed in
 		// chunks beside other work (rearmChunk), not in one walk that
 		// holds the loop for a second at a million rows.
 		s.rearmQueue = s.rearmQueue[:0]
-		for _, n := range s.nodes {
+		for _, n := range s.graph.nodes {
 			s.rearmQueue = append(s.rearmQueue, n)
 		}
 		resyncDefault = false
 	}
-	if !resyncDefault && len(changedKinds) == 0 && !configsChanged && s.recreating == 0 {
+	if !resyncDefault && len(changedKinds) == 0 && !configsChanged && s.graph.recreating == 0 {
 		rev := d.Revision
 		s.applied = &rev
-		s.meta.Applied = &rev
-		s.armFlush()
+		s.batch.meta.Applied = &rev
+		s.batch.armFlush(s.now)
 		return plan
 	}
-	for _, n := range s.nodes {
+	for _, n := range s.graph.nodes {
 		r := n.r
 		if n.recreate != nil && desired[n.id] == nil {
 			// Declared again while it was torn down, and no longer
 			// declared now: it stays gone.
 			n.recreate = nil
-			s.recreating--
+			s.graph.recreating--
 		}
 		if (resyncDefault || changedKinds[r.Ref()]) && r.Phase == converge.PhaseReady && !r.Deleting {
 			s.scheduleResync(n)
@@ -331,7 +331,7 @@ func (s *Scheduler) apply(d *converge.Desired, v Validator) *Plan {
 			s.setReason(n, "")
 			s.setPhase(n, converge.PhasePending)
 			s.markDirty(n)
-			s.enqueue(n)
+			s.lease.enqueue(n)
 		}
 		if r.Deleting || touched[n.id] || r.ObservedGeneration == 0 {
 			continue
@@ -343,8 +343,8 @@ func (s *Scheduler) apply(d *converge.Desired, v Validator) *Plan {
 	}
 	rev := d.Revision
 	s.applied = &rev
-	s.meta.Applied = &rev
-	s.armFlush()
+	s.batch.meta.Applied = &rev
+	s.batch.armFlush(s.now)
 	return plan
 }
 
@@ -362,7 +362,7 @@ func (s *Scheduler) definitionsNow(d *converge.Desired) []string {
 		cs = append(cs, c)
 	}
 	var bs []*converge.Binding
-	for _, b := range s.bindings {
+	for _, b := range s.react.bindings {
 		bs = append(bs, b)
 	}
 	return definitions(ks, cs, bs, d)
@@ -385,7 +385,7 @@ func (s *Scheduler) applyKinds(ks []*converge.Kind) map[converge.KindRef]bool {
 		want[ref] = true
 		delete(s.retiring, ref)
 		if old := s.kinds[ref]; old == nil || !sameJSON(old, k) {
-			s.meta.Kinds = append(s.meta.Kinds, k)
+			s.batch.meta.Kinds = append(s.batch.meta.Kinds, k)
 			changed[ref] = true
 		}
 		s.kinds[ref] = k
@@ -399,7 +399,7 @@ func (s *Scheduler) applyKinds(ks []*converge.Kind) map[converge.KindRef]bool {
 			continue
 		}
 		delete(s.kinds, ref)
-		s.meta.DeletedKinds = append(s.meta.DeletedKinds, ref)
+		s.batch.meta.DeletedKinds = append(s.batch.meta.DeletedKinds, ref)
 	}
 	return changed
 }
@@ -420,14 +420,14 @@ func (s *Scheduler) applyConfigs(cs []*converge.ProviderConfig) (map[string]*con
 	for _, c := range cs {
 		want[c.Name] = true
 		if old := s.configs[c.Name]; old == nil || !sameJSON(old, c) {
-			s.meta.Configs = append(s.meta.Configs, c)
+			s.batch.meta.Configs = append(s.batch.meta.Configs, c)
 		}
 		s.configs[c.Name] = c
 	}
 	for name := range s.configs {
 		if !want[name] {
 			delete(s.configs, name)
-			s.meta.DeletedConfigs = append(s.meta.DeletedConfigs, name)
+			s.batch.meta.DeletedConfigs = append(s.batch.meta.DeletedConfigs, name)
 		}
 	}
 	s.rebuildDefaults()
@@ -466,18 +466,18 @@ func (s *Scheduler) applyBindings(bs []*converge.Binding) {
 	want := make(map[string]bool, len(bs))
 	for _, b := range bs {
 		want[b.Name] = true
-		if old := s.bindings[b.Name]; old == nil || *old != *b {
-			s.meta.Bindings = append(s.meta.Bindings, b)
+		if old := s.react.bindings[b.Name]; old == nil || *old != *b {
+			s.batch.meta.Bindings = append(s.batch.meta.Bindings, b)
 		}
-		s.bindings[b.Name] = b
+		s.react.bindings[b.Name] = b
 	}
-	for name := range s.bindings {
+	for name := range s.react.bindings {
 		if !want[name] {
-			delete(s.bindings, name)
-			s.meta.DeletedBindings = append(s.meta.DeletedBindings, name)
+			delete(s.react.bindings, name)
+			s.batch.meta.DeletedBindings = append(s.batch.meta.DeletedBindings, name)
 		}
 	}
-	s.rebuildByKind()
+	s.react.rebuildByKind()
 }
 
 func sameJSON(a, b any) bool {

@@ -68,7 +68,7 @@ func (s *Scheduler) composeResult(n *node, rec *taskRec, res *converge.Result) {
 func (s *Scheduler) setComposeStatus(n *node, res *converge.Result) {
 	if res.Status != nil && !bytes.Equal(res.Status, n.tree().composeStatus) {
 		n.tree().composeStatus = res.Status
-		s.markRollup(n)
+		s.batch.markRollup(n, s.now)
 	}
 }
 
@@ -81,8 +81,8 @@ func (s *Scheduler) setComposeStatus(n *node, res *converge.Result) {
 func (s *Scheduler) applyComposition(n *node, res *converge.Result, ids []converge.ID, emitted map[converge.ID]int, held map[converge.ID]bool) (created, updated, kept int, partial bool) {
 	if k := len(res.Children); k > 64 {
 		// Room for what a big composition adds, instead of regrowing.
-		s.dirty = slices.Grow(s.dirty, k)
-		s.queue = slices.Grow(s.queue, k)
+		s.batch.dirty = slices.Grow(s.batch.dirty, k)
+		s.lease.queue = slices.Grow(s.lease.queue, k)
 	}
 	// canon returns the one copy of id the graph keeps: a child's from
 	// ids, another resource's from its node. A million edges then share
@@ -91,7 +91,7 @@ func (s *Scheduler) applyComposition(n *node, res *converge.Result, ids []conver
 		if i, ok := emitted[id]; ok {
 			return ids[i]
 		}
-		if x := s.nodes[id]; x != nil {
+		if x := s.graph.nodes[id]; x != nil {
 			return x.id
 		}
 		return id
@@ -101,10 +101,10 @@ func (s *Scheduler) applyComposition(n *node, res *converge.Result, ids []conver
 	// teardown order needs them.
 	oldEdges := make(map[edgeKey]*converge.Edge)
 	for id := range emitted {
-		if ex := s.nodes[id]; ex != nil && ex.r.Deleting || held[id] {
+		if ex := s.graph.nodes[id]; ex != nil && ex.r.Deleting || held[id] {
 			continue
 		}
-		for _, e := range s.producers[id] {
+		for _, e := range s.graph.producers[id] {
 			oldEdges[edgeKey{e.Consumer, e.Producer}] = e
 		}
 	}
@@ -116,13 +116,13 @@ func (s *Scheduler) applyComposition(n *node, res *converge.Result, ids []conver
 	for grew := true; grew; {
 		grew = false
 		for _, e := range res.Edges {
-			if later[e.Consumer] || s.nodes[e.Consumer] != nil {
+			if later[e.Consumer] || s.graph.nodes[e.Consumer] != nil {
 				continue
 			}
-			p := s.nodes[e.Producer]
+			p := s.graph.nodes[e.Producer]
 			if gone := p != nil && p.r.Deleting && p.owner == n; gone || later[e.Producer] {
 				if gone {
-					p.recomposeOwner = true
+					p.set(mRecomposeOwner)
 				}
 				later[e.Consumer], grew = true, true
 			}
@@ -130,7 +130,7 @@ func (s *Scheduler) applyComposition(n *node, res *converge.Result, ids []conver
 	}
 	for i := range res.Edges {
 		e := res.Edges[i]
-		if ex := s.nodes[e.Consumer]; ex != nil && ex.r.Deleting || later[e.Consumer] || held[e.Consumer] {
+		if ex := s.graph.nodes[e.Consumer]; ex != nil && ex.r.Deleting || later[e.Consumer] || held[e.Consumer] {
 			continue // its edges go with its row, or come with it
 		}
 		k := edgeKey{e.Consumer, e.Producer}
@@ -142,34 +142,34 @@ func (s *Scheduler) applyComposition(n *node, res *converge.Result, ids []conver
 		}
 		// The result is the scheduler's once it arrives: its flows are
 		// kept, not copied (a million edges at scale).
-		ne := &converge.Edge{Consumer: canon(e.Consumer), Producer: canon(e.Producer), Flows: s.internFlows(e.Flows)}
-		s.addEdge(ne)
-		if c := s.nodes[ne.Consumer]; c != nil && c.stored {
-			s.putEdge(ne)
+		ne := &converge.Edge{Consumer: canon(e.Consumer), Producer: canon(e.Producer), Flows: s.graph.internFlows(e.Flows)}
+		s.graph.addEdge(ne)
+		if c := s.graph.nodes[ne.Consumer]; c != nil && c.has(mStored) {
+			s.batch.putEdge(ne, s.now)
 		} else {
 			// A consumer this composition creates, or one not stored
 			// yet: its row carries its edges into the store
 			// (buildBatch), so they are not pending writes of their own.
-			delete(s.edgeDel, edgeKey{ne.Consumer, ne.Producer})
+			delete(s.batch.edgeDel, edgeKey{ne.Consumer, ne.Producer})
 		}
-		if c := s.nodes[e.Consumer]; c != nil {
+		if c := s.graph.nodes[e.Consumer]; c != nil {
 			c.markFlows()
-			s.enqueue(c)
+			s.lease.enqueue(c)
 		}
 	}
 	for _, e := range oldEdges {
-		s.removeEdge(e)
-		s.delEdge(e)
-		if c := s.nodes[e.Consumer]; c != nil {
+		s.graph.removeEdge(e)
+		s.batch.delEdge(e, s.now)
+		if c := s.graph.nodes[e.Consumer]; c != nil {
 			c.markFlows()
-			s.enqueue(c)
+			s.lease.enqueue(c)
 		}
 	}
 	createdBy := "created by " + string(n.id)
 	for i := range res.Children {
 		c := &res.Children[i]
 		id := ids[i]
-		ex := s.nodes[id]
+		ex := s.graph.nodes[id]
 		switch {
 		case held[id]:
 			// its change waits for a later wave (counted apart)
@@ -180,7 +180,7 @@ func (s *Scheduler) applyComposition(n *node, res *converge.Result, ids []conver
 			created++
 		case ex.r.Deleting:
 			// Being torn down: the owner composes again once it is gone.
-			ex.recomposeOwner = true
+			ex.set(mRecomposeOwner)
 			partial = true
 		default:
 			if s.updateDeclared(ex, c.KindVersion, c.Spec, c.ProviderConfigRef) {
@@ -219,7 +219,7 @@ func (s *Scheduler) finishCompose(n *node, rec *taskRec, res *converge.Result, p
 // it returns the children's IDs.
 func (s *Scheduler) checkComposition(n *node, res *converge.Result) ([]converge.ID, map[converge.ID]int, error) {
 	return checkComposition(n.id, res, func(id converge.ID) *converge.Resource {
-		if ex := s.nodes[id]; ex != nil {
+		if ex := s.graph.nodes[id]; ex != nil {
 			return ex.r
 		}
 		return nil
@@ -512,18 +512,18 @@ func (s *Scheduler) addNode(r *converge.Resource, id converge.ID, parent *node, 
 		}
 		parent.children[n.id] = n
 	}
-	s.nodes[n.id] = n
-	s.noteGitRoot(n)
-	delete(s.delRes, n.id)
+	s.graph.nodes[n.id] = n
+	s.graph.noteGitRoot(n)
+	delete(s.batch.delRes, n.id)
 	n.rs.count++
 	r.Spec = s.computeSpec(n)
-	if len(s.producers[n.id]) > 0 {
+	if len(s.graph.producers[n.id]) > 0 {
 		n.markFlows()
 	}
 	s.markDirty(n)
 	s.addCounted(n)
 	s.event(n.id, "Created", msg)
-	s.enqueue(n)
+	s.lease.enqueue(n)
 	return n
 }
 
@@ -573,10 +573,10 @@ func (s *Scheduler) updateDeclared(n *node, version int, declared json.RawMessag
 func (s *Scheduler) evalComposer(n *node) {
 	r := n.r
 	if r.Deleting || r.Phase == converge.PhaseRunning || r.Phase == converge.PhaseFailed ||
-		r.ObservedGeneration < r.Generation || n.parked {
+		r.ObservedGeneration < r.Generation || n.is(stateParked) {
 		return
 	}
-	s.markRollup(n)
+	s.batch.markRollup(n, s.now)
 	ready := n.tree().counts.Ready == n.tree().counts.Total
 	if n.sub.rollout != nil && s.rolloutGate(n, ready) {
 		ready = false // children wait for a later wave

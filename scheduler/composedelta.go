@@ -182,13 +182,13 @@ func (s *Scheduler) composeDeltaResult(n *node, rec *taskRec, res *converge.Resu
 	}
 	producersOf := func(id converge.ID) []converge.ID {
 		var out []converge.ID
-		for _, e := range s.producers[id] {
+		for _, e := range s.graph.producers[id] {
 			out = append(out, e.Producer)
 		}
 		return out
 	}
 	get := func(id converge.ID) *converge.Resource {
-		if ex := s.nodes[id]; ex != nil {
+		if ex := s.graph.nodes[id]; ex != nil {
 			return ex.r
 		}
 		return nil

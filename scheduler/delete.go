@@ -32,8 +32,8 @@ func (s *Scheduler) cascade(roots []*node, reason string) []*node {
 				q = append(q, c)
 			}
 		}
-		for _, e := range s.consumers[n.id] {
-			if c := s.nodes[e.Consumer]; c != nil && !marked[c] {
+		for _, e := range s.graph.consumers[n.id] {
+			if c := s.graph.nodes[e.Consumer]; c != nil && !marked[c] {
 				marked[c] = true
 				q = append(q, c)
 			}
@@ -46,7 +46,7 @@ func (s *Scheduler) cascade(roots []*node, reason string) []*node {
 		s.markDeleting(n, reason)
 	}
 	for _, n := range q {
-		s.enqueue(n)
+		s.lease.enqueue(n)
 	}
 	return q
 }
@@ -58,14 +58,11 @@ func (s *Scheduler) markDeleting(n *node, reason string) {
 		s.dropTask(r.Lease.TaskID)
 		r.Lease = nil
 	}
-	if n.inBackoff {
-		n.inBackoff = false
-		s.backoffN--
+	s.lease.endBackoff(n)
+	if n.is(stateParked) {
+		n.to(stateFree) // stays in s.lease.parked until the next Changed: harmless
 	}
-	if n.parked {
-		n.parked = false // stays in s.parked until the next Changed: harmless
-	}
-	n.resync = false
+	n.unset(mResync)
 	r.Deleting = true
 	r.DeletedAt = s.now
 	r.Attempts = 0
@@ -80,11 +77,11 @@ func (s *Scheduler) markDeleting(n *node, reason string) {
 // of its children remain.
 func (s *Scheduler) considerTeardown(n *node) {
 	r := n.r
-	if r.Lease != nil || n.inBackoff || n.stuck {
+	if r.Lease != nil || n.is(stateBackoff) || n.has(mStuck) {
 		return
 	}
-	if len(n.children) > 0 || s.hasLiveConsumer(n) {
-		s.markReason(n)
+	if len(n.children) > 0 || s.graph.hasLiveConsumer(n) {
+		s.batch.markReason(n, s.now)
 		return
 	}
 	k := n.rs.kind
@@ -100,21 +97,6 @@ func (s *Scheduler) considerTeardown(n *node) {
 		return
 	}
 	s.remove(n)
-}
-
-// hasLiveConsumer reports whether a consumer of n is still being torn
-// down, which n's teardown waits for (reverse dependency order). A
-// consumer that is not Deleting came after n's teardown started (a
-// recompose re-created it, or gave it a new edge to n): it waits for n,
-// gated, so n's teardown must not wait for it. n finishes, its row goes,
-// and the owner's recompose re-creates n for that consumer.
-func (s *Scheduler) hasLiveConsumer(n *node) bool {
-	for _, e := range s.consumers[n.id] {
-		if c := s.nodes[e.Consumer]; c != nil && c.r.Deleting {
-			return true
-		}
-	}
-	return false
 }
 
 // teardownResult handles the result of n's teardown task.
@@ -137,49 +119,13 @@ func (s *Scheduler) teardownResult(n *node, res *converge.Result) {
 // waits for n.
 func (s *Scheduler) blockersChanged(n *node) {
 	if n.owner != nil && n.owner.r.Deleting {
-		s.markReason(n.owner)
+		s.batch.markReason(n.owner, s.now)
 	}
-	for _, e := range s.producers[n.id] {
-		if p := s.nodes[e.Producer]; p != nil && p.r.Deleting {
-			s.markReason(p)
+	for _, e := range s.graph.producers[n.id] {
+		if p := s.graph.nodes[e.Producer]; p != nil && p.r.Deleting {
+			s.batch.markReason(p, s.now)
 		}
 	}
-}
-
-// teardownReason names what n's teardown waits for, preferring a blocker
-// whose own teardown is failing.
-func (s *Scheduler) teardownReason(n *node) string {
-	var blockers []*node
-	for _, c := range n.children {
-		blockers = append(blockers, c)
-	}
-	for _, e := range s.consumers[n.id] {
-		if c := s.nodes[e.Consumer]; c != nil && c.r.Deleting {
-			blockers = append(blockers, c)
-		}
-	}
-	if len(blockers) == 0 {
-		return n.r.Reason
-	}
-	best := blockers[0]
-	for _, b := range blockers[1:] {
-		bf, cf := b.r.Attempts > 0 || b.stuck, best.r.Attempts > 0 || best.stuck
-		if bf && !cf || bf == cf && b.id < best.id {
-			best = b
-		}
-	}
-	reason := "waiting for teardown of " + string(best.id)
-	if best.r.Attempts > 0 || best.stuck {
-		since := best.r.DeletedAt
-		if since.IsZero() {
-			since = s.now
-		}
-		reason += " (stuck " + s.now.Sub(since).Round(time.Second).String() + ")"
-	}
-	if len(blockers) > 1 {
-		reason += " (+" + strconv.Itoa(len(blockers)-1) + " more)"
-	}
-	return reason
 }
 
 // remove deletes n's row and edges, emits the deleted transition and
@@ -190,30 +136,27 @@ func (s *Scheduler) remove(n *node) {
 		s.dropTask(r.Lease.TaskID)
 		r.Lease = nil
 	}
-	if n.inBackoff {
-		n.inBackoff = false
-		s.backoffN--
-	}
+	s.lease.endBackoff(n)
 	s.fire(n, converge.TransitionDeleted)
-	s.subCounted(n)
-	n.removed = true
+	s.graph.subCounted(n)
+	n.to(stateRemoved)
 	s.recount(n)
 	if n.refusals > 0 {
-		s.refused--
+		s.batch.refused--
 	}
-	delete(s.nodes, n.id)
-	if s.gitRoots[n.id] == n {
-		delete(s.gitRoots, n.id)
+	delete(s.graph.nodes, n.id)
+	if s.graph.gitRoots[n.id] == n {
+		delete(s.graph.gitRoots, n.id)
 	}
-	s.delRes[n.id] = true
-	s.armFlush()
+	s.batch.delRes[n.id] = true
+	s.batch.armFlush(s.now)
 	n.rs.count--
 	s.retireCheck(r.Ref())
 	var wake, wakeC []*node
-	for _, e := range append([]*converge.Edge(nil), s.producers[n.id]...) {
-		s.removeEdge(e)
-		s.delEdge(e)
-		if p := s.nodes[e.Producer]; p != nil {
+	for _, e := range append([]*converge.Edge(nil), s.graph.producers[n.id]...) {
+		s.graph.removeEdge(e)
+		s.batch.delEdge(e, s.now)
+		if p := s.graph.nodes[e.Producer]; p != nil {
 			wake = append(wake, p)
 		}
 	}
@@ -221,8 +164,8 @@ func (s *Scheduler) remove(n *node) {
 	// with n is gone already (reverse dependency order), so these are
 	// live consumers that want n again; they stay gated on it until the
 	// owner's recompose re-creates it.
-	for _, e := range s.consumers[n.id] {
-		if c := s.nodes[e.Consumer]; c != nil {
+	for _, e := range s.graph.consumers[n.id] {
+		if c := s.graph.nodes[e.Consumer]; c != nil {
 			wakeC = append(wakeC, c)
 		}
 	}
@@ -233,21 +176,21 @@ func (s *Scheduler) remove(n *node) {
 	}
 	s.event(n.id, "Deleted", "deleted")
 	for _, w := range wake {
-		s.enqueue(w)
+		s.lease.enqueue(w)
 	}
 	for _, c := range wakeC {
-		s.enqueue(c) // to say what it waits for now
+		s.lease.enqueue(c) // to say what it waits for now
 	}
-	if o := n.owner; o != nil && !o.removed && !o.r.Deleting {
-		if n.recomposeOwner {
-			o.recomposeOwed = true
+	if o := n.owner; o != nil && !o.is(stateRemoved) && !o.r.Deleting {
+		if n.has(mRecomposeOwner) {
+			o.set(mRecomposeOwed)
 			s.forgetComposition(o)
 		}
 		s.recomposeIfOwed(o)
 	}
 	if n.recreate != nil {
-		s.recreating--
-		if s.nodes[n.id] == nil {
+		s.graph.recreating--
+		if s.graph.nodes[n.id] == nil {
 			nr := n.recreate
 			s.setGitEdges(s.addNode(nr, nr.ID(), nil, "created from "+nr.Source))
 		}
@@ -261,10 +204,10 @@ func (s *Scheduler) remove(n *node) {
 // teardown keeps a re-created consumer from holding up the teardown of
 // its producer.
 func (s *Scheduler) recomposeIfOwed(o *node) {
-	if !o.recomposeOwed || o.tree().counts.Deleting > 0 {
+	if !o.has(mRecomposeOwed) || o.tree().counts.Deleting > 0 {
 		return
 	}
-	o.recomposeOwed = false
+	o.unset(mRecomposeOwed)
 	s.event(o.id, "Recompose", "a child it composes was deleted")
 	s.bumpGeneration(o)
 }
@@ -279,8 +222,8 @@ func (s *Scheduler) retireCheck(ref converge.KindRef) {
 	delete(s.kinds, ref)
 	s.secrets = nil
 	s.refreshKind(s.refState(ref))
-	s.meta.DeletedKinds = append(s.meta.DeletedKinds, ref)
-	s.armFlush()
+	s.batch.meta.DeletedKinds = append(s.batch.meta.DeletedKinds, ref)
+	s.batch.armFlush(s.now)
 }
 
 // problems lists non-Ready resources, most severe first.
@@ -290,7 +233,7 @@ func (s *Scheduler) problems() []Problem {
 		rank int
 	}
 	var out []ranked
-	for _, n := range s.nodes {
+	for _, n := range s.graph.nodes {
 		if p, rank, ok := s.problemOf(n); ok {
 			out = append(out, ranked{p, rank})
 		}
@@ -321,11 +264,11 @@ func (s *Scheduler) problemOf(n *node) (p Problem, rank int, ok bool) {
 	p = Problem{ID: n.id, Phase: r.Phase, Reason: r.Reason}
 	rank = 5
 	switch {
-	case r.Deleting && n.stuck:
+	case r.Deleting && n.has(mStuck):
 		rank, p.Permanent = 0, true
 	case permanent(r):
 		rank, p.Permanent = 0, true
-	case n.parked:
+	case n.is(stateParked):
 		rank, p.Permanent, p.Unserved = 1, true, r.Ref()
 	case r.Deleting && r.Attempts > 0:
 		rank = 2
@@ -333,8 +276,8 @@ func (s *Scheduler) problemOf(n *node) (p Problem, rank int, ok bool) {
 		rank = 2
 	case r.Deleting:
 		rank = 3
-		if len(n.children) > 0 || s.hasLiveConsumer(n) {
-			p.Reason = s.teardownReason(n)
+		if len(n.children) > 0 || s.graph.hasLiveConsumer(n) {
+			p.Reason = s.graph.teardownReason(n, s.now)
 		}
 	case r.Phase == converge.PhaseRunning:
 		rank = 6
@@ -374,7 +317,7 @@ func (s *Scheduler) problemGroups(maxIDs int) []ProblemGroup {
 	}
 	byKey := map[string]*group{}
 	var gs []*group
-	for _, n := range s.nodes {
+	for _, n := range s.graph.nodes {
 		p, rank, ok := s.problemOf(n)
 		if !ok {
 			continue
@@ -405,7 +348,7 @@ func (s *Scheduler) problemGroups(maxIDs int) []ProblemGroup {
 	for i, g := range gs {
 		slices.Sort(g.ids)
 		g.g.IDs = slices.Clone(g.ids[:min(max(maxIDs, 0), len(g.ids))])
-		if p, _, ok := s.problemOf(s.nodes[g.ids[0]]); ok {
+		if p, _, ok := s.problemOf(s.graph.nodes[g.ids[0]]); ok {
 			g.g.Reason = p.Reason
 		}
 		out[i] = g.g

@@ -18,42 +18,27 @@ import (
 // that got room.
 func (s *Scheduler) pump() {
 	for {
-		for len(s.delivQueue) > 0 {
-			d := s.delivQueue[0]
-			s.delivQueue[0] = nil
-			s.delivQueue = s.delivQueue[1:]
+		for d := s.react.nextDelivery(); d != nil; d = s.react.nextDelivery() {
 			s.considerDelivery(d)
 		}
-		for s.queueHead < len(s.queue) {
-			n := s.queue[s.queueHead]
-			s.queue[s.queueHead] = nil
-			s.queueHead++
-			n.queued = false
+		for n := s.lease.dequeue(); n != nil; n = s.lease.dequeue() {
 			s.consider(n)
 		}
-		s.queue = s.queue[:0]
-		s.queueHead = 0
-		if len(s.roomy) == 0 {
+		if len(s.lease.roomy) == 0 {
 			s.startChunk()
 			return
 		}
-		roomy := s.roomy
-		s.roomy = nil
-		for _, rs := range roomy {
-			rs.inRoomy = false
-			for len(rs.waiting) > 0 && !rs.noWorker && rs.inflight < rs.max {
-				w := rs.waiting[0]
-				rs.waiting[0] = waitItem{}
-				rs.waiting = rs.waiting[1:]
+		for _, rs := range s.lease.takeRoomy() {
+			for w, ok := rs.nextWaiting(); ok; w, ok = rs.nextWaiting() {
 				if w.n != nil {
-					w.n.blocked = false
+					w.n.leave(stateBlocked)
 					s.consider(w.n)
 				} else {
 					s.considerDelivery(w.d)
 				}
 			}
 		}
-		if s.queueHead == len(s.queue) && len(s.delivQueue) == 0 && len(s.roomy) == 0 {
+		if s.lease.queueHead == len(s.lease.queue) && len(s.react.delivQueue) == 0 && len(s.lease.roomy) == 0 {
 			s.startChunk()
 			return
 		}
@@ -67,7 +52,7 @@ func (s *Scheduler) startChunk() {
 	const chunk = 4096
 	k := min(chunk, len(s.startQueue))
 	for _, n := range s.startQueue[:k] {
-		if !n.removed && !n.queued {
+		if !n.is(stateRemoved) && !n.has(mQueued) {
 			s.consider(n)
 		}
 	}
@@ -83,7 +68,7 @@ func (s *Scheduler) rearmChunk() {
 	const chunk = 16384
 	k := min(chunk, len(s.rearmQueue))
 	for _, n := range s.rearmQueue[:k] {
-		if r := n.r; !n.removed && r.Phase == converge.PhaseReady && !r.Deleting {
+		if r := n.r; !n.is(stateRemoved) && r.Phase == converge.PhaseReady && !r.Deleting {
 			s.scheduleResync(n)
 		}
 	}
@@ -94,31 +79,16 @@ func (s *Scheduler) rearmChunk() {
 	}
 }
 
-func (s *Scheduler) room(rs *refState) {
-	if rs.inRoomy || len(rs.waiting) == 0 {
-		return
-	}
-	rs.inRoomy = true
-	s.roomy = append(s.roomy, rs)
-}
-
 // onChanged reacts to workers connecting, leaving or freeing capacity:
 // routing is re-checked for every parked resource.
 func (s *Scheduler) onChanged() {
-	clear(s.serves)
-	for _, rs := range s.refs {
+	clear(s.lease.serves)
+	for _, rs := range s.lease.refs {
 		rs.noWorker = false
-		s.room(rs)
+		s.lease.room(rs)
 	}
-	parked := s.parked
-	s.parked = nil
-	for _, n := range parked {
-		n.parked = false
-		s.enqueue(n)
-	}
-	pd := s.parkedDel
-	s.parkedDel = nil
-	s.delivQueue = append(s.delivQueue, pd...)
+	s.lease.unpark()
+	s.react.unparkDeliveries()
 }
 
 func (s *Scheduler) servesRef(ref converge.KindRef, reaction string) bool {
@@ -126,10 +96,10 @@ func (s *Scheduler) servesRef(ref converge.KindRef, reaction string) bool {
 		return true
 	}
 	k := servesKey{ref, reaction}
-	v, ok := s.serves[k]
+	v, ok := s.lease.serves[k]
 	if !ok {
 		v = s.disp.Serves(ref, reaction)
-		s.serves[k] = v
+		s.lease.serves[k] = v
 	}
 	return v
 }
@@ -142,7 +112,7 @@ func permanent(r *converge.Resource) bool {
 // needsRun reports whether n's main reaction must run.
 func (s *Scheduler) needsRun(n *node) bool {
 	r := n.r
-	if n.resync || r.ObservedGeneration < r.Generation || r.Phase == converge.PhaseFailed {
+	if n.has(mResync) || r.ObservedGeneration < r.Generation || r.Phase == converge.PhaseFailed {
 		return true
 	}
 	return r.Phase != converge.PhaseReady && !s.isComposer(n)
@@ -151,7 +121,7 @@ func (s *Scheduler) needsRun(n *node) bool {
 // consider dispatches n's next task if it is eligible, or records why
 // not.
 func (s *Scheduler) consider(n *node) {
-	if n.removed || n.parked || n.blocked {
+	if n.is(stateRemoved) || n.is(stateParked) || n.is(stateBlocked) {
 		return
 	}
 	r := n.r
@@ -162,18 +132,18 @@ func (s *Scheduler) consider(n *node) {
 	if s.holdSuspended(n) {
 		return
 	}
-	if r.Lease != nil || n.inBackoff || n.unstorable {
+	if r.Lease != nil || n.is(stateBackoff) || n.has(mUnstorable) {
 		// An unstorable row stays Failed: a new generation (a flowed
 		// value) must not make Ready what the store cannot hold.
 		return
 	}
 	// A permanent failure waits for a new generation, which a changed
 	// flowed value also brings: flows are recomputed first.
-	if prods := s.producers[n.id]; len(prods) > 0 {
+	if prods := s.graph.producers[n.id]; len(prods) > 0 {
 		var first converge.ID
 		waiting := 0
 		for _, e := range prods {
-			p := s.nodes[e.Producer]
+			p := s.graph.nodes[e.Producer]
 			if p == nil || p.r.Deleting || p.r.Phase != converge.PhaseReady || p.r.ObservedGeneration != p.r.Generation {
 				if waiting == 0 {
 					first = e.Producer
@@ -197,57 +167,30 @@ func (s *Scheduler) consider(n *node) {
 	}
 	// Flows are dirty also when the last edge with flows went: the spec
 	// is Declared again.
-	if n.flowsDirty {
-		n.flowsDirty = false
-		if !n.flowsLoaded || !s.flowsApplied(n) {
+	if n.has(mFlowsDirty) {
+		n.unset(mFlowsDirty)
+		if !n.has(mFlowsLoaded) || !s.graph.flowsApplied(n) {
 			changed := s.applyFlows(n)
 			// A flowed value is checked when it is written, or
 			// before the first run of a spec composed with it.
 			var err error
-			if changed || r.ObservedGeneration == 0 && r.Attempts == 0 && len(s.producers[n.id]) > 0 {
+			if changed || r.ObservedGeneration == 0 && r.Attempts == 0 && len(s.graph.producers[n.id]) > 0 {
 				err = s.checkFlowed(n)
 			}
 			if err != nil {
 				if !permanent(r) || r.LastError != err.Error() {
 					s.failPermanent(n, err.Error())
 				}
-				n.flowsLoaded = false
+				n.unset(mFlowsLoaded)
 				return
 			}
 		}
-		n.flowsLoaded = false
+		n.unset(mFlowsLoaded)
 	}
 	if permanent(r) || !s.needsRun(n) {
 		return
 	}
 	s.dispatchMain(n)
-}
-
-// flowsApplied reports whether n's Spec already holds what each of its
-// flows carries now: the producer's value at every From is the bytes at
-// its To (or both are absent). It is exact only for a row as loaded: a
-// row carries its edges, so its stored Spec was computed from exactly
-// those flows, and only a producer's status can have moved on since (a
-// crash between their commits). A start then checks a million consumers
-// without rebuilding their specs.
-func (s *Scheduler) flowsApplied(n *node) bool {
-	for _, e := range s.producers[n.id] {
-		if len(e.Flows) == 0 {
-			continue
-		}
-		var status []byte
-		if p := s.nodes[e.Producer]; p != nil {
-			status = p.r.Status
-		}
-		for _, f := range e.Flows {
-			pv, pok := getField(status, f.From)
-			cv, cok := getField(n.r.Spec, f.To)
-			if pok != cok || !bytes.Equal(pv, cv) {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // applyFlows recomputes n's Spec from Declared and its producers'
@@ -271,21 +214,18 @@ func (s *Scheduler) bumpGeneration(n *node) {
 	n.r.Generation++
 	n.r.Attempts = 0
 	n.r.NextAttempt = timeZero
-	if n.inBackoff {
-		n.inBackoff = false
-		s.backoffN--
-	}
+	s.lease.endBackoff(n)
 	if n.r.Lease == nil && !n.r.Deleting {
 		s.setReason(n, "")
 		s.setPhase(n, converge.PhasePending)
 	}
 	s.markDirty(n)
-	s.enqueue(n)
+	s.lease.enqueue(n)
 }
 
 // computeSpec is Declared with every value flow of n's edges applied.
 func (s *Scheduler) computeSpec(n *node) []byte {
-	prods := s.producers[n.id]
+	prods := s.graph.producers[n.id]
 	hasFlows := false
 	for _, e := range prods {
 		if len(e.Flows) > 0 {
@@ -301,7 +241,7 @@ func (s *Scheduler) computeSpec(n *node) []byte {
 		if len(e.Flows) == 0 {
 			continue
 		}
-		p := s.nodes[e.Producer]
+		p := s.graph.nodes[e.Producer]
 		if p == nil || len(p.r.Status) == 0 {
 			continue
 		}
@@ -326,7 +266,7 @@ func (s *Scheduler) mainReaction(n *node) string {
 	if s.isComposer(n) {
 		return converge.ReactionCompose
 	}
-	if r := n.r; n.resync && r.Phase == converge.PhaseReady && r.ObservedGeneration == r.Generation && s.observes(n) {
+	if r := n.r; n.has(mResync) && r.Phase == converge.PhaseReady && r.ObservedGeneration == r.Generation && s.observes(n) {
 		return converge.ReactionObserve
 	}
 	return converge.ReactionReconcile
@@ -334,8 +274,7 @@ func (s *Scheduler) mainReaction(n *node) string {
 
 // park records that no worker serves n's KindRef and reaction.
 func (s *Scheduler) park(n *node) {
-	n.parked = true
-	s.parked = append(s.parked, n)
+	s.lease.parkNode(n)
 	if n.r.Phase == converge.PhaseReady && !n.r.Deleting {
 		return // a resync waits quietly
 	}
@@ -347,8 +286,7 @@ func (s *Scheduler) park(n *node) {
 
 // block queues n until its KindRef has room.
 func (s *Scheduler) block(n *node, rs *refState) {
-	n.blocked = true
-	rs.waiting = append(rs.waiting, waitItem{n: n})
+	s.lease.blockNode(n, rs)
 	if n.r.Phase == converge.PhasePending {
 		if rs.queuedReason == "" {
 			rs.queuedReason = "queued for a " + rs.ref.String() + " worker"
@@ -393,17 +331,17 @@ func (s *Scheduler) dispatchNode(n *node, reaction string, kind taskKind) {
 		s.failTransient(n, "dispatch: "+err.Error())
 		return
 	}
-	s.dispatched++
+	s.lease.dispatched++
 	rs.inflight++
-	s.inflight++
-	n.resync = false
+	s.lease.inflight++
+	n.unset(mResync)
 	if reaction != converge.ReactionTeardown {
-		s.taskRefs.Store(t.ID, ref)
+		s.lease.taskRefs.Store(t.ID, ref)
 	}
 	s.track(t.ID, &taskRec{kind: kind, id: n.id, gen: r.Generation, ref: ref, reaction: reaction, resync: resync, counted: true,
 		config: config, base: t.BaseSpec != nil})
 	r.Lease = &converge.Lease{TaskID: t.ID, Reaction: reaction, Expires: t.Deadline}
-	s.addTimer(t.Deadline, timerLease, n.id, t.ID)
+	s.lease.addTimer(t.Deadline, timerLease, n.id, t.ID)
 	if kind == taskMain && !resync {
 		if r.Reason != "" {
 			r.Reason = ""
@@ -421,16 +359,16 @@ func (s *Scheduler) release(rec *taskRec) {
 	rec.counted = false
 	rs := s.refState(rec.ref)
 	rs.inflight--
-	s.inflight--
-	s.room(rs)
+	s.lease.inflight--
+	s.lease.room(rs)
 }
 
 // dropTask forgets a task: its result, if any comes, is ignored.
 func (s *Scheduler) dropTask(taskID string) {
-	s.taskRefs.Delete(taskID)
-	if rec := s.tasks[taskID]; rec != nil {
+	s.lease.taskRefs.Delete(taskID)
+	if rec := s.lease.tasks[taskID]; rec != nil {
 		s.release(rec)
-		delete(s.tasks, taskID)
+		delete(s.lease.tasks, taskID)
 	}
 }
 
@@ -442,11 +380,7 @@ func (s *Scheduler) failTransient(n *node, msg string) {
 	r.LastError = msg
 	d := s.backoff(r.Attempts)
 	r.NextAttempt = s.now.Add(d)
-	if !n.inBackoff {
-		n.inBackoff = true
-		s.backoffN++
-	}
-	s.addTimer(r.NextAttempt, timerRetry, n.id, "")
+	s.lease.backOff(n, r.NextAttempt)
 	if r.Deleting {
 		s.setReason(n, "teardown retrying in "+fmtDelay(d)+": "+msg)
 		s.markDirty(n)
@@ -468,14 +402,11 @@ func (s *Scheduler) failPermanent(n *node, msg string) {
 	r.Attempts++
 	r.LastError = msg
 	r.NextAttempt = timeZero
-	if n.inBackoff {
-		n.inBackoff = false
-		s.backoffN--
-	}
+	s.lease.endBackoff(n)
 	r.Reason = "permanent: " + msg
 	s.markDirty(n)
 	if r.Deleting {
-		n.stuck = true
+		n.set(mStuck)
 		s.event(n.id, "TeardownFailed", r.Reason)
 		s.blockersChanged(n)
 		return
@@ -492,14 +423,14 @@ func (s *Scheduler) onResult(res *converge.Result) {
 	if res == nil {
 		return
 	}
-	s.taskRefs.Delete(res.TaskID)
-	rec := s.tasks[res.TaskID]
+	s.lease.taskRefs.Delete(res.TaskID)
+	rec := s.lease.tasks[res.TaskID]
 	if rec == nil {
 		return // unknown or stale task
 	}
-	delete(s.tasks, res.TaskID)
+	delete(s.lease.tasks, res.TaskID)
 	s.release(rec)
-	s.completed++
+	s.lease.completed++
 	res.Message = s.scrubMessage(rec.id, rec.key, res.Message)
 	s.countResult(rec, res.Outcome)
 	switch rec.kind {
@@ -510,7 +441,7 @@ func (s *Scheduler) onResult(res *converge.Result) {
 		s.verbResult(rec, res)
 		return
 	}
-	n := s.nodes[rec.id]
+	n := s.graph.nodes[rec.id]
 	if n == nil || n.r.Lease == nil || n.r.Lease.TaskID != res.TaskID {
 		return
 	}
@@ -535,7 +466,7 @@ func (s *Scheduler) onResult(res *converge.Result) {
 		s.reconcileOK(n, rec, res)
 	case converge.OutcomePermanent:
 		if rec.gen != n.r.Generation {
-			s.enqueue(n)
+			s.lease.enqueue(n)
 			return
 		}
 		s.failPermanent(n, res.Message)
@@ -586,7 +517,7 @@ func (s *Scheduler) succeeded(n *node, rec *taskRec) {
 	if rec.gen != r.Generation {
 		// The spec changed meanwhile: run again.
 		s.setPhase(n, converge.PhasePending)
-		s.enqueue(n)
+		s.lease.enqueue(n)
 		return
 	}
 	if s.isComposer(n) {
@@ -610,19 +541,19 @@ func (s *Scheduler) becameReady(n *node) {
 
 // consumersChanged re-evaluates n's consumers' flows and gates.
 func (s *Scheduler) consumersChanged(n *node) {
-	for _, e := range s.consumers[n.id] {
-		if c := s.nodes[e.Consumer]; c != nil {
+	for _, e := range s.graph.consumers[n.id] {
+		if c := s.graph.nodes[e.Consumer]; c != nil {
 			if len(e.Flows) > 0 {
 				c.markFlows()
 			}
-			s.enqueue(c)
+			s.lease.enqueue(c)
 		}
 	}
 }
 
 // leaseExpired handles a lease timer for taskID.
 func (s *Scheduler) leaseExpired(taskID string) {
-	rec := s.tasks[taskID]
+	rec := s.lease.tasks[taskID]
 	if rec == nil {
 		return
 	}
@@ -633,8 +564,8 @@ func (s *Scheduler) leaseExpired(taskID string) {
 		s.deliveryLeaseExpired(rec, taskID)
 		return
 	case taskVerb:
-		delete(s.tasks, taskID)
-		s.taskRefs.Delete(taskID)
+		delete(s.lease.tasks, taskID)
+		s.lease.taskRefs.Delete(taskID)
 		if rec.dry {
 			rec.verb <- verbOutcome{err: errors.New("dry-run " + rec.reaction + ": timed out")}
 			return
@@ -644,7 +575,7 @@ func (s *Scheduler) leaseExpired(taskID string) {
 		return
 	}
 	s.dropTask(taskID)
-	n := s.nodes[rec.id]
+	n := s.graph.nodes[rec.id]
 	if n == nil || n.r.Lease == nil || n.r.Lease.TaskID != taskID {
 		return
 	}
@@ -657,7 +588,7 @@ func (s *Scheduler) leaseExpired(taskID string) {
 // idempotency key and a deadline ttl from now.
 func (s *Scheduler) newTask(r *converge.Resource, reaction, key string, ttl time.Duration) *converge.Task {
 	t := &converge.Task{
-		ID:          s.newTaskID(),
+		ID:          s.lease.newTaskID(),
 		Key:         key,
 		Reaction:    reaction,
 		UID:         r.UID,
@@ -723,7 +654,7 @@ func (s *Scheduler) precheckResult(r *converge.Result) precheck {
 	if r == nil || r.Outcome != converge.OutcomeOK || r.Status == nil {
 		return precheck{res: r}
 	}
-	ref, ok := s.taskRefs.Load(r.TaskID)
+	ref, ok := s.lease.taskRefs.Load(r.TaskID)
 	if !ok {
 		return precheck{res: r}
 	}

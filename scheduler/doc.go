@@ -9,7 +9,8 @@
 // Validator (schemas).
 //
 // Read first: Scheduler (New, Run, Apply, Delete, Do, Progress, Problems,
-// Flush), Config, Plan and Diff.
+// Flush), Config, Plan and Diff; then the loop's parts (resourceGraph,
+// leases, batcher, reactors) and a node's lifecycle (nodestate.go).
 //
 // # Basics
 //
@@ -19,6 +20,36 @@
 // step. Run's inputs are the dispatcher's Results and Changed channels,
 // one timer (retries, lease expiry, resyncs, reactor retries, the next
 // flush) and those commands.
+//
+// # Parts
+//
+// The loop's state is four parts, each a struct the Scheduler holds,
+// with its own files and tests; a part's methods touch only its own
+// state (and the nodes it is handed), the Scheduler's methods join them.
+// They are not concurrent: Run owns them all.
+//
+//   - resourceGraph (graph.go): the nodes, the edges by consumer and by
+//     producer, the rows git declares, the phase counts and the checks
+//     that read only those (flowsApplied, hasLiveConsumer,
+//     teardownReason).
+//   - leases (leases.go, leases_timers.go; dispatch.go joins): the ready
+//     queue, the parked, each KindRef's slots and waiting list, the
+//     tasks out with workers, the timer heap and the resync buckets.
+//   - batcher (batch.go; flush.go builds and commits): every pending
+//     write (rows new and updated, rollups, reasons, edges, deliveries,
+//     events) and the commit in flight.
+//   - reactors (reactor.go): the bindings, the owed deliveries and the
+//     dedup of done ones.
+//
+// The joins: phase.go (a node's phase, reason and dirty marks: counts,
+// owners' holds, pending writes), load.go (New's snapshot), dispatch.go,
+// compose.go, delete.go, apply.go.
+//
+// A node (graph.go) is one per resource, a million at scale: its
+// lifecycle is one nodeState (free, parked, blocked, backoff, removed),
+// changed only through node.to, which checks the transition in tests
+// and in a build with the schedcheck tag; its other flags are nodeMarks,
+// a bit set (nodestate.go has the diagram).
 //
 // Group commit: every change marks its resource dirty; dirty rows, edge
 // and delivery changes and events are written as a converge.Batch every

@@ -72,7 +72,7 @@ func driftOf(spec []byte, o *converge.Observation) *converge.DriftReport {
 func (s *Scheduler) observeResult(n *node, rec *taskRec, res *converge.Result) {
 	r := n.r
 	if rec.gen != r.Generation || r.Phase != converge.PhaseReady {
-		s.enqueue(n) // it changed meanwhile: its own work decides
+		s.lease.enqueue(n) // it changed meanwhile: its own work decides
 		return
 	}
 	o := res.Observed
@@ -107,18 +107,18 @@ func (s *Scheduler) observeResult(n *node, rec *taskRec, res *converge.Result) {
 		r.Drift = rep
 		s.markDirty(n)
 	}
-	if s.drifted == nil {
-		s.drifted = make(map[converge.ID]*node)
+	if s.graph.drifted == nil {
+		s.graph.drifted = make(map[converge.ID]*node)
 	}
-	s.drifted[n.id] = n
+	s.graph.drifted[n.id] = n
 	if policy == converge.DriftPolicyReport {
 		s.setReason(n, "drifted: "+rep.Summary()+"; not healed (drift_policy report): declare what you want in git, or set drift_policy heal")
 		s.scheduleResync(n)
 		return
 	}
 	s.setReason(n, "drifted: "+rep.Summary()+"; healing")
-	n.resync = true // observes now says reconcile
-	s.enqueue(n)
+	n.set(mResync) // observes now says reconcile
+	s.lease.enqueue(n)
 }
 
 // reconciled clears n's drift after a successful reconcile of rec: the
@@ -138,7 +138,7 @@ func (s *Scheduler) reconciled(n *node, rec *taskRec) {
 
 func (s *Scheduler) clearDrift(n *node) {
 	n.r.Drift = nil
-	delete(s.drifted, n.id)
+	delete(s.graph.drifted, n.id)
 	if n.r.Phase == converge.PhaseReady {
 		s.setReason(n, "")
 	}
@@ -152,23 +152,6 @@ func (s *Scheduler) setDriftPolicy(n *node, p string) {
 	n.r.DriftPolicy = p
 	s.markDirty(n)
 	if d := n.r.Drift; d != nil && d.Policy != s.driftPolicy(n) && n.r.Phase == converge.PhaseReady && !n.r.Deleting {
-		s.addResync(n, s.now)
+		s.lease.addResync(n, s.now)
 	}
-}
-
-// driftedByRef counts the drifted resources by KindRef, dropping stale
-// entries.
-func (s *Scheduler) driftedByRef() map[converge.KindRef]int {
-	var out map[converge.KindRef]int
-	for id, n := range s.drifted {
-		if n.removed || n.r.Drift == nil || s.nodes[id] != n {
-			delete(s.drifted, id)
-			continue
-		}
-		if out == nil {
-			out = make(map[converge.KindRef]int)
-		}
-		out[n.r.Ref()]++
-	}
-	return out
 }

@@ -21,25 +21,25 @@ func CheckInvariants(s *Scheduler) error {
 func (s *Scheduler) checkInvariants() error {
 	var total converge.Counts
 	byRef := map[converge.KindRef]converge.Counts{}
-	for _, n := range s.nodes {
+	for _, n := range s.graph.nodes {
 		c := byRef[n.r.Ref()]
 		c.Add(n.r.Phase)
 		byRef[n.r.Ref()] = c
 	}
-	for ref, rs := range s.refs {
+	for ref, rs := range s.lease.refs {
 		if rs.stats.phases != byRef[ref] {
 			return fmt.Errorf("%s: metrics count %+v by phase, tallied %+v", ref, rs.stats.phases, byRef[ref])
 		}
 	}
-	for id, n := range s.nodes {
-		if n.id != id || n.r.ID() != id || n.removed {
+	for id, n := range s.graph.nodes {
+		if n.id != id || n.r.ID() != id || n.is(stateRemoved) {
 			return fmt.Errorf("%s: bad node identity", id)
 		}
 		total.Add(n.r.Phase)
 		if n.r.Deleting != (n.r.Phase == converge.PhaseDeleting) {
 			return fmt.Errorf("%s: deleting %v in phase %s", id, n.r.Deleting, n.r.Phase)
 		}
-		if n.rs != s.refs[n.r.Ref()] {
+		if n.rs != s.lease.refs[n.r.Ref()] {
 			return fmt.Errorf("%s: stale refState", id)
 		}
 		var sub converge.Counts
@@ -59,20 +59,20 @@ func (s *Scheduler) checkInvariants() error {
 			return fmt.Errorf("%s: subtree counts %+v, tallied %+v", id, have, sub)
 		}
 		for cid, c := range n.children {
-			if s.nodes[cid] != c || c.owner != n || c.r.Owner != id {
+			if s.graph.nodes[cid] != c || c.owner != n || c.r.Owner != id {
 				return fmt.Errorf("%s: child %s inconsistent", id, cid)
 			}
 		}
-		if n.owner != nil && (s.nodes[n.owner.id] != n.owner || n.owner.children[id] != n) {
+		if n.owner != nil && (s.graph.nodes[n.owner.id] != n.owner || n.owner.children[id] != n) {
 			return fmt.Errorf("%s: owner %s inconsistent", id, n.owner.id)
 		}
 		pending := int32(0)
 		for _, c := range n.children {
-			want := c.dirty || c.inBatch || c.unstorable || c.sub != nil && c.sub.held
-			if c.pending != want {
-				return fmt.Errorf("%s: counted pending %v, is %v", c.id, c.pending, want)
+			want := c.has(mDirty) || c.has(mInBatch) || c.has(mUnstorable) || c.sub != nil && c.sub.held
+			if c.has(mPending) != want {
+				return fmt.Errorf("%s: counted pending %v, is %v", c.id, c.has(mPending), want)
 			}
-			if c.pending {
+			if c.has(mPending) {
 				pending++
 			}
 		}
@@ -89,7 +89,7 @@ func (s *Scheduler) checkInvariants() error {
 			return fmt.Errorf("%s: orphan of %s", id, n.r.Owner)
 		}
 		if l := n.r.Lease; l != nil {
-			rec := s.tasks[l.TaskID]
+			rec := s.lease.tasks[l.TaskID]
 			if rec == nil || rec.id != id {
 				return fmt.Errorf("%s: lease %s without its task", id, l.TaskID)
 			}
@@ -98,11 +98,11 @@ func (s *Scheduler) checkInvariants() error {
 			return fmt.Errorf("%s: alive under deleting owner %s", id, n.owner.id)
 		}
 	}
-	if total != s.counts {
-		return fmt.Errorf("counts %+v, tallied %+v", s.counts, total)
+	if total != s.graph.counts {
+		return fmt.Errorf("counts %+v, tallied %+v", s.graph.counts, total)
 	}
 	np, nc := 0, 0
-	for c, l := range s.producers {
+	for c, l := range s.graph.producers {
 		seen := map[converge.ID]bool{}
 		for _, e := range l {
 			if e.Consumer != c {
@@ -112,62 +112,62 @@ func (s *Scheduler) checkInvariants() error {
 				return fmt.Errorf("edge %s -> %s twice", c, e.Producer)
 			}
 			seen[e.Producer] = true
-			if !hasEdge(s.consumers[e.Producer], e) {
+			if !hasEdge(s.graph.consumers[e.Producer], e) {
 				return fmt.Errorf("edge %s -> %s missing from the consumer index", e.Consumer, e.Producer)
 			}
-			if s.nodes[e.Consumer] == nil {
+			if s.graph.nodes[e.Consumer] == nil {
 				return fmt.Errorf("edge %s -> %s: consumer gone", e.Consumer, e.Producer)
 			}
 		}
 		np += len(l)
 	}
-	for _, l := range s.consumers {
+	for _, l := range s.graph.consumers {
 		nc += len(l)
 	}
 	if np != nc {
 		return fmt.Errorf("%d producer index entries, %d consumer index entries", np, nc)
 	}
 	inflight := 0
-	for _, rs := range s.refs {
+	for _, rs := range s.lease.refs {
 		if rs.inflight < 0 {
 			return fmt.Errorf("%s: inflight %d", rs.ref, rs.inflight)
 		}
 		inflight += rs.inflight
 	}
 	counted := 0
-	for _, rec := range s.tasks {
+	for _, rec := range s.lease.tasks {
 		if rec.counted {
 			counted++
 		}
 	}
-	if inflight != s.inflight || counted != s.inflight {
-		return fmt.Errorf("inflight %d, per ref %d, counted tasks %d", s.inflight, inflight, counted)
+	if inflight != s.lease.inflight || counted != s.lease.inflight {
+		return fmt.Errorf("inflight %d, per ref %d, counted tasks %d", s.lease.inflight, inflight, counted)
 	}
 	backoff := 0
-	for _, n := range s.nodes {
-		if n.inBackoff {
+	for _, n := range s.graph.nodes {
+		if n.is(stateBackoff) {
 			backoff++
 		}
 	}
-	if backoff != s.backoffN {
-		return fmt.Errorf("backoffN %d, nodes in backoff %d", s.backoffN, backoff)
+	if backoff != s.lease.backoffN {
+		return fmt.Errorf("backoffN %d, nodes in backoff %d", s.lease.backoffN, backoff)
 	}
 	owed := 0
-	for _, d := range s.deliveries {
+	for _, d := range s.react.deliveries {
 		if !d.Done {
 			owed++
 		}
 	}
-	if owed != s.owedDeliv {
-		return fmt.Errorf("owed deliveries %d, tallied %d", s.owedDeliv, owed)
+	if owed != s.react.owedDeliv {
+		return fmt.Errorf("owed deliveries %d, tallied %d", s.react.owedDeliv, owed)
 	}
 	// Retention: a done delivery is kept (as a fired entry) only for a
 	// live subject at its generation.
-	uids := make(map[string]*node, len(s.nodes))
-	for _, n := range s.nodes {
+	uids := make(map[string]*node, len(s.graph.nodes))
+	for _, n := range s.graph.nodes {
 		uids[n.r.UID] = n
 	}
-	for fk, g := range s.fired {
+	for fk, g := range s.react.fired {
 		if n := uids[fk.uid]; n == nil || g > n.r.Generation {
 			return fmt.Errorf("fired %v at generation %d: subject gone or older", fk, g)
 		}
@@ -178,7 +178,7 @@ func (s *Scheduler) checkInvariants() error {
 // DeliveriesHeld returns how many deliveries s holds in memory: whole
 // (owed ones) and as a fired entry (done ones kept for dedup).
 func DeliveriesHeld(s *Scheduler) (whole, fired int) {
-	_ = s.exec(context.Background(), func(s *Scheduler) { whole, fired = len(s.deliveries), len(s.fired) })
+	_ = s.exec(context.Background(), func(s *Scheduler) { whole, fired = len(s.react.deliveries), len(s.react.fired) })
 	return whole, fired
 }
 
@@ -194,6 +194,9 @@ func hasEdge(l []*converge.Edge, e *converge.Edge) bool {
 // TimerLen is the number of entries in the timer heap.
 func TimerLen(s *Scheduler) int {
 	var n int
-	_ = s.exec(context.Background(), func(s *Scheduler) { n = len(s.timers) })
+	_ = s.exec(context.Background(), func(s *Scheduler) { n = len(s.lease.timers) })
 	return n
 }
+
+// The package's tests check every node state transition (nodestate.go).
+func init() { checkTransitions = true }

@@ -85,18 +85,18 @@ func (s *Scheduler) startDry(t *converge.Task) (chan verbOutcome, error) {
 		return nil, fmt.Errorf("dry-run compose %s/%s: %w serves %s compose", t.Kind, t.Name, converge.ErrNoWorker, ref)
 	}
 	dt := *t
-	dt.ID, dt.DryRun, dt.Reaction = s.newTaskID(), true, converge.ReactionCompose
+	dt.ID, dt.DryRun, dt.Reaction = s.lease.newTaskID(), true, converge.ReactionCompose
 	if dt.Deadline.IsZero() {
 		dt.Deadline = s.now.Add(s.leaseTTL(ref))
 	}
 	if err := s.disp.Dispatch(s.ctx, &dt); err != nil {
 		return nil, fmt.Errorf("dry-run compose %s/%s: %w", t.Kind, t.Name, err)
 	}
-	s.dispatched++
+	s.lease.dispatched++
 	ch := make(chan verbOutcome, 1)
 	id := converge.NewID(t.Kind, t.Name)
 	s.track(dt.ID, &taskRec{kind: taskVerb, id: id, ref: ref, reaction: converge.ReactionCompose, verb: ch, dry: true})
-	s.addTimer(dt.Deadline, timerLease, id, dt.ID)
+	s.lease.addTimer(dt.Deadline, timerLease, id, dt.ID)
 	return ch, nil
 }
 

@@ -20,7 +20,7 @@ func (s *Scheduler) checkFlowed(n *node) error {
 	if err == nil {
 		return nil
 	}
-	return flowError(err, s.producers[n.id])
+	return flowError(err, s.graph.producers[n.id])
 }
 
 // flowError words a spec validation error after flows: each violation at

@@ -24,12 +24,12 @@ func (s *Scheduler) flush() error {
 	if err := s.waitCommit(); err != nil {
 		return err
 	}
-	b := s.failed
+	b := s.batch.failed
 	if b == nil {
 		b = s.buildBatch(true)
 	}
-	s.flushAt = timeZero
-	s.armDeferred()
+	s.batch.flushAt = timeZero
+	s.batch.armDeferred()
 	if b == nil {
 		return nil
 	}
@@ -46,7 +46,7 @@ func (s *Scheduler) flush() error {
 		return fmt.Errorf("commit state: %w", err)
 	}
 	s.committed()
-	if s.hasPending() {
+	if s.batch.hasPending() {
 		// Rollup or reason refreshes queued by building the batch.
 		return s.flush()
 	}
@@ -56,44 +56,44 @@ func (s *Scheduler) flush() error {
 // flushAsync hands everything pending to the committer, unless a commit
 // is in flight (the next one starts when it ends).
 func (s *Scheduler) flushAsync() {
-	if s.commitReq == nil {
+	if s.batch.commitReq == nil {
 		if err := s.flush(); err != nil {
 			s.log.Error("flush", "err", err)
 		}
 		return
 	}
-	if s.committing {
+	if s.batch.committing {
 		return
 	}
-	b := s.failed
+	b := s.batch.failed
 	if b == nil {
 		b = s.buildBatch(false)
 	}
-	s.flushAt = timeZero
-	s.armDeferred()
+	s.batch.flushAt = timeZero
+	s.batch.armDeferred()
 	if b == nil {
 		return
 	}
-	s.failed = b // until the committer says it is durable
-	s.committing = true
+	s.batch.failed = b // until the committer says it is durable
+	s.batch.committing = true
 	s.commitSent(b)
-	s.commitReq <- b
+	s.batch.commitReq <- b
 }
 
 // commitEnded handles the committer's answer for the batch in flight.
 func (s *Scheduler) commitEnded(err error) {
-	s.committing = false
+	s.batch.committing = false
 	if err != nil {
-		if s.refuse(s.failed, err) {
+		if s.refuse(s.batch.failed, err) {
 			// Commit the rest now: one bad row never holds the others.
 			s.flushAsync()
 			return
 		}
-		s.commitFailed(s.failed, err)
+		s.commitFailed(s.batch.failed, err)
 		return
 	}
 	s.committed()
-	if s.hasPending() && !s.flushAt.After(s.now) {
+	if s.batch.hasPending() && !s.batch.flushAt.After(s.now) {
 		s.flushAsync()
 	}
 }
@@ -102,15 +102,15 @@ func (s *Scheduler) commitEnded(err error) {
 // are durable (committed), or it was dropped whole (its rows are dirty
 // again). Their owners' counts of pending children follow.
 func (s *Scheduler) batchDropped() {
-	ns := s.batchNodes
-	s.batchNodes = nil
+	ns := s.batch.batchNodes
+	s.batch.batchNodes = nil
 	for _, n := range ns {
-		n.inBatch = false
+		n.unset(mInBatch)
 		s.recount(n)
 	}
 	clear(ns)
-	if s.batchNodes == nil {
-		s.batchNodes = ns[:0]
+	if s.batch.batchNodes == nil {
+		s.batch.batchNodes = ns[:0]
 	}
 }
 
@@ -136,11 +136,11 @@ const maxRefuseRounds = 8
 // committed records that the batch in flight is durable.
 func (s *Scheduler) committed() {
 	s.commitDone()
-	s.failed = nil
+	s.batch.failed = nil
 	s.batchDropped()
-	if s.commitErr != "" {
-		s.log.Info("commit state: recovered", "after", s.commitErr)
-		s.commitErr = ""
+	if s.batch.commitErr != "" {
+		s.log.Info("commit state: recovered", "after", s.batch.commitErr)
+		s.batch.commitErr = ""
 	}
 }
 
@@ -151,12 +151,12 @@ func (s *Scheduler) commitFailed(b *converge.Batch, err error) {
 		b = nil
 		s.batchDropped()
 	}
-	s.failed = b
-	if msg := err.Error(); msg != s.commitErr {
+	s.batch.failed = b
+	if msg := err.Error(); msg != s.batch.commitErr {
 		s.log.Error("commit state", "err", err)
-		s.commitErr = msg
+		s.batch.commitErr = msg
 	}
-	s.retryLater()
+	s.batch.retryLater(s.now)
 }
 
 // refuse takes the resources the store refused (err wraps a
@@ -194,20 +194,20 @@ func (s *Scheduler) refuse(b *converge.Batch, err error) bool {
 		took = true
 		// Newer pending changes of the same edge win.
 		k := edgeKey{e.Consumer, e.Producer}
-		if s.edgePut[k] == nil && !s.edgeDel[k] {
+		if s.batch.edgePut[k] == nil && !s.batch.edgeDel[k] {
 			e := e
-			s.edgePut[k] = &e
+			s.batch.edgePut[k] = &e
 		}
 	}
 	b.Edges = edges
 	for id, rerr := range bad {
-		n := s.nodes[id]
-		if n == nil || n.removed {
+		n := s.graph.nodes[id]
+		if n == nil || n.is(stateRemoved) {
 			continue
 		}
 		n.refusals++
 		if n.refusals == 1 {
-			s.refused++
+			s.batch.refused++
 		}
 		msg := "store refused the resource: " + rerr.Error()
 		s.log.Error("commit state: resource refused", "resource", id, "err", rerr)
@@ -219,7 +219,7 @@ func (s *Scheduler) refuse(b *converge.Batch, err error) bool {
 			}
 		}
 		if n.refusals > 1 {
-			n.unstorable = true
+			n.set(mUnstorable)
 			s.recount(n) // its owner's record waits for ever
 		}
 		if !r.Deleting && !permanent(r) {
@@ -233,36 +233,26 @@ func (s *Scheduler) refuse(b *converge.Batch, err error) bool {
 		}
 		s.markDirty(n)
 	}
-	s.armFlush()
+	s.batch.armFlush(s.now)
 	return took
 }
 
 // waitCommit waits for the commit in flight, if any.
 func (s *Scheduler) waitCommit() error {
-	if !s.committing {
+	if !s.batch.committing {
 		return nil
 	}
-	err := <-s.commitRes
-	s.committing = false
+	err := <-s.batch.commitRes
+	s.batch.committing = false
 	if err != nil {
-		if s.refuse(s.failed, err) {
+		if s.refuse(s.batch.failed, err) {
 			return nil // flush commits the rest
 		}
-		s.commitFailed(s.failed, err)
+		s.commitFailed(s.batch.failed, err)
 		return fmt.Errorf("commit state: %w", err)
 	}
 	s.committed()
 	return nil
-}
-
-func (s *Scheduler) retryLater() {
-	s.flushAt = s.now.Add(max(s.cfg.FlushInterval, 100*time.Millisecond))
-}
-
-func (s *Scheduler) hasPending() bool {
-	return len(s.dirty) > 0 || len(s.updated) > 0 || len(s.rollupDirty) > 0 || len(s.reasonDirty) > 0 || len(s.delRes) > 0 ||
-		len(s.edgePut) > 0 || len(s.edgeDel) > 0 || len(s.delivDirty) > 0 || len(s.delivGone) > 0 || len(s.events) > 0 ||
-		!s.meta.Empty()
 }
 
 // bigRow is the size of Declared and Spec together past which a row's
@@ -290,26 +280,11 @@ const bigRowEvery = 5 * time.Second
 // writes it), so the store's copy of its rollup and reason may lag by
 // that much; phase, generation and lease changes are written at once.
 func (s *Scheduler) markDirtySoon(n *node) {
-	if n.dirty || n.removed || len(n.r.Declared)+len(n.r.Spec) < bigRow {
+	if n.has(mDirty) || n.is(stateRemoved) || len(n.r.Declared)+len(n.r.Spec) < bigRow {
 		s.markDirty(n)
 		return
 	}
-	if n.deferred {
-		return
-	}
-	n.deferred = true
-	s.deferred = append(s.deferred, n)
-	if s.deferDue.IsZero() {
-		s.deferDue = s.now.Add(bigRowEvery)
-	}
-	s.armDeferred()
-}
-
-// armDeferred arms the flush timer for the deferred big rows' due time.
-func (s *Scheduler) armDeferred() {
-	if len(s.deferred) > 0 && (s.flushAt.IsZero() || s.flushAt.After(s.deferDue)) {
-		s.flushAt = s.deferDue
-	}
+	s.batch.deferRow(n, s.now)
 }
 
 // buildBatch turns everything pending into one Batch of snapshots and
@@ -317,38 +292,38 @@ func (s *Scheduler) armDeferred() {
 // big rows (markDirtySoon) go in once due, or whenever all is set (a
 // synchronous flush).
 func (s *Scheduler) buildBatch(all bool) *converge.Batch {
-	for _, n := range s.rollupDirty {
-		n.rollupDirty = false
-		if !n.removed {
+	for _, n := range s.batch.rollupDirty {
+		n.unset(mRollupDirty)
+		if !n.is(stateRemoved) {
 			s.writeRollup(n)
 		}
 	}
-	s.rollupDirty = s.rollupDirty[:0]
-	for _, n := range s.reasonDirty {
-		n.reasonDirty = false
-		if !n.removed && n.r.Deleting && n.r.Lease == nil && !n.stuck && !n.inBackoff &&
-			(len(n.children) > 0 || s.hasLiveConsumer(n)) {
-			s.setReasonSoon(n, s.teardownReason(n))
+	s.batch.rollupDirty = s.batch.rollupDirty[:0]
+	for _, n := range s.batch.reasonDirty {
+		n.unset(mReasonDirty)
+		if !n.is(stateRemoved) && n.r.Deleting && n.r.Lease == nil && !n.has(mStuck) && !n.is(stateBackoff) &&
+			(len(n.children) > 0 || s.graph.hasLiveConsumer(n)) {
+			s.setReasonSoon(n, s.graph.teardownReason(n, s.now))
 		}
 	}
-	s.reasonDirty = s.reasonDirty[:0]
-	if len(s.deferred) > 0 && (all || !s.now.Before(s.deferDue)) {
-		for _, n := range s.deferred {
-			n.deferred = false
+	s.batch.reasonDirty = s.batch.reasonDirty[:0]
+	if len(s.batch.deferred) > 0 && (all || !s.now.Before(s.batch.deferDue)) {
+		for _, n := range s.batch.deferred {
+			n.unset(mDeferred)
 			s.markDirty(n)
 		}
-		clear(s.deferred)
-		s.deferred, s.deferDue = s.deferred[:0], timeZero
+		clear(s.batch.deferred)
+		s.batch.deferred, s.batch.deferDue = s.batch.deferred[:0], timeZero
 	}
 
-	b := s.meta
-	s.meta = converge.Batch{}
+	b := s.batch.meta
+	s.batch.meta = converge.Batch{}
 	// Two buffer sets take turns: the one not in this batch belonged to
 	// the previous batch, which is durable (or this would not run) and no
 	// longer referenced by the store.
-	s.spare = 1 - s.spare
-	buf := &s.bufs[s.spare]
-	if len(s.dirty)+len(s.updated) > 0 {
+	s.batch.spare = 1 - s.batch.spare
+	buf := &s.batch.bufs[s.batch.spare]
+	if len(s.batch.dirty)+len(s.batch.updated) > 0 {
 		// At most MaxCommit rows: a commit stays short (bounded work lost
 		// to a crash, a bounded bbolt transaction) however much a
 		// composition just created. Changes of rows already in the
@@ -358,20 +333,7 @@ func (s *Scheduler) buildBatch(all bool) *converge.Batch {
 		// at least a quarter of the batch, oldest first (a row is made
 		// after its owner's, so an owner is never left behind its
 		// children). What does not fit waits for the next batch.
-		limit := s.cfg.MaxCommit
-		newRoom := min(len(s.dirty), limit/4)
-		upd := s.updated[:min(len(s.updated), limit-newRoom)]
-		if k := bigIndex(upd); k >= 0 && len(upd)+len(s.dirty) > limit/4 {
-			// A big row (a root's megabytes of spec) makes its commit
-			// long by itself: it goes first, with a quarter of the
-			// rows. Rows already stored may change places; new ones
-			// keep their order.
-			upd[0], upd[k] = upd[k], upd[0]
-			limit = max(1, limit/4)
-			newRoom = min(len(s.dirty), limit/4)
-			upd = upd[:min(len(upd), max(1, limit-newRoom))]
-		}
-		fresh := s.dirty[:min(len(s.dirty), max(0, limit-len(upd)))]
+		upd, fresh := s.batch.pickRows(s.cfg.MaxCommit)
 		rows := buf.rows[:0]
 		if n := len(upd) + len(fresh); cap(rows) < n {
 			rows = make([]converge.Resource, 0, n+n/2)
@@ -379,17 +341,17 @@ func (s *Scheduler) buildBatch(all bool) *converge.Batch {
 		ptrs := buf.ptrs[:0]
 		for _, take := range [][]*node{upd, fresh} {
 			for _, n := range take {
-				n.dirty = false
-				first := !n.stored
-				n.stored = true
-				if !n.removed && !n.unstorable {
+				n.unset(mDirty)
+				first := !n.has(mStored)
+				n.set(mStored)
+				if !n.is(stateRemoved) && !n.has(mUnstorable) {
 					rows = append(rows, *n.r)
 					ptrs = append(ptrs, &rows[len(rows)-1])
 					// Counted in its owner's pending until committed
 					// (committed, batchDropped): its owner's count
 					// does not change here.
-					n.inBatch = true
-					s.batchNodes = append(s.batchNodes, n)
+					n.set(mInBatch)
+					s.batch.batchNodes = append(s.batch.batchNodes, n)
 					if t := n.sub; t != nil {
 						t.heldWritten = t.held
 						if t.held {
@@ -401,10 +363,10 @@ func (s *Scheduler) buildBatch(all bool) *converge.Batch {
 						// edges (composeResult keeps them out of
 						// edgePut): the store gets a consumer and its
 						// edges in one commit.
-						for _, e := range s.producers[n.id] {
+						for _, e := range s.graph.producers[n.id] {
 							b.Edges = append(b.Edges, *e)
-							if len(s.edgePut) > 0 {
-								delete(s.edgePut, edgeKey{e.Consumer, e.Producer})
+							if len(s.batch.edgePut) > 0 {
+								delete(s.batch.edgePut, edgeKey{e.Consumer, e.Producer})
 							}
 						}
 					}
@@ -413,36 +375,36 @@ func (s *Scheduler) buildBatch(all bool) *converge.Batch {
 		}
 		buf.rows, buf.ptrs = rows, ptrs
 		b.Resources = ptrs
-		s.updated = dropHead(s.updated, len(upd))
-		s.dirty = dropHead(s.dirty, len(fresh))
+		s.batch.updated = dropHead(s.batch.updated, len(upd))
+		s.batch.dirty = dropHead(s.batch.dirty, len(fresh))
 	}
-	if len(s.delRes) > 0 {
-		b.DeletedResources = make([]converge.ID, 0, len(s.delRes))
-		for id := range s.delRes {
+	if len(s.batch.delRes) > 0 {
+		b.DeletedResources = make([]converge.ID, 0, len(s.batch.delRes))
+		for id := range s.batch.delRes {
 			b.DeletedResources = append(b.DeletedResources, id)
 		}
 		sort.Slice(b.DeletedResources, func(i, j int) bool { return b.DeletedResources[i] < b.DeletedResources[j] })
-		if len(s.delRes) > bigMap {
-			s.delRes = make(map[converge.ID]bool)
+		if len(s.batch.delRes) > bigMap {
+			s.batch.delRes = make(map[converge.ID]bool)
 		} else {
-			clear(s.delRes)
+			clear(s.batch.delRes)
 		}
 	}
-	bigDel := len(s.edgeDel) > bigMap
-	s.edgePutPeak = max(s.edgePutPeak, len(s.edgePut))
-	for k, e := range s.edgePut {
-		if c := s.nodes[e.Consumer]; c != nil && c.unstorable {
-			delete(s.edgePut, k) // its consumer is never stored
+	bigDel := len(s.batch.edgeDel) > bigMap
+	s.batch.edgePutPeak = max(s.batch.edgePutPeak, len(s.batch.edgePut))
+	for k, e := range s.batch.edgePut {
+		if c := s.graph.nodes[e.Consumer]; c != nil && c.has(mUnstorable) {
+			delete(s.batch.edgePut, k) // its consumer is never stored
 			continue
-		} else if c != nil && c.dirty {
+		} else if c != nil && c.has(mDirty) {
 			// Its consumer's row is not in this batch (it may not be
 			// stored yet): the edge goes with it.
 			continue
 		}
 		b.Edges = append(b.Edges, *e)
-		delete(s.edgePut, k)
+		delete(s.batch.edgePut, k)
 	}
-	for k := range s.edgeDel {
+	for k := range s.batch.edgeDel {
 		if _, gone := slices.BinarySearch(b.DeletedResources, k.consumer); gone {
 			// The store deletes a row's edges with it: rewriting the row
 			// without the edge first would be a write for nothing.
@@ -450,36 +412,25 @@ func (s *Scheduler) buildBatch(all bool) *converge.Batch {
 		}
 		b.DeletedEdges = append(b.DeletedEdges, converge.Edge{Consumer: k.consumer, Producer: k.producer})
 	}
-	clear(s.edgeDel)
+	clear(s.batch.edgeDel)
 	// A Go map keeps its buckets when emptied: one that held a whole
 	// composition's edges is replaced, not kept at that size for ever.
-	if s.edgePutPeak > bigMap && len(s.edgePut) == 0 {
-		s.edgePut = make(map[edgeKey]*converge.Edge)
-		s.edgePutPeak = 0
+	if s.batch.edgePutPeak > bigMap && len(s.batch.edgePut) == 0 {
+		s.batch.edgePut = make(map[edgeKey]*converge.Edge)
+		s.batch.edgePutPeak = 0
 	}
 	if bigDel {
-		s.edgeDel = make(map[edgeKey]bool)
+		s.batch.edgeDel = make(map[edgeKey]bool)
 	}
 	// Events too: at most MaxCommit a batch, oldest first (they are
 	// numbered already); a burst's buffer is not kept at its size.
-	take := min(len(s.events), s.cfg.MaxCommit)
-	b.Events = append(buf.events[:0], s.events[:take]...)
-	buf.events = b.Events
-	rest := copy(s.events, s.events[take:])
-	clear(s.events[rest:])
-	s.events = s.events[:rest]
-	if cap(s.events) > 4*s.cfg.MaxCommit && rest < cap(s.events)/4 {
-		s.events = slices.Clone(s.events)
-	}
-	if cap(buf.events) > 2*s.cfg.MaxCommit {
-		buf.events = nil
-	}
-	b.DeletedDeliveries = s.goneDeliveries()
-	for _, d := range s.delivDirty {
+	b.Events = s.batch.takeEvents(s.cfg.MaxCommit, buf)
+	b.DeletedDeliveries = s.batch.goneDeliveries()
+	for _, d := range s.batch.delivDirty {
 		c := *d
 		b.Deliveries = append(b.Deliveries, &c)
 	}
-	clear(s.delivDirty)
+	clear(s.batch.delivDirty)
 	if b.Empty() {
 		return nil
 	}

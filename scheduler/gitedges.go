@@ -17,8 +17,8 @@ func (s *Scheduler) applyGitEdges(d *converge.Desired) {
 	for _, e := range d.Edges {
 		want[e.Consumer] = append(want[e.Consumer], e)
 	}
-	s.gitEdges = want
-	for _, n := range s.gitRoots {
+	s.graph.gitEdges = want
+	for _, n := range s.graph.gitRoots {
 		s.setGitEdges(n)
 	}
 }
@@ -27,7 +27,7 @@ func (s *Scheduler) applyGitEdges(d *converge.Desired) {
 // (s.gitEdges); a re-created row gets them when it is created again.
 func (s *Scheduler) setGitEdges(n *node) {
 	id := n.id
-	w, have := s.gitEdges[id], s.producers[id]
+	w, have := s.graph.gitEdges[id], s.graph.producers[id]
 	if n.r.Deleting || len(w) == 0 && len(have) == 0 {
 		return
 	}
@@ -35,34 +35,34 @@ func (s *Scheduler) setGitEdges(n *node) {
 	keep := make(map[converge.ID]bool, len(w))
 	for _, e := range w {
 		keep[e.Producer] = true
-		old := s.edgeOf(id, e.Producer)
+		old := s.graph.edgeOf(id, e.Producer)
 		if old != nil && flowsEqual(old.Flows, e.Flows) {
 			continue
 		}
 		prod := e.Producer
-		if p := s.nodes[prod]; p != nil {
+		if p := s.graph.nodes[prod]; p != nil {
 			prod = p.id
 		}
-		ne := &converge.Edge{Consumer: n.id, Producer: prod, Flows: s.internFlows(e.Flows)}
-		s.addEdge(ne) // replaces old
-		if n.stored {
-			s.putEdge(ne)
+		ne := &converge.Edge{Consumer: n.id, Producer: prod, Flows: s.graph.internFlows(e.Flows)}
+		s.graph.addEdge(ne) // replaces old
+		if n.has(mStored) {
+			s.batch.putEdge(ne, s.now)
 		} else {
 			// Its row carries its edges into the store (buildBatch).
-			delete(s.edgeDel, edgeKey{ne.Consumer, ne.Producer})
+			delete(s.batch.edgeDel, edgeKey{ne.Consumer, ne.Producer})
 		}
 		changed = true
 	}
 	for _, e := range append([]*converge.Edge(nil), have...) {
 		if !keep[e.Producer] {
-			s.removeEdge(e)
-			s.delEdge(e)
+			s.graph.removeEdge(e)
+			s.batch.delEdge(e, s.now)
 			changed = true
 		}
 	}
 	if changed {
 		n.markFlows()
-		s.enqueue(n)
+		s.lease.enqueue(n)
 	}
 }
 

@@ -1,7 +1,7 @@
 package scheduler
 
 import (
-	"container/heap"
+	"bytes"
 	"runtime"
 	"strconv"
 	"sync"
@@ -11,9 +11,36 @@ import (
 	"github.com/convergehq/converge"
 )
 
+// resourceGraph is the loop's graph part: every resource's node, the
+// edges between them by consumer and by producer, the rows git declares
+// and the phase counts. Its methods touch only this state and its nodes.
+type resourceGraph struct {
+	nodes map[converge.ID]*node
+	// drifted holds the nodes with a drift recorded (drift.go), lazily.
+	drifted   map[converge.ID]*node
+	producers map[converge.ID][]*converge.Edge // by consumer
+	consumers map[converge.ID][]*converge.Edge // by producer
+	// flowLists are the shared flow lists of edges (internFlows), by a
+	// key flowKey builds.
+	flowLists map[string][]converge.ValueFlow
+	flowKey   []byte
+	// gitRoots holds the rows declared in git (no owner): the only ones
+	// a revision can stop declaring, so a diff walks them, not a
+	// million composed rows.
+	gitRoots map[converge.ID]*node
+	// gitEdges are the edges the applied revision's depends_on declares,
+	// by consumer (applyGitEdges).
+	gitEdges map[converge.ID][]converge.Edge
+	// counts tallies every resource by phase.
+	counts converge.Counts
+	// recreating counts the rows torn down with a re-declared row waiting
+	// (node.recreate).
+	recreating int
+}
+
 // node is one resource in memory with its derived, non-durable state.
 // A million of them are held at scale, so what only an owner needs lives
-// in sub, and the flags are packed.
+// in sub, and its state and flags are packed (nodestate.go).
 type node struct {
 	r        *converge.Resource
 	id       converge.ID
@@ -34,34 +61,11 @@ type node struct {
 	// refusals counts the store's refusals of this row.
 	refusals int32
 
-	queued, dirty, rollupDirty, reasonDirty bool
-	flowsDirty, resync, parked, blocked     bool
-	// flowsLoaded: flowsDirty only because the row was just loaded; its
-	// flows are checked, not recomputed (flowsApplied).
-	flowsLoaded               bool
-	inBackoff, removed, stuck bool
-	// unstorable: the store refused the row again after its refused data
-	// was dropped, so it is kept out of every batch.
-	unstorable bool
-	// deferred: a change of this big row's rollup or reason waits in
-	// Scheduler.deferred (markDirtySoon).
-	deferred bool
-	// stored: the row has been handed to the store (loaded from it, or
-	// in a batch): a change of it is an update, committed ahead of new
-	// rows.
-	stored bool
-	// recomposeOwner: the owner still wants this child (it emitted it
-	// again while it was being torn down, or an operator deleted it); the
-	// owner recomposes once the row is gone (recomposeIfOwed).
-	recomposeOwner bool
-	// recomposeOwed: a child this composer still wants was removed; it
-	// recomposes once no descendant is being torn down.
-	recomposeOwed bool
-	// inBatch: the row is in the batch being committed (or kept to be
-	// committed again), not yet durable.
-	inBatch bool
-	// pending: n is counted in its owner's subtree.pending (recount).
-	pending bool
+	// state is where n is in its lifecycle (nodestate.go): free to be
+	// considered, parked, blocked, backing off, or removed.
+	state nodeState
+	// marks are n's independent flags (nodestate.go): queued, dirty, ….
+	marks nodeMarks
 }
 
 // subtree is an owner's view of what it owns.
@@ -97,43 +101,6 @@ type subtree struct {
 	rollout *rollout
 }
 
-// tree returns n's subtree state, creating it.
-// checkLoadedFlows checks every loaded consumer's flows (flowsApplied)
-// on every core before the loop runs, while nothing changes the graph:
-// a consumer whose spec already holds its flows needs nothing at start,
-// the others recompute their spec when first considered. At a million
-// rows this is a fraction of a second instead of seconds on the loop.
-func (s *Scheduler) checkLoadedFlows() {
-	var check []*node
-	for _, n := range s.nodes {
-		if n.flowsLoaded {
-			check = append(check, n)
-		}
-	}
-	ok := make([]bool, len(check))
-	const chunk = 4096
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), (len(check)+chunk-1)/chunk) {
-		wg.Go(func() {
-			for {
-				c := int(next.Add(1)-1) * chunk
-				if c >= len(check) {
-					return
-				}
-				for i := c; i < min(c+chunk, len(check)); i++ {
-					ok[i] = s.flowsApplied(check[i]) // reads only
-				}
-			}
-		})
-	}
-	wg.Wait()
-	for i, n := range check {
-		n.flowsDirty = !ok[i]
-		n.flowsLoaded = false
-	}
-}
-
 // settled reports whether a loaded node needs no look at start: Ready
 // at its generation, not deleting, leased or backing off, with its flows
 // as stored. consider would do nothing for it, and a converged million
@@ -141,23 +108,17 @@ func (s *Scheduler) checkLoadedFlows() {
 func settled(n *node) bool {
 	r := n.r
 	return r.Phase == converge.PhaseReady && r.ObservedGeneration == r.Generation && !r.Deleting &&
-		r.Lease == nil && !n.inBackoff && !n.flowsDirty && !n.resync && !n.unstorable
-}
-
-// noteGitRoot records n in gitRoots if git declares it.
-func (s *Scheduler) noteGitRoot(n *node) {
-	if n.r.Origin == converge.OriginGit && n.r.Owner == "" {
-		s.gitRoots[n.id] = n
-	}
+		r.Lease == nil && !n.is(stateBackoff) && !n.has(mFlowsDirty) && !n.has(mResync) && !n.has(mUnstorable)
 }
 
 // markFlows says n's flows changed: its spec is recomputed when it is
 // next considered.
 func (n *node) markFlows() {
-	n.flowsDirty = true
-	n.flowsLoaded = false
+	n.set(mFlowsDirty)
+	n.unset(mFlowsLoaded)
 }
 
+// tree returns n's subtree state, creating it.
 func (n *node) tree() *subtree {
 	if n.sub == nil {
 		n.sub = &subtree{}
@@ -165,321 +126,12 @@ func (n *node) tree() *subtree {
 	return n.sub
 }
 
-// isComposer reports whether n's kind declares compose.
-func (s *Scheduler) isComposer(n *node) bool { return n.rs.composer }
-
-// refState returns the dispatch state of ref, creating it.
-func (s *Scheduler) refState(ref converge.KindRef) *refState {
-	rs := s.refs[ref]
-	if rs == nil {
-		rs = &refState{ref: ref}
-		s.refs[ref] = rs
-		s.refreshKind(rs)
-	}
-	return rs
-}
-
-// refreshKind caches ref's kind on its refState; it runs whenever the
-// kinds change.
-func (s *Scheduler) refreshKind(rs *refState) {
-	k := s.kinds[rs.ref]
-	rs.kind = k
-	rs.composer = k != nil && k.Has(converge.ReactionCompose)
-	rs.max = s.cfg.DefaultMaxInflight
-	if k != nil && k.MaxInflight > 0 {
-		rs.max = k.MaxInflight
-	}
-}
-
-func (s *Scheduler) refreshKinds() {
-	for _, rs := range s.refs {
-		s.refreshKind(rs)
-	}
-}
-
-func (s *Scheduler) leaseTTL(ref converge.KindRef) time.Duration {
-	k := s.refState(ref).kind
-	if k != nil && k.TaskDeadline > 0 {
-		return k.TaskDeadline
-	}
-	if k != nil && k.Has(converge.ReactionCompose) {
-		return s.cfg.ComposeLeaseTTL
-	}
-	return s.cfg.LeaseTTL
-}
-
-func (s *Scheduler) resyncInterval(n *node) time.Duration {
-	k := n.rs.kind
-	if k == nil {
-		return 0
-	}
-	if k.Has(converge.ReactionCompose) && !k.ResyncRecomposes {
-		return 0
-	}
-	if k.ResyncInterval > 0 {
-		return k.ResyncInterval
-	}
-	return s.settings.ResyncInterval
-}
-
-// load builds the in-memory graph from a snapshot.
-func (s *Scheduler) load(snap *converge.Snapshot) {
-	// Kinds and configs are loaded: secretInfo computes again.
-	defer func() { s.secrets = nil }()
-	var overdue []*node // Ready rows whose resync came due while no process ran
-	for _, k := range snap.Kinds {
-		s.kinds[k.Ref()] = k
-	}
-	for _, c := range snap.Configs {
-		s.configs[c.Name] = c
-	}
-	s.rebuildDefaults()
-	for _, b := range snap.Bindings {
-		s.bindings[b.Name] = b
-	}
-	s.rebuildByKind()
-	for _, r := range snap.Resources {
-		n := &node{r: r, id: r.ID(), rs: s.refState(r.Ref())}
-		if r.Drift != nil {
-			if s.drifted == nil {
-				s.drifted = make(map[converge.ID]*node)
-			}
-			s.drifted[n.id] = n
-		}
-		// One string per row for ID and name, the refState's for the
-		// kind, the owner's ID for the owner (below): a million rows
-		// do not each keep decoded copies.
-		r.Kind = n.rs.ref.Kind
-		r.Name = string(n.id)[len(r.Kind)+1:]
-		s.nodes[n.id] = n
-		s.noteGitRoot(n)
-		n.rs.count++
-	}
-	for _, n := range s.nodes {
-		if n.r.Owner != "" {
-			if o := s.nodes[n.r.Owner]; o != nil {
-				n.r.Owner = o.id
-				n.owner = o
-				if o.children == nil {
-					o.children = make(map[converge.ID]*node)
-				}
-				o.children[n.id] = n
-				// A child torn down under a live owner may have been
-				// deleted by an operator: which, the store does not
-				// say, so the owner recomposes after the teardown (for
-				// a pruned child, one compose more than needed).
-				n.recomposeOwner = n.r.Deleting && !o.r.Deleting
-			}
-		}
-	}
-	for i := range snap.Edges {
-		e := &snap.Edges[i]
-		if c := s.nodes[e.Consumer]; c != nil {
-			e.Consumer = c.id
-		}
-		if p := s.nodes[e.Producer]; p != nil {
-			e.Producer = p.id
-		}
-		e.Flows = s.internFlows(e.Flows)
-		s.addEdge(e)
-	}
-	for _, n := range s.nodes {
-		r := n.r
-		if r.Lease != nil {
-			// The previous process's lease: treat as expired.
-			r.Lease = nil
-			if r.Phase == converge.PhaseRunning {
-				r.Phase = converge.PhasePending
-			}
-			s.markDirty(n)
-		}
-		if r.Deleting {
-			r.Phase = converge.PhaseDeleting
-		}
-		if s.isComposer(n) {
-			if n.tree().composeStatus == nil && r.Status != nil {
-				n.tree().composeStatus = stripRollup(r.Status)
-			}
-			s.loadRollout(n)
-			if r.ComposedBy != "" && r.ObservedGeneration == r.Generation && !r.Deleting {
-				n.tree().composedSpec = r.Spec
-			}
-		}
-		s.counts.Add(r.Phase)
-		n.rs.stats.phases.Add(r.Phase)
-		for a := n.owner; a != nil; a = a.owner {
-			a.tree().counts.Add(r.Phase)
-		}
-		n.flowsDirty = len(s.producers[n.id]) > 0
-		n.flowsLoaded = n.flowsDirty
-		if r.Phase == converge.PhaseFailed && !r.NextAttempt.IsZero() {
-			n.inBackoff = true
-			s.backoffN++
-			s.addTimer(r.NextAttempt, timerRetry, n.id, "")
-		}
-		if r.Phase == converge.PhaseDeleting && !r.NextAttempt.IsZero() {
-			n.inBackoff = true
-			s.backoffN++
-			s.addTimer(r.NextAttempt, timerRetry, n.id, "")
-		}
-		if r.Phase == converge.PhaseReady && r.ObservedGeneration == r.Generation {
-			// A restart does not postpone a resync: it is due one
-			// interval after the row last changed.
-			if iv := s.resyncInterval(n); iv > 0 && !r.UpdatedAt.IsZero() && !r.UpdatedAt.Add(iv).After(s.now) {
-				if s.cfg.PostponeLoadedResyncs {
-					s.scheduleResync(n)
-				} else {
-					overdue = append(overdue, n)
-				}
-			} else {
-				s.scheduleResyncFrom(n, r.UpdatedAt)
-			}
-		}
-	}
-	s.checkLoadedFlows()
-	// Overdue resyncs run soon, spread over a millisecond per row (at
-	// most one interval): a million rows due at once would take every
-	// worker slot for minutes, ahead of the work the restart came for.
-	window := time.Duration(len(overdue)) * time.Millisecond
-	for _, n := range overdue {
-		w := min(window, s.resyncInterval(n))
-		s.addResync(n, s.now.Add(time.Duration(s.cfg.Rand.Int64N(int64(w)+1))))
-	}
-	// The stored deliveries first: a composer that turns Ready below
-	// (its record was held back while its children's rows were not all
-	// durable, maskHeld) fires its transition again, which they dedup.
-	for _, d := range snap.Deliveries {
-		s.loadDelivery(d)
-	}
-	// Composer phases follow their (now counted) subtrees. A composer
-	// recorded as composed at its generation had every child's row
-	// durable when that record was written (maskHeld), but a store
-	// written before that rule, or rows lost by other means, can hold
-	// fewer descendants than its stored rollup counts: it composes
-	// again, in full (its stored spec is no base: a delta against it
-	// would answer that nothing changed), which re-creates them.
-	for _, n := range s.nodes {
-		if s.isComposer(n) {
-			if r := n.r; !r.Deleting && r.ObservedGeneration == r.Generation {
-				if want, have := rollupTotal(r.Status), n.tree().counts.Total; want > have {
-					s.event(n.id, "Recompose", "recomposing in full: "+strconv.Itoa(want-have)+" of its "+strconv.Itoa(want)+
-						" descendants are missing from the store")
-					s.forgetComposition(n)
-					s.bumpGeneration(n)
-					continue
-				}
-			}
-			s.evalComposer(n)
-			n.rollupDirty = false
-		}
-	}
-	s.startQueue = s.startQueue[:0]
-	for _, n := range s.nodes {
-		if !settled(n) {
-			s.startQueue = append(s.startQueue, n)
-		}
-	}
-	s.dirty, s.updated = s.dirty[:0], s.updated[:0]
-	for _, n := range s.nodes {
-		n.stored = true
-		if n.dirty {
-			s.updated = append(s.updated, n)
-		}
-	}
-}
-
-func (s *Scheduler) rebuildDefaults() {
-	clear(s.defaults)
-	for _, c := range s.configs {
-		if c.IsDefault {
-			s.defaults[c.Ref()] = c
-		}
-	}
-}
-
-func (s *Scheduler) rebuildByKind() {
-	clear(s.byKind)
-	for _, b := range s.bindings {
-		s.byKind[b.Kind] = append(s.byKind[b.Kind], b)
-	}
-}
-
-// resolveConfig returns the config r's tasks carry.
-func (s *Scheduler) resolveConfig(r *converge.Resource) []byte {
-	if r.ProviderConfigRef != "" {
-		if c := s.configs[r.ProviderConfigRef]; c != nil {
-			return c.Config
-		}
-		return nil
-	}
-	if c := s.defaults[r.Ref()]; c != nil {
-		return c.Config
-	}
-	return nil
-}
-
-// addEdge adds e to the graph, replacing the edge between the same
-// consumer and producer. There is no map of edges by key: a consumer has
-// a few producers, and a scan of them costs less than a map entry per
-// edge (a million edges at scale).
-func (s *Scheduler) addEdge(e *converge.Edge) {
-	if old := s.edgeOf(e.Consumer, e.Producer); old != nil {
-		s.removeEdge(old)
-	}
-	s.producers[e.Consumer] = append(s.producers[e.Consumer], e)
-	s.consumers[e.Producer] = append(s.consumers[e.Producer], e)
-}
-
 // maxInternedFlows bounds the table of shared flow lists: composers emit
 // a few distinct lists, each on many edges; past the bound (an unusual
 // composer) lists are simply not shared.
 const maxInternedFlows = 4096
 
-// internFlows returns the graph's shared copy of a flow list equal to f
-// (f itself the first time): a million edges of a composition carry a
-// handful of distinct lists. Flow lists are never changed in place.
-func (s *Scheduler) internFlows(f []converge.ValueFlow) []converge.ValueFlow {
-	if len(f) == 0 {
-		return nil
-	}
-	k := s.flowKey[:0]
-	for _, v := range f {
-		k = append(append(append(append(k, v.From...), 0), v.To...), 0)
-	}
-	s.flowKey = k
-	if x, ok := s.flowLists[string(k)]; ok {
-		return x
-	}
-	if len(s.flowLists) < maxInternedFlows {
-		s.flowLists[string(k)] = f
-	}
-	return f
-}
-
-// edgeOf returns the edge consumer→producer in the graph, or nil.
-func (s *Scheduler) edgeOf(consumer, producer converge.ID) *converge.Edge {
-	for _, e := range s.producers[consumer] {
-		if e.Producer == producer {
-			return e
-		}
-	}
-	return nil
-}
-
-func (s *Scheduler) removeEdge(e *converge.Edge) {
-	if s.edgeOf(e.Consumer, e.Producer) != e {
-		return
-	}
-	s.producers[e.Consumer] = dropEdge(s.producers[e.Consumer], e)
-	if len(s.producers[e.Consumer]) == 0 {
-		delete(s.producers, e.Consumer)
-	}
-	s.consumers[e.Producer] = dropEdge(s.consumers[e.Producer], e)
-	if len(s.consumers[e.Producer]) == 0 {
-		delete(s.consumers, e.Producer)
-	}
-}
-
+// dropEdge removes e from l, not keeping l's order.
 func dropEdge(l []*converge.Edge, e *converge.Edge) []*converge.Edge {
 	for i, x := range l {
 		if x == e {
@@ -491,212 +143,7 @@ func dropEdge(l []*converge.Edge, e *converge.Edge) []*converge.Edge {
 	return l
 }
 
-// putEdge records e as a pending write.
-func (s *Scheduler) putEdge(e *converge.Edge) {
-	k := edgeKey{e.Consumer, e.Producer}
-	delete(s.edgeDel, k)
-	s.edgePut[k] = e
-	s.armFlush()
-}
-
-// delEdge records the deletion of e as a pending write.
-func (s *Scheduler) delEdge(e *converge.Edge) {
-	k := edgeKey{e.Consumer, e.Producer}
-	delete(s.edgePut, k)
-	s.edgeDel[k] = true
-	s.armFlush()
-}
-
-func (s *Scheduler) markDirty(n *node) {
-	n.r.UpdatedAt = s.now
-	if n.dirty || n.removed {
-		return
-	}
-	n.dirty = true
-	s.recount(n)
-	if n.stored {
-		s.updated = append(s.updated, n)
-	} else {
-		s.dirty = append(s.dirty, n)
-	}
-	s.armFlush()
-}
-
-// A composer's record of its work is its row's ObservedGeneration (its
-// composition of that generation is applied) and its phase (Ready: so
-// is every descendant). Both are written only once every child's row,
-// as that work left it, is durable; nested composers hold their own
-// records back the same way, so a stored record holds for the whole
-// subtree whatever order the batches commit rows in. See "Crash
-// safety" in docs/ARCHITECTURE.md.
-
-// recount keeps n's owner's count of pending children exact: n counts
-// while it has a change not yet durable (dirty, in a batch not yet
-// committed, refused by the store for good) or holds its own record
-// back. When an owner's count falls to 0 its hold ends.
-func (s *Scheduler) recount(n *node) {
-	o := n.owner
-	if o == nil {
-		return
-	}
-	want := !n.removed && (n.dirty || n.inBatch || n.unstorable || n.sub != nil && n.sub.held)
-	if want == n.pending {
-		return
-	}
-	n.pending = want
-	t := o.tree()
-	if want {
-		t.pending++
-		return
-	}
-	t.pending--
-	if t.pending == 0 && t.held {
-		s.releaseHold(o)
-	}
-}
-
-// hold holds back n's record of a composition just applied (composed)
-// or of its Ready, until every child's row is durable.
-func (s *Scheduler) hold(n *node, composed bool) {
-	t := n.tree()
-	if t.pending == 0 {
-		return // every child's row is durable already
-	}
-	t.heldComposed = t.heldComposed || composed
-	if !t.held {
-		t.held = true
-		s.recount(n)
-	}
-}
-
-// releaseHold ends n's hold: a masked row is written again, as it is.
-func (s *Scheduler) releaseHold(n *node) {
-	t := n.sub
-	t.held, t.heldComposed = false, false
-	if t.heldWritten {
-		t.heldWritten = false
-		s.markDirty(n)
-	}
-	s.recount(n)
-}
-
-// maskHeld makes r, the row of a composer whose record is held,
-// say what its durable children support: not composed at its generation
-// (when the hold is for a composition: the next process composes it
-// again, in full) and not Ready.
-func maskHeld(r *converge.Resource, composed bool) {
-	if r.Deleting {
-		return
-	}
-	if composed && r.ObservedGeneration >= r.Generation {
-		r.ObservedGeneration = r.Generation - 1
-	}
-	if r.Phase == converge.PhaseReady {
-		r.Phase = converge.PhasePending
-		if r.Reason == "" {
-			r.Reason = "committing its children"
-		}
-	}
-}
-
-func (s *Scheduler) markRollup(n *node) {
-	if n.rollupDirty || n.removed {
-		return
-	}
-	n.rollupDirty = true
-	s.rollupDirty = append(s.rollupDirty, n)
-	s.armFlush()
-}
-
-func (s *Scheduler) markReason(n *node) {
-	if n.reasonDirty || n.removed {
-		return
-	}
-	n.reasonDirty = true
-	s.reasonDirty = append(s.reasonDirty, n)
-	s.armFlush()
-}
-
-func (s *Scheduler) enqueue(n *node) {
-	if n == nil || n.queued || n.removed {
-		return
-	}
-	n.queued = true
-	s.queue = append(s.queue, n)
-}
-
-// setReason sets the reason, marking the row dirty when it changes.
-func (s *Scheduler) setReason(n *node, reason string) {
-	if n.r.Reason != reason {
-		n.r.Reason = reason
-		s.markDirty(n)
-	}
-}
-
-// setReasonSoon is setReason for a progress reason ("N/M children ready",
-// "waiting for teardown of …"): a big row writes it within bigRowEvery
-// (markDirtySoon).
-func (s *Scheduler) setReasonSoon(n *node, reason string) {
-	if n.r.Reason != reason {
-		n.r.Reason = reason
-		s.markDirtySoon(n)
-	}
-}
-
-// setPhase moves n to phase p, keeping the global and every ancestor's
-// counts exact and re-evaluating ancestors' rollups.
-func (s *Scheduler) setPhase(n *node, p converge.Phase) {
-	old := n.r.Phase
-	if old == p {
-		return
-	}
-	n.r.Phase = p
-	s.markDirty(n)
-	subPhase(&s.counts, old)
-	addPhase(&s.counts, p)
-	subPhase(&n.rs.stats.phases, old)
-	addPhase(&n.rs.stats.phases, p)
-	for a := n.owner; a != nil; a = a.owner {
-		subPhase(&a.tree().counts, old)
-		addPhase(&a.tree().counts, p)
-	}
-	switch p {
-	case converge.PhaseReady:
-		msg := "ready at generation " + itoa(n.r.Generation)
-		if n.tries > 1 {
-			msg += " after " + itoa(int64(n.tries)) + " attempts"
-		}
-		n.tries = 0
-		s.event(n.id, "Ready", msg)
-	case converge.PhaseFailed:
-		s.event(n.id, "Failed", n.r.Reason)
-	case converge.PhaseDeleting:
-		s.event(n.id, "Deleting", n.r.Reason)
-	case converge.PhasePending:
-		if old == converge.PhaseReady || old == converge.PhaseFailed {
-			s.event(n.id, "Pending", "pending at generation "+itoa(n.r.Generation))
-		}
-	}
-	if n.owner != nil {
-		s.ownerChanged(n.owner)
-	}
-}
-
-// ownerChanged re-evaluates the rollup of a (and, through setPhase, its
-// ancestors) after a descendant changed.
-func (s *Scheduler) ownerChanged(a *node) {
-	for ; a != nil; a = a.owner {
-		s.markRollup(a)
-		if s.isComposer(a) && !a.r.Deleting {
-			before := a.r.Phase
-			s.evalComposer(a)
-			if a.r.Phase != before {
-				return // setPhase walked the rest of the chain
-			}
-		}
-	}
-}
-
+// addPhase counts phase p in c (not its total).
 func addPhase(c *converge.Counts, p converge.Phase) {
 	switch p {
 	case converge.PhaseReady:
@@ -712,6 +159,7 @@ func addPhase(c *converge.Counts, p converge.Phase) {
 	}
 }
 
+// subPhase uncounts phase p in c (not its total).
 func subPhase(c *converge.Counts, p converge.Phase) {
 	switch p {
 	case converge.PhaseReady:
@@ -727,23 +175,180 @@ func subPhase(c *converge.Counts, p converge.Phase) {
 	}
 }
 
-// addCounted counts a new node (in phase r.Phase) in the totals and in
-// every ancestor.
-func (s *Scheduler) addCounted(n *node) {
-	s.counts.Add(n.r.Phase)
+// itoa is strconv.FormatInt in base 10: generations and counts in
+// idempotency keys and event messages.
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+// addEdge adds e to the graph, replacing the edge between the same
+// consumer and producer. There is no map of edges by key: a consumer has
+// a few producers, and a scan of them costs less than a map entry per
+// edge (a million edges at scale).
+func (g *resourceGraph) addEdge(e *converge.Edge) {
+	if old := g.edgeOf(e.Consumer, e.Producer); old != nil {
+		g.removeEdge(old)
+	}
+	g.producers[e.Consumer] = append(g.producers[e.Consumer], e)
+	g.consumers[e.Producer] = append(g.consumers[e.Producer], e)
+}
+
+// internFlows returns the graph's shared copy of a flow list equal to f
+// (f itself the first time): a million edges of a composition carry a
+// handful of distinct lists. Flow lists are never changed in place.
+func (g *resourceGraph) internFlows(f []converge.ValueFlow) []converge.ValueFlow {
+	if len(f) == 0 {
+		return nil
+	}
+	k := g.flowKey[:0]
+	for _, v := range f {
+		k = append(append(append(append(k, v.From...), 0), v.To...), 0)
+	}
+	g.flowKey = k
+	if x, ok := g.flowLists[string(k)]; ok {
+		return x
+	}
+	if len(g.flowLists) < maxInternedFlows {
+		g.flowLists[string(k)] = f
+	}
+	return f
+}
+
+// edgeOf returns the edge consumer→producer in the graph, or nil.
+func (g *resourceGraph) edgeOf(consumer, producer converge.ID) *converge.Edge {
+	for _, e := range g.producers[consumer] {
+		if e.Producer == producer {
+			return e
+		}
+	}
+	return nil
+}
+
+func (g *resourceGraph) removeEdge(e *converge.Edge) {
+	if g.edgeOf(e.Consumer, e.Producer) != e {
+		return
+	}
+	g.producers[e.Consumer] = dropEdge(g.producers[e.Consumer], e)
+	if len(g.producers[e.Consumer]) == 0 {
+		delete(g.producers, e.Consumer)
+	}
+	g.consumers[e.Producer] = dropEdge(g.consumers[e.Producer], e)
+	if len(g.consumers[e.Producer]) == 0 {
+		delete(g.consumers, e.Producer)
+	}
+}
+
+// noteGitRoot records n in gitRoots if git declares it.
+func (g *resourceGraph) noteGitRoot(n *node) {
+	if n.r.Origin == converge.OriginGit && n.r.Owner == "" {
+		g.gitRoots[n.id] = n
+	}
+}
+
+// hasLiveConsumer reports whether a consumer of n is still being torn
+// down, which n's teardown waits for (reverse dependency order). A
+// consumer that is not Deleting came after n's teardown started (a
+// recompose re-created it, or gave it a new edge to n): it waits for n,
+// gated, so n's teardown must not wait for it. n finishes, its row goes,
+// and the owner's recompose re-creates n for that consumer.
+func (g *resourceGraph) hasLiveConsumer(n *node) bool {
+	for _, e := range g.consumers[n.id] {
+		if c := g.nodes[e.Consumer]; c != nil && c.r.Deleting {
+			return true
+		}
+	}
+	return false
+}
+
+// flowsApplied reports whether n's Spec already holds what each of its
+// flows carries now: the producer's value at every From is the bytes at
+// its To (or both are absent). It is exact only for a row as loaded: a
+// row carries its edges, so its stored Spec was computed from exactly
+// those flows, and only a producer's status can have moved on since (a
+// crash between their commits). A start then checks a million consumers
+// without rebuilding their specs.
+func (g *resourceGraph) flowsApplied(n *node) bool {
+	for _, e := range g.producers[n.id] {
+		if len(e.Flows) == 0 {
+			continue
+		}
+		var status []byte
+		if p := g.nodes[e.Producer]; p != nil {
+			status = p.r.Status
+		}
+		for _, f := range e.Flows {
+			pv, pok := getField(status, f.From)
+			cv, cok := getField(n.r.Spec, f.To)
+			if pok != cok || !bytes.Equal(pv, cv) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// checkLoadedFlows checks every loaded consumer's flows (flowsApplied)
+// on every core before the loop runs, while nothing changes the graph:
+// a consumer whose spec already holds its flows needs nothing at start,
+// the others recompute their spec when first considered. At a million
+// rows this is a fraction of a second instead of seconds on the loop.
+func (g *resourceGraph) checkLoadedFlows() {
+	var check []*node
+	for _, n := range g.nodes {
+		if n.has(mFlowsLoaded) {
+			check = append(check, n)
+		}
+	}
+	ok := make([]bool, len(check))
+	const chunk = 4096
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), (len(check)+chunk-1)/chunk) {
+		wg.Go(func() {
+			for {
+				c := int(next.Add(1)-1) * chunk
+				if c >= len(check) {
+					return
+				}
+				for i := c; i < min(c+chunk, len(check)); i++ {
+					ok[i] = g.flowsApplied(check[i]) // reads only
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i, n := range check {
+		n.setTo(mFlowsDirty, !ok[i])
+		n.unset(mFlowsLoaded)
+	}
+}
+
+// counted counts a new node (in phase r.Phase) in the totals, its
+// ref's and every ancestor's.
+func (g *resourceGraph) counted(n *node) {
+	g.counts.Add(n.r.Phase)
 	n.rs.stats.phases.Add(n.r.Phase)
 	for a := n.owner; a != nil; a = a.owner {
 		a.tree().counts.Add(n.r.Phase)
 	}
-	if n.owner != nil {
-		s.ownerChanged(n.owner)
+}
+
+// recounted moves n, just changed from phase old, in the totals, its
+// ref's and every ancestor's.
+func (g *resourceGraph) recounted(n *node, old converge.Phase) {
+	p := n.r.Phase
+	subPhase(&g.counts, old)
+	addPhase(&g.counts, p)
+	subPhase(&n.rs.stats.phases, old)
+	addPhase(&n.rs.stats.phases, p)
+	for a := n.owner; a != nil; a = a.owner {
+		subPhase(&a.tree().counts, old)
+		addPhase(&a.tree().counts, p)
 	}
 }
 
 // subCounted removes a node from the totals and its ancestors.
-func (s *Scheduler) subCounted(n *node) {
-	s.counts.Total--
-	subPhase(&s.counts, n.r.Phase)
+func (g *resourceGraph) subCounted(n *node) {
+	g.counts.Total--
+	subPhase(&g.counts, n.r.Phase)
 	n.rs.stats.phases.Total--
 	subPhase(&n.rs.stats.phases, n.r.Phase)
 	for a := n.owner; a != nil; a = a.owner {
@@ -752,199 +357,65 @@ func (s *Scheduler) subCounted(n *node) {
 	}
 }
 
-// ---- timers ----
-
-type timerKind uint8
-
-const (
-	timerRetry timerKind = iota
-	timerLease
-	timerDelivRetry
-	// timerRollout: a rollout's soak ended or its wave timed out.
-	timerRollout
-)
-
-type timerEntry struct {
-	at   time.Time
-	kind timerKind
-	id   converge.ID
-	key  string // task id (lease) or delivery key
-	seq  uint64
-}
-
-type timerHeap []timerEntry
-
-func (h timerHeap) Len() int { return len(h) }
-func (h timerHeap) Less(i, j int) bool {
-	if h[i].at.Equal(h[j].at) {
-		return h[i].seq < h[j].seq
+// subject returns the live node d is about, or nil if its subject is
+// gone (deleted, or re-created with another uid).
+func (g *resourceGraph) subject(d *converge.Delivery) *node {
+	n := g.nodes[d.Subject.Resource]
+	if n == nil || n.is(stateRemoved) || n.r.UID != d.Subject.UID {
+		return nil
 	}
-	return h[i].at.Before(h[j].at)
-}
-func (h timerHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *timerHeap) Push(x any)   { *h = append(*h, x.(timerEntry)) }
-func (h *timerHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return e
+	return n
 }
 
-func (s *Scheduler) addTimer(at time.Time, kind timerKind, id converge.ID, key string) uint64 {
-	s.timerSeq++
-	if kind == timerLease {
-		s.leaseTimers++
-		if s.leaseTimers > 4096 && s.leaseTimers > 2*len(s.tasks) && 2*s.leaseTimers > len(s.timers) {
-			s.compactTimers()
+// teardownReason names what n's teardown waits for, preferring a blocker
+// whose own teardown is failing.
+func (g *resourceGraph) teardownReason(n *node, now time.Time) string {
+	var blockers []*node
+	for _, c := range n.children {
+		blockers = append(blockers, c)
+	}
+	for _, e := range g.consumers[n.id] {
+		if c := g.nodes[e.Consumer]; c != nil && c.r.Deleting {
+			blockers = append(blockers, c)
 		}
 	}
-	heap.Push(&s.timers, timerEntry{at: at, kind: kind, id: id, key: key, seq: s.timerSeq})
-	return s.timerSeq
+	if len(blockers) == 0 {
+		return n.r.Reason
+	}
+	best := blockers[0]
+	for _, b := range blockers[1:] {
+		bf, cf := b.r.Attempts > 0 || b.has(mStuck), best.r.Attempts > 0 || best.has(mStuck)
+		if bf && !cf || bf == cf && b.id < best.id {
+			best = b
+		}
+	}
+	reason := "waiting for teardown of " + string(best.id)
+	if best.r.Attempts > 0 || best.has(mStuck) {
+		since := best.r.DeletedAt
+		if since.IsZero() {
+			since = now
+		}
+		reason += " (stuck " + now.Sub(since).Round(time.Second).String() + ")"
+	}
+	if len(blockers) > 1 {
+		reason += " (+" + strconv.Itoa(len(blockers)-1) + " more)"
+	}
+	return reason
 }
 
-// compactTimers drops the lease timers of tasks that already ended. A
-// task's lease timer stays in the heap when its result comes first (it
-// would fire and find no task), so at thousands of tasks a second it
-// held a task ID and an entry for every task of the last lease period:
-// a quarter of a million at a million resources. Compacting only when
-// most of the heap is lease timers and most of those are stale keeps the
-// cost amortized constant per timer.
-func (s *Scheduler) compactTimers() {
-	keep := s.timers[:0]
-	for _, e := range s.timers {
-		if e.kind == timerLease && s.tasks[e.key] == nil {
-			s.leaseTimers--
+// driftedByRef counts the drifted resources by KindRef, dropping stale
+// entries.
+func (g *resourceGraph) driftedByRef() map[converge.KindRef]int {
+	var out map[converge.KindRef]int
+	for id, n := range g.drifted {
+		if n.is(stateRemoved) || n.r.Drift == nil || g.nodes[id] != n {
+			delete(g.drifted, id)
 			continue
 		}
-		keep = append(keep, e)
-	}
-	clear(s.timers[len(keep):])
-	s.timers = keep
-	heap.Init(&s.timers)
-}
-
-func (s *Scheduler) fireTimers() {
-	s.fireResyncs()
-	for len(s.timers) > 0 && !s.timers[0].at.After(s.now) {
-		e := heap.Pop(&s.timers).(timerEntry)
-		switch e.kind {
-		case timerRetry:
-			n := s.nodes[e.id]
-			if n == nil || !n.inBackoff || n.r.NextAttempt.After(s.now) {
-				continue
-			}
-			n.inBackoff = false
-			s.backoffN--
-			s.enqueue(n)
-		case timerLease:
-			s.leaseTimers--
-			s.leaseExpired(e.key)
-		case timerDelivRetry:
-			d := s.deliveries[e.key]
-			if d == nil || d.Done || d.NextAttempt.After(s.now) {
-				continue
-			}
-			s.delivQueue = append(s.delivQueue, d)
-		case timerRollout:
-			s.rolloutTimer(e.id, e.seq)
+		if out == nil {
+			out = make(map[converge.KindRef]int)
 		}
+		out[n.r.Ref()]++
 	}
-	if !s.flushAt.IsZero() && !s.flushAt.After(s.now) {
-		s.flushAsync()
-	}
+	return out
 }
-
-func (s *Scheduler) scheduleResync(n *node) { s.scheduleResyncFrom(n, s.now) }
-
-// scheduleResyncFrom schedules n's next resync one interval (plus jitter)
-// after since, or after now when since is zero or later; one already
-// overdue fires at once.
-func (s *Scheduler) scheduleResyncFrom(n *node, since time.Time) {
-	iv := s.resyncInterval(n)
-	if iv <= 0 {
-		return
-	}
-	if since.IsZero() || since.After(s.now) {
-		since = s.now
-	}
-	// Up to 10% jitter, so a graph that became Ready together does not
-	// resync in one burst. Overdue ones run now (max_inflight paces them).
-	at := since.Add(iv + time.Duration(s.cfg.Rand.Int64N(int64(iv)/10+1)))
-	if at.Before(s.now) {
-		at = s.now
-	}
-	s.addResync(n, at)
-}
-
-// Resyncs wait in buckets of resyncTick rather than in the timer heap:
-// every Ready resource has one, so at a million resources a heap entry
-// each (80 bytes, with the heap's growth) is most of the timers' memory,
-// while a bucket entry is a pointer. A resync fires up to one tick late.
-const resyncTick = 10 * time.Millisecond
-
-// resyncBuckets holds the nodes due in each bucket and a min-heap of the
-// buckets' keys.
-type resyncBuckets struct {
-	due  map[int64][]*node
-	keys bucketHeap
-}
-
-type bucketHeap []int64
-
-func (h bucketHeap) Len() int           { return len(h) }
-func (h bucketHeap) Less(i, j int) bool { return h[i] < h[j] }
-func (h bucketHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *bucketHeap) Push(x any)        { *h = append(*h, x.(int64)) }
-func (h *bucketHeap) Pop() any {
-	old := *h
-	k := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return k
-}
-
-// addResync (re)schedules n's resync at at; an earlier one is dropped.
-func (s *Scheduler) addResync(n *node, at time.Time) {
-	k := (at.UnixNano() + int64(resyncTick) - 1) / int64(resyncTick)
-	n.resyncAt = k
-	b := &s.resyncs
-	if b.due == nil {
-		b.due = make(map[int64][]*node)
-	}
-	l, ok := b.due[k]
-	if !ok {
-		heap.Push(&b.keys, k)
-	}
-	b.due[k] = append(l, n)
-}
-
-// nextResync returns when the earliest resync bucket is due, or zero.
-func (s *Scheduler) nextResync() time.Time {
-	if len(s.resyncs.keys) == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, s.resyncs.keys[0]*int64(resyncTick))
-}
-
-// fireResyncs marks every node of the buckets due by now for a resync.
-// An entry whose node was rescheduled (resyncAt moved) or left Ready is
-// stale and skipped.
-func (s *Scheduler) fireResyncs() {
-	b := &s.resyncs
-	now := s.now.UnixNano() / int64(resyncTick)
-	for len(b.keys) > 0 && b.keys[0] <= now {
-		k := heap.Pop(&b.keys).(int64)
-		for _, n := range b.due[k] {
-			if n.resyncAt != k || n.removed || n.r.Deleting || n.r.Phase != converge.PhaseReady {
-				continue
-			}
-			n.resyncAt = 0
-			n.resync = true
-			s.enqueue(n)
-		}
-		delete(b.due, k)
-	}
-}
-
-// itoa is strconv.FormatInt in base 10: generations and counts in
-// idempotency keys and event messages.
-func itoa(v int64) string { return strconv.FormatInt(v, 10) }

@@ -100,17 +100,17 @@ func (g schedGraph) Read(ctx context.Context, f func(GraphView)) error {
 // nodeView is a GraphView over the loop's nodes; only the loop uses it.
 type nodeView struct{ s *Scheduler }
 
-func (v nodeView) Len() int { return len(v.s.nodes) }
+func (v nodeView) Len() int { return len(v.s.graph.nodes) }
 
 func (v nodeView) Get(id converge.ID) *converge.Resource {
-	if n := v.s.nodes[id]; n != nil {
+	if n := v.s.graph.nodes[id]; n != nil {
 		return n.r
 	}
 	return nil
 }
 
 func (v nodeView) Children(id converge.ID, f func(*converge.Resource)) {
-	if n := v.s.nodes[id]; n != nil {
+	if n := v.s.graph.nodes[id]; n != nil {
 		for _, c := range n.children {
 			f(c.r)
 		}
@@ -118,13 +118,13 @@ func (v nodeView) Children(id converge.ID, f func(*converge.Resource)) {
 }
 
 func (v nodeView) Consumers(id converge.ID, f func(converge.ID)) {
-	for _, e := range v.s.consumers[id] {
+	for _, e := range v.s.graph.consumers[id] {
 		f(e.Consumer)
 	}
 }
 
 func (v nodeView) Producers(id converge.ID, f func(converge.ID)) {
-	for _, e := range v.s.producers[id] {
+	for _, e := range v.s.graph.producers[id] {
 		f(e.Producer)
 	}
 }
@@ -136,7 +136,7 @@ func (s *Scheduler) Diff(ctx context.Context, d *converge.Desired) (*Plan, error
 	var p *Plan
 	err := s.exec(ctx, func(s *Scheduler) {
 		p = diff(nodeView{s}.Get, func(f func(*converge.Resource)) {
-			for _, n := range s.gitRoots {
+			for _, n := range s.graph.gitRoots {
 				f(n.r)
 			}
 		}, d)

@@ -187,7 +187,7 @@ func (s *Scheduler) taskStats(rec *taskRec) *TaskStats {
 // as dispatched, and its latency runs from now.
 func (s *Scheduler) track(taskID string, rec *taskRec) {
 	rec.started = s.now
-	s.tasks[taskID] = rec
+	s.lease.tasks[taskID] = rec
 	s.taskStats(rec).Dispatched++
 }
 
@@ -274,9 +274,9 @@ func (s *Scheduler) Metrics(ctx context.Context) (Metrics, error) {
 	out := make(chan Metrics, 1)
 	err := s.exec(ctx, func(s *Scheduler) {
 		var m Metrics
-		m.Kinds = make([]KindMetrics, 0, len(s.refs))
-		drifted := s.driftedByRef()
-		for ref, rs := range s.refs {
+		m.Kinds = make([]KindMetrics, 0, len(s.lease.refs))
+		drifted := s.graph.driftedByRef()
+		for ref, rs := range s.lease.refs {
 			km := KindMetrics{Ref: ref, Phases: rs.stats.phases, Tasks: rs.stats.tasks, Drifted: drifted[ref]}
 			for i := range km.Tasks {
 				if km.Tasks[i].Latency.Counts == nil {
@@ -288,9 +288,9 @@ func (s *Scheduler) Metrics(ctx context.Context) (Metrics, error) {
 			m.Kinds = append(m.Kinds, km)
 			m.Waiting += len(rs.waiting)
 		}
-		m.Ready = len(s.queue) - s.queueHead + len(s.startQueue)
-		m.Backoff = s.backoffN
-		m.Inflight = s.inflight
+		m.Ready = len(s.lease.queue) - s.lease.queueHead + len(s.startQueue)
+		m.Backoff = s.lease.backoffN
+		m.Inflight = s.lease.inflight
 		m.Commits = s.ops.commits
 		m.CommitLatency = s.ops.commitLatency.clone()
 		m.CommitRows = s.ops.commitRows.clone()

@@ -25,6 +25,23 @@ import (
 // generation, a crash could restart the subject at the old generation
 // with nothing to stop that generation's transition from firing again.
 
+// reactors is the loop's reactor part: the bindings and the deliveries
+// their transitions owe, with the dedup of done ones. Its methods touch
+// only this state.
+type reactors struct {
+	bindings   map[string]*converge.Binding
+	byKind     map[string][]*converge.Binding
+	deliveries map[string]*converge.Delivery
+	// fired is the dedup of done deliveries (deliveries holds owed ones):
+	// the generation of the done delivery kept per binding, subject uid
+	// and transition ("Retention" above).
+	fired      map[firedKey]int64
+	owedDeliv  int
+	delivQueue []*converge.Delivery
+	parkedDel  []*converge.Delivery
+	delivLease map[string]string // delivery key -> task id
+}
+
 // firedKey names the deliveries of one binding, subject uid and
 // transition; only their generation differs.
 type firedKey struct{ binding, uid, transition string }
@@ -45,7 +62,7 @@ func deliveryKey(binding, uid string, gen int64, transition string) string {
 // is not created again: that is the dedup that makes reactors fire once
 // per transition.
 func (s *Scheduler) fire(n *node, transition string) {
-	bs := s.byKind[n.r.Kind]
+	bs := s.react.byKind[n.r.Kind]
 	if len(bs) == 0 {
 		return
 	}
@@ -55,18 +72,18 @@ func (s *Scheduler) fire(n *node, transition string) {
 			continue
 		}
 		key := deliveryKey(b.Name, n.r.UID, gen, transition)
-		if _, ok := s.deliveries[key]; ok {
+		if _, ok := s.react.deliveries[key]; ok {
 			continue
 		}
 		fk := firedKey{b.Name, n.r.UID, transition}
-		if g, ok := s.fired[fk]; ok {
+		if g, ok := s.react.fired[fk]; ok {
 			if g == gen {
 				continue
 			}
 			// A newer generation fired: the older one can never
 			// fire again.
-			s.dropDelivery(deliveryKey(b.Name, n.r.UID, g, transition), n)
-			delete(s.fired, fk)
+			s.batch.dropDelivery(deliveryKey(b.Name, n.r.UID, g, transition), n, s.now)
+			delete(s.react.fired, fk)
 		}
 		status := n.r.Status
 		if s.isComposer(n) {
@@ -89,10 +106,8 @@ func (s *Scheduler) fire(n *node, transition string) {
 			},
 			Created: s.now,
 		}
-		s.deliveries[key] = d
-		s.owedDeliv++
-		s.delivDirty[key] = d
-		s.delivQueue = append(s.delivQueue, d)
+		s.react.owe(d)
+		s.batch.delivDirty[key] = d
 		s.event(n.id, "Transition", transition+": delivery to "+d.Reactor.String()+" via "+b.Name)
 	}
 	if transition == converge.TransitionDeleted {
@@ -103,105 +118,63 @@ func (s *Scheduler) fire(n *node, transition string) {
 // forgetFired drops the done deliveries kept for n, which is being
 // removed: its uid never fires again.
 func (s *Scheduler) forgetFired(n *node) {
-	for _, b := range s.byKind[n.r.Kind] {
+	for _, b := range s.react.byKind[n.r.Kind] {
 		for _, tr := range []string{converge.TransitionSynced, converge.TransitionFailed, converge.TransitionDeleted} {
 			fk := firedKey{b.Name, n.r.UID, tr}
-			if g, ok := s.fired[fk]; ok {
-				s.dropDelivery(deliveryKey(b.Name, n.r.UID, g, tr), n)
-				delete(s.fired, fk)
+			if g, ok := s.react.fired[fk]; ok {
+				s.batch.dropDelivery(deliveryKey(b.Name, n.r.UID, g, tr), n, s.now)
+				delete(s.react.fired, fk)
 			}
 		}
 	}
 }
 
-// subject returns the live node d is about, or nil if its subject is
-// gone (deleted, or re-created with another uid).
-func (s *Scheduler) subject(d *converge.Delivery) *node {
-	n := s.nodes[d.Subject.Resource]
-	if n == nil || n.removed || n.r.UID != d.Subject.UID {
-		return nil
-	}
-	return n
-}
-
 // delivered retires d, which is done: it is kept for dedup (as a fired
 // entry) while its subject lives at its generation, else deleted.
 func (s *Scheduler) delivered(d *converge.Delivery) {
-	n := s.subject(d)
+	n := s.graph.subject(d)
 	gen := d.Subject.Generation
 	switch {
 	case n == nil || gen < n.r.Generation:
-		delete(s.deliveries, d.Key)
-		s.dropDelivery(d.Key, n)
+		delete(s.react.deliveries, d.Key)
+		s.batch.dropDelivery(d.Key, n, s.now)
 	case gen > n.r.Generation:
 		// Written before a crash that lost its subject's newer
 		// generation: kept whole until a restart finds it older.
 	default:
-		delete(s.deliveries, d.Key)
+		delete(s.react.deliveries, d.Key)
 		fk := firedKey{d.Binding, n.r.UID, d.Subject.Transition}
-		if g, ok := s.fired[fk]; ok && g != gen {
-			s.dropDelivery(deliveryKey(d.Binding, n.r.UID, g, d.Subject.Transition), n)
+		if g, ok := s.react.fired[fk]; ok && g != gen {
+			s.batch.dropDelivery(deliveryKey(d.Binding, n.r.UID, g, d.Subject.Transition), n, s.now)
 		}
-		s.fired[fk] = gen
+		s.react.fired[fk] = gen
 	}
 }
 
 // loadDelivery takes in a stored delivery at start.
 func (s *Scheduler) loadDelivery(d *converge.Delivery) {
 	if d.Done {
-		s.deliveries[d.Key] = d
+		s.react.deliveries[d.Key] = d
 		s.delivered(d)
 		return
 	}
-	s.deliveries[d.Key] = d
-	s.owedDeliv++
 	if !d.NextAttempt.IsZero() && d.NextAttempt.After(s.now) {
-		s.addTimer(d.NextAttempt, timerDelivRetry, "", d.Key)
+		s.react.deliveries[d.Key] = d
+		s.react.owedDeliv++
+		s.lease.addTimer(d.NextAttempt, timerDelivRetry, "", d.Key)
 	} else {
-		s.delivQueue = append(s.delivQueue, d)
+		s.react.owe(d)
 	}
-}
-
-// dropDelivery deletes the done delivery key from the store, with or
-// after n's row.
-func (s *Scheduler) dropDelivery(key string, n *node) {
-	s.delivGone = append(s.delivGone, goneDelivery{key: key, n: n})
-	s.armFlush()
-}
-
-// goneDeliveries returns the delivery keys the batch being built deletes:
-// those whose subject is gone or whose row is in this batch or an earlier
-// one (not dirty). The others wait for their row. A delete wins over a
-// pending put of the same key.
-func (s *Scheduler) goneDeliveries() []string {
-	if len(s.delivGone) == 0 {
-		return nil
-	}
-	var out []string
-	keep := s.delivGone[:0]
-	for _, g := range s.delivGone {
-		if g.n != nil && !g.n.removed && g.n.dirty {
-			keep = append(keep, g)
-			continue
-		}
-		out = append(out, g.key)
-		delete(s.delivDirty, g.key)
-	}
-	clear(s.delivGone[len(keep):])
-	s.delivGone = keep
-	return out
 }
 
 // considerDelivery dispatches a react task for d if it is owed now.
 func (s *Scheduler) considerDelivery(d *converge.Delivery) {
-	if d.Done || s.delivLease[d.Key] != "" || d.NextAttempt.After(s.now) {
+	if d.Done || s.react.delivLease[d.Key] != "" || d.NextAttempt.After(s.now) {
 		return
 	}
 	ref := d.Reactor
 	if !s.servesRef(ref, converge.ReactionReact) {
-		if !s.delivParked(d) {
-			s.parkedDel = append(s.parkedDel, d)
-		}
+		s.react.parkDelivery(d)
 		return
 	}
 	rs := s.refState(ref)
@@ -215,7 +188,7 @@ func (s *Scheduler) considerDelivery(d *converge.Delivery) {
 		cfg = c.Config
 	}
 	t := &converge.Task{
-		ID:          s.newTaskID(),
+		ID:          s.lease.newTaskID(),
 		Key:         d.Key,
 		Reaction:    converge.ReactionReact,
 		UID:         d.Subject.UID,
@@ -236,38 +209,34 @@ func (s *Scheduler) considerDelivery(d *converge.Delivery) {
 		s.deliveryFailed(d, "dispatch: "+err.Error())
 		return
 	}
-	s.dispatched++
+	s.lease.dispatched++
 	rs.inflight++
-	s.inflight++
+	s.lease.inflight++
 	s.track(t.ID, &taskRec{kind: taskReact, ref: ref, reaction: converge.ReactionReact, key: d.Key, counted: true})
-	s.delivLease[d.Key] = t.ID
-	s.addTimer(t.Deadline, timerLease, "", t.ID)
+	s.react.delivLease[d.Key] = t.ID
+	s.lease.addTimer(t.Deadline, timerLease, "", t.ID)
 }
 
 func (s *Scheduler) deliveryResult(rec *taskRec, res *converge.Result) {
-	d := s.deliveries[rec.key]
-	if d == nil || s.delivLease[rec.key] != res.TaskID {
+	d := s.react.deliveries[rec.key]
+	if d == nil || s.react.delivLease[rec.key] != res.TaskID {
 		return
 	}
-	delete(s.delivLease, rec.key)
+	delete(s.react.delivLease, rec.key)
 	switch res.Outcome {
 	case converge.OutcomeOK:
-		d.Done = true
 		d.LastError = ""
-		d.NextAttempt = timeZero
-		s.owedDeliv--
-		s.delivDirty[d.Key] = d
-		s.armFlush()
+		s.react.settle(d)
+		s.batch.delivDirty[d.Key] = d
+		s.batch.armFlush(s.now)
 		s.event(d.Subject.Resource, "Reacted", d.Reactor.String()+" via "+d.Binding+": ok")
 		s.delivered(d)
 	case converge.OutcomePermanent:
 		d.Attempts++
-		d.Done = true
 		d.LastError = "permanent: " + res.Message
-		d.NextAttempt = timeZero
-		s.owedDeliv--
-		s.delivDirty[d.Key] = d
-		s.armFlush()
+		s.react.settle(d)
+		s.batch.delivDirty[d.Key] = d
+		s.batch.armFlush(s.now)
 		s.event(d.Subject.Resource, "ReactFailed", d.Reactor.String()+" via "+d.Binding+": "+d.LastError)
 		s.delivered(d)
 	default:
@@ -279,28 +248,28 @@ func (s *Scheduler) deliveryFailed(d *converge.Delivery, msg string) {
 	d.Attempts++
 	d.LastError = msg
 	d.NextAttempt = s.now.Add(s.backoff(d.Attempts))
-	s.delivDirty[d.Key] = d
-	s.armFlush()
-	s.addTimer(d.NextAttempt, timerDelivRetry, "", d.Key)
+	s.batch.delivDirty[d.Key] = d
+	s.batch.armFlush(s.now)
+	s.lease.addTimer(d.NextAttempt, timerDelivRetry, "", d.Key)
 }
 
 func (s *Scheduler) deliveryLeaseExpired(rec *taskRec, taskID string) {
-	d := s.deliveries[rec.key]
-	if d == nil || s.delivLease[rec.key] != taskID {
+	d := s.react.deliveries[rec.key]
+	if d == nil || s.react.delivLease[rec.key] != taskID {
 		return
 	}
-	delete(s.delivLease, rec.key)
+	delete(s.react.delivLease, rec.key)
 	d.Attempts++
 	d.LastError = "lease expired"
-	s.delivDirty[d.Key] = d
-	s.armFlush()
-	s.delivQueue = append(s.delivQueue, d)
+	s.batch.delivDirty[d.Key] = d
+	s.batch.armFlush(s.now)
+	s.react.delivQueue = append(s.react.delivQueue, d)
 }
 
 // startVerb dispatches an operator verb; the returned channel receives
 // its outcome.
 func (s *Scheduler) startVerb(id converge.ID, verb string, args map[string]string) (chan verbOutcome, error) {
-	n := s.nodes[id]
+	n := s.graph.nodes[id]
 	if n == nil {
 		return nil, fmt.Errorf("do %s %s: %w", id, verb, converge.ErrNotFound)
 	}
@@ -328,16 +297,16 @@ func (s *Scheduler) startVerb(id converge.ID, verb string, args map[string]strin
 	if !s.disp.Serves(ref, verb) {
 		return nil, fmt.Errorf("do %s %s: %w serves %s %s", id, verb, converge.ErrNoWorker, ref, verb)
 	}
-	t := s.newTask(r, verb, r.UID+"/"+itoa(r.Generation)+"/"+verb+"/"+itoa(int64(s.taskSeq)), s.leaseTTL(ref))
+	t := s.newTask(r, verb, r.UID+"/"+itoa(r.Generation)+"/"+verb+"/"+itoa(int64(s.lease.taskSeq)), s.leaseTTL(ref))
 	t.Args = args
 	if err := s.disp.Dispatch(s.ctx, t); err != nil {
 		return nil, fmt.Errorf("do %s %s: %w", id, verb, err)
 	}
-	s.dispatched++
-	s.taskRefs.Store(t.ID, ref)
+	s.lease.dispatched++
+	s.lease.taskRefs.Store(t.ID, ref)
 	ch := make(chan verbOutcome, 1)
 	s.track(t.ID, &taskRec{kind: taskVerb, id: id, ref: ref, reaction: verb, verb: ch})
-	s.addTimer(t.Deadline, timerLease, id, t.ID)
+	s.lease.addTimer(t.Deadline, timerLease, id, t.ID)
 	return ch, nil
 }
 
@@ -361,7 +330,7 @@ func (s *Scheduler) verbResult(rec *taskRec, res *converge.Result) {
 		rec.verb <- verbOutcome{res: res, err: fmt.Errorf("verb %s: worker result refused: %w", rec.reaction, refused)}
 		return
 	}
-	if n := s.nodes[rec.id]; n != nil && res.Outcome == converge.OutcomeOK && res.Status != nil && !s.isComposer(n) && !n.r.Deleting {
+	if n := s.graph.nodes[rec.id]; n != nil && res.Outcome == converge.OutcomeOK && res.Status != nil && !s.isComposer(n) && !n.r.Deleting {
 		n.r.Status = res.Status
 		s.markDirty(n)
 		s.consumersChanged(n)
@@ -371,4 +340,79 @@ func (s *Scheduler) verbResult(rec *taskRec, res *converge.Result) {
 		err = fmt.Errorf("verb %s: %s: %s", rec.reaction, res.Outcome, res.Message)
 	}
 	rec.verb <- verbOutcome{res: res, err: err}
+}
+
+func (r *reactors) rebuildByKind() {
+	clear(r.byKind)
+	for _, b := range r.bindings {
+		r.byKind[b.Kind] = append(r.byKind[b.Kind], b)
+	}
+}
+
+func (r *reactors) delivParked(d *converge.Delivery) bool {
+	for _, p := range r.parkedDel {
+		if p == d {
+			return true
+		}
+	}
+	return false
+}
+
+// delivWorkPending reports whether an owed delivery can still progress
+// without an outside change.
+func (r *reactors) delivWorkPending() bool {
+	if r.owedDeliv == 0 {
+		return false
+	}
+	for _, d := range r.deliveries {
+		if d.Done {
+			continue
+		}
+		if r.delivParked(d) {
+			continue
+		}
+		return true
+	}
+	return false
+}
+
+// nextDelivery takes the next delivery queued for dispatch, or nil.
+func (r *reactors) nextDelivery() *converge.Delivery {
+	if len(r.delivQueue) == 0 {
+		return nil
+	}
+	d := r.delivQueue[0]
+	r.delivQueue[0] = nil
+	r.delivQueue = r.delivQueue[1:]
+	return d
+}
+
+// owe records d as owed and queues it for dispatch.
+func (r *reactors) owe(d *converge.Delivery) {
+	r.deliveries[d.Key] = d
+	r.owedDeliv++
+	r.delivQueue = append(r.delivQueue, d)
+}
+
+// parkDelivery keeps d until the workers change: none serves its
+// reactor.
+func (r *reactors) parkDelivery(d *converge.Delivery) {
+	if !r.delivParked(d) {
+		r.parkedDel = append(r.parkedDel, d)
+	}
+}
+
+// unparkDeliveries queues every parked delivery again (the workers
+// changed).
+func (r *reactors) unparkDeliveries() {
+	pd := r.parkedDel
+	r.parkedDel = nil
+	r.delivQueue = append(r.delivQueue, pd...)
+}
+
+// settle records that d is done (reacted, or failed for good).
+func (r *reactors) settle(d *converge.Delivery) {
+	d.Done = true
+	d.NextAttempt = timeZero
+	r.owedDeliv--
 }

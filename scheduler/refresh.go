@@ -145,8 +145,8 @@ func (s *Scheduler) Observe(ctx context.Context, t *converge.Task) (*converge.Re
 }
 
 func (s *Scheduler) startObserve(id converge.ID) (chan verbOutcome, error) {
-	n := s.nodes[id]
-	if n == nil || n.removed {
+	n := s.graph.nodes[id]
+	if n == nil || n.is(stateRemoved) {
 		return nil, fmt.Errorf("observe %s: %w", id, converge.ErrNotFound)
 	}
 	ref := n.r.Ref()
@@ -158,10 +158,10 @@ func (s *Scheduler) startObserve(id converge.ID) (chan verbOutcome, error) {
 	if err := s.disp.Dispatch(s.ctx, t); err != nil {
 		return nil, fmt.Errorf("observe %s: %w", id, err)
 	}
-	s.dispatched++
+	s.lease.dispatched++
 	ch := make(chan verbOutcome, 1)
 	s.track(t.ID, &taskRec{kind: taskVerb, id: id, ref: ref, reaction: converge.ReactionObserve, verb: ch, dry: true})
-	s.addTimer(t.Deadline, timerLease, id, t.ID)
+	s.lease.addTimer(t.Deadline, timerLease, id, t.ID)
 	return ch, nil
 }
 

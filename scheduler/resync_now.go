@@ -17,8 +17,8 @@ func (s *Scheduler) Resync(ctx context.Context, id converge.ID) (string, error) 
 	var msg string
 	var err error
 	e := s.exec(ctx, func(s *Scheduler) {
-		n := s.nodes[id]
-		if n == nil || n.removed {
+		n := s.graph.nodes[id]
+		if n == nil || n.is(stateRemoved) {
 			err = fmt.Errorf("resync %s: %w", id, converge.ErrNotFound)
 			return
 		}
@@ -33,7 +33,7 @@ func (s *Scheduler) Resync(ctx context.Context, id converge.ID) (string, error) 
 			}
 			msg += ": it is reconciled as soon as it can be; nothing queued"
 		default:
-			s.addResync(n, s.now)
+			s.lease.addResync(n, s.now)
 			msg = fmt.Sprintf("%s: resync queued", id)
 		}
 	})

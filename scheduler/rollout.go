@@ -107,7 +107,7 @@ func (s *Scheduler) rolloutHold(n *node, res *converge.Result, ids []converge.ID
 	for i := range res.Children {
 		c := &res.Children[i]
 		id := ids[i]
-		ex := s.nodes[id]
+		ex := s.graph.nodes[id]
 		if ex == nil || ex.r.KindVersion != c.KindVersion || ex.r.ProviderConfigRef != c.ProviderConfigRef || !jsonEqual(ex.r.Declared, c.Spec) {
 			wave[id] = waveOf(id)
 		}
@@ -121,7 +121,7 @@ func (s *Scheduler) rolloutHold(n *node, res *converge.Result, ids []converge.ID
 		if _, ok := wave[id]; ok {
 			continue
 		}
-		if !sameEdges(s.producers[id], sent[id]) {
+		if !sameEdges(s.graph.producers[id], sent[id]) {
 			wave[id] = waveOf(id)
 		}
 	}
@@ -179,7 +179,7 @@ func (s *Scheduler) rolloutHold(n *node, res *converge.Result, ids []converge.ID
 		s.completeRollout(n, ro)
 		return nil
 	}
-	s.markRollup(n)
+	s.batch.markRollup(n, s.now)
 	return held
 }
 
@@ -211,7 +211,7 @@ func (s *Scheduler) completeRollout(n *node, ro *rollout) {
 	ro.timer = 0
 	delete(s.rollouts, n.id)
 	s.event(n.id, "RolloutComplete", fmt.Sprintf("rollout of generation %d: every wave has its change", n.r.Generation))
-	s.markRollup(n)
+	s.batch.markRollup(n, s.now)
 }
 
 // dropRollout forgets n's rollout.
@@ -219,7 +219,7 @@ func (s *Scheduler) dropRollout(n *node) {
 	if n.sub != nil && n.sub.rollout != nil {
 		n.sub.rollout = nil
 		delete(s.rollouts, n.id)
-		s.markRollup(n)
+		s.batch.markRollup(n, s.now)
 	}
 }
 
@@ -241,8 +241,8 @@ func (s *Scheduler) setRollout(n *node, pol *converge.Rollout) {
 		ro.st.Wave = min(ro.st.Wave, ro.st.Waves-1)
 		ro.st.Name = pol.Name(ro.st.Wave)
 	}
-	n.resync = true
-	s.enqueue(n)
+	n.set(mResync)
+	s.lease.enqueue(n)
 }
 
 // rolloutGate is evalComposer's part for a composer with an active
@@ -258,19 +258,19 @@ func (s *Scheduler) rolloutGate(n *node, ready bool) bool {
 	case ready && ro.st.Phase == converge.RolloutProgressing:
 		soak := n.r.Rollout.SoakOf(ro.st.Wave)
 		ro.st.Phase, ro.st.ReadySince, ro.st.SoakUntil = converge.RolloutSoaking, s.now, s.now.Add(soak)
-		ro.timer = s.addTimer(ro.st.SoakUntil, timerRollout, n.id, "")
+		ro.timer = s.lease.addTimer(ro.st.SoakUntil, timerRollout, n.id, "")
 		if ro.soakSaid != ro.st.Wave+1 {
 			ro.soakSaid = ro.st.Wave + 1
 			s.event(n.id, "RolloutSoaking", fmt.Sprintf("wave %d/%d (%s) is Ready; the next wave starts at %s if it stays so",
 				ro.st.Wave+1, ro.st.Waves, ro.st.Name, ro.st.SoakUntil.UTC().Format(time.RFC3339)))
 		}
-		s.markRollup(n)
+		s.batch.markRollup(n, s.now)
 	case !ready && ro.st.Phase == converge.RolloutSoaking:
 		// Something of the subtree left Ready: the soak starts over
 		// once it is back.
 		ro.st.Phase, ro.st.ReadySince, ro.st.SoakUntil = converge.RolloutProgressing, time.Time{}, time.Time{}
 		s.armRolloutTimeout(n, ro)
-		s.markRollup(n)
+		s.batch.markRollup(n, s.now)
 	}
 	return true
 }
@@ -279,14 +279,14 @@ func (s *Scheduler) rolloutGate(n *node, ready bool) bool {
 func (s *Scheduler) armRolloutTimeout(n *node, ro *rollout) {
 	ro.timer = 0
 	if to := n.r.Rollout.Timeout; to > 0 {
-		ro.timer = s.addTimer(ro.st.Started.Add(to), timerRollout, n.id, "")
+		ro.timer = s.lease.addTimer(ro.st.Started.Add(to), timerRollout, n.id, "")
 	}
 }
 
 // rolloutTimer handles a rollout timer of composer id: a soak that ended
 // lets the next wave through; a wave past its timeout halts the rollout.
 func (s *Scheduler) rolloutTimer(id converge.ID, seq uint64) {
-	n := s.nodes[id]
+	n := s.graph.nodes[id]
 	if n == nil {
 		return
 	}
@@ -308,9 +308,9 @@ func (s *Scheduler) rolloutTimer(id converge.ID, seq uint64) {
 		s.event(n.id, "RolloutWave", fmt.Sprintf("wave %d/%d (%s) starts: the previous wave stayed Ready for %s",
 			ro.st.Wave+1, ro.st.Waves, ro.st.Name, pol.SoakOf(ro.st.Wave-1)))
 		s.armRolloutTimeout(n, ro)
-		s.markRollup(n)
-		n.resync = true // compose again: the new wave gets its change
-		s.enqueue(n)
+		s.batch.markRollup(n, s.now)
+		n.set(mResync) // compose again: the new wave gets its change
+		s.lease.enqueue(n)
 	case converge.RolloutProgressing:
 		if ro.composeOwed {
 			s.armRolloutTimeout(n, ro) // the wave has not started for real
@@ -344,7 +344,7 @@ func (s *Scheduler) haltRollout(n *node, ro *rollout, why string) {
 	ro.st.ReadySince, ro.st.SoakUntil = time.Time{}, time.Time{}
 	msg := fmt.Sprintf("rollout halted at wave %d/%d (%s): %s; %d held at their previous spec", ro.st.Wave+1, ro.st.Waves, ro.st.Name, why, ro.st.Held)
 	s.event(n.id, "RolloutHalted", msg)
-	s.markRollup(n)
+	s.batch.markRollup(n, s.now)
 	s.failPermanent(n, msg)
 }
 
@@ -384,7 +384,7 @@ func (s *Scheduler) loadRollout(n *node) {
 		return // halted: shown until a new generation
 	}
 	if ro.st.Phase == converge.RolloutSoaking {
-		ro.timer = s.addTimer(ro.st.SoakUntil, timerRollout, n.id, "")
+		ro.timer = s.lease.addTimer(ro.st.SoakUntil, timerRollout, n.id, "")
 	} else {
 		s.armRolloutTimeout(n, ro)
 	}
@@ -417,7 +417,7 @@ func (s *Scheduler) Rollouts(ctx context.Context) ([]RolloutView, error) {
 func (s *Scheduler) rolloutViews() []RolloutView {
 	var out []RolloutView
 	for id, n := range s.rollouts {
-		if n.removed || n.sub == nil || n.sub.rollout == nil {
+		if n.is(stateRemoved) || n.sub == nil || n.sub.rollout == nil {
 			delete(s.rollouts, id)
 			continue
 		}

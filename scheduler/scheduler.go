@@ -225,53 +225,27 @@ type Scheduler struct {
 	validator Validator
 	settings  converge.Settings
 
-	nodes map[converge.ID]*node
-	// drifted holds the nodes with a drift recorded (drift.go), lazily.
-	drifted   map[converge.ID]*node
-	producers map[converge.ID][]*converge.Edge // by consumer
-	consumers map[converge.ID][]*converge.Edge // by producer
-	// flowLists are the shared flow lists of edges (internFlows), by a
-	// key flowKey builds.
-	flowLists map[string][]converge.ValueFlow
-	flowKey   []byte
+	// The loop's parts (doc.go, "Parts"): each owns its state, and
+	// its methods touch only that; the Scheduler's methods join them.
+	graph resourceGraph // the resources, their edges and counts (graph.go)
+	lease leases        // dispatch: queues, tasks, leases, timers (leases*.go, dispatch.go)
+	batch batcher       // the pending writes and the commit (batch.go, flush.go)
+	react reactors      // bindings and their deliveries (reactor.go)
 
-	kinds      map[converge.KindRef]*converge.Kind
-	retiring   map[converge.KindRef]bool
-	configs    map[string]*converge.ProviderConfig
-	defaults   map[converge.KindRef]*converge.ProviderConfig
-	bindings   map[string]*converge.Binding
-	byKind     map[string][]*converge.Binding
-	deliveries map[string]*converge.Delivery
-	applied    *converge.Revision
+	kinds    map[converge.KindRef]*converge.Kind
+	retiring map[converge.KindRef]bool
+	configs  map[string]*converge.ProviderConfig
+	defaults map[converge.KindRef]*converge.ProviderConfig
+	applied  *converge.Revision
 	// secrets caches which kinds have secret fields and the provider
 	// configs' secret values (secret.go); nil when kinds or configs
 	// changed since.
 	secrets *secretCache
 
-	// fired is the dedup of done deliveries (deliveries holds owed ones):
-	// the generation of the done delivery kept per binding, subject uid
-	// and transition (reactor.go, "Retention").
-	fired map[firedKey]int64
-
-	refs   map[converge.KindRef]*refState
-	roomy  []*refState
-	serves map[servesKey]bool
-
-	queue []*node
-	// gitRoots holds the rows declared in git (no owner): the only ones
-	// a revision can stop declaring, so a diff walks them, not a
-	// million composed rows.
-	gitRoots map[converge.ID]*node
-	// gitEdges are the edges the applied revision's depends_on declares,
-	// by consumer (applyGitEdges).
-	gitEdges map[converge.ID][]converge.Edge
 	// local composes the kinds whose compose is CUE (from Apply's
 	// Validator); their results come back on localRes.
 	local    LocalComposer
 	localRes chan *converge.Result
-	// recreating counts the rows torn down with a re-declared row waiting
-	// (node.recreate).
-	recreating int
 	// startQueue holds the loaded nodes a start looks at once (their
 	// flows, their due work), all but the settled ones; pump takes them
 	// in chunks after the queue, so the loop answers Apply and results
@@ -280,69 +254,16 @@ type Scheduler struct {
 	// rearmQueue holds the nodes whose resync a new default interval
 	// re-arms, taken in chunks like startQueue.
 	rearmQueue []*node
-	queueHead  int
-	delivQueue []*converge.Delivery
-	parked     []*node
-	parkedDel  []*converge.Delivery
-	delivLease map[string]string // delivery key -> task id
-
-	tasks    map[string]*taskRec
-	taskPref string
-	taskSeq  uint64
-	timers   timerHeap
-	// leaseTimers counts the timerLease entries in timers, stale ones
-	// (of tasks that already ended) included: see compactTimers.
-	leaseTimers int
-	resyncs     resyncBuckets
-	timerSeq    uint64
-	backoffN    int
-	inflight    int
-	counts      converge.Counts
-	owedDeliv   int
-
-	// pending writes: rows never handed to the store (dirty, in the
-	// order made) and changes of stored rows (updated)
-	dirty       []*node
-	updated     []*node
-	rollupDirty []*node
-	deferred    []*node   // big rows whose rollup or reason waits (markDirtySoon)
-	deferDue    time.Time // when the deferred rows are written
-	reasonDirty []*node
-	delRes      map[converge.ID]bool
-	edgePut     map[edgeKey]*converge.Edge
-	edgePutPeak int // the most entries edgePut held since it was made
-	edgeDel     map[edgeKey]bool
-	delivDirty  map[string]*converge.Delivery
-	delivGone   []goneDelivery // done deliveries to delete (reactor.go)
-	meta        converge.Batch // kinds, configs, bindings, applied
-	events      []converge.Event
-	eventSeq    uint64
-	flushAt     time.Time
-	// committing: a batch is with the committer goroutine (Run only);
-	// failed is that batch, or one whose commit failed, until durable.
-	committing bool
-	failed     *converge.Batch
-	// batchNodes are the nodes whose rows are in failed (node.inBatch).
-	batchNodes []*node
-	commitErr  string // the newest failed commit's error, "" after a success
-	refused    int    // nodes the store refused (refusals > 0)
-	bufs       [2]batchBufs
-	spare      int
-	commitReq  chan *converge.Batch
-	commitRes  chan error
 
 	uidBuf []byte
 
-	// taskRefs maps a dispatched task's id to its KindRef for the
-	// checker goroutines of Run's result stage; validatorP is the
-	// validator they use (s.validator, published). pre is the check of
+	// validatorP is the validator the checker goroutines of Run's
+	// result stage use (s.validator, published); pre is the check of
 	// the result the loop is handling.
-	taskRefs   sync.Map
 	validatorP atomic.Pointer[validatorBox]
 	pre        precheck
 
-	dispatched, completed uint64
-	rateSamples           []rateSample
+	rateSamples []rateSample
 	// ops are the counters only Metrics reads.
 	ops opStats
 
@@ -353,82 +274,9 @@ type Scheduler struct {
 	rollouts map[converge.ID]*node
 }
 
-// batchBufs are reusable backing arrays of one Batch.
-type batchBufs struct {
-	rows   []converge.Resource
-	ptrs   []*converge.Resource
-	events []converge.Event
-}
-
 type rateSample struct {
 	at        time.Time
 	completed uint64
-}
-
-type servesKey struct {
-	ref      converge.KindRef
-	reaction string
-}
-
-type edgeKey struct{ consumer, producer converge.ID }
-
-// refState is the dispatch state of one KindRef.
-type refState struct {
-	ref      converge.KindRef
-	inflight int
-	noWorker bool
-	inRoomy  bool
-	waiting  []waitItem
-	count    int // resources of this ref
-	// stats are this ref's counters for Metrics.
-	stats refStats
-	// cached from the kind (refreshKind)
-	kind     *converge.Kind
-	composer bool
-	max      int
-
-	queuedReason string
-}
-
-type waitItem struct {
-	n *node
-	d *converge.Delivery
-}
-
-type taskKind uint8
-
-const (
-	taskMain taskKind = iota
-	taskTeardown
-	taskReact
-	taskVerb
-)
-
-type taskRec struct {
-	kind     taskKind
-	id       converge.ID
-	gen      int64
-	ref      converge.KindRef
-	reaction string
-	resync   bool
-	key      string // delivery key
-	verb     chan verbOutcome
-	counted  bool // holds an inflight slot
-	dry      bool // a dry-run compose (taskVerb): answered, never applied
-	// config is the context a compose was sent in (composeContext), and
-	// base whether it carried a base spec (a delta answer is only taken
-	// then).
-	config string
-	base   bool
-	// started is when the task was dispatched (its latency, Metrics);
-	// stats are the counters it is counted in.
-	started time.Time
-	stats   *TaskStats
-}
-
-type verbOutcome struct {
-	res *converge.Result
-	err error
 }
 
 // New loads the store's snapshot under ctx and returns a scheduler ready
@@ -445,40 +293,49 @@ func New(ctx context.Context, store Store, disp Dispatcher, cfg Config) (*Schedu
 	var pref [6]byte
 	_, _ = rand.Read(pref[:])
 	s := &Scheduler{
-		cfg:        cfg,
-		store:      store,
-		disp:       disp,
-		log:        cfg.Logger,
-		cmds:       make(chan command),
-		localRes:   make(chan *converge.Result, 64),
-		ctx:        context.Background(),
-		commitCtx:  context.WithoutCancel(ctx),
-		validator:  cfg.Validator,
-		nodes:      make(map[converge.ID]*node, len(snap.Resources)),
-		rollouts:   map[converge.ID]*node{},
-		gitRoots:   make(map[converge.ID]*node),
-		producers:  make(map[converge.ID][]*converge.Edge),
-		consumers:  make(map[converge.ID][]*converge.Edge),
-		flowLists:  make(map[string][]converge.ValueFlow),
-		kinds:      make(map[converge.KindRef]*converge.Kind),
-		retiring:   make(map[converge.KindRef]bool),
-		configs:    make(map[string]*converge.ProviderConfig),
-		defaults:   make(map[converge.KindRef]*converge.ProviderConfig),
-		bindings:   make(map[string]*converge.Binding),
-		byKind:     make(map[string][]*converge.Binding),
-		deliveries: make(map[string]*converge.Delivery),
-		fired:      make(map[firedKey]int64),
-		refs:       make(map[converge.KindRef]*refState),
-		serves:     make(map[servesKey]bool),
-		delivLease: make(map[string]string),
-		tasks:      make(map[string]*taskRec),
-		taskPref:   hex.EncodeToString(pref[:]) + "-",
-		delRes:     make(map[converge.ID]bool),
-		edgePut:    make(map[edgeKey]*converge.Edge),
-		edgeDel:    make(map[edgeKey]bool),
-		delivDirty: make(map[string]*converge.Delivery),
-		eventSeq:   snap.LastEventSeq,
-		applied:    snap.Applied,
+		cfg:       cfg,
+		store:     store,
+		disp:      disp,
+		log:       cfg.Logger,
+		cmds:      make(chan command),
+		localRes:  make(chan *converge.Result, 64),
+		ctx:       context.Background(),
+		commitCtx: context.WithoutCancel(ctx),
+		validator: cfg.Validator,
+		graph: resourceGraph{
+			nodes:     make(map[converge.ID]*node, len(snap.Resources)),
+			gitRoots:  make(map[converge.ID]*node),
+			producers: make(map[converge.ID][]*converge.Edge),
+			consumers: make(map[converge.ID][]*converge.Edge),
+			flowLists: make(map[string][]converge.ValueFlow),
+		},
+		lease: leases{
+			refs:     make(map[converge.KindRef]*refState),
+			serves:   make(map[servesKey]bool),
+			tasks:    make(map[string]*taskRec),
+			taskPref: hex.EncodeToString(pref[:]) + "-",
+		},
+		batch: batcher{
+			delRes:     make(map[converge.ID]bool),
+			edgePut:    make(map[edgeKey]*converge.Edge),
+			edgeDel:    make(map[edgeKey]bool),
+			delivDirty: make(map[string]*converge.Delivery),
+			eventSeq:   snap.LastEventSeq,
+			interval:   cfg.FlushInterval,
+		},
+		react: reactors{
+			bindings:   make(map[string]*converge.Binding),
+			byKind:     make(map[string][]*converge.Binding),
+			deliveries: make(map[string]*converge.Delivery),
+			fired:      make(map[firedKey]int64),
+			delivLease: make(map[string]string),
+		},
+		rollouts: map[converge.ID]*node{},
+		kinds:    make(map[converge.KindRef]*converge.Kind),
+		retiring: make(map[converge.KindRef]bool),
+		configs:  make(map[string]*converge.ProviderConfig),
+		defaults: make(map[converge.KindRef]*converge.ProviderConfig),
+		applied:  snap.Applied,
 	}
 	s.now = cfg.Now()
 	s.settings.ResyncInterval = cfg.ResyncInterval
@@ -557,16 +414,16 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		s.runMu.Unlock()
 	}()
 
-	s.commitReq = make(chan *converge.Batch)
-	s.commitRes = make(chan error, 1)
+	s.batch.commitReq = make(chan *converge.Batch)
+	s.batch.commitRes = make(chan error, 1)
 	go func(req <-chan *converge.Batch, res chan<- error) {
 		for b := range req {
 			res <- s.store.Commit(s.commitCtx, b)
 		}
-	}(s.commitReq, s.commitRes)
+	}(s.batch.commitReq, s.batch.commitRes)
 	defer func() {
-		close(s.commitReq)
-		s.commitReq = nil
+		close(s.batch.commitReq)
+		s.batch.commitReq = nil
 	}()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -576,7 +433,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	s.onChanged() // a fresh start: re-check every parked resource
 	for {
 		s.pump()
-		if len(s.dirty)+len(s.updated) >= s.cfg.MaxBatch {
+		if len(s.batch.dirty)+len(s.batch.updated) >= s.cfg.MaxBatch {
 			s.flushAsync()
 		}
 		s.publish()
@@ -632,7 +489,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		case c := <-s.cmds:
 			s.now = s.cfg.Now()
 			c(s)
-		case err := <-s.commitRes:
+		case err := <-s.batch.commitRes:
 			s.now = s.cfg.Now()
 			s.commitEnded(err)
 		case <-timer.C:
@@ -683,14 +540,14 @@ func (s *Scheduler) onChecked(p precheck) {
 
 func (s *Scheduler) nextWake() time.Time {
 	var w time.Time
-	if len(s.timers) > 0 {
-		w = s.timers[0].at
+	if len(s.lease.timers) > 0 {
+		w = s.lease.timers[0].at
 	}
-	if r := s.nextResync(); !r.IsZero() && (w.IsZero() || r.Before(w)) {
+	if r := s.lease.nextResync(); !r.IsZero() && (w.IsZero() || r.Before(w)) {
 		w = r
 	}
-	if !s.flushAt.IsZero() && !s.committing && (w.IsZero() || s.flushAt.Before(w)) {
-		w = s.flushAt
+	if !s.batch.flushAt.IsZero() && !s.batch.committing && (w.IsZero() || s.batch.flushAt.Before(w)) {
+		w = s.batch.flushAt
 	}
 	return w
 }
@@ -729,14 +586,14 @@ func (s *Scheduler) Problems() []Problem {
 func (s *Scheduler) Delete(ctx context.Context, id converge.ID) error {
 	var err error
 	e := s.exec(ctx, func(s *Scheduler) {
-		n := s.nodes[id]
+		n := s.graph.nodes[id]
 		if n == nil {
 			err = fmt.Errorf("delete %s: %w", id, converge.ErrNotFound)
 			return
 		}
 		for _, m := range s.cascade([]*node{n}, "deleted by operator") {
 			if o := m.owner; o != nil && !o.r.Deleting {
-				m.recomposeOwner = true
+				m.set(mRecomposeOwner)
 				s.forgetComposition(o)
 			}
 		}
@@ -779,30 +636,30 @@ func (s *Scheduler) Do(ctx context.Context, id converge.ID, verb string, args ma
 // publish copies the loop's counters into the shared Progress.
 func (s *Scheduler) publish() {
 	p := Progress{
-		Counts:      s.counts,
-		Dispatched:  s.dispatched,
-		Completed:   s.completed,
-		Inflight:    s.inflight,
-		Deliveries:  s.owedDeliv,
-		CommitError: s.commitErr,
-		Refused:     s.refused,
+		Counts:      s.graph.counts,
+		Dispatched:  s.lease.dispatched,
+		Completed:   s.lease.completed,
+		Inflight:    s.lease.inflight,
+		Deliveries:  s.react.owedDeliv,
+		CommitError: s.batch.commitErr,
+		Refused:     s.batch.refused,
 		Held:        len(s.susp.held),
 	}
 	// rate over a sliding window of about 5s
 	if n := len(s.rateSamples); n == 0 || s.now.Sub(s.rateSamples[n-1].at) >= 250*time.Millisecond {
-		s.rateSamples = append(s.rateSamples, rateSample{s.now, s.completed})
+		s.rateSamples = append(s.rateSamples, rateSample{s.now, s.lease.completed})
 		for len(s.rateSamples) > 2 && s.now.Sub(s.rateSamples[0].at) > 5*time.Second {
 			s.rateSamples = s.rateSamples[1:]
 		}
 	}
 	if first := s.rateSamples[0]; s.now.After(first.at) {
-		p.Rate = float64(s.completed-first.completed) / s.now.Sub(first.at).Seconds()
+		p.Rate = float64(s.lease.completed-first.completed) / s.now.Sub(first.at).Seconds()
 	}
 	switch {
-	case s.counts.Total == s.counts.Ready && s.owedDeliv == 0 && s.commitErr == "" && len(s.startQueue) == 0:
+	case s.graph.counts.Total == s.graph.counts.Ready && s.react.owedDeliv == 0 && s.batch.commitErr == "" && len(s.startQueue) == 0:
 		p.Settled = Converged
-	case s.inflight == 0 && s.backoffN == 0 && s.queueHead == len(s.queue) && len(s.startQueue) == 0 &&
-		len(s.delivLease) == 0 && !s.waitingForSlot() && !s.delivWorkPending() && !s.rolloutsWaiting():
+	case s.lease.inflight == 0 && s.lease.backoffN == 0 && s.lease.queueHead == len(s.lease.queue) && len(s.startQueue) == 0 &&
+		len(s.react.delivLease) == 0 && !s.lease.waitingForSlot() && !s.react.delivWorkPending() && !s.rolloutsWaiting():
 		p.Settled = Stuck
 	default:
 		p.Settled = Working
@@ -810,53 +667,6 @@ func (s *Scheduler) publish() {
 	s.progMu.Lock()
 	s.prog = p
 	s.progMu.Unlock()
-}
-
-// waitingForSlot reports whether a served KindRef has work queued for
-// capacity: a worker said it is full, which frees up without an outside
-// change.
-func (s *Scheduler) waitingForSlot() bool {
-	for _, rs := range s.refs {
-		if len(rs.waiting) > 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// delivWorkPending reports whether an owed delivery can still progress
-// without an outside change.
-func (s *Scheduler) delivWorkPending() bool {
-	if s.owedDeliv == 0 {
-		return false
-	}
-	for _, d := range s.deliveries {
-		if d.Done {
-			continue
-		}
-		if s.delivParked(d) {
-			continue
-		}
-		return true
-	}
-	return false
-}
-
-func (s *Scheduler) delivParked(d *converge.Delivery) bool {
-	for _, p := range s.parkedDel {
-		if p == d {
-			return true
-		}
-	}
-	return false
-}
-
-func (s *Scheduler) newTaskID() string {
-	s.taskSeq++
-	b := make([]byte, 0, len(s.taskPref)+12)
-	b = append(b, s.taskPref...)
-	b = strconv.AppendUint(b, s.taskSeq, 36)
-	return string(b)
 }
 
 // newUID returns 16 random bytes in hex.
@@ -900,13 +710,5 @@ func (s *Scheduler) event(id converge.ID, typ, msg string) {
 	if !ownWords[typ] {
 		msg = s.scrubMessage(id, "", msg)
 	}
-	s.eventSeq++
-	s.events = append(s.events, converge.Event{Seq: s.eventSeq, Time: s.now, Resource: id, Type: typ, Message: msg})
-	s.armFlush()
-}
-
-func (s *Scheduler) armFlush() {
-	if s.flushAt.IsZero() {
-		s.flushAt = s.now.Add(s.cfg.FlushInterval)
-	}
+	s.batch.addEvent(s.now, id, typ, msg)
 }

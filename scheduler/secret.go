@@ -63,7 +63,7 @@ func (s *Scheduler) scrubMessage(id converge.ID, key, msg string) string {
 	}
 	vals := slices.Clip(c.configVals)
 	add := func(id converge.ID) {
-		n := s.nodes[id]
+		n := s.graph.nodes[id]
 		if n == nil {
 			return
 		}
@@ -73,7 +73,7 @@ func (s *Scheduler) scrubMessage(id converge.ID, key, msg string) string {
 	}
 	add(id)
 	if key != "" {
-		if d := s.deliveries[key]; d != nil {
+		if d := s.react.deliveries[key]; d != nil {
 			add(d.Subject.Resource)
 		}
 	}

@@ -83,10 +83,10 @@ func (s *Scheduler) Suspend(ctx context.Context, ids []converge.ID) error {
 	return s.exec(ctx, func(s *Scheduler) {
 		s.susp.set(ids)
 		for n := range s.susp.held {
-			if n.removed || !s.susp.holds(n) {
+			if n.is(stateRemoved) || !s.susp.holds(n) {
 				delete(s.susp.held, n)
-				if !n.removed {
-					s.enqueue(n)
+				if !n.is(stateRemoved) {
+					s.lease.enqueue(n)
 				}
 			}
 		}

@@ -1,0 +1,223 @@
+package scheduler
+
+import (
+	"slices"
+	"time"
+
+	"github.com/convergehq/converge"
+)
+
+// batcher is the loop's write part: every change not yet handed to the
+// store (rows, edges, deliveries, events, metadata) and the state of the
+// commit in flight. flush.go builds and commits its batches.
+type batcher struct {
+	// pending writes: rows never handed to the store (dirty, in the
+	// order made) and changes of stored rows (updated)
+	dirty       []*node
+	updated     []*node
+	rollupDirty []*node
+	deferred    []*node   // big rows whose rollup or reason waits (markDirtySoon)
+	deferDue    time.Time // when the deferred rows are written
+	reasonDirty []*node
+	delRes      map[converge.ID]bool
+	edgePut     map[edgeKey]*converge.Edge
+	edgePutPeak int // the most entries edgePut held since it was made
+	edgeDel     map[edgeKey]bool
+	delivDirty  map[string]*converge.Delivery
+	delivGone   []goneDelivery // done deliveries to delete (reactor.go)
+	meta        converge.Batch // kinds, configs, bindings, applied
+	events      []converge.Event
+	eventSeq    uint64
+	flushAt     time.Time
+	// committing: a batch is with the committer goroutine (Run only);
+	// failed is that batch, or one whose commit failed, until durable.
+	committing bool
+	failed     *converge.Batch
+	// batchNodes are the nodes whose rows are in failed (mInBatch).
+	batchNodes []*node
+	commitErr  string // the newest failed commit's error, "" after a success
+	refused    int    // nodes the store refused (refusals > 0)
+	bufs       [2]batchBufs
+	spare      int
+	commitReq  chan *converge.Batch
+	commitRes  chan error
+	// interval is Config.FlushInterval.
+	interval time.Duration
+}
+
+// armFlush arms the flush timer one interval from now, unless it is
+// armed already.
+func (b *batcher) armFlush(now time.Time) {
+	if b.flushAt.IsZero() {
+		b.flushAt = now.Add(b.interval)
+	}
+}
+
+// putEdge records e as a pending write.
+func (b *batcher) putEdge(e *converge.Edge, now time.Time) {
+	k := edgeKey{e.Consumer, e.Producer}
+	delete(b.edgeDel, k)
+	b.edgePut[k] = e
+	b.armFlush(now)
+}
+
+// delEdge records the deletion of e as a pending write.
+func (b *batcher) delEdge(e *converge.Edge, now time.Time) {
+	k := edgeKey{e.Consumer, e.Producer}
+	delete(b.edgePut, k)
+	b.edgeDel[k] = true
+	b.armFlush(now)
+}
+
+// markRollup queues a write of n's rollup (flush writes it once per
+// batch, however often its subtree changed).
+func (b *batcher) markRollup(n *node, now time.Time) {
+	if n.has(mRollupDirty) || n.is(stateRemoved) {
+		return
+	}
+	n.set(mRollupDirty)
+	b.rollupDirty = append(b.rollupDirty, n)
+	b.armFlush(now)
+}
+
+// markReason queues a refresh of n's teardown reason.
+func (b *batcher) markReason(n *node, now time.Time) {
+	if n.has(mReasonDirty) || n.is(stateRemoved) {
+		return
+	}
+	n.set(mReasonDirty)
+	b.reasonDirty = append(b.reasonDirty, n)
+	b.armFlush(now)
+}
+
+// retryLater arms the flush that commits a failed batch again.
+func (b *batcher) retryLater(now time.Time) {
+	b.flushAt = now.Add(max(b.interval, 100*time.Millisecond))
+}
+
+// hasPending reports whether anything waits to be written.
+func (b *batcher) hasPending() bool {
+	return len(b.dirty) > 0 || len(b.updated) > 0 || len(b.rollupDirty) > 0 || len(b.reasonDirty) > 0 || len(b.delRes) > 0 ||
+		len(b.edgePut) > 0 || len(b.edgeDel) > 0 || len(b.delivDirty) > 0 || len(b.delivGone) > 0 || len(b.events) > 0 ||
+		!b.meta.Empty()
+}
+
+// queueRow queues n's row, just marked dirty: a change of a stored row
+// is an update (committed first), a row never handed to the store is
+// new (committed in the order made).
+func (b *batcher) queueRow(n *node, now time.Time) {
+	if n.has(mStored) {
+		b.updated = append(b.updated, n)
+	} else {
+		b.dirty = append(b.dirty, n)
+	}
+	b.armFlush(now)
+}
+
+// deferRow queues a change of a big row's rollup or reason alone, to be
+// written within bigRowEvery (markDirtySoon).
+func (b *batcher) deferRow(n *node, now time.Time) {
+	if n.has(mDeferred) {
+		return
+	}
+	n.set(mDeferred)
+	b.deferred = append(b.deferred, n)
+	if b.deferDue.IsZero() {
+		b.deferDue = now.Add(bigRowEvery)
+	}
+	b.armDeferred()
+}
+
+// addEvent numbers and queues an event.
+func (b *batcher) addEvent(now time.Time, id converge.ID, typ, msg string) {
+	b.eventSeq++
+	b.events = append(b.events, converge.Event{Seq: b.eventSeq, Time: now, Resource: id, Type: typ, Message: msg})
+	b.armFlush(now)
+}
+
+// armDeferred arms the flush timer for the deferred big rows' due time.
+func (b *batcher) armDeferred() {
+	if len(b.deferred) > 0 && (b.flushAt.IsZero() || b.flushAt.After(b.deferDue)) {
+		b.flushAt = b.deferDue
+	}
+}
+
+// goneDeliveries returns the delivery keys the batch being built deletes:
+// those whose subject is gone or whose row is in this batch or an earlier
+// one (not dirty). The others wait for their row. A delete wins over a
+// pending put of the same key.
+func (b *batcher) goneDeliveries() []string {
+	if len(b.delivGone) == 0 {
+		return nil
+	}
+	var out []string
+	keep := b.delivGone[:0]
+	for _, g := range b.delivGone {
+		if g.n != nil && !g.n.is(stateRemoved) && g.n.has(mDirty) {
+			keep = append(keep, g)
+			continue
+		}
+		out = append(out, g.key)
+		delete(b.delivDirty, g.key)
+	}
+	clear(b.delivGone[len(keep):])
+	b.delivGone = keep
+	return out
+}
+
+// dropDelivery deletes the done delivery key from the store, with or
+// after n's row.
+func (b *batcher) dropDelivery(key string, n *node, now time.Time) {
+	b.delivGone = append(b.delivGone, goneDelivery{key: key, n: n})
+	b.armFlush(now)
+}
+
+// pickRows returns the rows of the next batch, at most limit: changes of
+// stored rows first, then new rows, at least a quarter of the batch,
+// oldest first. A big row among the changes goes first, with a quarter
+// of the rows. The caller drops what it took from the heads of updated
+// and dirty.
+func (b *batcher) pickRows(limit int) (upd, fresh []*node) {
+	newRoom := min(len(b.dirty), limit/4)
+	upd = b.updated[:min(len(b.updated), limit-newRoom)]
+	if k := bigIndex(upd); k >= 0 && len(upd)+len(b.dirty) > limit/4 {
+		// A big row (a root's megabytes of spec) makes its commit
+		// long by itself: it goes first, with a quarter of the
+		// rows. Rows already stored may change places; new ones
+		// keep their order.
+		upd[0], upd[k] = upd[k], upd[0]
+		limit = max(1, limit/4)
+		newRoom = min(len(b.dirty), limit/4)
+		upd = upd[:min(len(upd), max(1, limit-newRoom))]
+	}
+	fresh = b.dirty[:min(len(b.dirty), max(0, limit-len(upd)))]
+	return upd, fresh
+}
+
+// takeEvents takes the oldest events, at most limit, into buf's events
+// (they are numbered already); a burst's buffer is not kept at its size.
+func (b *batcher) takeEvents(limit int, buf *batchBufs) []converge.Event {
+	take := min(len(b.events), limit)
+	out := append(buf.events[:0], b.events[:take]...)
+	buf.events = out
+	rest := copy(b.events, b.events[take:])
+	clear(b.events[rest:])
+	b.events = b.events[:rest]
+	if cap(b.events) > 4*limit && rest < cap(b.events)/4 {
+		b.events = slices.Clone(b.events)
+	}
+	if cap(buf.events) > 2*limit {
+		buf.events = nil
+	}
+	return out
+}
+
+// batchBufs are reusable backing arrays of one Batch.
+
+type batchBufs struct {
+	rows   []converge.Resource
+	ptrs   []*converge.Resource
+	events []converge.Event
+}
+
+type edgeKey struct{ consumer, producer converge.ID }

@@ -1,0 +1,143 @@
+package scheduler
+
+import (
+	"testing"
+	"time"
+
+	"github.com/convergehq/converge"
+)
+
+// The batcher part on its own: pending writes and what a batch takes.
+
+func newTestBatcher() *batcher {
+	return &batcher{
+		delRes:     map[converge.ID]bool{},
+		edgePut:    map[edgeKey]*converge.Edge{},
+		edgeDel:    map[edgeKey]bool{},
+		delivDirty: map[string]*converge.Delivery{},
+		interval:   5 * time.Millisecond,
+	}
+}
+
+func batchNode(id converge.ID, stored bool) *node {
+	n := &node{id: id, r: &converge.Resource{}}
+	n.setTo(mStored, stored)
+	return n
+}
+
+func TestBatcherArmsFlushOnce(t *testing.T) {
+	b := newTestBatcher()
+	t0 := time.Unix(100, 0)
+	e := &converge.Edge{Consumer: "subnet/a", Producer: "vpc/a"}
+	b.putEdge(e, t0)
+	b.delEdge(e, t0.Add(time.Second)) // a later change: the flush stays armed as it was
+	if want := t0.Add(b.interval); !b.flushAt.Equal(want) {
+		t.Fatalf("flushAt %v, want %v", b.flushAt, want)
+	}
+	if len(b.edgePut) != 0 || !b.edgeDel[edgeKey{"subnet/a", "vpc/a"}] {
+		t.Fatalf("a deleted edge is still put (%v) or not deleted (%v)", b.edgePut, b.edgeDel)
+	}
+	b.putEdge(e, t0)
+	if len(b.edgeDel) != 0 || b.edgePut[edgeKey{"subnet/a", "vpc/a"}] != e {
+		t.Fatal("an edge put again is still deleted")
+	}
+	b.retryLater(t0)
+	if want := t0.Add(100 * time.Millisecond); !b.flushAt.Equal(want) {
+		t.Fatalf("retryLater armed %v, want %v (at least 100ms)", b.flushAt, want)
+	}
+}
+
+func TestBatcherQueuesRowsByKind(t *testing.T) {
+	b := newTestBatcher()
+	now := time.Unix(100, 0)
+	stored, fresh, gone := batchNode("vpc/stored", true), batchNode("vpc/new", false), batchNode("vpc/gone", true)
+	gone.to(stateRemoved)
+	b.queueRow(stored, now)
+	b.queueRow(fresh, now)
+	if len(b.updated) != 1 || b.updated[0] != stored || len(b.dirty) != 1 || b.dirty[0] != fresh {
+		t.Fatalf("updated %d dirty %d: a stored row is an update, a new one new", len(b.updated), len(b.dirty))
+	}
+	b.markRollup(stored, now)
+	b.markRollup(stored, now)
+	b.markRollup(gone, now)
+	b.markReason(stored, now)
+	b.markReason(gone, now)
+	if len(b.rollupDirty) != 1 || len(b.reasonDirty) != 1 || !stored.has(mRollupDirty|mReasonDirty) {
+		t.Fatalf("rollupDirty %d reasonDirty %d: want one each, for the live row", len(b.rollupDirty), len(b.reasonDirty))
+	}
+	if !b.hasPending() {
+		t.Fatal("hasPending is false with rows queued")
+	}
+}
+
+func TestBatcherPickRows(t *testing.T) {
+	var upd, fresh []*node
+	b := newTestBatcher()
+	for i := range 10 {
+		b.updated = append(b.updated, batchNode(converge.ID("vpc/u"+itoa(int64(i))), true))
+		b.dirty = append(b.dirty, batchNode(converge.ID("vpc/n"+itoa(int64(i))), false))
+	}
+	upd, fresh = b.pickRows(8)
+	// A quarter of the batch is kept for new rows, the rest goes to
+	// changes of stored rows first.
+	if len(upd) != 6 || len(fresh) != 2 || upd[0].id != "vpc/u0" || fresh[0].id != "vpc/n0" {
+		t.Fatalf("picked %d updates and %d new rows, want 6 and 2, oldest first", len(upd), len(fresh))
+	}
+	big := b.updated[3]
+	big.r.Spec = make([]byte, bigRow)
+	upd, fresh = b.pickRows(8)
+	// A big row goes first, in a batch a quarter the size.
+	if upd[0] != big || len(upd)+len(fresh) > 2 {
+		t.Fatalf("with a big row: first %s, %d rows; want the big row first, at most 2", upd[0].id, len(upd)+len(fresh))
+	}
+}
+
+func TestBatcherEvents(t *testing.T) {
+	b := newTestBatcher()
+	b.eventSeq = 41
+	now := time.Unix(100, 0)
+	for range 3 {
+		b.addEvent(now, "vpc/a", "Ready", "ready")
+	}
+	var buf batchBufs
+	got := b.takeEvents(2, &buf)
+	if len(got) != 2 || got[0].Seq != 42 || got[1].Seq != 43 || len(b.events) != 1 || b.events[0].Seq != 44 {
+		t.Fatalf("took %v, left %v: want 42 and 43 taken, 44 left", got, b.events)
+	}
+}
+
+func TestBatcherGoneDeliveriesWaitForTheirRow(t *testing.T) {
+	b := newTestBatcher()
+	now := time.Unix(100, 0)
+	dirty, clean := batchNode("vpc/dirty", true), batchNode("vpc/clean", true)
+	dirty.set(mDirty)
+	b.delivDirty["clean-key"] = &converge.Delivery{Key: "clean-key"}
+	b.dropDelivery("dirty-key", dirty, now)
+	b.dropDelivery("clean-key", clean, now)
+	b.dropDelivery("gone-key", nil, now)
+	got := b.goneDeliveries()
+	if len(got) != 2 || got[0] != "clean-key" || got[1] != "gone-key" {
+		t.Fatalf("goneDeliveries = %v, want the clean row's and the gone subject's", got)
+	}
+	if b.delivDirty["clean-key"] != nil {
+		t.Fatal("a delete does not win over a pending put of the same key")
+	}
+	if len(b.delivGone) != 1 || b.delivGone[0].key != "dirty-key" {
+		t.Fatalf("kept %v, want the dirty row's delivery", b.delivGone)
+	}
+}
+
+func TestBatcherDefersBigRows(t *testing.T) {
+	b := newTestBatcher()
+	t0 := time.Unix(100, 0)
+	n := batchNode("vpc/root", true)
+	b.deferRow(n, t0)
+	b.deferRow(n, t0.Add(time.Second))
+	if len(b.deferred) != 1 || !b.deferDue.Equal(t0.Add(bigRowEvery)) || !b.flushAt.Equal(b.deferDue) {
+		t.Fatalf("deferred %d due %v flushAt %v, want one row due in bigRowEvery", len(b.deferred), b.deferDue, b.flushAt)
+	}
+	b.armFlush(t0) // an armed flush stays as it is
+	if !b.flushAt.Equal(b.deferDue) {
+		t.Fatalf("flushAt %v moved", b.flushAt)
+	}
+}

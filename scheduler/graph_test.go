@@ -1,0 +1,133 @@
+package scheduler
+
+import (
+	"testing"
+
+	"github.com/convergehq/converge"
+)
+
+// The graph part on its own: a resourceGraph and nodes, no scheduler.
+
+func newTestGraph() *resourceGraph {
+	return &resourceGraph{
+		nodes:     map[converge.ID]*node{},
+		producers: map[converge.ID][]*converge.Edge{},
+		consumers: map[converge.ID][]*converge.Edge{},
+		flowLists: map[string][]converge.ValueFlow{},
+		gitRoots:  map[converge.ID]*node{},
+	}
+}
+
+func (g *resourceGraph) testNode(id converge.ID, phase converge.Phase, owner *node) *node {
+	r := &converge.Resource{Kind: "vpc", KindVersion: 1, Name: string(id)[len("vpc/"):], Phase: phase}
+	n := &node{r: r, id: id, rs: &refState{ref: r.Ref()}, owner: owner}
+	if owner != nil {
+		if owner.children == nil {
+			owner.children = map[converge.ID]*node{}
+		}
+		owner.children[id] = n
+	}
+	g.nodes[id] = n
+	g.counted(n)
+	return n
+}
+
+func TestGraphEdgeIndexes(t *testing.T) {
+	g := newTestGraph()
+	e1 := &converge.Edge{Consumer: "subnet/a", Producer: "vpc/a"}
+	e2 := &converge.Edge{Consumer: "subnet/a", Producer: "vpc/a", Flows: []converge.ValueFlow{{From: "id", To: "vpc_id"}}}
+	g.addEdge(e1)
+	g.addEdge(e2) // replaces e1: one edge per consumer and producer
+	if got := g.edgeOf("subnet/a", "vpc/a"); got != e2 {
+		t.Fatalf("edgeOf = %v, want the second edge", got)
+	}
+	if len(g.producers["subnet/a"]) != 1 || len(g.consumers["vpc/a"]) != 1 {
+		t.Fatalf("producers %v consumers %v, want one edge each", g.producers, g.consumers)
+	}
+	g.removeEdge(e1) // no longer in the graph: nothing happens
+	if g.edgeOf("subnet/a", "vpc/a") != e2 {
+		t.Fatal("removing a replaced edge removed its replacement")
+	}
+	g.removeEdge(e2)
+	if len(g.producers) != 0 || len(g.consumers) != 0 {
+		t.Fatalf("after removal producers %v consumers %v, want both empty (no empty lists kept)", g.producers, g.consumers)
+	}
+}
+
+func TestGraphInternFlows(t *testing.T) {
+	g := newTestGraph()
+	a := []converge.ValueFlow{{From: "id", To: "vpc_id"}}
+	b := []converge.ValueFlow{{From: "id", To: "vpc_id"}}
+	c := []converge.ValueFlow{{From: "id", To: "subnet_id"}}
+	if got := g.internFlows(a); &got[0] != &a[0] {
+		t.Fatal("the first list is not kept as the shared one")
+	}
+	if got := g.internFlows(b); &got[0] != &a[0] {
+		t.Fatal("an equal list is not shared")
+	}
+	if got := g.internFlows(c); &got[0] != &c[0] {
+		t.Fatal("a different list was replaced")
+	}
+	if g.internFlows([]converge.ValueFlow{}) != nil {
+		t.Fatal("an empty list is not nil")
+	}
+}
+
+func TestGraphCountsFollowPhases(t *testing.T) {
+	g := newTestGraph()
+	root := g.testNode("vpc/root", converge.PhasePending, nil)
+	mid := g.testNode("vpc/mid", converge.PhaseReady, root)
+	leaf := g.testNode("vpc/leaf", converge.PhasePending, mid)
+	leaf.r.Phase = converge.PhaseFailed
+	g.recounted(leaf, converge.PhasePending)
+	want := converge.Counts{Total: 3, Pending: 1, Ready: 1, Failed: 1}
+	if g.counts != want {
+		t.Errorf("graph counts %+v, want %+v", g.counts, want)
+	}
+	if got := root.sub.counts; got != (converge.Counts{Total: 2, Ready: 1, Failed: 1}) {
+		t.Errorf("root's subtree counts %+v, want its two descendants", got)
+	}
+	if got := mid.sub.counts; got != (converge.Counts{Total: 1, Failed: 1}) {
+		t.Errorf("mid's subtree counts %+v, want its one child", got)
+	}
+	if got := leaf.rs.stats.phases; got != (converge.Counts{Total: 1, Failed: 1}) {
+		t.Errorf("leaf's ref counts %+v", got)
+	}
+	g.subCounted(leaf)
+	if got := root.sub.counts; got != (converge.Counts{Total: 1, Ready: 1}) {
+		t.Errorf("after removing the leaf root's counts %+v", got)
+	}
+	if g.counts != (converge.Counts{Total: 2, Pending: 1, Ready: 1}) {
+		t.Errorf("after removing the leaf graph counts %+v", g.counts)
+	}
+}
+
+func TestGraphHasLiveConsumer(t *testing.T) {
+	g := newTestGraph()
+	p := g.testNode("vpc/p", converge.PhaseDeleting, nil)
+	c := g.testNode("vpc/c", converge.PhaseReady, nil)
+	g.addEdge(&converge.Edge{Consumer: c.id, Producer: p.id})
+	if g.hasLiveConsumer(p) {
+		t.Fatal("a consumer not being torn down holds up its producer's teardown")
+	}
+	c.r.Deleting = true
+	if !g.hasLiveConsumer(p) {
+		t.Fatal("a consumer being torn down does not hold up its producer's teardown")
+	}
+}
+
+func TestGraphFlowsApplied(t *testing.T) {
+	g := newTestGraph()
+	p := g.testNode("vpc/p", converge.PhaseReady, nil)
+	c := g.testNode("vpc/c", converge.PhaseReady, nil)
+	g.addEdge(&converge.Edge{Consumer: c.id, Producer: p.id, Flows: []converge.ValueFlow{{From: "id", To: "vpc_id"}}})
+	p.r.Status = []byte(`{"id":"v-1"}`)
+	c.r.Spec = []byte(`{"cidr":"10.0.0.0/16","vpc_id":"v-1"}`)
+	if !g.flowsApplied(c) {
+		t.Fatal("a spec holding its producer's value counts as not applied")
+	}
+	p.r.Status = []byte(`{"id":"v-2"}`)
+	if g.flowsApplied(c) {
+		t.Fatal("a spec holding an old value counts as applied")
+	}
+}
