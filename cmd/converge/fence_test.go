@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -51,9 +52,10 @@ func leaderLease(t *testing.T, cli *clientv3.Client, prefix string) clientv3.Lea
 // the middle of the converge the leader's election lease is revoked (its
 // term ends while its scheduler dispatches and commits): within two
 // seconds its /healthz says it follows (not 200 "leads") and it has
-// stopped its engine; the other replica leads, waits for the workers
-// (they move from the deposed leader) before any verdict, and converges
-// the root with no "no worker serves" verdict.
+// stopped its engine; the other replica leads and waits for the workers,
+// paused until well past its stuck grace, before any verdict; they come
+// (refused by the old leader, pointed at the new one), and the root
+// converges with no "no worker serves" verdict.
 func TestReplicasDeposedLeaderStopsFast(t *testing.T) {
 	testDeposedLeader(t, false)
 }
@@ -107,10 +109,11 @@ func testDeposedLeader(t *testing.T, cut bool) {
 	for _, name := range names {
 		httpAddr[name] = readAddr(t, filepath.Join(repo, ".converge", "replicas", name, "http.addr"))
 	}
+	var workers []*proc
 	for i := range 2 {
-		startProc(t, fmt.Sprintf("worker-%d", i), []string{"CONVERGE_ADDR=" + strings.Join(addrs, ","),
+		workers = append(workers, startProc(t, fmt.Sprintf("worker-%d", i), []string{"CONVERGE_ADDR=" + strings.Join(addrs, ","),
 			"CONVERGE_TOKEN=depose-token", fmt.Sprintf("CONVERGE_WORKER_NAME=external-%d", i),
-			"CONVERGE_STATE_DIR=" + t.TempDir(), "FAKE_WORK_DELAY=20ms"}, "worker", "classic")
+			"CONVERGE_STATE_DIR=" + t.TempDir(), "FAKE_WORK_DELAY=20ms"}, "worker", "classic"))
 	}
 	st, err := controlplane.OpenEtcd(o, true, 0)
 	if err != nil {
@@ -131,6 +134,15 @@ func testDeposedLeader(t *testing.T, cut bool) {
 	cli := cluster.Client(t)
 	lease := leaderLease(t, cli, o.Prefix)
 	old := procs[first.Name]
+	if !cut {
+		// The workers come late to the new leader: paused now, resumed
+		// well past its stuck grace.
+		for _, w := range workers {
+			if err := w.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	if cut {
 		proxy.setCut(true)
 	} else if _, err := cli.Revoke(t.Context(), lease); err != nil {
@@ -177,6 +189,17 @@ func testDeposedLeader(t *testing.T, cut bool) {
 		second = leaderOf(o)
 		return second.Name == next && !second.Since.IsZero()
 	})
+	if !cut {
+		time.Sleep(controlplane.DefaultStuckGrace + 3*time.Second)
+		if out := procs[next].output(); strings.Contains(out, "stuck") {
+			t.Errorf("%s gave a verdict before its workers came:\n%s", next, out)
+		}
+		for _, w := range workers {
+			if err := w.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	waitUntil(t, 5*time.Minute, "the root Ready under "+next, func() bool {
 		ph, c := rootRollup(o)
 		return ph == converge.PhaseReady && c.Total == children && c.Ready == children
