@@ -293,3 +293,175 @@ func (p *cutProxy) setCut(cut bool) {
 }
 
 func (p *cutProxy) restore() { p.setCut(false) }
+
+// settledRevision waits until etcd's revision has not moved for quiet
+// and returns it.
+func settledRevision(t *testing.T, cli *clientv3.Client, key string, quiet time.Duration) int64 {
+	t.Helper()
+	rev := int64(-1)
+	since := time.Now()
+	waitUntil(t, 60*time.Second, "etcd's revision to settle", func() bool {
+		resp, err := cli.Get(t.Context(), key, clientv3.WithCountOnly())
+		if err != nil {
+			return false
+		}
+		if resp.Header.Revision != rev {
+			rev, since = resp.Header.Revision, time.Now()
+		}
+		return time.Since(since) >= quiet
+	})
+	return rev
+}
+
+// changedSince returns the keys under prefix that changed after rev, up
+// to etcd's current revision, from etcd's history.
+func changedSince(t *testing.T, cli *clientv3.Client, prefix string, rev int64) []string {
+	t.Helper()
+	now, err := cli.Get(t.Context(), prefix, clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := now.Header.Revision
+	if end <= rev {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	var keys []string
+	for resp := range cli.Watch(ctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
+		if err := resp.Err(); err != nil {
+			t.Fatalf("watch %s from revision %d: %v", prefix, rev+1, err)
+		}
+		for _, ev := range resp.Events {
+			keys = append(keys, fmt.Sprintf("%s %s@%d", ev.Type, ev.Kv.Key, ev.Kv.ModRevision))
+		}
+		if resp.Header.Revision >= end {
+			break
+		}
+	}
+	return keys
+}
+
+// TestReplicasPausedLeaderStaysFenced: a leader paused (SIGSTOP) in the
+// middle of a converge past its lease; the other replica takes over and
+// goes quiet (the workers, still a's, are paused too once they have sent
+// a the results of what it dispatched). Resumed (SIGCONT), the old
+// leader reads those results and tries to commit them: nothing lands,
+// etcd's history after the SIGCONT holding no change under the state's
+// prefix but its new candidacy (without the fences the same run records
+// the results). It rejoins as a follower (its /healthz and `converge leader`
+// say so), its workers, resumed, move to the new leader, which
+// converges the root.
+func TestReplicasPausedLeaderStaysFenced(t *testing.T) {
+	if testing.Short() {
+		t.Skip("converges 6,124 resources on two replicas and pauses the leader past its lease")
+	}
+	teams := 2000
+	children := 3*teams + 116
+	bom, err := os.ReadFile(filepath.Join(repoRoot(t), "examples", "classic", "resources", "bom.cue"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bom = bomTeams.ReplaceAll(bom, []byte("_teams: "+strconv.Itoa(teams)))
+	cluster := etcdtest.Start(t, etcdtest.Options{ElectionMs: 1500})
+	url := cluster.URL("/converge/paused")
+	o, err := parseEtcdState(url, "", "", "", os.Getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := strings.TrimSuffix(o.Prefix, "/") + "/"
+	repo := replicaRepo(t, bom, true)
+	env := []string{"CONVERGE_WORKER_TOKEN=paused-token"}
+	procs := map[string]*proc{}
+	var addrs []string
+	names := []string{"a", "b"}
+	for _, name := range names {
+		procs[name] = startProc(t, name, env, "serve", "--replica", name, "--lease-ttl", "2s",
+			"--repo", repo, "--state", url, "--listen", "127.0.0.1:0", "--workers-listen", "127.0.0.1:0", "--insecure", "--poll", "1h")
+		if name == "a" {
+			waitUntil(t, 60*time.Second, "a leads", func() bool { l := leaderOf(o); return l.Name == "a" && !l.Since.IsZero() })
+		}
+	}
+	httpAddr := map[string]string{}
+	for _, name := range names {
+		addrs = append(addrs, readAddr(t, filepath.Join(repo, ".converge", "replicas", name, "workers.addr")))
+		httpAddr[name] = readAddr(t, filepath.Join(repo, ".converge", "replicas", name, "http.addr"))
+	}
+	var workers []*proc
+	for i := range 2 {
+		workers = append(workers, startProc(t, fmt.Sprintf("worker-%d", i), []string{"CONVERGE_ADDR=" + strings.Join(addrs, ","),
+			"CONVERGE_TOKEN=paused-token", fmt.Sprintf("CONVERGE_WORKER_NAME=external-%d", i),
+			"CONVERGE_STATE_DIR=" + t.TempDir(), "FAKE_WORK_DELAY=50ms"}, "worker", "classic"))
+	}
+	waitUntil(t, 3*time.Minute, "a tenth of the root's children Ready", func() bool {
+		_, c := rootRollup(o)
+		return c.Ready >= children/10
+	})
+	signal := func(p *proc, sig syscall.Signal) {
+		t.Helper()
+		if err := p.cmd.Process.Signal(sig); err != nil {
+			t.Fatalf("signal %s: %v", p.name, err)
+		}
+	}
+	old := procs["a"]
+	signal(old, syscall.SIGSTOP)
+	paused := time.Now()
+	_, atPause := rootRollup(o)
+	if atPause.Ready >= children {
+		t.Fatalf("the converge finished before the pause: %+v", atPause)
+	}
+	waitUntil(t, 30*time.Second, "b leads", func() bool { l := leaderOf(o); return l.Name == "b" && !l.Since.IsZero() })
+	t.Logf("b leads %v after a was paused (lease TTL 2s, %d/%d Ready)", time.Since(paused).Round(time.Millisecond), atPause.Ready, children)
+	// The workers finished what a had dispatched: their results wait in
+	// a's sockets. Paused, they cannot move to b, which has no worker:
+	// once it has loaded the state and parked what waits for one,
+	// nothing writes.
+	time.Sleep(time.Second)
+	for _, w := range workers {
+		signal(w, syscall.SIGSTOP)
+	}
+	cli := cluster.Client(t)
+	rev := settledRevision(t, cli, prefix, 2*time.Second)
+	signal(old, syscall.SIGCONT)
+	waitUntil(t, 30*time.Second, "the resumed a steps down", func() bool {
+		return strings.Contains(old.output(), "serve: replica a stepped down: lost the election lease")
+	})
+	time.Sleep(time.Second) // anything a still had in flight
+	if out := old.output(); !strings.Contains(out, "write refused") {
+		t.Errorf("the resumed a tried no write (the test wants it to):\n%s", out)
+	} else if strings.Contains(out, "converged:") {
+		t.Errorf("the deposed a gave a verdict:\n%s", out)
+	}
+	for _, k := range changedSince(t, cli, prefix, rev) {
+		if !strings.Contains(k, " "+prefix+"election/") {
+			t.Errorf("after a resumed, etcd changed %s: a deposed leader's write landed (or b wrote without workers)", k)
+		}
+	}
+	waitUntil(t, 30*time.Second, "a to follow b", func() bool {
+		code, body := getHealthz(httpAddr["a"])
+		return code == http.StatusOK && body == "ok: replica a follows b"
+	})
+	if out, err := runCLI("--state", url, "leader"); err != nil || strings.TrimSpace(out) != "b" {
+		t.Errorf("converge leader after a rejoined = %q, %v; want b", out, err)
+	}
+	for _, w := range workers {
+		signal(w, syscall.SIGCONT)
+	}
+	waitUntil(t, 5*time.Minute, "the root Ready under b", func() bool {
+		ph, c := rootRollup(o)
+		return ph == converge.PhaseReady && c.Total == children && c.Ready == children
+	})
+	for _, w := range workers {
+		if out := w.output(); !strings.Contains(out, "next="+addrs[1]) {
+			t.Errorf("%s did not move to b (%s):\n%s", w.name, addrs[1], out)
+		}
+	}
+	st, err := controlplane.OpenEtcd(o, true, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Check(context.Background()); err != nil {
+		t.Errorf("the state after the takeover: %v", err)
+	}
+}

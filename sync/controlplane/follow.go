@@ -12,6 +12,7 @@ import (
 	"github.com/convergehq/converge/cue"
 	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/state"
+	"github.com/convergehq/converge/state/etcdstate"
 	gitsync "github.com/convergehq/converge/sync"
 )
 
@@ -249,6 +250,9 @@ func (e *Engine) Follow(ctx context.Context, o FollowOptions) {
 			case gitsync.Converged:
 				if err := syncer.SetSyncStatus(ctx, p, converge.StateSuccess, summary); err != nil {
 					ev.Error(err)
+					if errors.Is(err, etcdstate.ErrFenced) {
+						return // deposed: the verdict is the next leader's
+					}
 				}
 				ev.Converged(p, summary)
 				current = nil
@@ -260,6 +264,9 @@ func (e *Engine) Follow(ctx context.Context, o FollowOptions) {
 				desc := gitsync.Verdict(why, pr, gitsync.UnservedHint(e.sched.Problems(), failedWorkers, o.HowToStart))
 				if err := syncer.SetSyncStatus(ctx, p, converge.StateFailure, desc); err != nil {
 					ev.Error(err)
+					if errors.Is(err, etcdstate.ErrFenced) {
+						return
+					}
 				}
 				// GET /healthz says it before anyone hears of it.
 				health.Stuck(p.Revision.String() + " " + desc)
