@@ -54,8 +54,15 @@ func (p *proc) output() string {
 // ends, and its output logged if t failed.
 func startProc(t *testing.T, name string, env []string, args ...string) *proc {
 	t.Helper()
+	return startCommand(t, name, env, append([]string{"converge"}, args...)...)
+}
+
+// startCommand is startProc for any command line (argv[0] looked up in
+// $PATH), e.g. converge run by `ip netns exec NS`, which execs it.
+func startCommand(t *testing.T, name string, env []string, argv ...string) *proc {
+	t.Helper()
 	p := &proc{name: name, done: make(chan struct{})}
-	p.cmd = exec.Command("converge", args...)
+	p.cmd = exec.Command(argv[0], argv[1:]...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p, p
 	if err := p.cmd.Start(); err != nil {
