@@ -18,6 +18,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cmd/converge/internal/bench"
 	"github.com/convergehq/converge/state/etcdstate"
 	"github.com/convergehq/converge/state/etcdtest"
 	"github.com/convergehq/converge/sync/controlplane"
@@ -77,7 +78,7 @@ func testDeposedLeader(t *testing.T, cut bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bom = bomTeams.ReplaceAll(bom, []byte("_teams: "+strconv.Itoa(teams)))
+	bom = bench.BOMTeams.ReplaceAll(bom, []byte("_teams: "+strconv.Itoa(teams)))
 	cluster := etcdtest.Start(t, etcdtest.Options{ElectionMs: 1500})
 	url := cluster.URL("/converge/depose")
 	o, err := parseEtcdState(url, "", "", "", os.Getenv)
@@ -362,7 +363,7 @@ func TestReplicasPausedLeaderStaysFenced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bom = bomTeams.ReplaceAll(bom, []byte("_teams: "+strconv.Itoa(teams)))
+	bom = bench.BOMTeams.ReplaceAll(bom, []byte("_teams: "+strconv.Itoa(teams)))
 	cluster := etcdtest.Start(t, etcdtest.Options{ElectionMs: 1500})
 	url := cluster.URL("/converge/paused")
 	o, err := parseEtcdState(url, "", "", "", os.Getenv)
