@@ -169,7 +169,7 @@ func TestReplicasNetnsCutLeader(t *testing.T) {
 		return strings.Contains(cut.output(), "serve: replica c stepped down:")
 	})
 	t.Logf("c stepped down %v after it was cut off", time.Since(cutAt).Round(time.Millisecond))
-	if out := cut.output(); !strings.Contains(out, "stepped down: lost the election lease: etcd") || !strings.Contains(out, "unreachable") {
+	if out := cut.output(); !strings.Contains(out, "stepped down: lost the election lease (its engine stopped in ") || !strings.Contains(out, "): etcd (") || !strings.Contains(out, "unreachable") {
 		t.Errorf("c's step-down does not say etcd is unreachable:\n%s", out)
 	}
 	if code, body := n.get(cAddr, "/healthz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "unreachable") {

@@ -132,8 +132,21 @@ type Term struct {
 // (then it returns ctx's error and leaves no candidacy behind). a is
 // published as the election value with Name and Since filled in.
 func (r *Replica) Campaign(ctx context.Context, a Advert) (*Term, error) {
-	if err := r.revokeLapsed(ctx); err != nil {
-		return nil, fmt.Errorf("campaign: revoke the lease of the term lost before: %w", noAnswer(err))
+	// The lease of a term lost while etcd could not be told goes first,
+	// as soon as etcd answers (every 100ms meanwhile: a quorum that
+	// comes back names that term's replica until it goes).
+	for {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		err := r.revokeLapsed(rctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 	s, err := concurrency.NewSession(r.cli, concurrency.WithTTL(int((r.ttl+time.Second-1)/time.Second)))
 	if err != nil {
@@ -213,10 +226,12 @@ func (r *Replica) Campaign(ctx context.Context, a Advert) (*Term, error) {
 	return term, nil
 }
 
-// Done is closed when the term's session is lost: its lease expired or
-// could not be renewed for its TTL. The replica must stop writing at
-// once (its writes are refused anyway) and campaign again.
-func (t *Term) Done() <-chan struct{} { return t.session.Done() }
+// Done is closed when the term is lost: its session's lease expired or
+// could not be renewed for its TTL, or a write of its store found its
+// fence gone (another replica leads); and once it ends (End). The
+// replica must stop writing at once (its writes are refused anyway) and
+// campaign again.
+func (t *Term) Done() <-chan struct{} { return t.ctx.Done() }
 
 // Open opens the store as the term's writer: its lock is taken under
 // the term's lease (waiting up to twice the TTL for a writer outside the
@@ -228,7 +243,7 @@ func (t *Term) Open(o Options) (*Store, error) {
 	o.Prefix = t.r.opts.Prefix
 	o.ReadOnly = false
 	o.termLease = t.session.Lease()
-	o.termCtx = t.ctx
+	o.termCtx, o.termLost = t.ctx, t.cancel
 	if o.LockTimeout <= 0 {
 		o.LockTimeout = 2 * t.r.ttl
 	}
@@ -251,12 +266,17 @@ func (t *Term) End() error {
 	defer t.cancel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	lost := t.session.Done()
+	if t.ctx.Err() != nil {
+		lost = t.ctx.Done() // fenced: another replica leads
+	}
 	select {
-	case <-t.session.Done():
+	case <-lost:
 		// Lost: etcd has expired the lease, or will once it can (it
 		// may renew it first: a quorum that comes back renews every
 		// lease). Revoke it now if etcd answers at once, else at the
 		// next Campaign.
+		t.session.Orphan() // stop renewing a lease that leads nothing
 		t.r.setLapsed(t.session.Lease())
 		lctx, lcancel := context.WithTimeout(context.Background(), time.Second)
 		defer lcancel()

@@ -86,6 +86,10 @@ type Options struct {
 	// termCtx, when set (Term.Open), is done once the term is lost:
 	// every write in flight is cut short then, and refused after.
 	termCtx context.Context
+	// termLost, when set (Term.Open), ends the term: a write found its
+	// fence gone (another replica leads), which etcd says before the
+	// session's keep-alive does.
+	termLost func()
 }
 
 const (

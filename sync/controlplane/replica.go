@@ -184,6 +184,7 @@ func (t *Terms) lead(ctx context.Context, term *etcdstate.Term, o TermOptions, h
 	tctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var lost atomic.Bool
+	var lostAt time.Time    // when the loss was seen; set before lost
 	var attachMu sync.Mutex // orders the engine's attach and the refusal's
 	refused := make(chan *providers.Follower, 1)
 	watched := make(chan struct{})
@@ -193,6 +194,7 @@ func (t *Terms) lead(ctx context.Context, term *etcdstate.Term, o TermOptions, h
 		case <-term.Done():
 			attachMu.Lock()
 			defer attachMu.Unlock()
+			lostAt = time.Now()
 			lost.Store(true)
 			t.health.Store(nil)
 			cancel() // stop the sync loop and the scheduler at once
@@ -242,19 +244,18 @@ func (t *Terms) lead(ctx context.Context, term *etcdstate.Term, o TermOptions, h
 	if lost.Load() {
 		o.Events.Lost()
 	}
-	closeStart := time.Now()
 	if err := e.Close(); err != nil && !(lost.Load() && errors.Is(err, etcdstate.ErrFenced)) {
 		o.Events.CloseFailed(err)
 	}
 	if !lost.Load() {
 		return "shutting down", false, nil
 	}
-	o.Log.Info("engine stopped after the term was lost", "replica", name, "close", time.Since(closeStart).Round(time.Millisecond))
+	stopped := fmt.Sprintf("its engine stopped in %v", time.Since(lostAt).Round(time.Millisecond))
 	// Paused, or cut off: say which when etcd itself is the trouble.
 	if err := t.rep.Health(time.Second); err != nil {
-		return fmt.Sprintf("lost the election lease: %v", err), false, nil
+		return fmt.Sprintf("lost the election lease (%s): %v", stopped, err), false, nil
 	}
-	return fmt.Sprintf("lost the election lease (not renewed for %v: paused, or cut off from etcd)", term.TTL), false, nil
+	return fmt.Sprintf("lost the election lease (%s; not renewed for %v, or another replica leads: paused, or cut off from etcd)", stopped, term.TTL), false, nil
 }
 
 // pause waits a second before the next campaign, less when ctx ends
