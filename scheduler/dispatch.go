@@ -328,6 +328,9 @@ func (s *Scheduler) dispatchNode(n *node, reaction string, kind taskKind) {
 			s.block(n, rs)
 			return
 		}
+		if s.ctx.Err() != nil {
+			return // Run is stopping: n stays as it is, for the next to dispatch
+		}
 		s.failTransient(n, "dispatch: "+err.Error())
 		return
 	}

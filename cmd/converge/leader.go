@@ -18,8 +18,10 @@ func newLeaderCommand(g *globals) *cobra.Command {
 leads the control plane of the state --state names, and prints its name.
 With -o json it prints what the leader published: its name, since when it
 leads, its workers and HTTP addresses, host and pid. It exits 1 when no
-replica leads (none runs, or the leader died and its election lease has
-not expired yet).`,
+replica leads (none runs, or one has just lost its term and the next has
+not won yet); a leader that died is named until its election lease
+expires. Without an etcd quorum it fails (exit 2) saying "etcd has lost
+its quorum".`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if err := checkOutput(output, "table", "json", "yaml"); err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -106,12 +107,7 @@ func (s *server) runReplica(ctx context.Context) error {
 	httpAddr, stopHTTP, err := s.startHTTP(poke, func() (int, string) {
 		h := terms.Health()
 		if h == nil {
-			// A follower is healthy while etcd can elect: during a
-			// quorum loss no replica can lead, and it says so.
-			if err := rep.Health(time.Second); err != nil {
-				return http.StatusServiceUnavailable, "replica " + name + " follows, and " + err.Error()
-			}
-			return http.StatusOK, "ok: replica " + name + " follows"
+			return followerHealth(rep)
 		}
 		if why := h.Check(time.Now()); why != "" {
 			return http.StatusServiceUnavailable, why
@@ -185,3 +181,27 @@ func (v replicaEvents) SteppedDown(why string) {
 }
 
 func (v replicaEvents) ShuttingDown() { fmt.Fprintln(v.s.out, "serve: shutting down") }
+
+// followerHealth is a follower's GET /healthz: healthy while etcd can
+// elect, naming the leader ("ok: replica b follows a"); during a quorum
+// loss, or cut off from etcd, no replica can lead here, and it says so
+// (503).
+func followerHealth(rep *etcdstate.Replica) (int, string) {
+	name := rep.Name()
+	if err := rep.Health(time.Second); err != nil {
+		return http.StatusServiceUnavailable, "replica " + name + " follows, and " + err.Error()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	a, err := rep.Leader(ctx)
+	switch {
+	case errors.Is(err, etcdstate.ErrNoLeader):
+		return http.StatusOK, "ok: replica " + name + " follows (no replica leads yet)"
+	case err != nil:
+		return http.StatusServiceUnavailable, "replica " + name + " follows, and " + err.Error()
+	case a.Name == name:
+		// Its own advert outlives a lost term until etcd expires it.
+		return http.StatusOK, "ok: replica " + name + " follows (its own lost term is expiring)"
+	}
+	return http.StatusOK, "ok: replica " + name + " follows " + a.Name
+}

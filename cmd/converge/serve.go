@@ -391,8 +391,15 @@ func (s *server) follow(ctx context.Context, e *controlplane.Engine, trigger <-c
 		Records: func(inner gitsync.Records) gitsync.Records { return s.o.forge.records(inner, s.errOut) }}
 	syncer := e.Syncer(so)
 	setTimeouts(s.g, s.src, syncer, s.g.headSettings)
+	var workersGrace time.Duration
+	if s.o.workersListen != "" {
+		// External workers come (back) on their own: from the old
+		// leader to a new one, or to a daemon that just started.
+		workersGrace = controlplane.WorkerReconnectWindow
+	}
 	e.Follow(ctx, controlplane.FollowOptions{Syncer: syncer, Poll: s.o.poll, Trigger: trigger, Health: health,
-		Events: &serveEvents{s: s, syncer: syncer}, HowToStart: howToStartWorker(s.src.Remote(), true), StuckGrace: serveStuckGrace})
+		Events: &serveEvents{s: s, syncer: syncer}, HowToStart: howToStartWorker(s.src.Remote(), true), StuckGrace: serveStuckGrace,
+		WorkersGrace: workersGrace})
 }
 
 // serveEvents says what serve's follow loop does: a line on serve's

@@ -62,9 +62,14 @@ const readWidth = 16
 // read to time out as if no member answered.
 func (s *Store) view(ctx context.Context, fn func(rules.Reader) error) error {
 	for try := 0; ; try++ {
-		tctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), opTimeout)
+		// A term store's reads end with the term, like its writes: a
+		// leader cut off from etcd must not wait out opTimeout.
+		tctx, cancel := s.termContext(clientv3.WithRequireLeader(ctx))
 		err := s.viewOnce(tctx, fn)
 		cancel()
+		if err != nil && s.termEnded() {
+			return fmt.Errorf("%w: the leader's term ended (%v)", ErrFenced, err)
+		}
 		if errors.Is(err, rpctypes.ErrCompacted) && try < 3 {
 			continue
 		}
@@ -262,12 +267,27 @@ func (s *Store) update(ctx context.Context, fn func(rules.Writer) error) error {
 		return ErrReadOnly
 	}
 	err := s.updateOnce(ctx, fn)
-	if err != nil && s.opts.termCtx != nil && s.opts.termCtx.Err() != nil {
+	if err != nil && s.opts.termLost != nil && !s.termEnded() && (errors.Is(err, ErrFenced) || s.fenceGone()) {
+		// Another replica leads (a refused write, or one whose rules
+		// failed on what the next leader wrote): the term is over, and
+		// etcd said so before the session's keep-alive.
+		s.opts.termLost()
+	}
+	if err != nil && s.termEnded() && !errors.Is(err, ErrFenced) {
 		// The leader's term ended (its lease is gone): whatever was in
 		// flight was cut short, and nothing more will be accepted.
 		return fmt.Errorf("%w: the leader's term ended (%v)", ErrFenced, err)
 	}
 	return err
+}
+
+// fenceGone reports whether etcd says a fence of this store's writes no
+// longer holds (a second's wait at most; false when it does not say).
+func (s *Store) fenceGone() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	resp, err := s.cli.Txn(ctx).If(s.fence()...).Commit()
+	return err == nil && !resp.Succeeded
 }
 
 func (s *Store) updateOnce(ctx context.Context, fn func(rules.Writer) error) error {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -53,6 +54,14 @@ type Replica struct {
 	opts   Options
 	name   string
 	ttl    time.Duration
+	// lapsed is the lease of a term lost while etcd could not be told
+	// (it had no quorum, or could not be reached): once etcd answers
+	// again it may hold that lease, and the lost term's election key
+	// with it, for a whole TTL (a new etcd leader renews every lease),
+	// naming a leader that is not one and holding the next back. The
+	// next Campaign revokes it first. 0 for none.
+	lapsedMu sync.Mutex
+	lapsed   clientv3.LeaseID
 }
 
 // NewReplica connects to the cluster o names (o.Client, or o.Endpoints)
@@ -123,6 +132,22 @@ type Term struct {
 // (then it returns ctx's error and leaves no candidacy behind). a is
 // published as the election value with Name and Since filled in.
 func (r *Replica) Campaign(ctx context.Context, a Advert) (*Term, error) {
+	// The lease of a term lost while etcd could not be told goes first,
+	// as soon as etcd answers (every 100ms meanwhile: a quorum that
+	// comes back names that term's replica until it goes).
+	for {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		err := r.revokeLapsed(rctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 	s, err := concurrency.NewSession(r.cli, concurrency.WithTTL(int((r.ttl+time.Second-1)/time.Second)))
 	if err != nil {
 		return nil, fmt.Errorf("campaign: start session: %w", noAnswer(err))
@@ -201,10 +226,12 @@ func (r *Replica) Campaign(ctx context.Context, a Advert) (*Term, error) {
 	return term, nil
 }
 
-// Done is closed when the term's session is lost: its lease expired or
-// could not be renewed for its TTL. The replica must stop writing at
-// once (its writes are refused anyway) and campaign again.
-func (t *Term) Done() <-chan struct{} { return t.session.Done() }
+// Done is closed when the term is lost: its session's lease expired or
+// could not be renewed for its TTL, or a write of its store found its
+// fence gone (another replica leads); and once it ends (End). The
+// replica must stop writing at once (its writes are refused anyway) and
+// campaign again.
+func (t *Term) Done() <-chan struct{} { return t.ctx.Done() }
 
 // Open opens the store as the term's writer: its lock is taken under
 // the term's lease (waiting up to twice the TTL for a writer outside the
@@ -216,7 +243,7 @@ func (t *Term) Open(o Options) (*Store, error) {
 	o.Prefix = t.r.opts.Prefix
 	o.ReadOnly = false
 	o.termLease = t.session.Lease()
-	o.termCtx = t.ctx
+	o.termCtx, o.termLost = t.ctx, t.cancel
 	if o.LockTimeout <= 0 {
 		o.LockTimeout = 2 * t.r.ttl
 	}
@@ -239,8 +266,21 @@ func (t *Term) End() error {
 	defer t.cancel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	lost := t.session.Done()
+	if t.ctx.Err() != nil {
+		lost = t.ctx.Done() // fenced: another replica leads
+	}
 	select {
-	case <-t.session.Done():
+	case <-lost:
+		// Lost: etcd has expired the lease, or will once it can (it
+		// may renew it first: a quorum that comes back renews every
+		// lease). Revoke it now if etcd answers at once, else at the
+		// next Campaign.
+		t.session.Orphan() // stop renewing a lease that leads nothing
+		t.r.setLapsed(t.session.Lease())
+		lctx, lcancel := context.WithTimeout(context.Background(), time.Second)
+		defer lcancel()
+		t.r.revokeLapsed(lctx)
 		return nil
 	default:
 	}
@@ -252,6 +292,29 @@ func (t *Term) End() error {
 		errs = append(errs, fmt.Errorf("end session: %w", err))
 	}
 	return errors.Join(errs...)
+}
+
+// setLapsed records the lease of a lost term, for revokeLapsed.
+func (r *Replica) setLapsed(id clientv3.LeaseID) {
+	r.lapsedMu.Lock()
+	defer r.lapsedMu.Unlock()
+	r.lapsed = id
+}
+
+// revokeLapsed revokes the lease of the term lost before, if any: its
+// election key goes with it. A lease etcd no longer has is done with.
+func (r *Replica) revokeLapsed(ctx context.Context) error {
+	r.lapsedMu.Lock()
+	defer r.lapsedMu.Unlock()
+	if r.lapsed == 0 {
+		return nil
+	}
+	_, err := r.cli.Revoke(clientv3.WithRequireLeader(ctx), r.lapsed)
+	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return err
+	}
+	r.lapsed = 0
+	return nil
 }
 
 // SyncRequests returns a channel that receives (coalesced) every
@@ -331,9 +394,14 @@ func leader(ctx context.Context, cli *clientv3.Client, prefix string) (Advert, e
 	if len(resp.Kvs) == 0 {
 		return Advert{}, ErrNoLeader
 	}
+	// The read is linearizable and requires etcd's leader: a key it
+	// returns has a live lease (etcd deletes a lease's keys in the same
+	// step that ends it). A lost term's lease that a returning quorum
+	// renewed is live too: its replica revokes it (Term.End, Campaign).
+	kv := resp.Kvs[0]
 	var a Advert
-	if err := json.Unmarshal(resp.Kvs[0].Value, &a); err != nil {
-		return Advert{}, fmt.Errorf("read leader: %s: %w", resp.Kvs[0].Key, err)
+	if err := json.Unmarshal(kv.Value, &a); err != nil {
+		return Advert{}, fmt.Errorf("read leader: %s: %w", kv.Key, err)
 	}
 	return a, nil
 }

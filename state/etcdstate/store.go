@@ -86,6 +86,10 @@ type Options struct {
 	// termCtx, when set (Term.Open), is done once the term is lost:
 	// every write in flight is cut short then, and refused after.
 	termCtx context.Context
+	// termLost, when set (Term.Open), ends the term: a write found its
+	// fence gone (another replica leads), which etcd says before the
+	// session's keep-alive does.
+	termLost func()
 }
 
 const (
@@ -439,6 +443,15 @@ func (s *Store) count(w written, took time.Duration) {
 
 // writeContext bounds one write: ctx, opTimeout, and the term's end.
 func (s *Store) writeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return s.termContext(ctx)
+}
+
+// termEnded reports whether the store is a term's (Term.Open) whose
+// term has ended: it can neither write nor vouch for what it read.
+func (s *Store) termEnded() bool { return s.opts.termCtx != nil && s.opts.termCtx.Err() != nil }
+
+// termContext bounds one request: ctx, opTimeout, and the term's end.
+func (s *Store) termContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	if s.opts.termCtx == nil {
 		return ctx, cancel
@@ -469,7 +482,12 @@ func (s *Store) Verify(ctx context.Context) error {
 	if s.opts.ReadOnly {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	if s.termEnded() {
+		// Its lease, which holds the lock, is gone or cannot be renewed:
+		// say so at once rather than ask a cluster that may not answer.
+		return fmt.Errorf("verify etcd state %s: %w: the leader's term ended", s.where(), ErrFenced)
+	}
+	ctx, cancel := s.termContext(ctx)
 	defer cancel()
 	cmps := append(s.fence(), clientv3.Compare(clientv3.CreateRevision(s.p+mFormat), ">", 0))
 	// A txn without writes may be answered from a member behind the
@@ -477,6 +495,9 @@ func (s *Store) Verify(ctx context.Context) error {
 	// revision below the lock's); deleting a key that never exists makes
 	// it a write, ordered after every earlier one, that changes nothing.
 	resp, err := s.cli.Txn(ctx).If(cmps...).Then(clientv3.OpDelete(s.p + kVerifyProbe)).Commit()
+	if err != nil && s.termEnded() {
+		return fmt.Errorf("verify etcd state %s: %w: the leader's term ended (%v)", s.where(), ErrFenced, err)
+	}
 	if err != nil {
 		return fmt.Errorf("verify etcd state %s: %w", s.where(), err)
 	}

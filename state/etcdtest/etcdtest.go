@@ -1,6 +1,6 @@
 // Package etcdtest runs real etcd clusters inside a test process: Start
 // launches 1 or 3 members of go.etcd.io/etcd/server/v3/embed on loopback
-// ports in t.TempDir() and stops them when the test ends. Only tests
+// ports (or Options.Host's) in t.TempDir() and stops them when the test ends. Only tests
 // import it, so the converge binary never links the etcd server
 // (deps_test.go at the module root checks that).
 //
@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -50,6 +51,10 @@ type Options struct {
 	// TLS serves clients over TLS only, requiring a client certificate
 	// signed by a fresh CA (Cluster.TLS has the files).
 	TLS bool
+	// Host is the address the members listen on and advertise, for
+	// clients and peers; default 127.0.0.1 (a test that cuts a client
+	// off with a network namespace gives its veth address).
+	Host string
 	// ElectionMs is the members' raft election timeout; default 3000
 	// (see StartCluster). etcd raises a lease's TTL to at least 1.5
 	// election timeouts, so a test of a short lease (a 3s leader
@@ -77,13 +82,17 @@ func StartCluster(dir string, opts Options) (*Cluster, error) {
 	if n != 1 && n != 3 {
 		return nil, fmt.Errorf("members %d: want 1 or 3", n)
 	}
-	ports, err := freePorts(2 * n)
+	host := opts.Host
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	ports, err := freePorts(host, 2*n)
 	if err != nil {
 		return nil, err
 	}
 	var initial []string
 	for i := range n {
-		initial = append(initial, fmt.Sprintf("m%d=http://127.0.0.1:%d", i, ports[2*i+1]))
+		initial = append(initial, fmt.Sprintf("m%d=http://%s", i, net.JoinHostPort(host, strconv.Itoa(ports[2*i+1]))))
 	}
 	c := &Cluster{}
 	scheme := "http"
@@ -98,8 +107,8 @@ func StartCluster(dir string, opts Options) (*Cluster, error) {
 		cfg := embed.NewConfig()
 		cfg.Name = fmt.Sprintf("m%d", i)
 		cfg.Dir = fmt.Sprintf("%s/m%d", dir, i)
-		client := url.URL{Scheme: scheme, Host: fmt.Sprintf("127.0.0.1:%d", ports[2*i])}
-		peer := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])}
+		client := url.URL{Scheme: scheme, Host: net.JoinHostPort(host, strconv.Itoa(ports[2*i]))}
+		peer := url.URL{Scheme: "http", Host: net.JoinHostPort(host, strconv.Itoa(ports[2*i+1]))}
 		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
 		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
 		cfg.InitialCluster = strings.Join(initial, ",")
@@ -234,8 +243,8 @@ func (c *Cluster) Stop() {
 	}
 }
 
-// freePorts returns n loopback TCP ports free at the time of asking.
-func freePorts(n int) ([]int, error) {
+// freePorts returns n TCP ports of host free at the time of asking.
+func freePorts(host string, n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
 		for _, l := range ls {
@@ -244,9 +253,9 @@ func freePorts(n int) ([]int, error) {
 	}()
 	var ports []int
 	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 		if err != nil {
-			return nil, fmt.Errorf("find a free port: %w", err)
+			return nil, fmt.Errorf("find a free port on %s: %w", host, err)
 		}
 		ls = append(ls, l)
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)

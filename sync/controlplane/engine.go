@@ -396,9 +396,11 @@ func (a adminController) Warning() string {
 }
 
 // serveWorkers accepts workers on l until the engine closes; a listener
-// that fails is logged (the workers on it can no longer connect).
+// that fails is logged (the workers on it can no longer connect). One
+// closed under it is not a failure: a replica whose term was lost hands
+// its workers listener to its refusal at once (Terms).
 func (e *Engine) serveWorkers(l net.Listener) {
-	if err := e.srv.Serve(l); err != nil {
+	if err := e.srv.Serve(l); err != nil && !errors.Is(err, net.ErrClosed) {
 		e.log.Error("serve workers", "addr", l.Addr().String(), "err", err)
 	}
 }

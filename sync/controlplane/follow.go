@@ -10,7 +10,9 @@ import (
 
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/cue"
+	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/state"
+	"github.com/convergehq/converge/state/etcdstate"
 	gitsync "github.com/convergehq/converge/sync"
 )
 
@@ -107,7 +109,20 @@ type FollowOptions struct {
 	// StuckGrace is how long the engine must stay stuck before the
 	// applied revision's verdict is failure (0: DefaultStuckGrace).
 	StuckGrace time.Duration
+	// WorkersGrace is how long after Follow starts the engine's external
+	// workers may take to (re)connect (WorkerReconnectWindow for a
+	// daemon with --workers-listen; 0: none): until it has passed, a
+	// graph stuck on a kind no worker serves gets no verdict. A new
+	// leader's workers come from the old one, and a freshly started
+	// daemon's from wherever they run.
+	WorkersGrace time.Duration
 }
+
+// WorkerReconnectWindow is how long an external worker may take to reach
+// a control plane that has just started leading: the SDK pauses at most
+// 1.5 s between rounds of a list of addresses (7.5 s with a single one)
+// and gRPC's connect backoff at most 2 s (providers/sdk).
+const WorkerReconnectWindow = 10 * time.Second
 
 // DefaultStuckGrace is how long a daemon's engine must stay stuck before
 // the applied revision's converge/sync verdict is failure.
@@ -136,6 +151,7 @@ func (e *Engine) Follow(ctx context.Context, o FollowOptions) {
 	// Failing commits get the same grace as a stuck graph: a daemon
 	// judges the revision, then goes on retrying them.
 	settle := gitsync.Settle{Grace: grace, CommitGrace: grace}
+	started := time.Now()
 	evaluated := false
 	pinnedTo := ""
 	step := func() {
@@ -215,6 +231,9 @@ func (e *Engine) Follow(ctx context.Context, o FollowOptions) {
 		case <-o.Trigger:
 			step()
 		case <-watch.C:
+			if ctx.Err() != nil {
+				return // a lost term's engine gives no verdict
+			}
 			pr := e.sched.Progress()
 			health.Observe(time.Now(), pr)
 			p := current
@@ -223,10 +242,17 @@ func (e *Engine) Follow(ctx context.Context, o FollowOptions) {
 			}
 			summary := gitsync.Summary(pr)
 			due, failedWorkers := e.Workers()
+			if pr.Settled == scheduler.Stuck && time.Since(started) < o.WorkersGrace &&
+				gitsync.UnservedHint(e.sched.Problems(), nil, "") != "" {
+				due = max(due, 1) // an external worker may still come
+			}
 			switch settle.Observe(time.Now(), pr, due) {
 			case gitsync.Converged:
 				if err := syncer.SetSyncStatus(ctx, p, converge.StateSuccess, summary); err != nil {
 					ev.Error(err)
+					if errors.Is(err, etcdstate.ErrFenced) {
+						return // deposed: the verdict is the next leader's
+					}
 				}
 				ev.Converged(p, summary)
 				current = nil
@@ -238,6 +264,9 @@ func (e *Engine) Follow(ctx context.Context, o FollowOptions) {
 				desc := gitsync.Verdict(why, pr, gitsync.UnservedHint(e.sched.Problems(), failedWorkers, o.HowToStart))
 				if err := syncer.SetSyncStatus(ctx, p, converge.StateFailure, desc); err != nil {
 					ev.Error(err)
+					if errors.Is(err, etcdstate.ErrFenced) {
+						return
+					}
 				}
 				// GET /healthz says it before anyone hears of it.
 				health.Stuck(p.Revision.String() + " " + desc)

@@ -88,27 +88,26 @@ type TermOptions struct {
 // Run campaigns and leads, term after term, until ctx is done.
 func (t *Terms) Run(ctx context.Context, o TermOptions) {
 	ev := o.Events
-	leader := func() providers.Leader {
-		lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		a, err := t.rep.Leader(lctx)
-		if err != nil {
-			return providers.Leader{}
+	// follower refuses workers while the replica does not lead: from
+	// the start, and from the moment a term is lost (lead starts it
+	// then, before its engine has stopped).
+	var follower *providers.Follower
+	defer func() {
+		if follower != nil {
+			follower.Close()
 		}
-		return providers.Leader{Name: a.Name, Workers: a.Workers}
-	}
+	}()
 	for {
-		var follower *providers.Follower
-		if o.Workers != nil {
-			follower = providers.NewFollower(providers.ServerOptions{Token: o.Token, Tokens: o.Tokens, TLS: o.TLS, Logger: o.Log}, leader)
-			go follower.Serve(o.Workers.attach())
+		if follower == nil {
+			follower = t.refuseWorkers(ctx, o)
 		}
-		if l := leader(); l.Name != "" {
+		if l := t.leader(ctx); l.Name != "" {
 			ev.Follows(l.Name)
 		}
 		term, err := t.rep.Campaign(ctx, o.Advert)
 		if follower != nil {
 			follower.Close()
+			follower = nil
 		}
 		if ctx.Err() != nil {
 			ev.ShuttingDown()
@@ -123,8 +122,9 @@ func (t *Terms) Run(ctx context.Context, o TermOptions) {
 		}
 		h := &gitsync.Health{Stall: t.stall}
 		t.health.Store(h)
-		why, failed := t.lead(ctx, term, o, h)
+		why, failed, refusal := t.lead(ctx, term, o, h)
 		t.health.Store(nil)
+		follower = refusal
 		if err := term.End(); err != nil {
 			o.Log.Warn("end term", "replica", t.rep.Name(), "err", err)
 		}
@@ -142,45 +142,98 @@ func (t *Terms) Run(ctx context.Context, o TermOptions) {
 	}
 }
 
+// leader is the current leader as a follower names it to the workers
+// it refuses (a zero Leader when etcd does not say within 2s).
+func (t *Terms) leader(ctx context.Context) providers.Leader {
+	lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	a, err := t.rep.Leader(lctx)
+	if err != nil {
+		return providers.Leader{}
+	}
+	return providers.Leader{Name: a.Name, Workers: a.Workers}
+}
+
+// refuseWorkers makes the workers listener's current service a
+// follower's refusal, pointing workers at the leader; nil without a
+// listener.
+func (t *Terms) refuseWorkers(ctx context.Context, o TermOptions) *providers.Follower {
+	if o.Workers == nil {
+		return nil
+	}
+	f := providers.NewFollower(providers.ServerOptions{Token: o.Token, Tokens: o.Tokens, TLS: o.TLS, Logger: o.Log},
+		func() providers.Leader { return t.leader(ctx) })
+	go f.Serve(o.Workers.attach())
+	return f
+}
+
 // lead runs one term: the engine (the store opened under the term, so
 // every write is fenced on its election key) and the term's work, until
-// ctx is done or the term is lost. It returns why the term ended, and
-// failed when this replica could not run it.
-func (t *Terms) lead(ctx context.Context, term *etcdstate.Term, o TermOptions, health *gitsync.Health) (why string, failed bool) {
+// ctx is done or the term is lost. It returns why the term ended,
+// failed when this replica could not run it, and the refusal of workers
+// it started when the term was lost (nil otherwise).
+//
+// The moment the term is lost (Term.Done) the replica stops leading:
+// Health is nil (serve's /healthz says it follows), new workers are
+// refused and pointed at the leader, and the term's context (the sync
+// loop, the scheduler's store requests) is cancelled; the engine then
+// closes without waiting on etcd (a lost term's store answers ErrFenced
+// at once).
+func (t *Terms) lead(ctx context.Context, term *etcdstate.Term, o TermOptions, health *gitsync.Health) (why string, failed bool, refusal *providers.Follower) {
 	name := t.rep.Name()
 	tctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var lost atomic.Bool
+	var lostAt time.Time    // when the loss was seen; set before lost
+	var attachMu sync.Mutex // orders the engine's attach and the refusal's
+	refused := make(chan *providers.Follower, 1)
+	watched := make(chan struct{})
 	go func() {
+		defer close(watched)
 		select {
 		case <-term.Done():
+			attachMu.Lock()
+			defer attachMu.Unlock()
+			lostAt = time.Now()
 			lost.Store(true)
+			t.health.Store(nil)
 			cancel() // stop the sync loop and the scheduler at once
+			refused <- t.refuseWorkers(ctx, o)
 		case <-tctx.Done():
+		}
+	}()
+	defer func() {
+		cancel()
+		<-watched
+		select {
+		case refusal = <-refused:
+		default:
 		}
 	}()
 	since := term.Advert.Since.Format(time.RFC3339Nano)
 	o.Events.Leads(term)
 	st, err := term.Open(etcdstate.Options{})
 	if err != nil {
-		return fmt.Sprintf("open state: %v", err), true
+		return fmt.Sprintf("open state: %v", err), true, nil
 	}
 	// The takeover is an event of the state, before the scheduler loads
 	// it (the store numbers it; the scheduler numbers on from it).
 	ev := converge.Event{Time: time.Now().UTC(), Type: "Leader", Message: fmt.Sprintf("leader %s since %s", name, since)}
-	if err := st.Commit(ctx, &converge.Batch{Events: []converge.Event{ev}}); err != nil {
+	if err := st.Commit(tctx, &converge.Batch{Events: []converge.Event{ev}}); err != nil {
 		st.Close()
-		return fmt.Sprintf("record the takeover: %v", err), true
+		return fmt.Sprintf("record the takeover: %v", err), true, nil
 	}
 	eo := o.Engine
 	eo.Store, eo.Etcd, eo.Listen, eo.Changed = st, nil, "", nil
-	if o.Workers != nil {
+	attachMu.Lock()
+	if o.Workers != nil && !lost.Load() {
 		eo.WorkersListener = o.Workers.attach()
 	}
+	attachMu.Unlock()
 	e, err := Start(tctx, eo)
 	if err != nil {
 		st.Close()
-		return err.Error(), true
+		return err.Error(), true, nil
 	}
 	// Sync requests of any replica (webhook deliveries) reach the term
 	// (it fetches on start anyway).
@@ -195,13 +248,14 @@ func (t *Terms) lead(ctx context.Context, term *etcdstate.Term, o TermOptions, h
 		o.Events.CloseFailed(err)
 	}
 	if !lost.Load() {
-		return "shutting down", false
+		return "shutting down", false, nil
 	}
+	stopped := fmt.Sprintf("its engine stopped in %v", time.Since(lostAt).Round(time.Millisecond))
 	// Paused, or cut off: say which when etcd itself is the trouble.
 	if err := t.rep.Health(time.Second); err != nil {
-		return fmt.Sprintf("lost the election lease: %v", err), false
+		return fmt.Sprintf("lost the election lease (%s): %v", stopped, err), false, nil
 	}
-	return fmt.Sprintf("lost the election lease (not renewed for %v: paused, or cut off from etcd)", term.TTL), false
+	return fmt.Sprintf("lost the election lease (%s; not renewed for %v, or another replica leads: paused, or cut off from etcd)", stopped, term.TTL), false, nil
 }
 
 // pause waits a second before the next campaign, less when ctx ends
