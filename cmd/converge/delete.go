@@ -239,7 +239,7 @@ func openController(ctx context.Context, g *globals, errOut io.Writer, verbose b
 	if err := resolveSource(ctx, g); err != nil {
 		return nil, nil, nil, err
 	}
-	dir, err := stateDir(g)
+	dir, err := changeDir(g)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -249,8 +249,11 @@ func openController(ctx context.Context, g *globals, errOut io.Writer, verbose b
 		}
 		return nil, nil, nil, err
 	}
-	if c, err := dialAdmin(dir); err == nil {
-		return c, c, func() error { return nil }, nil
+	if d, err := findDaemon(ctx, g, dir, true, errOut); err != nil || d != nil {
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return d.api, d.rd, func() error { d.done(); return nil }, nil
 	}
 	workers, repoDir, err := declaredWorkers(g)
 	if err != nil {

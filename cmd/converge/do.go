@@ -124,6 +124,8 @@ func runDo(ctx context.Context, out, errOut io.Writer, g *globals, id converge.I
 		return failed("%s %s: no result after %s", id, verb, o.timeout)
 	case errors.Is(err, converge.ErrNotFound):
 		return failed("resource %s not found", id)
+	case notTaken(err):
+		return err // no leader took it: the environment failed, not the verb
 	case err != nil:
 		// Refusals (undeclared verb, no worker, being deleted) and failed
 		// outcomes are the checked thing failing.

@@ -46,7 +46,7 @@ wait timed out.`,
 					return err
 				}
 			}
-			return runReconcile(c.Context(), c.OutOrStdout(), g, id, o)
+			return runReconcile(c.Context(), c.OutOrStdout(), c.ErrOrStderr(), g, id, o)
 		},
 	}
 	f := c.Flags()
@@ -55,18 +55,23 @@ wait timed out.`,
 	return c
 }
 
-func runReconcile(ctx context.Context, out io.Writer, g *globals, id converge.ID, o reconcileOptions) error {
+func runReconcile(ctx context.Context, out, errOut io.Writer, g *globals, id converge.ID, o reconcileOptions) error {
 	if err := resolveSource(ctx, g); err != nil {
 		return err
 	}
-	dir, err := stateDir(g)
+	dir, err := changeDir(g)
 	if err != nil {
 		return err
 	}
-	cl, err := dialAdmin(dir)
+	d, err := findDaemon(ctx, g, dir, true, errOut)
 	if err != nil {
-		return usageErr("reconcile: no converge serve holds the state in %s (%v); run converge sync to apply the repository", dir, err)
+		return err
 	}
+	if d == nil {
+		return usageErr("reconcile: no converge serve holds the state in %s; run converge sync to apply the repository", stateName(g, dir))
+	}
+	defer d.done()
+	cl := d.api
 	rctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	rep, err := cl.Reconcile(rctx, id)
@@ -80,7 +85,7 @@ func runReconcile(ctx context.Context, out io.Writer, g *globals, id converge.ID
 	if id != "" || !o.wait {
 		return nil
 	}
-	return awaitVerdict(rctx, out, cl, rep.Revision, rep.Hash)
+	return awaitVerdict(rctx, out, d.rd, rep.Revision, rep.Hash)
 }
 
 // awaitVerdict waits until the daemon behind rd has judged the commit

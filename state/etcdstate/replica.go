@@ -123,6 +123,9 @@ type Term struct {
 // (then it returns ctx's error and leaves no candidacy behind). a is
 // published as the election value with Name and Since filled in.
 func (r *Replica) Campaign(ctx context.Context, a Advert) (*Term, error) {
+	if err := r.register(ctx); err != nil {
+		return nil, fmt.Errorf("campaign: %w", err)
+	}
 	s, err := concurrency.NewSession(r.cli, concurrency.WithTTL(int((r.ttl+time.Second-1)/time.Second)))
 	if err != nil {
 		return nil, fmt.Errorf("campaign: start session: %w", noAnswer(err))
