@@ -37,7 +37,9 @@ reverse dependency order: a dependent's teardown runs and its row is removed
 before its dependency's; a composition root goes last.
 
 When a converge daemon holds the state, the request goes through its admin
-API. Otherwise delete starts the engine and the repository's declared workers
+API. With --state etcd://… served by replicas (or from a machine without the
+repository) it goes to the leading replica through etcd, wherever it runs
+(--leader-wait bounds the wait for one to take it). Otherwise delete starts the engine and the repository's declared workers
 on the state (like sync, without applying the repository) for as long as the
 teardown takes.
 

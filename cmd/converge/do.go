@@ -47,7 +47,8 @@ A verb the kind does not declare is refused (exit 1, naming the declared
 verbs); a verb the worker fails exits 1 with its message.
 
 When a converge daemon holds the state, the verb goes through its admin API;
-otherwise do starts the engine and the repository's declared workers on the
+with --state etcd://… served by replicas it goes to the leading replica through
+etcd, from any machine; otherwise do starts the engine and the repository's declared workers on the
 state for the verb's duration (without applying the repository).`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {

@@ -29,11 +29,12 @@ does: without an argument the daemon fetches its repository at once (instead of
 at its next poll), applies the newest good commit, and reconcile waits for that
 commit's converge/sync verdict and prints it (--wait=false returns at once).
 With KIND/NAME the daemon resyncs that resource now, as its resync interval
-would, and reconcile prints what it queued.
+would, and reconcile prints what it queued. With --state etcd://… the leading
+replica does it, from any machine.
 
 Exit codes: 0 the verdict is success (or the resync was queued), 1 the verdict
-is a failure, 2 no daemon holds the state (run converge sync instead) or the
-wait timed out.`,
+is a failure, 2 no daemon holds the state (run converge sync instead), no
+replica leads an etcd state, or the wait timed out.`,
 		Example: `  converge reconcile                    # fetch and apply now, wait for the verdict
   converge reconcile --wait=false       # fetch and apply now, return at once
   converge reconcile vpc/fd-01-team-001 # resync one resource now`,

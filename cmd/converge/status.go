@@ -42,6 +42,11 @@ git note under refs/notes/converge, the same JSON that
 'git notes --ref converge show REV' prints. It exits 1 when a status is
 failure or error, or when the commit has no statuses yet.
 
+With --state etcd://… it shows the statuses the store recorded (the leading
+replica writes each verdict there as well as to its own git note), with REV
+resolved in the repository when there is one here, else a commit hash (or a
+prefix of one) or HEAD (the applied revision).
+
 REV BRANCH@dirty (or @dirty) shows the verdict of the newest save of the
 uncommitted work tree that sync --watch checked, from the store (through
 the admin API while sync --watch runs): work trees have no git notes.
