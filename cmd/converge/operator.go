@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/convergehq/converge/state/etcdstate"
 	"github.com/convergehq/converge/state/stateapi"
@@ -96,9 +97,15 @@ func findDaemon(ctx context.Context, g *globals, dir string, socketOK bool, errO
 	}}, nil
 }
 
+// etcdAnswerTimeout bounds the look at who serves an etcd state: a
+// cluster that does not answer fails the command instead of holding it.
+const etcdAnswerTimeout = 10 * time.Second
+
 // servedByReplicas reports whether replicas serve the prefix: one leads,
 // or one ever campaigned for it (and may lead again soon).
 func servedByReplicas(ctx context.Context, op *etcdstate.Operator) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, etcdAnswerTimeout)
+	defer cancel()
 	if _, err := op.Leader(ctx); err == nil {
 		return true, nil
 	} else if !errors.Is(err, etcdstate.ErrNoLeader) {

@@ -146,12 +146,18 @@ type NotTakenError struct {
 	Prefix string
 	Leader string
 	Waited time.Duration
+	// Replicas are those that ever campaigned for the prefix.
+	Replicas []string
 }
 
 func (e *NotTakenError) Error() string {
 	if e.Leader == "" {
-		return fmt.Sprintf("no replica leads %s; waited %v for one to take the request: start one (converge serve --replica NAME), or see converge leader",
-			strings.TrimSuffix(e.Prefix, "/"), e.Waited)
+		served := ""
+		if len(e.Replicas) > 0 {
+			served = fmt.Sprintf("; %s served it (etcdctl del --prefix %s%s forgets them)", strings.Join(e.Replicas, ", "), e.Prefix, kReplica)
+		}
+		return fmt.Sprintf("no replica leads %s; waited %v for one to take the request: start one (converge serve --replica NAME), or see converge leader%s",
+			strings.TrimSuffix(e.Prefix, "/"), e.Waited, served)
 	}
 	return fmt.Sprintf("the leader %s of %s did not take the request within %v (a converge too old to carry out operators' intents?)",
 		e.Leader, strings.TrimSuffix(e.Prefix, "/"), e.Waited)
@@ -184,7 +190,11 @@ func (op *Operator) Submit(ctx context.Context, in Intent, take time.Duration) (
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	lease, err := op.cli.Grant(ctx, intentTTL)
+	// Writing the intent is bounded: a cluster that does not answer (no
+	// quorum) fails the command rather than hold it.
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	lease, err := op.cli.Grant(clientv3.WithRequireLeader(wctx), intentTTL)
 	if err != nil {
 		return nil, fmt.Errorf("intent: grant lease: %w", noAnswer(err))
 	}
@@ -202,7 +212,7 @@ func (op *Operator) Submit(ctx context.Context, in Intent, take time.Duration) (
 		}
 	}()
 	key := op.prefix + kIntent + in.ID
-	put, err := op.cli.Put(ctx, key, string(v), clientv3.WithLease(lease.ID))
+	put, err := op.cli.Put(clientv3.WithRequireLeader(wctx), key, string(v), clientv3.WithLease(lease.ID))
 	if err != nil {
 		return nil, fmt.Errorf("intent: write %s: %w", key, noAnswer(err))
 	}
@@ -247,7 +257,11 @@ func (op *Operator) Submit(ctx context.Context, in Intent, take time.Duration) (
 			if err != nil && !errors.Is(err, ErrNoLeader) {
 				return nil, err
 			}
-			return nil, &NotTakenError{Prefix: op.prefix, Leader: a.Name, Waited: take}
+			nt := &NotTakenError{Prefix: op.prefix, Leader: a.Name, Waited: take}
+			if a.Name == "" {
+				nt.Replicas, _ = op.Replicas(ctx) // a hint only
+			}
+			return nil, nt
 		case <-tick.C:
 			if claim == nil {
 				continue
