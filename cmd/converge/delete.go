@@ -37,7 +37,9 @@ reverse dependency order: a dependent's teardown runs and its row is removed
 before its dependency's; a composition root goes last.
 
 When a converge daemon holds the state, the request goes through its admin
-API. Otherwise delete starts the engine and the repository's declared workers
+API. With --state etcd://… served by replicas (or from a machine without the
+repository) it goes to the leading replica through etcd, wherever it runs
+(--leader-wait bounds the wait for one to take it). Otherwise delete starts the engine and the repository's declared workers
 on the state (like sync, without applying the repository) for as long as the
 teardown takes.
 
@@ -239,7 +241,7 @@ func openController(ctx context.Context, g *globals, errOut io.Writer, verbose b
 	if err := resolveSource(ctx, g); err != nil {
 		return nil, nil, nil, err
 	}
-	dir, err := stateDir(g)
+	dir, err := changeDir(g)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -249,8 +251,11 @@ func openController(ctx context.Context, g *globals, errOut io.Writer, verbose b
 		}
 		return nil, nil, nil, err
 	}
-	if c, err := dialAdmin(dir); err == nil {
-		return c, c, func() error { return nil }, nil
+	if d, err := findDaemon(ctx, g, dir, true, errOut); err != nil || d != nil {
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return d.api, d.rd, func() error { d.done(); return nil }, nil
 	}
 	workers, repoDir, err := declaredWorkers(g)
 	if err != nil {

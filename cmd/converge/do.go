@@ -47,7 +47,8 @@ A verb the kind does not declare is refused (exit 1, naming the declared
 verbs); a verb the worker fails exits 1 with its message.
 
 When a converge daemon holds the state, the verb goes through its admin API;
-otherwise do starts the engine and the repository's declared workers on the
+with --state etcd://… served by replicas it goes to the leading replica through
+etcd, from any machine; otherwise do starts the engine and the repository's declared workers on the
 state for the verb's duration (without applying the repository).`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
@@ -124,6 +125,8 @@ func runDo(ctx context.Context, out, errOut io.Writer, g *globals, id converge.I
 		return failed("%s %s: no result after %s", id, verb, o.timeout)
 	case errors.Is(err, converge.ErrNotFound):
 		return failed("resource %s not found", id)
+	case notTaken(err):
+		return err // no leader took it: the environment failed, not the verb
 	case err != nil:
 		// Refusals (undeclared verb, no worker, being deleted) and failed
 		// outcomes are the checked thing failing.

@@ -198,26 +198,7 @@ func TestEtcdTLSAndAuth(t *testing.T) {
 		t.Skip("syncs a small classic BOM on a TLS etcd")
 	}
 	cluster := etcdtest.Start(t, etcdtest.Options{TLS: true})
-	cli := cluster.Client(t)
-	ctx := t.Context()
-	steps := []func() error{
-		func() error { _, err := cli.RoleAdd(ctx, "root"); return err },
-		func() error { _, err := cli.UserAdd(ctx, "root", "root-pw"); return err },
-		func() error { _, err := cli.UserGrantRole(ctx, "root", "root"); return err },
-		func() error { _, err := cli.RoleAdd(ctx, "converge"); return err },
-		func() error {
-			_, err := cli.RoleGrantPermission(ctx, "converge", "/platform/", clientv3.GetPrefixRangeEnd("/platform/"), clientv3.PermissionType(clientv3.PermReadWrite))
-			return err
-		},
-		func() error { _, err := cli.UserAdd(ctx, "conv", "conv-pw"); return err },
-		func() error { _, err := cli.UserGrantRole(ctx, "conv", "converge"); return err },
-		func() error { _, err := cli.AuthEnable(ctx); return err },
-	}
-	for i, step := range steps {
-		if err := step(); err != nil {
-			t.Fatalf("auth setup step %d: %v", i, err)
-		}
-	}
+	enableEtcdAuth(t, cluster.Client(t), "/platform/")
 	repo, _ := classicRepo(t)
 	url := cluster.URL("/platform/converge")
 	tlsFlags := []string{"--state", url, "--etcd-cacert", cluster.TLS.CA, "--etcd-cert", cluster.TLS.ClientCert, "--etcd-key", cluster.TLS.ClientKey}

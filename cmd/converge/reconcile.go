@@ -29,11 +29,12 @@ does: without an argument the daemon fetches its repository at once (instead of
 at its next poll), applies the newest good commit, and reconcile waits for that
 commit's converge/sync verdict and prints it (--wait=false returns at once).
 With KIND/NAME the daemon resyncs that resource now, as its resync interval
-would, and reconcile prints what it queued.
+would, and reconcile prints what it queued. With --state etcd://… the leading
+replica does it, from any machine.
 
 Exit codes: 0 the verdict is success (or the resync was queued), 1 the verdict
-is a failure, 2 no daemon holds the state (run converge sync instead) or the
-wait timed out.`,
+is a failure, 2 no daemon holds the state (run converge sync instead), no
+replica leads an etcd state, or the wait timed out.`,
 		Example: `  converge reconcile                    # fetch and apply now, wait for the verdict
   converge reconcile --wait=false       # fetch and apply now, return at once
   converge reconcile vpc/fd-01-team-001 # resync one resource now`,
@@ -46,7 +47,7 @@ wait timed out.`,
 					return err
 				}
 			}
-			return runReconcile(c.Context(), c.OutOrStdout(), g, id, o)
+			return runReconcile(c.Context(), c.OutOrStdout(), c.ErrOrStderr(), g, id, o)
 		},
 	}
 	f := c.Flags()
@@ -55,18 +56,23 @@ wait timed out.`,
 	return c
 }
 
-func runReconcile(ctx context.Context, out io.Writer, g *globals, id converge.ID, o reconcileOptions) error {
+func runReconcile(ctx context.Context, out, errOut io.Writer, g *globals, id converge.ID, o reconcileOptions) error {
 	if err := resolveSource(ctx, g); err != nil {
 		return err
 	}
-	dir, err := stateDir(g)
+	dir, err := changeDir(g)
 	if err != nil {
 		return err
 	}
-	cl, err := dialAdmin(dir)
+	d, err := findDaemon(ctx, g, dir, true, errOut)
 	if err != nil {
-		return usageErr("reconcile: no converge serve holds the state in %s (%v); run converge sync to apply the repository", dir, err)
+		return err
 	}
+	if d == nil {
+		return usageErr("reconcile: no converge serve holds the state in %s; run converge sync to apply the repository", stateName(g, dir))
+	}
+	defer d.done()
+	cl := d.api
 	rctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	rep, err := cl.Reconcile(rctx, id)
@@ -80,7 +86,7 @@ func runReconcile(ctx context.Context, out io.Writer, g *globals, id converge.ID
 	if id != "" || !o.wait {
 		return nil
 	}
-	return awaitVerdict(rctx, out, cl, rep.Revision, rep.Hash)
+	return awaitVerdict(rctx, out, d.rd, rep.Revision, rep.Hash)
 }
 
 // awaitVerdict waits until the daemon behind rd has judged the commit

@@ -67,7 +67,7 @@ converge sync applies the head.`,
 			if err := resolveSource(ctx, g); err != nil {
 				return err
 			}
-			dir, err := stateDir(g)
+			dir, err := changeDir(g)
 			if err != nil {
 				return err
 			}
@@ -82,7 +82,7 @@ converge sync applies the head.`,
 					return fmt.Sprintf("unpinned %s: the converge serve holding the state follows the branch head again", was), nil
 				}
 				return fmt.Sprintf("unpinned %s: converge sync applies the branch head", was), nil
-			}, out)
+			}, out, c.ErrOrStderr())
 		},
 	}
 }
@@ -153,7 +153,7 @@ func pin(ctx context.Context, errOut io.Writer, g *globals, revArg string) error
 	return updateControl(ctx, g, dir, func(ctl *converge.Control, _ bool) (string, error) {
 		ctl.Pin = p
 		return fmt.Sprintf("pinned %s (%s): sync and serve apply it instead of the head of %s until converge unpin", rev, rev.Subject, src.Ref()), nil
-	}, errOut)
+	}, errOut, errOut)
 }
 
 // cloneControl returns a deep copy of c.
@@ -169,8 +169,16 @@ func cloneControl(c *converge.Control) (*converge.Control, error) {
 // updateControl reads the stored Control, lets change edit it, and
 // writes it back: through the admin API while a converge holds the state
 // (daemon true), else to the store. change's message is printed to out.
-func updateControl(ctx context.Context, g *globals, dir string, change func(c *converge.Control, daemon bool) (string, error), out io.Writer) error {
-	if cl, err := dialAdmin(dir); err == nil && g.etcd == nil {
+func updateControl(ctx context.Context, g *globals, dir string, change func(c *converge.Control, daemon bool) (string, error), out, errOut io.Writer) error {
+	// A local daemon's socket is asked only of a directory state: next
+	// to an etcd state it may be a converge on another state.
+	d, err := findDaemon(ctx, g, dir, g.etcd == nil, errOut)
+	if err != nil {
+		return err
+	}
+	if d != nil {
+		defer d.done()
+		cl := d.api
 		// Read, change, compare-and-set: another operator's change made
 		// meanwhile is read and this one redone on top of it, never lost.
 		var before *converge.Pin

@@ -102,6 +102,9 @@ type globals struct {
 	// directory), parsed before any command runs.
 	etcdCA, etcdCert, etcdKey string
 	etcd                      *etcdstate.Options
+	// leaderWait is --leader-wait: how long a changing command sent to
+	// the leader of an etcd state waits for one to take it.
+	leaderWait time.Duration
 
 	// logFormat and logLevel are --log-format and --log-level (defaults
 	// $CONVERGE_LOG_FORMAT and $CONVERGE_LOG_LEVEL, else text and warn);
@@ -267,6 +270,7 @@ func newRoot(g *globals) *cobra.Command {
 	pf.StringVar(&g.etcdCA, "etcd-cacert", "", "with --state etcd://…: verify the etcd servers with this PEM CA bundle (TLS)")
 	pf.StringVar(&g.etcdCert, "etcd-cert", "", "with --state etcd://…: client certificate (PEM) for etcd (TLS)")
 	pf.StringVar(&g.etcdKey, "etcd-key", "", "with --state etcd://…: the client certificate's key (PEM)")
+	pf.DurationVar(&g.leaderWait, "leader-wait", 10*time.Second, "with --state etcd://… served by replicas: how long a changing command waits for a leader to take it")
 	pf.StringVar(&g.repo, "repo", ".", "repository: a local path or a URL (default: the one the state last applied, else .)")
 	pf.StringVar(&g.path, "path", "", "sub-directory holding the documents, relative to the current directory inside the repository (default: the one the state last applied)")
 	pf.StringVar(&g.ref, "ref", "", "branch to follow (default: the repository's HEAD branch)")

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/state/etcdstate"
 	"github.com/convergehq/converge/state/stateapi"
 	gitsync "github.com/convergehq/converge/sync"
 	"github.com/convergehq/converge/sync/controlplane"
@@ -40,6 +41,11 @@ func newStatusCommand(g *globals) *cobra.Command {
 git note under refs/notes/converge, the same JSON that
 'git notes --ref converge show REV' prints. It exits 1 when a status is
 failure or error, or when the commit has no statuses yet.
+
+With --state etcd://… it shows the statuses the store recorded (the leading
+replica writes each verdict there as well as to its own git note), with REV
+resolved in the repository when there is one here, else a commit hash (or a
+prefix of one) or HEAD (the applied revision).
 
 REV BRANCH@dirty (or @dirty) shows the verdict of the newest save of the
 uncommitted work tree that sync --watch checked, from the store (through
@@ -67,6 +73,9 @@ already shows: the notes are the source of truth, the forge a copy. With
 					return usageErr("status %s: a work tree's verdict is never reported (--forge, --push-status)", rev)
 				}
 				return workTreeStatus(ctx, g, ref, output, c.OutOrStdout(), c.ErrOrStderr())
+			}
+			if g.etcd != nil && fo.kind == "" && !fo.push {
+				return storedStatus(ctx, g, rev, output, c.OutOrStdout(), c.ErrOrStderr())
 			}
 			// A remote repository's statuses are in its mirror in the
 			// state directory, written by sync or serve.
@@ -135,6 +144,96 @@ already shows: the notes are the source of truth, the forge a copy. With
 	addOutputFlag(c, &output, "table")
 	fo.addFlags(c.Flags())
 	return c
+}
+
+// storedStatus prints the statuses of rev that the etcd store recorded:
+// what the leader judged, wherever it runs (its git notes are in its own
+// mirror of a remote repository, not here). rev is resolved in the
+// repository when there is one here, else it is a commit hash (or its
+// prefix), or HEAD for the applied revision. It fails (exit 1) when a
+// status is failure or error, or rev has none.
+func storedStatus(ctx context.Context, g *globals, rev, output string, out, errOut io.Writer) error {
+	hash := rev
+	if dir, err := changeDir(g); err == nil {
+		if src, err := openSource(ctx, g, dir); err == nil {
+			r, err := src.Revision(rev)
+			if err != nil {
+				return err
+			}
+			hash = r.Hash
+		}
+	}
+	st, err := controlplane.OpenEtcd(g.etcd, true, 0)
+	if err != nil {
+		return controlplane.OpenError(err)
+	}
+	defer st.Close() // read only: a failed close loses nothing
+	if hash == "HEAD" {
+		src, err := st.Source(ctx)
+		if err != nil {
+			return err
+		}
+		if src == nil {
+			return failed("%s has applied no revision yet", g.state)
+		}
+		hash = src.Revision.Hash
+	}
+	rec, err := st.Revision(ctx, hash)
+	if errors.Is(err, converge.ErrNotFound) {
+		rec, err = revisionByPrefix(ctx, st, hash)
+	}
+	if errors.Is(err, converge.ErrNotFound) {
+		return failed("%s has no statuses in %s (not synced yet)", rev, g.state)
+	}
+	if err != nil {
+		return err
+	}
+	v := statusView{Revision: rec.Revision.String(), Statuses: rec.Statuses}
+	if ctl, err := st.Control(ctx); err == nil {
+		v.Pin = ctl.Pin
+	}
+	if a, err := etcdstate.Leader(*g.etcd); err == nil {
+		fmt.Fprintf(errOut, "note: the statuses %s recorded (its leader: %s)\n", g.state, a.Name)
+	}
+	if output != "table" {
+		err = writeData(out, output, v)
+	} else {
+		err = printStatuses(out, v)
+	}
+	if err != nil {
+		return err
+	}
+	for _, s := range rec.Statuses {
+		if s.State == converge.StateFailure || s.State == converge.StateError {
+			return failed("%s: %s is %s", rec.Revision, s.Context, s.State)
+		}
+	}
+	return nil
+}
+
+// revisionByPrefix returns the one record whose commit hash starts with
+// prefix (at least 7 hex digits), or converge.ErrNotFound.
+func revisionByPrefix(ctx context.Context, rv stateapi.Revisioner, prefix string) (*converge.RevisionRecord, error) {
+	if len(prefix) < 7 {
+		return nil, converge.ErrNotFound
+	}
+	recs, err := rv.Revisions(ctx, 0)
+	if err != nil {
+		return nil, err
+	}
+	var found *converge.RevisionRecord
+	for _, r := range recs {
+		if strings.HasPrefix(r.Revision.Hash, prefix) && !r.Revision.Dirty {
+			if found != nil && found.Revision.Hash != r.Revision.Hash {
+				return nil, usageErr("status %s: more than one recorded commit starts so: give more of the hash", prefix)
+			}
+			found = r
+		}
+	}
+	if found == nil {
+		return nil, converge.ErrNotFound
+	}
+	return found, nil
 }
 
 // workTreeStatus prints the verdict of the newest work-tree pass of

@@ -83,7 +83,9 @@ func resolveSource(ctx context.Context, g *globals) error {
 	if g.pathSet {
 		return nil
 	}
-	if dir, err := stateDir(g); err == nil {
+	// An etcd store is read wherever the command runs: an operator's
+	// machine without the repository there reads the source it recorded.
+	if dir, err := stateDir(g); err == nil || g.etcd != nil {
 		src, err := storedSource(ctx, g, dir)
 		if err != nil && !g.reinitState {
 			return err

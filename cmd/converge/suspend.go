@@ -55,7 +55,7 @@ func changeSuspension(ctx context.Context, c *cobra.Command, g *globals, args []
 	if err := resolveSource(ctx, g); err != nil {
 		return err
 	}
-	dir, err := stateDir(g)
+	dir, err := changeDir(g)
 	if err != nil {
 		return err
 	}
@@ -87,7 +87,7 @@ func changeSuspension(ctx context.Context, c *cobra.Command, g *globals, args []
 			return fmt.Sprintf("suspended %s: the converge serve holding the state dispatches nothing new for it until converge resume", what), nil
 		}
 		return fmt.Sprintf("suspended %s: nothing new is dispatched for it until converge resume", what), nil
-	}, c.OutOrStdout())
+	}, c.OutOrStdout(), c.ErrOrStderr())
 }
 
 // checkRoot refuses an id that does not exist or is not a root (it has

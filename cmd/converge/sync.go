@@ -18,7 +18,6 @@ import (
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/state"
-	"github.com/convergehq/converge/state/stateapi"
 	gitsync "github.com/convergehq/converge/sync"
 	"github.com/convergehq/converge/sync/controlplane"
 )
@@ -229,8 +228,13 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 	if !o.watch {
 		// A daemon holds the state: it applies, this sync waits for its
 		// verdict (instead of failing on the store's lock).
-		if cl, derr := dialAdmin(dir); derr == nil {
-			return syncThroughDaemon(ctx, out, errOut, g, cl, rev, o, rep)
+		d, err := findDaemon(ctx, g, dir, true, errOut)
+		if err != nil {
+			return err
+		}
+		if d != nil {
+			defer d.done()
+			return syncThroughDaemon(ctx, out, errOut, g, d, rev, o, rep)
 		}
 	}
 	pass, err := so.Checker().CheckContext(ctx, rev)
@@ -345,7 +349,8 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 // the daemon follows another repository or path (its applied source), or
 // answers with another head (it follows a remote or another branch),
 // and when what holds the state is another sync.
-func syncThroughDaemon(ctx context.Context, out, errOut io.Writer, g *globals, cl *stateapi.Client, rev converge.Revision, o syncOptions, rep *syncReport) error {
+func syncThroughDaemon(ctx context.Context, out, errOut io.Writer, g *globals, d *daemon, rev converge.Revision, o syncOptions, rep *syncReport) error {
+	cl := d.api
 	if src, err := cl.Source(ctx); err == nil && src != nil && (!sameRepo(g.repo, src) || src.Path != g.path) {
 		return usageErr("sync: the converge serve holding the state follows %s (path %q), not %s (path %q): sync there, or stop it",
 			src.Repo, src.Path, g.repo, g.path)
@@ -361,7 +366,7 @@ func syncThroughDaemon(ctx context.Context, out, errOut io.Writer, g *globals, c
 	}
 	fmt.Fprintf(errOut, "a converge serve holds the state: it applied %s; waiting for its verdict\n", rev)
 	start := time.Now()
-	err = awaitVerdict(wctx, out, cl, rev.String(), rev.Hash)
+	err = awaitVerdict(wctx, out, d.rd, rev.String(), rev.Hash)
 	if rep != nil {
 		rep.Revision, rep.Seconds = rev.String(), time.Since(start).Seconds()
 		switch {

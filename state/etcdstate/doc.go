@@ -32,6 +32,10 @@
 //	lock                       the writer's lock, under its lease
 //	election/LEASE             a replica's candidacy (the oldest leads), its Advert as JSON
 //	sync                       a follower's request that the leader fetch now
+//	replica/NAME               a replica that ever campaigned here (operators then go through the leader)
+//	intent/ID                  an operator's admin API call for the leader, under the operator's lease
+//	intent/ID/claim            the leader's claim of it (once, fenced on its election key)
+//	intent/ID/reply            the leader's answer (status, warning, JSON body, its name)
 //
 // The owner index has one key per child rather than bbolt's chunks:
 // etcd counts a prefix's keys without reading them (ChildCount), and a
@@ -63,6 +67,16 @@
 // Advert without campaigning; RequestSync and Term.SyncRequests carry
 // a follower's webhook to the leader; Store.Watch lets a follower's
 // reader follow the writer.
+//
+// # Operators' intents
+//
+// An operator's changing command on a machine without a replica reaches
+// the leader through the prefix (intent.go): Operator.Submit writes an
+// Intent (an admin API call) under a lease of its own and waits for its
+// reply; the leader's Term.Intents lists and watches them, Term.Claim
+// takes one at most once (a transaction fenced on the election key, no
+// claim yet), Term.Answer writes the reply. Whoever may write the prefix
+// is trusted with the state: etcd's TLS and auth authenticate operators.
 //
 // # Big batches
 //

@@ -148,6 +148,9 @@ func (r *Replica) Campaign(ctx context.Context, a Advert) (*Term, error) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+	if err := r.register(ctx); err != nil {
+		return nil, fmt.Errorf("campaign: %w", err)
+	}
 	s, err := concurrency.NewSession(r.cli, concurrency.WithTTL(int((r.ttl+time.Second-1)/time.Second)))
 	if err != nil {
 		return nil, fmt.Errorf("campaign: start session: %w", noAnswer(err))

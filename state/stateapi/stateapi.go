@@ -428,6 +428,13 @@ func Dial(path string) (*Client, error) {
 	return c, nil
 }
 
+// NewClient returns a client whose calls go through rt instead of a
+// unix socket (controlplane.DialLeader's, which carries them to the
+// leader of an etcd state as operators' intents).
+func NewClient(rt http.RoundTripper) *Client {
+	return &Client{hc: &http.Client{Transport: rt}}
+}
+
 func (c *Client) call(ctx context.Context, method, path string, q url.Values, body, out any) error {
 	var rd io.Reader
 	if body != nil {
@@ -443,6 +450,12 @@ func (c *Client) call(ctx context.Context, method, path string, q url.Values, bo
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
+		if _, socket := c.hc.Transport.(*http.Transport); !socket {
+			// A transport of the caller's (NewClient) says what failed.
+			if ue := (*url.Error)(nil); errors.As(err, &ue) {
+				return ue.Err
+			}
+		}
 		return fmt.Errorf("admin api: %w", err)
 	}
 	defer resp.Body.Close()

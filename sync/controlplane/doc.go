@@ -11,7 +11,8 @@
 // newest good one, judge its convergence; FollowEvents hears it all).
 // Terms runs a replica's leadership terms on etcd (an engine per term,
 // a ConnSwitch handing the workers listener to the leader's engine or a
-// follower's refusal). Statuses is the status push: every verdict to its
+// follower's refusal, and its operators' intents carried out through the
+// engine's admin API: intents.go; DialLeader is the operator's side). Statuses is the status push: every verdict to its
 // commit's git note, a forge's commit-status API and origin's notes ref.
 //
 // # Basics

@@ -238,8 +238,13 @@ func (t *Terms) lead(ctx context.Context, term *etcdstate.Term, o TermOptions, h
 	// Sync requests of any replica (webhook deliveries) reach the term
 	// (it fetches on start anyway).
 	reqs := term.SyncRequests(tctx)
+	// Operators elsewhere reach the admin API through etcd (intents.go).
+	intents := make(chan struct{})
+	go func() { serveIntents(tctx, term, e.admin.Handler, o.Log); close(intents) }()
 	o.Events.Leading(e)
 	o.Work(tctx, e, reqs, health)
+	cancel()
+	<-intents
 	o.Events.Leading(nil)
 	if lost.Load() {
 		o.Events.Lost()
