@@ -1,0 +1,104 @@
+package history
+
+import (
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// Run is one recorded run: everything the clients saw.
+type Run struct {
+	Effects    []Effect
+	Deliveries []Delivery
+	Verdicts   []VerdictRead
+	Writes     []Write
+	Seen       []Observed
+	Faults     []Fault
+}
+
+// Report is what Check found. A run passes when Violations is empty.
+type Report struct {
+	Effects, Resources, Verdicts, Revisions, Faults int
+	Deliveries                                      DeliveryReport
+	Fencing                                         FenceReport
+	// Took is how long the checks ran.
+	Took       time.Duration
+	Violations []string
+}
+
+func (r Report) String() string {
+	return fmt.Sprintf("%d effects on %d resources, %d verdict reads of %d revisions, %d deliveries of %d keys (%d retried after a fault), %d writes in %d terms (%d unrecorded, of writers that died), %d faults; checked in %v: %d violations",
+		r.Effects, r.Resources, r.Verdicts, r.Revisions, len(r.Deliveries.Retries)+r.Deliveries.Keys, r.Deliveries.Keys, len(r.Deliveries.Retries),
+		r.Fencing.Writes, r.Fencing.Terms, r.Fencing.Unrecorded, r.Faults, r.Took.Round(time.Millisecond), len(r.Violations))
+}
+
+// linearizabilityTimeout bounds each porcupine check: a history's
+// partitions are small (one resource's effects, one revision's reads),
+// so it is never reached on a legal one.
+const linearizabilityTimeout = 2 * time.Minute
+
+// Check checks every promise over run. When a porcupine model finds a
+// partition illegal, its visualization is written to dir (NAME.html)
+// and named in the violation.
+func Check(run Run, dir string) Report {
+	start := time.Now()
+	rep := Report{Effects: len(run.Effects), Verdicts: len(run.Verdicts), Faults: len(run.Faults)}
+	uids := map[string]bool{}
+	for _, e := range run.Effects {
+		uids[e.UID] = true
+	}
+	rep.Resources = len(uids)
+	revs := map[string]bool{}
+	for _, v := range run.Verdicts {
+		revs[v.Revision] = true
+	}
+	rep.Revisions = len(revs)
+	rep.Violations = append(rep.Violations, linearizable("effects", EffectModel, EffectOperations(run.Effects), dir)...)
+	rep.Violations = append(rep.Violations, linearizable("verdicts", VerdictModel, VerdictOperations(run.Verdicts), dir)...)
+	rep.Deliveries = CheckDeliveries(run.Deliveries, run.Faults)
+	rep.Violations = append(rep.Violations, rep.Deliveries.Violations...)
+	rep.Fencing = CheckFencing(run.Writes, run.Seen)
+	rep.Violations = append(rep.Violations, rep.Fencing.Violations...)
+	rep.Took = time.Since(start)
+	return rep
+}
+
+// linearizable checks ops against model; when they are not, it names
+// the illegal partitions' operations and writes the visualization to
+// dir/name.html.
+func linearizable(name string, model porcupine.Model, ops []porcupine.Operation, dir string) []string {
+	if len(ops) == 0 {
+		return nil
+	}
+	res, info := porcupine.CheckOperationsVerbose(model, ops, linearizabilityTimeout)
+	switch res {
+	case porcupine.Ok:
+		return nil
+	case porcupine.Unknown:
+		return []string{fmt.Sprintf("%s: porcupine gave up after %v (history of %d operations)", name, linearizabilityTimeout, len(ops))}
+	}
+	var out []string
+	for _, part := range model.Partition(ops) {
+		if porcupine.CheckOperations(model, part) {
+			continue
+		}
+		var descr string
+		for i, op := range part {
+			if i == 8 {
+				descr += fmt.Sprintf("\n\t… and %d more", len(part)-i)
+				break
+			}
+			descr += fmt.Sprintf("\n\t[%s–%s] %s", stamp(op.Call), stamp(op.Return), model.DescribeOperation(op.Input, op.Output))
+		}
+		out = append(out, fmt.Sprintf("%s: not linearizable under the model:%s", name, descr))
+	}
+	path := filepath.Join(dir, name+".html")
+	if err := porcupine.VisualizePath(model, info, path); err != nil {
+		out = append(out, fmt.Sprintf("%s: write the visualization: %v", name, err))
+	} else {
+		out = append(out, fmt.Sprintf("%s: porcupine's visualization of the illegal history: %s", name, path))
+	}
+	return out
+}

@@ -1,0 +1,88 @@
+package history
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Delivery is one react task a reactor target completed successfully:
+// its key (binding/uid/generation/transition, scheduler/reactor.go) and
+// the subject it was about, as the target saw them.
+type Delivery struct {
+	Worker     string `json:"worker"`
+	Key        string `json:"key"`
+	Resource   string `json:"resource"`
+	UID        string `json:"uid"`
+	Gen        int64  `json:"gen"`
+	Transition string `json:"transition"`
+	// Status is a digest of the subject's status.
+	Status string `json:"status"`
+	Call   int64  `json:"call"`
+	Return int64  `json:"return"`
+}
+
+// Fault is one fault the run injected, at At (Unix nanoseconds), or a
+// term change (a new leader) seen in the election.
+type Fault struct {
+	What string `json:"what"`
+	At   int64  `json:"at"`
+}
+
+// DeliveryReport is what CheckDeliveries found: Violations, and the
+// retries it allowed (a key completed again after a fault).
+type DeliveryReport struct {
+	Keys       int
+	Retries    []string
+	Violations []string
+}
+
+// CheckDeliveries checks the deliveries against the outbox's promise:
+// one key per transition (the key names its subject), one subject per
+// key, and a key completed again only after a fault that could have lost
+// its first completion (faults sorted or not).
+func CheckDeliveries(ds []Delivery, faults []Fault) DeliveryReport {
+	var rep DeliveryReport
+	at := make([]int64, len(faults))
+	for i, f := range faults {
+		at[i] = f.At
+	}
+	sort.Slice(at, func(i, j int) bool { return at[i] < at[j] })
+	byKey := map[string][]Delivery{}
+	var keys []string
+	for _, d := range ds {
+		if _, ok := byKey[d.Key]; !ok {
+			keys = append(keys, d.Key)
+		}
+		byKey[d.Key] = append(byKey[d.Key], d)
+	}
+	rep.Keys = len(keys)
+	for _, k := range keys {
+		l := byKey[k]
+		sort.Slice(l, func(i, j int) bool { return l[i].Call < l[j].Call })
+		first := l[0]
+		if want := "/" + first.UID + "/" + strconv.FormatInt(first.Gen, 10) + "/" + first.Transition; !strings.HasSuffix(k, want) {
+			rep.Violations = append(rep.Violations, fmt.Sprintf("delivery %s is about %s uid %s gen %d %s: its key does not name its subject (want …%s)",
+				k, first.Resource, first.UID, first.Gen, first.Transition, want))
+		}
+		for _, d := range l[1:] {
+			if d.UID != first.UID || d.Gen != first.Gen || d.Transition != first.Transition || d.Status != first.Status {
+				rep.Violations = append(rep.Violations, fmt.Sprintf("delivery %s carried two subjects: %s gen %d %s status %.8s (worker %s), then %s gen %d %s status %.8s (worker %s)",
+					k, first.Resource, first.Gen, first.Transition, first.Status, first.Worker, d.Resource, d.Gen, d.Transition, d.Status, d.Worker))
+				continue
+			}
+			// A fault in [first.Call, d.Call] may have lost the first
+			// completion's result; none there means a delivery already
+			// done was dispatched again.
+			i := sort.Search(len(at), func(i int) bool { return at[i] >= first.Call })
+			if i < len(at) && at[i] <= d.Call {
+				rep.Retries = append(rep.Retries, fmt.Sprintf("%s again %.2fs after its first completion (a fault between)", k, float64(d.Call-first.Return)/1e9))
+				continue
+			}
+			rep.Violations = append(rep.Violations, fmt.Sprintf("delivery %s completed twice with no fault between: by %s at %s, again by %s at %s",
+				k, first.Worker, stamp(first.Return), d.Worker, stamp(d.Call)))
+		}
+	}
+	return rep
+}

@@ -1,0 +1,87 @@
+package history
+
+import (
+	"fmt"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// The verdict states a read can return besides a final one: no record
+// of the revision yet, and a record whose converge/sync status is
+// pending (or missing).
+const (
+	Absent  = "absent"
+	Pending = "pending"
+)
+
+// VerdictRead is one read of one revision's converge/sync verdict by a
+// polling client: State is Absent, Pending or the final state (success,
+// failure, error), Description the status's description for a final
+// one. Call and Return bracket the read (Unix nanoseconds).
+type VerdictRead struct {
+	Client      int    `json:"client"`
+	Revision    string `json:"revision"`
+	State       string `json:"state"`
+	Description string `json:"description,omitempty"`
+	Call        int64  `json:"call"`
+	Return      int64  `json:"return"`
+}
+
+// verdict is what a read returned: the register's value.
+type verdict struct{ state, description string }
+
+func (v verdict) final() bool { return v.state != Absent && v.state != Pending }
+
+func (v verdict) String() string {
+	if v.final() {
+		return v.state + ": " + v.description
+	}
+	return v.state
+}
+
+// stepVerdict is VerdictModel's Step: a read of v after the register
+// holds s.
+func stepVerdict(s, v verdict) (bool, verdict) {
+	switch {
+	case s.final():
+		return v == s, s // a final verdict never changes
+	case s.state == Pending && v.state == Absent:
+		return false, s // a record read once never vanishes
+	case v.state == Pending:
+		return true, verdict{state: Pending}
+	default:
+		return true, v
+	}
+}
+
+// VerdictModel is the porcupine model of one revision's verdict: a
+// register that only moves forward, absent → pending → final, and stays
+// final. Inputs are the revision (for Partition), outputs the verdict
+// read.
+var VerdictModel = porcupine.Model{
+	Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
+		return partition(h, func(op porcupine.Operation) string { return op.Input.(string) })
+	},
+	Init: func() any { return verdict{state: Absent} },
+	Step: func(state, _, output any) (bool, any) {
+		return stepVerdict(state.(verdict), output.(verdict))
+	},
+	Equal: func(a, b any) bool { return a.(verdict) == b.(verdict) },
+	DescribeOperation: func(input, output any) string {
+		return fmt.Sprintf("read %.7s → %s", input.(string), output.(verdict))
+	},
+	DescribeState: func(state any) string { return state.(verdict).String() },
+}
+
+// VerdictOperations turns reads into porcupine operations.
+func VerdictOperations(reads []VerdictRead) []porcupine.Operation {
+	ops := make([]porcupine.Operation, 0, len(reads))
+	for _, r := range reads {
+		v := verdict{state: r.State}
+		if v.final() {
+			v.description = r.Description
+		}
+		ops = append(ops, porcupine.Operation{ClientId: r.Client, Input: r.Revision, Output: v, Call: r.Call, Return: r.Return})
+	}
+	return ops
+}
