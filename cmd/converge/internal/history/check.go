@@ -21,16 +21,19 @@ type Run struct {
 // Report is what Check found. A run passes when Violations is empty.
 type Report struct {
 	Effects, Resources, Verdicts, Revisions, Faults int
-	Deliveries                                      DeliveryReport
-	Fencing                                         FenceReport
+	// Retries counts effects that repeated an earlier one's task (the
+	// same UID and idempotency key): at-least-once at work.
+	Retries    int
+	Deliveries DeliveryReport
+	Fencing    FenceReport
 	// Took is how long the checks ran.
 	Took       time.Duration
 	Violations []string
 }
 
 func (r Report) String() string {
-	return fmt.Sprintf("%d effects on %d resources, %d verdict reads of %d revisions, %d deliveries of %d keys (%d retried after a fault), %d writes in %d terms (%d unrecorded, of writers that died), %d faults; checked in %v: %d violations",
-		r.Effects, r.Resources, r.Verdicts, r.Revisions, len(r.Deliveries.Retries)+r.Deliveries.Keys, r.Deliveries.Keys, len(r.Deliveries.Retries),
+	return fmt.Sprintf("%d effects on %d resources (%d repeating a task), %d verdict reads of %d revisions, %d deliveries of %d keys (%d retried after a fault), %d writes in %d terms (%d unrecorded, of writers that died), %d faults; checked in %v: %d violations",
+		r.Effects, r.Resources, r.Retries, r.Verdicts, r.Revisions, len(r.Deliveries.Retries)+r.Deliveries.Keys, r.Deliveries.Keys, len(r.Deliveries.Retries),
 		r.Fencing.Writes, r.Fencing.Terms, r.Fencing.Unrecorded, r.Faults, r.Took.Round(time.Millisecond), len(r.Violations))
 }
 
@@ -46,8 +49,14 @@ func Check(run Run, dir string) Report {
 	start := time.Now()
 	rep := Report{Effects: len(run.Effects), Verdicts: len(run.Verdicts), Faults: len(run.Faults)}
 	uids := map[string]bool{}
+	tasks := map[[2]string]bool{}
 	for _, e := range run.Effects {
 		uids[e.UID] = true
+		k := [2]string{e.UID, e.Key}
+		if tasks[k] {
+			rep.Retries++
+		}
+		tasks[k] = true
 	}
 	rep.Resources = len(uids)
 	revs := map[string]bool{}

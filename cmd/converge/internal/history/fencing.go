@@ -21,9 +21,13 @@ type Write struct {
 	Lock        int64  `json:"lock"`
 	Election    int64  `json:"election"`
 	ElectionKey string `json:"election_key,omitempty"`
-	Keys        int    `json:"keys"`
-	FirstKey    string `json:"first_key"`
-	Call        int64  `json:"call"`
+	// CreateOnly: the transaction was conditioned on its only key not
+	// existing (the store's format key, written once): it can overwrite
+	// nothing, so it needs no fence.
+	CreateOnly bool   `json:"create_only,omitempty"`
+	Keys       int    `json:"keys"`
+	FirstKey   string `json:"first_key"`
+	Call       int64  `json:"call"`
 	// Return is 0 when no answer was recorded (the process died first);
 	// Succeeded and Rev are then unknown.
 	Return    int64  `json:"return,omitempty"`
@@ -48,7 +52,8 @@ type Observed struct {
 type FenceReport struct {
 	Terms, Writes int
 	// Unrecorded counts observed revisions no recorded answer explains
-	// but a call left unanswered by a process that died can.
+	// but a call left unanswered by a process that died does (it is
+	// then judged as a write at that revision).
 	Unrecorded int
 	Violations []string
 }
@@ -58,31 +63,55 @@ type FenceReport struct {
 // doc). A term is an election key's create revision.
 func CheckFencing(writes []Write, seen []Observed) FenceReport {
 	var rep FenceReport
+	var landed []Write // the writes that committed: answered, or seen
+	byRev := map[int64]bool{}
+	var unanswered []Write
+	for _, w := range writes {
+		switch {
+		case w.Return == 0:
+			unanswered = append(unanswered, w)
+		case w.Succeeded:
+			landed = append(landed, w)
+			byRev[w.Rev] = true
+		}
+	}
+	// Every observed revision is a recorded write, or the unanswered
+	// call of a process that died (one whose first key it changed):
+	// that call landed, at that revision, and is judged with the rest.
+	explained := map[int64]bool{}
+	for _, o := range seen {
+		if byRev[o.Rev] || explained[o.Rev] {
+			continue
+		}
+		explained[o.Rev] = true
+		if i := matchUnanswered(unanswered, o.Keys); i >= 0 {
+			w := unanswered[i]
+			unanswered = append(unanswered[:i], unanswered[i+1:]...)
+			w.Succeeded, w.Rev = true, o.Rev
+			landed = append(landed, w)
+			rep.Unrecorded++
+			continue
+		}
+		rep.Violations = append(rep.Violations, fmt.Sprintf("a write nobody recorded: rev %d changed %d keys from %s", o.Rev, len(o.Keys), first(o.Keys)))
+	}
+	rep.Writes = len(landed)
+
 	type term struct {
-		election   int64
 		replica    string
 		firstWrite int64
 	}
 	terms := map[int64]*term{}
-	byRev := map[int64]bool{}
-	unanswered := map[string]int{} // first key → calls never answered
-	for _, w := range writes {
-		if w.Return == 0 {
-			unanswered[w.FirstKey]++
+	for _, w := range landed {
+		if w.CreateOnly {
 			continue
 		}
-		if !w.Succeeded {
-			continue
-		}
-		rep.Writes++
-		byRev[w.Rev] = true
 		if w.Lock == 0 || w.Election == 0 {
 			rep.Violations = append(rep.Violations, "an unfenced write: "+w.String())
 			continue
 		}
 		t := terms[w.Election]
 		if t == nil {
-			t = &term{election: w.Election, replica: w.Replica, firstWrite: w.Rev}
+			t = &term{replica: w.Replica, firstWrite: w.Rev}
 			terms[w.Election] = t
 		}
 		if t.replica != w.Replica {
@@ -91,58 +120,40 @@ func CheckFencing(writes []Write, seen []Observed) FenceReport {
 		t.firstWrite = min(t.firstWrite, w.Rev)
 	}
 	rep.Terms = len(terms)
-	order := make([]*term, 0, len(terms))
-	for _, t := range terms {
-		order = append(order, t)
+	elections := make([]int64, 0, len(terms))
+	for e := range terms {
+		elections = append(elections, e)
 	}
-	sort.Slice(order, func(i, j int) bool { return order[i].election < order[j].election })
-	// newerFirst[i] is the earliest first write of a term after order[i].
-	newerFirst := make([]int64, len(order))
+	sort.Slice(elections, func(i, j int) bool { return elections[i] < elections[j] })
+	// newerFirst[e] is the earliest first write of a term newer than e.
+	newerFirst := map[int64]int64{}
 	next := int64(1<<63 - 1)
-	for i := len(order) - 1; i >= 0; i-- {
-		newerFirst[i] = next
-		next = min(next, order[i].firstWrite)
+	for i := len(elections) - 1; i >= 0; i-- {
+		newerFirst[elections[i]] = next
+		next = min(next, terms[elections[i]].firstWrite)
 	}
-	pos := map[int64]int{}
-	for i, t := range order {
-		pos[t.election] = i
-	}
-	for _, w := range writes {
-		if w.Return == 0 || !w.Succeeded || w.Election == 0 || w.Lock == 0 {
+	for _, w := range landed {
+		if w.CreateOnly || w.Election == 0 || w.Lock == 0 {
 			continue
 		}
-		if i := pos[w.Election]; w.Rev > newerFirst[i] {
-			rep.Violations = append(rep.Violations, fmt.Sprintf("a deposed leader's write: %s landed after a newer term's first write at rev %d", w, newerFirst[i]))
+		if f := newerFirst[w.Election]; w.Rev > f {
+			rep.Violations = append(rep.Violations, fmt.Sprintf("a deposed leader's write: %s landed after a newer term's first write at rev %d", w, f))
 		}
-	}
-	// Every observed revision is a recorded write, or the unanswered
-	// call of a process that died (matched by a key it wrote first).
-	explained := map[int64]bool{}
-	for _, o := range seen {
-		if byRev[o.Rev] || explained[o.Rev] {
-			continue
-		}
-		if k := matchUnanswered(unanswered, o.Keys); k != "" {
-			unanswered[k]--
-			explained[o.Rev] = true
-			rep.Unrecorded++
-			continue
-		}
-		rep.Violations = append(rep.Violations, fmt.Sprintf("a write nobody recorded: rev %d changed %d keys from %s", o.Rev, len(o.Keys), first(o.Keys)))
-		explained[o.Rev] = true
 	}
 	return rep
 }
 
-// matchUnanswered returns the first key of an unanswered call that could
-// have written keys: a call whose first key is one of them.
-func matchUnanswered(unanswered map[string]int, keys []string) string {
-	for _, k := range keys {
-		if unanswered[k] > 0 {
-			return k
+// matchUnanswered returns the index of an unanswered call that could
+// have written keys (its first key is one of them), or -1.
+func matchUnanswered(unanswered []Write, keys []string) int {
+	for i, w := range unanswered {
+		for _, k := range keys {
+			if w.FirstKey == k {
+				return i
+			}
 		}
 	}
-	return ""
+	return -1
 }
 
 func first(keys []string) string {

@@ -60,7 +60,7 @@ func TestCheckPassesALegalRun(t *testing.T) {
 	if len(rep.Violations) > 0 {
 		t.Fatalf("a legal run was rejected:\n%s", strings.Join(rep.Violations, "\n"))
 	}
-	if rep.Resources != 2 || rep.Revisions != 1 || len(rep.Deliveries.Retries) != 1 || rep.Fencing.Terms != 2 || rep.Fencing.Unrecorded != 1 {
+	if rep.Resources != 2 || rep.Retries != 3 || rep.Revisions != 1 || len(rep.Deliveries.Retries) != 1 || rep.Fencing.Terms != 2 || rep.Fencing.Unrecorded != 1 {
 		t.Errorf("report %s; retries %q", rep, rep.Deliveries.Retries)
 	}
 	t.Log(rep)
@@ -112,6 +112,9 @@ func TestCheckRejectsBadHistories(t *testing.T) {
 			r.Writes = append(r.Writes, Write{Replica: "a", Seq: 5, Lock: 10, Election: 9, FirstKey: "/p/r/q", Call: ms(8), Return: ms(9), Succeeded: true, Rev: 22})
 			r.Seen = append(r.Seen, Observed{Rev: 22, Keys: []string{"/p/r/q"}})
 		}, "a deposed leader's write", ""},
+		{"a dead leader's unanswered write landing after its successor's first", func(r *Run) {
+			r.Seen[2].Rev = 22
+		}, "a deposed leader's write: a (pid 0) txn 4 at rev 22", ""},
 		{"a write fenced on the lock alone", func(r *Run) {
 			r.Writes[4].Election = 0
 		}, "an unfenced write", ""},
