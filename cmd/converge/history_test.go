@@ -492,13 +492,34 @@ func (r *historyRecorder) stop() history.Run {
 	}
 	r.cancel()
 	r.wg.Wait()
-	run := history.Run{Verdicts: r.verdicts, Seen: r.seen, Faults: r.faults}
-	files, _ := filepath.Glob(filepath.Join(r.dir, "effects-*.jsonl"))
+	for name, v := range map[string]any{"verdicts.json": r.verdicts, "watched.json": r.seen, "faults.json": r.faults} {
+		b, _ := json.Marshal(v)
+		if err := os.WriteFile(filepath.Join(r.dir, name), b, 0o644); err != nil {
+			r.t.Error(err)
+		}
+	}
+	return loadHistory(r.t, r.dir)
+}
+
+// loadHistory reads a run's files from dir: the workers' and replicas'
+// logs and what the test recorded itself.
+func loadHistory(t *testing.T, dir string) history.Run {
+	var run history.Run
+	for name, v := range map[string]any{"verdicts.json": &run.Verdicts, "watched.json": &run.Seen, "faults.json": &run.Faults} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err == nil {
+			err = json.Unmarshal(b, v)
+		}
+		if err != nil {
+			t.Errorf("history %s: %v", name, err)
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "effects-*.jsonl"))
 	for _, f := range files {
-		readLines(r.t, f, func(b []byte) {
+		readLines(t, f, func(b []byte) {
 			var l effectLine
 			if err := json.Unmarshal(b, &l); err != nil {
-				r.t.Errorf("%s: %v", f, err)
+				t.Errorf("%s: %v", f, err)
 			}
 			if l.Effect != nil {
 				run.Effects = append(run.Effects, *l.Effect)
@@ -508,15 +529,15 @@ func (r *historyRecorder) stop() history.Run {
 			}
 		})
 	}
-	files, _ = filepath.Glob(filepath.Join(r.dir, "etcd-*.jsonl"))
+	files, _ = filepath.Glob(filepath.Join(dir, "etcd-*.jsonl"))
 	for _, f := range files {
 		// A call's line, then its answer's: the last line of a
 		// process's transaction wins.
 		idx := map[[2]int64]int{}
-		readLines(r.t, f, func(b []byte) {
+		readLines(t, f, func(b []byte) {
 			var w history.Write
 			if err := json.Unmarshal(b, &w); err != nil {
-				r.t.Errorf("%s: %v", f, err)
+				t.Errorf("%s: %v", f, err)
 			}
 			k := [2]int64{int64(w.PID), w.Seq}
 			if i, ok := idx[k]; ok {
@@ -527,11 +548,22 @@ func (r *historyRecorder) stop() history.Run {
 			run.Writes = append(run.Writes, w)
 		})
 	}
-	for name, v := range map[string]any{"verdicts.json": run.Verdicts, "watched.json": run.Seen, "faults.json": run.Faults} {
-		b, _ := json.Marshal(v)
-		os.WriteFile(filepath.Join(r.dir, name), b, 0o644)
-	}
 	return run
+}
+
+// TestReplicasHistoryRecheck checks the run TestReplicasHistory left in
+// $CONVERGE_HISTORY_RECHECK (its files directory) again, without
+// running anything: to look at a failure, or at a model's change.
+func TestReplicasHistoryRecheck(t *testing.T) {
+	dir := os.Getenv("CONVERGE_HISTORY_RECHECK")
+	if dir == "" {
+		t.Skip("set CONVERGE_HISTORY_RECHECK to a directory TestReplicasHistory left")
+	}
+	rep := history.Check(loadHistory(t, dir), dir)
+	t.Logf("checked: %s", rep)
+	if len(rep.Violations) > 0 {
+		t.Errorf("the history breaks converge's promises:\n%s", strings.Join(rep.Violations, "\n"))
+	}
 }
 
 func readLines(t *testing.T, path string, each func([]byte)) {

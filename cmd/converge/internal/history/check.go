@@ -32,7 +32,7 @@ type Report struct {
 }
 
 func (r Report) String() string {
-	return fmt.Sprintf("%d effects on %d resources (%d repeating a task), %d verdict reads of %d revisions, %d deliveries of %d keys (%d retried after a fault), %d writes in %d terms (%d unrecorded, of writers that died), %d faults; checked in %v: %d violations",
+	return fmt.Sprintf("%d effects on %d resources (%d repeating a task), %d verdict reads of %d revisions, %d deliveries of %d keys (%d retried after a fault), %d writes in %d terms (%d whose writer never learned it landed), %d faults; checked in %v: %d violations",
 		r.Effects, r.Resources, r.Retries, r.Verdicts, r.Revisions, len(r.Deliveries.Retries)+r.Deliveries.Keys, r.Deliveries.Keys, len(r.Deliveries.Retries),
 		r.Fencing.Writes, r.Fencing.Terms, r.Fencing.Unrecorded, r.Faults, r.Took.Round(time.Millisecond), len(r.Violations))
 }

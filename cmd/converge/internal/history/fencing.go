@@ -29,7 +29,7 @@ type Write struct {
 	FirstKey   string `json:"first_key"`
 	Call       int64  `json:"call"`
 	// Return is 0 when no answer was recorded (the process died first);
-	// Succeeded and Rev are then unknown.
+	// Succeeded and Rev are then unknown, as they are after an Err.
 	Return    int64  `json:"return,omitempty"`
 	Succeeded bool   `json:"succeeded,omitempty"`
 	Rev       int64  `json:"rev,omitempty"`
@@ -51,14 +51,17 @@ type Observed struct {
 // FenceReport is what CheckFencing found.
 type FenceReport struct {
 	Terms, Writes int
-	// Unrecorded counts observed revisions no recorded answer explains
-	// but a call left unanswered by a process that died does (it is
-	// then judged as a write at that revision).
+	// Unrecorded counts observed revisions no successful answer
+	// explains but a call whose outcome its writer never learned does:
+	// no answer (the process died) or an error such as a connection
+	// reset, after which etcd may still have committed it. Such a call
+	// is judged as a write at that revision.
 	Unrecorded int
 	Violations []string
 }
 
-// CheckFencing checks the writes (every recorded call, answered or not)
+// CheckFencing checks the writes (every recorded call, answered or not,
+// failed or not)
 // and the revisions a watcher saw against the fencing promise (package
 // doc). A term is an election key's create revision.
 func CheckFencing(writes []Write, seen []Observed) FenceReport {
@@ -68,15 +71,17 @@ func CheckFencing(writes []Write, seen []Observed) FenceReport {
 	var unanswered []Write
 	for _, w := range writes {
 		switch {
-		case w.Return == 0:
+		case w.Return == 0 || w.Err != "":
+			// No answer (its process died) or an error (a connection
+			// reset mid-call): it may have landed all the same.
 			unanswered = append(unanswered, w)
 		case w.Succeeded:
 			landed = append(landed, w)
 			byRev[w.Rev] = true
 		}
 	}
-	// Every observed revision is a recorded write, or the unanswered
-	// call of a process that died (one whose first key it changed):
+	// Every observed revision is a recorded write, or a call whose
+	// outcome its writer never learned (one whose first key it changed):
 	// that call landed, at that revision, and is judged with the rest.
 	explained := map[int64]bool{}
 	for _, o := range seen {
