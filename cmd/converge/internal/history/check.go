@@ -66,7 +66,7 @@ func Check(run Run, dir string) Report {
 	rep.Revisions = len(revs)
 	rep.Violations = append(rep.Violations, linearizable("effects", EffectModel, EffectOperations(run.Effects), dir)...)
 	rep.Violations = append(rep.Violations, linearizable("verdicts", VerdictModel, VerdictOperations(run.Verdicts), dir)...)
-	rep.Deliveries = CheckDeliveries(run.Deliveries, run.Faults)
+	rep.Deliveries = CheckDeliveries(run.Deliveries, run.Faults, TermStarts(run.Writes))
 	rep.Violations = append(rep.Violations, rep.Deliveries.Violations...)
 	rep.Fencing = CheckFencing(run.Writes, run.Seen)
 	rep.Violations = append(rep.Violations, rep.Fencing.Violations...)
@@ -108,6 +108,26 @@ func linearizable(name string, model porcupine.Model, ops []porcupine.Operation,
 		out = append(out, fmt.Sprintf("%s: write the visualization: %v", name, err))
 	} else {
 		out = append(out, fmt.Sprintf("%s: porcupine's visualization of the illegal history: %s", name, path))
+	}
+	return out
+}
+
+// TermStarts returns when each term that wrote began: the call of its
+// first write (a new leader writes its takeover event before it loads
+// the state and dispatches anything).
+func TermStarts(writes []Write) []int64 {
+	first := map[int64]int64{}
+	for _, w := range writes {
+		if w.Election == 0 {
+			continue
+		}
+		if t, ok := first[w.Election]; !ok || w.Call < t {
+			first[w.Election] = w.Call
+		}
+	}
+	out := make([]int64, 0, len(first))
+	for _, t := range first {
+		out = append(out, t)
 	}
 	return out
 }

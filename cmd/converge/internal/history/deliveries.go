@@ -23,11 +23,16 @@ type Delivery struct {
 	Return int64  `json:"return"`
 }
 
-// Fault is one fault the run injected, at At (Unix nanoseconds), or a
-// term change (a new leader) seen in the election.
+// Fault is one fault the run injected, at At (Unix nanoseconds).
+// LosesResults marks one that can lose a task's result after the worker
+// completed it and before the leader recorded it (a worker killed: its
+// results not yet sent), so that the task runs again; a leader's fault
+// does so through the term that follows it, which Check finds in the
+// writes.
 type Fault struct {
-	What string `json:"what"`
-	At   int64  `json:"at"`
+	What         string `json:"what"`
+	At           int64  `json:"at"`
+	LosesResults bool   `json:"loses_results,omitempty"`
 }
 
 // DeliveryReport is what CheckDeliveries found: Violations, and the
@@ -40,13 +45,17 @@ type DeliveryReport struct {
 
 // CheckDeliveries checks the deliveries against the outbox's promise:
 // one key per transition (the key names its subject), one subject per
-// key, and a key completed again only after a fault that could have lost
-// its first completion (faults sorted or not).
-func CheckDeliveries(ds []Delivery, faults []Fault) DeliveryReport {
+// key, and a key completed again only if its first completion's result
+// could have been lost: a new term began (the last one had not recorded
+// it done), or a fault that loses results came, between the first
+// completion's call and the repeat's. terms are the times terms began.
+func CheckDeliveries(ds []Delivery, faults []Fault, terms []int64) DeliveryReport {
 	var rep DeliveryReport
-	at := make([]int64, len(faults))
-	for i, f := range faults {
-		at[i] = f.At
+	at := append([]int64(nil), terms...)
+	for _, f := range faults {
+		if f.LosesResults {
+			at = append(at, f.At)
+		}
 	}
 	sort.Slice(at, func(i, j int) bool { return at[i] < at[j] })
 	byKey := map[string][]Delivery{}
@@ -72,15 +81,15 @@ func CheckDeliveries(ds []Delivery, faults []Fault) DeliveryReport {
 					k, first.Resource, first.Gen, first.Transition, first.Status, first.Worker, d.Resource, d.Gen, d.Transition, d.Status, d.Worker))
 				continue
 			}
-			// A fault in [first.Call, d.Call] may have lost the first
-			// completion's result; none there means a delivery already
-			// done was dispatched again.
-			i := sort.Search(len(at), func(i int) bool { return at[i] >= first.Call })
+			// A term or a fault in (first.Call, d.Call] may have lost
+			// the first completion's result; none there means a
+			// delivery already done was dispatched again.
+			i := sort.Search(len(at), func(i int) bool { return at[i] > first.Call })
 			if i < len(at) && at[i] <= d.Call {
-				rep.Retries = append(rep.Retries, fmt.Sprintf("%s again %.2fs after its first completion (a fault between)", k, float64(d.Call-first.Return)/1e9))
+				rep.Retries = append(rep.Retries, fmt.Sprintf("%s again %.2fs after its first completion (a new term or a lost worker between)", k, float64(d.Call-first.Return)/1e9))
 				continue
 			}
-			rep.Violations = append(rep.Violations, fmt.Sprintf("delivery %s completed twice with no fault between: by %s at %s, again by %s at %s",
+			rep.Violations = append(rep.Violations, fmt.Sprintf("delivery %s completed twice with no new term and no lost worker between: by %s at %s, again by %s at %s",
 				k, first.Worker, stamp(first.Return), d.Worker, stamp(d.Call)))
 		}
 	}

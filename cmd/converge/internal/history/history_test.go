@@ -42,7 +42,7 @@ func goodRun() Run {
 			{Worker: "w0", Key: "sink/u9/3/synced", Resource: "classicbom/c", UID: "u9", Gen: 3, Transition: "synced", Status: "x", Call: ms(0), Return: ms(5)},
 			{Worker: "w1", Key: "sink/u9/3/synced", Resource: "classicbom/c", UID: "u9", Gen: 3, Transition: "synced", Status: "x", Call: ms(20), Return: ms(25)},
 		},
-		Faults: []Fault{{What: "kill the leader", At: ms(10)}},
+		Faults: []Fault{{What: "SIGKILL worker w0", At: ms(10), LosesResults: true}},
 		Writes: []Write{
 			{Replica: "a", Seq: 1, Lock: 10, Election: 9, FirstKey: "/p/r/x", Call: ms(0), Return: ms(1), Succeeded: true, Rev: 11},
 			{Replica: "a", Seq: 2, Lock: 10, Election: 9, FirstKey: "/p/r/y", Call: ms(2), Return: ms(3), Succeeded: true, Rev: 12},
@@ -101,7 +101,12 @@ func TestCheckRejectsBadHistories(t *testing.T) {
 		}, "verdicts: not linearizable", "verdicts.html"},
 		{"a delivery completed twice with no fault between", func(r *Run) {
 			r.Faults = nil
-		}, "completed twice with no fault between", ""},
+			r.Deliveries[1].Call, r.Deliveries[1].Return = ms(3), ms(4) // before b's term began (6)
+		}, "completed twice with no new term and no lost worker between", ""},
+		{"a delivery completed twice with only a fault that loses no result between", func(r *Run) {
+			r.Faults[0].LosesResults = false
+			r.Deliveries[1].Call, r.Deliveries[1].Return = ms(3), ms(4)
+		}, "completed twice with no new term and no lost worker between", ""},
 		{"a delivery key with two subjects", func(r *Run) {
 			r.Deliveries[1].Status = "y"
 		}, "carried two subjects", ""},
