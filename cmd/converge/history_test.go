@@ -119,6 +119,7 @@ func TestReplicasHistory(t *testing.T) {
 	names := []string{"r1", "r2", "r3"}
 	var mu sync.Mutex // guards replicas and workers
 	replicas := map[string]*proc{}
+	var allProcs []*proc // every process started, restarts included: their output is kept in out
 	// Each replica listens for workers on one port for the whole run,
 	// restarts included: the workers' CONVERGE_ADDR lists them once.
 	ports := map[string]string{}
@@ -136,6 +137,7 @@ func TestReplicasHistory(t *testing.T) {
 			"--listen", "", "--workers-listen", ports[name], "--insecure", "--poll", "500ms")
 		mu.Lock()
 		replicas[name] = p
+		allProcs = append(allProcs, p)
 		mu.Unlock()
 	}
 	for _, name := range names {
@@ -157,6 +159,7 @@ func TestReplicasHistory(t *testing.T) {
 			envHistoryEffects + "=" + filepath.Join(out, fmt.Sprintf("effects-%d.jsonl", i))}, "worker", "classic")
 		mu.Lock()
 		workers[i] = p
+		allProcs = append(allProcs, p)
 		mu.Unlock()
 	}
 	for i := range workers {
@@ -305,6 +308,17 @@ func TestReplicasHistory(t *testing.T) {
 		<-p.done
 	}
 	mu.Unlock()
+	for _, p := range allProcs {
+		if err := os.WriteFile(filepath.Join(out, p.name+"-"+strconv.Itoa(p.cmd.Process.Pid)+".log"), []byte(p.output()), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+	if converged {
+		// loadHistory reads it: the run ended converged.
+		if err := os.WriteFile(filepath.Join(out, "settled"), nil, 0o644); err != nil {
+			t.Error(err)
+		}
+	}
 	run := rec.stop()
 	phase("stopped; recorded %d effects, %d deliveries, %d verdict reads, %d writes, %d revisions watched, %d faults",
 		len(run.Effects), len(run.Deliveries), len(run.Verdicts), len(run.Writes), len(run.Seen), len(run.Faults))
@@ -542,6 +556,8 @@ func loadHistory(t *testing.T, dir string) history.Run {
 			t.Errorf("history %s: %v", name, err)
 		}
 	}
+	_, err := os.Stat(filepath.Join(dir, "settled"))
+	run.Settled = err == nil
 	files, _ := filepath.Glob(filepath.Join(dir, "effects-*.jsonl"))
 	for _, f := range files {
 		readLines(t, f, func(b []byte) {

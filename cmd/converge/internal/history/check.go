@@ -16,6 +16,9 @@ type Run struct {
 	Writes     []Write
 	Seen       []Observed
 	Faults     []Fault
+	// Settled says the run ended converged (the head applied and
+	// converged): every revision's verdict must then be final.
+	Settled bool
 }
 
 // Report is what Check found. A run passes when Violations is empty.
@@ -66,6 +69,9 @@ func Check(run Run, dir string) Report {
 	rep.Revisions = len(revs)
 	rep.Violations = append(rep.Violations, linearizable("effects", EffectModel, EffectOperations(run.Effects), dir)...)
 	rep.Violations = append(rep.Violations, linearizable("verdicts", VerdictModel, VerdictOperations(run.Verdicts), dir)...)
+	if run.Settled {
+		rep.Violations = append(rep.Violations, CheckSettled(run.Verdicts)...)
+	}
 	rep.Deliveries = CheckDeliveries(run.Deliveries, run.Faults, TermStarts(run.Writes))
 	rep.Violations = append(rep.Violations, rep.Deliveries.Violations...)
 	rep.Fencing = CheckFencing(run.Writes, run.Seen)

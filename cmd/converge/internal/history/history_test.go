@@ -42,7 +42,8 @@ func goodRun() Run {
 			{Worker: "w0", Key: "sink/u9/3/synced", Resource: "classicbom/c", UID: "u9", Gen: 3, Transition: "synced", Status: "x", Call: ms(0), Return: ms(5)},
 			{Worker: "w1", Key: "sink/u9/3/synced", Resource: "classicbom/c", UID: "u9", Gen: 3, Transition: "synced", Status: "x", Call: ms(20), Return: ms(25)},
 		},
-		Faults: []Fault{{What: "SIGKILL worker w0", At: ms(10), LosesResults: true}},
+		Settled: true,
+		Faults:  []Fault{{What: "SIGKILL worker w0", At: ms(10), LosesResults: true}},
 		Writes: []Write{
 			{Replica: "a", Seq: 1, Lock: 10, Election: 9, FirstKey: "/p/r/x", Call: ms(0), Return: ms(1), Succeeded: true, Rev: 11},
 			{Replica: "a", Seq: 2, Lock: 10, Election: 9, FirstKey: "/p/r/y", Call: ms(2), Return: ms(3), Succeeded: true, Rev: 12},
@@ -99,6 +100,12 @@ func TestCheckRejectsBadHistories(t *testing.T) {
 			r.Verdicts = append(r.Verdicts, VerdictRead{Client: 1, Revision: "r2", State: Pending, Call: ms(1), Return: ms(2)},
 				VerdictRead{Client: 0, Revision: "r2", State: Absent, Call: ms(3), Return: ms(4)})
 		}, "verdicts: not linearizable", "verdicts.html"},
+		{"a verdict left pending at the end of a converged run", func(r *Run) {
+			r.Verdicts = append(r.Verdicts, VerdictRead{Client: 1, Revision: "r3", State: Pending, Call: ms(1), Return: ms(2)})
+		}, "revision r3 has no final verdict at the end of a converged run", ""},
+		{"a revision never recorded in a converged run", func(r *Run) {
+			r.Verdicts = append(r.Verdicts, VerdictRead{Client: 1, Revision: "r4", State: Absent, Call: ms(1), Return: ms(2)})
+		}, "revision r4 has no final verdict at the end of a converged run: its last read (00:00:00.002) says absent", ""},
 		{"a delivery completed twice with no fault between", func(r *Run) {
 			r.Faults = nil
 			r.Deliveries[1].Call, r.Deliveries[1].Return = ms(3), ms(4) // before b's term began (6)

@@ -85,3 +85,30 @@ func VerdictOperations(reads []VerdictRead) []porcupine.Operation {
 	}
 	return ops
 }
+
+// CheckSettled checks the verdicts of a run that ended converged: every
+// revision's last read (by any client) is final. converge never leaves
+// a verdict pending (an applied revision replaced before it converged
+// is told so: sync/controlplane/follow.go), and Syncer.Advance records
+// every commit between the applied one and the head (superseded, held,
+// invalid or applied), so none is left absent either.
+func CheckSettled(reads []VerdictRead) []string {
+	last := map[string]VerdictRead{}
+	var order []string
+	for _, r := range reads {
+		l, ok := last[r.Revision]
+		if !ok {
+			order = append(order, r.Revision)
+		}
+		if !ok || r.Return > l.Return {
+			last[r.Revision] = r
+		}
+	}
+	var out []string
+	for _, rev := range order {
+		if r := last[rev]; !(verdict{state: r.State}).final() {
+			out = append(out, fmt.Sprintf("revision %.7s has no final verdict at the end of a converged run: its last read (%s) says %s", rev, stamp(r.Return), r.State))
+		}
+	}
+	return out
+}
