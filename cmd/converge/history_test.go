@@ -331,9 +331,25 @@ func TestReplicasHistory(t *testing.T) {
 	if len(rep.Violations) > 0 {
 		t.Errorf("the history breaks converge's promises (seed %d, files in %s):\n%s", seed, out, strings.Join(rep.Violations, "\n"))
 	}
+	reportKnown(t, rep, seed, out)
 	if rep.Effects == 0 || rep.Verdicts == 0 || rep.Fencing.Writes == 0 || len(run.Seen) == 0 || rep.Fencing.Terms < 3 {
 		t.Errorf("the recorders missed the run: %s", rep)
 	}
+}
+
+// reportKnown logs the violations of open issues the run found (each
+// names its issue: docs/ARCHITECTURE.md, "Histories checked"), and fails
+// on them with CONVERGE_HISTORY_STRICT=1.
+func reportKnown(t *testing.T, rep history.Report, seed uint64, out string) {
+	if len(rep.Known) == 0 {
+		return
+	}
+	msg := fmt.Sprintf("the history shows %d violations of open issues (seed %d, files in %s):\n%s", len(rep.Known), seed, out, strings.Join(rep.Known, "\n"))
+	if os.Getenv("CONVERGE_HISTORY_STRICT") == "1" {
+		t.Error(msg)
+		return
+	}
+	t.Log(msg + "\n(CONVERGE_HISTORY_STRICT=1 fails on them)")
 }
 
 // historyDir is where a run's files go: $CONVERGE_HISTORY_DIR, else a
@@ -492,7 +508,7 @@ func (r *historyRecorder) watch() {
 				}
 				rev := ev.Kv.ModRevision
 				if n := len(byRev); n == 0 || byRev[n-1].Rev != rev {
-					byRev = append(byRev, history.Observed{Rev: rev})
+					byRev = append(byRev, history.Observed{Rev: rev, At: time.Now().UnixNano()})
 				}
 				byRev[len(byRev)-1].Keys = append(byRev[len(byRev)-1].Keys, key)
 			}
@@ -608,6 +624,7 @@ func TestReplicasHistoryRecheck(t *testing.T) {
 	if len(rep.Violations) > 0 {
 		t.Errorf("the history breaks converge's promises:\n%s", strings.Join(rep.Violations, "\n"))
 	}
+	reportKnown(t, rep, 0, dir)
 }
 
 func readLines(t *testing.T, path string, each func([]byte)) {

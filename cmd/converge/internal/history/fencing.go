@@ -46,6 +46,9 @@ func (w Write) String() string {
 type Observed struct {
 	Rev  int64    `json:"rev"`
 	Keys []string `json:"keys"`
+	// At is when the watcher received it (Unix nanoseconds): after the
+	// revision was committed.
+	At int64 `json:"at,omitempty"`
 }
 
 // FenceReport is what CheckFencing found.
