@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -574,6 +575,14 @@ func loadHistory(t *testing.T, dir string) history.Run {
 	}
 	_, err := os.Stat(filepath.Join(dir, "settled"))
 	run.Settled = err == nil
+	logs, _ := filepath.Glob(filepath.Join(dir, "r*-*.log")) // the replicas' output
+	for _, f := range logs {
+		readLines(t, f, func(b []byte) {
+			if bytes.Contains(b, []byte("resume pending verdict")) {
+				run.TermErrors = append(run.TermErrors, filepath.Base(f)+": "+string(b))
+			}
+		})
+	}
 	files, _ := filepath.Glob(filepath.Join(dir, "effects-*.jsonl"))
 	for _, f := range files {
 		readLines(t, f, func(b []byte) {

@@ -19,6 +19,9 @@ type Run struct {
 	// Settled says the run ended converged (the head applied and
 	// converged): every revision's verdict must then be final.
 	Settled bool
+	// TermErrors are the replicas' log lines saying a new term could
+	// not resume the verdict it found pending (CheckSettled).
+	TermErrors []string
 }
 
 // Report is what Check found. A run passes when Violations is empty.
@@ -73,7 +76,9 @@ func Check(run Run, dir string) Report {
 	rep.Violations = append(rep.Violations, linearizable("effects", EffectModel, EffectOperations(run.Effects), dir)...)
 	rep.Violations = append(rep.Violations, linearizable("verdicts", VerdictModel, VerdictOperations(run.Verdicts), dir)...)
 	if run.Settled {
-		rep.Violations = append(rep.Violations, CheckSettled(run.Verdicts)...)
+		v, k := CheckSettled(run.Verdicts, run.TermErrors)
+		rep.Violations = append(rep.Violations, v...)
+		rep.Known = append(rep.Known, k...)
 	}
 	rep.Deliveries = CheckDeliveries(run.Deliveries, run.Faults, run.Writes, run.Seen)
 	rep.Violations = append(rep.Violations, rep.Deliveries.Violations...)

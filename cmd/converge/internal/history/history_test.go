@@ -103,6 +103,10 @@ func TestCheckRejectsBadHistories(t *testing.T) {
 		{"a verdict left pending at the end of a converged run", func(r *Run) {
 			r.Verdicts = append(r.Verdicts, VerdictRead{Client: 1, Revision: "r3", State: Pending, Call: ms(1), Return: ms(2)})
 		}, "revision r3 has no final verdict at the end of a converged run", ""},
+		{"a verdict left pending after a term could not resume it", func(r *Run) {
+			r.Verdicts = append(r.Verdicts, VerdictRead{Client: 1, Revision: "r3", State: Pending, Call: ms(1), Return: ms(2)})
+			r.TermErrors = []string{`level=ERROR msg="resume pending verdict" err="etcd has lost its quorum"`}
+		}, KnownVerdictLostAtTermStart + ": revision r3 has no final verdict", ""},
 		{"a revision never recorded in a converged run", func(r *Run) {
 			r.Verdicts = append(r.Verdicts, VerdictRead{Client: 1, Revision: "r4", State: Absent, Call: ms(1), Return: ms(2)})
 		}, "revision r4 has no final verdict at the end of a converged run: its last read (00:00:00.002) says absent", ""},
