@@ -578,7 +578,7 @@ func loadHistory(t *testing.T, dir string) history.Run {
 	logs, _ := filepath.Glob(filepath.Join(dir, "r*-*.log")) // the replicas' output
 	for _, f := range logs {
 		readLines(t, f, func(b []byte) {
-			if bytes.Contains(b, []byte("resume pending verdict")) {
+			if bytes.Contains(b, []byte("resume pending verdict")) || bytes.Contains(b, []byte("the leader's term ended")) {
 				run.TermErrors = append(run.TermErrors, filepath.Base(f)+": "+string(b))
 			}
 		})

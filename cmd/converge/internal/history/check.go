@@ -19,8 +19,9 @@ type Run struct {
 	// Settled says the run ended converged (the head applied and
 	// converged): every revision's verdict must then be final.
 	Settled bool
-	// TermErrors are the replicas' log lines saying a new term could
-	// not resume the verdict it found pending (CheckSettled).
+	// TermErrors are the replicas' log lines that show the condition of
+	// KnownVerdictLostAtTermStart: a write cut short as its term ended,
+	// or a pending verdict not resumed.
 	TermErrors []string
 }
 
@@ -74,7 +75,18 @@ func Check(run Run, dir string) Report {
 	}
 	rep.Revisions = len(revs)
 	rep.Violations = append(rep.Violations, linearizable("effects", EffectModel, EffectOperations(run.Effects), dir)...)
-	rep.Violations = append(rep.Violations, linearizable("verdicts", VerdictModel, VerdictOperations(run.Verdicts), dir)...)
+	verdicts := VerdictOperations(run.Verdicts)
+	if v := linearizable("verdicts", VerdictModel, verdicts, dir); len(v) > 0 {
+		// The only fault an error verdict's revision? Then it is the
+		// known issue, not a new one.
+		if porcupine.CheckOperations(errorRevisable, verdicts) {
+			for _, msg := range v {
+				rep.Known = append(rep.Known, KnownErrorVerdictRevised+": "+msg)
+			}
+		} else {
+			rep.Violations = append(rep.Violations, v...)
+		}
+	}
 	if run.Settled {
 		v, k := CheckSettled(run.Verdicts, run.TermErrors)
 		rep.Violations = append(rep.Violations, v...)

@@ -3,6 +3,7 @@ package history
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -92,7 +93,7 @@ func CheckFencing(writes []Write, seen []Observed) FenceReport {
 			continue
 		}
 		explained[o.Rev] = true
-		if i := matchUnanswered(unanswered, o.Keys); i >= 0 {
+		if i := matchUnanswered(unanswered, o); i >= 0 {
 			w := unanswered[i]
 			unanswered = append(unanswered[:i], unanswered[i+1:]...)
 			w.Succeeded, w.Rev = true, o.Rev
@@ -152,16 +153,26 @@ func CheckFencing(writes []Write, seen []Observed) FenceReport {
 }
 
 // matchUnanswered returns the index of an unanswered call that could
-// have written keys (its first key is one of them), or -1.
-func matchUnanswered(unanswered []Write, keys []string) int {
+// have written o's keys (its first key is one of them, or, for a range
+// delete such as the journal's, a prefix of one), sent before o was
+// seen, or -1. Of several, the newest term's: a revision is a
+// violation only if no call that could have made it is legal.
+func matchUnanswered(unanswered []Write, o Observed) int {
+	best := -1
 	for i, w := range unanswered {
-		for _, k := range keys {
-			if w.FirstKey == k {
-				return i
+		if o.At != 0 && w.Call > o.At {
+			continue
+		}
+		for _, k := range o.Keys {
+			if w.FirstKey == k || strings.HasSuffix(w.FirstKey, "/") && strings.HasPrefix(k, w.FirstKey) {
+				if best < 0 || w.Election > unanswered[best].Election {
+					best = i
+				}
+				break
 			}
 		}
 	}
-	return -1
+	return best
 }
 
 func first(keys []string) string {
