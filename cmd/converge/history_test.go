@@ -21,6 +21,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cmd/converge/internal/bench"
 	"github.com/convergehq/converge/cmd/converge/internal/history"
 	"github.com/convergehq/converge/state/etcdstate"
 	"github.com/convergehq/converge/sync/controlplane"
@@ -108,7 +109,7 @@ func TestReplicasHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	bomAt := func(i int) []byte {
-		b := bomTeams.ReplaceAll(bom, []byte("_teams: "+strconv.Itoa(scale.teams[i])))
+		b := bench.BOMTeams.ReplaceAll(bom, []byte("_teams: "+strconv.Itoa(scale.teams[i])))
 		return regexp.MustCompile(`(?m)^_domains:\s+\d+`).ReplaceAll(b, []byte("_domains: "+strconv.Itoa(scale.domains[i])))
 	}
 	repo := replicaRepo(t, bomAt(0), true)
