@@ -52,6 +52,13 @@ func (o serveOptions) replicaFlags(g *globals, ttlSet bool) error {
 	return nil
 }
 
+// replicaEtcdHook, when set, may give a replica's etcd options a
+// client of its own (Options.Client) before the replica connects, and
+// returns what closes it. Only tests set it (history_hooks_test.go: the
+// test binary is the converge its replica processes run), to record
+// every write a replica sends to etcd; it is nil in converge itself.
+var replicaEtcdHook func(o *etcdstate.Options, replica string) (close func(), err error)
+
 // runReplica is serve as one replica of a replicated control plane: it
 // serves the site, /healthz and the webhook for as long as it runs, and
 // campaigns for the leadership; while it leads (a term) it runs the
@@ -61,7 +68,15 @@ func (o serveOptions) replicaFlags(g *globals, ttlSet bool) error {
 // the leader.
 func (s *server) runReplica(ctx context.Context) error {
 	name := s.o.replica
-	rep, err := etcdstate.NewReplica(*s.g.etcd, name, s.o.leaseTTL)
+	eo := *s.g.etcd
+	if replicaEtcdHook != nil {
+		closeHook, err := replicaEtcdHook(&eo, name)
+		if err != nil {
+			return err
+		}
+		defer closeHook()
+	}
+	rep, err := etcdstate.NewReplica(eo, name, s.o.leaseTTL)
 	if err != nil {
 		return err
 	}

@@ -81,6 +81,9 @@ func newWorkerCommand(g *globals) *cobra.Command {
 				return err
 			}
 			defer done()
+			if workerProvidersHook != nil {
+				providers = workerProvidersHook(providers)
+			}
 			if err := sdk.Serve(ctx, providers...); err != nil && ctx.Err() == nil {
 				return fmt.Errorf("worker %s: %w", args[0], err)
 			}
@@ -88,6 +91,12 @@ func newWorkerCommand(g *globals) *cobra.Command {
 		},
 	}
 }
+
+// workerProvidersHook, when set, wraps a builtin worker's providers
+// before it serves them. Only tests set it (history_hooks_test.go: the
+// test binary is the converge its worker processes run), to record
+// every task a worker completes; it is nil in converge itself.
+var workerProvidersHook func([]sdk.Provider) []sdk.Provider
 
 // writePidFile records this worker's pid as
 // $CONVERGE_STATE_DIR/workers/$CONVERGE_WORKER_NAME.pid, so an operator (or
