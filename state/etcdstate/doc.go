@@ -11,10 +11,10 @@
 // (state/internal/rules: Commit, every read, Check) over a small
 // key-value interface this package implements over the prefix (kv.go):
 // a read is one etcd revision, a write an overlay of its own changes
-// committed in one transaction or through the batch journal (journal.go).
-// So both stores refuse and store the same things; what differs (the
-// owner index's layout, a row's size limit, the size of an event chunk)
-// is rules.Options.
+// committed in one transaction or through the batch journal (journal.go),
+// a value too big for one request in parts (parts.go). So both stores
+// refuse and store the same things; what differs (the owner index's
+// layout, the size of an event chunk) is rules.Options.
 //
 // # Keys
 //
@@ -29,6 +29,7 @@
 //	e/SEQ                      one chunk of events per batch (first Seq, 8 bytes big-endian)
 //	m/format, m/applied, m/source, m/events   meta
 //	j/p/N, j/commit            the batch journal (below)
+//	x/KEY\x00GEN/I             part I of a value too big for one request (below)
 //	lock                       the writer's lock, under its lease
 //	election/LEASE             a replica's candidacy (the oldest leads), its Advert as JSON
 //	sync                       a follower's request that the leader fetch now
@@ -96,6 +97,29 @@
 // small batches cost neither. The alternative of raising the servers'
 // --max-txn-ops is not ours to make on a platform team's cluster; set
 // Options.MaxTxnOps to match a cluster that has raised it.
+//
+// # Big values
+//
+// etcd refuses a request over --max-request-bytes (1.5 MiB), and a
+// root whose spec is a 333,000-team BOM is a row of ~15 MB. A value
+// whose key and bytes exceed Options.MaxTxnBytes less 1 KiB is stored
+// in parts (parts.go), below the rules, which never see one: the key
+// holds a header (a magic prefix, the value's SHA-256, its number of
+// parts and its size) and the parts, MaxTxnBytes/2 each, live under
+// x/KEY\x00GEN/I, GEN the hash's first 8 bytes in hex. The writer
+// turns each put into the header and the parts (those not stored
+// already: an unchanged big value costs one small put) and deletes the
+// parts of the value a put or delete replaces, all in the same write;
+// such a write is over one transaction, so it goes through the journal
+// and has one commit point. A reader reads the parts at the revision it
+// read the header at: a new value has new part keys, so a reader of
+// the revision before a batch still finds the old value's parts until
+// the batch's journal is applied and compaction passes that revision.
+// The hash is checked on every read. Check adds what the rules cannot
+// see: a part no header names. A small value that starts with the
+// magic prefix is stored in parts too, so a stored value that starts
+// with it is always a header. Keeping this below the KV, rather than in
+// the rules, keeps the rules identical on both stores.
 //
 // # Caveats
 //

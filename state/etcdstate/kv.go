@@ -61,6 +61,11 @@ const readWidth = 16
 // answers at once that it has none (quorumLost), instead of leaving the
 // read to time out as if no member answered.
 func (s *Store) view(ctx context.Context, fn func(rules.Reader) error) error {
+	return s.viewAt(ctx, func(r *reader) error { return fn(r) })
+}
+
+// viewAt is view with the reader itself.
+func (s *Store) viewAt(ctx context.Context, fn func(*reader) error) error {
 	for try := 0; ; try++ {
 		tctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), opTimeout)
 		err := s.viewOnce(tctx, fn)
@@ -80,7 +85,7 @@ func quorumLost(err error) error {
 	return err
 }
 
-func (s *Store) viewOnce(ctx context.Context, fn func(rules.Reader) error) error {
+func (s *Store) viewOnce(ctx context.Context, fn func(*reader) error) error {
 	resp, err := s.cli.Get(ctx, s.p+jCommit)
 	if err != nil {
 		return err
@@ -97,6 +102,15 @@ type reader struct {
 	s   *Store
 	ctx context.Context
 	rev int64
+}
+
+// at is the revision r reads: its own, or, reading the newest, the
+// revision an answer was at (so a value's parts are read as its header).
+func (r *reader) at(answered int64) int64 {
+	if r.rev != 0 {
+		return r.rev
+	}
+	return answered
 }
 
 func (r *reader) Get(b rules.Bucket, key []byte) ([]byte, error) {
@@ -136,10 +150,14 @@ func (r *reader) get(keys []string) ([][]byte, error) {
 		}
 		for i, rr := range resp.Responses {
 			if kvs := rr.GetResponseRange().Kvs; len(kvs) > 0 {
-				out[lo+i] = kvs[0].Value
-				if out[lo+i] == nil {
-					out[lo+i] = []byte{}
+				v, err := r.whole(keys[lo+i], kvs[0].Value, r.at(resp.Header.Revision))
+				if err != nil {
+					return fmt.Errorf("read: %w", err)
 				}
+				if v == nil {
+					v = []byte{}
+				}
+				out[lo+i] = v
 			}
 		}
 		return nil
@@ -191,11 +209,17 @@ func (r *reader) scan(lo, hi string, desc, keysOnly bool, page int, fn func(k st
 			return err
 		}
 		for _, kv := range resp.Kvs {
+			k := string(kv.Key[len(r.s.p):])
 			v := kv.Value
-			if v == nil && !keysOnly {
-				v = []byte{}
+			if !keysOnly {
+				if v, err = r.whole(k, v, r.at(resp.Header.Revision)); err != nil {
+					return err
+				}
+				if v == nil {
+					v = []byte{}
+				}
 			}
-			if err := fn(string(kv.Key[len(r.s.p):]), v); err != nil {
+			if err := fn(k, v); err != nil {
 				return err
 			}
 		}
@@ -289,6 +313,10 @@ func (s *Store) updateOnce(ctx context.Context, fn func(rules.Writer) error) err
 	ops := make([]kvOp, 0, len(w.ops))
 	for _, op := range w.ops {
 		ops = append(ops, op)
+	}
+	ops, err := s.storeParts(ctx, ops)
+	if err != nil {
+		return err
 	}
 	slices.SortFunc(ops, func(a, b kvOp) int { return cmp.Compare(a.key, b.key) })
 	done, err := s.write(ctx, ops)

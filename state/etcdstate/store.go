@@ -75,7 +75,8 @@ type Options struct {
 	MaxTxnOps int
 	// MaxTxnBytes bounds the keys and values of one transaction, under
 	// the server's --max-request-bytes (1.5 MiB by default); default
-	// 1 MiB.
+	// 1 MiB. A value bigger than it less 1 KiB is stored in parts of
+	// half of it (doc.go, "Big values").
 	MaxTxnBytes int
 
 	// termLease, when set (Term.Open), is the lease the writer's lock is
@@ -182,9 +183,8 @@ func Open(opts Options) (*Store, error) {
 	s.rulesStore = rules.New(etcdKV{s}, rules.Options{
 		Name: s.where(), Owners: rules.PerChild,
 		MaxEvents: opts.MaxEvents, MaxRevisions: opts.MaxRevisions,
-		// One value must fit one etcd request; a batch's events are
-		// chunks well under it.
-		MaxRow: opts.MaxTxnBytes - 1024, MaxRowWhy: "one etcd write may carry",
+		// A batch's events are chunks well under one etcd request (a
+		// value over it is stored in parts: chunk.go).
 		MaxChunk: opts.MaxTxnBytes / 4,
 	})
 	if err := s.open(); err != nil {
