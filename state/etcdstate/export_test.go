@@ -1,6 +1,8 @@
 package etcdstate
 
 import (
+	"time"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/convergehq/converge/state/internal/rules"
@@ -40,3 +42,9 @@ func (s *Store) KV() rules.KV { return etcdKV{s} }
 
 // PartsMagic is what a value stored in parts holds first.
 const PartsMagic = partsMagic
+
+// WithClock returns o with the clock compaction reads set to now.
+func WithClock(o Options, now func() time.Time) Options {
+	o.now = now
+	return o
+}

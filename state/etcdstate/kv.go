@@ -324,6 +324,7 @@ func (s *Store) updateOnce(ctx context.Context, fn func(rules.Writer) error) err
 		return err
 	}
 	s.count(done, time.Since(start))
+	s.noteWrite(done.rev)
 	return nil
 }
 

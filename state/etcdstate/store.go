@@ -79,6 +79,17 @@ type Options struct {
 	// half of it (doc.go, "Big values").
 	MaxTxnBytes int
 
+	// CompactRetention is how much of etcd's history the writer keeps:
+	// after its writes, it compacts etcd to the revision it wrote this
+	// long ago, at most every quarter of it (doc.go, "Compaction").
+	// etcd's compaction is the cluster's, every prefix's: a cluster
+	// that compacts itself (--auto-compaction-retention) or whose
+	// operator does sets it below 0, which turns it off. Default 1m.
+	CompactRetention time.Duration
+
+	// now is the clock compaction reads; time.Now unless a test sets it.
+	now func() time.Time
+
 	// termLease, when set (Term.Open), is the lease the writer's lock is
 	// taken under instead of one of the store's own: the election
 	// session's, so the lock and the leadership end together. Its owner
@@ -96,6 +107,7 @@ const (
 	defaultMaxRevs     = 1000
 	defaultMaxTxnOps   = 128
 	defaultMaxTxnBytes = 1 << 20
+	defaultCompact     = time.Minute
 	opTimeout          = 30 * time.Second
 )
 
@@ -124,6 +136,8 @@ type Store struct {
 	// failBeforeCommit makes a journal write stop before its commit
 	// marker (tests of a crash before the commit point).
 	failBeforeCommit bool
+
+	compact compactor
 
 	statsMu sync.Mutex // guards stats
 	stats   state.Stats
@@ -235,6 +249,12 @@ func fill(o *Options) error {
 	}
 	if o.MaxTxnBytes <= 0 {
 		o.MaxTxnBytes = defaultMaxTxnBytes
+	}
+	if o.CompactRetention == 0 {
+		o.CompactRetention = defaultCompact
+	}
+	if o.now == nil {
+		o.now = time.Now
 	}
 	return nil
 }
@@ -385,6 +405,7 @@ func (s *Store) Close() error {
 		s.stopKA()
 		s.stopKA = nil
 	}
+	s.compact.wg.Wait()
 	if s.lease != 0 && s.cli != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		// A lease already gone (expired, revoked) released the lock too.
