@@ -29,7 +29,7 @@
 //	e/SEQ                      one chunk of events per batch (first Seq, 8 bytes big-endian)
 //	m/format, m/applied, m/source, m/events   meta
 //	j/p/N, j/commit            the batch journal (below)
-//	x/KEY\x00GEN/I             part I of a value too big for one request (below)
+//	x/KEY\x00ID                a part of a value too big for one request (below)
 //	lock                       the writer's lock, under its lease
 //	election/LEASE             a replica's candidacy (the oldest leads), its Advert as JSON
 //	sync                       a follower's request that the leader fetch now
@@ -104,22 +104,25 @@
 // root whose spec is a 333,000-team BOM is a row of ~15 MB. A value
 // whose key and bytes exceed Options.MaxTxnBytes less 1 KiB is stored
 // in parts (parts.go), below the rules, which never see one: the key
-// holds a header (a magic prefix, the value's SHA-256, its number of
-// parts and its size) and the parts, MaxTxnBytes/2 each, live under
-// x/KEY\x00GEN/I, GEN the hash's first 8 bytes in hex. The writer
-// turns each put into the header and the parts (those not stored
-// already: an unchanged big value costs one small put) and deletes the
-// parts of the value a put or delete replaces, all in the same write;
-// such a write is over one transaction, so it goes through the journal
-// and has one commit point. A reader reads the parts at the revision it
-// read the header at: a new value has new part keys, so a reader of
-// the revision before a batch still finds the old value's parts until
-// the batch's journal is applied and compaction passes that revision.
-// The hash is checked on every read. Check adds what the rules cannot
-// see: a part no header names. A small value that starts with the
-// magic prefix is stored in parts too, so a stored value that starts
-// with it is always a header. Keeping this below the KV, rather than in
-// the rules, keeps the rules identical on both stores.
+// holds a header (a magic prefix, the value's SHA-256 and size, and its
+// parts' ids in order) and each part lives under x/KEY\x00ID, ID the
+// hex of the first 8 bytes of the part's SHA-256. Parts are cut where
+// a rolling hash of the content says (64 KiB to 512 KiB, ~128 KiB on
+// average with the default MaxTxnBytes), so an edit moves only the cut
+// points near it: the scheduler rewrites a big root for its rollup every
+// few seconds, and each rewrite stores the header and a part or two,
+// not 15 MB (fixed 512 KiB parts named by the whole value's hash cost
+// 10–18 s commits at 1M, twice the journal's bytes each). The writer
+// turns each put into the header and the parts not stored already and
+// deletes the stored parts the new header does not list, all in the
+// same write: atomic in one transaction or through the journal, so at
+// any revision a key's parts are exactly its header's. A reader reads
+// them at the revision it read the header at and checks the hash. Check
+// adds what the rules cannot see: a part no header lists. A small value
+// that starts with the magic prefix is stored in parts too, so a stored
+// value that starts with it is always a header. Keeping this below the
+// KV, rather than in the rules, keeps the rules identical on both
+// stores.
 //
 // # Compaction
 //

@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -18,10 +17,14 @@ import (
 
 // A value too big for one etcd request (a root whose spec is a
 // 333,000-team BOM: a row of ~15 MB) is stored in parts, below the
-// rules (doc.go, "Big values"): its key holds a small header naming its
-// parts and their hash, and the parts live under x/. The rules never
+// rules (doc.go, "Big values"): its key holds a small header listing
+// its parts and its hash, and the parts live under x/. The rules never
 // see a header: a write stores the parts with the header, a read puts
 // them back together at the revision it read the header at.
+//
+// Parts are cut where the content says (a rolling hash), not every N
+// bytes, and named by their own hash: a root rewritten for its rollup
+// changes a few bytes of 15 MB, and only the part around them is new.
 
 const (
 	// kParts is the sub-space of the parts of values stored in parts.
@@ -30,25 +33,32 @@ const (
 	// in parts whatever its size, so a stored value that starts with it
 	// is always a header.
 	partsMagic = "\x00\xffconverge:parts\x00"
-	// genLen is the length of a part key's generation: the hex of the
-	// first 8 bytes of the value's SHA-256.
-	genLen = 16
+	// idLen is the bytes of a part's SHA-256 that name it.
+	idLen = 8
 	// partSuffix is the length of what follows a part key's owner:
-	// "\x00", the generation, "/", the part's index (4 bytes).
-	partSuffix = 1 + genLen + 1 + 4
+	// "\x00" and the part's id in hex.
+	partSuffix = 1 + 2*idLen
 )
 
-// partsHeader is what a key stored in parts holds: how many parts, the
-// whole value's size and its SHA-256.
+// partID names a part: the first bytes of its SHA-256.
+type partID [idLen]byte
+
+// partsHeader is what a key stored in parts holds: the whole value's
+// SHA-256 and size, and its parts' ids in order.
 type partsHeader struct {
-	parts, size int
-	sum         [sha256.Size]byte
+	sum  [sha256.Size]byte
+	size int
+	ids  []partID
 }
 
 func (h partsHeader) encode() []byte {
 	b := append([]byte(partsMagic), h.sum[:]...)
-	b = binary.AppendUvarint(b, uint64(h.parts))
-	return binary.AppendUvarint(b, uint64(h.size))
+	b = binary.AppendUvarint(b, uint64(h.size))
+	b = binary.AppendUvarint(b, uint64(len(h.ids)))
+	for _, id := range h.ids {
+		b = append(b, id[:]...)
+	}
+	return b
 }
 
 // isHeader reports whether a stored value is a parts header.
@@ -62,29 +72,28 @@ func parseHeader(v []byte) (partsHeader, error) {
 	}
 	copy(h.sum[:], b)
 	b = b[sha256.Size:]
-	n, w := binary.Uvarint(b)
+	size, w := binary.Uvarint(b)
 	if w <= 0 {
-		return h, errors.New("malformed parts header: part count")
-	}
-	size, w2 := binary.Uvarint(b[w:])
-	if w2 <= 0 || w+w2 != len(b) {
 		return h, errors.New("malformed parts header: size")
 	}
-	h.parts, h.size = int(n), int(size)
+	b = b[w:]
+	n, w := binary.Uvarint(b)
+	if w <= 0 || uint64(len(b)-w) != n*idLen {
+		return h, errors.New("malformed parts header: part list")
+	}
+	b = b[w:]
+	h.size, h.ids = int(size), make([]partID, n)
+	for i := range h.ids {
+		copy(h.ids[i][:], b[i*idLen:])
+	}
 	return h, nil
 }
-
-// gen is the part keys' generation: a new value has new part keys, so
-// a reader at an older revision still finds the old value's.
-func (h partsHeader) gen() string { return hex.EncodeToString(h.sum[:genLen/2]) }
 
 // partsPrefix is what the part keys of key (below the prefix) start with.
 func partsPrefix(key string) string { return kParts + key + "\x00" }
 
-// partsKey is the key of part i of key's value of header h.
-func partsKey(key string, h partsHeader, i int) string {
-	return partsPrefix(key) + h.gen() + "/" + string(binary.BigEndian.AppendUint32(nil, uint32(i)))
-}
+// partsKey is the key of key's part id.
+func partsKey(key string, id partID) string { return partsPrefix(key) + hex.EncodeToString(id[:]) }
 
 // partsOwner returns the key whose value a part key is part of.
 func partsOwner(partKey string) (string, bool) {
@@ -101,16 +110,73 @@ func (s *Store) inParts(key string, val []byte) bool {
 	return len(key)+len(val) > s.opts.MaxTxnBytes-1024 || isHeader(val)
 }
 
-// partSize is the most bytes of a value one part holds.
-func (s *Store) partSize() int { return s.opts.MaxTxnBytes / 2 }
+// gear is the rolling hash's table: 256 fixed pseudo-random words
+// (splitmix64 from 0). Changing it changes where parts are cut, never
+// what a stored value reads as (a header lists its parts).
+var gear = func() (g [256]uint64) {
+	x := uint64(0)
+	for i := range g {
+		x += 0x9e3779b97f4a7c15
+		z := x
+		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+		z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+		g[i] = z ^ (z >> 31)
+	}
+	return g
+}()
 
-// cut returns the header and the part puts of key's value val.
-func (s *Store) cut(key string, val []byte) (kvOp, []kvOp) {
-	size := s.partSize()
-	h := partsHeader{parts: (len(val) + size - 1) / size, size: len(val), sum: sha256.Sum256(val)}
-	parts := make([]kvOp, h.parts)
-	for i := range parts {
-		parts[i] = kvOp{key: partsKey(key, h, i), val: val[i*size : min(len(val), (i+1)*size)]}
+// cutPoints returns where val's parts end: after at least lo bytes, where
+// the rolling hash of the last 64 bytes has its top bits zero (a part
+// of about 2·lo bytes on average), at most hi bytes. An edit moves only
+// the cut points near it, so the other parts keep their ids.
+func cutPoints(val []byte, lo, hi int) []int {
+	bits := max(1, bitsFor(lo))
+	mask := ^uint64(0) << (64 - bits)
+	var ends []int
+	start := 0
+	for start < len(val) {
+		end := min(len(val), start+hi)
+		var h uint64
+		for i := start + lo; i < end; i++ {
+			h = (h << 1) + gear[val[i]]
+			if i-start >= lo+64 && h&mask == 0 {
+				end = i + 1
+				break
+			}
+		}
+		ends = append(ends, end)
+		start = end
+	}
+	return ends
+}
+
+// bitsFor is log2(n), rounded down.
+func bitsFor(n int) int {
+	b := 0
+	for n > 1 {
+		n >>= 1
+		b++
+	}
+	return b
+}
+
+// cut returns the header and the parts (key → bytes) of key's value val:
+// parts of MaxTxnBytes/16 to MaxTxnBytes/2, MaxTxnBytes/8 on average
+// (bigger for a value so big that its header would pass a quarter of
+// MaxTxnBytes).
+func (s *Store) cut(key string, val []byte) (kvOp, map[string][]byte) {
+	h := partsHeader{sum: sha256.Sum256(val), size: len(val)}
+	parts := map[string][]byte{}
+	hi := s.opts.MaxTxnBytes / 2
+	lo := min(hi/4, max(s.opts.MaxTxnBytes/16, 16*len(val)/s.opts.MaxTxnBytes))
+	start := 0
+	for _, end := range cutPoints(val, lo, hi) {
+		sum := sha256.Sum256(val[start:end])
+		var id partID
+		copy(id[:], sum[:])
+		h.ids = append(h.ids, id)
+		parts[partsKey(key, id)] = val[start:end]
+		start = end
 	}
 	return kvOp{key: key, val: h.encode()}, parts
 }
@@ -164,14 +230,16 @@ func (s *Store) storeParts(ctx context.Context, ops []kvOp) ([]kvOp, error) {
 		}
 		head, parts := s.cut(op.key, op.val)
 		out = append(out, head)
-		for _, p := range parts {
-			if !slices.Contains(old, p.key) {
-				out = append(out, p)
+		have := map[string]bool{}
+		for _, k := range old {
+			have[k] = true
+			if _, keep := parts[k]; !keep {
+				out = append(out, kvOp{key: k, del: true})
 			}
 		}
-		for _, k := range old {
-			if !slices.ContainsFunc(parts, func(p kvOp) bool { return p.key == k }) {
-				out = append(out, kvOp{key: k, del: true})
+		for k, v := range parts {
+			if !have[k] {
+				out = append(out, kvOp{key: k, val: v})
 			}
 		}
 	}
@@ -189,20 +257,26 @@ func (r *reader) whole(key string, v []byte, rev int64) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}
-	p := r.s.p + partsPrefix(key) + h.gen() + "/"
-	resp, err := r.s.cli.Get(r.ctx, p, clientv3.WithPrefix(), clientv3.WithRev(rev))
+	// At one revision the key's parts are its header's (a write deletes
+	// the parts of the value it replaces).
+	resp, err := r.s.cli.Get(r.ctx, r.s.p+partsPrefix(key), clientv3.WithPrefix(), clientv3.WithRev(rev))
 	if err != nil {
 		return nil, fmt.Errorf("%s: read its parts: %w", key, err)
 	}
-	if len(resp.Kvs) != h.parts {
-		return nil, fmt.Errorf("%s: %d of its %d parts stored", key, len(resp.Kvs), h.parts)
+	byID := make(map[string][]byte, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		byID[string(kv.Key[len(r.s.p):])] = kv.Value
 	}
 	out := make([]byte, 0, h.size)
-	for _, kv := range resp.Kvs {
-		out = append(out, kv.Value...)
+	for _, id := range h.ids {
+		part, ok := byID[partsKey(key, id)]
+		if !ok {
+			return nil, fmt.Errorf("%s: its part %x is not stored (%d of %d parts are)", key, id, len(resp.Kvs), len(h.ids))
+		}
+		out = append(out, part...)
 	}
 	if len(out) != h.size || sha256.Sum256(out) != h.sum {
-		return nil, fmt.Errorf("%s: its %d parts do not make the value its header names (%d bytes, hash %s)", key, h.parts, h.size, h.gen())
+		return nil, fmt.Errorf("%s: its %d parts do not make the value its header names (%d bytes, SHA-256 %x…)", key, len(h.ids), h.size, h.sum[:8])
 	}
 	return out, nil
 }
@@ -251,13 +325,13 @@ func checkPartsIn(r *reader, report func(format string, args ...any)) error {
 				report("%s: %v", owner, err)
 				continue
 			}
-			for i := range h.parts {
-				want[partsKey(owner, h, i)] = true
+			for _, id := range h.ids {
+				want[partsKey(owner, id)] = true
 			}
 		}
 		for _, k := range keys {
 			if !want[k] {
-				report("%s: a stored part (%x) that no header names", owner, k[len(k)-partSuffix:])
+				report("%s: a stored part (%s) that no header names", owner, k[len(k)-2*idLen:])
 			}
 		}
 	}

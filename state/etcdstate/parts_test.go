@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -136,11 +137,67 @@ func TestCheckFindsStrayPart(t *testing.T) {
 	if err := s.Check(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := one.Client(t).Put(ctx, prefix+"/x/r/bom/huge\x000123456789abcdef/\x00\x00\x00\x07", "stray"); err != nil {
+	if _, err := one.Client(t).Put(ctx, prefix+"/x/r/bom/huge\x000123456789abcdef", "stray"); err != nil {
 		t.Fatal(err)
 	}
 	err = s.Check(ctx)
 	if err == nil || !strings.Contains(err.Error(), "r/bom/huge: a stored part") {
 		t.Fatalf("Check with a stray part: %v, want it named", err)
+	}
+}
+
+// TestPartsEditRewritesFew: a big row changed in a few bytes (a root's
+// rollup, its phase) writes its header and the parts around the change,
+// not all of its megabytes: parts are cut where the content says and
+// named by their hash.
+func TestPartsEditRewritesFew(t *testing.T) {
+	prefix := newPrefix()
+	s := open(t, one, prefix, etcdstate.Options{})
+	ctx := context.Background()
+	root := res("bom", "huge", "")
+	var b strings.Builder
+	b.WriteString(`{"teams":[`)
+	for i := 0; b.Len() < 4<<20; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"name":"team-%07d","cidr":"10.%d.%d.0/24"}`, i, i/256%256, i%256)
+	}
+	b.WriteString(`]}`)
+	root.Spec = json.RawMessage(b.String())
+	if err := s.Commit(ctx, &converge.Batch{Resources: []*converge.Resource{root}}); err != nil {
+		t.Fatal(err)
+	}
+	keys := func() map[string]bool {
+		resp, err := one.Client(t).Get(ctx, prefix+"/x/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]bool{}
+		for _, kv := range resp.Kvs {
+			out[string(kv.Key)] = true
+		}
+		return out
+	}
+	before, bytesBefore := keys(), s.Stats().Bytes
+	next := *root
+	next.Phase, next.Status = converge.PhaseReady, json.RawMessage(`{"rollup":{"ready":1,"total":1}}`)
+	if err := s.Commit(ctx, &converge.Batch{Resources: []*converge.Resource{&next}}); err != nil {
+		t.Fatal(err)
+	}
+	after, written := keys(), s.Stats().Bytes-bytesBefore
+	kept := 0
+	for k := range after {
+		if before[k] {
+			kept++
+		}
+	}
+	t.Logf("%d parts, %d kept, %d bytes written for the edit", len(after), kept, written)
+	if len(after) < 8 || kept < len(after)-2 || written > 1<<20 {
+		t.Errorf("an edit of a 4 MB row: %d of %d parts kept, %d bytes written; want all but one or two kept, under 1 MiB written", kept, len(after), written)
+	}
+	got, err := s.Resource(ctx, "bom/huge")
+	if err != nil || got.Phase != converge.PhaseReady || string(got.Spec) != string(root.Spec) {
+		t.Fatalf("read back: %v", err)
 	}
 }

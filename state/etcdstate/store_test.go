@@ -341,9 +341,14 @@ func TestRowOverOneRequest(t *testing.T) {
 	if err != nil || len(raw.Kvs) != 1 || len(raw.Kvs[0].Value) > 1024 {
 		t.Fatalf("the row's key: %v, %d keys, want one small header", err, len(raw.Kvs))
 	}
-	parts, err := one.Client(t).Get(t.Context(), prefix+"/x/r/vpc/big\x00", clientv3.WithPrefix(), clientv3.WithKeysOnly())
-	if err != nil || len(parts.Kvs) != 5 {
-		t.Errorf("parts: %v, %d keys, want 5 of 512 KiB", err, len(parts.Kvs))
+	parts, err := one.Client(t).Get(t.Context(), prefix+"/x/r/vpc/big\x00", clientv3.WithPrefix())
+	if err != nil || len(parts.Kvs) < 2 {
+		t.Fatalf("parts: %v, %d keys, want a few", err, len(parts.Kvs))
+	}
+	for _, kv := range parts.Kvs {
+		if len(kv.Value) > 512<<10 {
+			t.Errorf("part %q of %d bytes, over 512 KiB", kv.Key, len(kv.Value))
+		}
 	}
 }
 
