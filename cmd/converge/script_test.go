@@ -579,7 +579,7 @@ func cmdEtcdProcesses(ts *testscript.TestScript, neg bool, args []string) {
 	if err != nil || n < 1 {
 		ts.Fatalf("etcd-processes: N %q: want a positive number", args[1])
 	}
-	eps, stop, err := startEtcdProcesses(ts.MkAbs("etcd-procs"), n)
+	eps, stop, err := startEtcdProcesses(ts.MkAbs("etcd-procs"), n, 0)
 	if stop != nil {
 		ts.Defer(stop)
 	}
@@ -595,9 +595,11 @@ func cmdEtcdProcesses(ts *testscript.TestScript, neg bool, args []string) {
 
 // startEtcdProcesses starts n members of the `etcd` binary on PATH as
 // separate processes on free loopback ports, data and logs under dir,
-// and waits up to 60s until the cluster answers. It returns the client
-// URLs and a function that kills the members (set even on an error).
-func startEtcdProcesses(dir string, n int) ([]string, func(), error) {
+// and waits up to 60s until the cluster answers. A nice below 0 gives
+// the members that scheduling priority (where the test may: root), as
+// a cluster on machines of its own has. It returns the client URLs and
+// a function that kills the members (set even on an error).
+func startEtcdProcesses(dir string, n, nice int) ([]string, func(), error) {
 	bin, err := exec.LookPath("etcd")
 	if err != nil {
 		return nil, nil, err
@@ -645,6 +647,11 @@ func startEtcdProcesses(dir string, n int) ([]string, func(), error) {
 		if err := cmd.Start(); err != nil {
 			log.Close()
 			return nil, stop, err
+		}
+		if nice != 0 {
+			if err := syscall.Setpriority(syscall.PRIO_PROCESS, cmd.Process.Pid, nice); err != nil {
+				fmt.Fprintf(log, "converge test: nice %d: %v\n", nice, err)
+			}
 		}
 		stops = append(stops, func() {
 			cmd.Process.Kill()

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -46,7 +47,7 @@ var bucketPrefix = [rules.NumBuckets]string{
 	rules.Meta:       kMeta,
 }
 
-// pageSize is the most keys one range request of a scan returns.
+// pageSize is the keys of the first page of a scan (scan grows the next).
 const pageSize = 1000
 
 // readWidth is how many read requests one read has in flight at once.
@@ -193,10 +194,22 @@ func (r *reader) Scan(b rules.Bucket, rg rules.Range, fn func(k, v []byte) error
 }
 
 // scan calls fn with every key from lo to hi (below the prefix), in key
-// order or reversed, first page keys at a time and then up to pageSize,
-// until fn returns an error, which scan returns.
+// order or reversed, first page keys at a time, then pages that grow
+// while their values are small (about pageBytes, at most maxPage keys),
+// until fn returns an error, which scan returns. The next page is read
+// while fn goes through this one: a Load of a million rows is a few
+// hundred round trips, overlapped with decoding them.
 func (r *reader) scan(lo, hi string, desc, keysOnly bool, page int, fn func(k string, v []byte) error) error {
-	for lo < hi {
+	if lo >= hi {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(r.ctx)
+	defer cancel() // a page still being read when fn stops the scan
+	type answer struct {
+		resp *clientv3.GetResponse
+		err  error
+	}
+	read := func(lo, hi string, page int) <-chan answer {
 		opts := []clientv3.OpOption{clientv3.WithRange(r.s.p + hi), clientv3.WithLimit(int64(page)), clientv3.WithRev(r.rev)}
 		if keysOnly {
 			opts = append(opts, clientv3.WithKeysOnly())
@@ -204,14 +217,39 @@ func (r *reader) scan(lo, hi string, desc, keysOnly bool, page int, fn func(k st
 		if desc {
 			opts = append(opts, clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend))
 		}
-		resp, err := r.s.cli.Get(r.ctx, r.s.p+lo, opts...)
-		if err != nil {
-			return err
+		ch := make(chan answer, 1)
+		go func() {
+			resp, err := r.s.cli.Get(ctx, r.s.p+lo, opts...)
+			ch <- answer{resp, err}
+		}()
+		return ch
+	}
+	next := read(lo, hi, page)
+	for {
+		a := <-next
+		if a.err != nil {
+			return a.err
+		}
+		resp := a.resp
+		more := resp.More && len(resp.Kvs) > 0
+		if more {
+			last := string(resp.Kvs[len(resp.Kvs)-1].Key[len(r.s.p):])
+			if desc {
+				hi = last
+			} else {
+				lo = last + "\x00"
+			}
+			more = lo < hi
+		}
+		if more {
+			next = read(lo, hi, nextPage(page, resp.Kvs))
+			page = nextPage(page, resp.Kvs)
 		}
 		for _, kv := range resp.Kvs {
 			k := string(kv.Key[len(r.s.p):])
 			v := kv.Value
 			if !keysOnly {
+				var err error
 				if v, err = r.whole(k, v, r.at(resp.Header.Revision)); err != nil {
 					return err
 				}
@@ -223,18 +261,28 @@ func (r *reader) scan(lo, hi string, desc, keysOnly bool, page int, fn func(k st
 				return err
 			}
 		}
-		if !resp.More || len(resp.Kvs) == 0 {
+		if !more {
 			return nil
 		}
-		last := string(resp.Kvs[len(resp.Kvs)-1].Key[len(r.s.p):])
-		if desc {
-			hi = last
-		} else {
-			lo = last + "\x00"
-		}
-		page = min(2*page, pageSize)
 	}
-	return nil
+}
+
+// Pages of a scan: about pageBytes of keys and values, at most maxPage
+// keys, growing at most fourfold a page.
+const (
+	pageBytes = 4 << 20
+	maxPage   = 10000
+)
+
+// nextPage is the size of the page after one of page keys that returned
+// kvs.
+func nextPage(page int, kvs []*mvccpb.KeyValue) int {
+	n := 0
+	for _, kv := range kvs {
+		n += len(kv.Key) + len(kv.Value)
+	}
+	avg := max(1, n/max(1, len(kvs)))
+	return max(1, min(maxPage, 4*page, pageBytes/avg))
 }
 
 func (r *reader) Count(b rules.Bucket, prefix []byte) (int, error) {
