@@ -54,8 +54,14 @@ func (p *proc) output() string {
 // ends, and its output logged if t failed.
 func startProc(t *testing.T, name string, env []string, args ...string) *proc {
 	t.Helper()
+	return startCmd(t, name, env, "converge", args...)
+}
+
+// startCmd is startProc of any command (e.g. nice -n N converge …).
+func startCmd(t *testing.T, name string, env []string, command string, args ...string) *proc {
+	t.Helper()
 	p := &proc{name: name, done: make(chan struct{})}
-	p.cmd = exec.Command("converge", args...)
+	p.cmd = exec.Command(command, args...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p, p
 	if err := p.cmd.Start(); err != nil {

@@ -596,7 +596,7 @@ func cmdEtcdProcesses(ts *testscript.TestScript, neg bool, args []string) {
 // startEtcdProcesses starts n members of the `etcd` binary on PATH as
 // separate processes on free loopback ports, data and logs under dir,
 // and waits up to 60s until the cluster answers. A nice below 0 gives
-// the members that scheduling priority (where the test may: root), as
+// the members that scheduling priority (through nice(1); root may), as
 // a cluster on machines of its own has. It returns the client URLs and
 // a function that kills the members (set even on an error).
 func startEtcdProcesses(dir string, n, nice int) ([]string, func(), error) {
@@ -638,20 +638,21 @@ func startEtcdProcesses(dir string, n, nice int) ([]string, func(), error) {
 		}
 		// A loaded machine: etcd's 1s default election timeout elects
 		// again and again; 3s keeps one leader.
-		cmd := exec.Command(bin, "--name", fmt.Sprintf("p%d", i), "--data-dir", filepath.Join(dir, fmt.Sprintf("p%d", i)),
+		argv := []string{bin}
+		if nice != 0 {
+			// Through nice(1): every thread of the member has the nice
+			// (setpriority on a pid would set only its first thread's).
+			argv = []string{"nice", "-n", strconv.Itoa(nice), bin}
+		}
+		cmd := exec.Command(argv[0], append(argv[1:], "--name", fmt.Sprintf("p%d", i), "--data-dir", filepath.Join(dir, fmt.Sprintf("p%d", i)),
 			"--listen-client-urls", client, "--advertise-client-urls", client,
 			"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
 			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
-			"--initial-cluster-token", "converge-script", "--election-timeout", "3000", "--heartbeat-interval", "300")
+			"--initial-cluster-token", "converge-script", "--election-timeout", "3000", "--heartbeat-interval", "300")...)
 		cmd.Stdout, cmd.Stderr = log, log
 		if err := cmd.Start(); err != nil {
 			log.Close()
 			return nil, stop, err
-		}
-		if nice != 0 {
-			if err := syscall.Setpriority(syscall.PRIO_PROCESS, cmd.Process.Pid, nice); err != nil {
-				fmt.Fprintf(log, "converge test: nice %d: %v\n", nice, err)
-			}
 		}
 		stops = append(stops, func() {
 			cmd.Process.Kill()

@@ -21,6 +21,9 @@ import (
 // most 16 KiB, so every value over ~15 KiB (event chunks, big specs) is
 // stored in parts, and every big batch goes through the journal.
 func TestConformanceSmallRequests(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the suite again, every big value in parts; TestConformance covers the semantics")
+	}
 	statetest.Run(t, func(t *testing.T, o state.Options) state.Backend {
 		return open(t, one, newPrefix(), etcdstate.Options{MaxEvents: o.MaxEvents, MaxRevisions: o.MaxRevisions, MaxTxnBytes: 16 << 10})
 	})
