@@ -83,7 +83,7 @@
 //     exist (the next writer deletes stray parts); after it the batch
 //     is durable and will be applied whole;
 //  3. applies the operations in transactions of at most MaxTxnOps, up to
-//     128 of them in flight at once (they touch distinct keys, and no
+//     128 of them and 16 MiB in flight at once (they touch distinct keys, and no
 //     reader looks at them yet; etcd batches them into few raft rounds);
 //  4. deletes the journal.
 //
@@ -150,10 +150,11 @@
 //
 // A leader's lease is renewed by the etcd client in the background,
 // over the replica's own connection (Replica.sessCli): on the store's
-// connection a big batch's transactions in flight queued the renewals
-// behind megabytes, and a 5 s lease was lost during commits of 12–69 s.
-// A journal keeps at most 16 MiB of transactions in flight
-// (writeInFlight), so no request waits behind more than that.
+// connection a big batch's transactions in flight queue the renewals
+// behind megabytes. A journal keeps at most 16 MiB of transactions in
+// flight (writeInFlight), so no request waits behind more than that.
+// Neither keeps a lease whose member or leader is starved of CPU for
+// its TTL (docs/BENCHMARKS.md, "etcd at a million").
 //
 // # Caveats
 //
