@@ -10,10 +10,10 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
@@ -82,25 +82,22 @@ func measureRaw(ctx context.Context, inflight int, d time.Duration) (float64, er
 		return 0, err
 	}
 	var n atomic.Int64
-	var first error
-	var once sync.Once
-	var wg sync.WaitGroup
+	var g errgroup.Group
 	start := time.Now()
 	end := start.Add(d)
 	for range inflight {
-		wg.Go(func() {
+		g.Go(func() error {
 			for time.Now().Before(end) {
 				if _, err := client.Check(ctx, req); err != nil {
-					once.Do(func() { first = err })
-					return
+					return err
 				}
 				n.Add(1)
 			}
+			return nil
 		})
 	}
-	wg.Wait()
-	if first != nil {
-		return 0, first
+	if err := g.Wait(); err != nil {
+		return 0, err
 	}
 	return float64(n.Load()) / time.Since(start).Seconds(), nil
 }

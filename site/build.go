@@ -12,6 +12,7 @@ import (
 
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/state"
+	"golang.org/x/sync/errgroup"
 )
 
 // Options tune a Builder. The zero value is usable.
@@ -410,26 +411,11 @@ func parallel(n int, fn func(i int) error) error {
 // parallelN runs fn(0) … fn(workers-1) at once and returns the first
 // error.
 func parallelN(workers int, fn func(worker int) error) error {
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex // guards first
-		first error
-	)
+	var g errgroup.Group
 	for i := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := fn(i); err != nil {
-				mu.Lock()
-				if first == nil {
-					first = err
-				}
-				mu.Unlock()
-			}
-		}()
+		g.Go(func() error { return fn(i) })
 	}
-	wg.Wait()
-	return first
+	return g.Wait()
 }
 
 func (b *Builder) writeList(w *writer, k listKey, page int) error {

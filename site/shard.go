@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/convergehq/converge"
+	"golang.org/x/sync/errgroup"
 )
 
 // maxShown is the most bytes of a spec or a status a resource's section
@@ -370,17 +371,14 @@ func (b *Builder) writeShards(ctx context.Context, w *writer, keys []shardKey, h
 		workers = 1
 	}
 	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex // guards first, removed and keep
-		first   error
+		g       errgroup.Group
+		mu      sync.Mutex // guards removed and keep
 		removed int
 	)
 	ws := make([]*writer, workers)
 	for i := range workers {
 		ws[i] = &writer{dir: b.dir, atomic: w.atomic}
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
+		g.Go(func() error {
 			var buf bytes.Buffer
 			for j := i; j < len(keys); j += workers {
 				k := keys[j]
@@ -418,24 +416,22 @@ func (b *Builder) writeShards(ctx context.Context, w *writer, keys []shardKey, h
 				if gone && err == nil {
 					removed++
 				}
-				if err != nil && first == nil {
-					first = fmt.Errorf("build site: %w", err)
-				}
 				if keep != nil && !gone {
 					keep[k.path()] = true
 				}
 				mu.Unlock()
 				if err != nil {
-					return
+					return fmt.Errorf("build site: %w", err)
 				}
 			}
-		}(i)
+			return nil
+		})
 	}
-	wg.Wait()
+	err := g.Wait()
 	for _, x := range ws {
 		w.add(x)
 	}
-	return removed, first
+	return removed, err
 }
 
 // leaseText says what a lease is in words: "a compose task in flight

@@ -13,7 +13,10 @@
 // (fsnotify, dev mode) and Webhook (a push delivery from GitHub,
 // Gitea/Forgejo or GitLab, verified their way). LintRange is `converge
 // lint`'s walk: every first-parent commit of a range linted against its
-// parent, and the range as a whole. Package sync/forge posts the same
+// parent, and the range as a whole. Plan is `converge plan`'s pricing of a
+// revision (the plan, its composers' dry runs, breaking changes, guards)
+// against the store or a pull request's base; Review is what it shows.
+// Package sync/forge posts the same
 // verdicts to a forge's commit-status API; package sync/controlplane runs
 // a Syncer inside the engine and the daemon's follow loop.
 //

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cmd/converge/internal/bench"
 	"github.com/convergehq/converge/state/stateapi"
 )
 
@@ -34,10 +35,10 @@ func cmdBOMTeams(ts *testscript.TestScript, neg bool, args []string) {
 	file := ts.MkAbs(args[0])
 	b, err := os.ReadFile(file)
 	ts.Check(err)
-	if !bomTeams.Match(b) {
+	if !bench.BOMTeams.Match(b) {
 		ts.Fatalf("bom-teams: %s has no _teams line", args[0])
 	}
-	ts.Check(os.WriteFile(file, bomTeams.ReplaceAll(b, []byte("_teams: "+strconv.Itoa(n))), 0o644))
+	ts.Check(os.WriteFile(file, bench.BOMTeams.ReplaceAll(b, []byte("_teams: "+strconv.Itoa(n))), 0o644))
 }
 
 // cmdWaitChildren waits up to 2 minutes until the store of STATE holds

@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cmd/converge/internal/bench"
 	"github.com/convergehq/converge/state/etcdstate"
 	"github.com/convergehq/converge/state/etcdtest"
 	"github.com/convergehq/converge/sync/gittest"
@@ -166,7 +167,7 @@ func TestBenchEtcd(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bench: %v\n%s%s", err, out, log)
 	}
-	var rep benchReport
+	var rep bench.Report
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("bench -o json: %v\n%s", err, out)
 	}

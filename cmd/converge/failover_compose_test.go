@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cmd/converge/internal/bench"
 	"github.com/convergehq/converge/state"
 	"github.com/convergehq/converge/state/etcdstate"
 	"github.com/convergehq/converge/state/etcdtest"
@@ -46,7 +47,7 @@ func TestReplicasFailoverMidComposition(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bom = bomTeams.ReplaceAll(bom, []byte("_teams: "+strconv.Itoa(teams)))
+	bom = bench.BOMTeams.ReplaceAll(bom, []byte("_teams: "+strconv.Itoa(teams)))
 	cluster := etcdtest.Start(t, etcdtest.Options{ElectionMs: 1500})
 	url := cluster.URL("/converge/failover-compose")
 	o, err := parseEtcdState(url, "", "", "", os.Getenv)

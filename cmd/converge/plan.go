@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"time"
 
@@ -184,7 +183,6 @@ func runPlan(ctx context.Context, out, errOut io.Writer, g *globals, o planOptio
 		return failed("revision %s is invalid (%d errors)", r, len(pass.Record.Errors))
 	}
 	d := pass.Loaded.Desired
-	d.Revision = r
 	// The dry runs' workers are started once, for the base and the head.
 	var compose scheduler.ComposeFunc
 	stop := func() {}
@@ -196,38 +194,16 @@ func runPlan(ctx context.Context, out, errOut io.Writer, g *globals, o planOptio
 		}
 		return compose, err
 	}
-	var snap *converge.Snapshot
-	if basePass != nil {
-		if snap, err = baseSnapshot(ctx, basePass, composer); err != nil {
+	po := gitsync.PlanOptions{Base: basePass, Composer: composer, Lint: lintFunc(), OverrideBy: syncer.ChangeOverride(r)}
+	if basePass == nil {
+		if po.Stored, admin, err = planSnapshot(ctx, g, dir); err != nil {
 			return err
 		}
-	} else if snap, admin, err = planSnapshot(ctx, g, dir); err != nil {
-		return err
 	}
-	p := scheduler.Diff(snap, &d)
-	stored := scheduler.SnapshotGraph(snap)
-	composed := &gitsync.Composed{}
-	if changesComposer(p, &d, false) {
-		// A kind that composes in CUE is dry-run here (Fanout asks
-		// the Schemas): workers are started only for the others.
-		var cf scheduler.ComposeFunc
-		if changesComposer(p, &d, true) {
-			if cf, err = composer(); err != nil {
-				return err
-			}
-		}
-		scheduler.Fanout(ctx, stored, &d, p, composed.Validator(pass.Loaded.Schemas), composed.Func(cf))
+	rv, snap, p, err := gitsync.Plan(ctx, pass, po)
+	if errors.Is(err, gitsync.ErrBaseUnknown) {
+		return failed("%w", err)
 	}
-	in := gitsync.ReviewInput{Revision: r.String(), Plan: p, Desired: &d, Graph: stored, StoredKinds: snap.Kinds,
-		Composed: composed, Settings: d.Settings, OverrideBy: syncer.ChangeOverride(r)}
-	if lint := lintFunc(); lint != nil {
-		var oldTree fs.FS
-		if basePass != nil {
-			oldTree = basePass.Tree // the range's lint: field-level positions on both sides
-		}
-		in.Breaking = lint(snap.Kinds, d.Kinds, oldTree, pass.Tree)
-	}
-	rv, err := gitsync.NewReview(ctx, in)
 	if err != nil {
 		return err
 	}
@@ -315,24 +291,6 @@ func planSnapshot(ctx context.Context, g *globals, dir string) (*converge.Snapsh
 	}
 	snap, err := loadSnapshot(ctx, dir)
 	return snap, nil, err
-}
-
-// changesComposer reports whether p creates, updates or flips a resource
-// whose kind (in d) composes; with worker, one whose compose a worker
-// runs (not CUE).
-func changesComposer(p *scheduler.Plan, d *converge.Desired, worker bool) bool {
-	composes := map[converge.KindRef]bool{}
-	for _, k := range d.Kinds {
-		composes[k.Ref()] = k.Has(converge.ReactionCompose) && (!worker || k.Compose == "")
-	}
-	for _, l := range [][]scheduler.PlanItem{p.Create, p.Update, p.Flip} {
-		for _, it := range l {
-			if composes[it.To] {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // planComposer returns where plan's dry-run composes go: the workers of
@@ -480,32 +438,6 @@ func planJSON(rv *gitsync.Review) planData {
 		v.Breaking = []converge.Finding{}
 	}
 	return v
-}
-
-// baseSnapshot is the graph of a pull request's base revision when there
-// is no store (CI): its documents, and the children its composers'
-// dry runs answer against an empty graph (gitsync.Composed.Snapshot).
-func baseSnapshot(ctx context.Context, base *gitsync.Pass, composer func() (scheduler.ComposeFunc, error)) (*converge.Snapshot, error) {
-	bd := base.Loaded.Desired
-	bd.Revision = base.Revision
-	empty := &converge.Snapshot{}
-	bp := scheduler.Diff(empty, &bd)
-	composed := &gitsync.Composed{}
-	if changesComposer(bp, &bd, false) {
-		var cf scheduler.ComposeFunc
-		if changesComposer(bp, &bd, true) {
-			var err error
-			if cf, err = composer(); err != nil {
-				return nil, err
-			}
-		}
-		scheduler.Fanout(ctx, scheduler.SnapshotGraph(empty), &bd, bp, composed.Validator(base.Loaded.Schemas), composed.Func(cf))
-	}
-	if len(bp.Unanswered) > 0 {
-		return nil, failed("plan: the base revision %s's composers did not answer their dry runs (%s: %s): its graph is unknown",
-			base.Revision, bp.Unanswered[0].ID, bp.Unanswered[0].Reason)
-	}
-	return composed.Snapshot(&bd), nil
 }
 
 // planComment prints (-o markdown) or posts (--comment N) the plan as a

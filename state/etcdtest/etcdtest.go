@@ -3,6 +3,8 @@
 // ports in t.TempDir() and stops them when the test ends. Only tests
 // import it, so the converge binary never links the etcd server
 // (deps_test.go at the module root checks that).
+//
+// Read first: Start, Options and Cluster.
 package etcdtest
 
 import (

@@ -1,6 +1,10 @@
 // Package statetest opens real state stores for tests: Open puts a store
 // in t.TempDir() and, when the test ends, runs the store's full
-// consistency check (reporting problems with t.Error) and closes it.
+// consistency check (reporting problems with t.Error) and closes it; Run
+// is the conformance suite every state.Backend passes (suite.go; its
+// tests in suite_tests.go, its model test in suite_model.go).
+//
+// Read first: Open, then Run and Opener.
 package statetest
 
 import (

@@ -2,7 +2,8 @@
 // account, vpc v1 and v2, tgw, route, statussink) to a converge control
 // plane. It reads CONVERGE_ADDR, CONVERGE_TOKEN and CONVERGE_WORKER_NAME,
 // and the chaos knobs FAKE_FAULT_RATE, FAKE_WORK_DELAY, FAKE_DELETE_DELAY
-// and FAKE_TEARDOWN_FAIL, from the environment.
+// and FAKE_TEARDOWN_FAIL, from the environment. The providers themselves
+// are package providers/classic: read that first.
 package main
 
 import (

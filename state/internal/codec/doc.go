@@ -5,4 +5,7 @@
 // Batch must pass before any backend reads its store (Validate). It
 // imports no storage engine; state (bbolt) and state/etcdstate (etcd)
 // both build on it.
+//
+// Read first: EncodeResource and SplitRow (the row), EncodeChunk (events),
+// Validate (a batch's own checks).
 package codec

@@ -1,9 +1,8 @@
-package main
+package bench
 
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/convergehq/converge/providers/onprem/dnsrecord"
 	"github.com/convergehq/converge/providers/onprem/postgres"
+	"golang.org/x/sync/errgroup"
 )
 
 // bench --onprem: examples/onprem with --teams teams (a role, a database
@@ -34,7 +34,7 @@ import (
 // (providers/onprem/postgres: MaxConns).
 const onpremConcurrency = 8
 
-type onpremBench struct {
+type OnpremReport struct {
 	Teams            int     `json:"teams"`
 	Objects          int     `json:"objects"`
 	Concurrency      int     `json:"concurrency"`
@@ -70,32 +70,47 @@ func serversEnv(dir string) (map[string]string, error) {
 	return env, sc.Err()
 }
 
-func runBenchOnprem(ctx context.Context, out io.Writer, o benchOptions) error {
-	env, err := serversEnv(o.onprem)
+// OnpremOptions say what Onprem measures.
+type OnpremOptions struct {
+	// Servers is the directory of examples/onprem/servers.sh's running
+	// servers (its env file).
+	Servers string
+	// Dir is the onprem example's repository directory.
+	Dir string
+	// Teams is how many teams (a role, a database and a record each);
+	// 500 when 0.
+	Teams int
+	// Converge is the converge executable whose `sync` is timed (the
+	// user's path: a new process).
+	Converge string
+}
+
+// Onprem measures converge sync of the onprem example from empty against
+// a plain client making the same objects, then a no-op sync (see the top
+// of this file); it says what it is doing on progress.
+func Onprem(ctx context.Context, progress io.Writer, o OnpremOptions) (*OnpremReport, error) {
+	env, err := serversEnv(o.Servers)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	teams := o.teams
+	teams := o.Teams
 	if teams <= 0 {
 		teams = 500
 	}
-	exampleDir := o.dir
-	if exampleDir == "examples/classic" {
-		exampleDir = "examples/onprem"
-	}
+	exampleDir := o.Dir
 	pgPort, _ := strconv.Atoi(env["PG_PORT"])
 	pool, err := postgres.NewPlain(ctx, "127.0.0.1", pgPort, "converge_admin", env["PGPASSWORD"], onpremConcurrency)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer pool.Close()
-	rep := onpremBench{Teams: teams, Objects: 3 * teams, Concurrency: onpremConcurrency}
+	rep := OnpremReport{Teams: teams, Objects: 3 * teams, Concurrency: onpremConcurrency}
 
 	// The baseline: the same objects, by a plain client.
-	fmt.Fprintf(out, "baseline: %d teams (%d objects) by pgx and RFC 2136 at concurrency %d...\n", teams, 3*teams, onpremConcurrency)
+	fmt.Fprintf(progress, "baseline: %d teams (%d objects) by pgx and RFC 2136 at concurrency %d...\n", teams, 3*teams, onpremConcurrency)
 	start := time.Now()
 	if err := onpremBaseline(ctx, pool, env, teams); err != nil {
-		return fmt.Errorf("baseline: %w", err)
+		return nil, fmt.Errorf("baseline: %w", err)
 	}
 	rep.BaselineSeconds = time.Since(start).Seconds()
 	rep.BaselinePerSec = float64(rep.Objects) / rep.BaselineSeconds
@@ -103,17 +118,14 @@ func runBenchOnprem(ctx context.Context, out io.Writer, o benchOptions) error {
 	// The user's path: converge sync from an empty store.
 	tmp, err := os.MkdirTemp("", "converge-bench-onprem-")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer os.RemoveAll(tmp)
 	repo := filepath.Join(tmp, "repo")
 	if err := onpremRepo(exampleDir, repo, env, teams); err != nil {
-		return err
+		return nil, err
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
+	self := o.Converge
 	stateDir := filepath.Join(tmp, "state")
 	sync := func() (string, float64, error) {
 		cmd := exec.CommandContext(ctx, self, "sync", "--repo", repo, "--state", stateDir, "--timeout", "20m")
@@ -124,13 +136,13 @@ func runBenchOnprem(ctx context.Context, out io.Writer, o benchOptions) error {
 		}
 		return string(b), time.Since(t0).Seconds(), nil
 	}
-	fmt.Fprintf(out, "converge sync of %d teams from an empty store...\n", teams)
+	fmt.Fprintf(progress, "converge sync of %d teams from an empty store...\n", teams)
 	so, secs, err := sync()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if want := fmt.Sprintf("converged: %d/%d Ready", 3*teams+1, 3*teams+1); !strings.Contains(so, want) {
-		return fmt.Errorf("converge sync did not say %q:\n%s", want, so)
+		return nil, fmt.Errorf("converge sync did not say %q:\n%s", want, so)
 	}
 	rep.ConvergeSeconds = secs
 	rep.ConvergePerSec = float64(rep.Objects) / secs
@@ -138,10 +150,10 @@ func runBenchOnprem(ctx context.Context, out io.Writer, o benchOptions) error {
 
 	// The no-op sync: nothing sent to either server.
 	if err := pool.Exec(ctx, "ALTER SYSTEM SET autovacuum = off"); err != nil {
-		return err
+		return nil, err
 	}
 	if err := pool.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
-		return err
+		return nil, err
 	}
 	defer func() {
 		pool.Exec(context.Background(), "ALTER SYSTEM RESET autovacuum")
@@ -157,45 +169,33 @@ func runBenchOnprem(ctx context.Context, out io.Writer, o benchOptions) error {
 	}
 	c0, err := commits()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	c1, err := commits() // the same, with nothing in between: the reading's own cost
 	if err != nil {
-		return err
+		return nil, err
 	}
 	soa0, err := dnsrecord.SOASerial(env["DNS_SERVER"], dnsZone(env))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	fmt.Fprintln(out, "converge sync again (no-op)...")
+	fmt.Fprintln(progress, "converge sync again (no-op)...")
 	_, nsecs, err := sync()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	c2, err := commits()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	rep.NoopSeconds = nsecs
 	rep.NoopTransactions = c2 - c1
 	rep.NoopControl = c1 - c0
 	rep.NoopSOABefore = soa0
 	if rep.NoopSOAAfter, err = dnsrecord.SOASerial(env["DNS_SERVER"], dnsZone(env)); err != nil {
-		return err
+		return nil, err
 	}
-	if o.output == "json" {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
-	}
-	fmt.Fprintf(out, "baseline (pgx + RFC 2136, %d at a time): %d objects in %.2fs = %.0f objects/s\n",
-		rep.Concurrency, rep.Objects, rep.BaselineSeconds, rep.BaselinePerSec)
-	fmt.Fprintf(out, "converge sync from empty:               %d objects in %.2fs = %.0f objects/s\n",
-		rep.Objects, rep.ConvergeSeconds, rep.ConvergePerSec)
-	fmt.Fprintf(out, "ratio: %.2fx the plain client's rate (goal >= 0.8)\n", rep.Ratio)
-	fmt.Fprintf(out, "no-op sync: %.2fs, %d PostgreSQL transactions committed (%d in a window without a sync), SOA serial %d -> %d\n",
-		rep.NoopSeconds, rep.NoopTransactions, rep.NoopControl, rep.NoopSOABefore, rep.NoopSOAAfter)
-	return nil
+	return &rep, nil
 }
 
 // onpremBaseline makes every team's role, database and record as a
@@ -207,22 +207,20 @@ func runBenchOnprem(ctx context.Context, out io.Writer, o benchOptions) error {
 // database after role), pipelined as its worker is.
 func onpremBaseline(ctx context.Context, pool *postgres.Plain, env map[string]string, teams int) error {
 	zone := dnsZone(env)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var errOnce sync.Once
-	var first error
-	fail := func(err error) {
-		errOnce.Do(func() { first = err; cancel() })
-	}
+	g, ctx := errgroup.WithContext(ctx)
 	work := make(chan int)
 	records := make(chan int, teams)
 	names := func(i int) (fd, team, sql string) {
 		fd, team = fmt.Sprintf("bfd-%02d", i/50), fmt.Sprintf("team-%03d", i%50)
 		return fd, team, strings.ReplaceAll(fd+"-"+team, "-", "_")
 	}
-	var pgWG, dnsWG sync.WaitGroup
+	// The roles and databases stage ends (pg) before the records stage
+	// is told there is no more to come.
+	var pg sync.WaitGroup
 	for range onpremConcurrency {
-		pgWG.Go(func() {
+		pg.Add(1)
+		g.Go(func() error {
+			defer pg.Done()
 			for i := range work {
 				fd, team, name := names(i)
 				for _, st := range []string{
@@ -232,14 +230,14 @@ func onpremBaseline(ctx context.Context, pool *postgres.Plain, env map[string]st
 					fmt.Sprintf("COMMENT ON DATABASE %s IS 'managed by converge: pgdatabase/%s-%s'", name, fd, team),
 				} {
 					if err := pool.Exec(ctx, st); err != nil {
-						fail(fmt.Errorf("%s: %w", st, err))
-						return
+						return fmt.Errorf("%s: %w", st, err)
 					}
 				}
 				records <- i
 			}
+			return nil
 		})
-		dnsWG.Go(func() {
+		g.Go(func() error {
 			for i := range records {
 				fd, team, _ := names(i)
 				fqdn := team + "." + fd + ".db." + zone
@@ -247,25 +245,26 @@ func onpremBaseline(ctx context.Context, pool *postgres.Plain, env map[string]st
 					fqdn+" 300 IN A 127.0.0.1",
 					"_converge."+fqdn+` 300 IN TXT "managed by converge: dnsrecord/`+fd+"-"+team+`"`)
 				if err != nil {
-					fail(fmt.Errorf("update %s: %w", fqdn, err))
-					return
+					return fmt.Errorf("update %s: %w", fqdn, err)
 				}
 			}
+			return nil
 		})
 	}
-feed:
-	for i := range teams {
-		select {
-		case work <- i:
-		case <-ctx.Done():
-			break feed
+	g.Go(func() error {
+		defer close(records)
+		defer pg.Wait()
+		defer close(work)
+		for i := range teams {
+			select {
+			case work <- i:
+			case <-ctx.Done():
+				return nil
+			}
 		}
-	}
-	close(work)
-	pgWG.Wait()
-	close(records)
-	dnsWG.Wait()
-	return first
+		return nil
+	})
+	return g.Wait()
 }
 
 // onpremRepo writes a git repository of examples/onprem at dst, its

@@ -1,10 +1,9 @@
-package main
+package bench
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -15,10 +14,10 @@ import (
 	"github.com/convergehq/converge/sync/controlplane"
 )
 
-// lifecycleRun is one measurement of bench --lifecycle: from a converged
+// Lifecycle is one measurement of bench --lifecycle: from a converged
 // repository, the recompose of an updated BOM, then the cascade delete of
 // the whole composed tree.
-type lifecycleRun struct {
+type Lifecycle struct {
 	// RecomposeDispatched and RecomposeSeconds: from Apply of the updated
 	// BOM to everything Ready (and the owed reactor delivery done),
 	// durably committed.
@@ -31,10 +30,10 @@ type lifecycleRun struct {
 	TeardownSeconds    float64 `json:"teardown_seconds"`
 }
 
-// benchLifecycle converges repoDir from an empty store in dir (untimed),
+// lifecycle converges repoDir from an empty store in dir (untimed),
 // then times the recompose of repoDir with its resources/bom.cue replaced
 // by updatedBOM and the teardown of the BOM's root.
-func benchLifecycle(ctx context.Context, dir, repoDir, updatedBOM string, res *cue.Result, o benchOptions) (lr lifecycleRun, err error) {
+func lifecycle(ctx context.Context, dir, repoDir, updatedBOM string, res *cue.Result, o Options) (lr Lifecycle, err error) {
 	updated, err := loadWithBOM(filepath.Join(filepath.Dir(dir), filepath.Base(dir)+"-updated"), repoDir, updatedBOM)
 	if err != nil {
 		return lr, err
@@ -49,12 +48,12 @@ func benchLifecycle(ctx context.Context, dir, repoDir, updatedBOM string, res *c
 		return lr, fmt.Errorf("bench --lifecycle: %s declares no classicbom", updatedBOM)
 	}
 	workers := res.Desired.Settings.Workers
-	e, err := startEngine(ctx, controlplane.Options{StateDir: dir, RepoDir: repoDir, Workers: workers,
-		Log: o.log, WrapStore: o.wrapStore})
+	e, err := o.start(ctx, controlplane.Options{StateDir: dir, RepoDir: repoDir, Workers: workers,
+		Log: o.Log, WrapStore: o.WrapStore})
 	if err != nil {
 		return lr, err
 	}
-	defer closeBenchEngine(e, &err)
+	defer closeEngine(e, &err)
 	for want := controlplane.ExpectedWorkers(workers); len(e.Server().Workers()) < want; {
 		if err := sleepCtx(ctx, 5*time.Millisecond); err != nil {
 			return lr, err
@@ -97,7 +96,7 @@ func benchLifecycle(ctx context.Context, dir, repoDir, updatedBOM string, res *c
 			return lr, err
 		}
 		if p := e.Scheduler().Progress(); p.Settled == scheduler.Stuck {
-			return lr, benchStuck(e, p)
+			return lr, stuck(e, p)
 		}
 		if err := sleepCtx(ctx, time.Millisecond); err != nil {
 			return lr, err
@@ -116,7 +115,7 @@ func waitConverged(ctx context.Context, e *controlplane.Engine) error {
 		case scheduler.Converged:
 			return e.Scheduler().Flush(ctx)
 		case scheduler.Stuck:
-			return benchStuck(e, p)
+			return stuck(e, p)
 		}
 		if err := sleepCtx(ctx, time.Millisecond); err != nil {
 			return err
@@ -151,21 +150,7 @@ func loadWithBOM(dst, repoDir, bom string) (*cue.Result, error) {
 		return nil, err
 	}
 	if len(res.Findings) > 0 {
-		return nil, failed("bench --lifecycle: %s with %s is invalid: %s", repoDir, bom, res.Findings[0])
+		return nil, failure("bench --lifecycle: %s with %s is invalid: %s", repoDir, bom, res.Findings[0])
 	}
 	return res, nil
-}
-
-// printLifecycle prints bench --lifecycle's runs as a table.
-func printLifecycle(out io.Writer, runs []lifecycleRun) error {
-	if len(runs) == 0 {
-		return nil
-	}
-	rows := [][]string{{"RUN", "RECOMPOSE DISPATCHED", "RECOMPOSE WALL", "TEARDOWN RESOURCES", "TEARDOWN DISPATCHED", "TEARDOWN WALL"}}
-	for i, r := range runs {
-		rows = append(rows, []string{fmt.Sprint(i + 1), fmt.Sprint(r.RecomposeDispatched), fmt.Sprintf("%.3fs", r.RecomposeSeconds),
-			fmt.Sprint(r.TeardownResources), fmt.Sprint(r.TeardownDispatched), fmt.Sprintf("%.3fs", r.TeardownSeconds)})
-	}
-	fmt.Fprintln(out, "\nlifecycle (updated BOM recompose, then delete of the whole tree):")
-	return table(out, rows)
 }

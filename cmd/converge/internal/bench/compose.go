@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"encoding/json"
@@ -10,17 +10,16 @@ import (
 	"time"
 
 	"github.com/convergehq/converge"
-	"github.com/convergehq/converge/cue"
 	"github.com/convergehq/converge/providers/classic"
 )
 
-// composeBench compares composing the classic BOM with the Go composer
+// Compose compares composing the classic BOM with the Go composer
 // (classic.ComposeBOM) and with the CUE compose expression of a
 // repository whose classicbom composes in CUE (examples/datadriven), in
 // this process, on the same BOM (scaled like the converge runs). The CUE
 // side is Schemas.Compose, as the control plane runs it: on the fast path
 // when the expression is in its subset (docs/ARCHITECTURE.md).
-type composeBench struct {
+type Compose struct {
 	Children int `json:"children"`
 	// Path is how the CUE side composed: "fast" (every compose on the
 	// fast path), "cue" (CUE's evaluator; Why says why), or "mixed".
@@ -45,21 +44,10 @@ type composeBench struct {
 	CUEAllocMiB float64 `json:"cue_alloc_mib"`
 }
 
-func benchComposeCUE(dir string, o benchOptions) (*composeBench, error) {
-	fsys := os.DirFS(dir)
-	if o.teams > 0 {
-		scaled, err := scaleBOM(fsys, o.teams, o.roots)
-		if err != nil {
-			return nil, err
-		}
-		fsys = scaled
-	}
-	res, err := cue.Load(fsys, ".", cue.Options{})
+func composeCUE(dir string, o Options) (*Compose, error) {
+	_, res, err := load(dir, o)
 	if err != nil {
 		return nil, err
-	}
-	if len(res.Findings) > 0 {
-		return nil, failed("%s is invalid: %s", dir, res.Findings[0])
 	}
 	var roots []*converge.Resource
 	for _, r := range res.Desired.Resources {
@@ -68,14 +56,14 @@ func benchComposeCUE(dir string, o benchOptions) (*composeBench, error) {
 		}
 	}
 	if len(roots) == 0 || !res.Schemas.Composes(roots[0].Ref()) {
-		return nil, failed("%s: no classicbom that composes in CUE", dir)
+		return nil, failure("%s: no classicbom that composes in CUE", dir)
 	}
-	cb := &composeBench{}
+	cb := &Compose{}
 	fast, why, _ := res.Schemas.ComposePath(roots[0].Ref())
-	if !fast && o.teams > 0 && !o.composeCUEGiven {
+	if !fast && o.Teams > 0 && !o.ComposeCUEGiven {
 		// A scale run on CUE's evaluator costs minutes and gigabytes
 		// (docs/BENCHMARKS.md): only when asked for.
-		return &composeBench{Path: "cue", Why: why, Skipped: true}, nil
+		return &Compose{Path: "cue", Why: why, Skipped: true}, nil
 	}
 	before := res.Schemas.ComposeStats()
 	goOnce := func() (int, error) {
@@ -109,7 +97,7 @@ func benchComposeCUE(dir string, o benchOptions) (*composeBench, error) {
 		var secs, cpus []float64
 		var alloc float64
 		n := 0
-		for range max(o.runs, 1) {
+		for range max(o.Runs, 1) {
 			runtime.GC()
 			var m0, m1 runtime.MemStats
 			runtime.ReadMemStats(&m0)
@@ -159,8 +147,8 @@ func benchComposeCUE(dir string, o benchOptions) (*composeBench, error) {
 	return cb, nil
 }
 
-// checkDir reports whether dir holds a repository (a converge.cue).
-func checkDir(dir string) bool {
+// isRepository reports whether dir holds a repository (a converge.cue).
+func isRepository(dir string) bool {
 	_, err := fs.Stat(os.DirFS(dir), "converge.cue")
 	return err == nil
 }
