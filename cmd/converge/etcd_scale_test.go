@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cmd/converge/internal/bench"
 	"github.com/convergehq/converge/state"
 	"github.com/convergehq/converge/state/etcdstate"
 	"github.com/convergehq/converge/sync/controlplane"
@@ -80,7 +81,7 @@ func TestReplicasEtcdScale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bom = bomTeams.ReplaceAll(bom, []byte("_teams: "+strconv.Itoa(teams)))
+	bom = bench.BOMTeams.ReplaceAll(bom, []byte("_teams: "+strconv.Itoa(teams)))
 	repo := replicaRepo(t, bom, false)
 	names := []string{"r1", "r2", "r3"}
 	procs := map[string]*proc{}
