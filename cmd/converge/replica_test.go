@@ -57,6 +57,12 @@ func startProc(t *testing.T, name string, env []string, args ...string) *proc {
 	return startCommand(t, name, env, append([]string{"converge"}, args...)...)
 }
 
+// startCmd is startProc of any command (e.g. nice -n N converge …).
+func startCmd(t *testing.T, name string, env []string, command string, args ...string) *proc {
+	t.Helper()
+	return startCommand(t, name, env, append([]string{command}, args...)...)
+}
+
 // startCommand is startProc for any command line (argv[0] looked up in
 // $PATH), e.g. converge run by `ip netns exec NS`, which execs it.
 func startCommand(t *testing.T, name string, env []string, argv ...string) *proc {

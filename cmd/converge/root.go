@@ -105,6 +105,9 @@ type globals struct {
 	// leaderWait is --leader-wait: how long a changing command sent to
 	// the leader of an etcd state waits for one to take it.
 	leaderWait time.Duration
+	// etcdCompact is --etcd-compact-retention: how much of etcd's
+	// history a writer keeps when it compacts (0: it never compacts).
+	etcdCompact time.Duration
 
 	// logFormat and logLevel are --log-format and --log-level (defaults
 	// $CONVERGE_LOG_FORMAT and $CONVERGE_LOG_LEVEL, else text and warn);
@@ -271,6 +274,7 @@ func newRoot(g *globals) *cobra.Command {
 	pf.StringVar(&g.etcdCert, "etcd-cert", "", "with --state etcd://…: client certificate (PEM) for etcd (TLS)")
 	pf.StringVar(&g.etcdKey, "etcd-key", "", "with --state etcd://…: the client certificate's key (PEM)")
 	pf.DurationVar(&g.leaderWait, "leader-wait", 10*time.Second, "with --state etcd://… served by replicas: how long a changing command waits for a leader to take it")
+	pf.DurationVar(&g.etcdCompact, "etcd-compact-retention", time.Minute, "with --state etcd://…: a writer compacts etcd's history (the cluster's, not only PREFIX's) to the revision it wrote this long ago; 0 never compacts, for a cluster that compacts itself")
 	pf.StringVar(&g.repo, "repo", ".", "repository: a local path or a URL (default: the one the state last applied, else .)")
 	pf.StringVar(&g.path, "path", "", "sub-directory holding the documents, relative to the current directory inside the repository (default: the one the state last applied)")
 	pf.StringVar(&g.ref, "ref", "", "branch to follow (default: the repository's HEAD branch)")
@@ -293,14 +297,20 @@ func newRoot(g *globals) *cobra.Command {
 			return err
 		}
 		if !isEtcd(g.state) {
-			if g.etcdCA != "" || g.etcdCert != "" || g.etcdKey != "" {
-				return usageErr("--etcd-cacert, --etcd-cert and --etcd-key need --state etcd://…")
+			if g.etcdCA != "" || g.etcdCert != "" || g.etcdKey != "" || c.Flags().Changed("etcd-compact-retention") {
+				return usageErr("--etcd-cacert, --etcd-cert, --etcd-key and --etcd-compact-retention need --state etcd://…")
 			}
 			return nil
 		}
 		var err error
-		g.etcd, err = parseEtcdState(g.state, g.etcdCA, g.etcdCert, g.etcdKey, os.Getenv)
-		return err
+		if g.etcd, err = parseEtcdState(g.state, g.etcdCA, g.etcdCert, g.etcdKey, os.Getenv); err != nil {
+			return err
+		}
+		g.etcd.CompactRetention = g.etcdCompact
+		if g.etcdCompact == 0 {
+			g.etcd.CompactRetention = -1
+		}
+		return nil
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return fmt.Errorf("%w\n%s", err, c.UsageString()) })
 	for _, c := range subcommands(g) {

@@ -579,12 +579,37 @@ func cmdEtcdProcesses(ts *testscript.TestScript, neg bool, args []string) {
 	if err != nil || n < 1 {
 		ts.Fatalf("etcd-processes: N %q: want a positive number", args[1])
 	}
+	eps, stop, err := startEtcdProcesses(ts.MkAbs("etcd-procs"), n, 0)
+	if stop != nil {
+		ts.Defer(stop)
+	}
+	if err != nil {
+		ts.Fatalf("etcd-processes: %v", err)
+	}
+	hosts := make([]string, n)
+	for i, e := range eps {
+		hosts[i] = strings.TrimPrefix(e, "http://")
+	}
+	ts.Setenv(args[0], "etcd://"+strings.Join(hosts, ",")+"/converge")
+}
+
+// startEtcdProcesses starts n members of the `etcd` binary on PATH as
+// separate processes on free loopback ports, data and logs under dir,
+// and waits up to 60s until the cluster answers. A nice below 0 gives
+// the members that scheduling priority (through nice(1); root may), as
+// a cluster on machines of its own has. It returns the client URLs and
+// a function that kills the members (set even on an error).
+func startEtcdProcesses(dir string, n, nice int) ([]string, func(), error) {
 	bin, err := exec.LookPath("etcd")
-	ts.Check(err)
+	if err != nil {
+		return nil, nil, err
+	}
 	var ls []net.Listener
 	for range 2 * n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
-		ts.Check(err)
+		if err != nil {
+			return nil, nil, err
+		}
 		ls = append(ls, l)
 	}
 	port := func(i int) int { return ls[i].Addr().(*net.TCPAddr).Port }
@@ -596,29 +621,49 @@ func cmdEtcdProcesses(ts *testscript.TestScript, neg bool, args []string) {
 		initial = append(initial, fmt.Sprintf("p%d=http://127.0.0.1:%d", i, port(2*i+1)))
 		endpoints = append(endpoints, fmt.Sprintf("http://127.0.0.1:%d", port(2*i)))
 	}
-	dir := ts.MkAbs("etcd-procs")
-	ts.Check(os.MkdirAll(dir, 0o755))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, nil, err
+	}
+	var stops []func()
+	stop := func() {
+		for _, f := range stops {
+			f()
+		}
+	}
 	for i := range n {
 		client, peer := endpoints[i], fmt.Sprintf("http://127.0.0.1:%d", port(2*i+1))
 		log, err := os.Create(filepath.Join(dir, fmt.Sprintf("p%d.log", i)))
-		ts.Check(err)
+		if err != nil {
+			return nil, stop, err
+		}
 		// A loaded machine: etcd's 1s default election timeout elects
 		// again and again; 3s keeps one leader.
-		cmd := exec.Command(bin, "--name", fmt.Sprintf("p%d", i), "--data-dir", filepath.Join(dir, fmt.Sprintf("p%d", i)),
+		argv := []string{bin}
+		if nice != 0 {
+			// Through nice(1): every thread of the member has the nice
+			// (setpriority on a pid would set only its first thread's).
+			argv = []string{"nice", "-n", strconv.Itoa(nice), bin}
+		}
+		cmd := exec.Command(argv[0], append(argv[1:], "--name", fmt.Sprintf("p%d", i), "--data-dir", filepath.Join(dir, fmt.Sprintf("p%d", i)),
 			"--listen-client-urls", client, "--advertise-client-urls", client,
 			"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
 			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
-			"--initial-cluster-token", "converge-script", "--election-timeout", "3000", "--heartbeat-interval", "300")
+			"--initial-cluster-token", "converge-script", "--election-timeout", "3000", "--heartbeat-interval", "300")...)
 		cmd.Stdout, cmd.Stderr = log, log
-		ts.Check(cmd.Start())
-		ts.Defer(func() {
+		if err := cmd.Start(); err != nil {
+			log.Close()
+			return nil, stop, err
+		}
+		stops = append(stops, func() {
 			cmd.Process.Kill()
 			cmd.Wait()
 			log.Close()
 		})
 	}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	ts.Check(err)
+	if err != nil {
+		return nil, stop, err
+	}
 	defer cli.Close()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -626,18 +671,13 @@ func cmdEtcdProcesses(ts *testscript.TestScript, neg bool, args []string) {
 		_, err := cli.Put(ctx, "/converge-script-ready", "1")
 		cancel()
 		if err == nil {
-			break
+			return endpoints, stop, nil
 		}
 		if time.Now().After(deadline) {
-			ts.Fatalf("etcd-processes: the cluster did not answer in 60s: %v (logs in %s)", err, dir)
+			return nil, stop, fmt.Errorf("the cluster did not answer in 60s: %v (logs in %s)", err, dir)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	hosts := make([]string, n)
-	for i, e := range endpoints {
-		hosts[i] = strings.TrimPrefix(e, "http://")
-	}
-	ts.Setenv(args[0], "etcd://"+strings.Join(hosts, ",")+"/converge")
 }
 
 // cmdWaitLeader waits up to 60s until a `serve --replica` other than

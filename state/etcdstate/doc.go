@@ -11,10 +11,10 @@
 // (state/internal/rules: Commit, every read, Check) over a small
 // key-value interface this package implements over the prefix (kv.go):
 // a read is one etcd revision, a write an overlay of its own changes
-// committed in one transaction or through the batch journal (journal.go).
-// So both stores refuse and store the same things; what differs (the
-// owner index's layout, a row's size limit, the size of an event chunk)
-// is rules.Options.
+// committed in one transaction or through the batch journal (journal.go),
+// a value too big for one request in parts (parts.go). So both stores
+// refuse and store the same things; what differs (the owner index's
+// layout, the size of an event chunk) is rules.Options.
 //
 // # Keys
 //
@@ -29,6 +29,7 @@
 //	e/SEQ                      one chunk of events per batch (first Seq, 8 bytes big-endian)
 //	m/format, m/applied, m/source, m/events   meta
 //	j/p/N, j/commit            the batch journal (below)
+//	x/KEY\x00ID                a part of a value too big for one request (below)
 //	lock                       the writer's lock, under its lease
 //	election/LEASE             a replica's candidacy (the oldest leads), its Advert as JSON
 //	sync                       a follower's request that the leader fetch now
@@ -96,7 +97,7 @@
 //     exist (the next writer deletes stray parts); after it the batch
 //     is durable and will be applied whole;
 //  3. applies the operations in transactions of at most MaxTxnOps, up to
-//     128 of them in flight at once (they touch distinct keys, and no
+//     128 of them and 16 MiB in flight at once (they touch distinct keys, and no
 //     reader looks at them yet; etcd batches them into few raft rounds);
 //  4. deletes the journal.
 //
@@ -110,6 +111,64 @@
 // small batches cost neither. The alternative of raising the servers'
 // --max-txn-ops is not ours to make on a platform team's cluster; set
 // Options.MaxTxnOps to match a cluster that has raised it.
+//
+// # Big values
+//
+// etcd refuses a request over --max-request-bytes (1.5 MiB), and a
+// root whose spec is a 333,000-team BOM is a row of ~15 MB. A value
+// whose key and bytes exceed Options.MaxTxnBytes less 1 KiB is stored
+// in parts (parts.go), below the rules, which never see one: the key
+// holds a header (a magic prefix, the value's SHA-256 and size, and its
+// parts' ids in order) and each part lives under x/KEY\x00ID, ID the
+// hex of the first 8 bytes of the part's SHA-256. Parts are cut where
+// a rolling hash of the content says (64 KiB to 512 KiB, ~128 KiB on
+// average with the default MaxTxnBytes), so an edit moves only the cut
+// points near it: the scheduler rewrites a big root for its rollup every
+// few seconds, and each rewrite stores the header and a part or two,
+// not 15 MB (fixed 512 KiB parts named by the whole value's hash cost
+// 10–18 s commits at 1M, twice the journal's bytes each). The writer
+// turns each put into the header and the parts not stored already and
+// deletes the stored parts the new header does not list, all in the
+// same write: atomic in one transaction or through the journal, so at
+// any revision a key's parts are exactly its header's. A reader reads
+// them at the revision it read the header at and checks the hash. Check
+// adds what the rules cannot see: a part no header lists. A small value
+// that starts with the magic prefix is stored in parts too, so a stored
+// value that starts with it is always a header. Keeping this below the
+// KV, rather than in the rules, keeps the rules identical on both
+// stores.
+//
+// # Compaction
+//
+// etcd keeps every revision of every key until it is compacted, and a
+// default etcd 3.4 never compacts: a 100,000-resource converge added
+// 226 MB to each member, and a cluster at its quota (2 GiB by default)
+// refuses every write ("mvcc: database space exceeded") until someone
+// compacts, defragments and disarms the alarm. So the writer compacts
+// (compact.go): it samples each write's revision with its time and,
+// once a sample is Options.CompactRetention old (1 minute by default),
+// at most every quarter of that, compacts etcd to it, off the commit
+// path. A read started before lasts a minute before its revision can
+// go; one that outlives it reads again (view retries ErrCompacted).
+// Nothing is compacted while a batch journal is committed but not
+// applied (readers read the revision before its marker). etcd's
+// compaction is the cluster's, every prefix's: a cluster that compacts
+// itself or shares its history with others sets CompactRetention below
+// 0 (serve --etcd-compact-retention 0). Compaction frees pages inside
+// each member's database, which etcd reuses; it does not shrink the
+// file: that is `etcdctl defrag`, the operator's (it blocks the member
+// it runs on; docs/ARCHITECTURE.md, "What etcd needs from its
+// operator").
+//
+// # Lease and commit bounds
+//
+// A leader's lease is renewed by the etcd client in the background,
+// over the replica's own connection (Replica.sessCli): on the store's
+// connection a big batch's transactions in flight queue the renewals
+// behind megabytes. A journal keeps at most 16 MiB of transactions in
+// flight (writeInFlight), so no request waits behind more than that.
+// Neither keeps a lease whose member or leader is starved of CPU for
+// its TTL (docs/BENCHMARKS.md, "etcd at a million").
 //
 // # Caveats
 //

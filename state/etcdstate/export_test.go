@@ -1,6 +1,12 @@
 package etcdstate
 
-import clientv3 "go.etcd.io/etcd/client/v3"
+import (
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/convergehq/converge/state/internal/rules"
+)
 
 // SetFailAfter makes the next journal writes stop after chunks applied
 // transactions, as a crash between chunks would (0: never).
@@ -30,3 +36,15 @@ func (s *Store) IgnoreTermEnd() { s.opts.termCtx = nil }
 // process that was stopped (SIGSTOP, a long GC pause, a partition)
 // does: the lease expires a TTL later and another replica can win.
 func (t *Term) Pause() { t.session.Orphan() }
+
+// KV returns the store's rules' key-value store.
+func (s *Store) KV() rules.KV { return etcdKV{s} }
+
+// PartsMagic is what a value stored in parts holds first.
+const PartsMagic = partsMagic
+
+// WithClock returns o with the clock compaction reads set to now.
+func WithClock(o Options, now func() time.Time) Options {
+	o.now = now
+	return o
+}

@@ -291,11 +291,15 @@ func whoAmI() string {
 // operators' changing commands then go through the leader, never start
 // an engine of their own (Operator.Replicas).
 func (r *Replica) register(ctx context.Context) error {
+	if r.registered {
+		return nil // a campaign after a lost term writes nothing new
+	}
 	host, _ := os.Hostname()
 	v, _ := json.Marshal(map[string]any{"name": r.name, "host": host, "at": time.Now().UTC()})
 	if _, err := r.cli.Put(ctx, r.opts.Prefix+kReplica+r.name, string(v)); err != nil {
 		return fmt.Errorf("register replica %s: %w", r.name, noAnswer(err))
 	}
+	r.registered = true
 	return nil
 }
 

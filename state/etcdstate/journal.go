@@ -15,12 +15,34 @@ import (
 // written is what a write did, for Stats.
 type written struct {
 	puts, dels, bytes uint64
+	rev               int64 // the newest revision a transaction of it made
+}
+
+// add adds what another transaction of the same write did.
+func (w *written) add(o written) {
+	w.puts += o.puts
+	w.dels += o.dels
+	w.bytes += o.bytes
+	w.rev = max(w.rev, o.rev)
 }
 
 // writeWidth is how many transactions of one journal are in flight at
 // once: etcd batches concurrent proposals into one raft round and one
 // fsync, so a big batch costs a few rounds, not one per 128 operations.
 const writeWidth = 128
+
+// writeInFlight bounds the bytes of one journal's transactions in
+// flight at once: 128 parts of 1 MiB queue ahead of everything else on
+// the connection and in etcd's apply loop (a lease renewal, a reader),
+// for many seconds on a loaded machine; 16 MiB keeps each wait short and
+// the raft rounds full.
+const writeInFlight = 16 << 20
+
+// widthFor is how many transactions of about size bytes each go in
+// flight at once.
+func widthFor(size int) int {
+	return max(1, min(writeWidth, writeInFlight/max(1, size)))
+}
 
 // errInjected is the failure the test hooks inject.
 var errInjected = errors.New("injected failure")
@@ -67,6 +89,7 @@ func (s *Store) txn(ctx context.Context, ops []kvOp, extra []clientv3.Op) (writt
 	if !resp.Succeeded {
 		return written{}, ErrFenced
 	}
+	w.rev = resp.Header.Revision
 	for _, r := range resp.Responses {
 		if d := r.GetResponseDeleteRange(); d != nil {
 			w.dels += uint64(d.Deleted)
@@ -85,7 +108,7 @@ func (s *Store) txn(ctx context.Context, ops []kvOp, extra []clientv3.Op) (writt
 // marker.
 func (s *Store) journal(ctx context.Context, ops []kvOp) (written, error) {
 	parts := encodeOps(ops, s.opts.MaxTxnBytes-1024)
-	err := parallel(len(parts), writeWidth, func(i int) error {
+	err := parallel(len(parts), widthFor(len(parts[0])), func(i int) error {
 		if _, err := s.txn(ctx, []kvOp{{key: partKey(i), val: parts[i]}}, nil); err != nil {
 			return fmt.Errorf("write batch journal part %d: %w", i, err)
 		}
@@ -115,6 +138,7 @@ func (s *Store) journal(ctx context.Context, ops []kvOp) (written, error) {
 // looks at them before the journal goes), then deletes the journal.
 func (s *Store) applyJournal(ctx context.Context, ops []kvOp) (written, error) {
 	var chunks [][]kvOp
+	total := opsSize(ops)
 	for len(ops) > 0 {
 		n, size := 0, 0
 		for n < len(ops) && n < s.opts.MaxTxnOps {
@@ -133,31 +157,31 @@ func (s *Store) applyJournal(ctx context.Context, ops []kvOp) (written, error) {
 		chunks = chunks[:s.failAfter]
 	}
 	var (
-		mu    sync.Mutex // guards total
-		total written
+		mu  sync.Mutex // guards did
+		did written
 	)
-	err := parallel(len(chunks), writeWidth, func(i int) error {
+	err := parallel(len(chunks), widthFor(total/max(1, len(chunks))), func(i int) error {
 		w, err := s.txn(ctx, chunks[i], nil)
 		if err != nil {
 			return fmt.Errorf("apply batch journal: %w", err)
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		total.puts += w.puts
-		total.dels += w.dels
-		total.bytes += w.bytes
+		did.add(w)
 		return nil
 	})
 	if err != nil {
-		return total, err
+		return did, err
 	}
 	if injected {
-		return total, errInjected
+		return did, errInjected
 	}
-	if _, err := s.txn(ctx, nil, []clientv3.Op{clientv3.OpDelete(s.p+kJournal, clientv3.WithPrefix())}); err != nil {
-		return total, fmt.Errorf("delete batch journal: %w", err)
+	del, err := s.txn(ctx, nil, []clientv3.Op{clientv3.OpDelete(s.p+kJournal, clientv3.WithPrefix())})
+	if err != nil {
+		return did, fmt.Errorf("delete batch journal: %w", err)
 	}
-	return total, nil
+	did.rev = max(did.rev, del.rev)
+	return did, nil
 }
 
 // finish completes a batch journal left committed by this store or by a
@@ -204,6 +228,7 @@ func (s *Store) finish(ctx context.Context) error {
 	}
 	s.count(w, 0)
 	s.pending = false
+	s.noteWrite(w.rev)
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -46,7 +47,7 @@ var bucketPrefix = [rules.NumBuckets]string{
 	rules.Meta:       kMeta,
 }
 
-// pageSize is the most keys one range request of a scan returns.
+// pageSize is the keys of the first page of a scan (scan grows the next).
 const pageSize = 1000
 
 // readWidth is how many read requests one read has in flight at once.
@@ -61,6 +62,11 @@ const readWidth = 16
 // answers at once that it has none (quorumLost), instead of leaving the
 // read to time out as if no member answered.
 func (s *Store) view(ctx context.Context, fn func(rules.Reader) error) error {
+	return s.viewAt(ctx, func(r *reader) error { return fn(r) })
+}
+
+// viewAt is view with the reader itself.
+func (s *Store) viewAt(ctx context.Context, fn func(*reader) error) error {
 	for try := 0; ; try++ {
 		// A term store's reads end with the term, like its writes: a
 		// leader cut off from etcd must not wait out opTimeout.
@@ -85,7 +91,7 @@ func quorumLost(err error) error {
 	return err
 }
 
-func (s *Store) viewOnce(ctx context.Context, fn func(rules.Reader) error) error {
+func (s *Store) viewOnce(ctx context.Context, fn func(*reader) error) error {
 	resp, err := s.cli.Get(ctx, s.p+jCommit)
 	if err != nil {
 		return err
@@ -102,6 +108,15 @@ type reader struct {
 	s   *Store
 	ctx context.Context
 	rev int64
+}
+
+// at is the revision r reads: its own, or, reading the newest, the
+// revision an answer was at (so a value's parts are read as its header).
+func (r *reader) at(answered int64) int64 {
+	if r.rev != 0 {
+		return r.rev
+	}
+	return answered
 }
 
 func (r *reader) Get(b rules.Bucket, key []byte) ([]byte, error) {
@@ -141,10 +156,14 @@ func (r *reader) get(keys []string) ([][]byte, error) {
 		}
 		for i, rr := range resp.Responses {
 			if kvs := rr.GetResponseRange().Kvs; len(kvs) > 0 {
-				out[lo+i] = kvs[0].Value
-				if out[lo+i] == nil {
-					out[lo+i] = []byte{}
+				v, err := r.whole(keys[lo+i], kvs[0].Value, r.at(resp.Header.Revision))
+				if err != nil {
+					return fmt.Errorf("read: %w", err)
 				}
+				if v == nil {
+					v = []byte{}
+				}
+				out[lo+i] = v
 			}
 		}
 		return nil
@@ -180,10 +199,22 @@ func (r *reader) Scan(b rules.Bucket, rg rules.Range, fn func(k, v []byte) error
 }
 
 // scan calls fn with every key from lo to hi (below the prefix), in key
-// order or reversed, first page keys at a time and then up to pageSize,
-// until fn returns an error, which scan returns.
+// order or reversed, first page keys at a time, then pages that grow
+// while their values are small (about pageBytes, at most maxPage keys),
+// until fn returns an error, which scan returns. The next page is read
+// while fn goes through this one: a Load of a million rows is a few
+// hundred round trips, overlapped with decoding them.
 func (r *reader) scan(lo, hi string, desc, keysOnly bool, page int, fn func(k string, v []byte) error) error {
-	for lo < hi {
+	if lo >= hi {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(r.ctx)
+	defer cancel() // a page still being read when fn stops the scan
+	type answer struct {
+		resp *clientv3.GetResponse
+		err  error
+	}
+	read := func(lo, hi string, page int) <-chan answer {
 		opts := []clientv3.OpOption{clientv3.WithRange(r.s.p + hi), clientv3.WithLimit(int64(page)), clientv3.WithRev(r.rev)}
 		if keysOnly {
 			opts = append(opts, clientv3.WithKeysOnly())
@@ -191,31 +222,72 @@ func (r *reader) scan(lo, hi string, desc, keysOnly bool, page int, fn func(k st
 		if desc {
 			opts = append(opts, clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend))
 		}
-		resp, err := r.s.cli.Get(r.ctx, r.s.p+lo, opts...)
-		if err != nil {
-			return err
+		ch := make(chan answer, 1)
+		go func() {
+			resp, err := r.s.cli.Get(ctx, r.s.p+lo, opts...)
+			ch <- answer{resp, err}
+		}()
+		return ch
+	}
+	next := read(lo, hi, page)
+	for {
+		a := <-next
+		if a.err != nil {
+			return a.err
+		}
+		resp := a.resp
+		more := resp.More && len(resp.Kvs) > 0
+		if more {
+			last := string(resp.Kvs[len(resp.Kvs)-1].Key[len(r.s.p):])
+			if desc {
+				hi = last
+			} else {
+				lo = last + "\x00"
+			}
+			more = lo < hi
+		}
+		if more {
+			next = read(lo, hi, nextPage(page, resp.Kvs))
+			page = nextPage(page, resp.Kvs)
 		}
 		for _, kv := range resp.Kvs {
+			k := string(kv.Key[len(r.s.p):])
 			v := kv.Value
-			if v == nil && !keysOnly {
-				v = []byte{}
+			if !keysOnly {
+				var err error
+				if v, err = r.whole(k, v, r.at(resp.Header.Revision)); err != nil {
+					return err
+				}
+				if v == nil {
+					v = []byte{}
+				}
 			}
-			if err := fn(string(kv.Key[len(r.s.p):]), v); err != nil {
+			if err := fn(k, v); err != nil {
 				return err
 			}
 		}
-		if !resp.More || len(resp.Kvs) == 0 {
+		if !more {
 			return nil
 		}
-		last := string(resp.Kvs[len(resp.Kvs)-1].Key[len(r.s.p):])
-		if desc {
-			hi = last
-		} else {
-			lo = last + "\x00"
-		}
-		page = min(2*page, pageSize)
 	}
-	return nil
+}
+
+// Pages of a scan: about pageBytes of keys and values, at most maxPage
+// keys, growing at most fourfold a page.
+const (
+	pageBytes = 4 << 20
+	maxPage   = 10000
+)
+
+// nextPage is the size of the page after one of page keys that returned
+// kvs.
+func nextPage(page int, kvs []*mvccpb.KeyValue) int {
+	n := 0
+	for _, kv := range kvs {
+		n += len(kv.Key) + len(kv.Value)
+	}
+	avg := max(1, n/max(1, len(kvs)))
+	return max(1, min(maxPage, 4*page, pageBytes/avg))
 }
 
 func (r *reader) Count(b rules.Bucket, prefix []byte) (int, error) {
@@ -310,12 +382,17 @@ func (s *Store) updateOnce(ctx context.Context, fn func(rules.Writer) error) err
 	for _, op := range w.ops {
 		ops = append(ops, op)
 	}
+	ops, err := s.storeParts(ctx, ops)
+	if err != nil {
+		return err
+	}
 	slices.SortFunc(ops, func(a, b kvOp) int { return cmp.Compare(a.key, b.key) })
 	done, err := s.write(ctx, ops)
 	if err != nil {
 		return err
 	}
 	s.count(done, time.Since(start))
+	s.noteWrite(done.rev)
 	return nil
 }
 

@@ -51,9 +51,15 @@ type Advert struct {
 type Replica struct {
 	cli    *clientv3.Client
 	ownCli bool
-	opts   Options
-	name   string
-	ttl    time.Duration
+	// sessCli carries the election session (its lease's keepalives and
+	// the election's requests) on a connection of its own, so a big
+	// commit's megabytes in flight on cli never queue ahead of a
+	// renewal (doc.go, "Replicas and the leader"). It is cli when the
+	// caller gave the client (Options.Client).
+	sessCli *clientv3.Client
+	opts    Options
+	name    string
+	ttl     time.Duration
 	// lapsed is the lease of a term lost while etcd could not be told
 	// (it had no quorum, or could not be reached): once etcd answers
 	// again it may hold that lease, and the lost term's election key
@@ -62,6 +68,9 @@ type Replica struct {
 	// next Campaign revokes it first. 0 for none.
 	lapsedMu sync.Mutex
 	lapsed   clientv3.LeaseID
+	// registered: this replica wrote its replica/NAME key (register),
+	// once a process, not at every campaign.
+	registered bool
 }
 
 // NewReplica connects to the cluster o names (o.Client, or o.Endpoints)
@@ -78,17 +87,23 @@ func NewReplica(o Options, name string, ttl time.Duration) (*Replica, error) {
 	if ttl < minTermTTL {
 		return nil, fmt.Errorf("replica %s: lease TTL %v: want at least %v", name, ttl, minTermTTL)
 	}
-	r := &Replica{opts: o, name: name, ttl: ttl, cli: o.Client}
-	if r.cli == nil {
+	r := &Replica{opts: o, name: name, ttl: ttl, cli: o.Client, sessCli: o.Client}
+	if r.cli != nil {
+		return r, nil
+	}
+	for _, c := range []**clientv3.Client{&r.cli, &r.sessCli} {
 		cli, err := clientv3.New(clientv3.Config{
 			Endpoints: o.Endpoints, TLS: o.TLS, Username: o.Username, Password: o.Password,
 			DialTimeout: o.DialTimeout, Logger: zap.NewNop(),
 		})
 		if err != nil {
+			r.ownCli = true
+			r.Close()
 			return nil, fmt.Errorf("replica %s: connect %s: %w", name, strings.Join(o.Endpoints, ","), noAnswer(err))
 		}
-		r.cli, r.ownCli = cli, true
+		*c = cli
 	}
+	r.ownCli = true
 	return r, nil
 }
 
@@ -97,12 +112,17 @@ func (r *Replica) Name() string { return r.name }
 
 // Close closes the client if NewReplica dialed it. End every Term first.
 func (r *Replica) Close() error {
-	if r.ownCli && r.cli != nil {
-		err := r.cli.Close()
-		r.cli = nil
-		return err
+	if !r.ownCli {
+		return nil
 	}
-	return nil
+	var errs []error
+	for _, c := range []**clientv3.Client{&r.cli, &r.sessCli} {
+		if *c != nil {
+			errs = append(errs, (*c).Close())
+			*c = nil
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Term is one replica's leadership: it lasts until its session's lease
@@ -151,7 +171,7 @@ func (r *Replica) Campaign(ctx context.Context, a Advert) (*Term, error) {
 	if err := r.register(ctx); err != nil {
 		return nil, fmt.Errorf("campaign: %w", err)
 	}
-	s, err := concurrency.NewSession(r.cli, concurrency.WithTTL(int((r.ttl+time.Second-1)/time.Second)))
+	s, err := concurrency.NewSession(r.sessCli, concurrency.WithTTL(int((r.ttl+time.Second-1)/time.Second)))
 	if err != nil {
 		return nil, fmt.Errorf("campaign: start session: %w", noAnswer(err))
 	}
@@ -223,7 +243,7 @@ func (r *Replica) Campaign(ctx context.Context, a Advert) (*Term, error) {
 		}
 		term.cancel()
 	}()
-	if ttl, err := r.cli.TimeToLive(cctx, s.Lease()); err == nil && ttl.GrantedTTL > 0 {
+	if ttl, err := r.sessCli.TimeToLive(cctx, s.Lease()); err == nil && ttl.GrantedTTL > 0 {
 		term.TTL = time.Duration(ttl.GrantedTTL) * time.Second
 	}
 	return term, nil

@@ -75,8 +75,20 @@ type Options struct {
 	MaxTxnOps int
 	// MaxTxnBytes bounds the keys and values of one transaction, under
 	// the server's --max-request-bytes (1.5 MiB by default); default
-	// 1 MiB.
+	// 1 MiB. A value bigger than it less 1 KiB is stored in parts of
+	// half of it (doc.go, "Big values").
 	MaxTxnBytes int
+
+	// CompactRetention is how much of etcd's history the writer keeps:
+	// after its writes, it compacts etcd to the revision it wrote this
+	// long ago, at most every quarter of it (doc.go, "Compaction").
+	// etcd's compaction is the cluster's, every prefix's: a cluster
+	// that compacts itself (--auto-compaction-retention) or whose
+	// operator does sets it below 0, which turns it off. Default 1m.
+	CompactRetention time.Duration
+
+	// now is the clock compaction reads; time.Now unless a test sets it.
+	now func() time.Time
 
 	// termLease, when set (Term.Open), is the lease the writer's lock is
 	// taken under instead of one of the store's own: the election
@@ -99,6 +111,7 @@ const (
 	defaultMaxRevs     = 1000
 	defaultMaxTxnOps   = 128
 	defaultMaxTxnBytes = 1 << 20
+	defaultCompact     = time.Minute
 	opTimeout          = 30 * time.Second
 )
 
@@ -127,6 +140,8 @@ type Store struct {
 	// failBeforeCommit makes a journal write stop before its commit
 	// marker (tests of a crash before the commit point).
 	failBeforeCommit bool
+
+	compact compactor
 
 	statsMu sync.Mutex // guards stats
 	stats   state.Stats
@@ -186,9 +201,8 @@ func Open(opts Options) (*Store, error) {
 	s.rulesStore = rules.New(etcdKV{s}, rules.Options{
 		Name: s.where(), Owners: rules.PerChild,
 		MaxEvents: opts.MaxEvents, MaxRevisions: opts.MaxRevisions,
-		// One value must fit one etcd request; a batch's events are
-		// chunks well under it.
-		MaxRow: opts.MaxTxnBytes - 1024, MaxRowWhy: "one etcd write may carry",
+		// A batch's events are chunks well under one etcd request (a
+		// value over it is stored in parts: chunk.go).
 		MaxChunk: opts.MaxTxnBytes / 4,
 	})
 	if err := s.open(); err != nil {
@@ -239,6 +253,12 @@ func fill(o *Options) error {
 	}
 	if o.MaxTxnBytes <= 0 {
 		o.MaxTxnBytes = defaultMaxTxnBytes
+	}
+	if o.CompactRetention == 0 {
+		o.CompactRetention = defaultCompact
+	}
+	if o.now == nil {
+		o.now = time.Now
 	}
 	return nil
 }
@@ -389,6 +409,7 @@ func (s *Store) Close() error {
 		s.stopKA()
 		s.stopKA = nil
 	}
+	s.compact.wg.Wait()
 	if s.lease != 0 && s.cli != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		// A lease already gone (expired, revoked) released the lock too.

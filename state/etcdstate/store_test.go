@@ -322,21 +322,41 @@ func TestOpenRefusesBadOptions(t *testing.T) {
 	}
 }
 
-// TestRowTooBig: a row bigger than one etcd request may carry is refused
-// as a row (the scheduler fails that resource and commits the rest),
-// never as an error that stops every commit.
-func TestRowTooBig(t *testing.T) {
-	s := open(t, one, newPrefix(), etcdstate.Options{})
+// TestRowOverOneRequest: a row bigger than one etcd request may carry
+// (1.5 MiB) is stored, in parts: its key holds a small header, its
+// parts are under x/, and it reads back whole.
+func TestRowOverOneRequest(t *testing.T) {
+	prefix := newPrefix()
+	s := open(t, one, prefix, etcdstate.Options{})
 	big := res("vpc", "big", "")
 	big.Spec = json.RawMessage(`{"blob":"` + strings.Repeat("x", 2<<20) + `"}`)
-	err := s.Commit(context.Background(), &converge.Batch{Resources: []*converge.Resource{res("vpc", "ok", ""), big}})
-	var rej *converge.RejectedError
-	if !errors.As(err, &rej) || len(rej.Rows) != 1 || rej.Rows[0].ID != "vpc/big" || !strings.Contains(rej.Rows[0].Err.Error(), "etcd write") {
-		t.Fatalf("Commit of a 2 MiB row: %v, want vpc/big refused as too big", err)
+	if err := s.Commit(context.Background(), &converge.Batch{Resources: []*converge.Resource{res("vpc", "ok", ""), big}}); err != nil {
+		t.Fatalf("Commit of a 2 MiB row: %v", err)
 	}
-	if err := s.Commit(context.Background(), &converge.Batch{Resources: []*converge.Resource{res("vpc", "ok", "")}}); err != nil {
-		t.Fatalf("Commit without the big row: %v", err)
+	got, err := s.Resource(context.Background(), "vpc/big")
+	if err != nil || string(got.Spec) != string(big.Spec) {
+		t.Fatalf("read back: %v (%d bytes of spec, want %d)", err, len(specBytes(got)), len(big.Spec))
 	}
+	raw, err := one.Client(t).Get(t.Context(), prefix+"/r/vpc/big")
+	if err != nil || len(raw.Kvs) != 1 || len(raw.Kvs[0].Value) > 1024 {
+		t.Fatalf("the row's key: %v, %d keys, want one small header", err, len(raw.Kvs))
+	}
+	parts, err := one.Client(t).Get(t.Context(), prefix+"/x/r/vpc/big\x00", clientv3.WithPrefix())
+	if err != nil || len(parts.Kvs) < 2 {
+		t.Fatalf("parts: %v, %d keys, want a few", err, len(parts.Kvs))
+	}
+	for _, kv := range parts.Kvs {
+		if len(kv.Value) > 512<<10 {
+			t.Errorf("part %q of %d bytes, over 512 KiB", kv.Key, len(kv.Value))
+		}
+	}
+}
+
+func specBytes(r *converge.Resource) []byte {
+	if r == nil {
+		return nil
+	}
+	return r.Spec
 }
 
 // TestVerify: Verify holds while the writer keeps its lock and prefix,

@@ -60,6 +60,9 @@ type Options struct {
 	// election timeouts, so a test of a short lease (a 3s leader
 	// session) sets it lower, e.g. 1500.
 	ElectionMs uint
+	// QuotaBackendBytes is the members' --quota-backend-bytes; 0 keeps
+	// etcd's 2 GiB.
+	QuotaBackendBytes int64
 }
 
 // Start starts a cluster for t and stops it on cleanup.
@@ -114,6 +117,7 @@ func StartCluster(dir string, opts Options) (*Cluster, error) {
 		cfg.InitialCluster = strings.Join(initial, ",")
 		cfg.InitialClusterToken = "converge-test"
 		cfg.UnsafeNoFsync = !opts.Fsync
+		cfg.QuotaBackendBytes = opts.QuotaBackendBytes
 		if c.TLS != nil {
 			cfg.ClientTLSInfo = transport.TLSInfo{CertFile: c.TLS.serverCert, KeyFile: c.TLS.serverKey,
 				TrustedCAFile: c.TLS.CA, ClientCertAuth: true}

@@ -28,7 +28,7 @@ func Bolt(t *testing.T, opts state.Options) state.Backend {
 // refusal leaving nothing behind), the owner and reverse edge indexes,
 // retention of events and revision records, concurrent commits and
 // untorn reads, paging, batches bigger than one etcd transaction (rows
-// and events), and a model-based test of random batches.
+// and events), rows bigger than one etcd request, and a model-based test of random batches.
 func Run(t *testing.T, open Opener) {
 	tests := []struct {
 		name string
@@ -56,6 +56,7 @@ func Run(t *testing.T, open Opener) {
 		{"Source", testSource},
 		{"Control", testControl},
 		{"BigBatch", testBigBatch},
+		{"BigRow", testBigRow},
 		{"ManyEvents", testManyEvents},
 		{"Verify", testVerify},
 	}

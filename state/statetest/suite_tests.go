@@ -992,3 +992,89 @@ func testVerify(t *testing.T, open Opener) {
 		t.Errorf("Verify after a commit: %v", err)
 	}
 }
+
+// bigSpec returns a JSON spec of about n bytes, different for each tag:
+// a list of teams, as a big BOM's.
+func bigSpec(n int, tag string) json.RawMessage {
+	var b strings.Builder
+	b.WriteString(`{"teams":[`)
+	for i := 0; b.Len() < n; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"name":"%s-team-%07d","cidr":"10.%d.%d.0/24"}`, tag, i, i/256%256, i%256)
+	}
+	b.WriteString(`]}`)
+	return json.RawMessage(b.String())
+}
+
+// testBigRow stores rows far bigger than one etcd request may carry (1.5
+// MiB by default): a root whose declared spec and spec are 3 MB each,
+// beside a child, read back whole by every read; then a different big
+// spec, the same one again with only its phase changed, a small one, a
+// big one again, and the root's deletion. The store checks consistent
+// after each step (on etcd: no part of a replaced value left behind).
+func testBigRow(t *testing.T, open Opener) {
+	s := open(t, state.Options{})
+	ctx := context.Background()
+	root := res("bom", "huge", "")
+	root.Declared, root.Spec = bigSpec(3<<20, "a"), bigSpec(3<<20, "a")
+	child := res("vpc", "c", "bom/huge")
+	step := func(what string, b *converge.Batch, want *converge.Resource) {
+		t.Helper()
+		commit(t, s, b)
+		got, err := s.ResourcesByID(ctx, []converge.ID{"bom/huge"})
+		if err != nil {
+			t.Fatalf("%s: ResourcesByID: %v", what, err)
+		}
+		if want == nil {
+			if got[0] != nil {
+				t.Fatalf("%s: bom/huge is still stored", what)
+			}
+		} else if got[0] == nil || !reflect.DeepEqual(got[0], want) {
+			t.Fatalf("%s: ResourcesByID(bom/huge) is not the row committed (got %d bytes of spec, want %d)", what, len(specOf(got[0])), len(want.Spec))
+		}
+		snap := load(t, s)
+		found := false
+		for _, r := range snap.Resources {
+			if r.ID() == "bom/huge" {
+				found = true
+				if !reflect.DeepEqual(r, want) {
+					t.Fatalf("%s: Load's bom/huge is not the row committed", what)
+				}
+			}
+		}
+		if found != (want != nil) {
+			t.Fatalf("%s: Load holds bom/huge: %v, want %v", what, found, want != nil)
+		}
+		if err := s.Check(ctx); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	step("a 6 MB root", &converge.Batch{Resources: []*converge.Resource{root, child}}, root)
+
+	next := *root
+	next.Declared, next.Spec, next.Generation = bigSpec(2<<20, "b"), bigSpec(2<<20, "b"), 2
+	step("another big spec", &converge.Batch{Resources: []*converge.Resource{&next}}, &next)
+
+	ready := next
+	ready.Phase = converge.PhaseReady
+	step("the same spec, Ready", &converge.Batch{Resources: []*converge.Resource{&ready}}, &ready)
+
+	small := ready
+	small.Declared, small.Spec, small.Generation = json.RawMessage(`{"teams":[]}`), json.RawMessage(`{"teams":[]}`), 3
+	step("a small spec", &converge.Batch{Resources: []*converge.Resource{&small}}, &small)
+
+	again := small
+	again.Declared, again.Spec, again.Generation = bigSpec(4<<20, "c"), bigSpec(4<<20, "c"), 4
+	step("big again", &converge.Batch{Resources: []*converge.Resource{&again}}, &again)
+
+	step("deleted", &converge.Batch{DeletedResources: []converge.ID{"vpc/c", "bom/huge"}}, nil)
+}
+
+func specOf(r *converge.Resource) json.RawMessage {
+	if r == nil {
+		return nil
+	}
+	return r.Spec
+}

@@ -201,12 +201,6 @@ func (t *tx) putResource(r *converge.Resource, id converge.ID, ops map[converge.
 		t.rejected = append(t.rejected, converge.RowError{ID: id, Err: fmt.Errorf("encode: %w", err)})
 		return nil
 	}
-	if n, limit := len(v)+len(key), t.s.o.MaxRow; limit > 0 && n > limit {
-		// A row over the backend's limit is refused like any bad row,
-		// so it cannot hold up the others.
-		t.rejected = append(t.rejected, converge.RowError{ID: id, Err: fmt.Errorf("row of %d bytes: over the %d bytes %s", n, limit, t.s.o.MaxRowWhy)})
-		return nil
-	}
 	if old == nil || string(old) != string(v) {
 		if err := t.w.Put(Resources, key, v); err != nil {
 			return err

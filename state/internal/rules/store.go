@@ -20,11 +20,6 @@ type Options struct {
 	// MaxEvents and MaxRevisions are the retention limits
 	// (state.Options).
 	MaxEvents, MaxRevisions int
-	// MaxRow, when > 0, is the most bytes a resource's key and row may
-	// have together; a bigger row is refused as a bad row, for the
-	// reason MaxRowWhy gives ("one etcd write may carry").
-	MaxRow    int
-	MaxRowWhy string
 	// MaxChunk, when > 0, is the most bytes one event chunk may have: a
 	// batch's events are split in chunks under it (one event bigger
 	// than that gets a chunk of its own). 0 writes a batch's events as
