@@ -155,11 +155,14 @@ func recordEffects(path string, ps []sdk.Provider) []sdk.Provider {
 }
 
 // dataKey reports whether key (under prefix, which ends in "/") is the
-// store's data: anything but the writer's lock, the election and the
-// followers' sync request.
+// store's data: anything but the writer's lock, the election, the
+// followers' sync request, a replica's registration and the operators'
+// intents (claimed at most once on the election key, answered under the
+// operator's lease: not the store's rows).
 func dataKey(prefix, key string) bool {
 	rel, ok := strings.CutPrefix(key, prefix)
-	return ok && rel != "lock" && rel != "sync" && !strings.HasPrefix(rel, "election/")
+	return ok && rel != "lock" && rel != "sync" && !strings.HasPrefix(rel, "election/") &&
+		!strings.HasPrefix(rel, "replica/") && !strings.HasPrefix(rel, "intent/")
 }
 
 // recordWrites gives o a client of its own whose every transaction that
