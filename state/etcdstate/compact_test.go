@@ -114,7 +114,7 @@ func TestCompactionKeepsQuota(t *testing.T) {
 		t.Skip("starts two etcd members and writes 160 MB")
 	}
 	const quota = 48 << 20
-	run := func(t *testing.T, retention time.Duration) (error, []int64) {
+	run := func(t *testing.T, retention time.Duration) ([]int64, error) {
 		cl := etcdtest.Start(t, etcdtest.Options{QuotaBackendBytes: quota})
 		c := &clock{t: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
 		s, err := etcdstate.Open(etcdstate.WithClock(etcdstate.Options{Endpoints: cl.Endpoints, Prefix: "/q", CompactRetention: retention}, c.now))
@@ -132,7 +132,7 @@ func TestCompactionKeepsQuota(t *testing.T) {
 				b.Resources = append(b.Resources, r)
 			}
 			if err := s.Commit(context.Background(), b); err != nil {
-				return fmt.Errorf("round %d: %w", round, err), sizes
+				return sizes, fmt.Errorf("round %d: %w", round, err)
 			}
 			c.advance(time.Minute)
 			st, err := cli.Status(t.Context(), cl.Endpoints[0])
@@ -141,10 +141,10 @@ func TestCompactionKeepsQuota(t *testing.T) {
 			}
 			sizes = append(sizes, st.DbSize)
 		}
-		return nil, sizes
+		return sizes, nil
 	}
 	t.Run("compacted", func(t *testing.T) {
-		err, sizes := run(t, time.Minute)
+		sizes, err := run(t, time.Minute)
 		if err != nil {
 			t.Fatalf("with compaction: %v (database sizes %v)", err, sizes)
 		}
@@ -153,7 +153,7 @@ func TestCompactionKeepsQuota(t *testing.T) {
 		}
 	})
 	t.Run("control", func(t *testing.T) {
-		err, sizes := run(t, -1)
+		sizes, err := run(t, -1)
 		if err == nil || !strings.Contains(err.Error(), "database space exceeded") {
 			t.Fatalf("without compaction: %v, want database space exceeded (sizes %v)", err, sizes)
 		}
