@@ -61,40 +61,6 @@ func mustJSON(t *testing.T, v any) string {
 	return string(b)
 }
 
-// fullBatch touches every bucket Commit writes.
-func fullBatch() *converge.Batch {
-	root := res("bom", "classic", "")
-	root.Origin = converge.OriginGit
-	root.Source = "resources/bom.cue:3"
-	acct := res("account", "team-a", "bom/classic")
-	vpc := res("vpc", "team-a", "bom/classic")
-	vpc.Status = json.RawMessage(`{"vpc_id":"vpc-1"}`)
-	vpc.Phase = converge.PhaseRunning
-	vpc.Attempts = 2
-	vpc.LastError = "throttled"
-	vpc.NextAttempt = t0.Add(time.Minute)
-	vpc.Lease = &converge.Lease{TaskID: "t1", Reaction: "reconcile", Worker: "w1", Expires: t0.Add(time.Hour)}
-	return &converge.Batch{
-		Resources: []*converge.Resource{root, acct, vpc},
-		Edges: []converge.Edge{
-			edge("vpc/team-a", "account/team-a", converge.ValueFlow{From: "account_id", To: "account_id"}),
-			edge("account/team-a", "tgw/missing"),
-		},
-		Events: []converge.Event{
-			{Time: t0, Resource: "bom/classic", Type: "Created", Message: "declared"},
-			{Time: t0, Resource: "vpc/team-a", Type: "Created", Message: "composed"},
-		},
-		Kinds: []*converge.Kind{
-			{Name: "vpc", Version: 2, Reactions: []string{"reconcile"}, SpecSchema: "{cidr: string}", ResyncInterval: time.Minute},
-			{Name: "vpc", Version: 1, Reactions: []string{"reconcile", "teardown"}, Finalizer: true},
-		},
-		Configs:    []*converge.ProviderConfig{{Name: "aws", Kind: "vpc", KindVersion: 1, IsDefault: true, Config: json.RawMessage(`{"region":"eu"}`)}},
-		Bindings:   []*converge.Binding{{Name: "notify", Kind: "vpc", Transition: converge.TransitionSynced, Reactor: "slack", ReactorVersion: 1}},
-		Deliveries: []*converge.Delivery{{Key: "notify/uid/1/synced", Binding: "notify", Reactor: converge.KindRef{Kind: "slack", Version: 1}, Subject: converge.Subject{Resource: "vpc/team-a", UID: "u", Generation: 1, Transition: "synced"}, Created: t0}},
-		Applied:    &converge.Revision{Ref: "main", Hash: "abc123", Time: t0, Subject: "first"},
-	}
-}
-
 // TestResourcesHead checks that Filter.Head returns the very resources
 // of the same filter without it, less their declared spec, spec and
 // status, on both of Resources' paths (the owner index and the scan).
@@ -169,7 +135,7 @@ func TestOpenWritesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	commit(t, s, fullBatch())
+	commit(t, s, statetest.FullBatch())
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +169,7 @@ func TestReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := fullBatch()
+	b := statetest.FullBatch()
 	commit(t, s, b)
 	want := mustJSON(t, load(t, s))
 	if err := s.Close(); err != nil {

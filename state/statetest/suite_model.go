@@ -180,8 +180,11 @@ func (m *model) apply(b *converge.Batch) (*model, bool) {
 	return n, true
 }
 
-// fullBatch touches every bucket Commit writes.
-func fullBatch() *converge.Batch {
+// FullBatch is a batch that touches every bucket a store's Commit
+// writes: resources with a lease and an error, edges (one to a producer
+// not in the store), events, kinds, a provider config, a binding, a
+// delivery and the applied revision.
+func FullBatch() *converge.Batch {
 	root := res("bom", "classic", "")
 	root.Origin = converge.OriginGit
 	root.Source = "resources/bom.cue:3"

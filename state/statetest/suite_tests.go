@@ -17,7 +17,7 @@ import (
 
 func testRoundTrip(t *testing.T, open Opener) {
 	s := open(t, state.Options{})
-	b := fullBatch()
+	b := FullBatch()
 	commit(t, s, b)
 	snap := load(t, s)
 
