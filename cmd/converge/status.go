@@ -112,12 +112,7 @@ already shows: the notes are the source of truth, the forge a copy. With
 					v.Pin = ctl.Pin
 				}
 			}
-			if output != "table" {
-				err = writeData(c.OutOrStdout(), output, v)
-			} else {
-				err = printStatuses(c.OutOrStdout(), v)
-			}
-			if err != nil {
+			if err := writeStatuses(c.OutOrStdout(), output, v); err != nil {
 				return err
 			}
 			if rep != nil {
@@ -133,12 +128,7 @@ already shows: the notes are the source of truth, the forge a copy. With
 					return err
 				}
 			}
-			for _, s := range st {
-				if s.State == converge.StateFailure || s.State == converge.StateError {
-					return failed("%s: %s is %s", r, s.Context, s.State)
-				}
-			}
-			return nil
+			return statusesFailed(r, st)
 		},
 	}
 	addOutputFlag(c, &output, "table")
@@ -195,20 +185,10 @@ func storedStatus(ctx context.Context, g *globals, rev, output string, out, errO
 	if a, err := etcdstate.Leader(*g.etcd); err == nil {
 		fmt.Fprintf(errOut, "note: the statuses %s recorded (its leader: %s)\n", g.state, a.Name)
 	}
-	if output != "table" {
-		err = writeData(out, output, v)
-	} else {
-		err = printStatuses(out, v)
-	}
-	if err != nil {
+	if err := writeStatuses(out, output, v); err != nil {
 		return err
 	}
-	for _, s := range rec.Statuses {
-		if s.State == converge.StateFailure || s.State == converge.StateError {
-			return failed("%s: %s is %s", rec.Revision, s.Context, s.State)
-		}
-	}
-	return nil
+	return statusesFailed(rec.Revision, rec.Statuses)
 }
 
 // revisionByPrefix returns the one record whose commit hash starts with
@@ -264,17 +244,26 @@ func workTreeStatus(ctx context.Context, g *globals, ref, output string, out, er
 		return failed("%s@dirty has no statuses (sync --watch checked no work tree)", ref)
 	}
 	v := statusView{Revision: rec.Revision.String(), Statuses: rec.Statuses}
-	if output != "table" {
-		err = writeData(out, output, v)
-	} else {
-		err = printStatuses(out, v)
-	}
-	if err != nil {
+	if err := writeStatuses(out, output, v); err != nil {
 		return err
 	}
-	for _, s := range rec.Statuses {
+	return statusesFailed(rec.Revision, rec.Statuses)
+}
+
+// writeStatuses prints v as -o asks: a table, or JSON/YAML.
+func writeStatuses(w io.Writer, output string, v statusView) error {
+	if output != "table" {
+		return writeData(w, output, v)
+	}
+	return printStatuses(w, v)
+}
+
+// statusesFailed is status's exit: 1 when a status of rev is failure or
+// error, naming the first.
+func statusesFailed(rev converge.Revision, st []converge.CommitStatus) error {
+	for _, s := range st {
 		if s.State == converge.StateFailure || s.State == converge.StateError {
-			return failed("%s: %s is %s", rec.Revision, s.Context, s.State)
+			return failed("%s: %s is %s", rev, s.Context, s.State)
 		}
 	}
 	return nil
