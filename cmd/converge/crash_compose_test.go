@@ -55,6 +55,13 @@ func cmdWaitChildren(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(err)
 	id := converge.ID(args[1])
 	answered := false
+	// An etcd reader is opened once and kept: opening one per poll
+	// (a client, its connections, the store's header) takes longer
+	// than a batch's commit on a loaded machine, and the kill would
+	// land batches late.
+	var etcdReader reader
+	etcdDone := func() {}
+	defer func() { etcdDone() }()
 	count := func() (int, error) {
 		if !isEtcd(args[0]) {
 			c, err := stateapi.Dial(filepath.Join(ts.MkAbs(args[0]), stateapi.SocketName))
@@ -65,12 +72,14 @@ func cmdWaitChildren(ts *testscript.TestScript, neg bool, args []string) {
 			answered = answered || err == nil
 			return n, err
 		}
-		rd, done, err := openReader(scriptGlobals(ts, args[0]), io.Discard)
-		if err != nil {
-			return 0, err
+		if etcdReader == nil {
+			rd, done, err := openReader(scriptGlobals(ts, args[0]), io.Discard)
+			if err != nil {
+				return 0, err
+			}
+			etcdReader, etcdDone = rd, done
 		}
-		defer done()
-		return rd.ChildCount(context.Background(), id)
+		return etcdReader.ChildCount(context.Background(), id)
 	}
 	deadline := time.Now().Add(2 * time.Minute)
 	var got int

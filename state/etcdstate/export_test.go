@@ -48,3 +48,6 @@ func WithClock(o Options, now func() time.Time) Options {
 	o.now = now
 	return o
 }
+
+// Follow is follow, for the tests of its retries.
+var Follow = follow

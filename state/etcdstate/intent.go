@@ -216,7 +216,7 @@ func (op *Operator) Submit(ctx context.Context, in Intent, take time.Duration) (
 	if err != nil {
 		return nil, fmt.Errorf("intent: write %s: %w", key, noAnswer(err))
 	}
-	wc := op.cli.Watch(ctx, key+"/", clientv3.WithPrefix(), clientv3.WithRev(put.Header.Revision+1))
+	wc := follow(ctx, op.cli, key+"/", put.Header.Revision+1, clientv3.WithPrefix())
 	takeBy := time.NewTimer(take)
 	defer takeBy.Stop()
 	tick := time.NewTicker(time.Second)
@@ -345,7 +345,7 @@ func (t *Term) Intents(ctx context.Context) <-chan PendingIntent {
 				return
 			}
 		}
-		wc := t.r.cli.Watch(clientv3.WithRequireLeader(ctx), p, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
+		wc := follow(ctx, t.r.cli, p, resp.Header.Revision+1, clientv3.WithPrefix())
 		for wr := range wc {
 			for _, ev := range wr.Events {
 				k := string(ev.Kv.Key)

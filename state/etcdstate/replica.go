@@ -344,7 +344,7 @@ func (r *Replica) revokeLapsed(ctx context.Context) error {
 // RequestSync made after the term began, until ctx is done.
 func (t *Term) SyncRequests(ctx context.Context) <-chan struct{} {
 	out := make(chan struct{}, 1)
-	wc := t.r.cli.Watch(clientv3.WithRequireLeader(ctx), t.r.opts.Prefix+kSyncRequest, clientv3.WithRev(t.Rev+1))
+	wc := follow(ctx, t.r.cli, t.r.opts.Prefix+kSyncRequest, t.Rev+1)
 	go func() {
 		for resp := range wc {
 			if len(resp.Events) == 0 {
