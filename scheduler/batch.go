@@ -102,6 +102,13 @@ func (b *batcher) hasPending() bool {
 		!b.meta.Empty()
 }
 
+// durable reports whether everything the loop changed is in the store:
+// nothing pending (deferred big rows included), no batch with the
+// committer or waiting to be retried.
+func (b *batcher) durable() bool {
+	return !b.committing && b.failed == nil && len(b.deferred) == 0 && !b.hasPending()
+}
+
 // queueRow queues n's row, just marked dirty: a change of a stored row
 // is an update (committed first), a row never handed to the store is
 // new (committed in the order made).

@@ -673,3 +673,31 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// TestConvergedIsDurable: on a slow store whose commits hold a few rows
+// each, the graph is Ready in memory long before the store has it all.
+// Converged (what serve records as the revision's success) waits for
+// the store: the moment it is published, every row in the store is
+// Ready. (A serve killed right after its verdict must not leave a store
+// that says converged with rows still Pending.)
+func TestConvergedIsDurable(t *testing.T) {
+	store := newMemStore()
+	store.commitDelay = 5 * time.Millisecond
+	disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1"})
+	cfg := testConfig()
+	cfg.MaxCommit = 16
+	h := start(t, store, disp, cfg)
+	h.apply(classicDesired(makeBOM(2, 20), "c1"), classicValidator)
+	p := h.waitSettled(scheduler.Converged, 30*time.Second)
+	rows := store.all()
+	ready := 0
+	for _, r := range rows {
+		if r.Phase == converge.PhaseReady {
+			ready++
+		}
+	}
+	if want := 1 + bomSize(2, 20); len(rows) != want || ready != want || p.Counts.Total != want {
+		t.Fatalf("at Converged the store holds %d rows, %d Ready (memory: %d/%d Ready), want all %d stored and Ready",
+			len(rows), ready, p.Counts.Ready, p.Counts.Total, want)
+	}
+}

@@ -133,8 +133,11 @@ type Settled int
 const (
 	// Working: something is running, scheduled or eligible.
 	Working Settled = iota
-	// Converged: every resource is Ready, nothing is Deleting and no
-	// reactor delivery is owed.
+	// Converged: every resource is Ready, nothing is Deleting, no
+	// reactor delivery is owed, and all of it is durable: nothing waits
+	// to be written or is being written. A verdict made on it is a
+	// promise the store keeps (a root's rows may drain for minutes
+	// after the graph is Ready in memory: a million rows on etcd).
 	Converged
 	// Stuck: nothing can progress without an outside change (a spec
 	// change, a worker connecting): every non-Ready resource is
@@ -658,6 +661,9 @@ func (s *Scheduler) publish() {
 	switch {
 	case s.graph.counts.Total == s.graph.counts.Ready && s.react.owedDeliv == 0 && s.batch.commitErr == "" && len(s.startQueue) == 0:
 		p.Settled = Converged
+		if !s.batch.durable() {
+			p.Settled = Working // Ready in memory; the store catches up
+		}
 	case s.lease.inflight == 0 && s.lease.backoffN == 0 && s.lease.queueHead == len(s.lease.queue) && len(s.startQueue) == 0 &&
 		len(s.react.delivLease) == 0 && !s.lease.waitingForSlot() && !s.react.delivWorkPending() && !s.rolloutsWaiting():
 		p.Settled = Stuck
