@@ -108,6 +108,9 @@ type globals struct {
 	// etcdCompact is --etcd-compact-retention: how much of etcd's
 	// history a writer keeps when it compacts (0: it never compacts).
 	etcdCompact time.Duration
+	// etcdDefrag is --etcd-defrag-slack: past how much unused space in a
+	// member's database file a writer defragments it ("": never).
+	etcdDefrag string
 
 	// logFormat and logLevel are --log-format and --log-level (defaults
 	// $CONVERGE_LOG_FORMAT and $CONVERGE_LOG_LEVEL, else text and warn);
@@ -275,6 +278,7 @@ func newRoot(g *globals) *cobra.Command {
 	pf.StringVar(&g.etcdKey, "etcd-key", "", "with --state etcd://…: the client certificate's key (PEM)")
 	pf.DurationVar(&g.leaderWait, "leader-wait", 10*time.Second, "with --state etcd://… served by replicas: how long a changing command waits for a leader to take it")
 	pf.DurationVar(&g.etcdCompact, "etcd-compact-retention", time.Minute, "with --state etcd://…: a writer compacts etcd's history (the cluster's, not only PREFIX's) to the revision it wrote this long ago; 0 never compacts, for a cluster that compacts itself")
+	pf.StringVar(&g.etcdDefrag, "etcd-defrag-slack", "", "with --state etcd://…: after a compaction, a writer defragments a member whose database file has this much unused space (e.g. 512MiB) and over half of what it uses: one member every 10 minutes at most, the etcd leader last after handing on its leadership (defragmenting blocks the member for seconds); default never, for an operator who defragments")
 	pf.StringVar(&g.repo, "repo", ".", "repository: a local path or a URL (default: the one the state last applied, else .)")
 	pf.StringVar(&g.path, "path", "", "sub-directory holding the documents, relative to the current directory inside the repository (default: the one the state last applied)")
 	pf.StringVar(&g.ref, "ref", "", "branch to follow (default: the repository's HEAD branch)")
@@ -297,8 +301,8 @@ func newRoot(g *globals) *cobra.Command {
 			return err
 		}
 		if !isEtcd(g.state) {
-			if g.etcdCA != "" || g.etcdCert != "" || g.etcdKey != "" || c.Flags().Changed("etcd-compact-retention") {
-				return usageErr("--etcd-cacert, --etcd-cert, --etcd-key and --etcd-compact-retention need --state etcd://…")
+			if g.etcdCA != "" || g.etcdCert != "" || g.etcdKey != "" || c.Flags().Changed("etcd-compact-retention") || g.etcdDefrag != "" {
+				return usageErr("--etcd-cacert, --etcd-cert, --etcd-key, --etcd-compact-retention and --etcd-defrag-slack need --state etcd://…")
 			}
 			return nil
 		}
@@ -309,6 +313,16 @@ func newRoot(g *globals) *cobra.Command {
 		g.etcd.CompactRetention = g.etcdCompact
 		if g.etcdCompact == 0 {
 			g.etcd.CompactRetention = -1
+		}
+		if g.etcdDefrag != "" {
+			n, err := parseBytes(g.etcdDefrag)
+			if err != nil || n <= 0 {
+				return usageErr("--etcd-defrag-slack %q: want a size such as 512MiB", g.etcdDefrag)
+			}
+			if g.etcdCompact == 0 {
+				return usageErr("--etcd-defrag-slack needs compaction (--etcd-compact-retention above 0): it runs after one")
+			}
+			g.etcd.DefragSlack = n
 		}
 		return nil
 	}

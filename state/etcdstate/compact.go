@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // The writer compacts etcd's history (doc.go, "Compaction"): etcd keeps
@@ -35,6 +36,13 @@ type compactor struct {
 	running bool
 	wg      sync.WaitGroup // the compaction in flight
 	err     error          // the last compaction's failure, nil once one succeeds
+
+	// stop ends a defragmentation in flight (Close).
+	stop       context.Context
+	cancel     context.CancelFunc
+	lastDefrag time.Time // when a member was last defragmented (defrag.go)
+	defrags    []Defrag
+	defragErr  error
 }
 
 // compactEvery is how often the writer compacts at most: a quarter of
@@ -79,23 +87,35 @@ func (s *Store) noteWrite(rev int64) {
 }
 
 // compactTo compacts etcd's history below rev (physical=false: etcd
-// frees the space in the background and the call returns at once).
+// frees the space in the background and the call returns at once;
+// physical when a defragmentation may follow), then defragments a
+// member if one is due (defrag.go).
 func (s *Store) compactTo(rev int64) {
 	c := &s.compact
 	defer c.wg.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-	_, err := s.cli.Compact(ctx, rev)
+	var opts []clientv3.CompactOption
+	if s.opts.DefragSlack > 0 {
+		// The defragmentation after it must see the pages it frees.
+		opts = append(opts, clientv3.WithCompactPhysical())
+	}
+	_, err := s.cli.Compact(ctx, rev, opts...)
 	cancel()
 	if errors.Is(err, rpctypes.ErrCompacted) {
 		err = nil // compacted past it already (etcd's own, or another's)
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.running = false
 	if err == nil {
 		c.done = max(c.done, rev)
 	}
 	c.err = err
+	c.mu.Unlock()
+	if err == nil {
+		s.maybeDefrag() // still running: no compaction meanwhile
+	}
+	c.mu.Lock()
+	c.running = false
+	c.mu.Unlock()
 }
 
 // Compacted returns the revision this writer last compacted etcd to (0:

@@ -158,7 +158,7 @@
 // each member's database, which etcd reuses; it does not shrink the
 // file: that is `etcdctl defrag`, the operator's (it blocks the member
 // it runs on; docs/ARCHITECTURE.md, "What etcd needs from its
-// operator").
+// operator"), or the writer's with Options.DefragSlack (defrag.go).
 //
 // # Lease and commit bounds
 //
@@ -166,9 +166,12 @@
 // over the replica's own connection (Replica.sessCli): on the store's
 // connection a big batch's transactions in flight queue the renewals
 // behind megabytes. A journal keeps at most 16 MiB of transactions in
-// flight (writeInFlight), so no request waits behind more than that.
-// Neither keeps a lease whose member or leader is starved of CPU for
-// its TTL (docs/BENCHMARKS.md, "etcd at a million").
+// flight (writeInFlight), and fewer when etcd is slow (pace.go): etcd
+// makes a leader's lease renewal wait until it has applied what is
+// queued, so the window halves when a transaction's round trip passes
+// half a second and grows back by one after each fast one. None of it
+// keeps a lease whose member or leader is starved of CPU for its TTL
+// (docs/BENCHMARKS.md, "etcd at a million").
 //
 // # Caveats
 //

@@ -108,7 +108,7 @@ func (s *Store) txn(ctx context.Context, ops []kvOp, extra []clientv3.Op) (writt
 // marker.
 func (s *Store) journal(ctx context.Context, ops []kvOp) (written, error) {
 	parts := encodeOps(ops, s.opts.MaxTxnBytes-1024)
-	err := parallel(len(parts), widthFor(len(parts[0])), func(i int) error {
+	err := s.pace.paced(len(parts), widthFor(len(parts[0])), func(i int) error {
 		if _, err := s.txn(ctx, []kvOp{{key: partKey(i), val: parts[i]}}, nil); err != nil {
 			return fmt.Errorf("write batch journal part %d: %w", i, err)
 		}
@@ -160,7 +160,7 @@ func (s *Store) applyJournal(ctx context.Context, ops []kvOp) (written, error) {
 		mu  sync.Mutex // guards did
 		did written
 	)
-	err := parallel(len(chunks), widthFor(total/max(1, len(chunks))), func(i int) error {
+	err := s.pace.paced(len(chunks), widthFor(total/max(1, len(chunks))), func(i int) error {
 		w, err := s.txn(ctx, chunks[i], nil)
 		if err != nil {
 			return fmt.Errorf("apply batch journal: %w", err)

@@ -86,6 +86,13 @@ type Options struct {
 	// that compacts itself (--auto-compaction-retention) or whose
 	// operator does sets it below 0, which turns it off. Default 1m.
 	CompactRetention time.Duration
+	// DefragSlack, when above 0, has the writer defragment a member
+	// after a compaction when the member's database file is bigger than
+	// what it uses by this many bytes and by half of what it uses: one
+	// member every 10 minutes at most, followers first, the raft leader
+	// after it handed its leadership on (defrag.go). 0 leaves
+	// defragmenting to the operator.
+	DefragSlack int64
 
 	// now is the clock compaction reads; time.Now unless a test sets it.
 	now func() time.Time
@@ -142,6 +149,7 @@ type Store struct {
 	failBeforeCommit bool
 
 	compact compactor
+	pace    pacer // the journal's transactions in flight (pace.go)
 
 	statsMu sync.Mutex // guards stats
 	stats   state.Stats
@@ -184,6 +192,7 @@ func Open(opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open etcd state: %w", err)
 	}
 	s := &Store{p: opts.Prefix, opts: opts, cli: opts.Client}
+	s.compact.stop, s.compact.cancel = context.WithCancel(context.Background())
 	if s.cli == nil {
 		cli, err := clientv3.New(clientv3.Config{
 			Endpoints:   opts.Endpoints,
@@ -409,6 +418,7 @@ func (s *Store) Close() error {
 		s.stopKA()
 		s.stopKA = nil
 	}
+	s.compact.cancel()
 	s.compact.wg.Wait()
 	if s.lease != 0 && s.cli != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
