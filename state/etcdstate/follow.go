@@ -3,17 +3,11 @@ package etcdstate
 import (
 	"context"
 	"errors"
-	"strconv"
-	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/grpc/metadata"
 )
-
-// followSeq numbers the watch streams follow opens.
-var followSeq atomic.Uint64
 
 // follow watches key (with opts, e.g. clientv3.WithPrefix) from revision
 // rev on, until ctx is done, through the breaks a retry heals. etcd
@@ -27,9 +21,9 @@ var followSeq atomic.Uint64
 // it is stale), waits a little and watches again from the revision
 // after the last event it delivered: no event is lost or repeated.
 //
-// Each attempt gets a stream of its own (watches on one gRPC stream
-// share the token it opened with, so a retry on a stale stream would
-// fail forever). The channel closes when ctx is done; a break a retry
+// Each attempt gets a watcher, so a stream, of its own (watches on one
+// gRPC stream share the token it opened with, so a retry on a stale
+// stream would fail forever). The channel closes when ctx is done; a break a retry
 // cannot heal (the revision is compacted, permission is denied) is sent
 // as the last response, its Err set.
 func follow(ctx context.Context, cli *clientv3.Client, key string, rev int64, opts ...clientv3.OpOption) <-chan clientv3.WatchResponse {
@@ -38,9 +32,9 @@ func follow(ctx context.Context, cli *clientv3.Client, key string, rev int64, op
 		defer close(out)
 		wait := 50 * time.Millisecond
 		for ctx.Err() == nil {
-			sctx := metadata.AppendToOutgoingContext(ctx, "converge-watch", strconv.FormatUint(followSeq.Add(1), 10))
-			wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(sctx))
-			wc := cli.Watch(wctx, key, append(opts[:len(opts):len(opts)], clientv3.WithRev(rev))...)
+			w := clientv3.NewWatcher(cli) // its own streams
+			wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+			wc := w.Watch(wctx, key, append(opts[:len(opts):len(opts)], clientv3.WithRev(rev))...)
 			var (
 				err  error
 				last clientv3.WatchResponse
@@ -58,10 +52,12 @@ func follow(ctx context.Context, cli *clientv3.Client, key string, rev int64, op
 				case out <- resp:
 				case <-ctx.Done():
 					cancel()
+					w.Close()
 					return
 				}
 			}
 			cancel()
+			w.Close()
 			if ctx.Err() != nil {
 				return
 			}
