@@ -141,12 +141,26 @@ func (e *Engine) Follow(ctx context.Context, o FollowOptions) {
 		grace = DefaultStuckGrace
 	}
 	// current is the applied pass awaiting its converge/sync verdict; only
-	// this loop touches it. A revision applied before a restart and never
-	// judged is picked up again.
-	current, err := PendingPass(ctx, e.store)
-	if err != nil {
-		// Serve on: the next applied revision gets its verdict.
-		e.log.Error("resume pending verdict", "err", err)
+	// this loop touches it. A revision applied before a restart (or by the
+	// last leader) and never judged is picked up again: resume reads it
+	// until a read succeeds, and no step runs before, since a step that
+	// applied a newer revision first would leave the older one pending
+	// for good.
+	var current *gitsync.Pass
+	resumed := false
+	resume := func() error {
+		if resumed {
+			return nil
+		}
+		p, err := PendingPass(ctx, e.store)
+		if err != nil {
+			return fmt.Errorf("resume pending verdict: %w", err)
+		}
+		current, resumed = p, true
+		return nil
+	}
+	if err := resume(); err != nil {
+		e.log.Error("resume pending verdict; read again at the next step", "err", err)
 	}
 	// Failing commits get the same grace as a stuck graph: a daemon
 	// judges the revision, then goes on retrying them.
@@ -155,6 +169,12 @@ func (e *Engine) Follow(ctx context.Context, o FollowOptions) {
 	evaluated := false
 	pinnedTo := ""
 	step := func() {
+		if err := resume(); err != nil {
+			if ctx.Err() == nil {
+				ev.Failed(err, evaluated)
+			}
+			return
+		}
 		passes, err := syncer.Advance(ctx)
 		if pin := syncer.Pinned(ctx); pin == nil && pinnedTo != "" {
 			pinnedTo = ""
@@ -278,7 +298,9 @@ func (e *Engine) Follow(ctx context.Context, o FollowOptions) {
 }
 
 // PendingPass returns the applied revision whose converge/sync verdict is
-// still pending (a daemon stopped before judging it), or nil.
+// still pending (a daemon stopped before judging it), or nil. The store
+// names it applied, so it is, whatever its record says (a failed apply's
+// pending record, written after its batch landed after all).
 func PendingPass(ctx context.Context, st state.Backend) (*gitsync.Pass, error) {
 	rev, err := st.Applied(ctx)
 	if err != nil || rev == nil || rev.Dirty {
@@ -292,7 +314,8 @@ func PendingPass(ctx context.Context, st state.Backend) (*gitsync.Pass, error) {
 		return nil, err
 	}
 	if s, ok := rec.Status(converge.ContextSync); ok && s.State == converge.StatePending {
-		return &gitsync.Pass{Revision: rec.Revision, Record: rec}, nil
+		rec.Applied = true
+		return &gitsync.Pass{Revision: rec.Revision, Record: rec, Applied: true}, nil
 	}
 	return nil, nil
 }
