@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/convergehq/converge"
@@ -162,6 +163,39 @@ func (e *Engine) Follow(ctx context.Context, o FollowOptions) {
 	if err := resume(); err != nil {
 		e.log.Error("resume pending verdict; read again at the next step", "err", err)
 	}
+	// unwritten are verdicts whose write failed other than by the term's
+	// end (a member restarting, a leader change): written again at every
+	// look until they land, so a store error never leaves a revision
+	// pending for good. record reports false once the term is lost
+	// (fenced): its verdicts are the next leader's.
+	type verdict struct {
+		p           *gitsync.Pass
+		state, desc string
+	}
+	var unwritten []verdict
+	record := func(v verdict) bool {
+		err := syncer.SetSyncStatus(ctx, v.p, v.state, v.desc)
+		if err == nil {
+			return true
+		}
+		ev.Error(err)
+		if errors.Is(err, etcdstate.ErrFenced) {
+			return false
+		}
+		unwritten = append(unwritten, v)
+		return true
+	}
+	retry := func() bool {
+		owed := unwritten
+		unwritten = nil
+		for i, v := range owed {
+			if !record(v) {
+				unwritten = append(unwritten, owed[i+1:]...)
+				return false
+			}
+		}
+		return true
+	}
 	// Failing commits get the same grace as a stuck graph: a daemon
 	// judges the revision, then goes on retrying them.
 	settle := gitsync.Settle{Grace: grace, CommitGrace: grace}
@@ -193,13 +227,13 @@ func (e *Engine) Follow(ctx context.Context, o FollowOptions) {
 		for _, p := range passes {
 			ev.Pass(p)
 			if p.Applied {
+				// A verdict still owed to the revision applied again is
+				// no longer its verdict.
+				unwritten = slices.DeleteFunc(unwritten, func(v verdict) bool { return v.p.Revision.Hash == p.Revision.Hash })
 				if current != nil && current.Revision.Hash != p.Revision.Hash {
 					// Never leave a verdict pending: the older revision
 					// was replaced before it converged.
-					if err := syncer.SetSyncStatus(ctx, current, converge.StateSuccess,
-						fmt.Sprintf("superseded by %.7s before it converged", p.Revision.Hash)); err != nil {
-						ev.Error(err)
-					}
+					record(verdict{current, converge.StateSuccess, fmt.Sprintf("superseded by %.7s before it converged", p.Revision.Hash)})
 				}
 				current = p
 				settle.Reset()
@@ -254,6 +288,9 @@ func (e *Engine) Follow(ctx context.Context, o FollowOptions) {
 			if ctx.Err() != nil {
 				return // a lost term's engine gives no verdict
 			}
+			if !retry() {
+				return // deposed: the verdicts are the next leader's
+			}
 			pr := e.sched.Progress()
 			health.Observe(time.Now(), pr)
 			p := current
@@ -268,11 +305,8 @@ func (e *Engine) Follow(ctx context.Context, o FollowOptions) {
 			}
 			switch settle.Observe(time.Now(), pr, due) {
 			case gitsync.Converged:
-				if err := syncer.SetSyncStatus(ctx, p, converge.StateSuccess, summary); err != nil {
-					ev.Error(err)
-					if errors.Is(err, etcdstate.ErrFenced) {
-						return // deposed: the verdict is the next leader's
-					}
+				if !record(verdict{p, converge.StateSuccess, summary}) {
+					return // deposed: the verdict is the next leader's
 				}
 				ev.Converged(p, summary)
 				current = nil
@@ -282,11 +316,8 @@ func (e *Engine) Follow(ctx context.Context, o FollowOptions) {
 					why = "state not durable"
 				}
 				desc := gitsync.Verdict(why, pr, gitsync.UnservedHint(e.sched.Problems(), failedWorkers, o.HowToStart))
-				if err := syncer.SetSyncStatus(ctx, p, converge.StateFailure, desc); err != nil {
-					ev.Error(err)
-					if errors.Is(err, etcdstate.ErrFenced) {
-						return
-					}
+				if !record(verdict{p, converge.StateFailure, desc}) {
+					return
 				}
 				// GET /healthz says it before anyone hears of it.
 				health.Stuck(p.Revision.String() + " " + desc)
