@@ -45,13 +45,15 @@ type DeliveryReport struct {
 	Known      []string
 }
 
-// KnownDispatchBeforeDurable names an open issue the histories found
-// (docs/ARCHITECTURE.md, "Histories checked"): the scheduler dispatches
-// a reactor delivery as soon as its transition fires, before the batch
-// that records the transition and its outbox row is committed. When the
-// leader loses its term before that commit, the target has a delivery
-// the store never recorded, and the next leader fires the transition
-// again, with the status of its own time: one key, two bodies.
+// KnownDispatchBeforeDurable names an issue the histories found, fixed
+// since (docs/ARCHITECTURE.md, "Histories checked"): the scheduler
+// dispatched a reactor delivery as soon as its transition fired, before
+// the batch that records the transition and its outbox row was
+// committed. When the leader lost its term before that commit, the
+// target had a delivery the store never recorded, and the next leader
+// fired the transition again, with the status of its own time: one key,
+// two bodies. A delivery now waits for that commit (scheduler/reactor.go);
+// the evidence is still filed under this name should it come back.
 const KnownDispatchBeforeDurable = "known issue: a delivery dispatched before its outbox row was durable"
 
 // outboxRows returns, by delivery key, the first observed revision
