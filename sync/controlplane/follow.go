@@ -171,6 +171,7 @@ func (e *Engine) Follow(ctx context.Context, o FollowOptions) {
 	type verdict struct {
 		p           *gitsync.Pass
 		state, desc string
+		told        bool // its write's failure was said (once is enough)
 	}
 	var unwritten []verdict
 	record := func(v verdict) bool {
@@ -178,10 +179,14 @@ func (e *Engine) Follow(ctx context.Context, o FollowOptions) {
 		if err == nil {
 			return true
 		}
-		ev.Error(err)
-		if errors.Is(err, etcdstate.ErrFenced) {
+		fenced := errors.Is(err, etcdstate.ErrFenced)
+		if !v.told || fenced {
+			ev.Error(err)
+		}
+		if fenced {
 			return false
 		}
+		v.told = true
 		unwritten = append(unwritten, v)
 		return true
 	}
@@ -233,7 +238,7 @@ func (e *Engine) Follow(ctx context.Context, o FollowOptions) {
 				if current != nil && current.Revision.Hash != p.Revision.Hash {
 					// Never leave a verdict pending: the older revision
 					// was replaced before it converged.
-					record(verdict{current, converge.StateSuccess, fmt.Sprintf("superseded by %.7s before it converged", p.Revision.Hash)})
+					record(verdict{p: current, state: converge.StateSuccess, desc: fmt.Sprintf("superseded by %.7s before it converged", p.Revision.Hash)})
 				}
 				current = p
 				settle.Reset()
@@ -305,7 +310,7 @@ func (e *Engine) Follow(ctx context.Context, o FollowOptions) {
 			}
 			switch settle.Observe(time.Now(), pr, due) {
 			case gitsync.Converged:
-				if !record(verdict{p, converge.StateSuccess, summary}) {
+				if !record(verdict{p: p, state: converge.StateSuccess, desc: summary}) {
 					return // deposed: the verdict is the next leader's
 				}
 				ev.Converged(p, summary)
@@ -316,7 +321,7 @@ func (e *Engine) Follow(ctx context.Context, o FollowOptions) {
 					why = "state not durable"
 				}
 				desc := gitsync.Verdict(why, pr, gitsync.UnservedHint(e.sched.Problems(), failedWorkers, o.HowToStart))
-				if !record(verdict{p, converge.StateFailure, desc}) {
+				if !record(verdict{p: p, state: converge.StateFailure, desc: desc}) {
 					return
 				}
 				// GET /healthz says it before anyone hears of it.
