@@ -449,7 +449,11 @@ type AppliedSource struct {
 // Desired is the whole desired state read from one revision: what a sync
 // applies.
 type Desired struct {
-	Revision  Revision
+	Revision Revision
+	// Record, when set, is Revision's record as applied: the engine
+	// stores it in the batch that makes Revision the applied one
+	// (Batch.Record), one write for the two.
+	Record    *RevisionRecord
 	Settings  Settings
 	Kinds     []*Kind
 	Configs   []*ProviderConfig

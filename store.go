@@ -3,6 +3,7 @@ package converge
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -44,6 +45,12 @@ type Batch struct {
 	// docs/ARCHITECTURE.md). A key both put and deleted is refused.
 	DeletedDeliveries []string
 	Applied           *Revision
+	// Record is a revision record to store (replacing one of its hash,
+	// the records then trimmed) as PutRevision stores it: the applied
+	// revision's, in the batch that makes it Applied, so that the store
+	// never holds an applied revision without its record, nor a record
+	// saying applied for a revision that is not.
+	Record *RevisionRecord
 }
 
 // Empty reports whether the batch changes nothing.
@@ -52,7 +59,7 @@ func (b *Batch) Empty() bool {
 		len(b.DeletedEdges) == 0 && len(b.Events) == 0 && len(b.Kinds) == 0 &&
 		len(b.DeletedKinds) == 0 && len(b.Configs) == 0 && len(b.DeletedConfigs) == 0 &&
 		len(b.Bindings) == 0 && len(b.DeletedBindings) == 0 && len(b.Deliveries) == 0 &&
-		len(b.DeletedDeliveries) == 0 && b.Applied == nil
+		len(b.DeletedDeliveries) == 0 && b.Applied == nil && b.Record == nil
 }
 
 // Delivery is one reactor invocation owed for one transition: the outbox
@@ -149,6 +156,18 @@ func (r *RevisionRecord) Status(context string) (CommitStatus, bool) {
 		}
 	}
 	return CommitStatus{}, false
+}
+
+// Clone returns a copy of r that shares no memory with it.
+func (r *RevisionRecord) Clone() *RevisionRecord {
+	if r == nil {
+		return nil
+	}
+	c := *r
+	c.Statuses = slices.Clone(r.Statuses)
+	c.Errors = slices.Clone(r.Errors)
+	c.Findings = slices.Clone(r.Findings)
+	return &c
 }
 
 // SetStatus replaces (or adds) the status of s.Context.

@@ -306,10 +306,7 @@ func (s *Scheduler) apply(d *converge.Desired, v Validator) *Plan {
 		resyncDefault = false
 	}
 	if !resyncDefault && len(changedKinds) == 0 && !configsChanged && s.graph.recreating == 0 {
-		rev := d.Revision
-		s.applied = &rev
-		s.batch.meta.Applied = &rev
-		s.batch.armFlush(s.now)
+		s.setApplied(d)
 		return plan
 	}
 	for _, n := range s.graph.nodes {
@@ -341,11 +338,18 @@ func (s *Scheduler) apply(d *converge.Desired, v Validator) *Plan {
 			s.bumpGeneration(n)
 		}
 	}
+	s.setApplied(d)
+	return plan
+}
+
+// setApplied makes d's revision the applied one, written with its record
+// (d.Record, copied: its caller goes on changing it) in one batch.
+func (s *Scheduler) setApplied(d *converge.Desired) {
 	rev := d.Revision
 	s.applied = &rev
 	s.batch.meta.Applied = &rev
+	s.batch.meta.Record = d.Record.Clone()
 	s.batch.armFlush(s.now)
-	return plan
 }
 
 // definitionsNow diffs d's definitions against the scheduler's (retiring

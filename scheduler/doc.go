@@ -108,7 +108,10 @@
 // converge.Delivery keyed binding/uid/generation/transition in the same
 // batch as the transition; an existing key is never created again, so a
 // reactor fires once per transition (at least once: deliveries are
-// retried and survive restarts). A done delivery is kept only while that
+// retried and survive restarts). A delivery is dispatched only once the
+// batch holding its row is committed (a transactional outbox): a
+// process or term that ends before the commit has sent nothing, and
+// the next one sends a stored row's key and body as they were. A done delivery is kept only while that
 // transition could happen again: it is deleted once its subject is
 // deleted or a newer generation of it fires the same binding, and in
 // memory only owed deliveries are held whole (reactor.go, "Retention").

@@ -161,6 +161,17 @@ func (s *Scheduler) checkInvariants() error {
 	if owed != s.react.owedDeliv {
 		return fmt.Errorf("owed deliveries %d, tallied %d", s.react.owedDeliv, owed)
 	}
+	// The outbox: a delivery whose row is not durable is owed and was
+	// never dispatched.
+	if s.react.inBatch > len(s.react.unstored) {
+		return fmt.Errorf("%d unstored deliveries in the batch, %d unstored", s.react.inBatch, len(s.react.unstored))
+	}
+	for _, d := range s.react.unstored {
+		if s.react.deliveries[d.Key] != d || d.Done || s.react.delivLease[d.Key] != "" || d.Attempts > 0 {
+			return fmt.Errorf("delivery %s not durable yet, but not owed and untried (done %v, lease %q, attempts %d)",
+				d.Key, d.Done, s.react.delivLease[d.Key], d.Attempts)
+		}
+	}
 	// Retention: a done delivery is kept (as a fired entry) only for a
 	// live subject at its generation.
 	uids := make(map[string]*node, len(s.graph.nodes))

@@ -33,6 +33,8 @@ type memStore struct {
 	lastSeq    uint64
 	crashed    bool
 	failNext   int // the next failNext commits fail
+	// failedCommits counts the commits refused (crashed, failNext).
+	failedCommits int
 	// crashAt, when set, crashes the store right after its crashAt-th
 	// commit (that one is kept): a kill mid-way through a drain.
 	crashAt int
@@ -129,10 +131,12 @@ func (m *memStore) Commit(ctx context.Context, b *converge.Batch) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.crashed {
+		m.failedCommits++
 		return errCrashed
 	}
 	if m.failNext > 0 {
 		m.failNext--
+		m.failedCommits++
 		return errors.New("disk full")
 	}
 	if m.refuse != nil {
@@ -246,6 +250,13 @@ func (m *memStore) Commit(ctx context.Context, b *converge.Batch) error {
 		}
 	}
 	return nil
+}
+
+// refused returns how many commits the store refused.
+func (m *memStore) refused() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.failedCommits
 }
 
 func (m *memStore) edgeCount() int {

@@ -138,6 +138,7 @@ func (s *Scheduler) committed() {
 	s.commitDone()
 	s.batch.failed = nil
 	s.batchDropped()
+	s.react.outboxStored()
 	if s.batch.commitErr != "" {
 		s.log.Info("commit state: recovered", "after", s.batch.commitErr)
 		s.batch.commitErr = ""
@@ -431,6 +432,9 @@ func (s *Scheduler) buildBatch(all bool) *converge.Batch {
 		b.Deliveries = append(b.Deliveries, &c)
 	}
 	clear(s.batch.delivDirty)
+	// The deliveries fired so far are in this batch: they are
+	// dispatched once it is durable (committed).
+	s.react.outboxSent()
 	if b.Empty() {
 		return nil
 	}

@@ -35,8 +35,17 @@ type reactors struct {
 	// fired is the dedup of done deliveries (deliveries holds owed ones):
 	// the generation of the done delivery kept per binding, subject uid
 	// and transition ("Retention" above).
-	fired      map[firedKey]int64
-	owedDeliv  int
+	fired     map[firedKey]int64
+	owedDeliv int
+	// unstored are the deliveries fired whose outbox row is not yet
+	// durable, oldest first; the first inBatch of them are in the batch
+	// with the store (in flight, or failed and kept). A delivery is
+	// dispatched only once its row is committed (outboxStored): were it
+	// sent before, a process or term ending before the commit would
+	// leave the receiver a delivery the store never recorded, and the
+	// next one would fire the transition again with another body.
+	unstored   []*converge.Delivery
+	inBatch    int
 	delivQueue []*converge.Delivery
 	parkedDel  []*converge.Delivery
 	delivLease map[string]string // delivery key -> task id
@@ -106,8 +115,9 @@ func (s *Scheduler) fire(n *node, transition string) {
 			},
 			Created: s.now,
 		}
-		s.react.owe(d)
+		s.react.oweUnstored(d)
 		s.batch.delivDirty[key] = d
+		s.batch.armFlush(s.now)
 		s.event(n.id, "Transition", transition+": delivery to "+d.Reactor.String()+" via "+b.Name)
 	}
 	if transition == converge.TransitionDeleted {
@@ -387,11 +397,37 @@ func (r *reactors) nextDelivery() *converge.Delivery {
 	return d
 }
 
-// owe records d as owed and queues it for dispatch.
+// owe records d, whose row is stored, as owed and queues it for
+// dispatch.
 func (r *reactors) owe(d *converge.Delivery) {
 	r.deliveries[d.Key] = d
 	r.owedDeliv++
 	r.delivQueue = append(r.delivQueue, d)
+}
+
+// oweUnstored records d, just fired, as owed; it is queued for dispatch
+// once the batch holding its row is committed (outboxSent, outboxStored).
+func (r *reactors) oweUnstored(d *converge.Delivery) {
+	r.deliveries[d.Key] = d
+	r.owedDeliv++
+	r.unstored = append(r.unstored, d)
+}
+
+// outboxSent records that every unstored delivery's row is in the batch
+// just built (buildBatch takes every pending delivery).
+func (r *reactors) outboxSent() { r.inBatch = len(r.unstored) }
+
+// outboxStored queues for dispatch the deliveries whose rows the batch
+// just committed holds.
+func (r *reactors) outboxStored() {
+	if r.inBatch == 0 {
+		return
+	}
+	r.delivQueue = append(r.delivQueue, r.unstored[:r.inBatch]...)
+	rest := copy(r.unstored, r.unstored[r.inBatch:])
+	clear(r.unstored[rest:])
+	r.unstored = r.unstored[:rest]
+	r.inBatch = 0
 }
 
 // parkDelivery keeps d until the workers change: none serves its

@@ -3,6 +3,7 @@ package scheduler_test
 import (
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -142,5 +143,120 @@ func TestDeliveryDeleteWaitsForRow(t *testing.T) {
 	}
 	if got, want := store.deletedDeliveries(), 2*(teams+1); got != want {
 		t.Errorf("%d deliveries deleted, want %d (two superseded generations of %d accounts and the root)", got, want, teams)
+	}
+}
+
+// attemptHandler is classicHandler with a vpc's status numbering its
+// reconciles, so two deliveries of one transition made from two
+// reconciles carry two bodies.
+func attemptHandler() handler {
+	var attempts atomic.Int32
+	return func(tk *converge.Task) *converge.Result {
+		res := classicHandler(tk)
+		if tk.Kind == "vpc" && tk.Reaction == converge.ReactionReconcile && res.Outcome == converge.OutcomeOK {
+			res.Status = mustJSON(map[string]any{"vpc_id": "vpc-" + tk.Name, "attempt": attempts.Add(1)})
+		}
+		return res
+	}
+}
+
+// TestDeliveryWaitsForItsRow: a reactor delivery is dispatched only once
+// the batch holding its outbox row is committed. A process (or a
+// leader's term) whose commits stop landing after a transition fired
+// sends nothing for it; the next one, finding no row, reconciles again
+// and fires the transition once, with the status of its own reconcile,
+// so the receiver sees one delivery of the transition, not two with two
+// bodies.
+func TestDeliveryWaitsForItsRow(t *testing.T) {
+	store := newMemStore()
+	disp := newFakeDisp(attemptHandler(), &fakeWorker{name: "w1"})
+	release := make(chan struct{})
+	disp.setHook(func(tk *converge.Task) (*converge.Result, bool) {
+		if tk.Reaction == converge.ReactionReconcile {
+			<-release
+		}
+		return nil, false
+	})
+	h := start(t, store, disp, testConfig())
+	h.apply(retentionDesired(1, 1), classicValidator)
+	store.crash() // nothing the vpc's reconcile changes lands
+	close(release)
+	// Progress is published after the loop's dispatch step, so once it
+	// shows the vpc Ready, that step has run for the transition.
+	waitFor(t, 5*time.Second, "the vpc Ready in memory, two commits refused", func() bool {
+		return h.s.Progress().Counts.Ready == 1 && store.refused() >= 2
+	})
+	if got := reactTasks(disp); len(got) != 0 {
+		t.Fatalf("delivered before its outbox row was committed: %v", got)
+	}
+	if p := h.s.Progress(); p.Deliveries != 1 {
+		t.Fatalf("%d deliveries owed, want the transition's", p.Deliveries)
+	}
+	if err := scheduler.CheckInvariants(h.s); err != nil {
+		t.Fatal(err)
+	}
+
+	h.stop() // the process ends, its last flush refused too
+	store.restart()
+	h = start(t, store, disp, testConfig())
+	h.apply(retentionDesired(1, 1), classicValidator)
+	h.waitSettled(scheduler.Converged, 5*time.Second)
+	h.flush()
+	var reacts []converge.Task
+	for _, tk := range disp.tasks() {
+		if tk.Reaction == converge.ReactionReact {
+			reacts = append(reacts, tk)
+		}
+	}
+	if len(reacts) != 1 {
+		t.Fatalf("%d deliveries of one transition, want 1: %+v", len(reacts), reacts)
+	}
+	if got, want := string(reacts[0].Subject.Status), store.get("vpc/v000").Status; got != string(want) {
+		t.Errorf("delivered status %s, the stored vpc's is %s", got, want)
+	}
+	if got := storedDeliveries(t, store); len(got) != 1 || !got[reacts[0].Key] {
+		t.Errorf("stored deliveries %v, want only %s", got, reacts[0].Key)
+	}
+}
+
+// TestDeliveryReplayedWithItsBody: a delivery whose row is committed but
+// whose answer never is (the process ends while the reactor runs) is
+// sent again by the next process from its row: the same idempotency key
+// and the same body, however the subject's status could differ by then.
+func TestDeliveryReplayedWithItsBody(t *testing.T) {
+	store := newMemStore()
+	disp := newFakeDisp(attemptHandler(), &fakeWorker{name: "w1"})
+	disp.setHook(func(tk *converge.Task) (*converge.Result, bool) {
+		if tk.Reaction == converge.ReactionReact {
+			store.crash() // the answer is never committed
+			return nil, true
+		}
+		return nil, false
+	})
+	h := start(t, store, disp, testConfig())
+	h.apply(retentionDesired(1, 1), classicValidator)
+	waitFor(t, 5*time.Second, "the delivery dispatched", func() bool { return len(reactTasks(disp)) == 1 })
+	h.stop()
+	store.restart()
+	disp.setHook(nil)
+	h = start(t, store, disp, testConfig())
+	h.apply(retentionDesired(1, 1), classicValidator)
+	h.waitSettled(scheduler.Converged, 5*time.Second)
+	h.flush()
+	var reacts []converge.Task
+	for _, tk := range disp.tasks() {
+		if tk.Reaction == converge.ReactionReact {
+			reacts = append(reacts, tk)
+		}
+	}
+	if len(reacts) != 2 {
+		t.Fatalf("%d deliveries, want the first and its replay: %+v", len(reacts), reacts)
+	}
+	a, b := reacts[0], reacts[1]
+	if a.Key != b.Key || string(a.Subject.Status) != string(b.Subject.Status) || a.Subject.Generation != b.Subject.Generation {
+		t.Errorf("replay differs: key %s status %s, then key %s status %s", a.Key, a.Subject.Status, b.Key, b.Subject.Status)
+	}
+	if got := storedDeliveries(t, store); len(got) != 1 || !got[a.Key] {
+		t.Errorf("stored deliveries %v, want only %s", got, a.Key)
 	}
 }

@@ -87,9 +87,9 @@
 // "Retention"). Events: the newest Options.MaxEvents (default 200,000),
 // trimmed by whole chunks, oldest first, in the transaction that appends.
 // Revision records: the newest Options.MaxRevisions by Seen (default
-// 1,000) plus the applied revision's, trimmed by PutRevision. Reactor
-// deliveries: whatever the scheduler keeps; it deletes them through
-// Batch.DeletedDeliveries. Resources, edges, kinds, configs and bindings
+// 1,000) plus the applied revision's, trimmed by PutRevision and by a
+// Commit holding one (Batch.Record). Reactor deliveries: whatever the
+// scheduler keeps; it deletes them through Batch.DeletedDeliveries. Resources, edges, kinds, configs and bindings
 // are the desired and observed state itself.
 //
 // bbolt never shrinks its file: deleted pages are reused, not returned.

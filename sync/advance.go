@@ -30,7 +30,15 @@ func (s *Syncer) Advance(ctx context.Context) ([]*Pass, error) {
 		return nil, fmt.Errorf("read pin: %w", err)
 	}
 	if s.last == "" {
-		if applied, err := s.Records.Applied(ctx); err == nil && applied != nil && !applied.Dirty {
+		// A failed read is no answer: taken for "nothing applied", the
+		// head alone would be judged (the commits since the applied one
+		// never) and the applied revision applied again, its final
+		// verdict revised.
+		applied, err := s.Records.Applied(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("read the applied revision: %w", err)
+		}
+		if applied != nil && !applied.Dirty {
 			s.last = applied.Hash
 		}
 	}

@@ -238,7 +238,8 @@ func UnservedHint(problems []scheduler.Problem, failed []string, howToStart stri
 // judged it (any state but pending), or false while it is still
 // pending or absent: what `converge reconcile` and a sync handed to a
 // daemon wait for. A nil rec (the daemon has not seen the commit yet)
-// is not final.
+// is not final. A final verdict never changes: an apply that failed is
+// pending (Syncer.Apply), since the next pass applies it again.
 func FinalVerdict(rec *converge.RevisionRecord) (converge.CommitStatus, bool) {
 	if rec == nil {
 		return converge.CommitStatus{}, false

@@ -316,19 +316,33 @@ func (s *Syncer) Apply(ctx context.Context, pass *Pass) error {
 			s.Log.Warn("applying past the change limit", "revision", pass.Revision.String(), "override", rec.Override)
 		}
 	}
+	// The record as applied goes to the store with the revision made
+	// applied, in one write (Desired.Record): a term or process that ends
+	// after it leaves both, one that ends before it neither.
+	applied := rec.Clone()
+	applied.Applied = true
+	applied.SetStatus(converge.CommitStatus{Context: converge.ContextSync, State: converge.StatePending,
+		Description: withOverride("applied, converging", rec), Time: now})
+	d.Record = applied
 	// Once handed over, an apply runs to its end even if ctx is cancelled
 	// (a shutdown): recording it as failed while the engine applied it
 	// would leave a false verdict behind for good.
 	plan, err := s.Engine.Apply(context.WithoutCancel(ctx), &d, pass.Loaded.Schemas)
 	if err != nil {
-		rec.SetStatus(converge.CommitStatus{Context: converge.ContextSync, State: converge.StateError,
-			Description: "apply: " + err.Error(), Time: now})
+		// Not a verdict: the engine fails an apply only when the store
+		// or its loop does (never for a resource), and its batch may
+		// still land (the scheduler commits it again; on etcd a journal
+		// past its commit point is replayed). The revision stays pending,
+		// and Advance applies it again at its next pass.
+		rec.SetStatus(converge.CommitStatus{Context: converge.ContextSync, State: converge.StatePending,
+			Description: "apply: " + err.Error() + "; tried again at the next pass", Time: now})
 		return errors.Join(fmt.Errorf("apply %s: %w", pass.Revision, err), s.Records.PutRevision(ctx, rec))
 	}
-	rec.Applied = true
-	rec.SetStatus(converge.CommitStatus{Context: converge.ContextSync, State: converge.StatePending,
-		Description: withOverride("applied, converging", rec), Time: now})
+	*rec = *applied
 	pass.Plan, pass.Applied = plan, true
+	// Stored already, with the revision; written again for what wraps
+	// the store (the git note, the forge: Statuses.Records), and for an
+	// engine that does not store Desired.Record.
 	err = s.Records.PutRevision(ctx, rec)
 	if src := s.appliedSource(pass); src != nil {
 		err = errors.Join(err, s.Records.PutSource(ctx, src))

@@ -38,6 +38,7 @@ func Run(t *testing.T, open Opener) {
 		{"EmptyStore", testEmptyStore},
 		{"Revisions", testRevisions},
 		{"RevisionsTrimmed", testRevisionsTrimmed},
+		{"AppliedWithRecord", testAppliedWithRecord},
 		{"ResourcesFilter", testResourcesFilter},
 		{"CommitRejects", testCommitRejects},
 		{"DeletedDeliveries", testDeletedDeliveries},

@@ -183,7 +183,7 @@ func (m *model) apply(b *converge.Batch) (*model, bool) {
 // FullBatch is a batch that touches every bucket a store's Commit
 // writes: resources with a lease and an error, edges (one to a producer
 // not in the store), events, kinds, a provider config, a binding, a
-// delivery and the applied revision.
+// delivery, the applied revision and its record.
 func FullBatch() *converge.Batch {
 	root := res("bom", "classic", "")
 	root.Origin = converge.OriginGit
@@ -214,5 +214,8 @@ func FullBatch() *converge.Batch {
 		Bindings:   []*converge.Binding{{Name: "notify", Kind: "vpc", Transition: converge.TransitionSynced, Reactor: "slack", ReactorVersion: 1}},
 		Deliveries: []*converge.Delivery{{Key: "notify/uid/1/synced", Binding: "notify", Reactor: converge.KindRef{Kind: "slack", Version: 1}, Subject: converge.Subject{Resource: "vpc/team-a", UID: "u", Generation: 1, Transition: "synced"}, Created: t0}},
 		Applied:    &converge.Revision{Ref: "main", Hash: "abc123", Time: t0, Subject: "first"},
+		Record: &converge.RevisionRecord{Revision: converge.Revision{Ref: "main", Hash: "abc123", Time: t0, Subject: "first"},
+			Statuses: []converge.CommitStatus{{Context: converge.ContextSync, State: converge.StatePending, Description: "applied, converging", Time: t0}},
+			Applied:  true, Seen: t0},
 	}
 }

@@ -101,6 +101,10 @@ func testRoundTrip(t *testing.T, open Opener) {
 		if err != nil || !reflect.DeepEqual(got, b.Applied) || !reflect.DeepEqual(snap.Applied, b.Applied) {
 			t.Errorf("Applied() = %v, %v; Load().Applied = %v; want %v", got, err, snap.Applied, b.Applied)
 		}
+		rec, err := s.Revision(context.Background(), b.Applied.Hash)
+		if err != nil || !reflect.DeepEqual(rec, b.Record) {
+			t.Errorf("Revision(%s) = %s, %v; want the batch's record %s", b.Applied.Hash, mustJSON(t, rec), err, mustJSON(t, b.Record))
+		}
 	})
 	t.Run("events", func(t *testing.T) {
 		if got, want := snap.LastEventSeq, uint64(2); got != want {
@@ -273,6 +277,7 @@ func testCommitRejects(t *testing.T, open Opener) {
 		{name: "kind without name", batch: &converge.Batch{Kinds: []*converge.Kind{{Version: 1}}}, wantErr: "kind 0: empty name"},
 		{name: "delivery without key", batch: &converge.Batch{Deliveries: []*converge.Delivery{{}}}, wantErr: "delivery 0: empty key"},
 		{name: "delivery put and delete", batch: &converge.Batch{Deliveries: []*converge.Delivery{{Key: "b/u/1/synced"}}, DeletedDeliveries: []string{"b/u/1/synced"}}, wantErr: "delivery b/u/1/synced: both put and deleted"},
+		{name: "record without hash", batch: &converge.Batch{Record: &converge.RevisionRecord{}}, wantErr: "revision record: empty hash"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -286,6 +291,11 @@ func testCommitRejects(t *testing.T, open Opener) {
 			tt.batch.Resources = append([]*converge.Resource{res("vpc", "rider", "")}, tt.batch.Resources...)
 			tt.batch.Events = append(tt.batch.Events, converge.Event{Resource: "vpc/rider", Type: "Created"})
 			tt.batch.Configs = []*converge.ProviderConfig{{Name: "rider"}}
+			rider := converge.Revision{Ref: "main", Hash: "rider"}
+			tt.batch.Applied = &rider
+			if tt.batch.Record == nil {
+				tt.batch.Record = &converge.RevisionRecord{Revision: rider, Applied: true}
+			}
 			err := s.Commit(context.Background(), tt.batch)
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("Commit error = %v, want one containing %q", err, tt.wantErr)
@@ -299,7 +309,62 @@ func testCommitRejects(t *testing.T, open Opener) {
 			if got, want := s.Stats(), stats; got != want {
 				t.Errorf("Stats after a rejected batch = %+v, want %+v", got, want)
 			}
+			if rec, err := s.Revision(context.Background(), rider.Hash); !errors.Is(err, converge.ErrNotFound) {
+				t.Errorf("a rejected batch stored its revision record: %v, %v", rec, err)
+			}
 		})
+	}
+}
+
+// testAppliedWithRecord: a batch's revision record is stored with its
+// applied revision in one write, replacing the record of its hash, and
+// the records are trimmed as PutRevision trims them (the applied one
+// kept).
+func testAppliedWithRecord(t *testing.T, open Opener) {
+	s := open(t, state.Options{MaxRevisions: 2})
+	ctx := context.Background()
+	for i := range 3 {
+		r := &converge.RevisionRecord{Revision: converge.Revision{Ref: "main", Hash: fmt.Sprint("r", i)}, Seen: t0.Add(time.Duration(i+1) * time.Minute)}
+		if err := s.PutRevision(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// r0, the oldest, is applied with its record again: kept past the
+	// limit, its record replaced.
+	rev := converge.Revision{Ref: "main", Hash: "r0"}
+	rec := &converge.RevisionRecord{Revision: rev, Applied: true, Seen: t0.Add(time.Minute),
+		Statuses: []converge.CommitStatus{{Context: converge.ContextSync, State: converge.StatePending, Description: "applied, converging", Time: t0}}}
+	commit(t, s, &converge.Batch{Applied: &rev, Record: rec})
+	if got, err := s.Applied(ctx); err != nil || !reflect.DeepEqual(got, &rev) {
+		t.Errorf("Applied() = %v, %v; want %v", got, err, rev)
+	}
+	if got, err := s.Revision(ctx, "r0"); err != nil || !reflect.DeepEqual(got, rec) {
+		t.Errorf("Revision(r0) = %s, %v; want %s", mustJSON(t, got), err, mustJSON(t, rec))
+	}
+	recs, err := s.Revisions(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range recs {
+		got = append(got, r.Revision.Hash)
+	}
+	if want := []string{"r2", "r1", "r0"}; !slices.Equal(got, want) {
+		t.Errorf("revisions kept = %v, want %v (the newest two and the applied one)", got, want)
+	}
+	// A newer one applied: the old applied record is trimmed now.
+	rev3 := converge.Revision{Ref: "main", Hash: "r3"}
+	commit(t, s, &converge.Batch{Applied: &rev3, Record: &converge.RevisionRecord{Revision: rev3, Applied: true, Seen: t0.Add(4 * time.Minute)}})
+	recs, err = s.Revisions(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = got[:0]
+	for _, r := range recs {
+		got = append(got, r.Revision.Hash)
+	}
+	if want := []string{"r3", "r2"}; !slices.Equal(got, want) {
+		t.Errorf("revisions kept = %v, want %v", got, want)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/convergehq/converge"
@@ -141,12 +142,64 @@ func (e *Engine) Follow(ctx context.Context, o FollowOptions) {
 		grace = DefaultStuckGrace
 	}
 	// current is the applied pass awaiting its converge/sync verdict; only
-	// this loop touches it. A revision applied before a restart and never
-	// judged is picked up again.
-	current, err := PendingPass(ctx, e.store)
-	if err != nil {
-		// Serve on: the next applied revision gets its verdict.
-		e.log.Error("resume pending verdict", "err", err)
+	// this loop touches it. A revision applied before a restart (or by the
+	// last leader) and never judged is picked up again: resume reads it
+	// until a read succeeds, and no step runs before, since a step that
+	// applied a newer revision first would leave the older one pending
+	// for good.
+	var current *gitsync.Pass
+	resumed := false
+	resume := func() error {
+		if resumed {
+			return nil
+		}
+		p, err := PendingPass(ctx, e.store)
+		if err != nil {
+			return fmt.Errorf("resume pending verdict: %w", err)
+		}
+		current, resumed = p, true
+		return nil
+	}
+	if err := resume(); err != nil {
+		e.log.Error("resume pending verdict; read again at the next step", "err", err)
+	}
+	// unwritten are verdicts whose write failed other than by the term's
+	// end (a member restarting, a leader change): written again at every
+	// look until they land, so a store error never leaves a revision
+	// pending for good. record reports false once the term is lost
+	// (fenced): its verdicts are the next leader's.
+	type verdict struct {
+		p           *gitsync.Pass
+		state, desc string
+		told        bool // its write's failure was said (once is enough)
+	}
+	var unwritten []verdict
+	record := func(v verdict) bool {
+		err := syncer.SetSyncStatus(ctx, v.p, v.state, v.desc)
+		if err == nil {
+			return true
+		}
+		fenced := errors.Is(err, etcdstate.ErrFenced)
+		if !v.told || fenced {
+			ev.Error(err)
+		}
+		if fenced {
+			return false
+		}
+		v.told = true
+		unwritten = append(unwritten, v)
+		return true
+	}
+	retry := func() bool {
+		owed := unwritten
+		unwritten = nil
+		for i, v := range owed {
+			if !record(v) {
+				unwritten = append(unwritten, owed[i+1:]...)
+				return false
+			}
+		}
+		return true
 	}
 	// Failing commits get the same grace as a stuck graph: a daemon
 	// judges the revision, then goes on retrying them.
@@ -155,6 +208,12 @@ func (e *Engine) Follow(ctx context.Context, o FollowOptions) {
 	evaluated := false
 	pinnedTo := ""
 	step := func() {
+		if err := resume(); err != nil {
+			if ctx.Err() == nil {
+				ev.Failed(err, evaluated)
+			}
+			return
+		}
 		passes, err := syncer.Advance(ctx)
 		if pin := syncer.Pinned(ctx); pin == nil && pinnedTo != "" {
 			pinnedTo = ""
@@ -173,13 +232,13 @@ func (e *Engine) Follow(ctx context.Context, o FollowOptions) {
 		for _, p := range passes {
 			ev.Pass(p)
 			if p.Applied {
+				// A verdict still owed to the revision applied again is
+				// no longer its verdict.
+				unwritten = slices.DeleteFunc(unwritten, func(v verdict) bool { return v.p.Revision.Hash == p.Revision.Hash })
 				if current != nil && current.Revision.Hash != p.Revision.Hash {
 					// Never leave a verdict pending: the older revision
 					// was replaced before it converged.
-					if err := syncer.SetSyncStatus(ctx, current, converge.StateSuccess,
-						fmt.Sprintf("superseded by %.7s before it converged", p.Revision.Hash)); err != nil {
-						ev.Error(err)
-					}
+					record(verdict{p: current, state: converge.StateSuccess, desc: fmt.Sprintf("superseded by %.7s before it converged", p.Revision.Hash)})
 				}
 				current = p
 				settle.Reset()
@@ -234,6 +293,9 @@ func (e *Engine) Follow(ctx context.Context, o FollowOptions) {
 			if ctx.Err() != nil {
 				return // a lost term's engine gives no verdict
 			}
+			if !retry() {
+				return // deposed: the verdicts are the next leader's
+			}
 			pr := e.sched.Progress()
 			health.Observe(time.Now(), pr)
 			p := current
@@ -248,11 +310,8 @@ func (e *Engine) Follow(ctx context.Context, o FollowOptions) {
 			}
 			switch settle.Observe(time.Now(), pr, due) {
 			case gitsync.Converged:
-				if err := syncer.SetSyncStatus(ctx, p, converge.StateSuccess, summary); err != nil {
-					ev.Error(err)
-					if errors.Is(err, etcdstate.ErrFenced) {
-						return // deposed: the verdict is the next leader's
-					}
+				if !record(verdict{p: p, state: converge.StateSuccess, desc: summary}) {
+					return // deposed: the verdict is the next leader's
 				}
 				ev.Converged(p, summary)
 				current = nil
@@ -262,11 +321,8 @@ func (e *Engine) Follow(ctx context.Context, o FollowOptions) {
 					why = "state not durable"
 				}
 				desc := gitsync.Verdict(why, pr, gitsync.UnservedHint(e.sched.Problems(), failedWorkers, o.HowToStart))
-				if err := syncer.SetSyncStatus(ctx, p, converge.StateFailure, desc); err != nil {
-					ev.Error(err)
-					if errors.Is(err, etcdstate.ErrFenced) {
-						return
-					}
+				if !record(verdict{p: p, state: converge.StateFailure, desc: desc}) {
+					return
 				}
 				// GET /healthz says it before anyone hears of it.
 				health.Stuck(p.Revision.String() + " " + desc)
@@ -278,7 +334,9 @@ func (e *Engine) Follow(ctx context.Context, o FollowOptions) {
 }
 
 // PendingPass returns the applied revision whose converge/sync verdict is
-// still pending (a daemon stopped before judging it), or nil.
+// still pending (a daemon stopped before judging it), or nil. The store
+// names it applied, so it is, whatever its record says (a failed apply's
+// pending record, written after its batch landed after all).
 func PendingPass(ctx context.Context, st state.Backend) (*gitsync.Pass, error) {
 	rev, err := st.Applied(ctx)
 	if err != nil || rev == nil || rev.Dirty {
@@ -292,7 +350,8 @@ func PendingPass(ctx context.Context, st state.Backend) (*gitsync.Pass, error) {
 		return nil, err
 	}
 	if s, ok := rec.Status(converge.ContextSync); ok && s.State == converge.StatePending {
-		return &gitsync.Pass{Revision: rec.Revision, Record: rec}, nil
+		rec.Applied = true
+		return &gitsync.Pass{Revision: rec.Revision, Record: rec, Applied: true}, nil
 	}
 	return nil, nil
 }

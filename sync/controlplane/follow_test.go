@@ -2,13 +2,16 @@ package controlplane
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/state"
 	"github.com/convergehq/converge/state/stateapi"
 	"github.com/convergehq/converge/state/statetest"
 	gitsync "github.com/convergehq/converge/sync"
@@ -199,5 +202,145 @@ func TestPendingPass(t *testing.T) {
 				t.Errorf("PendingPass = %+v, want a pass: %v", p, tt.want)
 			}
 		})
+	}
+}
+
+// flakyApplied is a store whose next fails reads of the applied revision
+// fail, as reads do while etcd changes leaders at a term's start.
+type flakyApplied struct {
+	state.Backend
+	fails atomic.Int32
+}
+
+func (f *flakyApplied) Applied(ctx context.Context) (*converge.Revision, error) {
+	if f.fails.Add(-1) >= 0 {
+		return nil, errors.New("etcdserver: leader changed")
+	}
+	return f.Backend.Applied(ctx)
+}
+
+// TestFollowResumesAfterReadError: the applied revision a last leader
+// left pending is judged by the next one even when its first read of it
+// fails: the follow loop reads it again at its next step rather than
+// forgetting it.
+func TestFollowResumesAfterReadError(t *testing.T) {
+	repo := gittest.Repo(t, map[string]string{"kinds/tgw.cue": followKind})
+	src, err := gitsync.OpenLocal(repo, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, err := src.Head()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "state")
+	st, err := state.Open(dir, state.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &converge.RevisionRecord{Revision: head, Applied: true, Seen: time.Now()}
+	rec.SetStatus(converge.CommitStatus{Context: converge.ContextSync, State: converge.StatePending, Description: "applied, converging"})
+	if err := st.Commit(context.Background(), &converge.Batch{Applied: &head, Record: rec}); err != nil {
+		t.Fatal(err)
+	}
+	flaky := &flakyApplied{Backend: st}
+	e, err := Start(context.Background(), Options{StateDir: dir, Store: flaky, Log: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := e.Close(); err != nil {
+			t.Errorf("close engine: %v", err)
+		}
+	})
+	flaky.fails.Store(1)
+	ctx, cancel := context.WithCancel(context.Background())
+	events := make(eventLog, 100)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.Follow(ctx, FollowOptions{Syncer: e.Syncer(SyncerOptions{Source: src, Log: quiet()}), Poll: time.Hour,
+			Health: &gitsync.Health{}, Events: events, StuckGrace: 100 * time.Millisecond})
+	}()
+	defer func() { cancel(); <-done }()
+	events.expect(t, "converged first: 0/0 Ready")
+	got, err := e.Store().Revision(ctx, head.Hash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := got.Status(converge.ContextSync); st.State != converge.StateSuccess || !got.Applied {
+		t.Errorf("the resumed revision's converge/sync = %+v (applied %v), want success", st, got.Applied)
+	}
+}
+
+// flakyVerdicts is a store whose first write of a final converge/sync
+// verdict fails, as a write does while an etcd member restarts.
+type flakyVerdicts struct {
+	state.Backend
+	failed atomic.Bool
+}
+
+func (f *flakyVerdicts) PutRevision(ctx context.Context, rec *converge.RevisionRecord) error {
+	if _, final := gitsync.FinalVerdict(rec); final && f.failed.CompareAndSwap(false, true) {
+		return errors.New("etcdserver: request timed out")
+	}
+	return f.Backend.PutRevision(ctx, rec)
+}
+
+// TestFollowRetriesVerdictWrite: a verdict whose write fails (not by the
+// term's end) is written again until it lands, never dropped with the
+// revision left pending.
+func TestFollowRetriesVerdictWrite(t *testing.T) {
+	repo := gittest.Repo(t, map[string]string{"kinds/tgw.cue": followKind})
+	src, err := gitsync.OpenLocal(repo, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, err := src.Head()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "state")
+	st, err := state.Open(dir, state.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	flaky := &flakyVerdicts{Backend: st}
+	e, err := Start(context.Background(), Options{StateDir: dir, Store: flaky, Log: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := e.Close(); err != nil {
+			t.Errorf("close engine: %v", err)
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	events := make(eventLog, 100)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.Follow(ctx, FollowOptions{Syncer: e.Syncer(SyncerOptions{Source: src, Log: quiet()}), Poll: time.Hour,
+			Health: &gitsync.Health{}, Events: events, StuckGrace: 100 * time.Millisecond})
+	}()
+	defer func() { cancel(); <-done }()
+	events.expect(t, "error ")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rec, err := st.Revision(ctx, head.Hash)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, _ := rec.Status(converge.ContextSync)
+		if s.State == converge.StateSuccess {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the verdict whose write failed never landed: converge/sync %+v", s)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !flaky.failed.Load() {
+		t.Error("no verdict write failed")
 	}
 }

@@ -79,6 +79,9 @@ func Validate(b *converge.Batch) error {
 	if b.Applied != nil && b.Applied.Hash == "" && !b.Applied.Dirty {
 		return fmt.Errorf("applied revision: empty hash")
 	}
+	if b.Record != nil && b.Record.Revision.Hash == "" {
+		return fmt.Errorf("revision record: empty hash")
+	}
 	return nil
 }
 

@@ -254,7 +254,7 @@ func (t *tx) checkOwners(b *converge.Batch, ids []converge.ID, order []int) erro
 
 // applyRest writes what a batch holds besides resources and edges:
 // kinds, configs, bindings, deliveries (puts, then deletes, each in
-// key order), events and the applied revision. Every put reads what it
+// key order), events, the applied revision and a revision record. Every put reads what it
 // replaces (an equal value is not written again): those reads are
 // announced first.
 func (s *Store) applyRest(w Writer, b *converge.Batch) error {
@@ -277,6 +277,9 @@ func (s *Store) applyRest(w Writer, b *converge.Batch) error {
 	}
 	if len(b.Events) > 0 {
 		pre[Meta] = append(pre[Meta], MetaEvents)
+	}
+	if b.Record != nil {
+		pre[Revisions] = append(pre[Revisions], []byte(b.Record.Revision.Hash))
 	}
 	for bk, keys := range pre {
 		if len(keys) > 0 {
@@ -327,6 +330,16 @@ func (s *Store) applyRest(w Writer, b *converge.Batch) error {
 	if b.Applied != nil {
 		if err := putJSON(w, Meta, MetaApplied, b.Applied); err != nil {
 			return fmt.Errorf("applied revision: %w", err)
+		}
+	}
+	if rec := b.Record; rec != nil {
+		// After Applied: the trim keeps the applied revision's record,
+		// and reads it from this write.
+		if err := putJSON(w, Revisions, []byte(rec.Revision.Hash), rec); err != nil {
+			return fmt.Errorf("revision %s: %w", rec.Revision.Hash, err)
+		}
+		if err := s.trimRevisions(w); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -45,26 +45,35 @@ type DeliveryReport struct {
 	Known      []string
 }
 
-// KnownDispatchBeforeDurable names an open issue the histories found
-// (docs/ARCHITECTURE.md, "Histories checked"): the scheduler dispatches
-// a reactor delivery as soon as its transition fires, before the batch
-// that records the transition and its outbox row is committed. When the
-// leader loses its term before that commit, the target has a delivery
-// the store never recorded, and the next leader fires the transition
-// again, with the status of its own time: one key, two bodies.
+// KnownDispatchBeforeDurable names an issue the histories found, fixed
+// since (docs/ARCHITECTURE.md, "Histories checked"): the scheduler
+// dispatched a reactor delivery as soon as its transition fired, before
+// the batch that records the transition and its outbox row was
+// committed. When the leader lost its term before that commit, the
+// target had a delivery the store never recorded, and the next leader
+// fired the transition again, with the status of its own time: one key,
+// two bodies. A delivery now waits for that commit (scheduler/reactor.go);
+// the evidence is still filed under this name should it come back.
 const KnownDispatchBeforeDurable = "known issue: a delivery dispatched before its outbox row was durable"
 
+// outboxRow is the first observed revision that wrote a delivery's
+// outbox row: At when the write landing at it was sent (else when it
+// was seen), Durable when that write's success was answered (0 when its
+// writer never learned it: an answer lost, an error though it landed).
+type outboxRow struct {
+	Rev, At, Durable int64
+}
+
 // outboxRows returns, by delivery key, the first observed revision
-// that wrote its outbox row (a key ending in /d/KEY), At set to when
-// the write landing at that revision was sent (else when it was seen).
-func outboxRows(seen []Observed, writes []Write) map[string]Observed {
-	sent := map[int64]int64{}
+// that wrote its outbox row (a key ending in /d/KEY).
+func outboxRows(seen []Observed, writes []Write) map[string]outboxRow {
+	byRev := map[int64]Write{}
 	for _, w := range writes {
 		if w.Rev != 0 {
-			sent[w.Rev] = w.Call
+			byRev[w.Rev] = w
 		}
 	}
-	out := map[string]Observed{}
+	out := map[string]outboxRow{}
 	for _, o := range seen {
 		for _, k := range o.Keys {
 			i := strings.LastIndex(k, "/d/")
@@ -73,10 +82,14 @@ func outboxRows(seen []Observed, writes []Write) map[string]Observed {
 			}
 			key := k[i+len("/d/"):]
 			if f, ok := out[key]; !ok || o.Rev < f.Rev {
-				if t, ok := sent[o.Rev]; ok {
-					o.At = t
+				row := outboxRow{Rev: o.Rev, At: o.At}
+				if w, ok := byRev[o.Rev]; ok {
+					row.At = w.Call
+					if w.Succeeded {
+						row.Durable = w.Return
+					}
 				}
-				out[key] = o
+				out[key] = row
 			}
 		}
 	}
@@ -90,6 +103,11 @@ func outboxRows(seen []Observed, writes []Write) map[string]Observed {
 // it done), or a fault that loses results came, between the first
 // completion's call and the repeat's. Terms begin at their first write
 // (TermStarts); writes and seen also date each outbox row.
+//
+// A delivery is dispatched only once its outbox row is durable: its key
+// never delivered without a row in the store, nor its first delivery
+// called before the write that first stored its row was answered (when
+// that answer is recorded).
 //
 // A key with two subjects is the outbox's dedup failing: the transition
 // fired twice. When its first completion came before the transaction
@@ -119,6 +137,14 @@ func CheckDeliveries(ds []Delivery, faults []Fault, writes []Write, seen []Obser
 		l := byKey[k]
 		sort.Slice(l, func(i, j int) bool { return l[i].Call < l[j].Call })
 		first := l[0]
+		switch row, ok := durable[k]; {
+		case !ok:
+			rep.Violations = append(rep.Violations, fmt.Sprintf("delivery %s was delivered (by %s at %s) with no outbox row d/%s in the store",
+				k, first.Worker, stamp(first.Call), k))
+		case row.Durable != 0 && first.Call < row.Durable:
+			rep.Violations = append(rep.Violations, fmt.Sprintf("delivery %s was dispatched before its outbox row was durable: delivered by %s at %s, its row d/%s first written at rev %d, answered at %s",
+				k, first.Worker, stamp(first.Call), k, row.Rev, stamp(row.Durable)))
+		}
 		if want := "/" + first.UID + "/" + strconv.FormatInt(first.Gen, 10) + "/" + first.Transition; !strings.HasSuffix(k, want) {
 			rep.Violations = append(rep.Violations, fmt.Sprintf("delivery %s is about %s uid %s gen %d %s: its key does not name its subject (want …%s)",
 				k, first.Resource, first.UID, first.Gen, first.Transition, want))

@@ -24,7 +24,8 @@
 //     failure, error: what sync.FinalVerdict calls final) every later read
 //     returns the same state and description.
 //   - Deliveries (CheckDeliveries, a plain check): a reactor delivery's
-//     key is binding/uid/generation/transition and names its subject; the
+//     key is binding/uid/generation/transition and names its subject; it
+//     is dispatched only once its outbox row (d/KEY) is durable; the
 //     deliveries of one key all carry one subject; a key completed twice
 //     is an at-least-once retry only if a fault (a term change, a killed
 //     worker) came between the first completion and the repeat's call.

@@ -39,7 +39,7 @@ func goodRun() Run {
 			{Client: 1, Revision: "r1", State: "success", Description: "converged", Call: ms(10), Return: ms(11)},
 		},
 		Deliveries: []Delivery{
-			{Worker: "w0", Key: "sink/u9/3/synced", Resource: "classicbom/c", UID: "u9", Gen: 3, Transition: "synced", Status: "x", Call: ms(0), Return: ms(5)},
+			{Worker: "w0", Key: "sink/u9/3/synced", Resource: "classicbom/c", UID: "u9", Gen: 3, Transition: "synced", Status: "x", Call: ms(2), Return: ms(5)},
 			{Worker: "w1", Key: "sink/u9/3/synced", Resource: "classicbom/c", UID: "u9", Gen: 3, Transition: "synced", Status: "x", Call: ms(20), Return: ms(25)},
 		},
 		Settled: true,
@@ -51,7 +51,9 @@ func goodRun() Run {
 			{Replica: "a", Seq: 4, Lock: 10, Election: 9, FirstKey: "/p/e/1", Call: ms(4)},                               // never answered: a died
 			{Replica: "b", Seq: 1, Lock: 20, Election: 15, FirstKey: "/p/r/x", Call: ms(6), Return: ms(7), Succeeded: true, Rev: 21},
 		},
-		Seen: []Observed{{Rev: 11, Keys: []string{"/p/r/x"}}, {Rev: 12, Keys: []string{"/p/r/y"}},
+		// The delivery's outbox row is in rev 11, answered before the
+		// delivery's first call.
+		Seen: []Observed{{Rev: 11, Keys: []string{"/p/r/x", "/p/d/sink/u9/3/synced"}}, {Rev: 12, Keys: []string{"/p/r/y"}},
 			{Rev: 13, Keys: []string{"/p/e/1"}}, {Rev: 21, Keys: []string{"/p/r/x"}}},
 	}
 }
@@ -134,8 +136,15 @@ func TestCheckRejectsBadHistories(t *testing.T) {
 		}, "carried two subjects", ""},
 		{"a delivery delivered before its outbox row was durable, fired again", func(r *Run) {
 			r.Deliveries[1].Status = "y"
+			r.Seen[0].Keys = r.Seen[0].Keys[:1]
 			r.Seen[3].Keys = append(r.Seen[3].Keys, "/p/d/sink/u9/3/synced") // rev 21, sent at 6ms: after (5ms)
 		}, KnownDispatchBeforeDurable + ": delivery sink/u9/3/synced carried two subjects", ""},
+		{"a delivery dispatched before its outbox row was durable", func(r *Run) {
+			r.Deliveries[0].Call = ms(0) // rev 11's write was answered at 1ms
+		}, "delivery sink/u9/3/synced was dispatched before its outbox row was durable: delivered by w0 at 00:00:00.000, its row d/sink/u9/3/synced first written at rev 11", ""},
+		{"a delivery with no outbox row", func(r *Run) {
+			r.Seen[0].Keys = r.Seen[0].Keys[:1]
+		}, "delivery sink/u9/3/synced was delivered (by w0 at 00:00:00.002) with no outbox row d/sink/u9/3/synced in the store", ""},
 		{"a delivery key that does not name its subject", func(r *Run) {
 			r.Deliveries[0].Gen, r.Deliveries[1].Gen = 4, 4
 		}, "does not name its subject", ""},

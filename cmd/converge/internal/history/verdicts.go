@@ -54,12 +54,13 @@ func stepVerdict(s, v verdict) (bool, verdict) {
 	}
 }
 
-// KnownErrorVerdictRevised names an open issue (docs/ARCHITECTURE.md,
-// "Histories checked"): a revision whose apply failed (a commit refused
-// while etcd changed leaders) is given the verdict error, which
-// sync.FinalVerdict calls final (converge reconcile returns it), yet the
-// next pass applies the revision again and replaces the verdict with
-// pending, then success.
+// KnownErrorVerdictRevised names an issue fixed since
+// (docs/ARCHITECTURE.md, "Histories checked"): a revision whose apply
+// failed (a commit refused while etcd changed leaders) was given the
+// verdict error, which sync.FinalVerdict calls final (converge reconcile
+// returns it), yet the next pass applied the revision again and replaced
+// the verdict with pending, then success. A failed apply is pending now
+// (sync.Syncer.Apply).
 const KnownErrorVerdictRevised = "known issue: an error verdict revised"
 
 // errorRevisable is VerdictModel with error not final: what readers see
@@ -109,20 +110,20 @@ func VerdictOperations(reads []VerdictRead) []porcupine.Operation {
 	return ops
 }
 
-// KnownVerdictLostAtTermStart names an open issue (docs/ARCHITECTURE.md,
-// "Histories checked"): a verdict is lost across a term that ends while
-// its leader writes. The revision a leader applies is recorded in two
-// writes, the scheduler's batch that makes it the applied one (its
-// meta.Applied) and then its revision record ("applied, converging");
-// a term that ends between them, or whose apply failed though its batch
-// journal had passed its commit point (the next leader replays it),
-// leaves the store an applied revision without a record. The next
-// leader's Syncer.Advance starts after that revision (it is never
-// recorded), and its follow loop, finding no record for the applied
-// revision, takes it for one "applied by an older converge" and forgets
-// the revision that was awaiting its verdict (pending for good). From
-// the code, not yet seen: a new term whose first reads fail logs
-// "resume pending verdict" and forgets the pending revision too.
+// KnownVerdictLostAtTermStart names an issue fixed since
+// (docs/ARCHITECTURE.md, "Histories checked"): a verdict was lost across
+// a term that ended while its leader wrote. The revision a leader
+// applied was recorded in two writes, the scheduler's batch that made it
+// the applied one (its meta.Applied) and then its revision record
+// ("applied, converging"); a term that ended between them, or whose
+// apply failed though its batch journal had passed its commit point
+// (the next leader replays it), left the store an applied revision
+// without a record, and the next leader forgot the revision that was
+// awaiting its verdict (pending for good); a new term whose first reads
+// failed ("resume pending verdict") forgot it too. The two are one batch
+// now (converge.Batch.Record), and the follow loop reads a pending
+// verdict again until a read succeeds and writes a verdict again until
+// its write lands.
 const KnownVerdictLostAtTermStart = "known issue: a verdict lost across a term change"
 
 // CheckSettled checks the verdicts of a run that ended converged: every
