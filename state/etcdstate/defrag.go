@@ -17,9 +17,10 @@ import (
 // (a few seconds a gigabyte). With Options.DefragSlack set, the writer
 // defragments, after a compaction, one member whose file is bigger than
 // what it uses by the slack and by half of what it uses, at most once
-// every defragEvery: followers first, and the raft leader (whose
-// blocked apply loop would hold up every write and lease renewal of the
-// cluster) only after handing its leadership to a follower.
+// every defragEvery: a follower before the raft leader when both are
+// due, and the leader (whose blocked apply loop would hold up every
+// write and lease renewal of the cluster) only after handing its
+// leadership to a follower.
 
 // defragEvery is how often the writer defragments a member at most.
 const defragEvery = 10 * time.Minute

@@ -1,6 +1,7 @@
 package etcdstate
 
 import (
+	"context"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -51,3 +52,24 @@ func WithClock(o Options, now func() time.Time) Options {
 
 // Follow is follow, for the tests of its retries.
 var Follow = follow
+
+// SetOpTimeout sets the bound of one request until the returned func
+// puts it back.
+func SetOpTimeout(d time.Duration) func() {
+	old := opTimeout
+	opTimeout = d
+	return func() { opTimeout = old }
+}
+
+// ReadApart reads the meta bucket's format key twice in one view, pause
+// apart: a read that outlasts one request's bound.
+func (s *Store) ReadApart(ctx context.Context, pause time.Duration) error {
+	return s.view(ctx, func(r rules.Reader) error {
+		if _, err := r.Get(rules.Meta, rules.MetaFormat); err != nil {
+			return err
+		}
+		time.Sleep(pause)
+		_, err := r.Get(rules.Meta, rules.MetaFormat)
+		return err
+	})
+}

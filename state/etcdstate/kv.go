@@ -56,7 +56,10 @@ const readWidth = 16
 // view runs fn at one revision: the newest, or, while a batch journal
 // is committed but not yet applied, the one before its commit marker
 // (the state before that batch, whole). A revision compacted away
-// meanwhile starts the read again. Each try is bounded by opTimeout.
+// meanwhile starts the read again. Each request is bounded by
+// opTimeout, the read as a whole only by ctx (and a term's end): a
+// Load or Check of a million rows is hundreds of requests, minutes on a
+// loaded machine.
 //
 // Its requests require a leader: a member cut off from its quorum
 // answers at once that it has none (quorumLost), instead of leaving the
@@ -70,7 +73,8 @@ func (s *Store) viewAt(ctx context.Context, fn func(*reader) error) error {
 	for try := 0; ; try++ {
 		// A term store's reads end with the term, like its writes: a
 		// leader cut off from etcd must not wait out opTimeout.
-		tctx, cancel := s.termContext(clientv3.WithRequireLeader(ctx))
+		tctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		tctx, cancel = s.termBound(tctx, cancel)
 		err := s.viewOnce(tctx, fn)
 		cancel()
 		if err != nil && s.termEnded() {
@@ -92,7 +96,9 @@ func quorumLost(err error) error {
 }
 
 func (s *Store) viewOnce(ctx context.Context, fn func(*reader) error) error {
-	resp, err := s.cli.Get(ctx, s.p+jCommit)
+	cctx, cancel := context.WithTimeout(ctx, opTimeout)
+	resp, err := s.cli.Get(cctx, s.p+jCommit)
+	cancel()
 	if err != nil {
 		return err
 	}
@@ -108,6 +114,11 @@ type reader struct {
 	s   *Store
 	ctx context.Context
 	rev int64
+}
+
+// call bounds one request of the read by opTimeout.
+func (r *reader) call() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.ctx, opTimeout)
 }
 
 // at is the revision r reads: its own, or, reading the newest, the
@@ -150,7 +161,9 @@ func (r *reader) get(keys []string) ([][]byte, error) {
 		for _, k := range keys[lo:hi] {
 			gets = append(gets, clientv3.OpGet(r.s.p+k, clientv3.WithRev(r.rev)))
 		}
-		resp, err := r.s.cli.Txn(r.ctx).Then(gets...).Commit()
+		cctx, cancel := r.call()
+		resp, err := r.s.cli.Txn(cctx).Then(gets...).Commit()
+		cancel()
 		if err != nil {
 			return fmt.Errorf("read: %w", err)
 		}
@@ -224,7 +237,9 @@ func (r *reader) scan(lo, hi string, desc, keysOnly bool, page int, fn func(k st
 		}
 		ch := make(chan answer, 1)
 		go func() {
-			resp, err := r.s.cli.Get(ctx, r.s.p+lo, opts...)
+			cctx, ccancel := context.WithTimeout(ctx, opTimeout)
+			resp, err := r.s.cli.Get(cctx, r.s.p+lo, opts...)
+			ccancel()
 			ch <- answer{resp, err}
 		}()
 		return ch
@@ -296,7 +311,9 @@ func (r *reader) Count(b rules.Bucket, prefix []byte) (int, error) {
 }
 
 func (r *reader) count(lo, hi string) (int, error) {
-	resp, err := r.s.cli.Get(r.ctx, r.s.p+lo, clientv3.WithRange(r.s.p+hi), clientv3.WithCountOnly(), clientv3.WithRev(r.rev))
+	cctx, cancel := r.call()
+	defer cancel()
+	resp, err := r.s.cli.Get(cctx, r.s.p+lo, clientv3.WithRange(r.s.p+hi), clientv3.WithCountOnly(), clientv3.WithRev(r.rev))
 	if err != nil {
 		return 0, err
 	}

@@ -259,7 +259,9 @@ func (r *reader) whole(key string, v []byte, rev int64) ([]byte, error) {
 	}
 	// At one revision the key's parts are its header's (a write deletes
 	// the parts of the value it replaces).
-	resp, err := r.s.cli.Get(r.ctx, r.s.p+partsPrefix(key), clientv3.WithPrefix(), clientv3.WithRev(rev))
+	cctx, cancel := r.call()
+	defer cancel()
+	resp, err := r.s.cli.Get(cctx, r.s.p+partsPrefix(key), clientv3.WithPrefix(), clientv3.WithRev(rev))
 	if err != nil {
 		return nil, fmt.Errorf("%s: read its parts: %w", key, err)
 	}
@@ -314,7 +316,9 @@ func checkPartsIn(r *reader, report func(format string, args ...any)) error {
 		return err
 	}
 	for owner, keys := range owners {
-		resp, err := r.s.cli.Get(r.ctx, r.s.p+owner, clientv3.WithRev(r.rev))
+		cctx, cancel := r.call()
+		resp, err := r.s.cli.Get(cctx, r.s.p+owner, clientv3.WithRev(r.rev))
+		cancel()
 		if err != nil {
 			return err
 		}

@@ -119,8 +119,12 @@ const (
 	defaultMaxTxnOps   = 128
 	defaultMaxTxnBytes = 1 << 20
 	defaultCompact     = time.Minute
-	opTimeout          = 30 * time.Second
 )
+
+// opTimeout bounds one request to etcd (a read's page, a transaction):
+// a member that does not answer in this long is taken as gone. A var
+// for the tests of reads that outlast it.
+var opTimeout = 30 * time.Second
 
 // Store is converge's durable state under one etcd key prefix. It
 // implements state.Backend. It is safe for concurrent use: writes are
@@ -484,6 +488,12 @@ func (s *Store) termEnded() bool { return s.opts.termCtx != nil && s.opts.termCt
 // termContext bounds one request: ctx, opTimeout, and the term's end.
 func (s *Store) termContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	return s.termBound(ctx, cancel)
+}
+
+// termBound ends ctx (with cancel) when the term ends, if the store is
+// a term's.
+func (s *Store) termBound(ctx context.Context, cancel context.CancelFunc) (context.Context, context.CancelFunc) {
 	if s.opts.termCtx == nil {
 		return ctx, cancel
 	}

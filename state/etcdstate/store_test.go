@@ -399,3 +399,16 @@ func TestVerify(t *testing.T) {
 		})
 	}
 }
+
+// TestReadOutlastsOneRequestsBound: a read is bounded per request, not
+// as a whole: a Load or Check of a million rows is hundreds of requests
+// and takes minutes on a loaded machine, and used to fail at 30 s
+// ("context deadline exceeded", TestReplicasEtcdScale at 1M). Here one
+// request's bound is 200ms and the read lasts 600ms.
+func TestReadOutlastsOneRequestsBound(t *testing.T) {
+	s := open(t, one, newPrefix(), etcdstate.Options{})
+	defer etcdstate.SetOpTimeout(200 * time.Millisecond)()
+	if err := s.ReadApart(t.Context(), 600*time.Millisecond); err != nil {
+		t.Fatalf("a read of two requests 600ms apart, each bounded by 200ms: %v", err)
+	}
+}
