@@ -278,7 +278,7 @@ func newRoot(g *globals) *cobra.Command {
 	pf.StringVar(&g.etcdKey, "etcd-key", "", "with --state etcd://…: the client certificate's key (PEM)")
 	pf.DurationVar(&g.leaderWait, "leader-wait", 10*time.Second, "with --state etcd://… served by replicas: how long a changing command waits for a leader to take it")
 	pf.DurationVar(&g.etcdCompact, "etcd-compact-retention", time.Minute, "with --state etcd://…: a writer compacts etcd's history (the cluster's, not only PREFIX's) to the revision it wrote this long ago; 0 never compacts, for a cluster that compacts itself")
-	pf.StringVar(&g.etcdDefrag, "etcd-defrag-slack", "", "with --state etcd://…: after a compaction, a writer defragments a member whose database file has this much unused space (e.g. 512MiB) and over half of what it uses: one member every 10 minutes at most, the etcd leader last after handing on its leadership (defragmenting blocks the member for seconds); default never, for an operator who defragments")
+	pf.StringVar(&g.etcdDefrag, "etcd-defrag-slack", "", "with --state etcd://…: after a compaction, a writer defragments a member whose database file has this much unused space (e.g. 512MiB) and over half of what it uses: one member every 10 minutes at most, the etcd leader only after handing on its leadership (defragmenting blocks the member for seconds); default never, for an operator who defragments")
 	pf.StringVar(&g.repo, "repo", ".", "repository: a local path or a URL (default: the one the state last applied, else .)")
 	pf.StringVar(&g.path, "path", "", "sub-directory holding the documents, relative to the current directory inside the repository (default: the one the state last applied)")
 	pf.StringVar(&g.ref, "ref", "", "branch to follow (default: the repository's HEAD branch)")
