@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge/cmd/converge/internal/bench"
+	"github.com/convergehq/converge/cmd/converge/internal/view"
 )
 
 // newBenchCommand is `converge bench`: its flags, and the report printed
@@ -100,7 +101,7 @@ func runBench(ctx context.Context, out io.Writer, o bench.Options, output string
 		return err
 	}
 	if output != "table" {
-		return writeData(out, output, rep)
+		return view.WriteData(out, output, rep)
 	}
 	fmt.Fprintf(out, "raw limits (same run):\n")
 	fmt.Fprintf(out, "  grpc unary loopback, no-op:        %8.0f rt/s (1 in flight)  %8.0f rt/s (256 in flight)\n", rep.RawGRPC1, rep.RawGRPC256)
@@ -115,7 +116,7 @@ func runBench(ctx context.Context, out io.Writer, o bench.Options, output string
 			fmt.Sprintf("%.0f MiB", r.ControlRSSMiB), fmt.Sprintf("%.0f MiB", r.ControlAnonMiB), fmt.Sprintf("%.0f MiB", r.WorkerRSSMiB)})
 	}
 	fmt.Fprintln(out)
-	if err := table(out, rows); err != nil {
+	if err := view.Table(out, rows); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "\nmedian: %.3fs, %.0f resources/s, %.2f × raw grpc (1 in flight)\n", rep.MedianSeconds, rep.MedianPerSec, rep.MedianRatioRaw)
@@ -127,7 +128,7 @@ func runBench(ctx context.Context, out io.Writer, o bench.Options, output string
 				strconv.FormatUint(r.Commits, 10), fmt.Sprintf("%.3fs", r.LongestCommitSeconds)})
 		}
 		fmt.Fprintln(out)
-		if err := table(out, rows); err != nil {
+		if err := view.Table(out, rows); err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "\netcd median: %.3fs, %.0f resources/s, %.2f × bbolt\n", rep.EtcdMedianSeconds, rep.EtcdMedianPerSec, rep.EtcdRatioToBbolt)
@@ -149,7 +150,7 @@ func runBench(ctx context.Context, out io.Writer, o bench.Options, output string
 				fmt.Sprintf("%.0f", r.PerSecond), fmt.Sprintf("%.0f MiB", r.PeakRSSMiB)})
 		}
 		fmt.Fprintln(out, "\nconverge sync from an empty store (the user's path, loading included):")
-		if err := table(out, rows); err != nil {
+		if err := view.Table(out, rows); err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "\nsync median: %.3fs, %.2f× the bench runs' median\n", rep.SyncMedianSeconds, rep.SyncToBench)
@@ -171,7 +172,7 @@ func printLifecycle(out io.Writer, runs []bench.Lifecycle) error {
 			fmt.Sprint(r.TeardownResources), fmt.Sprint(r.TeardownDispatched), fmt.Sprintf("%.3fs", r.TeardownSeconds)})
 	}
 	fmt.Fprintln(out, "\nlifecycle (updated BOM recompose, then delete of the whole tree):")
-	return table(out, rows)
+	return view.Table(out, rows)
 }
 
 // runBenchOnprem runs bench --onprem (bench.Onprem) and prints its report.
@@ -189,7 +190,7 @@ func runBenchOnprem(ctx context.Context, out io.Writer, servers string, o bench.
 		return err
 	}
 	if output != "table" {
-		return writeData(out, output, rep)
+		return view.WriteData(out, output, rep)
 	}
 	fmt.Fprintf(out, "baseline (pgx + RFC 2136, %d at a time): %d objects in %.2fs = %.0f objects/s\n",
 		rep.Concurrency, rep.Objects, rep.BaselineSeconds, rep.BaselinePerSec)

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cmd/converge/internal/view"
 	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/state"
 	"github.com/convergehq/converge/state/stateapi"
@@ -95,7 +96,7 @@ func runDelete(ctx context.Context, out, errOut io.Writer, g *globals, id conver
 				return // refused before it started: the error says why
 			}
 			rep.Seconds = time.Since(start).Seconds()
-			if werr := writeData(stdout, o.output, rep); werr != nil && err == nil {
+			if werr := view.WriteData(stdout, o.output, rep); werr != nil && err == nil {
 				err = werr
 			}
 		}()

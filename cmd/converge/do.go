@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cmd/converge/internal/view"
 	"github.com/convergehq/converge/scheduler"
 )
 
@@ -107,7 +108,7 @@ func runDo(ctx context.Context, out, errOut io.Writer, g *globals, id converge.I
 	} else if err != nil {
 		return err
 	}
-	x, err := newRedactor(ctx, rd)
+	x, err := view.NewRedactor(ctx, rd)
 	if err != nil {
 		return err
 	}
@@ -137,9 +138,9 @@ func runDo(ctx context.Context, out, errOut io.Writer, g *globals, id converge.I
 	if o.output != "table" {
 		st := json.RawMessage("null")
 		if len(res.Status) > 0 {
-			st = x.status(r, res.Status)
+			st = x.Status(r, res.Status)
 		}
-		return writeData(out, o.output, doReport{Resource: id, Verb: verb, Outcome: res.Outcome.String(), Message: res.Message,
+		return view.WriteData(out, o.output, doReport{Resource: id, Verb: verb, Outcome: res.Outcome.String(), Message: res.Message,
 			Status: st, Seconds: time.Since(start).Seconds()})
 	}
 	fmt.Fprintf(out, "%s %s: %s in %s\n", id, verb, res.Outcome, time.Since(start).Round(time.Millisecond))
@@ -147,7 +148,7 @@ func runDo(ctx context.Context, out, errOut io.Writer, g *globals, id converge.I
 		fmt.Fprintln(out, res.Message)
 	}
 	if len(res.Status) > 0 {
-		fmt.Fprintf(out, "status: %s\n", x.status(r, res.Status))
+		fmt.Fprintf(out, "status: %s\n", x.Status(r, res.Status))
 	}
 	return nil
 }

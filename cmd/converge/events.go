@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cmd/converge/internal/view"
 )
 
 // watchEvery is how often events --watch asks for new events.
@@ -60,38 +60,24 @@ func newEventsCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			views := make([]eventView, len(evs))
+			views := make([]view.Event, len(evs))
 			for i, e := range evs {
-				views[i] = eventView{e.Time, e.Resource, e.Type, e.Message}
+				views[i] = view.EventOf(e)
 			}
 			w := c.OutOrStdout()
 			if watch {
 				return watchEvents(c.Context(), g, w, c.ErrOrStderr(), id, evs, output == "json")
 			}
 			if output != "table" {
-				return writeData(w, output, map[string]any{"events": views})
+				return view.WriteData(w, output, map[string]any{"events": views})
 			}
-			return eventTable(w, evs, true)
+			return view.EventTable(w, evs, true)
 		},
 	}
 	c.Flags().IntVar(&limit, "limit", 0, "only the newest N events (0: all kept)")
 	c.Flags().BoolVarP(&watch, "watch", "w", false, "then follow new events until interrupted (Ctrl+C); -o json: one JSON object per line")
 	addOutputFlag(c, &output, "table")
 	return c
-}
-
-// eventTable writes evs as rows, with the header when head.
-func eventTable(w io.Writer, evs []converge.Event, head bool) error {
-	var rows [][]string
-	if head {
-		rows = append(rows, []string{"TIME", "AGE", "RESOURCE", "TYPE", "MESSAGE"})
-	}
-	now := time.Now()
-	for _, e := range evs {
-		rows = append(rows, []string{e.Time.Local().Format("2006-01-02 15:04:05.000"), age(now.Sub(e.Time)),
-			string(e.Resource), e.Type, e.Message})
-	}
-	return table(w, rows)
 }
 
 // watchEvents prints shown, then every newer event of id ("" for all)
@@ -102,10 +88,10 @@ func eventTable(w io.Writer, evs []converge.Event, head bool) error {
 func watchEvents(ctx context.Context, g *globals, w, errOut io.Writer, id converge.ID, shown []converge.Event, jsonLines bool) error {
 	print := func(evs []converge.Event, head bool) error {
 		if !jsonLines {
-			return eventTable(w, evs, head)
+			return view.EventTable(w, evs, head)
 		}
 		for _, e := range evs {
-			b, err := json.Marshal(eventView{e.Time, e.Resource, e.Type, e.Message})
+			b, err := json.Marshal(view.EventOf(e))
 			if err != nil {
 				return err
 			}
@@ -170,31 +156,4 @@ func readEvents(ctx context.Context, g *globals, id converge.ID, limit int) ([]c
 	}
 	defer done()
 	return rd.Events(ctx, id, limit)
-}
-
-// age renders how long ago something happened the way kubectl does, in
-// its largest one or two units: 45s, 3m12s, 5h4m, 2d3h.
-func age(d time.Duration) string {
-	if d < 0 {
-		d = 0
-	}
-	s := int64(d / time.Second)
-	switch {
-	case s < 60:
-		return strconv.FormatInt(s, 10) + "s"
-	case s < 3600:
-		return two(s/60, "m", s%60, "s")
-	case s < 86400:
-		return two(s/3600, "h", s%3600/60, "m")
-	default:
-		return two(s/86400, "d", s%86400/3600, "h")
-	}
-}
-
-func two(a int64, ua string, b int64, ub string) string {
-	out := strconv.FormatInt(a, 10) + ua
-	if b > 0 {
-		out += strconv.FormatInt(b, 10) + ub
-	}
-	return out
 }

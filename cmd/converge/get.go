@@ -4,32 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cmd/converge/internal/view"
 	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/state"
 )
-
-// getView is get's JSON: the resource, and the flowed spec fields not
-// known yet (known_after_apply, omitted when none); its ages, what it
-// depends on and what depends on it (with the values that flow), and its
-// newest events.
-type getView struct {
-	resourceView
-	KnownAfter []scheduler.KnownAfter `json:"known_after_apply,omitempty"`
-	CreatedAt  *time.Time             `json:"created_at,omitempty"`
-	UpdatedAt  *time.Time             `json:"updated_at,omitempty"`
-	DependsOn  []edgeView             `json:"depends_on"`
-	UsedBy     []edgeView             `json:"used_by"`
-	Events     []eventView            `json:"events"`
-	// Suspended is the suspension holding it back (converge suspend).
-	Suspended *converge.Suspension `json:"suspended,omitempty"`
-}
 
 func newGetCommand(g *globals) *cobra.Command {
 	var output string
@@ -59,11 +43,11 @@ func newGetCommand(g *globals) *cobra.Command {
 				return err
 			}
 			defer done()
-			x, err := newRedactor(ctx, rd)
+			x, err := view.NewRedactor(ctx, rd)
 			if err != nil {
 				return err
 			}
-			views := make([]getView, len(ids))
+			views := make([]view.Get, len(ids))
 			leases := make([]*converge.Lease, len(ids))
 			for i, id := range ids {
 				if views[i], leases[i], err = getOne(ctx, rd, x, id); err != nil {
@@ -73,24 +57,24 @@ func newGetCommand(g *globals) *cobra.Command {
 			now := time.Now()
 			switch {
 			case len(ids) == 1 && (output == "json" || output == "yaml"):
-				return writeData(c.OutOrStdout(), output, views[0])
+				return view.WriteData(c.OutOrStdout(), output, views[0])
 			case output == "json" || output == "yaml":
-				return writeData(c.OutOrStdout(), output, map[string]any{"resources": views})
+				return view.WriteData(c.OutOrStdout(), output, map[string]any{"resources": views})
 			case len(ids) == 1:
-				width := describeWidth
+				width := view.DescribeWidth
 				if output == "wide" {
 					width = 0
 				}
 				v := views[0]
 				v.Spec = scheduler.ShowKnownAfter(v.Spec, v.KnownAfter)
-				return describe(c.OutOrStdout(), v, leases[0], now, width)
+				return view.Describe(c.OutOrStdout(), v, leases[0], now, width)
 			}
-			rvs := make([]resourceView, len(views))
+			rvs := make([]view.Resource, len(views))
 			ages := make([]*time.Time, len(views))
 			for i, v := range views {
-				rvs[i], ages[i] = v.resourceView, v.CreatedAt
+				rvs[i], ages[i] = v.Resource, v.CreatedAt
 			}
-			return kindTable(c, rvs, ages, output == "wide", now)
+			return view.KindTable(c.OutOrStdout(), rvs, ages, output == "wide", now)
 		},
 	}
 	addOutputFlag(c, &output, "table")
@@ -101,29 +85,29 @@ func newGetCommand(g *globals) *cobra.Command {
 
 // getOne reads id with its edges and newest events, its secrets
 // redacted; the lease is its worker's claim (for the table only).
-func getOne(ctx context.Context, rd reader, x *redactor, id converge.ID) (getView, *converge.Lease, error) {
+func getOne(ctx context.Context, rd reader, x *view.Redactor, id converge.ID) (view.Get, *converge.Lease, error) {
 	r, err := rd.Resource(ctx, id)
 	if errors.Is(err, converge.ErrNotFound) {
-		return getView{}, nil, notFound(ctx, rd, id)
+		return view.Get{}, nil, notFound(ctx, rd, id)
 	}
 	if err != nil {
-		return getView{}, nil, err
+		return view.Get{}, nil, err
 	}
 	consumes, producedFor, err := rd.EdgesOf(ctx, id)
 	if err != nil {
-		return getView{}, nil, err
+		return view.Get{}, nil, err
 	}
-	evs, err := rd.Events(ctx, id, describeEvents)
+	evs, err := rd.Events(ctx, id, view.DescribeEvents)
 	if err != nil {
-		return getView{}, nil, err
+		return view.Get{}, nil, err
 	}
-	v := getView{
-		resourceView: x.view(r, x.flowPaths(consumes)),
+	v := view.Get{
+		Resource: x.Resource(r, x.FlowPaths(consumes)),
 		// Flowed fields not known yet: shown, never stored.
 		KnownAfter: scheduler.KnownAfterApply(r.Spec, consumes),
-		DependsOn:  edgeViews(consumes, func(e converge.Edge) converge.ID { return e.Producer }),
-		UsedBy:     edgeViews(producedFor, func(e converge.Edge) converge.ID { return e.Consumer }),
-		Events:     make([]eventView, len(evs)),
+		DependsOn:  view.Edges(consumes, func(e converge.Edge) converge.ID { return e.Producer }),
+		UsedBy:     view.Edges(producedFor, func(e converge.Edge) converge.ID { return e.Consumer }),
+		Events:     make([]view.Event, len(evs)),
 		Suspended:  heldBy(ctx, rd, r),
 	}
 	if !r.CreatedAt.IsZero() {
@@ -133,7 +117,7 @@ func getOne(ctx context.Context, rd reader, x *redactor, id converge.ID) (getVie
 		v.UpdatedAt = &r.UpdatedAt
 	}
 	for i, e := range evs {
-		v.Events[i] = eventView{e.Time, e.Resource, e.Type, e.Message}
+		v.Events[i] = view.EventOf(e)
 	}
 	return v, r.Lease, nil
 }
@@ -161,16 +145,16 @@ func getKind(ctx context.Context, g *globals, c *cobra.Command, kind, output str
 	if more {
 		rs = rs[:limit]
 	}
-	x, err := newRedactor(ctx, rd)
+	x, err := view.NewRedactor(ctx, rd)
 	if err != nil {
 		return err
 	}
-	views := make([]resourceView, len(rs))
+	views := make([]view.Resource, len(rs))
 	ages := make([]*time.Time, len(rs))
 	for i, r := range rs {
-		views[i] = x.view(r, nil)
-		if !table && x.flowsMatter(r) {
-			if views[i], err = x.viewWithEdges(ctx, rd, r); err != nil {
+		views[i] = x.Resource(r, nil)
+		if !table && x.FlowsMatter(r) {
+			if views[i], err = redactWithEdges(ctx, x, rd, r); err != nil {
 				return err
 			}
 		}
@@ -182,64 +166,7 @@ func getKind(ctx context.Context, g *globals, c *cobra.Command, kind, output str
 		fmt.Fprintf(c.ErrOrStderr(), "note: the first %d %s resources; --limit 0 shows all\n", limit, kind)
 	}
 	if !table {
-		return writeData(c.OutOrStdout(), output, map[string]any{"resources": views})
+		return view.WriteData(c.OutOrStdout(), output, map[string]any{"resources": views})
 	}
-	return kindTable(c, views, ages, output == "wide", time.Now())
-}
-
-// kindTable is get's table of several resources; wide adds the
-// generations, attempts, owner and source.
-func kindTable(c *cobra.Command, views []resourceView, created []*time.Time, wide bool, now time.Time) error {
-	head := []string{"RESOURCE", "VERSION", "PHASE", "AGE", "REASON"}
-	if wide {
-		head = append(head, "GENERATION", "ATTEMPTS", "OWNER", "SOURCE")
-	}
-	rows := [][]string{head}
-	for i, v := range views {
-		a := "-"
-		if created[i] != nil {
-			a = age(now.Sub(*created[i]))
-		}
-		row := []string{v.Kind + "/" + v.Name, "v" + strconv.Itoa(v.KindVersion), string(v.Phase), a, orDash(cut(v.Reason, describeWidth))}
-		if wide {
-			owner := "-"
-			if v.Owner != nil {
-				owner = *v.Owner
-			}
-			row = append(row, fmt.Sprintf("%d/%d", v.ObservedGeneration, v.Generation), strconv.Itoa(v.Attempts), owner, orDash(v.Source))
-		}
-		rows = append(rows, row)
-	}
-	return table(c.OutOrStdout(), rows)
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-// driftLine renders a drift for a table: what differs, the policy and
-// since when.
-func driftLine(d *converge.DriftReport) string {
-	s := d.Summary() + " (drift_policy " + d.Policy
-	if d.Policy == converge.DriftPolicyReport {
-		s += ", not healed"
-	} else {
-		s += ", healing"
-	}
-	if !d.Since.IsZero() {
-		s += ", since " + d.Since.UTC().Format("2006-01-02T15:04:05Z")
-	}
-	return s + ")"
-}
-
-// phaseShown is the phase a table shows: "Ready (drifted)" for a
-// resource with a drift recorded.
-func phaseShown(phase converge.Phase, d *converge.DriftReport) string {
-	if d != nil {
-		return string(phase) + " (drifted)"
-	}
-	return string(phase)
+	return view.KindTable(c.OutOrStdout(), views, ages, output == "wide", time.Now())
 }

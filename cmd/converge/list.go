@@ -2,13 +2,12 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cmd/converge/internal/view"
 	"github.com/convergehq/converge/state"
 	"github.com/convergehq/converge/state/stateapi"
 )
@@ -65,15 +64,15 @@ func newListCommand(g *globals) *cobra.Command {
 				}
 				rs = kept
 			}
-			x, err := newRedactor(ctx, rd)
+			x, err := view.NewRedactor(ctx, rd)
 			if err != nil {
 				return err
 			}
-			views := make([]resourceView, 0, len(rs))
+			views := make([]view.Resource, 0, len(rs))
 			for _, r := range rs {
-				v := x.view(r, nil)
-				if output != "table" && x.flowsMatter(r) {
-					if v, err = x.viewWithEdges(ctx, rd, r); err != nil {
+				v := x.Resource(r, nil)
+				if output != "table" && x.FlowsMatter(r) {
+					if v, err = redactWithEdges(ctx, x, rd, r); err != nil {
 						return err
 					}
 				}
@@ -98,39 +97,23 @@ func newListCommand(g *globals) *cobra.Command {
 				if ctl != nil && len(ctl.Suspended) > 0 {
 					out["suspended"] = ctl.Suspended
 				}
-				return writeData(c.OutOrStdout(), output, out)
+				return view.WriteData(c.OutOrStdout(), output, out)
 			}
 			// The store keeps no revision per resource: the applied
 			// one heads the table.
+			var applied *converge.AppliedSource
 			if src, ok := rd.(interface {
 				Source(ctx context.Context) (*converge.AppliedSource, error)
 			}); ok {
-				if s, err := src.Source(ctx); err == nil && s != nil && s.Revision.Hash != "" {
-					fmt.Fprintf(c.OutOrStdout(), "applied %s\n", revisionLine(s.Revision, time.Now()))
+				if s, err := src.Source(ctx); err == nil {
+					applied = s
 				}
 			}
-			if ctl != nil {
-				if ctl.Pin != nil {
-					fmt.Fprintln(c.OutOrStdout(), ctl.Pin.String())
-				}
-				for _, s := range ctl.Suspended {
-					fmt.Fprintln(c.OutOrStdout(), s.String())
-				}
+			created := make([]time.Time, len(rs))
+			for i, r := range rs {
+				created[i] = r.CreatedAt
 			}
-			rows := [][]string{{"RESOURCE", "VERSION", "PHASE", "CHILDREN", "AGE", "REASON"}}
-			now := time.Now()
-			for i, v := range views {
-				kids := "-"
-				if v.Children != nil {
-					kids = strconv.Itoa(*v.Children)
-				}
-				a := "-"
-				if t := rs[i].CreatedAt; !t.IsZero() {
-					a = age(now.Sub(t))
-				}
-				rows = append(rows, []string{v.Kind + "/" + v.Name, "v" + strconv.Itoa(v.KindVersion), phaseShown(v.Phase, v.Drift), kids, a, orDash(v.Reason)})
-			}
-			return table(c.OutOrStdout(), rows)
+			return view.WriteList(c.OutOrStdout(), applied, ctl, views, created, time.Now())
 		},
 	}
 	f := c.Flags()
@@ -150,17 +133,4 @@ func validPhase(p converge.Phase) bool {
 		}
 	}
 	return false
-}
-
-// revisionLine is "main@sha1:<hex> (committed 3m ago: subject)".
-func revisionLine(r converge.Revision, now time.Time) string {
-	out := r.String()
-	if !r.Time.IsZero() {
-		out += " (committed " + age(now.Sub(r.Time)) + " ago"
-		if r.Subject != "" {
-			out += ": " + r.Subject
-		}
-		out += ")"
-	}
-	return out
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cmd/converge/internal/view"
 	"github.com/convergehq/converge/scheduler"
 	gitsync "github.com/convergehq/converge/sync"
 	"github.com/convergehq/converge/sync/controlplane"
@@ -139,7 +140,7 @@ func (o *ops) observePass(p *gitsync.Pass) {
 	switch {
 	case !p.Valid():
 		v = verdictInvalid
-	case breakingPass(p):
+	case view.Breaking(p):
 		v = verdictBreaking
 	case p.Applied:
 		v = verdictApplied

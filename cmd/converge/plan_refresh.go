@@ -11,20 +11,12 @@ import (
 	"time"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cmd/converge/internal/view"
 	"github.com/convergehq/converge/providers"
 	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/state/stateapi"
 	gitsync "github.com/convergehq/converge/sync"
 )
-
-// refreshView is what plan --refresh found on the real systems: the
-// resources observed, the drifted ones (what the workers read differs
-// from the stored spec) and those that could not be observed.
-type refreshView struct {
-	Observed int                   `json:"observed"`
-	Drift    []scheduler.DriftItem `json:"drift"`
-	Failed   []scheduler.DriftItem `json:"failed"`
-}
 
 // refreshConcurrency is how many observes plan --refresh runs at a time.
 const refreshConcurrency = 16
@@ -36,7 +28,7 @@ const refreshTimeout = 5 * time.Minute
 // through real workers: the daemon's when one holds the state (admin),
 // else those the local repository declares, started for the plan. It
 // changes nothing.
-func planRefresh(ctx context.Context, admin *stateapi.Client, src *gitsync.Source, workers []converge.WorkerSpec, snap *converge.Snapshot) (*refreshView, error) {
+func planRefresh(ctx context.Context, admin *stateapi.Client, src *gitsync.Source, workers []converge.WorkerSpec, snap *converge.Snapshot) (*view.Refresh, error) {
 	var observe scheduler.ComposeFunc
 	stop := func() {}
 	switch {
@@ -57,7 +49,7 @@ func planRefresh(ctx context.Context, admin *stateapi.Client, src *gitsync.Sourc
 	ctx, cancel := context.WithTimeout(ctx, refreshTimeout)
 	defer cancel()
 	r := scheduler.Refresh(ctx, snap, observe, refreshConcurrency)
-	v := &refreshView{Observed: r.Observed, Drift: r.Drift, Failed: r.Failed}
+	v := &view.Refresh{Observed: r.Observed, Drift: r.Drift, Failed: r.Failed}
 	if v.Drift == nil {
 		v.Drift = []scheduler.DriftItem{}
 	}
@@ -105,35 +97,4 @@ func startPlanWorkers(ctx context.Context, src *gitsync.Source, workers []conver
 		srv.Close()
 		os.RemoveAll(tmp)
 	}, nil
-}
-
-// printRefresh writes the drift section of plan's table.
-func printRefresh(w io.Writer, r *refreshView) {
-	if r == nil {
-		return
-	}
-	for _, d := range r.Drift {
-		what := "a sync heals it (drift_policy heal)"
-		if d.Policy == converge.DriftPolicyReport {
-			what = "left as found (drift_policy report)"
-		}
-		fmt.Fprintf(w, "  drift   %s: %s; %s\n", d.ID, d.Summary(), what)
-	}
-	for _, d := range r.Failed {
-		fmt.Fprintf(w, "  unobserved %s: %s\n", d.ID, d.Error)
-	}
-	fmt.Fprintf(w, "refreshed: %d observed, %d drifted, %d not observed\n", r.Observed, len(r.Drift), len(r.Failed))
-}
-
-// refreshChanges reports whether r found drift a sync would heal.
-func refreshChanges(r *refreshView) bool {
-	if r == nil {
-		return false
-	}
-	for _, d := range r.Drift {
-		if d.Policy != converge.DriftPolicyReport {
-			return true
-		}
-	}
-	return false
 }

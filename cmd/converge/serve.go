@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cmd/converge/internal/view"
 	"github.com/convergehq/converge/site"
 	gitsync "github.com/convergehq/converge/sync"
 	"github.com/convergehq/converge/sync/controlplane"
@@ -120,7 +121,7 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	out, errOut := c.OutOrStdout(), c.ErrOrStderr()
 	if g.logFormat == "json" {
 		// Every line the daemon prints is JSON, its reports as its logs.
-		out = newJSONLines(out)
+		out = view.NewJSONLines(out)
 	}
 	if err := o.replicaFlags(g, c.Flags().Changed("lease-ttl")); err != nil {
 		return err
@@ -430,7 +431,7 @@ func (v *serveEvents) Evaluated() { v.s.ops.setNotReady("") }
 func (v *serveEvents) Pass(p *gitsync.Pass) {
 	v.s.live.Changed(nil) // new revision records: the index
 	v.s.ops.observePass(p)
-	fmt.Fprintln(v.s.out, "serve: "+describePass(p))
+	fmt.Fprintln(v.s.out, "serve: "+view.PassLine(p))
 	if p.Applied {
 		setTimeouts(v.s.g, v.s.src, v.syncer, p.Loaded.Desired.Settings) // the applied converge.cue's
 	}
@@ -475,36 +476,6 @@ func goUntilStopped(ctx context.Context, fn func(context.Context)) (stop func())
 		cancel()
 		<-done
 	}
-}
-
-// describePass is one line about a revision's verdict.
-func describePass(p *gitsync.Pass) string {
-	switch {
-	case !p.Valid():
-		return fmt.Sprintf("%s invalid (%s), not applied: %s", p.Revision, plural(len(p.Record.Errors), "error"), p.Record.Errors[0])
-	case breakingPass(p):
-		return fmt.Sprintf("%s not applied: breaking schema change (%s): %s", p.Revision, plural(len(p.Record.Findings), "finding"), p.Record.Findings[0])
-	case p.Held != "":
-		return fmt.Sprintf("%s %s", p.Revision, p.Held)
-	case p.Applied && p.Priced != nil:
-		// Counted as plan counts it; on an empty store there was nothing
-		// to dry-run against, so what the documents compose is not in it.
-		more := ""
-		if p.Fresh {
-			more = " (on an empty store: what they compose comes on top)"
-		}
-		return fmt.Sprintf("%s applied: %s%s", p.Revision, gitsync.Summarize(p.Priced).AppliedText(), more)
-	}
-	if st, ok := p.Record.Status(converge.ContextSync); ok {
-		return fmt.Sprintf("%s %s", p.Revision, st.Description)
-	}
-	return p.Revision.String() + " checked"
-}
-
-// breakingPass reports whether lint refused p.
-func breakingPass(p *gitsync.Pass) bool {
-	st, ok := p.Record.Status(converge.ContextLint)
-	return ok && st.State == converge.StateFailure && len(p.Record.Findings) > 0
 }
 
 // builtinWorkers parses --start-worker NAME[:REPLICAS] values.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -137,20 +136,4 @@ func heldBy(ctx context.Context, rd reader, r *converge.Resource) *converge.Susp
 		}
 	}
 	return nil
-}
-
-// suspendedText is a suspension as get prints it.
-func suspendedText(s *converge.Suspension) string {
-	var b strings.Builder
-	if s.Root == "" {
-		b.WriteString("everything")
-	} else {
-		b.WriteString(string(s.Root))
-	}
-	fmt.Fprintf(&b, " by %s at %s (converge resume", orDash(s.By), s.At.UTC().Format("2006-01-02T15:04:05Z"))
-	if s.Root != "" {
-		b.WriteString(" " + string(s.Root))
-	}
-	b.WriteString(")")
-	return b.String()
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cmd/converge/internal/view"
 	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/state"
 	gitsync "github.com/convergehq/converge/sync"
@@ -38,48 +39,6 @@ type syncOptions struct {
 	// recorded in its verdict.
 	overrideChangeLimit bool
 	signatures          signatureOptions
-}
-
-// syncReport is what sync -o json|yaml prints when it ends: the revision,
-// what it applied and the verdict, with what is not Ready grouped by
-// reason. The keys are stable snake_case.
-type syncReport struct {
-	Revision string `json:"revision"`
-	// Verdict is converged, already_applied, invalid, held, stuck,
-	// timed_out, interrupted or not_durable; a sync a daemon applied
-	// (it held the state) is converged, failed or timed_out.
-	Verdict string         `json:"verdict"`
-	Applied *appliedCounts `json:"applied"`
-	// Summary is what was applied in plan -o json's "summary" schema:
-	// counts in all and per kind, composed children included.
-	Summary    *summaryData     `json:"summary,omitempty"`
-	Counts     *converge.Counts `json:"counts"`
-	Dispatched uint64           `json:"dispatched"`
-	Seconds    float64          `json:"seconds"`
-	Held       string           `json:"held,omitempty"`
-	// Override is the guard the revision was applied past, and who
-	// asked for it.
-	Override string          `json:"override,omitempty"`
-	Errors   []string        `json:"errors"`
-	NotReady []notReadyGroup `json:"not_ready"`
-}
-
-type appliedCounts struct {
-	Created int `json:"created"`
-	Updated int `json:"updated"`
-	Flipped int `json:"flipped"`
-	Deleted int `json:"deleted"`
-	Pruned  int `json:"pruned"`
-}
-
-// notReadyGroup is a scheduler.ProblemGroup as sync reports it.
-type notReadyGroup struct {
-	Phase     converge.Phase `json:"phase"`
-	Reason    string         `json:"reason"`
-	Pattern   string         `json:"pattern"`
-	Permanent bool           `json:"permanent"`
-	Count     int            `json:"count"`
-	Resources []converge.ID  `json:"resources"`
 }
 
 func newSyncCommand(g *globals) *cobra.Command {
@@ -124,23 +83,23 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 	if err := checkOutput(o.output, "table", "json", "yaml"); err != nil {
 		return err
 	}
-	var rep *syncReport
+	var rep *view.SyncReport
 	if o.output != "table" {
 		if o.watch {
 			return usageErr("sync --watch prints as it goes: -o %s needs a sync that ends", o.output)
 		}
 		// The lines a person reads go to stderr; stdout gets the report.
-		rep = &syncReport{Errors: []string{}, NotReady: []notReadyGroup{}}
+		rep = &view.SyncReport{Errors: []string{}, NotReady: []view.NotReadyGroup{}}
 		stdout := out
 		out = errOut
 		defer func() {
-			if werr := writeData(stdout, o.output, rep); werr != nil && err == nil {
+			if werr := view.WriteData(stdout, o.output, rep); werr != nil && err == nil {
 				err = werr
 			}
 		}()
 	} else if g.logFormat == "json" {
 		// Every line is JSON, the report's as the logs'.
-		out = newJSONLines(out)
+		out = view.NewJSONLines(out)
 	}
 	if !o.watch {
 		o.deadline = time.Now().Add(o.timeout)
@@ -218,7 +177,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 		if total, ok := standing(ctx, g, dir, rev); ok {
 			if rep != nil {
 				rep.Revision, rep.Verdict = rev.String(), "already_applied"
-				rep.Applied, rep.Counts = &appliedCounts{}, &converge.Counts{Total: total, Ready: total}
+				rep.Applied, rep.Counts = &view.AppliedCounts{}, &converge.Counts{Total: total, Ready: total}
 			}
 			fmt.Fprintf(out, "revision %s: already applied\n", rev)
 			fmt.Fprintf(out, "converged: %d/%d Ready; nothing to do\n", total, total)
@@ -349,7 +308,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 // the daemon follows another repository or path (its applied source), or
 // answers with another head (it follows a remote or another branch),
 // and when what holds the state is another sync.
-func syncThroughDaemon(ctx context.Context, out, errOut io.Writer, g *globals, d *daemon, rev converge.Revision, o syncOptions, rep *syncReport) error {
+func syncThroughDaemon(ctx context.Context, out, errOut io.Writer, g *globals, d *daemon, rev converge.Revision, o syncOptions, rep *view.SyncReport) error {
 	cl := d.api
 	if src, err := cl.Source(ctx); err == nil && src != nil && (!sameRepo(g.repo, src) || src.Path != g.path) {
 		return usageErr("sync: the converge serve holding the state follows %s (path %q), not %s (path %q): sync there, or stop it",
@@ -447,7 +406,7 @@ func currentUser() string {
 
 // reportApplied prints what pass applied, in plan's words and counts
 // (gitsync.Pass.AppliedSummary), and puts it in rep.
-func reportApplied(e *controlplane.Engine, pass *gitsync.Pass, out, errOut io.Writer, rep *syncReport, what string) {
+func reportApplied(e *controlplane.Engine, pass *gitsync.Pass, out, errOut io.Writer, rep *view.SyncReport, what string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s, err := pass.AppliedSummary(ctx, e.Scheduler().Graph())
@@ -457,8 +416,8 @@ func reportApplied(e *controlplane.Engine, pass *gitsync.Pass, out, errOut io.Wr
 	}
 	fmt.Fprintf(out, "%s: %s\n", what, s.AppliedText())
 	if rep != nil {
-		rep.Applied = &appliedCounts{Created: s.Create, Updated: s.Update, Flipped: s.Flip, Deleted: s.Delete, Pruned: s.Prune}
-		rep.Summary = &summaryData{s}
+		rep.Applied = &view.AppliedCounts{Created: s.Create, Updated: s.Update, Flipped: s.Flip, Deleted: s.Delete, Pruned: s.Prune}
+		rep.Summary = &view.Summary{PlanSummary: s}
 	}
 }
 
@@ -483,8 +442,8 @@ const commitGrace = 2 * time.Second
 // waitSettled shows progress until the graph converges, is stuck
 // (gitsync.Settle decides), the timeout passes or ctx ends.
 func waitSettled(ctx context.Context, e *controlplane.Engine, out io.Writer, o syncOptions) settleResult {
-	pr := newProgress(out)
-	defer pr.done()
+	pr := view.NewProgress(out)
+	defer pr.Done()
 	wait := o.timeout
 	if !o.deadline.IsZero() {
 		wait = time.Until(o.deadline)
@@ -496,7 +455,7 @@ func waitSettled(ctx context.Context, e *controlplane.Engine, out io.Writer, o s
 	settle := gitsync.Settle{Grace: o.grace, CommitGrace: commitGrace, StopWhenHeld: true}
 	for {
 		p := e.Scheduler().Progress()
-		pr.show(p)
+		pr.Show(p)
 		due, _ := e.Workers()
 		switch settle.Observe(time.Now(), p, due) {
 		case gitsync.Converged:
@@ -531,7 +490,7 @@ const lastFlushTimeout = 10 * time.Minute
 // (howToStart when no declared worker failed). A last flush that fails
 // turns a converged wait into a failed one: nothing is converged until it
 // is durable.
-func finishSync(e *controlplane.Engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res settleResult, elapsed time.Duration, out, errOut io.Writer, howToStart string, rep *syncReport) error {
+func finishSync(e *controlplane.Engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res settleResult, elapsed time.Duration, out, errOut io.Writer, howToStart string, rep *view.SyncReport) error {
 	// The store may be well behind the graph: a million-child
 	// composition's rows drain 6,144 a commit while the work goes on, so
 	// the last flush can take minutes (not the seconds it takes at demo
@@ -570,7 +529,7 @@ func finishSync(e *controlplane.Engine, syncer *gitsync.Syncer, pass *gitsync.Pa
 		}
 		if res != settledConverged {
 			for _, gr := range e.Scheduler().ProblemGroups(maxListed) {
-				rep.NotReady = append(rep.NotReady, notReadyGroup{Phase: gr.Phase, Reason: gr.Reason, Pattern: gr.Pattern,
+				rep.NotReady = append(rep.NotReady, view.NotReadyGroup{Phase: gr.Phase, Reason: gr.Reason, Pattern: gr.Pattern,
 					Permanent: gr.Permanent, Count: gr.Count, Resources: gr.IDs})
 			}
 		}
@@ -615,7 +574,7 @@ func finishSync(e *controlplane.Engine, syncer *gitsync.Syncer, pass *gitsync.Pa
 			fmt.Fprintf(errOut, "  %s\n", c)
 			names = append(names, c)
 		}
-		printProblemGroups(errOut, e.Scheduler().ProblemGroups(maxListed), examplesPerCause)
+		view.WriteProblemGroups(errOut, e.Scheduler().ProblemGroups(maxListed), view.ExamplesPerCause)
 		if hint != "" {
 			fmt.Fprintf(errOut, "hint: %s\n", hint)
 		}
@@ -693,41 +652,6 @@ func standing(ctx context.Context, g *globals, dir string, rev converge.Revision
 
 // maxListed is how many resources a stuck verdict names.
 const maxListed = 20
-
-// maxCauses is how many causes (problem groups) a stuck verdict lists;
-// examplesPerCause how many resources it names for each.
-const (
-	maxCauses        = 20
-	examplesPerCause = 3
-)
-
-// printProblemGroups prints what is not converged, one line per cause
-// (a phase and a reason pattern, scheduler.ProblemGroups): a cause of one
-// resource as "vpc/a Failed: reason", a bigger one as its count, its
-// pattern and its first examples; at most maxCauses causes, then how
-// many more there are.
-func printProblemGroups(w io.Writer, groups []scheduler.ProblemGroup, examples int) {
-	for i, g := range groups {
-		if i == maxCauses {
-			fmt.Fprintf(w, "  (+%s more)\n", plural(len(groups)-maxCauses, "cause"))
-			return
-		}
-		if g.Count == 1 && len(g.IDs) == 1 {
-			fmt.Fprintf(w, "  %s %s: %s\n", g.IDs[0], g.Phase, g.Reason)
-			continue
-		}
-		k := min(examples, len(g.IDs))
-		ids := make([]string, k)
-		for i := range k {
-			ids[i] = string(g.IDs[i])
-		}
-		line := strings.Join(ids, ", ")
-		if more := g.Count - k; more > 0 {
-			line += fmt.Sprintf(", +%d more", more)
-		}
-		fmt.Fprintf(w, "  %d %s: %s (e.g. %s)\n", g.Count, g.Phase, g.Pattern, line)
-	}
-}
 
 // noteUncommitted tells the user (on errOut) which files below path in
 // the work tree differ from the commit that cmd reads: edits a user may

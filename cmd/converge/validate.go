@@ -1,61 +1,18 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cmd/converge/internal/view"
 	"github.com/convergehq/converge/cue"
 	gitsync "github.com/convergehq/converge/sync"
 )
-
-// validateReport is the JSON of `converge validate -o json` (see "Stable
-// JSON output" in docs/ARCHITECTURE.md): add fields freely, never rename
-// these.
-type validateReport struct {
-	Errors    []converge.Finding `json:"errors"`
-	Documents int                `json:"documents"`
-	Kinds     int                `json:"kinds"`
-	Files     int                `json:"files"`
-	// Composers lists each kind that composes in CUE and how its
-	// compose expression is evaluated.
-	Composers []composerPath `json:"composers,omitempty"`
-}
-
-// composerPath is how a kind's compose expression is evaluated: on the
-// fast path (compiled to Go, docs/ARCHITECTURE.md "Composition in CUE"),
-// or by CUE's evaluator, Why saying what keeps it off the fast path.
-type composerPath struct {
-	Kind    string `json:"kind"`
-	Version int    `json:"kind_version"`
-	At      string `json:"at"`
-	Fast    bool   `json:"fast"`
-	// Deltas: a recompose composes only what changed (the parts shape).
-	Deltas bool   `json:"deltas"`
-	Why    string `json:"why,omitempty"`
-}
-
-// composerPaths returns how each kind of res that composes in CUE is
-// evaluated.
-func composerPaths(res *cue.Result) []composerPath {
-	var out []composerPath
-	for _, k := range res.Desired.Kinds {
-		fast, why, ok := res.Schemas.ComposePath(k.Ref())
-		if ok {
-			out = append(out, composerPath{Kind: k.Name, Version: k.Version, At: k.ComposeAt, Fast: fast, Why: why,
-				Deltas: res.Schemas.ComposeDeltas(k.Ref())})
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].At < out[j].At })
-	return out
-}
 
 // newValidateCommand builds `converge validate [DIR]`: load every document
 // under DIR (default ".") from the working tree and check it. Exit 0 when
@@ -129,11 +86,11 @@ over it is an error naming it.`,
 			if err != nil {
 				return fmt.Errorf("validate: %w", err)
 			}
-			rep := validateReport{Errors: res.Findings, Documents: res.Documents, Kinds: len(res.Desired.Kinds), Files: res.Files, Composers: composerPaths(res)}
+			rep := view.Validate{Errors: res.Findings, Documents: res.Documents, Kinds: len(res.Desired.Kinds), Files: res.Files, Composers: view.ComposerPaths(res)}
 			if rep.Errors == nil {
 				rep.Errors = []converge.Finding{}
 			}
-			if err := printValidate(c.OutOrStdout(), out, rep); err != nil {
+			if err := view.WriteValidate(c.OutOrStdout(), out, rep); err != nil {
 				return err
 			}
 			if len(rep.Errors) > 0 {
@@ -178,28 +135,6 @@ func validateDir(repo, arg string) (string, error) {
 		return "", refuse
 	}
 	return arg, nil
-}
-
-func printValidate(w io.Writer, format string, rep validateReport) error {
-	if format == "json" {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
-	}
-	for _, f := range rep.Errors {
-		fmt.Fprintln(w, f.String())
-	}
-	for _, c := range rep.Composers {
-		if c.Fast && c.Deltas {
-			fmt.Fprintf(w, "%s: note: %s v%d composes on the fast path, and a recompose composes only the changed elements of its list\n", c.At, c.Kind, c.Version)
-		} else if c.Fast {
-			fmt.Fprintf(w, "%s: note: %s v%d composes on the fast path\n", c.At, c.Kind, c.Version)
-		} else {
-			fmt.Fprintf(w, "%s: note: %s v%d composes through CUE's evaluator, ~30x slower than the fast path (outside its subset: %s)\n", c.At, c.Kind, c.Version, c.Why)
-		}
-	}
-	_, err := fmt.Fprintf(w, "%s, %s, %s\n", plural(rep.Documents, "document"), plural(rep.Kinds, "kind"), plural(len(rep.Errors), "error"))
-	return err
 }
 
 // plural renders "1 error", "0 errors" (converge.Plural).

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"runtime/debug"
 
+	"github.com/convergehq/converge/cmd/converge/internal/view"
 	"github.com/spf13/cobra"
 )
 
@@ -79,7 +80,7 @@ func newVersionCommand() *cobra.Command {
 			}
 			v := readBuildVersion()
 			if output != "table" {
-				return writeData(c.OutOrStdout(), output, v)
+				return view.WriteData(c.OutOrStdout(), output, v)
 			}
 			fmt.Fprintln(c.OutOrStdout(), v)
 			return nil
