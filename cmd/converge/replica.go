@@ -133,7 +133,7 @@ func (s *server) runReplica(ctx context.Context) error {
 		return err
 	}
 	defer stopHTTP()
-	s.ops.setNotReady("") // a follower serves the site and the webhook; a leader is ready once it evaluated
+	s.ops.SetNotReady("") // a follower serves the site and the webhook; a leader is ready once it evaluated
 
 	var sw *controlplane.ConnSwitch
 	advert := etcdstate.Advert{HTTP: httpAddr}
@@ -175,11 +175,11 @@ func (v replicaEvents) Leads(term *etcdstate.Term) {
 }
 
 func (v replicaEvents) Leading(e *controlplane.Engine) {
-	v.s.ops.engine.Store(e)
+	v.s.ops.SetEngine(e)
 	if e != nil {
-		v.s.ops.setNotReady("leading: the first revision is not evaluated yet")
+		v.s.ops.SetNotReady("leading: the first revision is not evaluated yet")
 	} else {
-		v.s.ops.setNotReady("")
+		v.s.ops.SetNotReady("")
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cmd/converge/internal/ops"
 	"github.com/convergehq/converge/cmd/converge/internal/view"
 	"github.com/convergehq/converge/site"
 	gitsync "github.com/convergehq/converge/sync"
@@ -226,7 +227,7 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	}
 	s := &server{g: g, o: o, out: out, errOut: errOut, log: log, dir: dir, src: src, workers: workers,
 		live: site.NewLive(filepath.Join(dir, "site"), site.LiveOptions{Site: site.Options{Title: "converge"}, Log: errOut}), workersTLS: workersTLS,
-		tokens: tokens, ops: newOps("starting: the store is not open yet")}
+		tokens: tokens, ops: ops.NewMonitor("starting: the store is not open yet")}
 	if o.replica != "" {
 		return s.runReplica(ctx)
 	}
@@ -245,9 +246,9 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 		return err
 	}
 	defer closeEngine(e, errOut)
-	s.ops.engine.Store(e)
-	defer s.ops.engine.Store(nil)
-	s.ops.setNotReady("starting: the first revision is not evaluated yet")
+	s.ops.SetEngine(e)
+	defer s.ops.SetEngine(nil)
+	s.ops.SetNotReady("starting: the first revision is not evaluated yet")
 	s.live.Attach(e.Store())
 	// The site reads the store: it stops, and has stopped, before the
 	// engine closes the store (defers run last first).
@@ -295,7 +296,7 @@ type server struct {
 	// tokens are --workers-token-file's, nil without it.
 	tokens *tokenFile
 	// ops answers /metrics and /readyz.
-	ops *ops
+	ops *ops.Monitor
 }
 
 // engineOptions are the options of the engine serve starts (a replica:
@@ -314,7 +315,7 @@ func (s *server) engineOptions(token string) controlplane.Options {
 // now, nil when it runs none (a follower replica): what the site's
 // actions call.
 func (s *server) controller() site.Actor {
-	if e := s.ops.engine.Load(); e != nil {
+	if e := s.ops.Engine(); e != nil {
 		return e.Controller()
 	}
 	return nil
@@ -342,7 +343,7 @@ func (s *server) startHTTP(poke func(), health func() (int, string)) (addr strin
 	if secret == "" {
 		s.log.Warn("webhook disabled: $" + envWebhookSecret + " is not set, so POST /hooks/git refuses every delivery (serve still polls)")
 	}
-	mux.Handle("POST /hooks/git", &gitsync.Webhook{Secret: []byte(secret), Trigger: poke, Log: s.log, Observe: s.ops.observeWebhook})
+	mux.Handle("POST /hooks/git", &gitsync.Webhook{Secret: []byte(secret), Trigger: poke, Log: s.log, Observe: s.ops.ObserveWebhook})
 	answer := func(check func() (int, string)) http.HandlerFunc {
 		return func(w http.ResponseWriter, _ *http.Request) {
 			code, text := check()
@@ -354,8 +355,8 @@ func (s *server) startHTTP(poke func(), health func() (int, string)) (addr strin
 		}
 	}
 	mux.HandleFunc("GET /healthz", answer(health))
-	mux.HandleFunc("GET /readyz", answer(s.ops.ready))
-	mux.Handle("GET /metrics", s.ops.handler())
+	mux.HandleFunc("GET /readyz", answer(s.ops.Ready))
+	mux.Handle("GET /metrics", s.ops.Handler())
 	if s.o.uiActions {
 		site.NewActions(s.o.uiToken, s.controller, s.log).Register(mux)
 	}
@@ -416,21 +417,21 @@ func (v *serveEvents) Pinned(pin *converge.Pin) {
 	} else {
 		fmt.Fprintf(v.s.out, "serve: pinned to %s by %s: the head of %s is not applied until converge unpin\n", pin.Revision, pin.By, v.s.src.Ref())
 	}
-	v.s.ops.setPin(pin)
+	v.s.ops.SetPin(pin)
 }
 
 func (v *serveEvents) Failed(err error, evaluated bool) {
 	fmt.Fprintf(v.s.out, "serve: %v\n", err)
 	if !evaluated {
-		v.s.ops.setNotReady("starting: the first fetch failed: " + err.Error())
+		v.s.ops.SetNotReady("starting: the first fetch failed: " + err.Error())
 	}
 }
 
-func (v *serveEvents) Evaluated() { v.s.ops.setNotReady("") }
+func (v *serveEvents) Evaluated() { v.s.ops.SetNotReady("") }
 
 func (v *serveEvents) Pass(p *gitsync.Pass) {
 	v.s.live.Changed(nil) // new revision records: the index
-	v.s.ops.observePass(p)
+	v.s.ops.ObservePass(p)
 	fmt.Fprintln(v.s.out, "serve: "+view.PassLine(p))
 	if p.Applied {
 		setTimeouts(v.s.g, v.s.src, v.syncer, p.Loaded.Desired.Settings) // the applied converge.cue's
@@ -439,13 +440,13 @@ func (v *serveEvents) Pass(p *gitsync.Pass) {
 
 func (v *serveEvents) Converged(p *gitsync.Pass, summary string) {
 	fmt.Fprintf(v.s.out, "serve: %s converged: %s\n", p.Revision, summary)
-	v.s.ops.observeVerdict(verdictConverged)
+	v.s.ops.ObserveVerdict(ops.VerdictConverged)
 	v.s.live.Changed(nil)
 }
 
 func (v *serveEvents) Stuck(p *gitsync.Pass, desc string) {
 	fmt.Fprintf(v.s.out, "serve: %s %s\n", p.Revision, desc)
-	v.s.ops.observeVerdict(verdictStuck)
+	v.s.ops.ObserveVerdict(ops.VerdictStuck)
 	v.s.live.Changed(nil)
 }
 

@@ -1,4 +1,9 @@
-package main
+// Package ops is what serve's operations endpoints answer from: a
+// Prometheus registry whose engine collector reads the leading engine's
+// counters at scrape time, the counters serve keeps itself (webhook
+// deliveries, lint findings, verdicts, the pin), and readiness (/readyz).
+// Read Monitor first, then engineCollector.Collect.
+package ops
 
 import (
 	"context"
@@ -18,12 +23,12 @@ import (
 	"github.com/convergehq/converge/sync/controlplane"
 )
 
-// ops is what serve's /metrics and /readyz answer from: a registry whose
-// engine collector reads the leading engine's counters at scrape time
-// (nothing is counted per task outside the scheduler's loop), the
+// Monitor is what serve's /metrics and /readyz answer from: a registry
+// whose engine collector reads the leading engine's counters at scrape
+// time (nothing is counted per task outside the scheduler's loop), the
 // counters serve itself keeps, resolved ahead so counting is an atomic
 // add, and readiness.
-type ops struct {
+type Monitor struct {
 	reg *prometheus.Registry
 	// engine is the engine serve runs now (nil before it starts, and on
 	// a replica that follows).
@@ -49,19 +54,19 @@ const (
 	verdictHeld       = "held"
 	verdictSuperseded = "superseded"
 	verdictNotApplied = "not_applied"
-	verdictConverged  = "converged"
-	verdictStuck      = "stuck"
+	VerdictConverged  = "converged"
+	VerdictStuck      = "stuck"
 )
 
 var verdictNames = []string{verdictApplied, verdictInvalid, verdictBreaking, verdictHeld, verdictSuperseded, verdictNotApplied,
-	verdictConverged, verdictStuck}
+	VerdictConverged, VerdictStuck}
 
-// newOps returns serve's metrics registry and readiness, not ready with
-// why.
-func newOps(why string) *ops {
-	o := &ops{reg: prometheus.NewRegistry(), webhook: map[[2]string]prometheus.Counter{},
+// NewMonitor returns serve's metrics registry and readiness, not ready
+// with why.
+func NewMonitor(why string) *Monitor {
+	o := &Monitor{reg: prometheus.NewRegistry(), webhook: map[[2]string]prometheus.Counter{},
 		findings: map[string]prometheus.Counter{}, verdicts: map[string]prometheus.Counter{}}
-	o.setNotReady(why)
+	o.SetNotReady(why)
 	o.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		engineCollector{o})
 	wh := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "converge_webhook_deliveries_total",
@@ -88,8 +93,15 @@ func newOps(why string) *ops {
 	return o
 }
 
-// setPin sets converge_pinned to pin (nil: following the head).
-func (o *ops) setPin(pin *converge.Pin) {
+// SetEngine makes e the engine the collector reads (nil: none, as on a
+// replica that follows).
+func (o *Monitor) SetEngine(e *controlplane.Engine) { o.engine.Store(e) }
+
+// Engine is the engine serve runs now, nil when it runs none.
+func (o *Monitor) Engine() *controlplane.Engine { return o.engine.Load() }
+
+// SetPin sets converge_pinned to pin (nil: following the head).
+func (o *Monitor) SetPin(pin *converge.Pin) {
 	o.pinned.Reset()
 	if pin == nil {
 		o.pinned.WithLabelValues("").Set(0)
@@ -98,8 +110,8 @@ func (o *ops) setPin(pin *converge.Pin) {
 	o.pinned.WithLabelValues(pin.Revision.String()).Set(1)
 }
 
-// setNotReady makes /readyz answer 503 with why ("" for ready).
-func (o *ops) setNotReady(why string) {
+// SetNotReady makes /readyz answer 503 with why ("" for ready).
+func (o *Monitor) SetNotReady(why string) {
 	if why == "" {
 		o.notReady.Store(nil)
 		return
@@ -107,24 +119,24 @@ func (o *ops) setNotReady(why string) {
 	o.notReady.Store(&why)
 }
 
-// ready answers /readyz.
-func (o *ops) ready() (int, string) {
+// Ready answers /readyz.
+func (o *Monitor) Ready() (int, string) {
 	if why := o.notReady.Load(); why != nil {
 		return http.StatusServiceUnavailable, *why
 	}
 	return http.StatusOK, "ready"
 }
 
-// observeWebhook counts a webhook delivery (gitsync.Webhook.Observe).
-func (o *ops) observeWebhook(forge, outcome string) {
+// ObserveWebhook counts a webhook delivery (gitsync.Webhook.Observe).
+func (o *Monitor) ObserveWebhook(forge, outcome string) {
 	if c := o.webhook[[2]string{forge, outcome}]; c != nil {
 		c.Inc()
 	}
 }
 
-// observePass counts a commit's verdict and its lint findings; the sync
+// ObservePass counts a commit's verdict and its lint findings; the sync
 // loop alone calls it.
-func (o *ops) observePass(p *gitsync.Pass) {
+func (o *Monitor) ObservePass(p *gitsync.Pass) {
 	if p.Record == nil {
 		return // a revision that got no verdict
 	}
@@ -152,11 +164,11 @@ func (o *ops) observePass(p *gitsync.Pass) {
 	o.verdicts[v].Inc()
 }
 
-// observeVerdict counts an applied revision's convergence verdict.
-func (o *ops) observeVerdict(v string) { o.verdicts[v].Inc() }
+// ObserveVerdict counts an applied revision's convergence verdict.
+func (o *Monitor) ObserveVerdict(v string) { o.verdicts[v].Inc() }
 
-// handler serves the registry (/metrics).
-func (o *ops) handler() http.Handler {
+// Handler serves the registry (/metrics).
+func (o *Monitor) Handler() http.Handler {
 	// A scrape that could not read the engine (its loop busy past
 	// metricsTimeout) still serves everything else.
 	return promhttp.HandlerFor(o.reg, promhttp.HandlerOpts{Registry: o.reg, ErrorHandling: promhttp.ContinueOnError})
@@ -167,7 +179,7 @@ const metricsTimeout = 5 * time.Second
 
 // engineCollector reads the running engine's counters when Prometheus
 // scrapes: the scheduler's Metrics and Progress, the connected workers.
-type engineCollector struct{ o *ops }
+type engineCollector struct{ o *Monitor }
 
 var (
 	descResources = prometheus.NewDesc("converge_resources",
