@@ -151,7 +151,7 @@ func (s *server) runReplica(ctx context.Context) error {
 	s.announce()
 	var tokens func() []string
 	if s.tokens != nil {
-		tokens = s.tokens.tokens
+		tokens = s.tokens.Tokens
 	}
 	terms.Run(ctx, controlplane.TermOptions{Advert: advert, Workers: sw, Token: token, Tokens: tokens, TLS: s.workersTLS, Log: s.log,
 		Engine: s.engineOptions(token), Work: s.follow, Events: replicaEvents{s}})

@@ -22,6 +22,7 @@ import (
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/cmd/converge/internal/ops"
 	"github.com/convergehq/converge/cmd/converge/internal/view"
+	"github.com/convergehq/converge/cmd/converge/internal/workerauth"
 	"github.com/convergehq/converge/site"
 	gitsync "github.com/convergehq/converge/sync"
 	"github.com/convergehq/converge/sync/controlplane"
@@ -43,9 +44,9 @@ type serveOptions struct {
 	// advertise is the workers address a leader publishes for followers
 	// to name (--advertise; see workersAdvert).
 	advertise string
-	// workersTLS secures --workers-listen (see workersTLSOptions).
-	workersTLS workersTLSOptions
-	// tokenFile is --workers-token-file (see tokenFile).
+	// workersTLS secures --workers-listen (see workerauth.TLSFiles).
+	workersTLS workerauth.TLSFiles
+	// tokenFile is --workers-token-file (see workerauth.TokenFile).
 	tokenFile string
 	// uiActions lets a signed-in person delete resources and run verbs
 	// from the site (see uiActions); uiTokenFile holds its login token
@@ -100,10 +101,10 @@ must then be set, the same on every replica.`,
 	f.StringVar(&o.listen, "listen", ":8080", "HTTP address for the site, the webhook, /metrics, /readyz and /healthz (\"\" for none)")
 	f.StringVar(&o.workersListen, "workers-listen", "", "TCP address for external workers: TLS (--workers-tls-cert, --workers-tls-key) or, with --insecure, plain TCP; needs the workers' token in $CONVERGE_WORKER_TOKEN")
 	f.StringVar(&o.tokenFile, "workers-token-file", "", "with --workers-listen: the workers' tokens, one per line, instead of $CONVERGE_WORKER_TOKEN; read again when the file changes (or on SIGHUP), so a token rotates without a restart")
-	f.StringVar(&o.workersTLS.cert, "workers-tls-cert", "", "with --workers-listen: serve workers TLS with this certificate (PEM; needs --workers-tls-key)")
-	f.StringVar(&o.workersTLS.key, "workers-tls-key", "", "with --workers-listen: the private key (PEM) of --workers-tls-cert")
-	f.StringVar(&o.workersTLS.clientCA, "workers-tls-client-ca", "", "with --workers-tls-cert: require workers' client certificates signed by this PEM CA bundle (mutual TLS)")
-	f.BoolVar(&o.workersTLS.insecure, "insecure", false, "with --workers-listen: serve workers over plain TCP instead of TLS; their token crosses the network in clear (serve warns)")
+	f.StringVar(&o.workersTLS.Cert, "workers-tls-cert", "", "with --workers-listen: serve workers TLS with this certificate (PEM; needs --workers-tls-key)")
+	f.StringVar(&o.workersTLS.Key, "workers-tls-key", "", "with --workers-listen: the private key (PEM) of --workers-tls-cert")
+	f.StringVar(&o.workersTLS.ClientCA, "workers-tls-client-ca", "", "with --workers-tls-cert: require workers' client certificates signed by this PEM CA bundle (mutual TLS)")
+	f.BoolVar(&o.workersTLS.Insecure, "insecure", false, "with --workers-listen: serve workers over plain TCP instead of TLS; their token crosses the network in clear (serve warns)")
 	f.DurationVar(&o.poll, "poll", time.Minute, "fetch interval (jittered by up to 10%)")
 	f.StringSliceVar(&o.startWorkers, "start-worker", nil, "start a worker from local configuration: a builtin NAME[:REPLICAS] (e.g. classic:2), or NAME=COMMAND (a worker binary, its path relative to the current directory)")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "also log the engine's info and debug messages and the workers' output (warnings and errors always show)")
@@ -127,7 +128,7 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	if err := o.replicaFlags(g, c.Flags().Changed("lease-ttl")); err != nil {
 		return err
 	}
-	workersTLS, tlsReload, err := o.workersTLS.config(o.workersListen, time.Now())
+	workersTLS, tlsReload, err := o.workersTLS.Config(o.workersListen, time.Now())
 	if err != nil {
 		return err
 	}
@@ -142,14 +143,14 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 			return err
 		}
 	}
-	var tokens *tokenFile
+	var tokens *workerauth.TokenFile
 	switch {
 	case o.tokenFile != "" && o.workersListen == "":
 		return usageErr("--workers-token-file needs --workers-listen: its tokens are the TCP workers' (the unix socket's workers get their own)")
 	case o.tokenFile != "" && os.Getenv("CONVERGE_WORKER_TOKEN") != "":
 		return usageErr("--workers-token-file with $CONVERGE_WORKER_TOKEN: give the workers' tokens one way")
 	case o.tokenFile != "":
-		if tokens, err = openTokenFile(o.tokenFile); err != nil {
+		if tokens, err = workerauth.OpenTokenFile(o.tokenFile); err != nil {
 			return err
 		}
 	case o.workersListen != "" && os.Getenv("CONVERGE_WORKER_TOKEN") == "":
@@ -164,10 +165,10 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 		// handshake or worker after it changes; SIGHUP reads it at once.
 		note := func(msg string) { fmt.Fprintln(out, "serve: "+msg) }
 		if tlsReload != nil {
-			tlsReload.warn, tlsReload.note = log.Warn, note
+			tlsReload.Warn, tlsReload.Note = log.Warn, note
 		}
 		if tokens != nil {
-			tokens.warn, tokens.note = log.Warn, note
+			tokens.Warn, tokens.Note = log.Warn, note
 		}
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)
@@ -177,10 +178,10 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 				select {
 				case <-hup:
 					if tlsReload != nil {
-						tlsReload.reload(true)
+						tlsReload.Reload(true)
 					}
 					if tokens != nil {
-						tokens.reload(true)
+						tokens.Reload(true)
 					}
 				case <-ctx.Done():
 					return
@@ -294,7 +295,7 @@ type server struct {
 	// workersTLS secures the workers' TCP listener (nil: plain TCP).
 	workersTLS *tls.Config
 	// tokens are --workers-token-file's, nil without it.
-	tokens *tokenFile
+	tokens *workerauth.TokenFile
 	// ops answers /metrics and /readyz.
 	ops *ops.Monitor
 }
@@ -306,7 +307,7 @@ func (s *server) engineOptions(token string) controlplane.Options {
 		Listen: s.o.workersListen, TLS: s.workersTLS, Token: token, Log: s.log,
 		Changed: s.live.Changed, WrapStore: s.g.wrapStore, Reinit: s.g.reinitState}
 	if s.tokens != nil {
-		o.Tokens = s.tokens.tokens
+		o.Tokens = s.tokens.Tokens
 	}
 	return o
 }
@@ -512,4 +513,37 @@ func builtinWorkers(vals []string) ([]converge.WorkerSpec, error) {
 		out = append(out, converge.WorkerSpec{Name: name, Builtin: name, Replicas: n})
 	}
 	return out, nil
+}
+
+// listenWorkers opens --workers-listen (nil, and a no-op stop, when it is
+// not set), writes the bound address to workers.addr in the state
+// directory (for tools when it picked a free port) and says where workers
+// connect and how (TLS or mutual TLS); stop removes the file. The caller
+// (a worker service serving it) closes the listener.
+func (s *server) listenWorkers() (l net.Listener, stop func(), err error) {
+	if s.o.workersListen == "" {
+		return nil, func() {}, nil
+	}
+	l, err = net.Listen("tcp", s.o.workersListen)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listen for workers on %s: %w", s.o.workersListen, err)
+	}
+	addrFile := filepath.Join(s.dir, "workers.addr")
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		l.Close()
+		return nil, nil, fmt.Errorf("create state directory: %w", err)
+	}
+	if err := os.WriteFile(addrFile, []byte(l.Addr().String()+"\n"), 0o600); err != nil {
+		l.Close()
+		return nil, nil, fmt.Errorf("write %s: %w", addrFile, err)
+	}
+	how := ""
+	if m := s.o.workersTLS.Mode(); m != "" {
+		how = " (" + m + ")"
+	}
+	fmt.Fprintf(s.out, "serve: workers on %s%s\n", l.Addr(), how)
+	if s.o.workersTLS.Insecure {
+		fmt.Fprintf(s.errOut, "converge: warning: --insecure: workers connect to %s over plain TCP; their token (and every task and result) crosses the network in clear\n", l.Addr())
+	}
+	return l, func() { os.Remove(addrFile) }, nil
 }
