@@ -293,7 +293,7 @@ func openController(ctx context.Context, g *globals, errOut io.Writer, verbose b
 		}
 		return nil
 	}
-	return &engineController{Scheduler: e.Scheduler(), e: e, remote: isRemote(g.repo), settle: gitsync.Settle{Grace: 2 * time.Second, CommitGrace: commitGrace}}, e.Store(), done, nil
+	return &engineController{Scheduler: e.Scheduler(), e: e, remote: isRemote(g.repo), settle: gitsync.Settle{Grace: 2 * time.Second, CommitGrace: controlplane.CommitGrace}}, e.Store(), done, nil
 }
 
 // engineController is the controller of an engine delete or do started:

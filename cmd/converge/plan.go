@@ -312,7 +312,7 @@ func planComposer(ctx context.Context, admin *stateapi.Client, src *gitsync.Sour
 	}
 	// A worker service that fails before the workers connect shows as
 	// dry runs with no answer, which hold the revision.
-	srv, stop, err := startPlanWorkers(ctx, src, workers)
+	srv, stop, err := controlplane.StartWorkersAlone(ctx, src.Root(), workers, builtinWorkerEnv)
 	if err != nil {
 		return nil, nil, err
 	}

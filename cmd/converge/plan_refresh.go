@@ -2,20 +2,14 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/cmd/converge/internal/view"
-	"github.com/convergehq/converge/providers"
 	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/state/stateapi"
 	gitsync "github.com/convergehq/converge/sync"
+	"github.com/convergehq/converge/sync/controlplane"
 )
 
 // refreshConcurrency is how many observes plan --refresh runs at a time.
@@ -39,7 +33,7 @@ func planRefresh(ctx context.Context, admin *stateapi.Client, src *gitsync.Sourc
 	case len(workers) == 0:
 		return nil, failed("plan --refresh: no worker to observe with: the repository declares no workers")
 	default:
-		srv, st, err := startPlanWorkers(ctx, src, workers)
+		srv, st, err := controlplane.StartWorkersAlone(ctx, src.Root(), workers, builtinWorkerEnv)
 		if err != nil {
 			return nil, err
 		}
@@ -57,44 +51,4 @@ func planRefresh(ctx context.Context, admin *stateapi.Client, src *gitsync.Sourc
 		v.Failed = []scheduler.DriftItem{}
 	}
 	return v, nil
-}
-
-// startPlanWorkers starts the workers a local repository declares on a
-// server of their own, until stop.
-func startPlanWorkers(ctx context.Context, src *gitsync.Source, workers []converge.WorkerSpec) (*providers.Server, func(), error) {
-	tmp, err := os.MkdirTemp("", "converge-plan-")
-	if err != nil {
-		return nil, nil, fmt.Errorf("create plan directory: %w", err)
-	}
-	var b [16]byte
-	rand.Read(b[:]) // crypto/rand never fails (it crashes the program instead)
-	token := hex.EncodeToString(b[:])
-	srv := providers.NewServer(providers.ServerOptions{Token: token})
-	sock := filepath.Join(tmp, "worker.sock")
-	l, err := providers.ListenUnix(sock)
-	if err != nil {
-		os.RemoveAll(tmp)
-		return nil, nil, fmt.Errorf("listen for workers: %w", err)
-	}
-	go srv.Serve(l)
-	self, err := os.Executable()
-	if err != nil {
-		srv.Close()
-		os.RemoveAll(tmp)
-		return nil, nil, fmt.Errorf("locate converge binary: %w", err)
-	}
-	sup, err := providers.StartWorkers(ctx, workers, providers.SupervisorOptions{
-		Addr: "unix://" + sock, Token: token, Dir: src.Root(), Self: self, Stdout: io.Discard, Stderr: io.Discard,
-		BuiltinEnv: builtinWorkerEnv,
-	})
-	if err != nil {
-		srv.Close()
-		os.RemoveAll(tmp)
-		return nil, nil, fmt.Errorf("start workers: %w", err)
-	}
-	return srv, func() {
-		sup.Stop()
-		srv.Close()
-		os.RemoveAll(tmp)
-	}, nil
 }

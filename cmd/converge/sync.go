@@ -421,180 +421,78 @@ func reportApplied(e *controlplane.Engine, pass *gitsync.Pass, out, errOut io.Wr
 	}
 }
 
-// settleResult is how a wait for convergence ended.
-type settleResult int
-
-const (
-	settledConverged settleResult = iota
-	settledStuck
-	settledTimeout
-	settledInterrupted
-	// settledUndurable: commits of state kept failing (gitsync.Undurable).
-	settledUndurable
-	settledSuspended
-)
-
-// commitGrace is how long a sync lets every commit of state fail before
-// it stops: a store that cannot commit (a full disk) does not heal by
-// waiting, and nothing the run does meanwhile is kept.
-const commitGrace = 2 * time.Second
-
-// waitSettled shows progress until the graph converges, is stuck
-// (gitsync.Settle decides), the timeout passes or ctx ends.
-func waitSettled(ctx context.Context, e *controlplane.Engine, out io.Writer, o syncOptions) settleResult {
+// waitSettled shows progress until the graph converges, is stuck, the
+// timeout passes or ctx ends (controlplane.Engine.WaitSettled).
+func waitSettled(ctx context.Context, e *controlplane.Engine, out io.Writer, o syncOptions) controlplane.Settled {
 	pr := view.NewProgress(out)
 	defer pr.Done()
 	wait := o.timeout
 	if !o.deadline.IsZero() {
 		wait = time.Until(o.deadline)
 	}
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	settle := gitsync.Settle{Grace: o.grace, CommitGrace: commitGrace, StopWhenHeld: true}
-	for {
-		p := e.Scheduler().Progress()
-		pr.Show(p)
-		due, _ := e.Workers()
-		switch settle.Observe(time.Now(), p, due) {
-		case gitsync.Converged:
-			return settledConverged
-		case gitsync.Stuck:
-			return settledStuck
-		case gitsync.Undurable:
-			return settledUndurable
-		case gitsync.Suspended:
-			return settledSuspended
-		}
-		select {
-		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return settledTimeout // the command's own --timeout
-			}
-			return settledInterrupted
-		case <-deadline.C:
-			return settledTimeout
-		case <-tick.C:
-		}
-	}
+	return e.WaitSettled(ctx, controlplane.WaitOptions{Wait: wait, Grace: o.grace, Progress: pr.Show})
 }
 
-// lastFlushTimeout bounds the flush that makes a converged sync durable.
-const lastFlushTimeout = 10 * time.Minute
-
-// finishSync records the verdict of a wait on pass's revision in the
-// store and prints it (the caller reports it to the git note); a stuck or
-// timed-out run names what is not converged: a failing commit of state
-// first, then the resources and, when a kind has no worker, why
-// (howToStart when no declared worker failed). A last flush that fails
-// turns a converged wait into a failed one: nothing is converged until it
-// is durable.
-func finishSync(e *controlplane.Engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res settleResult, elapsed time.Duration, out, errOut io.Writer, howToStart string, rep *view.SyncReport) error {
-	// The store may be well behind the graph: a million-child
-	// composition's rows drain 6,144 a commit while the work goes on, so
-	// the last flush can take minutes (not the seconds it takes at demo
-	// size). It is bounded all the same: a store that cannot keep up for
-	// that long is failing. The command's context may be done (a
-	// timeout, an interrupt): the flush, the check and the verdict's
-	// record run under this bound instead.
-	ctx, cancel := context.WithTimeout(context.Background(), lastFlushTimeout)
-	defer cancel()
-	ferr := e.Scheduler().Flush(ctx)
-	if ferr == nil {
-		// Durable, and where readers look (state.Backend.Verify).
-		ferr = e.Store().Verify(ctx)
-	}
-	p := e.Scheduler().Progress()
-	if ferr != nil {
-		if p.CommitError == "" {
-			p.CommitError = ferr.Error()
-		}
-		res = settledUndurable
-	} else if res == settledUndurable {
-		// The commits failed for the grace and then one went through:
-		// durable now, but the wait was cut short.
-		res = settledStuck
-	}
-	summary := gitsync.Summary(p)
-	state, desc := converge.StateSuccess, summary
+// finishSync makes the wait on pass's revision durable, records its
+// verdict in the store (controlplane.Engine.FinishSync) and prints it
+// (the caller reports it to the git note); a stuck or timed-out run
+// names what is not converged: a failing commit of state first, then the
+// resources and, when a kind has no worker, why (howToStart when no
+// declared worker failed). A last flush that fails turns a converged wait
+// into a failed one: nothing is converged until it is durable.
+func finishSync(e *controlplane.Engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res controlplane.Settled, elapsed time.Duration, out, errOut io.Writer, howToStart string, rep *view.SyncReport) error {
+	v := e.FinishSync(syncer, pass, res, howToStart, maxListed)
+	p := v.Progress
 	var err error
 	if rep != nil {
 		counts := p.Counts
 		rep.Counts, rep.Dispatched, rep.Seconds = &counts, p.Dispatched, elapsed.Seconds()
-		rep.Verdict = [...]string{settledConverged: "converged", settledStuck: "stuck", settledTimeout: "timed_out",
-			settledInterrupted: "interrupted", settledUndurable: "not_durable", settledSuspended: "suspended"}[res]
+		rep.Verdict = v.Settled.String()
 		if p.CommitError != "" {
 			rep.Errors = append(rep.Errors, "commit state: "+p.CommitError)
 		}
-		if res != settledConverged {
-			for _, gr := range e.Scheduler().ProblemGroups(maxListed) {
-				rep.NotReady = append(rep.NotReady, view.NotReadyGroup{Phase: gr.Phase, Reason: gr.Reason, Pattern: gr.Pattern,
-					Permanent: gr.Permanent, Count: gr.Count, Resources: gr.IDs})
-			}
+		for _, gr := range v.Groups {
+			rep.NotReady = append(rep.NotReady, view.NotReadyGroup{Phase: gr.Phase, Reason: gr.Reason, Pattern: gr.Pattern,
+				Permanent: gr.Permanent, Count: gr.Count, Resources: gr.IDs})
 		}
 	}
-	switch res {
-	case settledConverged:
-		fmt.Fprintf(out, "converged: %s in %s, %d dispatched\n", summary, elapsed.Round(time.Millisecond), p.Dispatched)
-	case settledInterrupted:
-		state, desc = converge.StatePending, gitsync.Verdict("interrupted", p, "")
-		err = failed("%s", desc)
-	case settledSuspended:
-		// Applied, and held back by the operator's own act: pending
-		// until converge resume, as serve leaves it.
-		var held []string
-		if ctl, cerr := e.Control(ctx); cerr == nil && ctl != nil {
-			for _, s := range ctl.Suspended {
-				held = append(held, s.String())
-			}
-		}
-		hint := strings.Join(held, "; ")
-		if hint == "" {
-			hint = "converge resume"
-		}
-		state, desc = converge.StatePending, gitsync.Verdict("suspended", p, fmt.Sprintf("%d waiting for a resume: %s", p.Held, hint))
-		fmt.Fprintf(errOut, "%s\n", desc)
+	switch v.Settled {
+	case controlplane.SettledConverged:
+		fmt.Fprintf(out, "converged: %s in %s, %d dispatched\n", v.Summary, elapsed.Round(time.Millisecond), p.Dispatched)
+	case controlplane.SettledInterrupted:
+		err = failed("%s", v.Description)
+	case controlplane.SettledSuspended:
+		fmt.Fprintf(errOut, "%s\n", v.Description)
 		err = failed("not converged (suspended): %d resources wait for converge resume", p.Held)
 	default:
-		why := "stuck"
-		switch res {
-		case settledTimeout:
-			why = "timed out"
-		case settledUndurable:
-			why = "state not durable"
-		}
-		problems := e.Scheduler().Problems()
-		_, failedWorkers := e.Workers()
-		hint := gitsync.UnservedHint(problems, failedWorkers, howToStart)
-		state, desc = converge.StateFailure, gitsync.Verdict(why, p, hint)
-		fmt.Fprintf(errOut, "%s: %s; not converged:\n", why, summary)
+		why := v.Why()
+		fmt.Fprintf(errOut, "%s: %s; not converged:\n", why, v.Summary)
 		var names []string
-		if c := gitsync.CommitProblem(p); c != "" {
+		if c := v.CommitProblem; c != "" {
 			fmt.Fprintf(errOut, "  %s\n", c)
 			names = append(names, c)
 		}
-		view.WriteProblemGroups(errOut, e.Scheduler().ProblemGroups(maxListed), view.ExamplesPerCause)
-		if hint != "" {
-			fmt.Fprintf(errOut, "hint: %s\n", hint)
+		view.WriteProblemGroups(errOut, v.Groups, view.ExamplesPerCause)
+		if v.Hint != "" {
+			fmt.Fprintf(errOut, "hint: %s\n", v.Hint)
 		}
-		for i, pr := range problems {
+		for i, pr := range v.Problems {
 			if i == 3 {
-				names = append(names, fmt.Sprintf("+%d more", len(problems)-3))
+				names = append(names, fmt.Sprintf("+%d more", len(v.Problems)-3))
 				break
 			}
 			names = append(names, string(pr.ID))
 		}
-		if res == settledUndurable {
+		if v.Settled == controlplane.SettledUndurable {
 			// An environment error (exit 2): the store cannot keep
 			// what this run did.
-			err = fmt.Errorf("not converged (%s): %s", why, gitsync.CommitProblem(p))
+			err = fmt.Errorf("not converged (%s): %s", why, v.CommitProblem)
 		} else {
 			err = failed("not converged (%s): %s", why, strings.Join(names, ", "))
 		}
 	}
 	var w lastWrites
-	w.add("record the verdict in the store", syncer.SetSyncStatus(ctx, pass, state, desc))
+	w.add("record the verdict in the store", v.RecordErr)
 	return w.join(err)
 }
 
@@ -613,9 +511,8 @@ func recordOnly(ctx context.Context, g *globals, dir string, pass *gitsync.Pass)
 	return st.PutRevision(ctx, pass.Record)
 }
 
-// standing reports what gitsync.AlreadyConverged says of the store in dir
-// for rev, reading only the applied revision, the roots and the owed
-// deliveries; false when there is no store or another converge holds it.
+// standing reports what controlplane.Standing says of the store in dir
+// for rev; false when there is no store or another converge holds it.
 func standing(ctx context.Context, g *globals, dir string, rev converge.Revision) (total int, ok bool) {
 	if ok, _ := hasState(g, dir); !ok {
 		return 0, false // the engine's open says what is wrong
@@ -625,29 +522,7 @@ func standing(ctx context.Context, g *globals, dir string, rev converge.Revision
 		return 0, false
 	}
 	defer st.Close()
-	applied, err := st.Applied(ctx)
-	if err != nil || applied == nil || applied.Hash != rev.Hash {
-		return 0, false
-	}
-	src, err := st.Source(ctx)
-	if err != nil || src == nil || src.Revision.Hash != rev.Hash {
-		return 0, false
-	}
-	roots, err := st.Resources(ctx, state.Filter{RootsOnly: true})
-	if err != nil {
-		return 0, false
-	}
-	ds, err := st.Deliveries(ctx)
-	if err != nil {
-		return 0, false
-	}
-	owed := 0
-	for _, d := range ds {
-		if !d.Done {
-			owed++
-		}
-	}
-	return gitsync.AlreadyConverged(applied, rev, src.Declared, roots, owed)
+	return controlplane.Standing(ctx, st, rev)
 }
 
 // maxListed is how many resources a stuck verdict names.
