@@ -13,7 +13,6 @@ import (
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/cmd/converge/internal/view"
 	"github.com/convergehq/converge/scheduler"
-	"github.com/convergehq/converge/state"
 	"github.com/convergehq/converge/state/stateapi"
 	gitsync "github.com/convergehq/converge/sync"
 	"github.com/convergehq/converge/sync/controlplane"
@@ -152,7 +151,7 @@ func runDelete(ctx context.Context, out, errOut io.Writer, g *globals, id conver
 			return nil
 		}
 		if ec, ok := ctl.(*engineController); ok {
-			if stuck, hint := ec.stuck(); stuck {
+			if stuck, hint := ec.e.Stuck(&ec.settle, ec.howToStart); stuck {
 				if hint != "" {
 					fmt.Fprintln(errOut, "hint:", hint)
 				}
@@ -262,30 +261,15 @@ func openController(ctx context.Context, g *globals, errOut io.Writer, verbose b
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	e, err := startEngine(ctx, controlplane.Options{
-		StateDir: dir, Etcd: g.etcd, RepoDir: repoDir, Workers: workers,
-		Log:       g.logger(errOut, verbose),
-		Scheduler: scheduler.Config{PostponeLoadedResyncs: true}, // it runs for one teardown or verb
-	})
-	if errors.Is(err, state.ErrLocked) {
-		// A daemon took the state while we started: it answers on its
-		// admin socket once it is up.
-		for i := 0; i < 50; i++ {
-			if c, derr := dialAdmin(dir); derr == nil {
-				return c, c, func() error { return nil }, nil
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	o := controlplane.Options{StateDir: dir, Etcd: g.etcd, RepoDir: repoDir, Workers: workers, Log: g.logger(errOut, verbose),
+		BuiltinEnv: builtinWorkerEnv}
+	o.WorkerEnv = workerLogEnv(o.Log)
+	e, c, err := controlplane.StartForCommand(ctx, o)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	// Verbs and teardowns need the workers: give them time to connect,
-	// but not to those that failed.
-	for until := time.Now().Add(30 * time.Second); time.Now().Before(until); time.Sleep(10 * time.Millisecond) {
-		if due, _ := e.Workers(); due == 0 {
-			break
-		}
+	if c != nil {
+		return c, c, func() error { return nil }, nil
 	}
 	done := func() error {
 		if err := e.Close(); err != nil {
@@ -293,26 +277,18 @@ func openController(ctx context.Context, g *globals, errOut io.Writer, verbose b
 		}
 		return nil
 	}
-	return &engineController{Scheduler: e.Scheduler(), e: e, remote: isRemote(g.repo), settle: gitsync.Settle{Grace: 2 * time.Second, CommitGrace: controlplane.CommitGrace}}, e.Store(), done, nil
+	ec := &engineController{Scheduler: e.Scheduler(), e: e, howToStart: howToStartWorker(isRemote(g.repo), false),
+		settle: gitsync.Settle{Grace: 2 * time.Second, CommitGrace: controlplane.CommitGrace}}
+	return ec, e.Store(), done, nil
 }
 
 // engineController is the controller of an engine delete or do started:
-// its scheduler, and whether the engine is stuck.
+// its scheduler, and whether the engine is stuck (controlplane.Engine.Stuck).
 type engineController struct {
 	*scheduler.Scheduler
-	e      *controlplane.Engine
-	remote bool // the repository is remote: its workers are not started
-	settle gitsync.Settle
-}
-
-// stuck reports whether nothing can progress any more (gitsync.Settle),
-// with the hint for kinds no worker serves ("" if none).
-func (c *engineController) stuck() (bool, string) {
-	due, failedWorkers := c.e.Workers()
-	if o := c.settle.Observe(time.Now(), c.Progress(), due); o != gitsync.Stuck && o != gitsync.Undurable {
-		return false, ""
-	}
-	return true, gitsync.UnservedHint(c.Problems(), failedWorkers, howToStartWorker(c.remote, false))
+	e          *controlplane.Engine
+	howToStart string
+	settle     gitsync.Settle
 }
 
 // declaredWorkers returns the worker processes to start and where: those

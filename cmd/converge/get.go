@@ -108,7 +108,7 @@ func getOne(ctx context.Context, rd reader, x *view.Redactor, id converge.ID) (v
 		DependsOn:  view.Edges(consumes, func(e converge.Edge) converge.ID { return e.Producer }),
 		UsedBy:     view.Edges(producedFor, func(e converge.Edge) converge.ID { return e.Consumer }),
 		Events:     make([]view.Event, len(evs)),
-		Suspended:  heldBy(ctx, rd, r),
+		Suspended:  view.HeldBy(ctx, rd, r),
 	}
 	if !r.CreatedAt.IsZero() {
 		v.CreatedAt = &r.CreatedAt

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cmd/converge/internal/view"
 	"github.com/convergehq/converge/cue"
 	"github.com/convergehq/converge/state"
 	"github.com/convergehq/converge/state/stateapi"
@@ -20,12 +21,8 @@ import (
 	"github.com/convergehq/converge/sync/controlplane"
 )
 
-// reader is what the read commands need from the state: the store itself
-// or, while a daemon holds it, the daemon's admin API.
-type reader interface {
-	stateapi.Reader
-	Kinds(ctx context.Context) ([]*converge.Kind, error)
-}
+// reader is what the read commands read the state through (view.Reader).
+type reader = view.Reader
 
 // isRemote reports whether repo names a remote repository (a URL or an
 // scp-like ssh address) rather than a local path.

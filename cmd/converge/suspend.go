@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge"
-	"github.com/convergehq/converge/state/stateapi"
 )
 
 // newSuspendCommand is converge suspend [KIND/NAME]; newResumeCommand its
@@ -106,34 +105,6 @@ func checkRoot(ctx context.Context, g *globals, c *cobra.Command, id converge.ID
 	}
 	if r.Owner != "" {
 		return usageErr("suspend %s: not a root (composed by %s); suspend a root, or everything", id, r.Owner)
-	}
-	return nil
-}
-
-// heldBy returns the suspension holding r back (everything's, or its
-// root's), from rd's Control; nil when none does or rd keeps none.
-func heldBy(ctx context.Context, rd reader, r *converge.Resource) *converge.Suspension {
-	cr, ok := rd.(stateapi.ControlReader)
-	if !ok {
-		return nil
-	}
-	ctl, err := cr.Control(ctx)
-	if err != nil || len(ctl.Suspended) == 0 {
-		return nil
-	}
-	if s, ok := ctl.Suspension(""); ok {
-		return &s
-	}
-	for a := r; a != nil; {
-		if s, ok := ctl.Suspension(converge.NewID(a.Kind, a.Name)); ok {
-			return &s
-		}
-		if a.Owner == "" {
-			break
-		}
-		if a, err = rd.Resource(ctx, a.Owner); err != nil {
-			return nil
-		}
 	}
 	return nil
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/state"
+	"github.com/convergehq/converge/state/stateapi"
 	gitsync "github.com/convergehq/converge/sync"
 )
 
@@ -222,4 +224,48 @@ func Standing(ctx context.Context, st state.Backend, rev converge.Revision) (tot
 		}
 	}
 	return gitsync.AlreadyConverged(applied, rev, src.Declared, roots, owed)
+}
+
+// StartForCommand starts an engine for one teardown or verb (delete,
+// do) on the state o names, with the loaded resources' overdue resyncs
+// postponed, and gives the workers it starts up to 30 s to connect (not
+// those that failed). When a daemon took the state while it started
+// (state.ErrLocked), it returns that daemon's admin client instead, once
+// its socket answers (within 5 s), and a nil engine.
+func StartForCommand(ctx context.Context, o Options) (*Engine, *stateapi.Client, error) {
+	o.Scheduler.PostponeLoadedResyncs = true // it runs for one teardown or verb
+	e, err := Start(ctx, o)
+	if errors.Is(err, state.ErrLocked) {
+		// A daemon took the state while we started: it answers on its
+		// admin socket once it is up.
+		for i := 0; i < 50; i++ {
+			if c, derr := stateapi.Dial(filepath.Join(o.StateDir, stateapi.SocketName)); derr == nil {
+				return nil, c, nil
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	// Verbs and teardowns need the workers: give them time to connect,
+	// but not to those that failed.
+	for until := time.Now().Add(30 * time.Second); time.Now().Before(until); time.Sleep(10 * time.Millisecond) {
+		if due, _ := e.Workers(); due == 0 {
+			break
+		}
+	}
+	return e, nil, nil
+}
+
+// Stuck reports whether nothing can progress any more on e (settle
+// decides: stuck, or commits of state failing), with the hint for kinds
+// no worker serves ("" if none; howToStart when no declared worker
+// failed).
+func (e *Engine) Stuck(settle *gitsync.Settle, howToStart string) (bool, string) {
+	due, failedWorkers := e.Workers()
+	if o := settle.Observe(time.Now(), e.Scheduler().Progress(), due); o != gitsync.Stuck && o != gitsync.Undurable {
+		return false, ""
+	}
+	return true, gitsync.UnservedHint(e.Scheduler().Problems(), failedWorkers, howToStart)
 }

@@ -1,0 +1,115 @@
+package view
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/state"
+	"github.com/convergehq/converge/state/stateapi"
+)
+
+// Reader is what the read commands read the state through: the store
+// itself or, while a daemon holds it, the daemon's admin API.
+type Reader interface {
+	stateapi.Reader
+	Kinds(ctx context.Context) ([]*converge.Kind, error)
+}
+
+// ReadTree reads id and, down to depth levels below it (0: all), what
+// it owns; a node with more than group children (group > 0) gets them
+// counted by kind and phase instead.
+func ReadTree(ctx context.Context, rd Reader, id converge.ID, depth, group int) (*TreeNode, error) {
+	r, err := rd.Resource(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", id, err)
+	}
+	return readSubtree(ctx, rd, r, depth, group)
+}
+
+func readSubtree(ctx context.Context, rd Reader, r *converge.Resource, depth, group int) (*TreeNode, error) {
+	id := r.ID()
+	n := &TreeNode{ID: id, Version: r.KindVersion, Phase: r.Phase, Reason: r.Reason, Drift: r.Drift}
+	consumes, _, err := rd.EdgesOf(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range consumes {
+		n.DependsOn = append(n.DependsOn, e.Producer)
+	}
+	kids, err := rd.Resources(ctx, state.Filter{Owner: id, Head: true})
+	if err != nil {
+		return nil, err
+	}
+	if len(kids) == 0 {
+		return n, nil
+	}
+	if group > 0 && len(kids) > group {
+		byKind := map[string]*TreeGroup{}
+		for _, k := range kids {
+			gr := byKind[k.Kind]
+			if gr == nil {
+				gr = &TreeGroup{Kind: k.Kind, Phases: map[converge.Phase]int{}}
+				byKind[k.Kind] = gr
+				n.Groups = append(n.Groups, gr)
+			}
+			gr.Count++
+			gr.Phases[k.Phase]++
+			if k.Drift != nil {
+				gr.Drifted++
+			}
+		}
+		sort.Slice(n.Groups, func(i, j int) bool { return n.Groups[i].Kind < n.Groups[j].Kind })
+		return n, nil
+	}
+	next := depth - 1
+	for _, k := range kids {
+		if depth == 1 {
+			kn := &TreeNode{ID: k.ID(), Version: k.KindVersion, Phase: k.Phase, Reason: k.Reason, Drift: k.Drift}
+			consumes, _, err := rd.EdgesOf(ctx, kn.ID)
+			if err != nil {
+				return nil, err
+			}
+			for _, e := range consumes {
+				kn.DependsOn = append(kn.DependsOn, e.Producer)
+			}
+			n.Children = append(n.Children, kn)
+			continue
+		}
+		kn, err := readSubtree(ctx, rd, k, max(next, 0), group)
+		if err != nil {
+			return nil, err
+		}
+		n.Children = append(n.Children, kn)
+	}
+	return n, nil
+}
+
+// HeldBy returns the suspension holding r back (everything's, or its
+// root's), from rd's Control; nil when none does or rd keeps none.
+func HeldBy(ctx context.Context, rd Reader, r *converge.Resource) *converge.Suspension {
+	cr, ok := rd.(stateapi.ControlReader)
+	if !ok {
+		return nil
+	}
+	ctl, err := cr.Control(ctx)
+	if err != nil || len(ctl.Suspended) == 0 {
+		return nil
+	}
+	if s, ok := ctl.Suspension(""); ok {
+		return &s
+	}
+	for a := r; a != nil; {
+		if s, ok := ctl.Suspension(converge.NewID(a.Kind, a.Name)); ok {
+			return &s
+		}
+		if a.Owner == "" {
+			break
+		}
+		if a, err = rd.Resource(ctx, a.Owner); err != nil {
+			return nil
+		}
+	}
+	return nil
+}
