@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -23,7 +22,7 @@ type deleteOptions struct {
 	timeout time.Duration
 	verbose bool
 	output  string
-	report  *deleteReport // -o json|yaml: filled in as delete ends
+	report  *view.Delete // -o json|yaml: filled in as delete ends
 }
 
 func newDeleteCommand(g *globals) *cobra.Command {
@@ -70,23 +69,12 @@ to keep it gone.`,
 	return c
 }
 
-// deleteReport is what delete -o json|yaml prints when it ends.
-type deleteReport struct {
-	Resource converge.ID `json:"resource"`
-	// Verdict is deleted, deleting (--wait=false), recreated, stuck,
-	// timed_out or interrupted.
-	Verdict     string      `json:"verdict"`
-	Seconds     float64     `json:"seconds"`
-	RecreatedBy converge.ID `json:"recreated_by,omitempty"`
-	StuckOn     string      `json:"stuck_on,omitempty"`
-}
-
 func runDelete(ctx context.Context, out, errOut io.Writer, g *globals, id converge.ID, o deleteOptions) (err error) {
 	if err := checkOutput(o.output, "table", "json", "yaml"); err != nil {
 		return err
 	}
 	if o.output != "table" {
-		rep := &deleteReport{Resource: id}
+		rep := &view.Delete{Resource: id}
 		stdout := out
 		out = errOut
 		start := time.Now()
@@ -127,7 +115,7 @@ func runDelete(ctx context.Context, out, errOut io.Writer, g *globals, id conver
 	if !o.wait {
 		o.verdict("deleting", "", "")
 		fmt.Fprintf(out, "deleting %s\n", id)
-		printComesBack(out, before)
+		view.WriteComesBack(out, before)
 		return nil
 	}
 	deadline := time.NewTimer(o.timeout)
@@ -140,7 +128,7 @@ func runDelete(ctx context.Context, out, errOut io.Writer, g *globals, id conver
 		case errors.Is(err, converge.ErrNotFound):
 			o.verdict("deleted", "", "")
 			fmt.Fprintf(out, "deleted %s in %s\n", id, time.Since(start).Round(time.Millisecond))
-			printComesBack(out, before)
+			view.WriteComesBack(out, before)
 			return nil
 		case err != nil:
 			return err
@@ -155,75 +143,23 @@ func runDelete(ctx context.Context, out, errOut io.Writer, g *globals, id conver
 				if hint != "" {
 					fmt.Fprintln(errOut, "hint:", hint)
 				}
-				on := stuckOn(ctx, rd, id)
+				on := view.StuckOn(ctx, rd, id)
 				o.verdict("stuck", "", on)
 				return failed("stuck: %s", on)
 			}
 		}
 		select {
 		case <-ctx.Done():
-			on := stuckOn(ctx, rd, id)
+			on := view.StuckOn(ctx, rd, id)
 			o.verdict("interrupted", "", on)
 			return failed("interrupted: %s is still being torn down (%s)", id, on)
 		case <-deadline.C:
-			on := stuckOn(ctx, rd, id)
+			on := view.StuckOn(ctx, rd, id)
 			o.verdict("timed_out", "", on)
 			return failed("timed out after %s: %s", o.timeout, on)
 		case <-tick.C:
 		}
 	}
-}
-
-// printComesBack tells what re-creates a deleted resource: the repository
-// that declares it, or the owner that composes it.
-func printComesBack(out io.Writer, r *converge.Resource) {
-	switch {
-	case r.Owner != "":
-		fmt.Fprintf(out, "note: %s recomposes once the teardown is done and re-creates it while it still emits it\n", r.Owner)
-	case r.Origin == converge.OriginGit:
-		src := r.Source
-		if src == "" {
-			src = "the repository"
-		}
-		fmt.Fprintf(out, "note: declared in %s: the next sync re-creates it; remove it from the repository to keep it gone\n", src)
-	}
-}
-
-// stuckOn follows the "waiting for teardown of X" reasons from id down to
-// the resource the teardown actually waits for and describes it, e.g.
-// "account/a waiting for teardown of vpc/a; vpc/a waiting for teardown of
-// route/a (stuck 12s); route/a: tearing down (attempt 4, last error: …)".
-func stuckOn(ctx context.Context, rd reader, id converge.ID) string {
-	var parts []string
-	seen := map[converge.ID]bool{}
-	for cur := id; !seen[cur]; {
-		seen[cur] = true
-		r, err := rd.Resource(ctx, cur)
-		if err != nil {
-			parts = append(parts, fmt.Sprintf("%s: %v", cur, err))
-			break
-		}
-		const prefix = "waiting for teardown of "
-		next, ok := strings.CutPrefix(r.Reason, prefix)
-		if !ok {
-			desc := r.Reason
-			if r.LastError != "" && !strings.Contains(desc, r.LastError) {
-				desc += " (last error: " + r.LastError + ")"
-			}
-			parts = append(parts, fmt.Sprintf("%s %s: %s", cur, r.Phase, desc))
-			break
-		}
-		parts = append(parts, fmt.Sprintf("%s %s", cur, r.Reason))
-		if i := strings.IndexByte(next, ' '); i >= 0 {
-			next = next[:i]
-		}
-		nid, err := converge.ParseID(next)
-		if err != nil {
-			break
-		}
-		cur = nid
-	}
-	return strings.Join(parts, "; ")
 }
 
 // controller is the write side delete and do need: a daemon's admin API

@@ -23,16 +23,6 @@ type doOptions struct {
 	output  string
 }
 
-// doReport is what do -o json|yaml prints for a verb that ran.
-type doReport struct {
-	Resource converge.ID     `json:"resource"`
-	Verb     string          `json:"verb"`
-	Outcome  string          `json:"outcome"`
-	Message  string          `json:"message"`
-	Status   json.RawMessage `json:"status"`
-	Seconds  float64         `json:"seconds"`
-}
-
 func newDoCommand(g *globals) *cobra.Command {
 	var o doOptions
 	c := &cobra.Command{
@@ -140,7 +130,7 @@ func runDo(ctx context.Context, out, errOut io.Writer, g *globals, id converge.I
 		if len(res.Status) > 0 {
 			st = x.Status(r, res.Status)
 		}
-		return view.WriteData(out, o.output, doReport{Resource: id, Verb: verb, Outcome: res.Outcome.String(), Message: res.Message,
+		return view.WriteData(out, o.output, view.Do{Resource: id, Verb: verb, Outcome: res.Outcome.String(), Message: res.Message,
 			Status: st, Seconds: time.Since(start).Seconds()})
 	}
 	fmt.Fprintf(out, "%s %s: %s in %s\n", id, verb, res.Outcome, time.Since(start).Round(time.Millisecond))

@@ -17,6 +17,7 @@ import (
 
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/cmd/converge/internal/profile"
+	"github.com/convergehq/converge/cmd/converge/internal/view"
 	"github.com/convergehq/converge/cue"
 	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/state"
@@ -181,7 +182,7 @@ func newRoot(g *globals) *cobra.Command {
 		Short:         "converge drives a git repository of BOM files to its declared state",
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       readBuildVersion().String(),
+		Version:       view.BuildVersion().String(),
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
 	pf := root.PersistentFlags()
