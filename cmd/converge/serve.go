@@ -339,29 +339,12 @@ func (s *server) startHTTP(poke func(), health func() (int, string)) (addr strin
 	if s.o.listen == "" {
 		return "", func() {}, nil
 	}
-	mux := http.NewServeMux()
-	secret := os.Getenv(envWebhookSecret)
-	if secret == "" {
-		s.log.Warn("webhook disabled: $" + envWebhookSecret + " is not set, so POST /hooks/git refuses every delivery (serve still polls)")
-	}
-	mux.Handle("POST /hooks/git", &gitsync.Webhook{Secret: []byte(secret), Trigger: poke, Log: s.log, Observe: s.ops.ObserveWebhook})
-	answer := func(check func() (int, string)) http.HandlerFunc {
-		return func(w http.ResponseWriter, _ *http.Request) {
-			code, text := check()
-			if code != http.StatusOK {
-				http.Error(w, text, code)
-				return
-			}
-			_, _ = io.WriteString(w, text+"\n") // a failed write is a client that went away
-		}
-	}
-	mux.HandleFunc("GET /healthz", answer(health))
-	mux.HandleFunc("GET /readyz", answer(s.ops.Ready))
-	mux.Handle("GET /metrics", s.ops.Handler())
+	var actions *site.Actions
 	if s.o.uiActions {
-		site.NewActions(s.o.uiToken, s.controller, s.log).Register(mux)
+		actions = site.NewActions(s.o.uiToken, s.controller, s.log)
 	}
-	mux.Handle("GET /", site.Handler(s.live.Dir()))
+	mux := s.ops.Mux(ops.MuxOptions{WebhookSecret: os.Getenv(envWebhookSecret), Trigger: poke, Health: health,
+		Actions: actions, SiteDir: s.live.Dir(), Log: s.log})
 	l, err := net.Listen("tcp", s.o.listen)
 	if err != nil {
 		return "", nil, fmt.Errorf("listen %s: %w", s.o.listen, err)

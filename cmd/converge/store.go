@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"testing/fstest"
 	"time"
 
 	"github.com/convergehq/converge"
@@ -315,7 +314,7 @@ func loadBudget(g *globals, set converge.Settings) (time.Duration, *cue.Sandbox)
 // headSettings is what converge.cue below path at src's head says; the
 // zero Settings when it cannot be read (the load that follows says why).
 func headSettings(g *globals, src *gitsync.Source, path string) converge.Settings {
-	set, err := readHeadSettings(g, src, path)
+	set, err := headSettingsOf(g, src, path)
 	if err != nil {
 		return converge.Settings{}
 	}
@@ -405,39 +404,15 @@ func withResource(g *globals, errOut io.Writer, output, arg string, fn func(rd r
 // headWorkers reads the worker processes the converge.cue below path at
 // src's head declares, without loading (or applying) anything else.
 func headWorkers(g *globals, src *gitsync.Source, path string) ([]converge.WorkerSpec, error) {
-	set, err := readHeadSettings(g, src, path)
+	set, err := headSettingsOf(g, src, path)
 	return set.Workers, err
 }
 
-// readHeadSettings reads converge.cue below path at src's head, without
-// loading (or applying) anything else. It is evaluated under the load
-// budget (g.sandbox) like every document.
-func readHeadSettings(g *globals, src *gitsync.Source, path string) (converge.Settings, error) {
-	rev, err := src.Head()
-	if err != nil {
-		return converge.Settings{}, err
-	}
-	fsys, err := src.FS(rev, path)
-	if err != nil {
-		return converge.Settings{}, err
-	}
-	b, err := fs.ReadFile(fsys, cue.SettingsFile)
-	if errors.Is(err, fs.ErrNotExist) {
-		return converge.Settings{}, nil
-	}
-	if err != nil {
-		return converge.Settings{}, fmt.Errorf("read %s: %w", cue.SettingsFile, err)
-	}
+// headSettingsOf is controlplane.HeadSettings under --load-* (g.sandbox).
+func headSettingsOf(g *globals, src *gitsync.Source, path string) (converge.Settings, error) {
 	sb, err := g.sandbox()
 	if err != nil {
 		return converge.Settings{}, err
 	}
-	res, err := sb.Load(context.Background(), fstest.MapFS{cue.SettingsFile: {Data: b}}, ".", cue.Options{})
-	if err != nil {
-		return converge.Settings{}, fmt.Errorf("load %s: %w", cue.SettingsFile, err)
-	}
-	if !res.Valid() {
-		return converge.Settings{}, fmt.Errorf("%s at %s: %s", cue.SettingsFile, rev, res.Findings[0])
-	}
-	return res.Desired.Settings, nil
+	return controlplane.HeadSettings(src, path, sb)
 }

@@ -7,6 +7,8 @@ package ops
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -19,6 +21,7 @@ import (
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/cmd/converge/internal/view"
 	"github.com/convergehq/converge/scheduler"
+	"github.com/convergehq/converge/site"
 	gitsync "github.com/convergehq/converge/sync"
 	"github.com/convergehq/converge/sync/controlplane"
 )
@@ -310,4 +313,49 @@ func (c engineCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descCommitFailing, failing)
 	gauge(descDeliveries, float64(pr.Deliveries))
 	gauge(descWorkers, float64(len(e.Server().Workers())))
+}
+
+// MuxOptions are what serve's HTTP listener serves besides the metrics
+// and readiness.
+type MuxOptions struct {
+	// WebhookSecret is $CONVERGE_WEBHOOK_SECRET ("": the webhook refuses
+	// every delivery, and Mux warns); Trigger is what a delivery calls.
+	WebhookSecret string
+	Trigger       func()
+	// Health answers /healthz: the status code and its text.
+	Health func() (int, string)
+	// Actions, when set, are the site's signed-in actions (--ui-actions).
+	Actions *site.Actions
+	// SiteDir is the live site's directory, served at /.
+	SiteDir string
+	Log     *slog.Logger
+}
+
+// Mux is serve's HTTP side: POST /hooks/git (sync.Webhook, counted by
+// forge and outcome), GET /healthz, GET /readyz, GET /metrics, the site's
+// actions when set, and the site.
+func (o *Monitor) Mux(m MuxOptions) *http.ServeMux {
+	mux := http.NewServeMux()
+	if m.WebhookSecret == "" {
+		m.Log.Warn("webhook disabled: $CONVERGE_WEBHOOK_SECRET is not set, so POST /hooks/git refuses every delivery (serve still polls)")
+	}
+	mux.Handle("POST /hooks/git", &gitsync.Webhook{Secret: []byte(m.WebhookSecret), Trigger: m.Trigger, Log: m.Log, Observe: o.ObserveWebhook})
+	answer := func(check func() (int, string)) http.HandlerFunc {
+		return func(w http.ResponseWriter, _ *http.Request) {
+			code, text := check()
+			if code != http.StatusOK {
+				http.Error(w, text, code)
+				return
+			}
+			_, _ = io.WriteString(w, text+"\n") // a failed write is a client that went away
+		}
+	}
+	mux.HandleFunc("GET /healthz", answer(m.Health))
+	mux.HandleFunc("GET /readyz", answer(o.Ready))
+	mux.Handle("GET /metrics", o.Handler())
+	if m.Actions != nil {
+		m.Actions.Register(mux)
+	}
+	mux.Handle("GET /", site.Handler(m.SiteDir))
+	return mux
 }
