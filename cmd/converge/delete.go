@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cmd/converge/internal/builtin"
 	"github.com/convergehq/converge/cmd/converge/internal/view"
 	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/state/stateapi"
@@ -198,7 +199,7 @@ func openController(ctx context.Context, g *globals, errOut io.Writer, verbose b
 		return nil, nil, nil, err
 	}
 	o := controlplane.Options{StateDir: dir, Etcd: g.etcd, RepoDir: repoDir, Workers: workers, Log: g.logger(errOut, verbose),
-		BuiltinEnv: builtinWorkerEnv}
+		BuiltinEnv: builtin.Env}
 	o.WorkerEnv = workerLogEnv(o.Log)
 	e, c, err := controlplane.StartForCommand(ctx, o)
 	if err != nil {

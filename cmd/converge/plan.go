@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cmd/converge/internal/builtin"
 	"github.com/convergehq/converge/cmd/converge/internal/view"
 	"github.com/convergehq/converge/cue"
 	"github.com/convergehq/converge/scheduler"
@@ -312,7 +313,7 @@ func planComposer(ctx context.Context, admin *stateapi.Client, src *gitsync.Sour
 	}
 	// A worker service that fails before the workers connect shows as
 	// dry runs with no answer, which hold the revision.
-	srv, stop, err := controlplane.StartWorkersAlone(ctx, src.Root(), workers, builtinWorkerEnv)
+	srv, stop, err := controlplane.StartWorkersAlone(ctx, src.Root(), workers, builtin.Env)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cmd/converge/internal/builtin"
 	"github.com/convergehq/converge/cmd/converge/internal/view"
 	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/state/stateapi"
@@ -33,7 +34,7 @@ func planRefresh(ctx context.Context, admin *stateapi.Client, src *gitsync.Sourc
 	case len(workers) == 0:
 		return nil, failed("plan --refresh: no worker to observe with: the repository declares no workers")
 	default:
-		srv, st, err := controlplane.StartWorkersAlone(ctx, src.Root(), workers, builtinWorkerEnv)
+		srv, st, err := controlplane.StartWorkersAlone(ctx, src.Root(), workers, builtin.Env)
 		if err != nil {
 			return nil, err
 		}

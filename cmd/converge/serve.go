@@ -12,14 +12,13 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cmd/converge/internal/builtin"
 	"github.com/convergehq/converge/cmd/converge/internal/ops"
 	"github.com/convergehq/converge/cmd/converge/internal/view"
 	"github.com/convergehq/converge/cmd/converge/internal/workerauth"
@@ -214,7 +213,7 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 		return err
 	}
 	defer o.forge.stop()
-	workers, err := builtinWorkers(o.startWorkers)
+	workers, err := builtin.ParseStartWorkers(o.startWorkers)
 	if err != nil {
 		return err
 	}
@@ -461,41 +460,6 @@ func goUntilStopped(ctx context.Context, fn func(context.Context)) (stop func())
 		cancel()
 		<-done
 	}
-}
-
-// builtinWorkers parses --start-worker NAME[:REPLICAS] values.
-func builtinWorkers(vals []string) ([]converge.WorkerSpec, error) {
-	var out []converge.WorkerSpec
-	for _, v := range vals {
-		if name, command, ok := strings.Cut(v, "="); ok {
-			// A command worker from local configuration: its path is
-			// the operator's (relative to the current directory),
-			// never the repository's, so a remote --repo can run a
-			// custom worker that the remote does not name.
-			if name == "" || command == "" || strings.ContainsAny(name, "/ ") {
-				return nil, fmt.Errorf("--start-worker %q: want NAME=COMMAND (a path)", v)
-			}
-			abs, err := filepath.Abs(command)
-			if err != nil {
-				return nil, fmt.Errorf("--start-worker %q: %w", v, err)
-			}
-			out = append(out, converge.WorkerSpec{Name: name, Command: []string{abs}, Replicas: 1})
-			continue
-		}
-		name, reps, _ := strings.Cut(v, ":")
-		n := 1
-		if reps != "" {
-			var err error
-			if n, err = strconv.Atoi(reps); err != nil || n < 1 {
-				return nil, fmt.Errorf("--start-worker %q: want NAME[:REPLICAS]", v)
-			}
-		}
-		if name != "classic" && name != "classic-leaves" {
-			return nil, errors.New("--start-worker " + v + ": no such builtin worker (have " + builtinWorkerNames + ")")
-		}
-		out = append(out, converge.WorkerSpec{Name: name, Builtin: name, Replicas: n})
-	}
-	return out, nil
 }
 
 // listenWorkers opens --workers-listen (nil, and a no-op stop, when it is

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cmd/converge/internal/builtin"
 	"github.com/convergehq/converge/cmd/converge/internal/view"
 	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/state"
@@ -137,7 +138,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 	if err != nil {
 		return err
 	}
-	extra, err := builtinWorkers(o.startWorkers)
+	extra, err := builtin.ParseStartWorkers(o.startWorkers)
 	if err != nil {
 		return err
 	}
