@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cmd/converge/internal/ops"
 	"github.com/convergehq/converge/state/etcdstate"
 	"github.com/convergehq/converge/sync/controlplane"
 )
@@ -122,7 +122,7 @@ func (s *server) runReplica(ctx context.Context) error {
 	httpAddr, stopHTTP, err := s.startHTTP(poke, func() (int, string) {
 		h := terms.Health()
 		if h == nil {
-			return followerHealth(rep)
+			return ops.FollowerHealth(rep)
 		}
 		if why := h.Check(time.Now()); why != "" {
 			return http.StatusServiceUnavailable, why
@@ -196,27 +196,3 @@ func (v replicaEvents) SteppedDown(why string) {
 }
 
 func (v replicaEvents) ShuttingDown() { fmt.Fprintln(v.s.out, "serve: shutting down") }
-
-// followerHealth is a follower's GET /healthz: healthy while etcd can
-// elect, naming the leader ("ok: replica b follows a"); during a quorum
-// loss, or cut off from etcd, no replica can lead here, and it says so
-// (503).
-func followerHealth(rep *etcdstate.Replica) (int, string) {
-	name := rep.Name()
-	if err := rep.Health(time.Second); err != nil {
-		return http.StatusServiceUnavailable, "replica " + name + " follows, and " + err.Error()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	a, err := rep.Leader(ctx)
-	switch {
-	case errors.Is(err, etcdstate.ErrNoLeader):
-		return http.StatusOK, "ok: replica " + name + " follows (no replica leads yet)"
-	case err != nil:
-		return http.StatusServiceUnavailable, "replica " + name + " follows, and " + err.Error()
-	case a.Name == name:
-		// Its own advert outlives a lost term until etcd expires it.
-		return http.StatusOK, "ok: replica " + name + " follows (its own lost term is expiring)"
-	}
-	return http.StatusOK, "ok: replica " + name + " follows " + a.Name
-}

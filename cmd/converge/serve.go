@@ -10,9 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -169,24 +167,7 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 		if tokens != nil {
 			tokens.Warn, tokens.Note = log.Warn, note
 		}
-		hup := make(chan os.Signal, 1)
-		signal.Notify(hup, syscall.SIGHUP)
-		defer signal.Stop(hup)
-		go func() {
-			for {
-				select {
-				case <-hup:
-					if tlsReload != nil {
-						tlsReload.Reload(true)
-					}
-					if tokens != nil {
-						tokens.Reload(true)
-					}
-				case <-ctx.Done():
-					return
-				}
-			}
-		}()
+		defer workerauth.ReloadOnHangup(ctx, tlsReload, tokens)()
 	}
 	dir, err := stateDir(g)
 	if err != nil {

@@ -7,6 +7,7 @@ package ops
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -22,6 +23,7 @@ import (
 	"github.com/convergehq/converge/cmd/converge/internal/view"
 	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/site"
+	"github.com/convergehq/converge/state/etcdstate"
 	gitsync "github.com/convergehq/converge/sync"
 	"github.com/convergehq/converge/sync/controlplane"
 )
@@ -358,4 +360,28 @@ func (o *Monitor) Mux(m MuxOptions) *http.ServeMux {
 	}
 	mux.Handle("GET /", site.Handler(m.SiteDir))
 	return mux
+}
+
+// FollowerHealth is a follower's GET /healthz: healthy while etcd can
+// elect, naming the leader ("ok: replica b follows a"); during a quorum
+// loss, or cut off from etcd, no replica can lead here, and it says so
+// (503).
+func FollowerHealth(rep *etcdstate.Replica) (int, string) {
+	name := rep.Name()
+	if err := rep.Health(time.Second); err != nil {
+		return http.StatusServiceUnavailable, "replica " + name + " follows, and " + err.Error()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	a, err := rep.Leader(ctx)
+	switch {
+	case errors.Is(err, etcdstate.ErrNoLeader):
+		return http.StatusOK, "ok: replica " + name + " follows (no replica leads yet)"
+	case err != nil:
+		return http.StatusServiceUnavailable, "replica " + name + " follows, and " + err.Error()
+	case a.Name == name:
+		// Its own advert outlives a lost term until etcd expires it.
+		return http.StatusOK, "ok: replica " + name + " follows (its own lost term is expiring)"
+	}
+	return http.StatusOK, "ok: replica " + name + " follows " + a.Name
 }

@@ -3,10 +3,13 @@ package workerauth
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"os"
+	"os/signal"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // minWorkerToken is the shortest worker token a token file may hold: a
@@ -109,4 +112,27 @@ func fileSignature(path string) string {
 		return "missing"
 	}
 	return fmt.Sprintf("%d %d", fi.Size(), fi.ModTime().UnixNano())
+}
+
+// ReloadOnHangup reloads tlsFiles and tokens (either may be nil) at once
+// on every SIGHUP until ctx ends or stop is called.
+func ReloadOnHangup(ctx context.Context, tlsFiles *TLSReloader, tokens *TokenFile) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		for {
+			select {
+			case <-hup:
+				if tlsFiles != nil {
+					tlsFiles.Reload(true)
+				}
+				if tokens != nil {
+					tokens.Reload(true)
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return func() { signal.Stop(hup) }
 }
