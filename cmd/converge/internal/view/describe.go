@@ -38,6 +38,8 @@ type Edge struct {
 	Flows    []converge.ValueFlow `json:"flows"`
 }
 
+// Edges is es as get's JSON lists them, other naming the resource at
+// the far end of each (the producer, or the consumer).
 func Edges(es []converge.Edge, other func(converge.Edge) converge.ID) []Edge {
 	out := make([]Edge, len(es))
 	for i, e := range es {

@@ -9,6 +9,7 @@ import (
 	"github.com/convergehq/converge/cue"
 )
 
+// Explain is explain -o json|yaml: the kind, and the field explained.
 type Explain struct {
 	Kind        string        `json:"kind"`
 	KindVersion int           `json:"kind_version"`
@@ -16,6 +17,8 @@ type Explain struct {
 	Field       *cue.FieldDoc `json:"field"`
 }
 
+// WriteExplain prints d, a field of kind k, as explain's table: kind,
+// field and type, default, description, then the fields below it.
 func WriteExplain(w io.Writer, k *converge.Kind, d *cue.FieldDoc) {
 	fmt.Fprintf(w, "KIND:     %s/v%d", k.Name, k.Version)
 	if k.Source != "" {

@@ -18,10 +18,13 @@ type JSONLines struct {
 	log *slog.Logger
 }
 
+// NewJSONLines returns a JSONLines writing its records to w.
 func NewJSONLines(w io.Writer) *JSONLines {
 	return &JSONLines{log: slog.New(slog.NewJSONHandler(w, nil))}
 }
 
+// Write logs each whole line of p as a record, keeping a partial last
+// line for the next Write.
 func (j *JSONLines) Write(p []byte) (int, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()

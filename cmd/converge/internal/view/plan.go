@@ -58,12 +58,14 @@ type Summary struct {
 	gitsync.PlanSummary
 }
 
+// PlanGroup is a group of identical changes as plan -o json lists it.
 type PlanGroup struct {
 	gitsync.Group
 	From *string `json:"from"`
 	To   *string `json:"to"`
 }
 
+// PlanTeardown is a teardown step as plan -o json lists it.
 type PlanTeardown struct {
 	gitsync.TeardownStep
 	KindVersion string `json:"kind_version"`
@@ -90,6 +92,7 @@ func planItemOf(it scheduler.PlanItem) PlanItem {
 		KnownAfter: known, Changes: []gitsync.FieldChange{}}
 }
 
+// PlanOf is rv as plan -o json|yaml prints it.
 func PlanOf(rv *gitsync.Review) Plan {
 	items := func(its []scheduler.PlanItem) []PlanItem {
 		out := make([]PlanItem, len(its))

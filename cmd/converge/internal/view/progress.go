@@ -31,6 +31,8 @@ type Progress struct {
 // says "stalled" instead of a rate and an ETA.
 const stalledAfter = 5 * time.Second
 
+// NewProgress returns a Progress on w: one line rewritten in place when
+// w is a terminal.
 func NewProgress(w io.Writer) *Progress {
 	tty := false
 	if f, ok := w.(*os.File); ok {
@@ -83,6 +85,8 @@ func (p *Progress) line(s scheduler.Progress, now time.Time) string {
 	return b.String()
 }
 
+// Show renders s, at most every 100 ms on a terminal, every 2 s (and
+// only when the line changed) otherwise.
 func (p *Progress) Show(s scheduler.Progress) {
 	now := time.Now()
 	line := p.line(s, now)
@@ -101,6 +105,7 @@ func (p *Progress) Show(s scheduler.Progress) {
 	p.last, p.lastLine = now, line
 }
 
+// Done ends the line rewritten in place, if one was printed.
 func (p *Progress) Done() {
 	if p.tty && p.printed {
 		fmt.Fprintln(p.w)

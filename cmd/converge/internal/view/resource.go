@@ -53,6 +53,7 @@ func KindTable(w io.Writer, views []Resource, created []*time.Time, wide bool, n
 	return Table(w, rows)
 }
 
+// OrDash is s, or "-" for an empty s (a table's empty cell).
 func OrDash(s string) string {
 	if s == "" {
 		return "-"

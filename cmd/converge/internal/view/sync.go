@@ -34,6 +34,7 @@ type SyncReport struct {
 	NotReady []NotReadyGroup `json:"not_ready"`
 }
 
+// AppliedCounts are what sync -o json says a revision applied.
 type AppliedCounts struct {
 	Created int `json:"created"`
 	Updated int `json:"updated"`

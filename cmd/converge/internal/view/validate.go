@@ -51,6 +51,8 @@ func ComposerPaths(res *cue.Result) []ComposerPath {
 	return out
 }
 
+// WriteValidate prints rep as validate does: JSON (format "json"), or
+// each finding, how each composer composes, and the counts.
 func WriteValidate(w io.Writer, format string, rep Validate) error {
 	if format == "json" {
 		enc := json.NewEncoder(w)

@@ -95,6 +95,8 @@ type Resource struct {
 	Rollout *converge.Rollout `json:"rollout,omitempty"`
 }
 
+// ResourceOf is r as the read commands print it (no secret hidden: see
+// Redactor.Resource).
 func ResourceOf(r *converge.Resource) Resource {
 	v := Resource{
 		UID: r.UID, Kind: r.Kind, KindVersion: r.KindVersion, Name: r.Name,
