@@ -11,6 +11,7 @@ import (
 
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/cmd/converge/internal/builtin"
+	"github.com/convergehq/converge/cmd/converge/internal/repopath"
 	"github.com/convergehq/converge/cmd/converge/internal/view"
 	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/state/stateapi"
@@ -214,7 +215,7 @@ func openController(ctx context.Context, g *globals, errOut io.Writer, verbose b
 		}
 		return nil
 	}
-	ec := &engineController{Scheduler: e.Scheduler(), e: e, howToStart: howToStartWorker(isRemote(g.repo), false),
+	ec := &engineController{Scheduler: e.Scheduler(), e: e, howToStart: howToStartWorker(repopath.IsRemote(g.repo), false),
 		settle: gitsync.Settle{Grace: 2 * time.Second, CommitGrace: controlplane.CommitGrace}}
 	return ec, e.Store(), done, nil
 }
@@ -234,7 +235,7 @@ type engineController struct {
 // declares, read without loading (or applying) anything else. A remote
 // repository's workers are never started.
 func declaredWorkers(g *globals) ([]converge.WorkerSpec, string, error) {
-	if isRemote(g.repo) {
+	if repopath.IsRemote(g.repo) {
 		return nil, "", nil
 	}
 	if src := g.source; src != nil && !src.Remote {

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cmd/converge/internal/repopath"
 	"github.com/convergehq/converge/cmd/converge/internal/view"
 	"github.com/convergehq/converge/cue"
 )
@@ -94,7 +95,7 @@ func explainKinds(ctx context.Context, g *globals, errOut io.Writer) ([]*converg
 			return ks, "the state", nil
 		}
 	}
-	if isRemote(g.repo) {
+	if repopath.IsRemote(g.repo) {
 		return nil, "", usageErr("explain: no state yet, and --repo %s is remote: sync first", g.repo)
 	}
 	if err := checkLocalPath(g); err != nil {

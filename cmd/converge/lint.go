@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/convergehq/converge/cmd/converge/internal/repopath"
 	"github.com/convergehq/converge/cmd/converge/internal/view"
 	gitsync "github.com/convergehq/converge/sync"
 )
@@ -40,7 +41,7 @@ root).`,
 			if base == "" {
 				return usageErr("lint: --base is required")
 			}
-			if isRemote(g.repo) {
+			if repopath.IsRemote(g.repo) {
 				return usageErr("lint %s: lint reads a local repository (clone it and pass its path)", g.repo)
 			}
 			// The repository, path and state every command resolves alike.

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cmd/converge/internal/repopath"
 	"github.com/convergehq/converge/cmd/converge/internal/view"
 	"github.com/convergehq/converge/state/etcdstate"
 	"github.com/convergehq/converge/state/stateapi"
@@ -72,7 +73,7 @@ already shows: the notes are the source of truth, the forge a copy. With
 			// A remote repository's statuses are in its mirror in the
 			// state directory, written by sync or serve.
 			var dir string
-			if isRemote(g.repo) {
+			if repopath.IsRemote(g.repo) {
 				var err error
 				if dir, err = stateDir(g); err != nil {
 					return err

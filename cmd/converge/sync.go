@@ -17,6 +17,7 @@ import (
 
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/cmd/converge/internal/builtin"
+	"github.com/convergehq/converge/cmd/converge/internal/repopath"
 	"github.com/convergehq/converge/cmd/converge/internal/view"
 	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/state"
@@ -131,7 +132,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 	if policy != nil && o.watch {
 		return usageErr("sync --watch applies the uncommitted work tree, which is not signed: drop --allowed-signers and --trusted-keys, or sync without --watch")
 	}
-	if o.watch && isRemote(g.repo) {
+	if o.watch && repopath.IsRemote(g.repo) {
 		return usageErr("sync --watch watches a local work tree; --repo %s is remote", g.repo)
 	}
 	src, err := openSource(ctx, g, dir)
@@ -311,7 +312,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 // and when what holds the state is another sync.
 func syncThroughDaemon(ctx context.Context, out, errOut io.Writer, g *globals, d *daemon, rev converge.Revision, o syncOptions, rep *view.SyncReport) error {
 	cl := d.api
-	if src, err := cl.Source(ctx); err == nil && src != nil && (!sameRepo(g.repo, src) || src.Path != g.path) {
+	if src, err := cl.Source(ctx); err == nil && src != nil && (!repopath.SameRepo(g.repo, src) || src.Path != g.path) {
 		return usageErr("sync: the converge serve holding the state follows %s (path %q), not %s (path %q): sync there, or stop it",
 			src.Repo, src.Path, g.repo, g.path)
 	}

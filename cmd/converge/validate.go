@@ -3,15 +3,13 @@ package main
 import (
 	"fmt"
 	"os"
-	"path/filepath"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cmd/converge/internal/repopath"
 	"github.com/convergehq/converge/cmd/converge/internal/view"
 	"github.com/convergehq/converge/cue"
-	gitsync "github.com/convergehq/converge/sync"
 )
 
 // newValidateCommand builds `converge validate [DIR]`: load every document
@@ -41,7 +39,7 @@ over it is an error naming it.`,
 			ctx := c.Context()
 			// DIR, or else --repo and --path as every other command reads
 			// them (here from the working tree, not from git).
-			if len(args) == 0 && !isRemote(g.repo) {
+			if len(args) == 0 && !repopath.IsRemote(g.repo) {
 				if err := resolveSource(ctx, g); err != nil {
 					return err
 				}
@@ -52,12 +50,12 @@ over it is an error naming it.`,
 			}
 			dir := documentsDir(g)
 			if len(args) == 1 {
-				d, err := validateDir(g.repo, args[0])
+				d, err := repopath.ValidateDir(g.repo, args[0])
 				if err != nil {
 					return err
 				}
 				dir = d
-			} else if isRemote(g.repo) {
+			} else if repopath.IsRemote(g.repo) {
 				return usageErr("validate reads a local directory; --repo %s is remote (use lint or plan)", g.repo)
 			}
 			out := output
@@ -102,39 +100,6 @@ over it is an error naming it.`,
 	c.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	c.Flags().Int64Var(&maxFileSize, "max-file-size", cue.DefaultMaxFileSize, "refuse files larger than this many bytes")
 	return c
-}
-
-// validateDir returns the directory `validate DIR` reads. A relative DIR
-// whose ".." leaves the current directory is refused unless it stays
-// inside the work tree of the repository the current directory is in, as
-// --path is (cwdRelative): documents come from that repository, never from
-// beside it. An absolute DIR is taken as given.
-func validateDir(repo, arg string) (string, error) {
-	clean := filepath.Clean(arg)
-	if filepath.IsAbs(clean) || (clean != ".." && !strings.HasPrefix(clean, ".."+string(filepath.Separator))) {
-		return arg, nil
-	}
-	refuse := usageErr("validate %s: outside the repository (\"..\" refused; give an absolute directory to read one elsewhere)", arg)
-	src, err := gitsync.OpenLocal(repo, "")
-	if err != nil || src.Root() == "" {
-		return "", refuse
-	}
-	root, err := filepath.EvalSymlinks(src.Root())
-	if err != nil {
-		return "", refuse
-	}
-	cwd, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("validate %s: %w", arg, err)
-	}
-	if c, err := filepath.EvalSymlinks(cwd); err == nil {
-		cwd = c
-	}
-	rel, err := filepath.Rel(root, filepath.Join(cwd, clean))
-	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-		return "", refuse
-	}
-	return arg, nil
 }
 
 // plural renders "1 error", "0 errors" (converge.Plural).
