@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -50,8 +49,12 @@ func newGetCommand(g *globals) *cobra.Command {
 			views := make([]view.Get, len(ids))
 			leases := make([]*converge.Lease, len(ids))
 			for i, id := range ids {
-				if views[i], leases[i], err = getOne(ctx, rd, x, id); err != nil {
+				var found bool
+				if views[i], leases[i], found, err = view.ReadGet(ctx, rd, x, id); err != nil {
 					return err
+				}
+				if !found {
+					return notFound(ctx, rd, id)
 				}
 			}
 			now := time.Now()
@@ -81,45 +84,6 @@ func newGetCommand(g *globals) *cobra.Command {
 	c.Flags().Lookup("output").Usage = "output format: table|wide|json|yaml (wide: get KIND/NAME cuts no value; a table of several has more columns)"
 	c.Flags().IntVar(&limit, "limit", 500, "get KIND: at most this many resources, in name order (0: all)")
 	return c
-}
-
-// getOne reads id with its edges and newest events, its secrets
-// redacted; the lease is its worker's claim (for the table only).
-func getOne(ctx context.Context, rd reader, x *view.Redactor, id converge.ID) (view.Get, *converge.Lease, error) {
-	r, err := rd.Resource(ctx, id)
-	if errors.Is(err, converge.ErrNotFound) {
-		return view.Get{}, nil, notFound(ctx, rd, id)
-	}
-	if err != nil {
-		return view.Get{}, nil, err
-	}
-	consumes, producedFor, err := rd.EdgesOf(ctx, id)
-	if err != nil {
-		return view.Get{}, nil, err
-	}
-	evs, err := rd.Events(ctx, id, view.DescribeEvents)
-	if err != nil {
-		return view.Get{}, nil, err
-	}
-	v := view.Get{
-		Resource: x.Resource(r, x.FlowPaths(consumes)),
-		// Flowed fields not known yet: shown, never stored.
-		KnownAfter: scheduler.KnownAfterApply(r.Spec, consumes),
-		DependsOn:  view.Edges(consumes, func(e converge.Edge) converge.ID { return e.Producer }),
-		UsedBy:     view.Edges(producedFor, func(e converge.Edge) converge.ID { return e.Consumer }),
-		Events:     make([]view.Event, len(evs)),
-		Suspended:  view.HeldBy(ctx, rd, r),
-	}
-	if !r.CreatedAt.IsZero() {
-		v.CreatedAt = &r.CreatedAt
-	}
-	if !r.UpdatedAt.IsZero() {
-		v.UpdatedAt = &r.UpdatedAt
-	}
-	for i, e := range evs {
-		v.Events[i] = view.EventOf(e)
-	}
-	return v, r.Lease, nil
 }
 
 // getKind prints the resources of kind, in name order, at most limit.
@@ -154,7 +118,7 @@ func getKind(ctx context.Context, g *globals, c *cobra.Command, kind, output str
 	for i, r := range rs {
 		views[i] = x.Resource(r, nil)
 		if !table && x.FlowsMatter(r) {
-			if views[i], err = redactWithEdges(ctx, x, rd, r); err != nil {
+			if views[i], err = x.ResourceWithEdges(ctx, rd, r); err != nil {
 				return err
 			}
 		}

@@ -72,7 +72,7 @@ func newListCommand(g *globals) *cobra.Command {
 			for _, r := range rs {
 				v := x.Resource(r, nil)
 				if output != "table" && x.FlowsMatter(r) {
-					if v, err = redactWithEdges(ctx, x, rd, r); err != nil {
+					if v, err = x.ResourceWithEdges(ctx, rd, r); err != nil {
 						return err
 					}
 				}

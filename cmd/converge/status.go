@@ -163,7 +163,7 @@ func storedStatus(ctx context.Context, g *globals, rev, output string, out, errO
 	}
 	rec, err := st.Revision(ctx, hash)
 	if errors.Is(err, converge.ErrNotFound) {
-		rec, err = revisionByPrefix(ctx, st, hash)
+		rec, err = view.RevisionByPrefix(ctx, st, hash)
 	}
 	if errors.Is(err, converge.ErrNotFound) {
 		return failed("%s has no statuses in %s (not synced yet)", rev, g.state)
@@ -182,31 +182,6 @@ func storedStatus(ctx context.Context, g *globals, rev, output string, out, errO
 		return err
 	}
 	return statusesFailed(rec.Revision, rec.Statuses)
-}
-
-// revisionByPrefix returns the one record whose commit hash starts with
-// prefix (at least 7 hex digits), or converge.ErrNotFound.
-func revisionByPrefix(ctx context.Context, rv stateapi.Revisioner, prefix string) (*converge.RevisionRecord, error) {
-	if len(prefix) < 7 {
-		return nil, converge.ErrNotFound
-	}
-	recs, err := rv.Revisions(ctx, 0)
-	if err != nil {
-		return nil, err
-	}
-	var found *converge.RevisionRecord
-	for _, r := range recs {
-		if strings.HasPrefix(r.Revision.Hash, prefix) && !r.Revision.Dirty {
-			if found != nil && found.Revision.Hash != r.Revision.Hash {
-				return nil, usageErr("status %s: more than one recorded commit starts so: give more of the hash", prefix)
-			}
-			found = r
-		}
-	}
-	if found == nil {
-		return nil, converge.ErrNotFound
-	}
-	return found, nil
 }
 
 // workTreeStatus prints the verdict of the newest work-tree pass of

@@ -2,10 +2,13 @@ package view
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/state"
 	"github.com/convergehq/converge/state/stateapi"
 )
@@ -112,4 +115,82 @@ func HeldBy(ctx context.Context, rd Reader, r *converge.Resource) *converge.Susp
 		}
 	}
 	return nil
+}
+
+// ReadGet reads id with its edges and newest events, its secrets hidden
+// by x; the lease is its worker's claim (for the table only). found is
+// false when rd has no resource id (err nil).
+func ReadGet(ctx context.Context, rd Reader, x *Redactor, id converge.ID) (v Get, lease *converge.Lease, found bool, err error) {
+	r, err := rd.Resource(ctx, id)
+	if errors.Is(err, converge.ErrNotFound) {
+		return Get{}, nil, false, nil
+	}
+	if err != nil {
+		return Get{}, nil, false, err
+	}
+	consumes, producedFor, err := rd.EdgesOf(ctx, id)
+	if err != nil {
+		return Get{}, nil, false, err
+	}
+	evs, err := rd.Events(ctx, id, DescribeEvents)
+	if err != nil {
+		return Get{}, nil, false, err
+	}
+	v = Get{
+		Resource: x.Resource(r, x.FlowPaths(consumes)),
+		// Flowed fields not known yet: shown, never stored.
+		KnownAfter: scheduler.KnownAfterApply(r.Spec, consumes),
+		DependsOn:  Edges(consumes, func(e converge.Edge) converge.ID { return e.Producer }),
+		UsedBy:     Edges(producedFor, func(e converge.Edge) converge.ID { return e.Consumer }),
+		Events:     make([]Event, len(evs)),
+		Suspended:  HeldBy(ctx, rd, r),
+	}
+	if !r.CreatedAt.IsZero() {
+		v.CreatedAt = &r.CreatedAt
+	}
+	if !r.UpdatedAt.IsZero() {
+		v.UpdatedAt = &r.UpdatedAt
+	}
+	for i, e := range evs {
+		v.Events[i] = EventOf(e)
+	}
+	return v, r.Lease, true, nil
+}
+
+// ResourceWithEdges is x.Resource, also hiding the spec fields a value
+// flow fills from a producer's secret status field (rd's edges of r).
+func (x *Redactor) ResourceWithEdges(ctx context.Context, rd Reader, r *converge.Resource) (Resource, error) {
+	if !x.FlowsMatter(r) {
+		return x.Resource(r, nil), nil
+	}
+	consumes, _, err := rd.EdgesOf(ctx, r.ID())
+	if err != nil {
+		return Resource{}, err
+	}
+	return x.Resource(r, x.FlowPaths(consumes)), nil
+}
+
+// RevisionByPrefix returns the one record whose commit hash starts with
+// prefix (at least 7 hex digits), or converge.ErrNotFound.
+func RevisionByPrefix(ctx context.Context, rv stateapi.Revisioner, prefix string) (*converge.RevisionRecord, error) {
+	if len(prefix) < 7 {
+		return nil, converge.ErrNotFound
+	}
+	recs, err := rv.Revisions(ctx, 0)
+	if err != nil {
+		return nil, err
+	}
+	var found *converge.RevisionRecord
+	for _, r := range recs {
+		if strings.HasPrefix(r.Revision.Hash, prefix) && !r.Revision.Dirty {
+			if found != nil && found.Revision.Hash != r.Revision.Hash {
+				return nil, fmt.Errorf("status %s: more than one recorded commit starts so: give more of the hash", prefix)
+			}
+			found = r
+		}
+	}
+	if found == nil {
+		return nil, converge.ErrNotFound
+	}
+	return found, nil
 }
