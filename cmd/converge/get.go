@@ -11,7 +11,6 @@ import (
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/cmd/converge/internal/view"
 	"github.com/convergehq/converge/scheduler"
-	"github.com/convergehq/converge/state"
 )
 
 func newGetCommand(g *globals) *cobra.Command {
@@ -97,34 +96,9 @@ func getKind(ctx context.Context, g *globals, c *cobra.Command, kind, output str
 		return err
 	}
 	table := output == "table" || output == "wide"
-	f := state.Filter{Kind: kind, Head: table}
-	if limit > 0 {
-		f.Limit = limit + 1 // one more: are there more?
-	}
-	rs, err := rd.Resources(ctx, f)
+	views, ages, more, err := view.ReadKind(ctx, rd, kind, limit, table)
 	if err != nil {
 		return err
-	}
-	more := limit > 0 && len(rs) > limit
-	if more {
-		rs = rs[:limit]
-	}
-	x, err := view.NewRedactor(ctx, rd)
-	if err != nil {
-		return err
-	}
-	views := make([]view.Resource, len(rs))
-	ages := make([]*time.Time, len(rs))
-	for i, r := range rs {
-		views[i] = x.Resource(r, nil)
-		if !table && x.FlowsMatter(r) {
-			if views[i], err = x.ResourceWithEdges(ctx, rd, r); err != nil {
-				return err
-			}
-		}
-		if !r.CreatedAt.IsZero() {
-			ages[i] = &r.CreatedAt
-		}
 	}
 	if more {
 		fmt.Fprintf(c.ErrOrStderr(), "note: the first %d %s resources; --limit 0 shows all\n", limit, kind)

@@ -1,15 +1,12 @@
 package main
 
 import (
-	"context"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/cmd/converge/internal/view"
-	"github.com/convergehq/converge/state"
-	"github.com/convergehq/converge/state/stateapi"
 )
 
 func newListCommand(g *globals) *cobra.Command {
@@ -43,77 +40,15 @@ func newListCommand(g *globals) *cobra.Command {
 					return err
 				}
 			}
-			// The table shows no spec or status: leave them in the store
-			// (a root's spec can be megabytes).
-			f := state.Filter{Kind: kind, Phase: converge.Phase(phase), RootsOnly: !all, Limit: limit, Head: output == "table"}
-			if drifted {
-				// Drift is a leaf's: every resource is looked at, and
-				// the limit counts the drifted ones.
-				f.RootsOnly, f.Limit, all = false, 0, true
-			}
-			rs, err := rd.Resources(ctx, f)
+			l, err := view.ReadList(ctx, rd, view.ListQuery{Kind: kind, Phase: converge.Phase(phase), All: all, Limit: limit,
+				Drifted: drifted, Table: output == "table"})
 			if err != nil {
 				return err
-			}
-			if drifted {
-				kept := rs[:0]
-				for _, r := range rs {
-					if r.Drift != nil && (limit <= 0 || len(kept) < limit) {
-						kept = append(kept, r)
-					}
-				}
-				rs = kept
-			}
-			x, err := view.NewRedactor(ctx, rd)
-			if err != nil {
-				return err
-			}
-			views := make([]view.Resource, 0, len(rs))
-			for _, r := range rs {
-				v := x.Resource(r, nil)
-				if output != "table" && x.FlowsMatter(r) {
-					if v, err = x.ResourceWithEdges(ctx, rd, r); err != nil {
-						return err
-					}
-				}
-				if !all {
-					n, err := rd.ChildCount(ctx, r.ID())
-					if err != nil {
-						return err
-					}
-					v.Children = &n
-				}
-				views = append(views, v)
-			}
-			var ctl *converge.Control
-			if cr, ok := rd.(stateapi.ControlReader); ok {
-				ctl, _ = cr.Control(ctx) // the pin and suspensions, shown when known
 			}
 			if output != "table" {
-				out := map[string]any{"resources": views}
-				if ctl != nil && ctl.Pin != nil {
-					out["pin"] = ctl.Pin
-				}
-				if ctl != nil && len(ctl.Suspended) > 0 {
-					out["suspended"] = ctl.Suspended
-				}
-				return view.WriteData(c.OutOrStdout(), output, out)
+				return l.WriteData(c.OutOrStdout(), output)
 			}
-			// The store keeps no revision per resource: the applied
-			// one heads the table.
-			var applied *converge.AppliedSource
-			if src, ok := rd.(interface {
-				Source(ctx context.Context) (*converge.AppliedSource, error)
-			}); ok {
-				if s, err := src.Source(ctx); err == nil {
-					applied = s
-				}
-			}
-			created := make([]time.Time, len(rs))
-			for i, r := range rs {
-				created[i] = r.CreatedAt
-			}
-			return view.WriteList(c.OutOrStdout(), applied, ctl, views, created, time.Now())
+			return l.WriteTable(c.OutOrStdout(), time.Now())
 		},
 	}
 	f := c.Flags()

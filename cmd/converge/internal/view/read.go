@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/scheduler"
@@ -193,4 +195,149 @@ func RevisionByPrefix(ctx context.Context, rv stateapi.Revisioner, prefix string
 		return nil, converge.ErrNotFound
 	}
 	return found, nil
+}
+
+// ListQuery is what list asks for: the resources of a kind, in a phase,
+// the roots only (All false: each with its child count) or every one, at
+// most Limit (0: all), only the drifted ones (every resource looked at,
+// Limit counting the drifted); Table leaves specs and statuses in the
+// store (a root's spec can be megabytes) and reads the applied revision
+// that heads the table.
+type ListQuery struct {
+	Kind    string
+	Phase   converge.Phase
+	All     bool
+	Limit   int
+	Drifted bool
+	Table   bool
+}
+
+// List is what list shows: the resources (secrets hidden), when each was
+// created, the pin and suspensions (when rd keeps them) and, for the
+// table, the applied revision.
+type List struct {
+	Resources []Resource
+	Created   []time.Time
+	Control   *converge.Control
+	Applied   *converge.AppliedSource
+}
+
+// ReadList reads what list shows for q.
+func ReadList(ctx context.Context, rd Reader, q ListQuery) (*List, error) {
+	// The table shows no spec or status: leave them in the store
+	// (a root's spec can be megabytes).
+	f := state.Filter{Kind: q.Kind, Phase: q.Phase, RootsOnly: !q.All, Limit: q.Limit, Head: q.Table}
+	if q.Drifted {
+		// Drift is a leaf's: every resource is looked at, and
+		// the limit counts the drifted ones.
+		f.RootsOnly, f.Limit, q.All = false, 0, true
+	}
+	rs, err := rd.Resources(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	if q.Drifted {
+		kept := rs[:0]
+		for _, r := range rs {
+			if r.Drift != nil && (q.Limit <= 0 || len(kept) < q.Limit) {
+				kept = append(kept, r)
+			}
+		}
+		rs = kept
+	}
+	x, err := NewRedactor(ctx, rd)
+	if err != nil {
+		return nil, err
+	}
+	views := make([]Resource, 0, len(rs))
+	for _, r := range rs {
+		v := x.Resource(r, nil)
+		if !q.Table && x.FlowsMatter(r) {
+			if v, err = x.ResourceWithEdges(ctx, rd, r); err != nil {
+				return nil, err
+			}
+		}
+		if !q.All {
+			n, err := rd.ChildCount(ctx, r.ID())
+			if err != nil {
+				return nil, err
+			}
+			v.Children = &n
+		}
+		views = append(views, v)
+	}
+	l := &List{Resources: views, Created: make([]time.Time, len(rs))}
+	for i, r := range rs {
+		l.Created[i] = r.CreatedAt
+	}
+	if cr, ok := rd.(stateapi.ControlReader); ok {
+		l.Control, _ = cr.Control(ctx) // the pin and suspensions, shown when known
+	}
+	if q.Table {
+		// The store keeps no revision per resource: the applied one
+		// heads the table.
+		if src, ok := rd.(interface {
+			Source(ctx context.Context) (*converge.AppliedSource, error)
+		}); ok {
+			if s, err := src.Source(ctx); err == nil {
+				l.Applied = s
+			}
+		}
+	}
+	return l, nil
+}
+
+// WriteData prints l as list -o json|yaml: the resources, and the pin
+// and the suspensions when there are any.
+func (l *List) WriteData(w io.Writer, format string) error {
+	out := map[string]any{"resources": l.Resources}
+	if ctl := l.Control; ctl != nil && ctl.Pin != nil {
+		out["pin"] = ctl.Pin
+	}
+	if ctl := l.Control; ctl != nil && len(ctl.Suspended) > 0 {
+		out["suspended"] = ctl.Suspended
+	}
+	return WriteData(w, format, out)
+}
+
+// WriteTable prints l as list's table (WriteList).
+func (l *List) WriteTable(w io.Writer, now time.Time) error {
+	return WriteList(w, l.Applied, l.Control, l.Resources, l.Created, now)
+}
+
+// ReadKind reads the resources of kind, in name order, at most limit (0:
+// all; more says there are more), their secrets hidden, and when each
+// was created (nil when unknown). For a table it leaves specs and
+// statuses in the store.
+func ReadKind(ctx context.Context, rd Reader, kind string, limit int, table bool) (views []Resource, created []*time.Time, more bool, err error) {
+	f := state.Filter{Kind: kind, Head: table}
+	if limit > 0 {
+		f.Limit = limit + 1 // one more: are there more?
+	}
+	rs, err := rd.Resources(ctx, f)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	more = limit > 0 && len(rs) > limit
+	if more {
+		rs = rs[:limit]
+	}
+	x, err := NewRedactor(ctx, rd)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	views = make([]Resource, len(rs))
+	created = make([]*time.Time, len(rs))
+	for i, r := range rs {
+		views[i] = x.Resource(r, nil)
+		if !table && x.FlowsMatter(r) {
+			if views[i], err = x.ResourceWithEdges(ctx, rd, r); err != nil {
+				return nil, nil, false, err
+			}
+		}
+		if !r.CreatedAt.IsZero() {
+			created[i] = &r.CreatedAt
+		}
+	}
+	return views, created, more, nil
 }

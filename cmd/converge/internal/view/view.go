@@ -1,13 +1,15 @@
-// Package view renders what converge's commands print: the stable JSON
-// shapes of resources, events, trees, statuses and reports, and their
-// tables, as functions of data and an io.Writer (kubectl's printers).
-// It reads no store and parses no flag: a command in package main opens
-// the state, reads what it shows and hands it here.
+// Package view is what converge's commands print: the stable JSON shapes
+// of resources, events, trees, statuses and reports, and their tables, as
+// functions of data and an io.Writer (kubectl's printers), with secrets
+// hidden (Redactor); and the reads that gather what get, list and tree
+// show (read.go: ReadGet, ReadKind, ReadList, ReadTree) through a Reader
+// the command opened. It parses no flag and opens no store: a command in
+// package main does, and hands the reader, or what it read, here.
 //
-// Read first: Resource and Get (resource.go), the JSON every read
-// command prints and the table of get; WriteData and Table (this file),
-// what every -o json|yaml and every table goes through; then Describe
-// (get KIND/NAME's table) and WriteTree.
+// Read first: Resource and Get (view.go, resource.go), the JSON every
+// read command prints; WriteData and Table (view.go), what every -o
+// json|yaml and every table goes through; then Describe (get KIND/NAME's
+// table), WriteTree and read.go.
 package view
 
 import (
