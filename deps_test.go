@@ -28,7 +28,7 @@ func TestHeavyDependencies(t *testing.T) {
 		"google.golang.org/grpc":              {"proto/converge/v1", "providers", "providers/sdk", "providers/sdk/sdktest"},
 		"github.com/spf13/cobra":              {"cmd/converge"},
 		"github.com/spf13/pflag":              {"cmd/converge"},
-		"github.com/prometheus/client_golang": {"cmd/converge"},
+		"github.com/prometheus/client_golang": {"cmd/converge", "cmd/converge/internal/ops"},
 		"go.etcd.io/etcd/client/v3":           {"state/etcdstate", "state/etcdtest"},
 		"go.etcd.io/etcd/api/v3":              {"state/etcdstate"},
 		"go.etcd.io/etcd/server/v3":           {"state/etcdtest"},

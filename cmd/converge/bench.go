@@ -8,12 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge/cmd/converge/internal/bench"
+	"github.com/convergehq/converge/cmd/converge/internal/view"
 )
 
 // newBenchCommand is `converge bench`: its flags, and the report printed
@@ -76,8 +76,6 @@ the report adds the etcd runs and the ratio of their median rate to bbolt's.`,
 	return c
 }
 
-// benchRun is one converge of the repository from an empty store.
-
 // runBench measures (package bench) and prints the report.
 func runBench(ctx context.Context, out io.Writer, o bench.Options, output string) error {
 	if err := checkOutput(output, "table", "json", "yaml"); err != nil {
@@ -100,78 +98,9 @@ func runBench(ctx context.Context, out io.Writer, o bench.Options, output string
 		return err
 	}
 	if output != "table" {
-		return writeData(out, output, rep)
+		return view.WriteData(out, output, rep)
 	}
-	fmt.Fprintf(out, "raw limits (same run):\n")
-	fmt.Fprintf(out, "  grpc unary loopback, no-op:        %8.0f rt/s (1 in flight)  %8.0f rt/s (256 in flight)\n", rep.RawGRPC1, rep.RawGRPC256)
-	fmt.Fprintf(out, "  converge protocol, no-op provider: %8.0f rt/s (256 in flight)\n", rep.Dispatch256)
-	fmt.Fprintf(out, "  bbolt, 1,000 puts per fsynced txn: %8.0f puts/s  (%.0f txns/s)\n", rep.BboltPuts, rep.BboltTxns)
-	rows := [][]string{{"RUN", "RESOURCES", "WALL", "RES/S", "× RAW GRPC", "DISPATCHED", "PUTS/RES", "COMMITS", "LONGEST COMMIT", "RSS CTRL", "ANON CTRL", "RSS WORKER"}}
-	for i, r := range rep.Runs {
-		rows = append(rows, []string{strconv.Itoa(i + 1), strconv.Itoa(r.Resources),
-			fmt.Sprintf("%.3fs", r.Seconds), fmt.Sprintf("%.0f", r.PerSecond), fmt.Sprintf("%.2f", r.RatioToRawGRPC),
-			strconv.FormatUint(r.Dispatched, 10), fmt.Sprintf("%.2f", r.PutsPerRes), strconv.FormatUint(r.Commits, 10),
-			fmt.Sprintf("%.3fs", r.LongestCommitSeconds),
-			fmt.Sprintf("%.0f MiB", r.ControlRSSMiB), fmt.Sprintf("%.0f MiB", r.ControlAnonMiB), fmt.Sprintf("%.0f MiB", r.WorkerRSSMiB)})
-	}
-	fmt.Fprintln(out)
-	if err := table(out, rows); err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "\nmedian: %.3fs, %.0f resources/s, %.2f × raw grpc (1 in flight)\n", rep.MedianSeconds, rep.MedianPerSec, rep.MedianRatioRaw)
-	if len(rep.EtcdRuns) > 0 {
-		rows := [][]string{{"ETCD RUN", "RESOURCES", "WALL", "RES/S", "PUTS/RES", "COMMITS", "LONGEST COMMIT"}}
-		for i, r := range rep.EtcdRuns {
-			rows = append(rows, []string{strconv.Itoa(i + 1), strconv.Itoa(r.Resources),
-				fmt.Sprintf("%.3fs", r.Seconds), fmt.Sprintf("%.0f", r.PerSecond), fmt.Sprintf("%.2f", r.PutsPerRes),
-				strconv.FormatUint(r.Commits, 10), fmt.Sprintf("%.3fs", r.LongestCommitSeconds)})
-		}
-		fmt.Fprintln(out)
-		if err := table(out, rows); err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "\netcd median: %.3fs, %.0f resources/s, %.2f × bbolt\n", rep.EtcdMedianSeconds, rep.EtcdMedianPerSec, rep.EtcdRatioToBbolt)
-	}
-	if c := rep.Compose; c != nil && c.Skipped {
-		fmt.Fprintf(out, "\ncompose the BOM: not compared, the CUE compose is off the fast path (%s); --compose-cue DIR compares anyway\n", c.Why)
-	} else if c != nil {
-		path := c.Path
-		if c.Why != "" {
-			path += ": " + c.Why
-		}
-		fmt.Fprintf(out, "\ncompose the BOM (%d children, median of %d): go %.4fs wall %.4fs cpu (%.0f MiB allocated), cue (%s) %.4fs wall %.4fs cpu (%.0f MiB allocated): cue/go %.2f× wall, %.2f× cpu\n",
-			c.Children, max(o.Runs, 1), c.GoSeconds, c.GoCPUSeconds, c.GoAllocMiB, path, c.CUESeconds, c.CUECPUSeconds, c.CUEAllocMiB, c.Ratio, c.CPURatio)
-	}
-	if len(rep.SyncRuns) > 0 {
-		rows := [][]string{{"SYNC RUN", "RESOURCES", "WALL", "RES/S", "RSS SYNC"}}
-		for i, r := range rep.SyncRuns {
-			rows = append(rows, []string{strconv.Itoa(i + 1), strconv.Itoa(r.Resources), fmt.Sprintf("%.3fs", r.Seconds),
-				fmt.Sprintf("%.0f", r.PerSecond), fmt.Sprintf("%.0f MiB", r.PeakRSSMiB)})
-		}
-		fmt.Fprintln(out, "\nconverge sync from an empty store (the user's path, loading included):")
-		if err := table(out, rows); err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "\nsync median: %.3fs, %.2f× the bench runs' median\n", rep.SyncMedianSeconds, rep.SyncToBench)
-	}
-	if rep.Floor != nil {
-		fmt.Fprintf(out, "\n%s\n", rep.Floor)
-	}
-	return printLifecycle(out, rep.Lifecycle)
-}
-
-// printLifecycle prints bench --lifecycle's runs as a table.
-func printLifecycle(out io.Writer, runs []bench.Lifecycle) error {
-	if len(runs) == 0 {
-		return nil
-	}
-	rows := [][]string{{"RUN", "RECOMPOSE DISPATCHED", "RECOMPOSE WALL", "TEARDOWN RESOURCES", "TEARDOWN DISPATCHED", "TEARDOWN WALL"}}
-	for i, r := range runs {
-		rows = append(rows, []string{fmt.Sprint(i + 1), fmt.Sprint(r.RecomposeDispatched), fmt.Sprintf("%.3fs", r.RecomposeSeconds),
-			fmt.Sprint(r.TeardownResources), fmt.Sprint(r.TeardownDispatched), fmt.Sprintf("%.3fs", r.TeardownSeconds)})
-	}
-	fmt.Fprintln(out, "\nlifecycle (updated BOM recompose, then delete of the whole tree):")
-	return table(out, rows)
+	return rep.WriteText(out, max(o.Runs, 1))
 }
 
 // runBenchOnprem runs bench --onprem (bench.Onprem) and prints its report.
@@ -189,16 +118,9 @@ func runBenchOnprem(ctx context.Context, out io.Writer, servers string, o bench.
 		return err
 	}
 	if output != "table" {
-		return writeData(out, output, rep)
+		return view.WriteData(out, output, rep)
 	}
-	fmt.Fprintf(out, "baseline (pgx + RFC 2136, %d at a time): %d objects in %.2fs = %.0f objects/s\n",
-		rep.Concurrency, rep.Objects, rep.BaselineSeconds, rep.BaselinePerSec)
-	fmt.Fprintf(out, "converge sync from empty:               %d objects in %.2fs = %.0f objects/s\n",
-		rep.Objects, rep.ConvergeSeconds, rep.ConvergePerSec)
-	fmt.Fprintf(out, "ratio: %.2fx the plain client's rate (goal >= 0.8)\n", rep.Ratio)
-	fmt.Fprintf(out, "no-op sync: %.2fs, %d PostgreSQL transactions committed (%d in a window without a sync), SOA serial %d -> %d\n",
-		rep.NoopSeconds, rep.NoopTransactions, rep.NoopControl, rep.NoopSOABefore, rep.NoopSOAAfter)
-	return nil
+	return rep.WriteText(out)
 }
 
 // runBenchCurve runs bench --sizes (bench.Curve) and writes its figures.

@@ -5,14 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cmd/converge/internal/builtin"
+	"github.com/convergehq/converge/cmd/converge/internal/repopath"
+	"github.com/convergehq/converge/cmd/converge/internal/view"
 	"github.com/convergehq/converge/scheduler"
-	"github.com/convergehq/converge/state"
 	"github.com/convergehq/converge/state/stateapi"
 	gitsync "github.com/convergehq/converge/sync"
 	"github.com/convergehq/converge/sync/controlplane"
@@ -23,7 +24,7 @@ type deleteOptions struct {
 	timeout time.Duration
 	verbose bool
 	output  string
-	report  *deleteReport // -o json|yaml: filled in as delete ends
+	report  *view.Delete // -o json|yaml: filled in as delete ends
 }
 
 func newDeleteCommand(g *globals) *cobra.Command {
@@ -70,23 +71,12 @@ to keep it gone.`,
 	return c
 }
 
-// deleteReport is what delete -o json|yaml prints when it ends.
-type deleteReport struct {
-	Resource converge.ID `json:"resource"`
-	// Verdict is deleted, deleting (--wait=false), recreated, stuck,
-	// timed_out or interrupted.
-	Verdict     string      `json:"verdict"`
-	Seconds     float64     `json:"seconds"`
-	RecreatedBy converge.ID `json:"recreated_by,omitempty"`
-	StuckOn     string      `json:"stuck_on,omitempty"`
-}
-
 func runDelete(ctx context.Context, out, errOut io.Writer, g *globals, id converge.ID, o deleteOptions) (err error) {
 	if err := checkOutput(o.output, "table", "json", "yaml"); err != nil {
 		return err
 	}
 	if o.output != "table" {
-		rep := &deleteReport{Resource: id}
+		rep := &view.Delete{Resource: id}
 		stdout := out
 		out = errOut
 		start := time.Now()
@@ -95,7 +85,7 @@ func runDelete(ctx context.Context, out, errOut io.Writer, g *globals, id conver
 				return // refused before it started: the error says why
 			}
 			rep.Seconds = time.Since(start).Seconds()
-			if werr := writeData(stdout, o.output, rep); werr != nil && err == nil {
+			if werr := view.WriteData(stdout, o.output, rep); werr != nil && err == nil {
 				err = werr
 			}
 		}()
@@ -127,7 +117,7 @@ func runDelete(ctx context.Context, out, errOut io.Writer, g *globals, id conver
 	if !o.wait {
 		o.verdict("deleting", "", "")
 		fmt.Fprintf(out, "deleting %s\n", id)
-		printComesBack(out, before)
+		view.WriteComesBack(out, before)
 		return nil
 	}
 	deadline := time.NewTimer(o.timeout)
@@ -140,7 +130,7 @@ func runDelete(ctx context.Context, out, errOut io.Writer, g *globals, id conver
 		case errors.Is(err, converge.ErrNotFound):
 			o.verdict("deleted", "", "")
 			fmt.Fprintf(out, "deleted %s in %s\n", id, time.Since(start).Round(time.Millisecond))
-			printComesBack(out, before)
+			view.WriteComesBack(out, before)
 			return nil
 		case err != nil:
 			return err
@@ -151,79 +141,27 @@ func runDelete(ctx context.Context, out, errOut io.Writer, g *globals, id conver
 			return nil
 		}
 		if ec, ok := ctl.(*engineController); ok {
-			if stuck, hint := ec.stuck(); stuck {
+			if stuck, hint := ec.e.Stuck(&ec.settle, ec.howToStart); stuck {
 				if hint != "" {
 					fmt.Fprintln(errOut, "hint:", hint)
 				}
-				on := stuckOn(ctx, rd, id)
+				on := view.StuckOn(ctx, rd, id)
 				o.verdict("stuck", "", on)
 				return failed("stuck: %s", on)
 			}
 		}
 		select {
 		case <-ctx.Done():
-			on := stuckOn(ctx, rd, id)
+			on := view.StuckOn(ctx, rd, id)
 			o.verdict("interrupted", "", on)
 			return failed("interrupted: %s is still being torn down (%s)", id, on)
 		case <-deadline.C:
-			on := stuckOn(ctx, rd, id)
+			on := view.StuckOn(ctx, rd, id)
 			o.verdict("timed_out", "", on)
 			return failed("timed out after %s: %s", o.timeout, on)
 		case <-tick.C:
 		}
 	}
-}
-
-// printComesBack tells what re-creates a deleted resource: the repository
-// that declares it, or the owner that composes it.
-func printComesBack(out io.Writer, r *converge.Resource) {
-	switch {
-	case r.Owner != "":
-		fmt.Fprintf(out, "note: %s recomposes once the teardown is done and re-creates it while it still emits it\n", r.Owner)
-	case r.Origin == converge.OriginGit:
-		src := r.Source
-		if src == "" {
-			src = "the repository"
-		}
-		fmt.Fprintf(out, "note: declared in %s: the next sync re-creates it; remove it from the repository to keep it gone\n", src)
-	}
-}
-
-// stuckOn follows the "waiting for teardown of X" reasons from id down to
-// the resource the teardown actually waits for and describes it, e.g.
-// "account/a waiting for teardown of vpc/a; vpc/a waiting for teardown of
-// route/a (stuck 12s); route/a: tearing down (attempt 4, last error: …)".
-func stuckOn(ctx context.Context, rd reader, id converge.ID) string {
-	var parts []string
-	seen := map[converge.ID]bool{}
-	for cur := id; !seen[cur]; {
-		seen[cur] = true
-		r, err := rd.Resource(ctx, cur)
-		if err != nil {
-			parts = append(parts, fmt.Sprintf("%s: %v", cur, err))
-			break
-		}
-		const prefix = "waiting for teardown of "
-		next, ok := strings.CutPrefix(r.Reason, prefix)
-		if !ok {
-			desc := r.Reason
-			if r.LastError != "" && !strings.Contains(desc, r.LastError) {
-				desc += " (last error: " + r.LastError + ")"
-			}
-			parts = append(parts, fmt.Sprintf("%s %s: %s", cur, r.Phase, desc))
-			break
-		}
-		parts = append(parts, fmt.Sprintf("%s %s", cur, r.Reason))
-		if i := strings.IndexByte(next, ' '); i >= 0 {
-			next = next[:i]
-		}
-		nid, err := converge.ParseID(next)
-		if err != nil {
-			break
-		}
-		cur = nid
-	}
-	return strings.Join(parts, "; ")
 }
 
 // controller is the write side delete and do need: a daemon's admin API
@@ -261,30 +199,15 @@ func openController(ctx context.Context, g *globals, errOut io.Writer, verbose b
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	e, err := startEngine(ctx, controlplane.Options{
-		StateDir: dir, Etcd: g.etcd, RepoDir: repoDir, Workers: workers,
-		Log:       g.logger(errOut, verbose),
-		Scheduler: scheduler.Config{PostponeLoadedResyncs: true}, // it runs for one teardown or verb
-	})
-	if errors.Is(err, state.ErrLocked) {
-		// A daemon took the state while we started: it answers on its
-		// admin socket once it is up.
-		for i := 0; i < 50; i++ {
-			if c, derr := dialAdmin(dir); derr == nil {
-				return c, c, func() error { return nil }, nil
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	o := controlplane.Options{StateDir: dir, Etcd: g.etcd, RepoDir: repoDir, Workers: workers, Log: g.logger(errOut, verbose),
+		BuiltinEnv: builtin.Env}
+	o.WorkerEnv = workerLogEnv(o.Log)
+	e, c, err := controlplane.StartForCommand(ctx, o)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	// Verbs and teardowns need the workers: give them time to connect,
-	// but not to those that failed.
-	for until := time.Now().Add(30 * time.Second); time.Now().Before(until); time.Sleep(10 * time.Millisecond) {
-		if due, _ := e.Workers(); due == 0 {
-			break
-		}
+	if c != nil {
+		return c, c, func() error { return nil }, nil
 	}
 	done := func() error {
 		if err := e.Close(); err != nil {
@@ -292,26 +215,18 @@ func openController(ctx context.Context, g *globals, errOut io.Writer, verbose b
 		}
 		return nil
 	}
-	return &engineController{Scheduler: e.Scheduler(), e: e, remote: isRemote(g.repo), settle: gitsync.Settle{Grace: 2 * time.Second, CommitGrace: commitGrace}}, e.Store(), done, nil
+	ec := &engineController{Scheduler: e.Scheduler(), e: e, howToStart: howToStartWorker(repopath.IsRemote(g.repo), false),
+		settle: gitsync.Settle{Grace: 2 * time.Second, CommitGrace: controlplane.CommitGrace}}
+	return ec, e.Store(), done, nil
 }
 
 // engineController is the controller of an engine delete or do started:
-// its scheduler, and whether the engine is stuck.
+// its scheduler, and whether the engine is stuck (controlplane.Engine.Stuck).
 type engineController struct {
 	*scheduler.Scheduler
-	e      *controlplane.Engine
-	remote bool // the repository is remote: its workers are not started
-	settle gitsync.Settle
-}
-
-// stuck reports whether nothing can progress any more (gitsync.Settle),
-// with the hint for kinds no worker serves ("" if none).
-func (c *engineController) stuck() (bool, string) {
-	due, failedWorkers := c.e.Workers()
-	if o := c.settle.Observe(time.Now(), c.Progress(), due); o != gitsync.Stuck && o != gitsync.Undurable {
-		return false, ""
-	}
-	return true, gitsync.UnservedHint(c.Problems(), failedWorkers, howToStartWorker(c.remote, false))
+	e          *controlplane.Engine
+	howToStart string
+	settle     gitsync.Settle
 }
 
 // declaredWorkers returns the worker processes to start and where: those
@@ -320,7 +235,7 @@ func (c *engineController) stuck() (bool, string) {
 // declares, read without loading (or applying) anything else. A remote
 // repository's workers are never started.
 func declaredWorkers(g *globals) ([]converge.WorkerSpec, string, error) {
-	if isRemote(g.repo) {
+	if repopath.IsRemote(g.repo) {
 		return nil, "", nil
 	}
 	if src := g.source; src != nil && !src.Remote {

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cmd/converge/internal/view"
 	"github.com/convergehq/converge/scheduler"
 )
 
@@ -20,16 +21,6 @@ type doOptions struct {
 	timeout time.Duration
 	verbose bool
 	output  string
-}
-
-// doReport is what do -o json|yaml prints for a verb that ran.
-type doReport struct {
-	Resource converge.ID     `json:"resource"`
-	Verb     string          `json:"verb"`
-	Outcome  string          `json:"outcome"`
-	Message  string          `json:"message"`
-	Status   json.RawMessage `json:"status"`
-	Seconds  float64         `json:"seconds"`
 }
 
 func newDoCommand(g *globals) *cobra.Command {
@@ -107,7 +98,7 @@ func runDo(ctx context.Context, out, errOut io.Writer, g *globals, id converge.I
 	} else if err != nil {
 		return err
 	}
-	x, err := newRedactor(ctx, rd)
+	x, err := view.NewRedactor(ctx, rd)
 	if err != nil {
 		return err
 	}
@@ -137,9 +128,9 @@ func runDo(ctx context.Context, out, errOut io.Writer, g *globals, id converge.I
 	if o.output != "table" {
 		st := json.RawMessage("null")
 		if len(res.Status) > 0 {
-			st = x.status(r, res.Status)
+			st = x.Status(r, res.Status)
 		}
-		return writeData(out, o.output, doReport{Resource: id, Verb: verb, Outcome: res.Outcome.String(), Message: res.Message,
+		return view.WriteData(out, o.output, view.Do{Resource: id, Verb: verb, Outcome: res.Outcome.String(), Message: res.Message,
 			Status: st, Seconds: time.Since(start).Seconds()})
 	}
 	fmt.Fprintf(out, "%s %s: %s in %s\n", id, verb, res.Outcome, time.Since(start).Round(time.Millisecond))
@@ -147,7 +138,7 @@ func runDo(ctx context.Context, out, errOut io.Writer, g *globals, id converge.I
 		fmt.Fprintln(out, res.Message)
 	}
 	if len(res.Status) > 0 {
-		fmt.Fprintf(out, "status: %s\n", x.status(r, res.Status))
+		fmt.Fprintf(out, "status: %s\n", x.Status(r, res.Status))
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/convergehq/converge/cmd/converge/internal/builtin"
 	"github.com/convergehq/converge/sync/controlplane"
 )
 
@@ -13,7 +14,7 @@ import (
 // every command gives its workers: the builtin workers' environment and
 // the engine's log format and level, for it to re-log their lines.
 func startEngine(ctx context.Context, o controlplane.Options) (*controlplane.Engine, error) {
-	o.BuiltinEnv = builtinWorkerEnv
+	o.BuiltinEnv = builtin.Env
 	o.WorkerEnv = workerLogEnv(o.Log)
 	return controlplane.Start(ctx, o)
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cmd/converge/internal/repopath"
+	"github.com/convergehq/converge/cmd/converge/internal/view"
 	"github.com/convergehq/converge/cue"
 )
 
@@ -61,22 +63,15 @@ version (default: the newest).`,
 				return failed("%v", err)
 			}
 			if output != "table" {
-				return writeData(c.OutOrStdout(), output, explainReport{Kind: k.Name, KindVersion: k.Version, Source: k.Source, Field: d})
+				return view.WriteData(c.OutOrStdout(), output, view.Explain{Kind: k.Name, KindVersion: k.Version, Source: k.Source, Field: d})
 			}
-			printExplain(c.OutOrStdout(), k, d)
+			view.WriteExplain(c.OutOrStdout(), k, d)
 			return nil
 		},
 	}
 	c.Flags().IntVar(&version, "kind-version", 0, "the kind version to explain (default: the newest)")
 	c.Flags().StringVarP(&output, "output", "o", "table", "output: table, json or yaml")
 	return c
-}
-
-type explainReport struct {
-	Kind        string        `json:"kind"`
-	KindVersion int           `json:"kind_version"`
-	Source      string        `json:"source,omitempty"`
-	Field       *cue.FieldDoc `json:"field"`
 }
 
 // staticKinds is a kindLister over kinds already read.
@@ -100,7 +95,7 @@ func explainKinds(ctx context.Context, g *globals, errOut io.Writer) ([]*converg
 			return ks, "the state", nil
 		}
 	}
-	if isRemote(g.repo) {
+	if repopath.IsRemote(g.repo) {
 		return nil, "", usageErr("explain: no state yet, and --repo %s is remote: sync first", g.repo)
 	}
 	if err := checkLocalPath(g); err != nil {
@@ -131,54 +126,4 @@ func pickKind(kinds []*converge.Kind, name string, version int) *converge.Kind {
 		}
 	}
 	return best
-}
-
-func printExplain(w io.Writer, k *converge.Kind, d *cue.FieldDoc) {
-	fmt.Fprintf(w, "KIND:     %s/v%d", k.Name, k.Version)
-	if k.Source != "" {
-		fmt.Fprintf(w, " (%s)", k.Source)
-	}
-	fmt.Fprintf(w, "\nFIELD:    %s <%s>%s\n", d.Path, d.Type, explainFlags(d))
-	if d.Default != "" {
-		fmt.Fprintf(w, "DEFAULT:  %s\n", d.Default)
-	}
-	if d.Doc != "" {
-		fmt.Fprintf(w, "\nDESCRIPTION:\n")
-		for _, l := range strings.Split(d.Doc, "\n") {
-			fmt.Fprintf(w, "  %s\n", l)
-		}
-	}
-	if len(d.Fields) == 0 {
-		return
-	}
-	fmt.Fprintf(w, "\nFIELDS:\n")
-	width := 0
-	for _, f := range d.Fields {
-		width = max(width, len(f.Path)-len(d.Path)-1)
-	}
-	for _, f := range d.Fields {
-		name := strings.TrimPrefix(f.Path, d.Path+".")
-		fmt.Fprintf(w, "  %-*s  <%s>%s\n", width, name, f.Type, explainFlags(&f))
-		if f.Doc != "" {
-			fmt.Fprintf(w, "  %-*s    %s\n", width, "", strings.ReplaceAll(f.Doc, "\n", " "))
-		}
-	}
-}
-
-// explainFlags is a field's " -required-", " (optional)" and " (secret)".
-func explainFlags(d *cue.FieldDoc) string {
-	var s string
-	switch {
-	case d.Must:
-		s = " -required-"
-	case d.Optional:
-		s = " (optional)"
-	}
-	if d.Default != "" && !strings.Contains(s, "default") {
-		s += " (default " + d.Default + ")"
-	}
-	if d.Secret {
-		s += " (secret)"
-	}
-	return s
 }

@@ -2,13 +2,12 @@ package main
 
 import (
 	"context"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge"
-	"github.com/convergehq/converge/state/stateapi"
+	"github.com/convergehq/converge/cmd/converge/internal/complete"
 )
 
 // examples are the Example sections of the commands' help, by command
@@ -167,23 +166,12 @@ func kindNames(ctx context.Context, g *globals) []string {
 		return nil
 	}
 	defer done()
-	ks, err := rd.Kinds(ctx)
-	if err != nil {
-		return nil
-	}
-	var names []string
-	for _, k := range ks {
-		if !slices.Contains(names, k.Name) {
-			names = append(names, k.Name)
-		}
-	}
-	slices.Sort(names)
-	return names
+	return complete.Kinds(ctx, rd)
 }
 
 // completeResource completes a KIND/NAME argument: "KIND/" for each kind
 // until a slash is typed, then that kind's names starting with what was
-// typed, read by prefix from the store's ID order (completeNames).
+// typed, read by prefix from the store's ID order (complete.Names).
 func completeResource(ctx context.Context, g *globals, toComplete string) ([]string, cobra.ShellCompDirective) {
 	kind, name, ok := strings.Cut(toComplete, "/")
 	if !ok {
@@ -200,67 +188,11 @@ func completeResource(ctx context.Context, g *globals, toComplete string) ([]str
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
 	defer done()
-	out, grouped := completeNames(ctx, rd, kind, name)
+	out, grouped := complete.Names(ctx, rd, kind, name)
 	if grouped {
 		return out, cobra.ShellCompDirectiveNoSpace | cobra.ShellCompDirectiveNoFileComp
 	}
 	return out, cobra.ShellCompDirectiveNoFileComp
-}
-
-// completeMax is the most names a completion offers; beyond it, it
-// offers their beginnings (see completeNames).
-const completeMax = 1000
-
-// completeNames returns the IDs of kind whose name begins with prefix,
-// read from the store in ID order from the prefix on (a seek, not a scan
-// of the kind). When more than completeMax match it returns instead, and
-// grouped, each match's beginning up to the first separator ("-", ".",
-// "_") after prefix, one per beginning ("vpc/fd-", "vpc/sample-"), each
-// found by one seek past the last: a shell then completes the next part.
-func completeNames(ctx context.Context, rd reader, kind, prefix string) (ids []string, grouped bool) {
-	hs, ok := rd.(stateapi.HeadScanner)
-	if !ok {
-		return nil, false
-	}
-	from := converge.ID(kind + "/" + prefix)
-	var exact []string // the prefix itself, which ResourceHeadsAfter skips
-	if prefix != "" {
-		if _, err := rd.Resource(ctx, from); err == nil {
-			exact = []string{string(from)}
-		}
-	}
-	rows, err := hs.ResourceHeadsAfter(ctx, kind, from, completeMax+1)
-	if err != nil {
-		return nil, false
-	}
-	out := exact
-	for _, row := range rows {
-		if !strings.HasPrefix(row.Resource.Name, prefix) {
-			break
-		}
-		out = append(out, string(row.Resource.ID()))
-	}
-	if len(out) <= completeMax {
-		return out, false
-	}
-	out = exact
-	for after := from; len(out) < completeMax; {
-		rows, err := hs.ResourceHeadsAfter(ctx, kind, after, 1)
-		if err != nil || len(rows) == 0 || !strings.HasPrefix(rows[0].Resource.Name, prefix) {
-			break
-		}
-		name := rows[0].Resource.Name
-		part := name
-		if i := strings.IndexAny(name[len(prefix):], "-._"); i >= 0 {
-			part = name[:len(prefix)+i+1]
-		}
-		out = append(out, kind+"/"+part)
-		after = converge.ID(kind + "/" + part)
-		if part != name {
-			after += "\xff" // past every name beginning with part
-		}
-	}
-	return out, true
 }
 
 // verbsOf lists the operator verbs of id's kind version: its reactions
@@ -271,26 +203,5 @@ func verbsOf(ctx context.Context, g *globals, id converge.ID) []string {
 		return nil
 	}
 	defer done()
-	r, err := rd.Resource(ctx, id)
-	if err != nil {
-		return nil
-	}
-	ks, err := rd.Kinds(ctx)
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, k := range ks {
-		if k.Name != r.Kind || k.Version != r.KindVersion {
-			continue
-		}
-		for _, re := range k.Reactions {
-			switch re {
-			case converge.ReactionReconcile, converge.ReactionCompose, converge.ReactionTeardown, converge.ReactionReact:
-			default:
-				out = append(out, re)
-			}
-		}
-	}
-	return out
+	return complete.Verbs(ctx, rd, id)
 }

@@ -1,39 +1,17 @@
 package main
 
 import (
-	"bytes"
-	"embed"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
-	"text/template"
 
 	"github.com/spf13/cobra"
 
+	"github.com/convergehq/converge/cmd/converge/internal/scaffold"
 	"github.com/convergehq/converge/cue"
 )
-
-// scaffold holds the templates of `converge init`: a repository (settings,
-// a kind, a resource) and the Go worker serving the kind, with its
-// acceptance test (sdktest.RunAcceptance).
-//
-//go:embed scaffold/*.tmpl
-var scaffold embed.FS
-
-// scaffoldFiles maps each template to the file it becomes ("KIND" is the
-// kind's name).
-var scaffoldFiles = []struct{ tmpl, path string }{
-	{"converge.cue.tmpl", "converge.cue"},
-	{"kind.cue.tmpl", "kinds/KIND.cue"},
-	{"hello.cue.tmpl", "resources/hello.cue"},
-	{"go.mod.tmpl", "go.mod"},
-	{"gitignore.tmpl", ".gitignore"},
-	{"main.go.tmpl", "worker/main.go"},
-	{"provider.go.tmpl", "worker/provider.go"},
-	{"provider_test.go.tmpl", "worker/provider_test.go"},
-}
 
 type initOptions struct {
 	kind, module, source string
@@ -86,67 +64,26 @@ func runInit(out, errOut io.Writer, dir string, o initOptions) error {
 		o.module = "example.com/" + strings.ToLower(filepath.Base(abs))
 	}
 	if o.source == "" {
-		o.source = convergeCheckout()
+		o.source = scaffold.ConvergeCheckout()
 	}
 	if o.source != "" {
 		if o.source, err = filepath.Abs(o.source); err != nil {
 			return fmt.Errorf("init: %w", err)
 		}
-		if !isConvergeCheckout(o.source) {
+		if !scaffold.IsConvergeCheckout(o.source) {
 			return usageErr("init: --converge-source %s: not a converge checkout (no go.mod of github.com/convergehq/converge)", o.source)
 		}
 	}
-	data := struct{ Kind, Module, Source string }{o.kind, o.module, filepath.ToSlash(o.source)}
-	for _, f := range scaffoldFiles {
-		t, err := template.ParseFS(scaffold, "scaffold/"+f.tmpl)
-		if err != nil {
-			return fmt.Errorf("init: template %s: %w", f.tmpl, err)
-		}
-		var b bytes.Buffer
-		if err := t.Execute(&b, data); err != nil {
-			return fmt.Errorf("init: template %s: %w", f.tmpl, err)
-		}
-		path := filepath.Join(abs, filepath.FromSlash(strings.ReplaceAll(f.path, "KIND", o.kind)))
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return fmt.Errorf("init: %w", err)
-		}
-		if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-			return fmt.Errorf("init: %w", err)
-		}
-		fmt.Fprintf(out, "wrote %s\n", filepath.Join(dir, filepath.FromSlash(strings.ReplaceAll(f.path, "KIND", o.kind))))
+	written, err := scaffold.Write(abs, scaffold.Data{Kind: o.kind, Module: o.module, Source: filepath.ToSlash(o.source)})
+	for _, f := range written {
+		fmt.Fprintf(out, "wrote %s\n", filepath.Join(dir, f))
+	}
+	if err != nil {
+		return err
 	}
 	if o.source == "" {
 		fmt.Fprintln(errOut, "note: go.mod needs a replace directive pointing at a converge checkout (--converge-source): converge is not published as a module yet")
 	}
 	fmt.Fprintf(out, "next: cd %s && go mod tidy && go test ./worker && git init -q && git add -A && git commit -qm init && converge sync\n", dir)
 	return nil
-}
-
-// convergeCheckout returns the converge checkout the current directory
-// is in, or "".
-func convergeCheckout() string {
-	d, err := os.Getwd()
-	if err != nil {
-		return ""
-	}
-	for {
-		if isConvergeCheckout(d) {
-			return d
-		}
-		up := filepath.Dir(d)
-		if up == d {
-			return ""
-		}
-		d = up
-	}
-}
-
-// isConvergeCheckout reports whether dir holds converge's own go.mod.
-func isConvergeCheckout(dir string) bool {
-	b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-	if err != nil {
-		return false
-	}
-	first, _, _ := strings.Cut(string(b), "\n")
-	return strings.TrimSpace(first) == "module github.com/convergehq/converge"
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/convergehq/converge/cmd/converge/internal/view"
 	"github.com/convergehq/converge/state/etcdstate"
 )
 
@@ -38,7 +39,7 @@ its quorum".`,
 				return err
 			}
 			if output != "table" {
-				return writeData(c.OutOrStdout(), output, a)
+				return view.WriteData(c.OutOrStdout(), output, a)
 			}
 			fmt.Fprintln(c.OutOrStdout(), a.Name)
 			return nil

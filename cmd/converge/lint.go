@@ -2,33 +2,13 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"path"
-	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cmd/converge/internal/repopath"
+	"github.com/convergehq/converge/cmd/converge/internal/view"
 	gitsync "github.com/convergehq/converge/sync"
 )
-
-// lintFinding is one finding of `converge lint -o json`: the stable
-// Finding fields plus the commit it was found on ("<base>..<head>" for the
-// range as a whole).
-type lintFinding struct {
-	converge.Finding
-	Commit string `json:"commit"`
-}
-
-// lintReport is the JSON of `converge lint -o json` (see "Stable JSON
-// output" in docs/ARCHITECTURE.md): add fields freely, never rename these.
-type lintReport struct {
-	Findings []lintFinding `json:"findings"`
-	// Commits counts the commits linted (base excluded).
-	Commits int `json:"commits"`
-	// Breaking counts the commits with findings.
-	Breaking int `json:"breaking"`
-}
 
 // newLintCommand builds `converge lint --base REV --head REV`: lint every
 // first-parent commit of base..head against its first parent, and the
@@ -61,7 +41,7 @@ root).`,
 			if base == "" {
 				return usageErr("lint: --base is required")
 			}
-			if isRemote(g.repo) {
+			if repopath.IsRemote(g.repo) {
 				return usageErr("lint %s: lint reads a local repository (clone it and pass its path)", g.repo)
 			}
 			// The repository, path and state every command resolves alike.
@@ -84,7 +64,7 @@ root).`,
 			if err != nil {
 				return fmt.Errorf("lint: %w", err)
 			}
-			if err := printLint(c.OutOrStdout(), output, g.path, groups, n); err != nil {
+			if err := view.WriteLint(c.OutOrStdout(), output, g.path, groups, n); err != nil {
 				return err
 			}
 			for _, gr := range groups {
@@ -101,75 +81,4 @@ root).`,
 	c.Flags().StringVar(&output, "format", "text", "the same as --output")
 	c.Flags().MarkHidden("format")
 	return c
-}
-
-func printLint(w io.Writer, format, sub string, groups []gitsync.LintGroup, commits int) error {
-	breaking, total := 0, 0
-	for _, g := range groups {
-		if len(g.Findings) > 0 && !g.Range {
-			breaking++
-		}
-		total += len(g.Findings)
-	}
-	switch format {
-	case "json":
-		rep := lintReport{Findings: []lintFinding{}, Commits: commits, Breaking: breaking}
-		for _, g := range groups {
-			for _, f := range g.Findings {
-				rep.Findings = append(rep.Findings, lintFinding{Finding: f, Commit: g.ID})
-			}
-		}
-		return writeData(w, "json", rep)
-	case "github":
-		sub = strings.Trim(path.Clean("/"+strings.ReplaceAll(sub, `\`, "/")), "/")
-		for _, g := range groups {
-			for _, f := range g.Findings {
-				file := f.File
-				if sub != "" && file != "" {
-					file = sub + "/" + file
-				}
-				fmt.Fprintf(w, "::error file=%s,line=%d,col=%d,title=%s::%s\n",
-					ghProperty(file), max(f.Line, 1), max(f.Column, 1), ghProperty(f.Rule), ghData(g.Header+": "+lintMessage(f)))
-			}
-		}
-	default:
-		for _, g := range groups {
-			if len(g.Findings) == 0 {
-				continue
-			}
-			fmt.Fprintf(w, "%s:\n", g.Header)
-			for _, f := range g.Findings {
-				pos := f.File
-				if f.Line > 0 {
-					pos = fmt.Sprintf("%s:%d:%d", f.File, f.Line, f.Column)
-				}
-				fmt.Fprintf(w, "%s: %s: %s\n", pos, f.Rule, lintMessage(f))
-			}
-		}
-	}
-	verdict := "no breaking changes"
-	if total > 0 {
-		verdict = fmt.Sprintf("%d breaking, %s", breaking, plural(total, "finding"))
-	}
-	_, err := fmt.Fprintf(w, "%s linted: %s\n", plural(commits, "commit"), verdict)
-	return err
-}
-
-// lintMessage is f's message led by its field path (lint messages already
-// start with it; validation messages do not).
-func lintMessage(f converge.Finding) string {
-	if f.Path == "" || strings.HasPrefix(f.Message, f.Path) {
-		return f.Message
-	}
-	return f.Path + ": " + f.Message
-}
-
-// ghData escapes a workflow command's message.
-func ghData(s string) string {
-	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A").Replace(s)
-}
-
-// ghProperty escapes a workflow command's property value.
-func ghProperty(s string) string {
-	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A", ":", "%3A", ",", "%2C").Replace(s)
 }

@@ -1,16 +1,12 @@
 package main
 
 import (
-	"context"
-	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge"
-	"github.com/convergehq/converge/state"
-	"github.com/convergehq/converge/state/stateapi"
+	"github.com/convergehq/converge/cmd/converge/internal/view"
 )
 
 func newListCommand(g *globals) *cobra.Command {
@@ -44,93 +40,15 @@ func newListCommand(g *globals) *cobra.Command {
 					return err
 				}
 			}
-			// The table shows no spec or status: leave them in the store
-			// (a root's spec can be megabytes).
-			f := state.Filter{Kind: kind, Phase: converge.Phase(phase), RootsOnly: !all, Limit: limit, Head: output == "table"}
-			if drifted {
-				// Drift is a leaf's: every resource is looked at, and
-				// the limit counts the drifted ones.
-				f.RootsOnly, f.Limit, all = false, 0, true
-			}
-			rs, err := rd.Resources(ctx, f)
+			l, err := view.ReadList(ctx, rd, view.ListQuery{Kind: kind, Phase: converge.Phase(phase), All: all, Limit: limit,
+				Drifted: drifted, Table: output == "table"})
 			if err != nil {
 				return err
-			}
-			if drifted {
-				kept := rs[:0]
-				for _, r := range rs {
-					if r.Drift != nil && (limit <= 0 || len(kept) < limit) {
-						kept = append(kept, r)
-					}
-				}
-				rs = kept
-			}
-			x, err := newRedactor(ctx, rd)
-			if err != nil {
-				return err
-			}
-			views := make([]resourceView, 0, len(rs))
-			for _, r := range rs {
-				v := x.view(r, nil)
-				if output != "table" && x.flowsMatter(r) {
-					if v, err = x.viewWithEdges(ctx, rd, r); err != nil {
-						return err
-					}
-				}
-				if !all {
-					n, err := rd.ChildCount(ctx, r.ID())
-					if err != nil {
-						return err
-					}
-					v.Children = &n
-				}
-				views = append(views, v)
-			}
-			var ctl *converge.Control
-			if cr, ok := rd.(stateapi.ControlReader); ok {
-				ctl, _ = cr.Control(ctx) // the pin and suspensions, shown when known
 			}
 			if output != "table" {
-				out := map[string]any{"resources": views}
-				if ctl != nil && ctl.Pin != nil {
-					out["pin"] = ctl.Pin
-				}
-				if ctl != nil && len(ctl.Suspended) > 0 {
-					out["suspended"] = ctl.Suspended
-				}
-				return writeData(c.OutOrStdout(), output, out)
+				return l.WriteData(c.OutOrStdout(), output)
 			}
-			// The store keeps no revision per resource: the applied
-			// one heads the table.
-			if src, ok := rd.(interface {
-				Source(ctx context.Context) (*converge.AppliedSource, error)
-			}); ok {
-				if s, err := src.Source(ctx); err == nil && s != nil && s.Revision.Hash != "" {
-					fmt.Fprintf(c.OutOrStdout(), "applied %s\n", revisionLine(s.Revision, time.Now()))
-				}
-			}
-			if ctl != nil {
-				if ctl.Pin != nil {
-					fmt.Fprintln(c.OutOrStdout(), ctl.Pin.String())
-				}
-				for _, s := range ctl.Suspended {
-					fmt.Fprintln(c.OutOrStdout(), s.String())
-				}
-			}
-			rows := [][]string{{"RESOURCE", "VERSION", "PHASE", "CHILDREN", "AGE", "REASON"}}
-			now := time.Now()
-			for i, v := range views {
-				kids := "-"
-				if v.Children != nil {
-					kids = strconv.Itoa(*v.Children)
-				}
-				a := "-"
-				if t := rs[i].CreatedAt; !t.IsZero() {
-					a = age(now.Sub(t))
-				}
-				rows = append(rows, []string{v.Kind + "/" + v.Name, "v" + strconv.Itoa(v.KindVersion), phaseShown(v.Phase, v.Drift), kids, a, orDash(v.Reason)})
-			}
-			return table(c.OutOrStdout(), rows)
+			return l.WriteTable(c.OutOrStdout(), time.Now())
 		},
 	}
 	f := c.Flags()
@@ -150,17 +68,4 @@ func validPhase(p converge.Phase) bool {
 		}
 	}
 	return false
-}
-
-// revisionLine is "main@sha1:<hex> (committed 3m ago: subject)".
-func revisionLine(r converge.Revision, now time.Time) string {
-	out := r.String()
-	if !r.Time.IsZero() {
-		out += " (committed " + age(now.Sub(r.Time)) + " ago"
-		if r.Subject != "" {
-			out += ": " + r.Subject
-		}
-		out += ")"
-	}
-	return out
 }

@@ -5,114 +5,49 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/convergehq/converge/state/etcdstate"
-	"github.com/convergehq/converge/state/stateapi"
 	"github.com/convergehq/converge/sync/controlplane"
 )
 
 // daemonAPI is what the changing commands ask of the converge running a
-// state: a daemon's admin socket (*stateapi.Client) or the leader of a
-// replicated etcd state (*controlplane.LeaderClient, through operators'
-// intents in etcd).
-type daemonAPI interface {
-	controller
-	stateapi.ControlReader
-	stateapi.ControlSetter
-	stateapi.Reconciler
-	stateapi.Sourcer
-	stateapi.Revisioner
-}
-
-var (
-	_ daemonAPI = (*stateapi.Client)(nil)
-	_ daemonAPI = (*controlplane.LeaderClient)(nil)
-)
+// state (controlplane.RunningAPI).
+type daemonAPI = controlplane.RunningAPI
 
 // daemon is the converge running a state, as a changing command reaches
-// it.
+// it (controlplane.FindRunning).
 type daemon struct {
 	api daemonAPI
-	// rd reads the state: the admin API, or the etcd store itself (a
-	// look at a resource or a verdict is not a round trip through the
-	// leader).
-	rd interface {
-		reader
-		stateapi.Revisioner
-	}
-	// leader is the leader's client, nil for a daemon's socket.
-	leader *controlplane.LeaderClient
-	state  string // --state, for messages
-	errOut io.Writer
-	close  func()
+	// rd reads the state: the admin API, or the etcd store itself.
+	rd      controlplane.RunningReader
+	running *controlplane.Running
+	state   string // --state, for messages
+	errOut  io.Writer
 }
 
 // done says which leader carried the command out, if one did, and closes
 // what findDaemon opened.
 func (d *daemon) done() {
-	if d.leader != nil {
-		if name := d.leader.Answered(); name != "" {
+	if l := d.running.Leader; l != nil {
+		if name := l.Answered(); name != "" {
 			fmt.Fprintf(d.errOut, "note: carried out by %s, the replica leading %s\n", name, d.state)
 		}
 	}
-	d.close()
+	d.running.Close()
 }
 
-// findDaemon returns the converge running the state, nil when none
-// does: the daemon whose admin socket is in dir (when socketOK; dir ""
-// is none), else, with --state etcd://…, the replica leading it when
-// replicas serve it, or whenever this machine has no state directory to
-// start an engine in (there the command never looks for a lock or a
-// repository). The leader's client waits --leader-wait for a leader to
-// take each request.
+// findDaemon returns the converge running the state, nil when none does
+// (controlplane.FindRunning): the daemon whose admin socket is in dir
+// (when socketOK; dir "" is none), else, with --state etcd://…, the
+// replica leading it when replicas serve it, or whenever this machine
+// has no state directory to start an engine in. The leader's client
+// waits --leader-wait for a leader to take each request.
 func findDaemon(ctx context.Context, g *globals, dir string, socketOK bool, errOut io.Writer) (*daemon, error) {
-	if dir != "" && socketOK {
-		if c, err := dialAdmin(dir); err == nil {
-			return &daemon{api: c, rd: c, errOut: errOut, close: func() {}}, nil
-		}
+	r, err := controlplane.FindRunning(ctx, controlplane.FindOptions{Dir: dir, Socket: socketOK, Etcd: g.etcd, LeaderWait: g.leaderWait})
+	if err != nil || r == nil {
+		return nil, err
 	}
-	if g.etcd == nil {
-		return nil, nil
-	}
-	lc, err := controlplane.DialLeader(g.etcd, g.leaderWait)
-	if err != nil {
-		return nil, controlplane.OpenError(err)
-	}
-	if dir != "" {
-		replicated, err := servedByReplicas(ctx, lc.Operator())
-		if err != nil || !replicated {
-			lc.Close()
-			return nil, err
-		}
-	}
-	st, err := controlplane.OpenEtcd(g.etcd, true, 0)
-	if err != nil {
-		lc.Close()
-		return nil, controlplane.OpenError(err)
-	}
-	return &daemon{api: lc, rd: st, leader: lc, state: g.state, errOut: errOut, close: func() {
-		st.Close() // read only: a failed close loses nothing
-		lc.Close()
-	}}, nil
-}
-
-// etcdAnswerTimeout bounds the look at who serves an etcd state: a
-// cluster that does not answer fails the command instead of holding it.
-const etcdAnswerTimeout = 10 * time.Second
-
-// servedByReplicas reports whether replicas serve the prefix: one leads,
-// or one ever campaigned for it (and may lead again soon).
-func servedByReplicas(ctx context.Context, op *etcdstate.Operator) (bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, etcdAnswerTimeout)
-	defer cancel()
-	if _, err := op.Leader(ctx); err == nil {
-		return true, nil
-	} else if !errors.Is(err, etcdstate.ErrNoLeader) {
-		return false, err
-	}
-	names, err := op.Replicas(ctx)
-	return len(names) > 0, err
+	return &daemon{api: r.API, rd: r.Reader, running: r, state: g.state, errOut: errOut}, nil
 }
 
 // changeDir is a changing command's state directory: stateDir's, or ""

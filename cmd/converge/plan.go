@@ -12,6 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cmd/converge/internal/builtin"
+	"github.com/convergehq/converge/cmd/converge/internal/view"
 	"github.com/convergehq/converge/cue"
 	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/state"
@@ -207,7 +209,7 @@ func runPlan(ctx context.Context, out, errOut io.Writer, g *globals, o planOptio
 	if err != nil {
 		return err
 	}
-	var refresh *refreshView
+	var refresh *view.Refresh
 	if o.refresh {
 		if refresh, err = planRefresh(ctx, admin, src, d.Settings.Workers, snap); err != nil {
 			return err
@@ -218,9 +220,9 @@ func runPlan(ctx context.Context, out, errOut io.Writer, g *globals, o planOptio
 			return err
 		}
 	} else if o.output != "table" {
-		data := planJSON(rv)
+		data := view.PlanOf(rv)
 		data.Refresh = refresh
-		if err := writeData(out, o.output, data); err != nil {
+		if err := view.WriteData(out, o.output, data); err != nil {
 			return err
 		}
 	} else {
@@ -229,9 +231,9 @@ func runPlan(ctx context.Context, out, errOut io.Writer, g *globals, o planOptio
 			max = 0
 		}
 		rv.WriteText(out, gitsync.TextOptions{MaxDetail: max, Flag: "plan --all"})
-		printRefresh(out, refresh)
+		view.WriteRefresh(out, refresh)
 	}
-	changes := !p.Empty() || refreshChanges(refresh)
+	changes := !p.Empty() || view.RefreshChanges(refresh)
 	switch {
 	case o.detailed && len(rv.Breaking) > 0:
 		return errExit{code: exitFailed, err: fmt.Errorf("plan has %d breaking changes", len(rv.Breaking))}
@@ -311,133 +313,11 @@ func planComposer(ctx context.Context, admin *stateapi.Client, src *gitsync.Sour
 	}
 	// A worker service that fails before the workers connect shows as
 	// dry runs with no answer, which hold the revision.
-	srv, stop, err := startPlanWorkers(ctx, src, workers)
+	srv, stop, err := controlplane.StartWorkersAlone(ctx, src.Root(), workers, builtin.Env)
 	if err != nil {
 		return nil, nil, err
 	}
 	return scheduler.DryRunner(srv), stop, nil
-}
-
-// planItemData is a plan item as plan -o json|yaml prints it: stable
-// snake_case keys, kind versions as "kind/vN" (null when not set).
-type planItemData struct {
-	ID     converge.ID `json:"id"`
-	From   *string     `json:"from"`
-	To     *string     `json:"to"`
-	Fields []string    `json:"fields"`
-	Reason string      `json:"reason,omitempty"`
-	// KnownAfter are the spec fields value flows fill once their
-	// producers are Ready.
-	KnownAfter []scheduler.KnownAfter `json:"known_after_apply"`
-	// Changes are the fields with their old and new values (a created
-	// resource's spec, a deleted one's), secret ones "(secret)".
-	Changes []gitsync.FieldChange `json:"changes"`
-	// Owner and Row say which composer, and which row of its spec, a
-	// composed child comes from.
-	Owner converge.ID `json:"owner,omitempty"`
-	Row   string      `json:"row,omitempty"`
-}
-
-// planData is the review as plan -o json|yaml prints it, every list []
-// rather than null. Summary is the schema sync -o json reports too.
-type planData struct {
-	Revision    string             `json:"revision"`
-	Create      []planItemData     `json:"create"`
-	Update      []planItemData     `json:"update"`
-	Flip        []planItemData     `json:"flip"`
-	Delete      []planItemData     `json:"delete"`
-	Refused     []planItemData     `json:"refused"`
-	Prune       []planItemData     `json:"prune"`
-	Unanswered  []planItemData     `json:"unanswered"`
-	Definitions []string           `json:"definitions"`
-	TornDown    int                `json:"torn_down"`
-	Total       int                `json:"total"`
-	Held        string             `json:"held,omitempty"`
-	Override    string             `json:"override,omitempty"`
-	Breaking    []converge.Finding `json:"breaking"`
-	Summary     summaryData        `json:"summary"`
-	Groups      []groupData        `json:"groups"`
-	Teardown    []teardownData     `json:"teardown"`
-	Refresh     *refreshView       `json:"refresh,omitempty"`
-}
-
-// summaryData is a gitsync.PlanSummary with its kind versions as text:
-// what plan would change, and what sync applied.
-type summaryData struct {
-	gitsync.PlanSummary
-}
-
-type groupData struct {
-	gitsync.Group
-	From *string `json:"from"`
-	To   *string `json:"to"`
-}
-
-type teardownData struct {
-	gitsync.TeardownStep
-	KindVersion string `json:"kind_version"`
-}
-
-func refData(r converge.KindRef) *string {
-	if r.Kind == "" {
-		return nil
-	}
-	s := r.String()
-	return &s
-}
-
-func planItem(it scheduler.PlanItem) planItemData {
-	fields := it.Fields
-	if fields == nil {
-		fields = []string{}
-	}
-	known := it.KnownAfter
-	if known == nil {
-		known = []scheduler.KnownAfter{}
-	}
-	return planItemData{ID: it.ID, From: refData(it.From), To: refData(it.To), Fields: fields, Reason: it.Reason,
-		KnownAfter: known, Changes: []gitsync.FieldChange{}}
-}
-
-func planJSON(rv *gitsync.Review) planData {
-	items := func(its []scheduler.PlanItem) []planItemData {
-		out := make([]planItemData, len(its))
-		for i, it := range its {
-			out[i] = planItem(it)
-		}
-		return out
-	}
-	v := planData{Revision: rv.Revision, Refused: items(rv.Refused), Unanswered: items(rv.Unanswered),
-		Definitions: rv.Definitions, TornDown: rv.Summary.TornDown, Total: rv.Summary.Total, Held: rv.Held, Override: rv.Override,
-		Breaking: rv.Breaking, Summary: summaryData{rv.Summary}, Groups: []groupData{}, Teardown: []teardownData{}}
-	lists := map[string]*[]planItemData{"create": &v.Create, "update": &v.Update, "flip": &v.Flip, "delete": &v.Delete, "prune": &v.Prune}
-	for _, l := range lists {
-		*l = []planItemData{}
-	}
-	for _, c := range rv.Changes {
-		it := planItem(scheduler.PlanItem{ID: c.ID, From: c.From, To: c.To, Reason: c.Reason, KnownAfter: c.KnownAfter})
-		if c.TopFields != nil {
-			it.Fields = c.TopFields
-		}
-		if c.Fields != nil {
-			it.Changes = c.Fields
-		}
-		it.Owner, it.Row = c.Owner, c.Row.Label()
-		*lists[c.Action] = append(*lists[c.Action], it)
-	}
-	for _, g := range rv.Groups(0) {
-		v.Groups = append(v.Groups, groupData{Group: g, From: refData(g.From), To: refData(g.To)})
-	}
-	for _, t := range rv.Teardown {
-		v.Teardown = append(v.Teardown, teardownData{TeardownStep: t, KindVersion: t.KindVersion.String()})
-	}
-	if v.Definitions == nil {
-		v.Definitions = []string{}
-	}
-	if v.Breaking == nil {
-		v.Breaking = []converge.Finding{}
-	}
-	return v
 }
 
 // planComment prints (-o markdown) or posts (--comment N) the plan as a

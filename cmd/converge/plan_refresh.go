@@ -2,29 +2,16 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/convergehq/converge"
-	"github.com/convergehq/converge/providers"
+	"github.com/convergehq/converge/cmd/converge/internal/builtin"
+	"github.com/convergehq/converge/cmd/converge/internal/view"
 	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/state/stateapi"
 	gitsync "github.com/convergehq/converge/sync"
+	"github.com/convergehq/converge/sync/controlplane"
 )
-
-// refreshView is what plan --refresh found on the real systems: the
-// resources observed, the drifted ones (what the workers read differs
-// from the stored spec) and those that could not be observed.
-type refreshView struct {
-	Observed int                   `json:"observed"`
-	Drift    []scheduler.DriftItem `json:"drift"`
-	Failed   []scheduler.DriftItem `json:"failed"`
-}
 
 // refreshConcurrency is how many observes plan --refresh runs at a time.
 const refreshConcurrency = 16
@@ -36,7 +23,7 @@ const refreshTimeout = 5 * time.Minute
 // through real workers: the daemon's when one holds the state (admin),
 // else those the local repository declares, started for the plan. It
 // changes nothing.
-func planRefresh(ctx context.Context, admin *stateapi.Client, src *gitsync.Source, workers []converge.WorkerSpec, snap *converge.Snapshot) (*refreshView, error) {
+func planRefresh(ctx context.Context, admin *stateapi.Client, src *gitsync.Source, workers []converge.WorkerSpec, snap *converge.Snapshot) (*view.Refresh, error) {
 	var observe scheduler.ComposeFunc
 	stop := func() {}
 	switch {
@@ -47,7 +34,7 @@ func planRefresh(ctx context.Context, admin *stateapi.Client, src *gitsync.Sourc
 	case len(workers) == 0:
 		return nil, failed("plan --refresh: no worker to observe with: the repository declares no workers")
 	default:
-		srv, st, err := startPlanWorkers(ctx, src, workers)
+		srv, st, err := controlplane.StartWorkersAlone(ctx, src.Root(), workers, builtin.Env)
 		if err != nil {
 			return nil, err
 		}
@@ -57,7 +44,7 @@ func planRefresh(ctx context.Context, admin *stateapi.Client, src *gitsync.Sourc
 	ctx, cancel := context.WithTimeout(ctx, refreshTimeout)
 	defer cancel()
 	r := scheduler.Refresh(ctx, snap, observe, refreshConcurrency)
-	v := &refreshView{Observed: r.Observed, Drift: r.Drift, Failed: r.Failed}
+	v := &view.Refresh{Observed: r.Observed, Drift: r.Drift, Failed: r.Failed}
 	if v.Drift == nil {
 		v.Drift = []scheduler.DriftItem{}
 	}
@@ -65,75 +52,4 @@ func planRefresh(ctx context.Context, admin *stateapi.Client, src *gitsync.Sourc
 		v.Failed = []scheduler.DriftItem{}
 	}
 	return v, nil
-}
-
-// startPlanWorkers starts the workers a local repository declares on a
-// server of their own, until stop.
-func startPlanWorkers(ctx context.Context, src *gitsync.Source, workers []converge.WorkerSpec) (*providers.Server, func(), error) {
-	tmp, err := os.MkdirTemp("", "converge-plan-")
-	if err != nil {
-		return nil, nil, fmt.Errorf("create plan directory: %w", err)
-	}
-	var b [16]byte
-	rand.Read(b[:]) // crypto/rand never fails (it crashes the program instead)
-	token := hex.EncodeToString(b[:])
-	srv := providers.NewServer(providers.ServerOptions{Token: token})
-	sock := filepath.Join(tmp, "worker.sock")
-	l, err := providers.ListenUnix(sock)
-	if err != nil {
-		os.RemoveAll(tmp)
-		return nil, nil, fmt.Errorf("listen for workers: %w", err)
-	}
-	go srv.Serve(l)
-	self, err := os.Executable()
-	if err != nil {
-		srv.Close()
-		os.RemoveAll(tmp)
-		return nil, nil, fmt.Errorf("locate converge binary: %w", err)
-	}
-	sup, err := providers.StartWorkers(ctx, workers, providers.SupervisorOptions{
-		Addr: "unix://" + sock, Token: token, Dir: src.Root(), Self: self, Stdout: io.Discard, Stderr: io.Discard,
-		BuiltinEnv: builtinWorkerEnv,
-	})
-	if err != nil {
-		srv.Close()
-		os.RemoveAll(tmp)
-		return nil, nil, fmt.Errorf("start workers: %w", err)
-	}
-	return srv, func() {
-		sup.Stop()
-		srv.Close()
-		os.RemoveAll(tmp)
-	}, nil
-}
-
-// printRefresh writes the drift section of plan's table.
-func printRefresh(w io.Writer, r *refreshView) {
-	if r == nil {
-		return
-	}
-	for _, d := range r.Drift {
-		what := "a sync heals it (drift_policy heal)"
-		if d.Policy == converge.DriftPolicyReport {
-			what = "left as found (drift_policy report)"
-		}
-		fmt.Fprintf(w, "  drift   %s: %s; %s\n", d.ID, d.Summary(), what)
-	}
-	for _, d := range r.Failed {
-		fmt.Fprintf(w, "  unobserved %s: %s\n", d.ID, d.Error)
-	}
-	fmt.Fprintf(w, "refreshed: %d observed, %d drifted, %d not observed\n", r.Observed, len(r.Drift), len(r.Failed))
-}
-
-// refreshChanges reports whether r found drift a sync would heal.
-func refreshChanges(r *refreshView) bool {
-	if r == nil {
-		return false
-	}
-	for _, d := range r.Drift {
-		if d.Policy != converge.DriftPolicyReport {
-			return true
-		}
-	}
-	return false
 }

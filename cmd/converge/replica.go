@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cmd/converge/internal/ops"
 	"github.com/convergehq/converge/state/etcdstate"
 	"github.com/convergehq/converge/sync/controlplane"
 )
@@ -122,7 +122,7 @@ func (s *server) runReplica(ctx context.Context) error {
 	httpAddr, stopHTTP, err := s.startHTTP(poke, func() (int, string) {
 		h := terms.Health()
 		if h == nil {
-			return followerHealth(rep)
+			return ops.FollowerHealth(rep)
 		}
 		if why := h.Check(time.Now()); why != "" {
 			return http.StatusServiceUnavailable, why
@@ -133,7 +133,7 @@ func (s *server) runReplica(ctx context.Context) error {
 		return err
 	}
 	defer stopHTTP()
-	s.ops.setNotReady("") // a follower serves the site and the webhook; a leader is ready once it evaluated
+	s.ops.SetNotReady("") // a follower serves the site and the webhook; a leader is ready once it evaluated
 
 	var sw *controlplane.ConnSwitch
 	advert := etcdstate.Advert{HTTP: httpAddr}
@@ -151,7 +151,7 @@ func (s *server) runReplica(ctx context.Context) error {
 	s.announce()
 	var tokens func() []string
 	if s.tokens != nil {
-		tokens = s.tokens.tokens
+		tokens = s.tokens.Tokens
 	}
 	terms.Run(ctx, controlplane.TermOptions{Advert: advert, Workers: sw, Token: token, Tokens: tokens, TLS: s.workersTLS, Log: s.log,
 		Engine: s.engineOptions(token), Work: s.follow, Events: replicaEvents{s}})
@@ -175,11 +175,11 @@ func (v replicaEvents) Leads(term *etcdstate.Term) {
 }
 
 func (v replicaEvents) Leading(e *controlplane.Engine) {
-	v.s.ops.engine.Store(e)
+	v.s.ops.SetEngine(e)
 	if e != nil {
-		v.s.ops.setNotReady("leading: the first revision is not evaluated yet")
+		v.s.ops.SetNotReady("leading: the first revision is not evaluated yet")
 	} else {
-		v.s.ops.setNotReady("")
+		v.s.ops.SetNotReady("")
 	}
 }
 
@@ -196,27 +196,3 @@ func (v replicaEvents) SteppedDown(why string) {
 }
 
 func (v replicaEvents) ShuttingDown() { fmt.Fprintln(v.s.out, "serve: shutting down") }
-
-// followerHealth is a follower's GET /healthz: healthy while etcd can
-// elect, naming the leader ("ok: replica b follows a"); during a quorum
-// loss, or cut off from etcd, no replica can lead here, and it says so
-// (503).
-func followerHealth(rep *etcdstate.Replica) (int, string) {
-	name := rep.Name()
-	if err := rep.Health(time.Second); err != nil {
-		return http.StatusServiceUnavailable, "replica " + name + " follows, and " + err.Error()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	a, err := rep.Leader(ctx)
-	switch {
-	case errors.Is(err, etcdstate.ErrNoLeader):
-		return http.StatusOK, "ok: replica " + name + " follows (no replica leads yet)"
-	case err != nil:
-		return http.StatusServiceUnavailable, "replica " + name + " follows, and " + err.Error()
-	case a.Name == name:
-		// Its own advert outlives a lost term until etcd expires it.
-		return http.StatusOK, "ok: replica " + name + " follows (its own lost term is expiring)"
-	}
-	return http.StatusOK, "ok: replica " + name + " follows " + a.Name
-}

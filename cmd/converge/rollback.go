@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -156,16 +155,6 @@ func pin(ctx context.Context, errOut io.Writer, g *globals, revArg string) error
 	}, errOut, errOut)
 }
 
-// cloneControl returns a deep copy of c.
-func cloneControl(c *converge.Control) (*converge.Control, error) {
-	b, err := json.Marshal(c)
-	if err != nil {
-		return nil, err
-	}
-	out := new(converge.Control)
-	return out, json.Unmarshal(b, out)
-}
-
 // updateControl reads the stored Control, lets change edit it, and
 // writes it back: through the admin API while a converge holds the state
 // (daemon true), else to the store. change's message is printed to out.
@@ -179,34 +168,12 @@ func updateControl(ctx context.Context, g *globals, dir string, change func(c *c
 	if d != nil {
 		defer d.done()
 		cl := d.api
-		// Read, change, compare-and-set: another operator's change made
-		// meanwhile is read and this one redone on top of it, never lost.
-		var before *converge.Pin
-		var ctl *converge.Control
-		var msg string
-		for try := 1; ; try++ {
-			base, err := cl.Control(ctx)
-			if err != nil {
-				return fmt.Errorf("read control: %w", err)
-			}
-			if ctl, err = cloneControl(base); err != nil {
-				return err
-			}
-			before = ctl.Pin
-			if msg, err = change(ctl, true); err != nil {
-				return err
-			}
-			err = cl.SetControl(ctx, base, ctl)
-			if errors.Is(err, stateapi.ErrControlChanged) && try < 5 {
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("write control: %w", err)
-			}
-			break
+		msg, before, after, err := controlplane.UpdateControl(ctx, cl, func(c *converge.Control) (string, error) { return change(c, true) })
+		if err != nil {
+			return err
 		}
 		fmt.Fprintln(out, msg)
-		if before == ctl.Pin {
+		if before == after {
 			return nil // the pin is unchanged: nothing to fetch
 		}
 		if _, err := cl.Reconcile(ctx, ""); err != nil {

@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/metrics"
-	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -18,6 +16,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cmd/converge/internal/profile"
+	"github.com/convergehq/converge/cmd/converge/internal/view"
 	"github.com/convergehq/converge/cue"
 	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/state"
@@ -119,89 +119,6 @@ type globals struct {
 	level               slog.Level
 }
 
-// envCPUProfile names a file that receives a CPU profile of the whole
-// command (go tool pprof): how the figures of docs/BENCHMARKS.md that
-// are not `bench` runs were taken apart.
-const envCPUProfile = "CONVERGE_CPUPROFILE"
-
-// startCPUProfile profiles the process into the file f until the
-// returned function runs.
-func startCPUProfile(f string) (func(), error) {
-	out, err := os.Create(f)
-	if err != nil {
-		return nil, fmt.Errorf("$%s: %w", envCPUProfile, err)
-	}
-	if err := pprof.StartCPUProfile(out); err != nil {
-		out.Close()
-		return nil, fmt.Errorf("$%s: %w", envCPUProfile, err)
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		if err := out.Close(); err != nil {
-			fmt.Fprintf(os.Stderr, "converge: $%s: %v\n", envCPUProfile, err)
-		}
-	}, nil
-}
-
-// envHeapProfile names a file that receives a heap profile of the
-// command (go tool pprof) each time its live heap reaches a new high by
-// a tenth: the profile left is the heap near its peak, which a profile
-// at exit (after a delete, say) would not show.
-const envHeapProfile = "CONVERGE_HEAPPROFILE"
-
-// watchHeap checks the live heap every second until the returned
-// function runs, and writes a heap profile into the file f at each new
-// high.
-func watchHeap(f string) func() {
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-		var peak uint64
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-			}
-			metrics.Read(sample)
-			if sample[0].Value.Kind() != metrics.KindUint64 {
-				return
-			}
-			live := sample[0].Value.Uint64()
-			if live < peak+peak/10 || live < 16<<20 {
-				continue
-			}
-			peak = live
-			if err := writeHeapProfile(f); err != nil {
-				fmt.Fprintf(os.Stderr, "converge: $%s: %v\n", envHeapProfile, err)
-				return
-			}
-		}
-	}()
-	return func() { close(done); <-stopped }
-}
-
-// writeHeapProfile replaces the file f with a heap profile.
-func writeHeapProfile(f string) error {
-	tmp := f + ".tmp"
-	out, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	if err := pprof.WriteHeapProfile(out); err != nil {
-		out.Close()
-		return err
-	}
-	if err := out.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, f)
-}
-
 // Main runs the CLI with os.Args and returns the process exit code.
 func Main() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -211,16 +128,16 @@ func Main() int {
 	// then terminates at once, as without converge's handler (for a
 	// command that has no context to stop, or a drain that takes long).
 	go func() { <-ctx.Done(); stop() }()
-	if f := os.Getenv(envCPUProfile); f != "" {
-		stopProfile, err := startCPUProfile(f)
+	if f := os.Getenv(profile.EnvCPU); f != "" {
+		stopProfile, err := profile.StartCPU(f)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "converge:", err)
 			return exitUsage
 		}
 		defer stopProfile()
 	}
-	if f := os.Getenv(envHeapProfile); f != "" {
-		defer watchHeap(f)()
+	if f := os.Getenv(profile.EnvHeap); f != "" {
+		defer profile.WatchHeap(f)()
 	}
 	root := newRootCommand()
 	root.SetArgs(os.Args[1:])
@@ -268,7 +185,7 @@ func newRoot(g *globals) *cobra.Command {
 		Short:         "converge drives a git repository of BOM files to its declared state",
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       readBuildVersion().String(),
+		Version:       view.BuildVersion().String(),
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
 	pf := root.PersistentFlags()

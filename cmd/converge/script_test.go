@@ -29,6 +29,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cmd/converge/internal/view"
 	"github.com/convergehq/converge/state"
 	"github.com/convergehq/converge/state/etcdstate"
 	"github.com/convergehq/converge/state/etcdtest"
@@ -384,7 +385,7 @@ func cmdWaitGet(ts *testscript.TestScript, neg bool, args []string) {
 		if rd, done, err := openReader(g, io.Discard); err == nil {
 			if r, err := rd.Resource(context.Background(), converge.ID(args[1])); err == nil {
 				var b strings.Builder
-				writeData(&b, "json", viewOf(r))
+				view.WriteData(&b, "json", view.ResourceOf(r))
 				last = b.String()
 			}
 			done()

@@ -10,16 +10,16 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"strconv"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cmd/converge/internal/builtin"
+	"github.com/convergehq/converge/cmd/converge/internal/ops"
+	"github.com/convergehq/converge/cmd/converge/internal/view"
+	"github.com/convergehq/converge/cmd/converge/internal/workerauth"
 	"github.com/convergehq/converge/site"
 	gitsync "github.com/convergehq/converge/sync"
 	"github.com/convergehq/converge/sync/controlplane"
@@ -41,9 +41,9 @@ type serveOptions struct {
 	// advertise is the workers address a leader publishes for followers
 	// to name (--advertise; see workersAdvert).
 	advertise string
-	// workersTLS secures --workers-listen (see workersTLSOptions).
-	workersTLS workersTLSOptions
-	// tokenFile is --workers-token-file (see tokenFile).
+	// workersTLS secures --workers-listen (see workerauth.TLSFiles).
+	workersTLS workerauth.TLSFiles
+	// tokenFile is --workers-token-file (see workerauth.TokenFile).
 	tokenFile string
 	// uiActions lets a signed-in person delete resources and run verbs
 	// from the site (see uiActions); uiTokenFile holds its login token
@@ -98,10 +98,10 @@ must then be set, the same on every replica.`,
 	f.StringVar(&o.listen, "listen", ":8080", "HTTP address for the site, the webhook, /metrics, /readyz and /healthz (\"\" for none)")
 	f.StringVar(&o.workersListen, "workers-listen", "", "TCP address for external workers: TLS (--workers-tls-cert, --workers-tls-key) or, with --insecure, plain TCP; needs the workers' token in $CONVERGE_WORKER_TOKEN")
 	f.StringVar(&o.tokenFile, "workers-token-file", "", "with --workers-listen: the workers' tokens, one per line, instead of $CONVERGE_WORKER_TOKEN; read again when the file changes (or on SIGHUP), so a token rotates without a restart")
-	f.StringVar(&o.workersTLS.cert, "workers-tls-cert", "", "with --workers-listen: serve workers TLS with this certificate (PEM; needs --workers-tls-key)")
-	f.StringVar(&o.workersTLS.key, "workers-tls-key", "", "with --workers-listen: the private key (PEM) of --workers-tls-cert")
-	f.StringVar(&o.workersTLS.clientCA, "workers-tls-client-ca", "", "with --workers-tls-cert: require workers' client certificates signed by this PEM CA bundle (mutual TLS)")
-	f.BoolVar(&o.workersTLS.insecure, "insecure", false, "with --workers-listen: serve workers over plain TCP instead of TLS; their token crosses the network in clear (serve warns)")
+	f.StringVar(&o.workersTLS.Cert, "workers-tls-cert", "", "with --workers-listen: serve workers TLS with this certificate (PEM; needs --workers-tls-key)")
+	f.StringVar(&o.workersTLS.Key, "workers-tls-key", "", "with --workers-listen: the private key (PEM) of --workers-tls-cert")
+	f.StringVar(&o.workersTLS.ClientCA, "workers-tls-client-ca", "", "with --workers-tls-cert: require workers' client certificates signed by this PEM CA bundle (mutual TLS)")
+	f.BoolVar(&o.workersTLS.Insecure, "insecure", false, "with --workers-listen: serve workers over plain TCP instead of TLS; their token crosses the network in clear (serve warns)")
 	f.DurationVar(&o.poll, "poll", time.Minute, "fetch interval (jittered by up to 10%)")
 	f.StringSliceVar(&o.startWorkers, "start-worker", nil, "start a worker from local configuration: a builtin NAME[:REPLICAS] (e.g. classic:2), or NAME=COMMAND (a worker binary, its path relative to the current directory)")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "also log the engine's info and debug messages and the workers' output (warnings and errors always show)")
@@ -120,12 +120,12 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	out, errOut := c.OutOrStdout(), c.ErrOrStderr()
 	if g.logFormat == "json" {
 		// Every line the daemon prints is JSON, its reports as its logs.
-		out = newJSONLines(out)
+		out = view.NewJSONLines(out)
 	}
 	if err := o.replicaFlags(g, c.Flags().Changed("lease-ttl")); err != nil {
 		return err
 	}
-	workersTLS, tlsReload, err := o.workersTLS.config(o.workersListen, time.Now())
+	workersTLS, tlsReload, err := o.workersTLS.Config(o.workersListen, time.Now())
 	if err != nil {
 		return err
 	}
@@ -140,14 +140,14 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 			return err
 		}
 	}
-	var tokens *tokenFile
+	var tokens *workerauth.TokenFile
 	switch {
 	case o.tokenFile != "" && o.workersListen == "":
 		return usageErr("--workers-token-file needs --workers-listen: its tokens are the TCP workers' (the unix socket's workers get their own)")
 	case o.tokenFile != "" && os.Getenv("CONVERGE_WORKER_TOKEN") != "":
 		return usageErr("--workers-token-file with $CONVERGE_WORKER_TOKEN: give the workers' tokens one way")
 	case o.tokenFile != "":
-		if tokens, err = openTokenFile(o.tokenFile); err != nil {
+		if tokens, err = workerauth.OpenTokenFile(o.tokenFile); err != nil {
 			return err
 		}
 	case o.workersListen != "" && os.Getenv("CONVERGE_WORKER_TOKEN") == "":
@@ -162,29 +162,12 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 		// handshake or worker after it changes; SIGHUP reads it at once.
 		note := func(msg string) { fmt.Fprintln(out, "serve: "+msg) }
 		if tlsReload != nil {
-			tlsReload.warn, tlsReload.note = log.Warn, note
+			tlsReload.Warn, tlsReload.Note = log.Warn, note
 		}
 		if tokens != nil {
-			tokens.warn, tokens.note = log.Warn, note
+			tokens.Warn, tokens.Note = log.Warn, note
 		}
-		hup := make(chan os.Signal, 1)
-		signal.Notify(hup, syscall.SIGHUP)
-		defer signal.Stop(hup)
-		go func() {
-			for {
-				select {
-				case <-hup:
-					if tlsReload != nil {
-						tlsReload.reload(true)
-					}
-					if tokens != nil {
-						tokens.reload(true)
-					}
-				case <-ctx.Done():
-					return
-				}
-			}
-		}()
+		defer workerauth.ReloadOnHangup(ctx, tlsReload, tokens)()
 	}
 	dir, err := stateDir(g)
 	if err != nil {
@@ -211,7 +194,7 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 		return err
 	}
 	defer o.forge.stop()
-	workers, err := builtinWorkers(o.startWorkers)
+	workers, err := builtin.ParseStartWorkers(o.startWorkers)
 	if err != nil {
 		return err
 	}
@@ -225,7 +208,7 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 	}
 	s := &server{g: g, o: o, out: out, errOut: errOut, log: log, dir: dir, src: src, workers: workers,
 		live: site.NewLive(filepath.Join(dir, "site"), site.LiveOptions{Site: site.Options{Title: "converge"}, Log: errOut}), workersTLS: workersTLS,
-		tokens: tokens, ops: newOps("starting: the store is not open yet")}
+		tokens: tokens, ops: ops.NewMonitor("starting: the store is not open yet")}
 	if o.replica != "" {
 		return s.runReplica(ctx)
 	}
@@ -244,9 +227,9 @@ func runServe(ctx context.Context, c *cobra.Command, g *globals, o serveOptions)
 		return err
 	}
 	defer closeEngine(e, errOut)
-	s.ops.engine.Store(e)
-	defer s.ops.engine.Store(nil)
-	s.ops.setNotReady("starting: the first revision is not evaluated yet")
+	s.ops.SetEngine(e)
+	defer s.ops.SetEngine(nil)
+	s.ops.SetNotReady("starting: the first revision is not evaluated yet")
 	s.live.Attach(e.Store())
 	// The site reads the store: it stops, and has stopped, before the
 	// engine closes the store (defers run last first).
@@ -292,9 +275,9 @@ type server struct {
 	// workersTLS secures the workers' TCP listener (nil: plain TCP).
 	workersTLS *tls.Config
 	// tokens are --workers-token-file's, nil without it.
-	tokens *tokenFile
+	tokens *workerauth.TokenFile
 	// ops answers /metrics and /readyz.
-	ops *ops
+	ops *ops.Monitor
 }
 
 // engineOptions are the options of the engine serve starts (a replica:
@@ -304,7 +287,7 @@ func (s *server) engineOptions(token string) controlplane.Options {
 		Listen: s.o.workersListen, TLS: s.workersTLS, Token: token, Log: s.log,
 		Changed: s.live.Changed, WrapStore: s.g.wrapStore, Reinit: s.g.reinitState}
 	if s.tokens != nil {
-		o.Tokens = s.tokens.tokens
+		o.Tokens = s.tokens.Tokens
 	}
 	return o
 }
@@ -313,7 +296,7 @@ func (s *server) engineOptions(token string) controlplane.Options {
 // now, nil when it runs none (a follower replica): what the site's
 // actions call.
 func (s *server) controller() site.Actor {
-	if e := s.ops.engine.Load(); e != nil {
+	if e := s.ops.Engine(); e != nil {
 		return e.Controller()
 	}
 	return nil
@@ -336,29 +319,12 @@ func (s *server) startHTTP(poke func(), health func() (int, string)) (addr strin
 	if s.o.listen == "" {
 		return "", func() {}, nil
 	}
-	mux := http.NewServeMux()
-	secret := os.Getenv(envWebhookSecret)
-	if secret == "" {
-		s.log.Warn("webhook disabled: $" + envWebhookSecret + " is not set, so POST /hooks/git refuses every delivery (serve still polls)")
-	}
-	mux.Handle("POST /hooks/git", &gitsync.Webhook{Secret: []byte(secret), Trigger: poke, Log: s.log, Observe: s.ops.observeWebhook})
-	answer := func(check func() (int, string)) http.HandlerFunc {
-		return func(w http.ResponseWriter, _ *http.Request) {
-			code, text := check()
-			if code != http.StatusOK {
-				http.Error(w, text, code)
-				return
-			}
-			_, _ = io.WriteString(w, text+"\n") // a failed write is a client that went away
-		}
-	}
-	mux.HandleFunc("GET /healthz", answer(health))
-	mux.HandleFunc("GET /readyz", answer(s.ops.ready))
-	mux.Handle("GET /metrics", s.ops.handler())
+	var actions *site.Actions
 	if s.o.uiActions {
-		site.NewActions(s.o.uiToken, s.controller, s.log).Register(mux)
+		actions = site.NewActions(s.o.uiToken, s.controller, s.log)
 	}
-	mux.Handle("GET /", site.Handler(s.live.Dir()))
+	mux := s.ops.Mux(ops.MuxOptions{WebhookSecret: os.Getenv(envWebhookSecret), Trigger: poke, Health: health,
+		Actions: actions, SiteDir: s.live.Dir(), Log: s.log})
 	l, err := net.Listen("tcp", s.o.listen)
 	if err != nil {
 		return "", nil, fmt.Errorf("listen %s: %w", s.o.listen, err)
@@ -415,22 +381,22 @@ func (v *serveEvents) Pinned(pin *converge.Pin) {
 	} else {
 		fmt.Fprintf(v.s.out, "serve: pinned to %s by %s: the head of %s is not applied until converge unpin\n", pin.Revision, pin.By, v.s.src.Ref())
 	}
-	v.s.ops.setPin(pin)
+	v.s.ops.SetPin(pin)
 }
 
 func (v *serveEvents) Failed(err error, evaluated bool) {
 	fmt.Fprintf(v.s.out, "serve: %v\n", err)
 	if !evaluated {
-		v.s.ops.setNotReady("starting: the first fetch failed: " + err.Error())
+		v.s.ops.SetNotReady("starting: the first fetch failed: " + err.Error())
 	}
 }
 
-func (v *serveEvents) Evaluated() { v.s.ops.setNotReady("") }
+func (v *serveEvents) Evaluated() { v.s.ops.SetNotReady("") }
 
 func (v *serveEvents) Pass(p *gitsync.Pass) {
 	v.s.live.Changed(nil) // new revision records: the index
-	v.s.ops.observePass(p)
-	fmt.Fprintln(v.s.out, "serve: "+describePass(p))
+	v.s.ops.ObservePass(p)
+	fmt.Fprintln(v.s.out, "serve: "+view.PassLine(p))
 	if p.Applied {
 		setTimeouts(v.s.g, v.s.src, v.syncer, p.Loaded.Desired.Settings) // the applied converge.cue's
 	}
@@ -438,13 +404,13 @@ func (v *serveEvents) Pass(p *gitsync.Pass) {
 
 func (v *serveEvents) Converged(p *gitsync.Pass, summary string) {
 	fmt.Fprintf(v.s.out, "serve: %s converged: %s\n", p.Revision, summary)
-	v.s.ops.observeVerdict(verdictConverged)
+	v.s.ops.ObserveVerdict(ops.VerdictConverged)
 	v.s.live.Changed(nil)
 }
 
 func (v *serveEvents) Stuck(p *gitsync.Pass, desc string) {
 	fmt.Fprintf(v.s.out, "serve: %s %s\n", p.Revision, desc)
-	v.s.ops.observeVerdict(verdictStuck)
+	v.s.ops.ObserveVerdict(ops.VerdictStuck)
 	v.s.live.Changed(nil)
 }
 
@@ -477,67 +443,35 @@ func goUntilStopped(ctx context.Context, fn func(context.Context)) (stop func())
 	}
 }
 
-// describePass is one line about a revision's verdict.
-func describePass(p *gitsync.Pass) string {
-	switch {
-	case !p.Valid():
-		return fmt.Sprintf("%s invalid (%s), not applied: %s", p.Revision, plural(len(p.Record.Errors), "error"), p.Record.Errors[0])
-	case breakingPass(p):
-		return fmt.Sprintf("%s not applied: breaking schema change (%s): %s", p.Revision, plural(len(p.Record.Findings), "finding"), p.Record.Findings[0])
-	case p.Held != "":
-		return fmt.Sprintf("%s %s", p.Revision, p.Held)
-	case p.Applied && p.Priced != nil:
-		// Counted as plan counts it; on an empty store there was nothing
-		// to dry-run against, so what the documents compose is not in it.
-		more := ""
-		if p.Fresh {
-			more = " (on an empty store: what they compose comes on top)"
-		}
-		return fmt.Sprintf("%s applied: %s%s", p.Revision, gitsync.Summarize(p.Priced).AppliedText(), more)
+// listenWorkers opens --workers-listen (nil, and a no-op stop, when it is
+// not set), writes the bound address to workers.addr in the state
+// directory (for tools when it picked a free port) and says where workers
+// connect and how (TLS or mutual TLS); stop removes the file. The caller
+// (a worker service serving it) closes the listener.
+func (s *server) listenWorkers() (l net.Listener, stop func(), err error) {
+	if s.o.workersListen == "" {
+		return nil, func() {}, nil
 	}
-	if st, ok := p.Record.Status(converge.ContextSync); ok {
-		return fmt.Sprintf("%s %s", p.Revision, st.Description)
+	l, err = net.Listen("tcp", s.o.workersListen)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listen for workers on %s: %w", s.o.workersListen, err)
 	}
-	return p.Revision.String() + " checked"
-}
-
-// breakingPass reports whether lint refused p.
-func breakingPass(p *gitsync.Pass) bool {
-	st, ok := p.Record.Status(converge.ContextLint)
-	return ok && st.State == converge.StateFailure && len(p.Record.Findings) > 0
-}
-
-// builtinWorkers parses --start-worker NAME[:REPLICAS] values.
-func builtinWorkers(vals []string) ([]converge.WorkerSpec, error) {
-	var out []converge.WorkerSpec
-	for _, v := range vals {
-		if name, command, ok := strings.Cut(v, "="); ok {
-			// A command worker from local configuration: its path is
-			// the operator's (relative to the current directory),
-			// never the repository's, so a remote --repo can run a
-			// custom worker that the remote does not name.
-			if name == "" || command == "" || strings.ContainsAny(name, "/ ") {
-				return nil, fmt.Errorf("--start-worker %q: want NAME=COMMAND (a path)", v)
-			}
-			abs, err := filepath.Abs(command)
-			if err != nil {
-				return nil, fmt.Errorf("--start-worker %q: %w", v, err)
-			}
-			out = append(out, converge.WorkerSpec{Name: name, Command: []string{abs}, Replicas: 1})
-			continue
-		}
-		name, reps, _ := strings.Cut(v, ":")
-		n := 1
-		if reps != "" {
-			var err error
-			if n, err = strconv.Atoi(reps); err != nil || n < 1 {
-				return nil, fmt.Errorf("--start-worker %q: want NAME[:REPLICAS]", v)
-			}
-		}
-		if name != "classic" && name != "classic-leaves" {
-			return nil, errors.New("--start-worker " + v + ": no such builtin worker (have " + builtinWorkerNames + ")")
-		}
-		out = append(out, converge.WorkerSpec{Name: name, Builtin: name, Replicas: n})
+	addrFile := filepath.Join(s.dir, "workers.addr")
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		l.Close()
+		return nil, nil, fmt.Errorf("create state directory: %w", err)
 	}
-	return out, nil
+	if err := os.WriteFile(addrFile, []byte(l.Addr().String()+"\n"), 0o600); err != nil {
+		l.Close()
+		return nil, nil, fmt.Errorf("write %s: %w", addrFile, err)
+	}
+	how := ""
+	if m := s.o.workersTLS.Mode(); m != "" {
+		how = " (" + m + ")"
+	}
+	fmt.Fprintf(s.out, "serve: workers on %s%s\n", l.Addr(), how)
+	if s.o.workersTLS.Insecure {
+		fmt.Fprintf(s.errOut, "converge: warning: --insecure: workers connect to %s over plain TCP; their token (and every task and result) crosses the network in clear\n", l.Addr())
+	}
+	return l, func() { os.Remove(addrFile) }, nil
 }

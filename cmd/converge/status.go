@@ -15,21 +15,14 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cmd/converge/internal/repopath"
+	"github.com/convergehq/converge/cmd/converge/internal/view"
 	"github.com/convergehq/converge/state/etcdstate"
 	"github.com/convergehq/converge/state/stateapi"
 	gitsync "github.com/convergehq/converge/sync"
 	"github.com/convergehq/converge/sync/controlplane"
 	"github.com/convergehq/converge/sync/forge"
 )
-
-// statusView is `converge status -o json`.
-type statusView struct {
-	Revision string                  `json:"revision"`
-	Statuses []converge.CommitStatus `json:"statuses"`
-	// Pin is the revision sync and serve apply instead of the branch
-	// head (converge rollback), if one is pinned.
-	Pin *converge.Pin `json:"pin,omitempty"`
-}
 
 func newStatusCommand(g *globals) *cobra.Command {
 	var output string
@@ -80,7 +73,7 @@ already shows: the notes are the source of truth, the forge a copy. With
 			// A remote repository's statuses are in its mirror in the
 			// state directory, written by sync or serve.
 			var dir string
-			if isRemote(g.repo) {
+			if repopath.IsRemote(g.repo) {
 				var err error
 				if dir, err = stateDir(g); err != nil {
 					return err
@@ -106,13 +99,13 @@ already shows: the notes are the source of truth, the forge a copy. With
 			if err != nil {
 				return err
 			}
-			v := statusView{Revision: r.String(), Statuses: st}
+			v := view.Statuses{Revision: r.String(), Statuses: st}
 			if dir, err := stateDir(g); err == nil {
 				if ctl, err := storedControl(ctx, g, dir); err == nil {
 					v.Pin = ctl.Pin
 				}
 			}
-			if err := writeStatuses(c.OutOrStdout(), output, v); err != nil {
+			if err := view.WriteStatuses(c.OutOrStdout(), output, v); err != nil {
 				return err
 			}
 			if rep != nil {
@@ -170,7 +163,7 @@ func storedStatus(ctx context.Context, g *globals, rev, output string, out, errO
 	}
 	rec, err := st.Revision(ctx, hash)
 	if errors.Is(err, converge.ErrNotFound) {
-		rec, err = revisionByPrefix(ctx, st, hash)
+		rec, err = view.RevisionByPrefix(ctx, st, hash)
 	}
 	if errors.Is(err, converge.ErrNotFound) {
 		return failed("%s has no statuses in %s (not synced yet)", rev, g.state)
@@ -178,42 +171,17 @@ func storedStatus(ctx context.Context, g *globals, rev, output string, out, errO
 	if err != nil {
 		return err
 	}
-	v := statusView{Revision: rec.Revision.String(), Statuses: rec.Statuses}
+	v := view.Statuses{Revision: rec.Revision.String(), Statuses: rec.Statuses}
 	if ctl, err := st.Control(ctx); err == nil {
 		v.Pin = ctl.Pin
 	}
 	if a, err := etcdstate.Leader(*g.etcd); err == nil {
 		fmt.Fprintf(errOut, "note: the statuses %s recorded (its leader: %s)\n", g.state, a.Name)
 	}
-	if err := writeStatuses(out, output, v); err != nil {
+	if err := view.WriteStatuses(out, output, v); err != nil {
 		return err
 	}
 	return statusesFailed(rec.Revision, rec.Statuses)
-}
-
-// revisionByPrefix returns the one record whose commit hash starts with
-// prefix (at least 7 hex digits), or converge.ErrNotFound.
-func revisionByPrefix(ctx context.Context, rv stateapi.Revisioner, prefix string) (*converge.RevisionRecord, error) {
-	if len(prefix) < 7 {
-		return nil, converge.ErrNotFound
-	}
-	recs, err := rv.Revisions(ctx, 0)
-	if err != nil {
-		return nil, err
-	}
-	var found *converge.RevisionRecord
-	for _, r := range recs {
-		if strings.HasPrefix(r.Revision.Hash, prefix) && !r.Revision.Dirty {
-			if found != nil && found.Revision.Hash != r.Revision.Hash {
-				return nil, usageErr("status %s: more than one recorded commit starts so: give more of the hash", prefix)
-			}
-			found = r
-		}
-	}
-	if found == nil {
-		return nil, converge.ErrNotFound
-	}
-	return found, nil
 }
 
 // workTreeStatus prints the verdict of the newest work-tree pass of
@@ -243,19 +211,11 @@ func workTreeStatus(ctx context.Context, g *globals, ref, output string, out, er
 	if rec == nil {
 		return failed("%s@dirty has no statuses (sync --watch checked no work tree)", ref)
 	}
-	v := statusView{Revision: rec.Revision.String(), Statuses: rec.Statuses}
-	if err := writeStatuses(out, output, v); err != nil {
+	v := view.Statuses{Revision: rec.Revision.String(), Statuses: rec.Statuses}
+	if err := view.WriteStatuses(out, output, v); err != nil {
 		return err
 	}
 	return statusesFailed(rec.Revision, rec.Statuses)
-}
-
-// writeStatuses prints v as -o asks: a table, or JSON/YAML.
-func writeStatuses(w io.Writer, output string, v statusView) error {
-	if output != "table" {
-		return writeData(w, output, v)
-	}
-	return printStatuses(w, v)
 }
 
 // statusesFailed is status's exit: 1 when a status of rev is failure or
@@ -267,23 +227,6 @@ func statusesFailed(rev converge.Revision, st []converge.CommitStatus) error {
 		}
 	}
 	return nil
-}
-
-func printStatuses(w io.Writer, v statusView) error {
-	fmt.Fprintf(w, "revision %s\n", v.Revision)
-	if p := v.Pin; p != nil {
-		fmt.Fprintf(w, "pinned %s by %s at %s: sync and serve apply it instead of the branch head until converge unpin\n",
-			p.Revision, orDash(p.By), p.At.UTC().Format("2006-01-02T15:04:05Z"))
-	}
-	rows := [][]string{{"CONTEXT", "STATE", "DESCRIPTION", "TIME"}}
-	for _, s := range v.Statuses {
-		at := "-"
-		if !s.Time.IsZero() {
-			at = s.Time.UTC().Format("2006-01-02T15:04:05Z")
-		}
-		rows = append(rows, []string{s.Context, s.State, orDash(s.Description), at})
-	}
-	return table(w, rows)
 }
 
 // report stores pass's statuses as the git note of its revision and

@@ -8,11 +8,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
-	"testing/fstest"
 	"time"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cmd/converge/internal/repopath"
+	"github.com/convergehq/converge/cmd/converge/internal/view"
 	"github.com/convergehq/converge/cue"
 	"github.com/convergehq/converge/state"
 	"github.com/convergehq/converge/state/stateapi"
@@ -20,22 +20,8 @@ import (
 	"github.com/convergehq/converge/sync/controlplane"
 )
 
-// reader is what the read commands need from the state: the store itself
-// or, while a daemon holds it, the daemon's admin API.
-type reader interface {
-	stateapi.Reader
-	Kinds(ctx context.Context) ([]*converge.Kind, error)
-}
-
-// isRemote reports whether repo names a remote repository (a URL or an
-// scp-like ssh address) rather than a local path.
-func isRemote(repo string) bool {
-	if strings.Contains(repo, "://") {
-		return true
-	}
-	host, _, ok := strings.Cut(repo, ":")
-	return ok && strings.Contains(host, "@") && !strings.ContainsAny(host, `/\`)
-}
+// reader is what the read commands read the state through (view.Reader).
+type reader = view.Reader
 
 // stateDir returns --state, or .converge/ at the root of the local
 // repository's work tree. With --state etcd://… the store is in etcd and
@@ -45,7 +31,7 @@ func stateDir(g *globals) (string, error) {
 	if g.state != "" && !isEtcd(g.state) {
 		return filepath.Abs(g.state)
 	}
-	if isRemote(g.repo) {
+	if repopath.IsRemote(g.repo) {
 		return filepath.Abs(".converge")
 	}
 	src, err := gitsync.OpenLocal(g.repo, g.ref)
@@ -73,8 +59,8 @@ func stateDir(g *globals) (string, error) {
 // --reinit-state, whose engine moves a damaged file aside; a store held
 // by a converge without an admin API leaves the defaults.
 func resolveSource(ctx context.Context, g *globals) error {
-	if g.pathSet && !isRemote(g.repo) {
-		p, err := cwdRelative(g.repo, g.path)
+	if g.pathSet && !repopath.IsRemote(g.repo) {
+		p, err := repopath.CwdRelative(g.repo, g.path)
 		if err != nil {
 			return err
 		}
@@ -90,18 +76,18 @@ func resolveSource(ctx context.Context, g *globals) error {
 		if err != nil && !g.reinitState {
 			return err
 		}
-		if src != nil && !src.Remote && !g.repoSet && g.state == "" && !isRemote(g.repo) {
+		if src != nil && !src.Remote && !g.repoSet && g.state == "" && !repopath.IsRemote(g.repo) {
 			// The repository's own .converge/ belongs to the repository it
 			// applied: one copied with it (cp -a repo copy) must not make
 			// the copy's commands read the original's head. (A --state
 			// named on purpose may serve a repository elsewhere.)
-			if here, err := gitsync.OpenLocal(g.repo, ""); err == nil && here.Root() != "" && !samePath(here.Root(), src.Repo) {
+			if here, err := gitsync.OpenLocal(g.repo, ""); err == nil && here.Root() != "" && !repopath.SamePath(here.Root(), src.Repo) {
 				return usageErr("the state in %s was applied from the repository %s, not this one (%s): a copy made with its .converge/? "+
 					"Pass --repo %s to use that repository, or --state DIR for this one's own state (or move %s aside)",
 					dir, src.Repo, here.Root(), src.Repo, dir)
 			}
 		}
-		if src != nil && (!g.repoSet || sameRepo(g.repo, src)) {
+		if src != nil && (!g.repoSet || repopath.SameRepo(g.repo, src)) {
 			if !src.Remote {
 				if ok, _ := exists(src.Repo); !ok {
 					src = nil // moved away: fall through to the current directory
@@ -116,8 +102,8 @@ func resolveSource(ctx context.Context, g *globals) error {
 			}
 		}
 	}
-	if !isRemote(g.repo) {
-		if p, err := cwdRelative(g.repo, "."); err == nil {
+	if !repopath.IsRemote(g.repo) {
+		if p, err := repopath.CwdRelative(g.repo, "."); err == nil {
 			g.path = p
 		}
 	}
@@ -152,7 +138,7 @@ func documentsDir(g *globals) string {
 // checkLocalPath refuses a --path that leaves the repository (".." or
 // absolute): every command reads below the repository's root only.
 func checkLocalPath(g *globals) error {
-	if g.path == "" || isRemote(g.repo) {
+	if g.path == "" || repopath.IsRemote(g.repo) {
 		return nil
 	}
 	if !filepath.IsLocal(filepath.FromSlash(g.path)) {
@@ -193,62 +179,6 @@ func storedSource(ctx context.Context, g *globals, dir string) (*converge.Applie
 	return src, nil
 }
 
-// sameRepo reports whether repo (a --repo value) names src's repository.
-func sameRepo(repo string, src *converge.AppliedSource) bool {
-	if isRemote(repo) || src.Remote {
-		return repo == src.Repo
-	}
-	s, err := gitsync.OpenLocal(repo, "")
-	return err == nil && samePath(s.Root(), src.Repo)
-}
-
-// cwdRelative returns path, given while the current directory is inside
-// repo's work tree, relative to the work tree's root (slash-separated, ""
-// for the root). Outside the work tree, and for an absolute path (which
-// the source refuses), it returns path unchanged: relative to the root.
-func cwdRelative(repo, path string) (string, error) {
-	if filepath.IsAbs(path) {
-		return path, nil
-	}
-	src, err := gitsync.OpenLocal(repo, "")
-	if err != nil || src.Root() == "" {
-		return path, nil
-	}
-	cwd, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("resolve --path: %w", err)
-	}
-	root, err := filepath.EvalSymlinks(src.Root())
-	if err != nil {
-		return path, nil
-	}
-	if c, err := filepath.EvalSymlinks(cwd); err == nil {
-		cwd = c
-	}
-	below, err := filepath.Rel(root, cwd)
-	if err != nil || below == ".." || strings.HasPrefix(below, ".."+string(filepath.Separator)) {
-		return path, nil // not inside the work tree
-	}
-	rel, err := filepath.Rel(root, filepath.Join(cwd, path))
-	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-		return "", usageErr("--path %s: outside the repository %s", path, src.Root())
-	}
-	if rel == "." {
-		return "", nil
-	}
-	return filepath.ToSlash(rel), nil
-}
-
-// samePath reports whether a and b name the same directory.
-func samePath(a, b string) bool {
-	ea, err1 := filepath.EvalSymlinks(a)
-	eb, err2 := filepath.EvalSymlinks(b)
-	if err1 != nil || err2 != nil {
-		return filepath.Clean(a) == filepath.Clean(b)
-	}
-	return ea == eb
-}
-
 // openSource opens the repository --repo names: a local repository in
 // place, or a remote one mirrored (and fetched) into the state directory.
 func openSource(ctx context.Context, g *globals, dir string) (*gitsync.Source, error) {
@@ -269,7 +199,7 @@ func openSource(ctx context.Context, g *globals, dir string) (*gitsync.Source, e
 func openFollowed(ctx context.Context, g *globals, dir string) (*gitsync.Source, error) {
 	var src *gitsync.Source
 	var err error
-	if isRemote(g.repo) {
+	if repopath.IsRemote(g.repo) {
 		src, err = gitsync.OpenRemote(ctx, gitsync.RemoteOptions{URL: g.repo, Ref: g.ref, Dir: filepath.Join(dir, "sources"), Timeout: g.gitTimeout})
 	} else {
 		src, err = gitsync.OpenLocal(g.repo, g.ref)
@@ -318,7 +248,7 @@ func loadBudget(g *globals, set converge.Settings) (time.Duration, *cue.Sandbox)
 // headSettings is what converge.cue below path at src's head says; the
 // zero Settings when it cannot be read (the load that follows says why).
 func headSettings(g *globals, src *gitsync.Source, path string) converge.Settings {
-	set, err := readHeadSettings(g, src, path)
+	set, err := headSettingsOf(g, src, path)
 	if err != nil {
 		return converge.Settings{}
 	}
@@ -408,39 +338,15 @@ func withResource(g *globals, errOut io.Writer, output, arg string, fn func(rd r
 // headWorkers reads the worker processes the converge.cue below path at
 // src's head declares, without loading (or applying) anything else.
 func headWorkers(g *globals, src *gitsync.Source, path string) ([]converge.WorkerSpec, error) {
-	set, err := readHeadSettings(g, src, path)
+	set, err := headSettingsOf(g, src, path)
 	return set.Workers, err
 }
 
-// readHeadSettings reads converge.cue below path at src's head, without
-// loading (or applying) anything else. It is evaluated under the load
-// budget (g.sandbox) like every document.
-func readHeadSettings(g *globals, src *gitsync.Source, path string) (converge.Settings, error) {
-	rev, err := src.Head()
-	if err != nil {
-		return converge.Settings{}, err
-	}
-	fsys, err := src.FS(rev, path)
-	if err != nil {
-		return converge.Settings{}, err
-	}
-	b, err := fs.ReadFile(fsys, cue.SettingsFile)
-	if errors.Is(err, fs.ErrNotExist) {
-		return converge.Settings{}, nil
-	}
-	if err != nil {
-		return converge.Settings{}, fmt.Errorf("read %s: %w", cue.SettingsFile, err)
-	}
+// headSettingsOf is controlplane.HeadSettings under --load-* (g.sandbox).
+func headSettingsOf(g *globals, src *gitsync.Source, path string) (converge.Settings, error) {
 	sb, err := g.sandbox()
 	if err != nil {
 		return converge.Settings{}, err
 	}
-	res, err := sb.Load(context.Background(), fstest.MapFS{cue.SettingsFile: {Data: b}}, ".", cue.Options{})
-	if err != nil {
-		return converge.Settings{}, fmt.Errorf("load %s: %w", cue.SettingsFile, err)
-	}
-	if !res.Valid() {
-		return converge.Settings{}, fmt.Errorf("%s at %s: %s", cue.SettingsFile, rev, res.Findings[0])
-	}
-	return res.Desired.Settings, nil
+	return controlplane.HeadSettings(src, path, sb)
 }

@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge"
-	"github.com/convergehq/converge/state/stateapi"
 )
 
 // newSuspendCommand is converge suspend [KIND/NAME]; newResumeCommand its
@@ -109,48 +107,4 @@ func checkRoot(ctx context.Context, g *globals, c *cobra.Command, id converge.ID
 		return usageErr("suspend %s: not a root (composed by %s); suspend a root, or everything", id, r.Owner)
 	}
 	return nil
-}
-
-// heldBy returns the suspension holding r back (everything's, or its
-// root's), from rd's Control; nil when none does or rd keeps none.
-func heldBy(ctx context.Context, rd reader, r *converge.Resource) *converge.Suspension {
-	cr, ok := rd.(stateapi.ControlReader)
-	if !ok {
-		return nil
-	}
-	ctl, err := cr.Control(ctx)
-	if err != nil || len(ctl.Suspended) == 0 {
-		return nil
-	}
-	if s, ok := ctl.Suspension(""); ok {
-		return &s
-	}
-	for a := r; a != nil; {
-		if s, ok := ctl.Suspension(converge.NewID(a.Kind, a.Name)); ok {
-			return &s
-		}
-		if a.Owner == "" {
-			break
-		}
-		if a, err = rd.Resource(ctx, a.Owner); err != nil {
-			return nil
-		}
-	}
-	return nil
-}
-
-// suspendedText is a suspension as get prints it.
-func suspendedText(s *converge.Suspension) string {
-	var b strings.Builder
-	if s.Root == "" {
-		b.WriteString("everything")
-	} else {
-		b.WriteString(string(s.Root))
-	}
-	fmt.Fprintf(&b, " by %s at %s (converge resume", orDash(s.By), s.At.UTC().Format("2006-01-02T15:04:05Z"))
-	if s.Root != "" {
-		b.WriteString(" " + string(s.Root))
-	}
-	b.WriteString(")")
-	return b.String()
 }

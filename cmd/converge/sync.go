@@ -16,6 +16,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cmd/converge/internal/builtin"
+	"github.com/convergehq/converge/cmd/converge/internal/repopath"
+	"github.com/convergehq/converge/cmd/converge/internal/view"
 	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/state"
 	gitsync "github.com/convergehq/converge/sync"
@@ -38,48 +41,6 @@ type syncOptions struct {
 	// recorded in its verdict.
 	overrideChangeLimit bool
 	signatures          signatureOptions
-}
-
-// syncReport is what sync -o json|yaml prints when it ends: the revision,
-// what it applied and the verdict, with what is not Ready grouped by
-// reason. The keys are stable snake_case.
-type syncReport struct {
-	Revision string `json:"revision"`
-	// Verdict is converged, already_applied, invalid, held, stuck,
-	// timed_out, interrupted or not_durable; a sync a daemon applied
-	// (it held the state) is converged, failed or timed_out.
-	Verdict string         `json:"verdict"`
-	Applied *appliedCounts `json:"applied"`
-	// Summary is what was applied in plan -o json's "summary" schema:
-	// counts in all and per kind, composed children included.
-	Summary    *summaryData     `json:"summary,omitempty"`
-	Counts     *converge.Counts `json:"counts"`
-	Dispatched uint64           `json:"dispatched"`
-	Seconds    float64          `json:"seconds"`
-	Held       string           `json:"held,omitempty"`
-	// Override is the guard the revision was applied past, and who
-	// asked for it.
-	Override string          `json:"override,omitempty"`
-	Errors   []string        `json:"errors"`
-	NotReady []notReadyGroup `json:"not_ready"`
-}
-
-type appliedCounts struct {
-	Created int `json:"created"`
-	Updated int `json:"updated"`
-	Flipped int `json:"flipped"`
-	Deleted int `json:"deleted"`
-	Pruned  int `json:"pruned"`
-}
-
-// notReadyGroup is a scheduler.ProblemGroup as sync reports it.
-type notReadyGroup struct {
-	Phase     converge.Phase `json:"phase"`
-	Reason    string         `json:"reason"`
-	Pattern   string         `json:"pattern"`
-	Permanent bool           `json:"permanent"`
-	Count     int            `json:"count"`
-	Resources []converge.ID  `json:"resources"`
 }
 
 func newSyncCommand(g *globals) *cobra.Command {
@@ -124,23 +85,23 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 	if err := checkOutput(o.output, "table", "json", "yaml"); err != nil {
 		return err
 	}
-	var rep *syncReport
+	var rep *view.SyncReport
 	if o.output != "table" {
 		if o.watch {
 			return usageErr("sync --watch prints as it goes: -o %s needs a sync that ends", o.output)
 		}
 		// The lines a person reads go to stderr; stdout gets the report.
-		rep = &syncReport{Errors: []string{}, NotReady: []notReadyGroup{}}
+		rep = &view.SyncReport{Errors: []string{}, NotReady: []view.NotReadyGroup{}}
 		stdout := out
 		out = errOut
 		defer func() {
-			if werr := writeData(stdout, o.output, rep); werr != nil && err == nil {
+			if werr := view.WriteData(stdout, o.output, rep); werr != nil && err == nil {
 				err = werr
 			}
 		}()
 	} else if g.logFormat == "json" {
 		// Every line is JSON, the report's as the logs'.
-		out = newJSONLines(out)
+		out = view.NewJSONLines(out)
 	}
 	if !o.watch {
 		o.deadline = time.Now().Add(o.timeout)
@@ -171,14 +132,14 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 	if policy != nil && o.watch {
 		return usageErr("sync --watch applies the uncommitted work tree, which is not signed: drop --allowed-signers and --trusted-keys, or sync without --watch")
 	}
-	if o.watch && isRemote(g.repo) {
+	if o.watch && repopath.IsRemote(g.repo) {
 		return usageErr("sync --watch watches a local work tree; --repo %s is remote", g.repo)
 	}
 	src, err := openSource(ctx, g, dir)
 	if err != nil {
 		return err
 	}
-	extra, err := builtinWorkers(o.startWorkers)
+	extra, err := builtin.ParseStartWorkers(o.startWorkers)
 	if err != nil {
 		return err
 	}
@@ -218,7 +179,7 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 		if total, ok := standing(ctx, g, dir, rev); ok {
 			if rep != nil {
 				rep.Revision, rep.Verdict = rev.String(), "already_applied"
-				rep.Applied, rep.Counts = &appliedCounts{}, &converge.Counts{Total: total, Ready: total}
+				rep.Applied, rep.Counts = &view.AppliedCounts{}, &converge.Counts{Total: total, Ready: total}
 			}
 			fmt.Fprintf(out, "revision %s: already applied\n", rev)
 			fmt.Fprintf(out, "converged: %d/%d Ready; nothing to do\n", total, total)
@@ -349,9 +310,9 @@ func runSync(ctx context.Context, c *cobra.Command, g *globals, o syncOptions) (
 // the daemon follows another repository or path (its applied source), or
 // answers with another head (it follows a remote or another branch),
 // and when what holds the state is another sync.
-func syncThroughDaemon(ctx context.Context, out, errOut io.Writer, g *globals, d *daemon, rev converge.Revision, o syncOptions, rep *syncReport) error {
+func syncThroughDaemon(ctx context.Context, out, errOut io.Writer, g *globals, d *daemon, rev converge.Revision, o syncOptions, rep *view.SyncReport) error {
 	cl := d.api
-	if src, err := cl.Source(ctx); err == nil && src != nil && (!sameRepo(g.repo, src) || src.Path != g.path) {
+	if src, err := cl.Source(ctx); err == nil && src != nil && (!repopath.SameRepo(g.repo, src) || src.Path != g.path) {
 		return usageErr("sync: the converge serve holding the state follows %s (path %q), not %s (path %q): sync there, or stop it",
 			src.Repo, src.Path, g.repo, g.path)
 	}
@@ -447,7 +408,7 @@ func currentUser() string {
 
 // reportApplied prints what pass applied, in plan's words and counts
 // (gitsync.Pass.AppliedSummary), and puts it in rep.
-func reportApplied(e *controlplane.Engine, pass *gitsync.Pass, out, errOut io.Writer, rep *syncReport, what string) {
+func reportApplied(e *controlplane.Engine, pass *gitsync.Pass, out, errOut io.Writer, rep *view.SyncReport, what string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s, err := pass.AppliedSummary(ctx, e.Scheduler().Graph())
@@ -457,185 +418,83 @@ func reportApplied(e *controlplane.Engine, pass *gitsync.Pass, out, errOut io.Wr
 	}
 	fmt.Fprintf(out, "%s: %s\n", what, s.AppliedText())
 	if rep != nil {
-		rep.Applied = &appliedCounts{Created: s.Create, Updated: s.Update, Flipped: s.Flip, Deleted: s.Delete, Pruned: s.Prune}
-		rep.Summary = &summaryData{s}
+		rep.Applied = &view.AppliedCounts{Created: s.Create, Updated: s.Update, Flipped: s.Flip, Deleted: s.Delete, Pruned: s.Prune}
+		rep.Summary = &view.Summary{PlanSummary: s}
 	}
 }
 
-// settleResult is how a wait for convergence ended.
-type settleResult int
-
-const (
-	settledConverged settleResult = iota
-	settledStuck
-	settledTimeout
-	settledInterrupted
-	// settledUndurable: commits of state kept failing (gitsync.Undurable).
-	settledUndurable
-	settledSuspended
-)
-
-// commitGrace is how long a sync lets every commit of state fail before
-// it stops: a store that cannot commit (a full disk) does not heal by
-// waiting, and nothing the run does meanwhile is kept.
-const commitGrace = 2 * time.Second
-
-// waitSettled shows progress until the graph converges, is stuck
-// (gitsync.Settle decides), the timeout passes or ctx ends.
-func waitSettled(ctx context.Context, e *controlplane.Engine, out io.Writer, o syncOptions) settleResult {
-	pr := newProgress(out)
-	defer pr.done()
+// waitSettled shows progress until the graph converges, is stuck, the
+// timeout passes or ctx ends (controlplane.Engine.WaitSettled).
+func waitSettled(ctx context.Context, e *controlplane.Engine, out io.Writer, o syncOptions) controlplane.Settled {
+	pr := view.NewProgress(out)
+	defer pr.Done()
 	wait := o.timeout
 	if !o.deadline.IsZero() {
 		wait = time.Until(o.deadline)
 	}
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	settle := gitsync.Settle{Grace: o.grace, CommitGrace: commitGrace, StopWhenHeld: true}
-	for {
-		p := e.Scheduler().Progress()
-		pr.show(p)
-		due, _ := e.Workers()
-		switch settle.Observe(time.Now(), p, due) {
-		case gitsync.Converged:
-			return settledConverged
-		case gitsync.Stuck:
-			return settledStuck
-		case gitsync.Undurable:
-			return settledUndurable
-		case gitsync.Suspended:
-			return settledSuspended
-		}
-		select {
-		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return settledTimeout // the command's own --timeout
-			}
-			return settledInterrupted
-		case <-deadline.C:
-			return settledTimeout
-		case <-tick.C:
-		}
-	}
+	return e.WaitSettled(ctx, controlplane.WaitOptions{Wait: wait, Grace: o.grace, Progress: pr.Show})
 }
 
-// lastFlushTimeout bounds the flush that makes a converged sync durable.
-const lastFlushTimeout = 10 * time.Minute
-
-// finishSync records the verdict of a wait on pass's revision in the
-// store and prints it (the caller reports it to the git note); a stuck or
-// timed-out run names what is not converged: a failing commit of state
-// first, then the resources and, when a kind has no worker, why
-// (howToStart when no declared worker failed). A last flush that fails
-// turns a converged wait into a failed one: nothing is converged until it
-// is durable.
-func finishSync(e *controlplane.Engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res settleResult, elapsed time.Duration, out, errOut io.Writer, howToStart string, rep *syncReport) error {
-	// The store may be well behind the graph: a million-child
-	// composition's rows drain 6,144 a commit while the work goes on, so
-	// the last flush can take minutes (not the seconds it takes at demo
-	// size). It is bounded all the same: a store that cannot keep up for
-	// that long is failing. The command's context may be done (a
-	// timeout, an interrupt): the flush, the check and the verdict's
-	// record run under this bound instead.
-	ctx, cancel := context.WithTimeout(context.Background(), lastFlushTimeout)
-	defer cancel()
-	ferr := e.Scheduler().Flush(ctx)
-	if ferr == nil {
-		// Durable, and where readers look (state.Backend.Verify).
-		ferr = e.Store().Verify(ctx)
-	}
-	p := e.Scheduler().Progress()
-	if ferr != nil {
-		if p.CommitError == "" {
-			p.CommitError = ferr.Error()
-		}
-		res = settledUndurable
-	} else if res == settledUndurable {
-		// The commits failed for the grace and then one went through:
-		// durable now, but the wait was cut short.
-		res = settledStuck
-	}
-	summary := gitsync.Summary(p)
-	state, desc := converge.StateSuccess, summary
+// finishSync makes the wait on pass's revision durable, records its
+// verdict in the store (controlplane.Engine.FinishSync) and prints it
+// (the caller reports it to the git note); a stuck or timed-out run
+// names what is not converged: a failing commit of state first, then the
+// resources and, when a kind has no worker, why (howToStart when no
+// declared worker failed). A last flush that fails turns a converged wait
+// into a failed one: nothing is converged until it is durable.
+func finishSync(e *controlplane.Engine, syncer *gitsync.Syncer, pass *gitsync.Pass, res controlplane.Settled, elapsed time.Duration, out, errOut io.Writer, howToStart string, rep *view.SyncReport) error {
+	v := e.FinishSync(syncer, pass, res, howToStart, maxListed)
+	p := v.Progress
 	var err error
 	if rep != nil {
 		counts := p.Counts
 		rep.Counts, rep.Dispatched, rep.Seconds = &counts, p.Dispatched, elapsed.Seconds()
-		rep.Verdict = [...]string{settledConverged: "converged", settledStuck: "stuck", settledTimeout: "timed_out",
-			settledInterrupted: "interrupted", settledUndurable: "not_durable", settledSuspended: "suspended"}[res]
+		rep.Verdict = v.Settled.String()
 		if p.CommitError != "" {
 			rep.Errors = append(rep.Errors, "commit state: "+p.CommitError)
 		}
-		if res != settledConverged {
-			for _, gr := range e.Scheduler().ProblemGroups(maxListed) {
-				rep.NotReady = append(rep.NotReady, notReadyGroup{Phase: gr.Phase, Reason: gr.Reason, Pattern: gr.Pattern,
-					Permanent: gr.Permanent, Count: gr.Count, Resources: gr.IDs})
-			}
+		for _, gr := range v.Groups {
+			rep.NotReady = append(rep.NotReady, view.NotReadyGroup{Phase: gr.Phase, Reason: gr.Reason, Pattern: gr.Pattern,
+				Permanent: gr.Permanent, Count: gr.Count, Resources: gr.IDs})
 		}
 	}
-	switch res {
-	case settledConverged:
-		fmt.Fprintf(out, "converged: %s in %s, %d dispatched\n", summary, elapsed.Round(time.Millisecond), p.Dispatched)
-	case settledInterrupted:
-		state, desc = converge.StatePending, gitsync.Verdict("interrupted", p, "")
-		err = failed("%s", desc)
-	case settledSuspended:
-		// Applied, and held back by the operator's own act: pending
-		// until converge resume, as serve leaves it.
-		var held []string
-		if ctl, cerr := e.Control(ctx); cerr == nil && ctl != nil {
-			for _, s := range ctl.Suspended {
-				held = append(held, s.String())
-			}
-		}
-		hint := strings.Join(held, "; ")
-		if hint == "" {
-			hint = "converge resume"
-		}
-		state, desc = converge.StatePending, gitsync.Verdict("suspended", p, fmt.Sprintf("%d waiting for a resume: %s", p.Held, hint))
-		fmt.Fprintf(errOut, "%s\n", desc)
+	switch v.Settled {
+	case controlplane.SettledConverged:
+		fmt.Fprintf(out, "converged: %s in %s, %d dispatched\n", v.Summary, elapsed.Round(time.Millisecond), p.Dispatched)
+	case controlplane.SettledInterrupted:
+		err = failed("%s", v.Description)
+	case controlplane.SettledSuspended:
+		fmt.Fprintf(errOut, "%s\n", v.Description)
 		err = failed("not converged (suspended): %d resources wait for converge resume", p.Held)
 	default:
-		why := "stuck"
-		switch res {
-		case settledTimeout:
-			why = "timed out"
-		case settledUndurable:
-			why = "state not durable"
-		}
-		problems := e.Scheduler().Problems()
-		_, failedWorkers := e.Workers()
-		hint := gitsync.UnservedHint(problems, failedWorkers, howToStart)
-		state, desc = converge.StateFailure, gitsync.Verdict(why, p, hint)
-		fmt.Fprintf(errOut, "%s: %s; not converged:\n", why, summary)
+		why := v.Why()
+		fmt.Fprintf(errOut, "%s: %s; not converged:\n", why, v.Summary)
 		var names []string
-		if c := gitsync.CommitProblem(p); c != "" {
+		if c := v.CommitProblem; c != "" {
 			fmt.Fprintf(errOut, "  %s\n", c)
 			names = append(names, c)
 		}
-		printProblemGroups(errOut, e.Scheduler().ProblemGroups(maxListed), examplesPerCause)
-		if hint != "" {
-			fmt.Fprintf(errOut, "hint: %s\n", hint)
+		view.WriteProblemGroups(errOut, v.Groups, view.ExamplesPerCause)
+		if v.Hint != "" {
+			fmt.Fprintf(errOut, "hint: %s\n", v.Hint)
 		}
-		for i, pr := range problems {
+		for i, pr := range v.Problems {
 			if i == 3 {
-				names = append(names, fmt.Sprintf("+%d more", len(problems)-3))
+				names = append(names, fmt.Sprintf("+%d more", len(v.Problems)-3))
 				break
 			}
 			names = append(names, string(pr.ID))
 		}
-		if res == settledUndurable {
+		if v.Settled == controlplane.SettledUndurable {
 			// An environment error (exit 2): the store cannot keep
 			// what this run did.
-			err = fmt.Errorf("not converged (%s): %s", why, gitsync.CommitProblem(p))
+			err = fmt.Errorf("not converged (%s): %s", why, v.CommitProblem)
 		} else {
 			err = failed("not converged (%s): %s", why, strings.Join(names, ", "))
 		}
 	}
 	var w lastWrites
-	w.add("record the verdict in the store", syncer.SetSyncStatus(ctx, pass, state, desc))
+	w.add("record the verdict in the store", v.RecordErr)
 	return w.join(err)
 }
 
@@ -654,9 +513,8 @@ func recordOnly(ctx context.Context, g *globals, dir string, pass *gitsync.Pass)
 	return st.PutRevision(ctx, pass.Record)
 }
 
-// standing reports what gitsync.AlreadyConverged says of the store in dir
-// for rev, reading only the applied revision, the roots and the owed
-// deliveries; false when there is no store or another converge holds it.
+// standing reports what controlplane.Standing says of the store in dir
+// for rev; false when there is no store or another converge holds it.
 func standing(ctx context.Context, g *globals, dir string, rev converge.Revision) (total int, ok bool) {
 	if ok, _ := hasState(g, dir); !ok {
 		return 0, false // the engine's open says what is wrong
@@ -666,68 +524,11 @@ func standing(ctx context.Context, g *globals, dir string, rev converge.Revision
 		return 0, false
 	}
 	defer st.Close()
-	applied, err := st.Applied(ctx)
-	if err != nil || applied == nil || applied.Hash != rev.Hash {
-		return 0, false
-	}
-	src, err := st.Source(ctx)
-	if err != nil || src == nil || src.Revision.Hash != rev.Hash {
-		return 0, false
-	}
-	roots, err := st.Resources(ctx, state.Filter{RootsOnly: true})
-	if err != nil {
-		return 0, false
-	}
-	ds, err := st.Deliveries(ctx)
-	if err != nil {
-		return 0, false
-	}
-	owed := 0
-	for _, d := range ds {
-		if !d.Done {
-			owed++
-		}
-	}
-	return gitsync.AlreadyConverged(applied, rev, src.Declared, roots, owed)
+	return controlplane.Standing(ctx, st, rev)
 }
 
 // maxListed is how many resources a stuck verdict names.
 const maxListed = 20
-
-// maxCauses is how many causes (problem groups) a stuck verdict lists;
-// examplesPerCause how many resources it names for each.
-const (
-	maxCauses        = 20
-	examplesPerCause = 3
-)
-
-// printProblemGroups prints what is not converged, one line per cause
-// (a phase and a reason pattern, scheduler.ProblemGroups): a cause of one
-// resource as "vpc/a Failed: reason", a bigger one as its count, its
-// pattern and its first examples; at most maxCauses causes, then how
-// many more there are.
-func printProblemGroups(w io.Writer, groups []scheduler.ProblemGroup, examples int) {
-	for i, g := range groups {
-		if i == maxCauses {
-			fmt.Fprintf(w, "  (+%s more)\n", plural(len(groups)-maxCauses, "cause"))
-			return
-		}
-		if g.Count == 1 && len(g.IDs) == 1 {
-			fmt.Fprintf(w, "  %s %s: %s\n", g.IDs[0], g.Phase, g.Reason)
-			continue
-		}
-		k := min(examples, len(g.IDs))
-		ids := make([]string, k)
-		for i := range k {
-			ids[i] = string(g.IDs[i])
-		}
-		line := strings.Join(ids, ", ")
-		if more := g.Count - k; more > 0 {
-			line += fmt.Sprintf(", +%d more", more)
-		}
-		fmt.Fprintf(w, "  %d %s: %s (e.g. %s)\n", g.Count, g.Phase, g.Pattern, line)
-	}
-}
 
 // noteUncommitted tells the user (on errOut) which files below path in
 // the work tree differ from the commit that cmd reads: edits a user may

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cmd/converge/internal/ops"
 	"github.com/convergehq/converge/scheduler"
 	"github.com/convergehq/converge/site"
 	"github.com/convergehq/converge/state"
@@ -100,9 +101,9 @@ func TestUIActions(t *testing.T) {
 	// serve's HTTP side, as serve wires it.
 	serveWith := func(actions bool) string {
 		s := &server{o: serveOptions{listen: "127.0.0.1:0", uiActions: actions, uiToken: testUIToken}, dir: t.TempDir(),
-			live: live, log: quiet, out: io.Discard, errOut: io.Discard, ops: newOps("")}
-		s.ops.engine.Store(e)
-		t.Cleanup(func() { s.ops.engine.Store(nil) })
+			live: live, log: quiet, out: io.Discard, errOut: io.Discard, ops: ops.NewMonitor("")}
+		s.ops.SetEngine(e)
+		t.Cleanup(func() { s.ops.SetEngine(nil) })
 		addr, stop, err := s.startHTTP(func() {}, func() (int, string) { return http.StatusOK, "ok" })
 		if err != nil {
 			t.Fatal(err)

@@ -1,61 +1,16 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"os"
-	"path/filepath"
-	"sort"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cmd/converge/internal/repopath"
+	"github.com/convergehq/converge/cmd/converge/internal/view"
 	"github.com/convergehq/converge/cue"
-	gitsync "github.com/convergehq/converge/sync"
 )
-
-// validateReport is the JSON of `converge validate -o json` (see "Stable
-// JSON output" in docs/ARCHITECTURE.md): add fields freely, never rename
-// these.
-type validateReport struct {
-	Errors    []converge.Finding `json:"errors"`
-	Documents int                `json:"documents"`
-	Kinds     int                `json:"kinds"`
-	Files     int                `json:"files"`
-	// Composers lists each kind that composes in CUE and how its
-	// compose expression is evaluated.
-	Composers []composerPath `json:"composers,omitempty"`
-}
-
-// composerPath is how a kind's compose expression is evaluated: on the
-// fast path (compiled to Go, docs/ARCHITECTURE.md "Composition in CUE"),
-// or by CUE's evaluator, Why saying what keeps it off the fast path.
-type composerPath struct {
-	Kind    string `json:"kind"`
-	Version int    `json:"kind_version"`
-	At      string `json:"at"`
-	Fast    bool   `json:"fast"`
-	// Deltas: a recompose composes only what changed (the parts shape).
-	Deltas bool   `json:"deltas"`
-	Why    string `json:"why,omitempty"`
-}
-
-// composerPaths returns how each kind of res that composes in CUE is
-// evaluated.
-func composerPaths(res *cue.Result) []composerPath {
-	var out []composerPath
-	for _, k := range res.Desired.Kinds {
-		fast, why, ok := res.Schemas.ComposePath(k.Ref())
-		if ok {
-			out = append(out, composerPath{Kind: k.Name, Version: k.Version, At: k.ComposeAt, Fast: fast, Why: why,
-				Deltas: res.Schemas.ComposeDeltas(k.Ref())})
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].At < out[j].At })
-	return out
-}
 
 // newValidateCommand builds `converge validate [DIR]`: load every document
 // under DIR (default ".") from the working tree and check it. Exit 0 when
@@ -84,7 +39,7 @@ over it is an error naming it.`,
 			ctx := c.Context()
 			// DIR, or else --repo and --path as every other command reads
 			// them (here from the working tree, not from git).
-			if len(args) == 0 && !isRemote(g.repo) {
+			if len(args) == 0 && !repopath.IsRemote(g.repo) {
 				if err := resolveSource(ctx, g); err != nil {
 					return err
 				}
@@ -95,12 +50,12 @@ over it is an error naming it.`,
 			}
 			dir := documentsDir(g)
 			if len(args) == 1 {
-				d, err := validateDir(g.repo, args[0])
+				d, err := repopath.ValidateDir(g.repo, args[0])
 				if err != nil {
 					return err
 				}
 				dir = d
-			} else if isRemote(g.repo) {
+			} else if repopath.IsRemote(g.repo) {
 				return usageErr("validate reads a local directory; --repo %s is remote (use lint or plan)", g.repo)
 			}
 			out := output
@@ -129,11 +84,11 @@ over it is an error naming it.`,
 			if err != nil {
 				return fmt.Errorf("validate: %w", err)
 			}
-			rep := validateReport{Errors: res.Findings, Documents: res.Documents, Kinds: len(res.Desired.Kinds), Files: res.Files, Composers: composerPaths(res)}
+			rep := view.Validate{Errors: res.Findings, Documents: res.Documents, Kinds: len(res.Desired.Kinds), Files: res.Files, Composers: view.ComposerPaths(res)}
 			if rep.Errors == nil {
 				rep.Errors = []converge.Finding{}
 			}
-			if err := printValidate(c.OutOrStdout(), out, rep); err != nil {
+			if err := view.WriteValidate(c.OutOrStdout(), out, rep); err != nil {
 				return err
 			}
 			if len(rep.Errors) > 0 {
@@ -145,61 +100,6 @@ over it is an error naming it.`,
 	c.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	c.Flags().Int64Var(&maxFileSize, "max-file-size", cue.DefaultMaxFileSize, "refuse files larger than this many bytes")
 	return c
-}
-
-// validateDir returns the directory `validate DIR` reads. A relative DIR
-// whose ".." leaves the current directory is refused unless it stays
-// inside the work tree of the repository the current directory is in, as
-// --path is (cwdRelative): documents come from that repository, never from
-// beside it. An absolute DIR is taken as given.
-func validateDir(repo, arg string) (string, error) {
-	clean := filepath.Clean(arg)
-	if filepath.IsAbs(clean) || (clean != ".." && !strings.HasPrefix(clean, ".."+string(filepath.Separator))) {
-		return arg, nil
-	}
-	refuse := usageErr("validate %s: outside the repository (\"..\" refused; give an absolute directory to read one elsewhere)", arg)
-	src, err := gitsync.OpenLocal(repo, "")
-	if err != nil || src.Root() == "" {
-		return "", refuse
-	}
-	root, err := filepath.EvalSymlinks(src.Root())
-	if err != nil {
-		return "", refuse
-	}
-	cwd, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("validate %s: %w", arg, err)
-	}
-	if c, err := filepath.EvalSymlinks(cwd); err == nil {
-		cwd = c
-	}
-	rel, err := filepath.Rel(root, filepath.Join(cwd, clean))
-	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-		return "", refuse
-	}
-	return arg, nil
-}
-
-func printValidate(w io.Writer, format string, rep validateReport) error {
-	if format == "json" {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
-	}
-	for _, f := range rep.Errors {
-		fmt.Fprintln(w, f.String())
-	}
-	for _, c := range rep.Composers {
-		if c.Fast && c.Deltas {
-			fmt.Fprintf(w, "%s: note: %s v%d composes on the fast path, and a recompose composes only the changed elements of its list\n", c.At, c.Kind, c.Version)
-		} else if c.Fast {
-			fmt.Fprintf(w, "%s: note: %s v%d composes on the fast path\n", c.At, c.Kind, c.Version)
-		} else {
-			fmt.Fprintf(w, "%s: note: %s v%d composes through CUE's evaluator, ~30x slower than the fast path (outside its subset: %s)\n", c.At, c.Kind, c.Version, c.Why)
-		}
-	}
-	_, err := fmt.Fprintf(w, "%s, %s, %s\n", plural(rep.Documents, "document"), plural(rep.Kinds, "kind"), plural(len(rep.Errors), "error"))
-	return err
 }
 
 // plural renders "1 error", "0 errors" (converge.Plural).

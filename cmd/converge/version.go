@@ -2,69 +2,10 @@ package main
 
 import (
 	"fmt"
-	"runtime"
-	"runtime/debug"
 
+	"github.com/convergehq/converge/cmd/converge/internal/view"
 	"github.com/spf13/cobra"
 )
-
-// buildVersion is what this binary knows of its own build: the module
-// version, the commit and its time when the build stamped them (go build
-// in a git checkout does; GOFLAGS=-buildvcs=false and go run do not), and
-// the Go toolchain.
-type buildVersion struct {
-	Version    string `json:"version"`
-	Commit     string `json:"commit"`
-	CommitTime string `json:"commit_time"`
-	Modified   bool   `json:"modified"`
-	Go         string `json:"go"`
-}
-
-func readBuildVersion() buildVersion {
-	v := buildVersion{Version: "(devel)", Go: runtime.Version()}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return v
-	}
-	if bi.Main.Version != "" {
-		v.Version = bi.Main.Version
-	}
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			v.Commit = s.Value
-		case "vcs.time":
-			v.CommitTime = s.Value
-		case "vcs.modified":
-			v.Modified = s.Value == "true"
-		}
-	}
-	return v
-}
-
-// String is the one line `converge version` and `converge --version`
-// print.
-func (v buildVersion) String() string {
-	s := "converge " + v.Version
-	switch {
-	case v.Commit == "":
-		s += " (commit unknown: built without VCS stamping)"
-	default:
-		c := v.Commit
-		if len(c) > 12 {
-			c = c[:12]
-		}
-		s += " (commit " + c
-		if v.CommitTime != "" {
-			s += " of " + v.CommitTime
-		}
-		if v.Modified {
-			s += ", with uncommitted changes"
-		}
-		s += ")"
-	}
-	return s + " " + v.Go
-}
 
 func newVersionCommand() *cobra.Command {
 	var output string
@@ -77,9 +18,9 @@ func newVersionCommand() *cobra.Command {
 			if err := checkOutput(output, "table", "json", "yaml"); err != nil {
 				return err
 			}
-			v := readBuildVersion()
+			v := view.BuildVersion()
 			if output != "table" {
-				return writeData(c.OutOrStdout(), output, v)
+				return view.WriteData(c.OutOrStdout(), output, v)
 			}
 			fmt.Fprintln(c.OutOrStdout(), v)
 			return nil

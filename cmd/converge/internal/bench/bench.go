@@ -6,7 +6,9 @@
 // recompose and teardown of an updated BOM (Lifecycle), composing the BOM
 // in CUE against the Go composer (Compose), and the onprem example
 // against a plain client on real servers (Onprem). It measures and
-// reports data; the command prints it.
+// reports data (-o json prints a Report as it is); Report.WriteText and
+// OnpremReport.WriteText are the command's tables, WriteCSV and WriteSVG
+// its curve.
 //
 // Read first: Options, Measure and Report.
 package bench

@@ -1,4 +1,4 @@
-package main
+package view
 
 import (
 	"bytes"
@@ -19,55 +19,62 @@ import (
 // summarised (one line per top-level field, nested values cut at a
 // width, big ones as their keys and size). -o json keeps the whole.
 
-// describeWidth is where a field's value is cut in the table (-o wide:
+// DescribeWidth is where a field's value is cut in the table (-o wide:
 // never).
-const describeWidth = 80
+const DescribeWidth = 80
 
 // describeMax caps the lines of one section (fields, dependencies,
 // dependents); the rest is counted.
 const describeMax = 25
 
-// describeEvents is how many of the newest events get shows.
-const describeEvents = 10
+// DescribeEvents is how many of the newest events get shows.
+const DescribeEvents = 10
 
-// edgeView is one dependency of get's JSON: the other resource, and the
+// Edge is one dependency of get's JSON: the other resource, and the
 // values that flow (producer's status field From into the consumer's
 // spec field To); no flows: an ordering only (depends_on).
-type edgeView struct {
+type Edge struct {
 	Resource converge.ID          `json:"resource"`
 	Flows    []converge.ValueFlow `json:"flows"`
 }
 
-func edgeViews(es []converge.Edge, other func(converge.Edge) converge.ID) []edgeView {
-	out := make([]edgeView, len(es))
+// Edges is es as get's JSON lists them, other naming the resource at
+// the far end of each (the producer, or the consumer).
+func Edges(es []converge.Edge, other func(converge.Edge) converge.ID) []Edge {
+	out := make([]Edge, len(es))
 	for i, e := range es {
 		fl := e.Flows
 		if fl == nil {
 			fl = []converge.ValueFlow{}
 		}
-		out[i] = edgeView{Resource: other(e), Flows: fl}
+		out[i] = Edge{Resource: other(e), Flows: fl}
 	}
 	return out
 }
 
-// eventView is an event as events and get print it.
-type eventView struct {
+// Event is an event as events and get print it.
+type Event struct {
 	Time     time.Time   `json:"time"`
 	Resource converge.ID `json:"resource"`
 	Type     string      `json:"type"`
 	Message  string      `json:"message"`
 }
 
-// since is "3m ago (2026-12-01 22:40:01)", or "-" for a zero time.
-func since(now, t time.Time) string {
+// EventOf is e as Event.
+func EventOf(e converge.Event) Event {
+	return Event{Time: e.Time, Resource: e.Resource, Type: e.Type, Message: e.Message}
+}
+
+// Since is "3m ago (2026-12-01 22:40:01)", or "-" for a zero time.
+func Since(now, t time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
-	return age(now.Sub(t)) + " ago (" + t.Local().Format("2006-01-02 15:04:05") + ")"
+	return Age(now.Sub(t)) + " ago (" + t.Local().Format("2006-01-02 15:04:05") + ")"
 }
 
-// describe writes v's table view on w: width 0 cuts no value.
-func describe(w io.Writer, v getView, lease *converge.Lease, now time.Time, width int) error {
+// Describe writes v's table view on w: width 0 cuts no value.
+func Describe(w io.Writer, v Get, lease *converge.Lease, now time.Time, width int) error {
 	owner := "-"
 	if v.Owner != nil {
 		owner = *v.Owner
@@ -76,31 +83,31 @@ func describe(w io.Writer, v getView, lease *converge.Lease, now time.Time, widt
 		{"RESOURCE", v.Kind + "/" + v.Name},
 		{"VERSION", "v" + strconv.Itoa(v.KindVersion)},
 		{"UID", v.UID},
-		{"PHASE", phaseShown(v.Phase, v.Drift)},
-		{"REASON", orDash(v.Reason)},
+		{"PHASE", PhaseShown(v.Phase, v.Drift)},
+		{"REASON", OrDash(v.Reason)},
 		{"GENERATION", fmt.Sprintf("%d (observed %d)", v.Generation, v.ObservedGeneration)},
 		{"ATTEMPTS", strconv.Itoa(v.Attempts)},
 		{"OWNER", owner},
-		{"CREATED", since(now, deref(v.CreatedAt))},
-		{"UPDATED", since(now, deref(v.UpdatedAt))},
+		{"CREATED", Since(now, deref(v.CreatedAt))},
+		{"UPDATED", Since(now, deref(v.UpdatedAt))},
 	}
 	if v.Source != "" {
 		rows = append(rows, []string{"SOURCE", v.Source})
 	}
 	if v.LastError != "" && v.LastError != v.Reason {
-		rows = append(rows, []string{"LAST ERROR", cut(v.LastError, width)})
+		rows = append(rows, []string{"LAST ERROR", Cut(v.LastError, width)})
 	}
 	if v.NextAttempt != nil {
-		rows = append(rows, []string{"NEXT ATTEMPT", "in " + age(v.NextAttempt.Sub(now))})
+		rows = append(rows, []string{"NEXT ATTEMPT", "in " + Age(v.NextAttempt.Sub(now))})
 	}
 	if lease != nil {
 		rows = append(rows, []string{"LEASE", leaseLine(lease, now)})
 	}
 	if d := v.Drift; d != nil {
-		rows = append(rows, []string{"DRIFT", driftLine(d)})
+		rows = append(rows, []string{"DRIFT", DriftLine(d)})
 	}
 	if s := v.Suspended; s != nil {
-		rows = append(rows, []string{"SUSPENDED", suspendedText(s)})
+		rows = append(rows, []string{"SUSPENDED", SuspensionText(s)})
 	}
 	if v.Rollout != nil {
 		rows = append(rows, []string{"WAVES", v.Rollout.String()})
@@ -110,9 +117,9 @@ func describe(w io.Writer, v getView, lease *converge.Lease, now time.Time, widt
 		if st.Generation != v.Generation {
 			line += fmt.Sprintf(" (of generation %d)", st.Generation)
 		}
-		rows = append(rows, []string{"ROLLOUT", cut(line, width)})
+		rows = append(rows, []string{"ROLLOUT", Cut(line, width)})
 	}
-	if err := table(w, rows); err != nil {
+	if err := Table(w, rows); err != nil {
 		return err
 	}
 	var b bytes.Buffer
@@ -123,16 +130,16 @@ func describe(w io.Writer, v getView, lease *converge.Lease, now time.Time, widt
 	if len(v.Events) == 0 {
 		b.WriteString("\nEVENTS: none\n")
 	} else {
-		if len(v.Events) < describeEvents {
+		if len(v.Events) < DescribeEvents {
 			b.WriteString("\nEVENTS:\n")
 		} else {
 			fmt.Fprintf(&b, "\nEVENTS (the newest %d; converge events %s/%s for all):\n", len(v.Events), v.Kind, v.Name)
 		}
 		rows := [][]string{{"  AGE", "TYPE", "MESSAGE"}}
 		for _, e := range v.Events {
-			rows = append(rows, []string{"  " + age(now.Sub(e.Time)), e.Type, cut(e.Message, width)})
+			rows = append(rows, []string{"  " + Age(now.Sub(e.Time)), e.Type, Cut(e.Message, width)})
 		}
-		if err := table(&b, rows); err != nil {
+		if err := Table(&b, rows); err != nil {
 			return err
 		}
 	}
@@ -143,9 +150,9 @@ func describe(w io.Writer, v getView, lease *converge.Lease, now time.Time, widt
 // leaseLine says what a lease is in words: "a compose task in flight
 // until 22:41:03 (in 12s)", naming the worker when the lease records one.
 func leaseLine(l *converge.Lease, now time.Time) string {
-	when := "in " + age(l.Expires.Sub(now))
+	when := "in " + Age(l.Expires.Sub(now))
 	if l.Expires.Before(now) {
-		when = "expired " + age(now.Sub(l.Expires)) + " ago"
+		when = "expired " + Age(now.Sub(l.Expires)) + " ago"
 	}
 	on := ""
 	if l.Worker != "" {
@@ -173,12 +180,12 @@ func section(b *bytes.Buffer, title string, lines [][2]string) {
 	for i, l := range lines {
 		rows[i] = []string{"  " + l[0], l[1]}
 	}
-	_ = table(b, rows) // a bytes.Buffer does not fail
+	_ = Table(b, rows) // a bytes.Buffer does not fail
 }
 
 // edgeLines are one line per other resource, with its flows in format
 // (from, to); at most describeMax, then a count of the rest.
-func edgeLines(es []edgeView, format string) [][2]string {
+func edgeLines(es []Edge, format string) [][2]string {
 	var out [][2]string
 	for i, e := range es {
 		if i == describeMax {
@@ -218,7 +225,7 @@ func summarize(raw json.RawMessage, width int) [][2]string {
 	var out [][2]string
 	for i, k := range keys {
 		if width > 0 && i == describeMax {
-			out = append(out, [2]string{fmt.Sprintf("… %d more fields", len(keys)-i), "(-o json for the whole, " + size(len(raw)) + ")"})
+			out = append(out, [2]string{fmt.Sprintf("… %d more fields", len(keys)-i), "(-o json for the whole, " + Size(len(raw)) + ")"})
 			break
 		}
 		out = append(out, [2]string{k, value(obj[k], width)})
@@ -248,19 +255,19 @@ func value(v json.RawMessage, width int) string {
 				keys = append(keys, k)
 			}
 			sort.Strings(keys)
-			return fmt.Sprintf("{%s} (%s, %s)", cut(strings.Join(keys, ", "), width/2), converge.Plural(len(keys), "key"), size(len(s)))
+			return fmt.Sprintf("{%s} (%s, %s)", Cut(strings.Join(keys, ", "), width/2), converge.Plural(len(keys), "key"), Size(len(s)))
 		}
 	case '[':
 		var l []json.RawMessage
 		if json.Unmarshal(v, &l) == nil {
-			return fmt.Sprintf("[%s] (%s, %s)", cut(strings.TrimSuffix(strings.TrimPrefix(s, "["), "]"), width/2), converge.Plural(len(l), "item"), size(len(s)))
+			return fmt.Sprintf("[%s] (%s, %s)", Cut(strings.TrimSuffix(strings.TrimPrefix(s, "["), "]"), width/2), converge.Plural(len(l), "item"), Size(len(s)))
 		}
 	}
-	return cut(s, width) + " (" + size(len(s)) + ")"
+	return Cut(s, width) + " (" + Size(len(s)) + ")"
 }
 
-// cut shortens s to about width runes, ending it with "…" (0: never).
-func cut(s string, width int) string {
+// Cut shortens s to about width runes, ending it with "…" (0: never).
+func Cut(s string, width int) string {
 	if width <= 0 {
 		return s
 	}
@@ -271,8 +278,8 @@ func cut(s string, width int) string {
 	return string(r[:width-1]) + "…"
 }
 
-// size is a byte count as people read it: 812 B, 4.1 KB, 26.6 MB.
-func size(n int) string {
+// Size is a byte count as people read it: 812 B, 4.1 KB, 26.6 MB.
+func Size(n int) string {
 	switch {
 	case n < 1000:
 		return strconv.Itoa(n) + " B"

@@ -1,7 +1,15 @@
-package main
+// Package ops is what serve's operations endpoints answer from: a
+// Prometheus registry whose engine collector reads the leading engine's
+// counters at scrape time, the counters serve keeps itself (webhook
+// deliveries, lint findings, verdicts, the pin), and readiness (/readyz).
+// Read Monitor first, then engineCollector.Collect.
+package ops
 
 import (
 	"context"
+	"errors"
+	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -12,17 +20,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/cmd/converge/internal/view"
 	"github.com/convergehq/converge/scheduler"
+	"github.com/convergehq/converge/site"
+	"github.com/convergehq/converge/state/etcdstate"
 	gitsync "github.com/convergehq/converge/sync"
 	"github.com/convergehq/converge/sync/controlplane"
 )
 
-// ops is what serve's /metrics and /readyz answer from: a registry whose
-// engine collector reads the leading engine's counters at scrape time
-// (nothing is counted per task outside the scheduler's loop), the
+// Monitor is what serve's /metrics and /readyz answer from: a registry
+// whose engine collector reads the leading engine's counters at scrape
+// time (nothing is counted per task outside the scheduler's loop), the
 // counters serve itself keeps, resolved ahead so counting is an atomic
 // add, and readiness.
-type ops struct {
+type Monitor struct {
 	reg *prometheus.Registry
 	// engine is the engine serve runs now (nil before it starts, and on
 	// a replica that follows).
@@ -48,19 +59,19 @@ const (
 	verdictHeld       = "held"
 	verdictSuperseded = "superseded"
 	verdictNotApplied = "not_applied"
-	verdictConverged  = "converged"
-	verdictStuck      = "stuck"
+	VerdictConverged  = "converged"
+	VerdictStuck      = "stuck"
 )
 
 var verdictNames = []string{verdictApplied, verdictInvalid, verdictBreaking, verdictHeld, verdictSuperseded, verdictNotApplied,
-	verdictConverged, verdictStuck}
+	VerdictConverged, VerdictStuck}
 
-// newOps returns serve's metrics registry and readiness, not ready with
-// why.
-func newOps(why string) *ops {
-	o := &ops{reg: prometheus.NewRegistry(), webhook: map[[2]string]prometheus.Counter{},
+// NewMonitor returns serve's metrics registry and readiness, not ready
+// with why.
+func NewMonitor(why string) *Monitor {
+	o := &Monitor{reg: prometheus.NewRegistry(), webhook: map[[2]string]prometheus.Counter{},
 		findings: map[string]prometheus.Counter{}, verdicts: map[string]prometheus.Counter{}}
-	o.setNotReady(why)
+	o.SetNotReady(why)
 	o.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		engineCollector{o})
 	wh := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "converge_webhook_deliveries_total",
@@ -87,8 +98,15 @@ func newOps(why string) *ops {
 	return o
 }
 
-// setPin sets converge_pinned to pin (nil: following the head).
-func (o *ops) setPin(pin *converge.Pin) {
+// SetEngine makes e the engine the collector reads (nil: none, as on a
+// replica that follows).
+func (o *Monitor) SetEngine(e *controlplane.Engine) { o.engine.Store(e) }
+
+// Engine is the engine serve runs now, nil when it runs none.
+func (o *Monitor) Engine() *controlplane.Engine { return o.engine.Load() }
+
+// SetPin sets converge_pinned to pin (nil: following the head).
+func (o *Monitor) SetPin(pin *converge.Pin) {
 	o.pinned.Reset()
 	if pin == nil {
 		o.pinned.WithLabelValues("").Set(0)
@@ -97,8 +115,8 @@ func (o *ops) setPin(pin *converge.Pin) {
 	o.pinned.WithLabelValues(pin.Revision.String()).Set(1)
 }
 
-// setNotReady makes /readyz answer 503 with why ("" for ready).
-func (o *ops) setNotReady(why string) {
+// SetNotReady makes /readyz answer 503 with why ("" for ready).
+func (o *Monitor) SetNotReady(why string) {
 	if why == "" {
 		o.notReady.Store(nil)
 		return
@@ -106,24 +124,24 @@ func (o *ops) setNotReady(why string) {
 	o.notReady.Store(&why)
 }
 
-// ready answers /readyz.
-func (o *ops) ready() (int, string) {
+// Ready answers /readyz.
+func (o *Monitor) Ready() (int, string) {
 	if why := o.notReady.Load(); why != nil {
 		return http.StatusServiceUnavailable, *why
 	}
 	return http.StatusOK, "ready"
 }
 
-// observeWebhook counts a webhook delivery (gitsync.Webhook.Observe).
-func (o *ops) observeWebhook(forge, outcome string) {
+// ObserveWebhook counts a webhook delivery (gitsync.Webhook.Observe).
+func (o *Monitor) ObserveWebhook(forge, outcome string) {
 	if c := o.webhook[[2]string{forge, outcome}]; c != nil {
 		c.Inc()
 	}
 }
 
-// observePass counts a commit's verdict and its lint findings; the sync
+// ObservePass counts a commit's verdict and its lint findings; the sync
 // loop alone calls it.
-func (o *ops) observePass(p *gitsync.Pass) {
+func (o *Monitor) ObservePass(p *gitsync.Pass) {
 	if p.Record == nil {
 		return // a revision that got no verdict
 	}
@@ -139,7 +157,7 @@ func (o *ops) observePass(p *gitsync.Pass) {
 	switch {
 	case !p.Valid():
 		v = verdictInvalid
-	case breakingPass(p):
+	case view.Breaking(p):
 		v = verdictBreaking
 	case p.Applied:
 		v = verdictApplied
@@ -151,11 +169,11 @@ func (o *ops) observePass(p *gitsync.Pass) {
 	o.verdicts[v].Inc()
 }
 
-// observeVerdict counts an applied revision's convergence verdict.
-func (o *ops) observeVerdict(v string) { o.verdicts[v].Inc() }
+// ObserveVerdict counts an applied revision's convergence verdict.
+func (o *Monitor) ObserveVerdict(v string) { o.verdicts[v].Inc() }
 
-// handler serves the registry (/metrics).
-func (o *ops) handler() http.Handler {
+// Handler serves the registry (/metrics).
+func (o *Monitor) Handler() http.Handler {
 	// A scrape that could not read the engine (its loop busy past
 	// metricsTimeout) still serves everything else.
 	return promhttp.HandlerFor(o.reg, promhttp.HandlerOpts{Registry: o.reg, ErrorHandling: promhttp.ContinueOnError})
@@ -166,7 +184,7 @@ const metricsTimeout = 5 * time.Second
 
 // engineCollector reads the running engine's counters when Prometheus
 // scrapes: the scheduler's Metrics and Progress, the connected workers.
-type engineCollector struct{ o *ops }
+type engineCollector struct{ o *Monitor }
 
 var (
 	descResources = prometheus.NewDesc("converge_resources",
@@ -297,4 +315,73 @@ func (c engineCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descCommitFailing, failing)
 	gauge(descDeliveries, float64(pr.Deliveries))
 	gauge(descWorkers, float64(len(e.Server().Workers())))
+}
+
+// MuxOptions are what serve's HTTP listener serves besides the metrics
+// and readiness.
+type MuxOptions struct {
+	// WebhookSecret is $CONVERGE_WEBHOOK_SECRET ("": the webhook refuses
+	// every delivery, and Mux warns); Trigger is what a delivery calls.
+	WebhookSecret string
+	Trigger       func()
+	// Health answers /healthz: the status code and its text.
+	Health func() (int, string)
+	// Actions, when set, are the site's signed-in actions (--ui-actions).
+	Actions *site.Actions
+	// SiteDir is the live site's directory, served at /.
+	SiteDir string
+	Log     *slog.Logger
+}
+
+// Mux is serve's HTTP side: POST /hooks/git (sync.Webhook, counted by
+// forge and outcome), GET /healthz, GET /readyz, GET /metrics, the site's
+// actions when set, and the site.
+func (o *Monitor) Mux(m MuxOptions) *http.ServeMux {
+	mux := http.NewServeMux()
+	if m.WebhookSecret == "" {
+		m.Log.Warn("webhook disabled: $CONVERGE_WEBHOOK_SECRET is not set, so POST /hooks/git refuses every delivery (serve still polls)")
+	}
+	mux.Handle("POST /hooks/git", &gitsync.Webhook{Secret: []byte(m.WebhookSecret), Trigger: m.Trigger, Log: m.Log, Observe: o.ObserveWebhook})
+	answer := func(check func() (int, string)) http.HandlerFunc {
+		return func(w http.ResponseWriter, _ *http.Request) {
+			code, text := check()
+			if code != http.StatusOK {
+				http.Error(w, text, code)
+				return
+			}
+			_, _ = io.WriteString(w, text+"\n") // a failed write is a client that went away
+		}
+	}
+	mux.HandleFunc("GET /healthz", answer(m.Health))
+	mux.HandleFunc("GET /readyz", answer(o.Ready))
+	mux.Handle("GET /metrics", o.Handler())
+	if m.Actions != nil {
+		m.Actions.Register(mux)
+	}
+	mux.Handle("GET /", site.Handler(m.SiteDir))
+	return mux
+}
+
+// FollowerHealth is a follower's GET /healthz: healthy while etcd can
+// elect, naming the leader ("ok: replica b follows a"); during a quorum
+// loss, or cut off from etcd, no replica can lead here, and it says so
+// (503).
+func FollowerHealth(rep *etcdstate.Replica) (int, string) {
+	name := rep.Name()
+	if err := rep.Health(time.Second); err != nil {
+		return http.StatusServiceUnavailable, "replica " + name + " follows, and " + err.Error()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	a, err := rep.Leader(ctx)
+	switch {
+	case errors.Is(err, etcdstate.ErrNoLeader):
+		return http.StatusOK, "ok: replica " + name + " follows (no replica leads yet)"
+	case err != nil:
+		return http.StatusServiceUnavailable, "replica " + name + " follows, and " + err.Error()
+	case a.Name == name:
+		// Its own advert outlives a lost term until etcd expires it.
+		return http.StatusOK, "ok: replica " + name + " follows (its own lost term is expiring)"
+	}
+	return http.StatusOK, "ok: replica " + name + " follows " + a.Name
 }

@@ -1,4 +1,4 @@
-package main
+package view
 
 import (
 	"fmt"
@@ -12,9 +12,9 @@ import (
 	gitsync "github.com/convergehq/converge/sync"
 )
 
-// progress renders the scheduler's progress: one line rewritten in place
+// Progress renders the scheduler's progress: one line rewritten in place
 // on a terminal, plain periodic lines otherwise.
-type progress struct {
+type Progress struct {
 	w        io.Writer
 	tty      bool
 	last     time.Time
@@ -31,7 +31,9 @@ type progress struct {
 // says "stalled" instead of a rate and an ETA.
 const stalledAfter = 5 * time.Second
 
-func newProgress(w io.Writer) *progress {
+// NewProgress returns a Progress on w: one line rewritten in place when
+// w is a terminal.
+func NewProgress(w io.Writer) *Progress {
 	tty := false
 	if f, ok := w.(*os.File); ok {
 		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
@@ -41,14 +43,14 @@ func newProgress(w io.Writer) *progress {
 	// Plain lines start after the first interval: a short run prints only
 	// its verdict.
 	now := time.Now()
-	return &progress{w: w, tty: tty, last: now, moved: now}
+	return &Progress{w: w, tty: tty, last: now, moved: now}
 }
 
 // line renders s as of now: a rate and an ETA while the counts move;
 // once neither they nor the completed tasks have moved for stalledAfter,
 // "waiting on N running tasks for D" while tasks are out (a long
 // composition), else "stalled for D".
-func (p *progress) line(s scheduler.Progress, now time.Time) string {
+func (p *Progress) line(s scheduler.Progress, now time.Time) string {
 	c := s.Counts
 	if c != p.counts || s.Completed != p.completed {
 		p.counts, p.completed, p.moved = c, s.Completed, now
@@ -83,7 +85,9 @@ func (p *progress) line(s scheduler.Progress, now time.Time) string {
 	return b.String()
 }
 
-func (p *progress) show(s scheduler.Progress) {
+// Show renders s, at most every 100 ms on a terminal, every 2 s (and
+// only when the line changed) otherwise.
+func (p *Progress) Show(s scheduler.Progress) {
 	now := time.Now()
 	line := p.line(s, now)
 	if p.tty {
@@ -101,7 +105,8 @@ func (p *progress) show(s scheduler.Progress) {
 	p.last, p.lastLine = now, line
 }
 
-func (p *progress) done() {
+// Done ends the line rewritten in place, if one was printed.
+func (p *Progress) Done() {
 	if p.tty && p.printed {
 		fmt.Fprintln(p.w)
 	}

@@ -1,4 +1,4 @@
-package main
+package view
 
 import (
 	"bytes"
@@ -10,12 +10,12 @@ import (
 	"github.com/convergehq/converge/state/stateapi"
 )
 
-// redactor hides secret fields from what the read commands print: the
+// Redactor hides secret fields from what the read commands print: the
 // values at a kind's secret paths become "(secret)" in a resource's spec
 // and status, and any secret value of the resource or of any provider
 // config is scrubbed from the rest of it (a worker may echo a config's
 // secret into a status field that is not itself secret).
-type redactor struct {
+type Redactor struct {
 	kinds      map[converge.KindRef]*converge.Kind
 	configs    map[string]*converge.ProviderConfig
 	defaults   map[converge.KindRef]*converge.ProviderConfig
@@ -25,10 +25,10 @@ type redactor struct {
 	statusByName map[string][][]string
 }
 
-// newRedactor reads the kinds and provider configs of rd (the store, or
+// NewRedactor reads the kinds and provider configs of rd (the store, or
 // a daemon's admin API). A reader that holds none redacts nothing.
-func newRedactor(ctx context.Context, rd any) (*redactor, error) {
-	x := &redactor{kinds: map[converge.KindRef]*converge.Kind{}, configs: map[string]*converge.ProviderConfig{},
+func NewRedactor(ctx context.Context, rd any) (*Redactor, error) {
+	x := &Redactor{kinds: map[converge.KindRef]*converge.Kind{}, configs: map[string]*converge.ProviderConfig{},
 		defaults: map[converge.KindRef]*converge.ProviderConfig{}}
 	d, ok := rd.(stateapi.Definer)
 	if !ok {
@@ -65,7 +65,7 @@ func newRedactor(ctx context.Context, rd any) (*redactor, error) {
 }
 
 // config returns r's provider config, nil if none.
-func (x *redactor) config(r *converge.Resource) json.RawMessage {
+func (x *Redactor) config(r *converge.Resource) json.RawMessage {
 	if r.ProviderConfigRef != "" {
 		if c := x.configs[r.ProviderConfigRef]; c != nil {
 			return c.Config
@@ -78,9 +78,9 @@ func (x *redactor) config(r *converge.Resource) json.RawMessage {
 	return nil
 }
 
-// flowPaths returns the fields of consumes' consumer's spec that a value
+// FlowPaths returns the fields of consumes' consumer's spec that a value
 // flow fills from a producer's secret status field.
-func (x *redactor) flowPaths(consumes []converge.Edge) [][]string {
+func (x *Redactor) FlowPaths(consumes []converge.Edge) [][]string {
 	var out [][]string
 	for _, e := range consumes {
 		ps := x.statusByName[e.Producer.Kind()]
@@ -96,30 +96,17 @@ func (x *redactor) flowPaths(consumes []converge.Edge) [][]string {
 	return out
 }
 
-// flowsMatter reports whether r's spec may hold a value a flow copied
+// FlowsMatter reports whether r's spec may hold a value a flow copied
 // from a producer's secret status field: some kind has one, and r's spec
 // is not its declared spec (flows filled something in).
-func (x *redactor) flowsMatter(r *converge.Resource) bool {
+func (x *Redactor) FlowsMatter(r *converge.Resource) bool {
 	return len(x.statusByName) > 0 && !bytes.Equal(r.Spec, r.Declared)
 }
 
-// viewWithEdges is view, also hiding the spec fields a value flow fills
-// from a producer's secret status field (rd's edges of r).
-func (x *redactor) viewWithEdges(ctx context.Context, rd reader, r *converge.Resource) (resourceView, error) {
-	if len(x.statusByName) == 0 {
-		return x.view(r, nil), nil
-	}
-	consumes, _, err := rd.EdgesOf(ctx, r.ID())
-	if err != nil {
-		return resourceView{}, err
-	}
-	return x.view(r, x.flowPaths(consumes)), nil
-}
-
-// view is viewOf with r's secrets hidden, and the spec fields at flows
+// Resource is ResourceOf with r's secrets hidden, and the spec fields at flows
 // (flowPaths).
-func (x *redactor) view(r *converge.Resource, flows [][]string) resourceView {
-	v := viewOf(r)
+func (x *Redactor) Resource(r *converge.Resource, flows [][]string) Resource {
+	v := ResourceOf(r)
 	k := x.kinds[r.Ref()]
 	vals := x.configVals
 	if len(flows) > 0 {
@@ -143,8 +130,8 @@ func (x *redactor) view(r *converge.Resource, flows [][]string) resourceView {
 	return v
 }
 
-// status returns a status of r's kind with its secret fields hidden.
-func (x *redactor) status(r *converge.Resource, status json.RawMessage) json.RawMessage {
+// Status returns a status of r's kind with its secret fields hidden.
+func (x *Redactor) Status(r *converge.Resource, status json.RawMessage) json.RawMessage {
 	vals := x.configVals
 	if k := x.kinds[r.Ref()]; k != nil {
 		vals = append(converge.ResourceSecrets(k, r, x.config(r)), vals...)

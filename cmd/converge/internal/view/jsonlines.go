@@ -1,4 +1,4 @@
-package main
+package view
 
 import (
 	"bytes"
@@ -8,21 +8,24 @@ import (
 	gosync "sync"
 )
 
-// jsonLines is the writer a daemon's report lines ("serve: … applied",
+// JSONLines is the writer a daemon's report lines ("serve: … applied",
 // "… converged") go through under --log-format json: each line becomes a
 // JSON log record (msg the line, without its "serve: " prefix), so every
 // line the daemon prints is JSON, as its logs are.
-type jsonLines struct {
+type JSONLines struct {
 	mu  gosync.Mutex // guards buf, and serialises the records
 	buf []byte
 	log *slog.Logger
 }
 
-func newJSONLines(w io.Writer) *jsonLines {
-	return &jsonLines{log: slog.New(slog.NewJSONHandler(w, nil))}
+// NewJSONLines returns a JSONLines writing its records to w.
+func NewJSONLines(w io.Writer) *JSONLines {
+	return &JSONLines{log: slog.New(slog.NewJSONHandler(w, nil))}
 }
 
-func (j *jsonLines) Write(p []byte) (int, error) {
+// Write logs each whole line of p as a record, keeping a partial last
+// line for the next Write.
+func (j *JSONLines) Write(p []byte) (int, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.buf = append(j.buf, p...)

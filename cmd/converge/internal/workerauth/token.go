@@ -1,57 +1,60 @@
-package main
+package workerauth
 
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"os"
+	"os/signal"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // minWorkerToken is the shortest worker token a token file may hold: a
 // bearer token is the listener's only secret.
 const minWorkerToken = 16
 
-// tokenFile is --workers-token-file: the external workers' tokens, one per
+// TokenFile is --workers-token-file: the external workers' tokens, one per
 // line ('#' starts a comment), read again when the file's size or time
 // changes (or on SIGHUP), so a token rotates without a restart: add the
 // new line, move the workers to it, drop the old line. A change that does
 // not load (no token left, one too short) keeps the tokens in use, said
 // once.
-type tokenFile struct {
+type TokenFile struct {
 	path string
 
 	mu     sync.Mutex
 	toks   []string
 	sig    string
 	failed string
-	warn   func(msg string, args ...any)
-	note   func(msg string)
+	Warn   func(msg string, args ...any)
+	Note   func(msg string)
 }
 
-// openTokenFile reads path's tokens; a file that holds none is a usage
+// OpenTokenFile reads path's tokens; a file that holds none is a usage
 // error naming it.
-func openTokenFile(path string) (*tokenFile, error) {
-	f := &tokenFile{path: path}
+func OpenTokenFile(path string) (*TokenFile, error) {
+	f := &TokenFile{path: path}
 	toks, err := readTokens(path)
 	if err != nil {
-		return nil, usageErr("--workers-token-file %v", err)
+		return nil, fmt.Errorf("--workers-token-file %v", err)
 	}
 	f.toks, f.sig = toks, fileSignature(path)
 	return f, nil
 }
 
-// tokens returns the tokens accepted now (providers.ServerOptions.Tokens).
-func (f *tokenFile) tokens() []string {
-	f.reload(false)
+// Tokens returns the tokens accepted now (providers.ServerOptions.Tokens).
+func (f *TokenFile) Tokens() []string {
+	f.Reload(false)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.toks
 }
 
-// reload reads the file again when it changed (or always, force).
-func (f *tokenFile) reload(force bool) {
+// Reload reads the file again when it changed (or always, force).
+func (f *TokenFile) Reload(force bool) {
 	sig := fileSignature(f.path)
 	f.mu.Lock()
 	same := sig == f.sig || sig == f.failed
@@ -63,14 +66,14 @@ func (f *tokenFile) reload(force bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err != nil {
-		if f.failed != sig && f.warn != nil {
-			f.warn("workers token file: the change does not load; the tokens in use stay", "err", err)
+		if f.failed != sig && f.Warn != nil {
+			f.Warn("workers token file: the change does not load; the tokens in use stay", "err", err)
 		}
 		f.failed = sig
 		return
 	}
-	if f.note != nil && (sig != f.sig || force) {
-		f.note(fmt.Sprintf("workers token file: reloaded %s (%d tokens)", f.path, len(toks)))
+	if f.Note != nil && (sig != f.sig || force) {
+		f.Note(fmt.Sprintf("workers token file: reloaded %s (%d tokens)", f.path, len(toks)))
 	}
 	f.toks, f.sig, f.failed = toks, sig, ""
 }
@@ -109,4 +112,27 @@ func fileSignature(path string) string {
 		return "missing"
 	}
 	return fmt.Sprintf("%d %d", fi.Size(), fi.ModTime().UnixNano())
+}
+
+// ReloadOnHangup reloads tlsFiles and tokens (either may be nil) at once
+// on every SIGHUP until ctx ends or stop is called.
+func ReloadOnHangup(ctx context.Context, tlsFiles *TLSReloader, tokens *TokenFile) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		for {
+			select {
+			case <-hup:
+				if tlsFiles != nil {
+					tlsFiles.Reload(true)
+				}
+				if tokens != nil {
+					tokens.Reload(true)
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return func() { signal.Stop(hup) }
 }

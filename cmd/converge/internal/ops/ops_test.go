@@ -1,4 +1,4 @@
-package main
+package ops
 
 import (
 	"net/http"
@@ -13,7 +13,7 @@ import (
 // Each commit's verdict and lint findings are counted once, by verdict
 // and by rule; /readyz follows the readiness serve sets.
 func TestOpsCountsVerdicts(t *testing.T) {
-	o := newOps("starting: the store is not open yet")
+	o := NewMonitor("starting: the store is not open yet")
 	// rec is a pass as sync.Syncer.Advance returns it: held is the
 	// prune guard's reason (the pass's and its record's), recHeld what
 	// Advance records for an older commit it did not apply.
@@ -38,9 +38,9 @@ func TestOpsCountsVerdicts(t *testing.T) {
 		rec(false, "", "", nil, nil, converge.StateSuccess), // its load timed out
 		{Revision: converge.Revision{Hash: "no-record"}},
 	} {
-		o.observePass(p)
+		o.ObservePass(p)
 	}
-	o.observeVerdict(verdictConverged)
+	o.ObserveVerdict(VerdictConverged)
 	for name, want := range map[string]float64{
 		`converge_lint_findings_total{rule="FIELD_REMOVED"}`:      2,
 		`converge_lint_findings_total{rule="TYPE_CHANGED"}`:       1,
@@ -62,7 +62,7 @@ func TestOpsCountsVerdicts(t *testing.T) {
 	ready := func() (int, string) {
 		rec := httptest.NewRecorder()
 		http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			code, text := o.ready()
+			code, text := o.Ready()
 			w.WriteHeader(code)
 			w.Write([]byte(text))
 		}).ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
@@ -71,7 +71,7 @@ func TestOpsCountsVerdicts(t *testing.T) {
 	if code, text := ready(); code != http.StatusServiceUnavailable || !strings.Contains(text, "store is not open") {
 		t.Errorf("readyz before start = %d %q", code, text)
 	}
-	o.setNotReady("")
+	o.SetNotReady("")
 	if code, text := ready(); code != http.StatusOK || text != "ready" {
 		t.Errorf("readyz once ready = %d %q", code, text)
 	}
@@ -79,7 +79,7 @@ func TestOpsCountsVerdicts(t *testing.T) {
 
 // gathered returns every sample of o's registry by its name and labels,
 // as the text format writes them.
-func gathered(t *testing.T, o *ops) map[string]float64 {
+func gathered(t *testing.T, o *Monitor) map[string]float64 {
 	t.Helper()
 	mfs, err := o.reg.Gather()
 	if err != nil {
