@@ -14,7 +14,12 @@ const EnvWorkerPass = "CONVERGE_WORKER_ENV"
 
 // BaseWorkerEnv are the variables of converge's environment every worker
 // it starts gets: what a process needs to find programs, files, its
-// locale and time zone, and the Go runtime's settings. Nothing else of
+// locale and time zone, the Go runtime's settings, and where the Go
+// toolchain keeps its caches and finds modules (a worker declared as
+// `go run ./worker` builds as the operator's own go would, not into
+// empty caches under HOME: with GOMODCACHE or GOCACHE set elsewhere, as
+// CI machines do, it downloaded and compiled every dependency again at
+// each start). Nothing else of
 // converge's environment reaches a worker unless the operator names it
 // in CONVERGE_WORKER_ENV (or, for builtin workers, the wiring in
 // SupervisorOptions.BuiltinEnv). The protocol's own variables
@@ -24,6 +29,8 @@ var BaseWorkerEnv = []string{
 	"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR", "TZ", "LANG", "LANGUAGE", "LC_*",
 	"SSL_CERT_FILE", "SSL_CERT_DIR",
 	"GODEBUG", "GOMAXPROCS", "GOMEMLIMIT", "GOGC", "GOTRACEBACK", "GOCOVERDIR",
+	"GOROOT", "GOPATH", "GOCACHE", "GOMODCACHE", "GOENV", "GOFLAGS", "GOTOOLCHAIN",
+	"GOPROXY", "GONOPROXY", "GOPRIVATE", "GOSUMDB", "GONOSUMDB", "GOINSECURE",
 	"CONVERGE_CONCURRENCY",
 }
 
