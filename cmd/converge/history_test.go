@@ -339,19 +339,20 @@ func TestReplicasHistory(t *testing.T) {
 	}
 }
 
-// reportKnown logs the violations of open issues the run found (each
-// names its issue: docs/ARCHITECTURE.md, "Histories checked"), and fails
-// on them with CONVERGE_HISTORY_STRICT=1.
+// reportKnown fails on the violations of the issues the histories found
+// (each names its issue: docs/ARCHITECTURE.md, "Histories checked"; all
+// are fixed, so one showing again is a regression), and only logs them
+// with CONVERGE_HISTORY_LENIENT=1.
 func reportKnown(t *testing.T, rep history.Report, seed uint64, out string) {
 	if len(rep.Known) == 0 {
 		return
 	}
 	msg := fmt.Sprintf("the history shows %d violations of open issues (seed %d, files in %s):\n%s", len(rep.Known), seed, out, strings.Join(rep.Known, "\n"))
-	if os.Getenv("CONVERGE_HISTORY_STRICT") == "1" {
-		t.Error(msg)
+	if os.Getenv("CONVERGE_HISTORY_LENIENT") == "1" {
+		t.Log(msg + "\n(CONVERGE_HISTORY_LENIENT=1: not failing on them)")
 		return
 	}
-	t.Log(msg + "\n(CONVERGE_HISTORY_STRICT=1 fails on them)")
+	t.Error(msg)
 }
 
 // historyDir is where a run's files go: $CONVERGE_HISTORY_DIR, else a
