@@ -701,3 +701,35 @@ func TestConvergedIsDurable(t *testing.T) {
 			len(rows), ready, p.Counts.Ready, p.Counts.Total, want)
 	}
 }
+
+// TestFailingCommitsSettleStuckThenHeal: with every commit refused after
+// the apply, the graph turns Ready in memory but never Converged (none
+// of it is durable), and settles Stuck naming the commit's failure
+// instead of Working for ever: a reactor delivery waiting for its
+// outbox row waits for the store like the rows. Once the store takes
+// commits again, everything is written and the graph is Converged.
+func TestFailingCommitsSettleStuckThenHeal(t *testing.T) {
+	store := newMemStore()
+	disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1"})
+	h := start(t, store, disp, testConfig())
+	h.apply(classicDesired(makeBOM(1, 3), "c1"), classicValidator)
+	store.mu.Lock()
+	store.failNext = 1 << 30
+	store.mu.Unlock()
+	p := h.waitSettled(scheduler.Stuck, 10*time.Second)
+	if p.CommitError == "" || p.Counts.Ready != p.Counts.Total {
+		t.Fatalf("stuck with commits refused: CommitError %q, %d/%d Ready in memory; want the error named, all Ready", p.CommitError, p.Counts.Ready, p.Counts.Total)
+	}
+	store.mu.Lock()
+	store.failNext = 0
+	store.mu.Unlock()
+	p = h.waitSettled(scheduler.Converged, 10*time.Second)
+	for _, r := range store.all() {
+		if r.Phase != converge.PhaseReady {
+			t.Errorf("converged, yet the store holds %s %s", r.ID(), r.Phase)
+		}
+	}
+	if len(store.all()) != p.Counts.Total {
+		t.Errorf("converged with %d rows stored, want %d", len(store.all()), p.Counts.Total)
+	}
+}

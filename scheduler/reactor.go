@@ -3,6 +3,7 @@ package scheduler
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/convergehq/converge"
@@ -369,8 +370,10 @@ func (r *reactors) delivParked(d *converge.Delivery) bool {
 }
 
 // delivWorkPending reports whether an owed delivery can still progress
-// without an outside change.
-func (r *reactors) delivWorkPending() bool {
+// without an outside change. One waiting for its outbox row to be
+// committed cannot while the store refuses commits (commitFailing): it
+// waits for the store, as the rows do.
+func (r *reactors) delivWorkPending(commitFailing bool) bool {
 	if r.owedDeliv == 0 {
 		return false
 	}
@@ -379,6 +382,9 @@ func (r *reactors) delivWorkPending() bool {
 			continue
 		}
 		if r.delivParked(d) {
+			continue
+		}
+		if commitFailing && slices.Contains(r.unstored, d) {
 			continue
 		}
 		return true

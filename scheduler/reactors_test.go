@@ -34,18 +34,18 @@ func TestReactorsOweParkSettle(t *testing.T) {
 	if len(r.parkedDel) != 1 || !r.delivParked(b) || r.delivParked(a) {
 		t.Fatalf("parked %d deliveries, want b once", len(r.parkedDel))
 	}
-	if !r.delivWorkPending() {
+	if !r.delivWorkPending(false) {
 		t.Fatal("no work pending while a, owed and not parked, can still be dispatched")
 	}
 	r.settle(a)
 	if !a.Done || r.owedDeliv != 1 {
 		t.Fatalf("settled a: done %v, owed %d; want done, 1", a.Done, r.owedDeliv)
 	}
-	if r.delivWorkPending() {
+	if r.delivWorkPending(false) {
 		t.Fatal("work pending while the only owed delivery is parked")
 	}
 	r.unparkDeliveries()
-	if len(r.parkedDel) != 0 || r.nextDelivery() != b || !r.delivWorkPending() {
+	if len(r.parkedDel) != 0 || r.nextDelivery() != b || !r.delivWorkPending(false) {
 		t.Fatal("unparking does not queue b again")
 	}
 }

@@ -665,7 +665,7 @@ func (s *Scheduler) publish() {
 			p.Settled = Working // Ready in memory; the store catches up
 		}
 	case s.lease.inflight == 0 && s.lease.backoffN == 0 && s.lease.queueHead == len(s.lease.queue) && len(s.startQueue) == 0 &&
-		len(s.react.delivLease) == 0 && !s.lease.waitingForSlot() && !s.react.delivWorkPending() && !s.rolloutsWaiting():
+		len(s.react.delivLease) == 0 && !s.lease.waitingForSlot() && !s.react.delivWorkPending(s.batch.commitErr != "") && !s.rolloutsWaiting():
 		p.Settled = Stuck
 	default:
 		p.Settled = Working
