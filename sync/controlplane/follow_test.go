@@ -219,41 +219,34 @@ func (f *flakyApplied) Applied(ctx context.Context) (*converge.Revision, error) 
 	return f.Backend.Applied(ctx)
 }
 
-// TestFollowResumesAfterReadError: the applied revision a last leader
-// left pending is judged by the next one even when its first read of it
-// fails: the follow loop reads it again at its next step rather than
-// forgetting it.
-func TestFollowResumesAfterReadError(t *testing.T) {
+// followFixture is a repository of one kind (followKind), its head and
+// a fresh store for it in dir.
+func followFixture(t *testing.T) (src *gitsync.Source, head converge.Revision, dir string, st *state.Store) {
+	t.Helper()
 	repo := gittest.Repo(t, map[string]string{"kinds/tgw.cue": followKind})
 	src, err := gitsync.OpenLocal(repo, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	head, err := src.Head()
+	if head, err = src.Head(); err != nil {
+		t.Fatal(err)
+	}
+	dir = filepath.Join(t.TempDir(), "state")
+	if st, err = state.Open(dir, state.Options{NoSync: true}); err != nil {
+		t.Fatal(err)
+	}
+	return src, head, dir, st
+}
+
+// followOn starts an engine on store (in dir) and its follow loop of
+// src until the test ends; it returns the engine, the loop's events and
+// the loop's context.
+func followOn(t *testing.T, dir string, store state.Backend, src *gitsync.Source) (*Engine, eventLog, context.Context) {
+	t.Helper()
+	e, err := Start(context.Background(), Options{StateDir: dir, Store: store, Log: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(t.TempDir(), "state")
-	st, err := state.Open(dir, state.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := &converge.RevisionRecord{Revision: head, Applied: true, Seen: time.Now()}
-	rec.SetStatus(converge.CommitStatus{Context: converge.ContextSync, State: converge.StatePending, Description: "applied, converging"})
-	if err := st.Commit(context.Background(), &converge.Batch{Applied: &head, Record: rec}); err != nil {
-		t.Fatal(err)
-	}
-	flaky := &flakyApplied{Backend: st}
-	e, err := Start(context.Background(), Options{StateDir: dir, Store: flaky, Log: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := e.Close(); err != nil {
-			t.Errorf("close engine: %v", err)
-		}
-	})
-	flaky.fails.Store(1)
 	ctx, cancel := context.WithCancel(context.Background())
 	events := make(eventLog, 100)
 	done := make(chan struct{})
@@ -262,7 +255,30 @@ func TestFollowResumesAfterReadError(t *testing.T) {
 		e.Follow(ctx, FollowOptions{Syncer: e.Syncer(SyncerOptions{Source: src, Log: quiet()}), Poll: time.Hour,
 			Health: &gitsync.Health{}, Events: events, StuckGrace: 100 * time.Millisecond})
 	}()
-	defer func() { cancel(); <-done }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		if err := e.Close(); err != nil {
+			t.Errorf("close engine: %v", err)
+		}
+	})
+	return e, events, ctx
+}
+
+// TestFollowResumesAfterReadError: the applied revision a last leader
+// left pending is judged by the next one even when its first read of it
+// fails: the follow loop reads it again at its next step rather than
+// forgetting it.
+func TestFollowResumesAfterReadError(t *testing.T) {
+	src, head, dir, st := followFixture(t)
+	rec := &converge.RevisionRecord{Revision: head, Applied: true, Seen: time.Now()}
+	rec.SetStatus(converge.CommitStatus{Context: converge.ContextSync, State: converge.StatePending, Description: "applied, converging"})
+	if err := st.Commit(context.Background(), &converge.Batch{Applied: &head, Record: rec}); err != nil {
+		t.Fatal(err)
+	}
+	flaky := &flakyApplied{Backend: st}
+	flaky.fails.Store(1)
+	e, events, ctx := followOn(t, dir, flaky, src)
 	events.expect(t, "converged first: 0/0 Ready")
 	got, err := e.Store().Revision(ctx, head.Hash)
 	if err != nil {
@@ -291,39 +307,9 @@ func (f *flakyVerdicts) PutRevision(ctx context.Context, rec *converge.RevisionR
 // term's end) is written again until it lands, never dropped with the
 // revision left pending.
 func TestFollowRetriesVerdictWrite(t *testing.T) {
-	repo := gittest.Repo(t, map[string]string{"kinds/tgw.cue": followKind})
-	src, err := gitsync.OpenLocal(repo, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	head, err := src.Head()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "state")
-	st, err := state.Open(dir, state.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	src, head, dir, st := followFixture(t)
 	flaky := &flakyVerdicts{Backend: st}
-	e, err := Start(context.Background(), Options{StateDir: dir, Store: flaky, Log: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := e.Close(); err != nil {
-			t.Errorf("close engine: %v", err)
-		}
-	})
-	ctx, cancel := context.WithCancel(context.Background())
-	events := make(eventLog, 100)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		e.Follow(ctx, FollowOptions{Syncer: e.Syncer(SyncerOptions{Source: src, Log: quiet()}), Poll: time.Hour,
-			Health: &gitsync.Health{}, Events: events, StuckGrace: 100 * time.Millisecond})
-	}()
-	defer func() { cancel(); <-done }()
+	_, events, ctx := followOn(t, dir, flaky, src)
 	events.expect(t, "error ")
 	deadline := time.Now().Add(10 * time.Second)
 	for {
