@@ -3,7 +3,6 @@ package scheduler
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/convergehq/converge"
@@ -377,14 +376,18 @@ func (r *reactors) delivWorkPending(commitFailing bool) bool {
 	if r.owedDeliv == 0 {
 		return false
 	}
+	var waiting map[*converge.Delivery]bool // for the row; one lookup each, not a scan
+	if commitFailing && len(r.unstored) > 0 {
+		waiting = make(map[*converge.Delivery]bool, len(r.unstored))
+		for _, d := range r.unstored {
+			waiting[d] = true
+		}
+	}
 	for _, d := range r.deliveries {
-		if d.Done {
+		if d.Done || waiting[d] {
 			continue
 		}
 		if r.delivParked(d) {
-			continue
-		}
-		if commitFailing && slices.Contains(r.unstored, d) {
 			continue
 		}
 		return true
