@@ -72,7 +72,9 @@ func (p *pacer) paced(n, limit int, fn func(i int) error) error {
 	if n == 1 {
 		start := time.Now()
 		err := fn(0)
-		p.observe(time.Since(start), time.Now(), limit)
+		if err == nil { // as below: a failure's round trip says nothing of the queue
+			p.observe(time.Since(start), time.Now(), limit)
+		}
 		return err
 	}
 	var (
