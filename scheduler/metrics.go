@@ -79,6 +79,11 @@ type TaskStats struct {
 	// Dispatched counts tasks handed to a worker; Results the answers
 	// that came back for them.
 	Dispatched, Results uint64
+	// Resyncs counts those of Dispatched that were a Ready resource's
+	// due resync (its resync interval passed), not work a change asked
+	// for: after a restart or a failover, the loaded rows whose interval
+	// ran out while no engine ran them are due one.
+	Resyncs uint64
 	// Retries counts transient failures (a transient answer, a lease
 	// that expired): the task runs again after a backoff. Failures
 	// counts permanent ones (and an operator verb that timed out).
@@ -188,7 +193,11 @@ func (s *Scheduler) taskStats(rec *taskRec) *TaskStats {
 func (s *Scheduler) track(taskID string, rec *taskRec) {
 	rec.started = s.now
 	s.lease.tasks[taskID] = rec
-	s.taskStats(rec).Dispatched++
+	st := s.taskStats(rec)
+	st.Dispatched++
+	if rec.resync {
+		st.Resyncs++
+	}
 }
 
 // countResult counts a result of rec with outcome o.

@@ -1,8 +1,10 @@
 package scheduler_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -68,7 +70,16 @@ func TestResyncDueAcrossRestart(t *testing.T) {
 				h, resynced := convergedThenAged(t, k, converge.Settings{}, tt.age, testConfig())
 				if tt.wantResync {
 					waitFor(t, 5*time.Second, "the overdue resync", resynced)
+					// Counted as a resync: the metrics tell it from
+					// work a change asked for.
+					waitFor(t, 5*time.Second, "the resync counted", func() bool {
+						st := reconcileStats(t, h, "account")
+						return st.Dispatched == 1 && st.Resyncs == 1
+					})
 					return
+				}
+				if st := reconcileStats(t, h, "account"); st.Resyncs != 0 {
+					t.Errorf("%d resyncs counted after a restart before the row's interval, want none", st.Resyncs)
 				}
 				h.waitSettled(scheduler.Converged, 5*time.Second)
 				time.Sleep(30 * time.Minute)
@@ -156,4 +167,19 @@ func endedTasksLeaveNoLeaseTimers(t *testing.T) {
 	if got := scheduler.TimerLen(h.s); got > n/2 {
 		t.Errorf("%d timers after %d tasks ended, want the ended tasks' lease timers dropped", got, n)
 	}
+}
+
+// reconcileStats is h's reconcile counters of kind.
+func reconcileStats(t *testing.T, h *harness, kind string) scheduler.TaskStats {
+	t.Helper()
+	mt, err := h.s.Metrics(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range mt.Kinds {
+		if k.Ref.Kind == kind {
+			return k.Tasks[slices.Index(scheduler.Reactions[:], converge.ReactionReconcile)]
+		}
+	}
+	return scheduler.TaskStats{}
 }

@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/convergehq/converge"
@@ -55,4 +57,70 @@ func TestLiveSiteUpdatesInChunks(t *testing.T) {
 		t.Errorf("%d updates, want %d", got, want)
 	}
 	checkEqualsBuild(t, st, dir, opts)
+}
+
+// slowReader is a store whose batched read takes a second (a store over
+// a loaded network), counting the reads.
+type slowReader struct {
+	Reader
+	reads atomic.Int64
+}
+
+func (r *slowReader) ResourcesByID(ctx context.Context, ids []converge.ID) ([]*converge.Resource, error) {
+	r.reads.Add(1)
+	time.Sleep(time.Second)
+	return r.Reader.ResourcesByID(ctx, ids)
+}
+
+// TestLiveSitePacesItself: while changes keep coming, a live site whose
+// updates take a second each updates about every five seconds (busyFactor
+// × its update's time after it), not every interval: each update gets
+// the rows changed meanwhile, read once. When the changes stop, the last
+// one is on the site within one pace.
+func TestLiveSitePacesItself(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := statetest.Open(t)
+		at := time.Date(2025, 1, 2, 3, 0, 0, 0, time.UTC)
+		put := func(i int) converge.ID {
+			r := &converge.Resource{UID: fmt.Sprintf("u-%d", i), Kind: "leaf", KindVersion: 1, Name: fmt.Sprintf("leaf-%03d", i),
+				Origin: converge.OriginGit, Spec: []byte(`{}`), Phase: converge.PhaseReady, CreatedAt: at, UpdatedAt: at}
+			b := &converge.Batch{Resources: []*converge.Resource{r}}
+			if i == 0 {
+				b.Kinds = []*converge.Kind{{Name: "leaf", Version: 1}}
+			}
+			if err := st.Commit(context.Background(), b); err != nil {
+				t.Fatal(err)
+			}
+			return r.ID()
+		}
+		put(0)
+		rd := &slowReader{Reader: st}
+		dir := filepath.Join(t.TempDir(), "site")
+		opts := Options{Title: "converge", Now: func() time.Time { return at }}
+		live := NewLive(dir, LiveOptions{Site: opts})
+		live.Attach(rd)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); live.Run(ctx) }()
+		// A change every 200 ms for a minute.
+		var last converge.ID
+		for i := 1; i <= 300; i++ {
+			last = put(i)
+			live.Changed([]converge.ID{last})
+			time.Sleep(200 * time.Millisecond)
+		}
+		updates := rd.reads.Load()
+		// Unpaced: an update every interval + 1 s, ~48 in the minute.
+		if updates > 14 {
+			t.Errorf("%d updates in a minute of changes with 1 s reads, want at most 14 (one about every 5 s)", updates)
+		}
+		time.Sleep(busyFactor*time.Second + live.interval + 2*time.Second)
+		synctest.Wait()
+		cancel()
+		<-done
+		if got := rd.reads.Load(); got == updates {
+			t.Errorf("no update after the changes stopped: the last (%s) is not on the site", last)
+		}
+		checkEqualsBuild(t, st, dir, opts)
+	})
 }

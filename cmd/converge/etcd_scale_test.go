@@ -30,8 +30,8 @@ import (
 // turns Ready with every resource stored once, the leader keeps its
 // lease throughout (no second takeover), and etcd's databases stay
 // under their quota. Then the leader is killed: the next one leads and
-// serves (/readyz 200) within 10 s, and dispatches nothing (everything
-// was Ready). 4,000 teams (12,124 resources, a root row of ~180 KB) by
+// serves (/readyz 200) within 10 s, and dispatches nothing but due
+// resyncs (everything was Ready). 4,000 teams (12,124 resources, a root row of ~180 KB) by
 // default; with CONVERGE_SCALE=1, 333,000 teams (999,124 resources, a
 // root row of ~15 MB stored in parts), which must converge within 10
 // minutes (docs/BENCHMARKS.md, "etcd at a million").
@@ -88,7 +88,7 @@ func TestReplicasEtcdScale(t *testing.T) {
 	start := time.Now()
 	for _, name := range names {
 		procs[name] = startCmd(t, name, nil, "nice", "-n", "-10", "converge", "serve", "--replica", name, "--lease-ttl", "5s",
-			"--repo", repo, "--state", url, "--listen", "127.0.0.1:0", "--poll", "1h")
+			"--repo", repo, "--state", url, "--listen", "127.0.0.1:0", "--poll", "1h", "--pprof")
 	}
 	var first etcdstate.Advert
 	waitUntil(t, 60*time.Second, "a leader", func() bool { first = leaderOf(o); return first.Name != "" && first.PID != 0 })
@@ -151,7 +151,17 @@ func TestReplicasEtcdScale(t *testing.T) {
 	if n != want || dup != 0 {
 		t.Errorf("%d resources (%d twice), want %d, each once", n, dup, want)
 	}
-	if takeovers := leaderEvents(t, st); len(takeovers) != 1 {
+	// One takeover: the first leader still leads on its first lease (the
+	// events would say so too, but at 1M the first "leads" event is past
+	// the store's event retention).
+	if now := leaderOf(o); now.Name != first.Name || now.PID != first.PID || !now.Since.Equal(first.Since) {
+		t.Errorf("the leader after the converge is %s (pid %d, since %s), want %s (pid %d, since %s): it lost its lease",
+			now.Name, now.PID, now.Since, first.Name, first.PID, first.Since)
+	}
+	if resp, err := cli.Get(t.Context(), o.Prefix+"/election/", clientv3.WithFirstCreate()...); err != nil || len(resp.Kvs) == 0 || clientv3.LeaseID(resp.Kvs[0].Lease) != lease {
+		t.Errorf("the first election key with lease %x is gone after the converge (%v): the leader lost its lease", lease, err)
+	}
+	if takeovers := leaderEvents(t, st); len(takeovers) > 1 {
 		t.Errorf("takeovers during the converge: %q, want one (the leader kept its lease)", takeovers)
 	}
 
@@ -177,15 +187,19 @@ func TestReplicasEtcdScale(t *testing.T) {
 	if serving > 10*time.Second {
 		t.Errorf("%s served %v after the kill, want ≤ 10s", second.Name, serving.Round(10*time.Millisecond))
 	}
-	// Its scheduler holds every resource, and has dispatched none:
-	// everything was Ready.
+	// Its scheduler holds every resource, and has dispatched nothing but
+	// due resyncs: everything was Ready. (The classic kinds resync every
+	// 10 minutes, so at 1M the rows Ready in the converge's first minutes
+	// are due one: the dead leader would have run them too.)
 	var metrics string
 	waitUntil(t, 5*time.Minute, "the new leader's scheduler loaded", func() bool {
 		_, metrics = httpGet("http://" + addr + "/metrics")
 		return metricSum(metrics, "converge_resources") >= float64(want)
 	})
-	if d, f := metricSum(metrics, "converge_tasks_dispatched_total"), metricSum(metrics, "converge_tasks_inflight"); d != 0 || f != 0 {
-		t.Errorf("the new leader dispatched %v tasks (%v in flight), want none (everything was Ready)", d, f)
+	d, rs := metricSum(metrics, "converge_tasks_dispatched_total"), metricSum(metrics, "converge_tasks_resyncs_total")
+	t.Logf("the new leader dispatched %v tasks, %v of them due resyncs", d, rs)
+	if d != rs {
+		t.Errorf("the new leader dispatched %v tasks other than due resyncs, want none (everything was Ready)", d-rs)
 	}
 	t.Logf("etcd after the failover %s", dbSizes(t, cli, eps))
 }

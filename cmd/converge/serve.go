@@ -51,6 +51,8 @@ type serveOptions struct {
 	uiActions   bool
 	uiTokenFile string
 	uiToken     string
+	// pprof serves Go's runtime profiles at /debug/pprof/ (--pprof).
+	pprof bool
 }
 
 func newServeCommand(g *globals) *cobra.Command {
@@ -110,6 +112,7 @@ must then be set, the same on every replica.`,
 	f.StringVar(&o.advertise, "advertise", "", "with --replica and --workers-listen: the HOST:PORT workers reach this replica's workers listener at, which followers name while it leads (default: --workers-listen's host with the bound port, when it names a host)")
 	f.BoolVar(&o.uiActions, "ui-actions", false, "let the site delete resources and run operator verbs for a person signed in with the login token (--ui-token-file or $"+envUIToken+"); without it the site is read-only")
 	f.StringVar(&o.uiTokenFile, "ui-token-file", "", "with --ui-actions: the file holding the site's login token (default $"+envUIToken+")")
+	f.BoolVar(&o.pprof, "pprof", false, "serve Go's runtime profiles (CPU, heap, goroutines) at /debug/pprof/ on --listen, for go tool pprof; they show the process's internals to anyone who reaches the address")
 	o.forge.addFlags(f)
 	o.signatures.addFlags(f)
 	addReinitFlag(f, g)
@@ -324,7 +327,7 @@ func (s *server) startHTTP(poke func(), health func() (int, string)) (addr strin
 		actions = site.NewActions(s.o.uiToken, s.controller, s.log)
 	}
 	mux := s.ops.Mux(ops.MuxOptions{WebhookSecret: os.Getenv(envWebhookSecret), Trigger: poke, Health: health,
-		Actions: actions, SiteDir: s.live.Dir(), Log: s.log})
+		Actions: actions, SiteDir: s.live.Dir(), Log: s.log, Pprof: s.o.pprof})
 	l, err := net.Listen("tcp", s.o.listen)
 	if err != nil {
 		return "", nil, fmt.Errorf("listen %s: %w", s.o.listen, err)

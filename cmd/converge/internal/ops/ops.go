@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -194,6 +195,9 @@ var (
 		[]string{"kind", "kind_version"}, nil)
 	descDispatched = prometheus.NewDesc("converge_tasks_dispatched_total",
 		"Tasks handed to workers, by kind, kind version and reaction.", []string{"kind", "kind_version", "reaction"}, nil)
+	descResyncs = prometheus.NewDesc("converge_tasks_resyncs_total",
+		"Of the tasks dispatched, those that were a Ready resource's due resync (its resync interval passed), by kind, kind version and reaction.",
+		[]string{"kind", "kind_version", "reaction"}, nil)
 	descResults = prometheus.NewDesc("converge_task_results_total",
 		"Results workers returned, by kind, kind version and reaction.", []string{"kind", "kind_version", "reaction"}, nil)
 	descRetries = prometheus.NewDesc("converge_task_retries_total",
@@ -233,7 +237,7 @@ var (
 
 // Describe implements prometheus.Collector.
 func (engineCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descResources, descDrifted, descDispatched, descResults, descRetries, descFailures, descLatency,
+	for _, d := range []*prometheus.Desc{descResources, descDrifted, descDispatched, descResyncs, descResults, descRetries, descFailures, descLatency,
 		descCommits, descCommitLatency, descBatchRows, descCommitFailing, descQueue, descInflight, descDeliveries, descWorkers, descLeading,
 		descSuspended, descHeld, descRolloutWave, descRolloutWaves, descRolloutHeld, descRolloutHalted} {
 		ch <- d
@@ -294,6 +298,7 @@ func (c engineCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			labels := []string{k.Ref.Kind, ver, scheduler.Reactions[i]}
 			counter(descDispatched, t.Dispatched, labels...)
+			counter(descResyncs, t.Resyncs, labels...)
 			counter(descResults, t.Results, labels...)
 			counter(descRetries, t.Retries, labels...)
 			counter(descFailures, t.Failures, labels...)
@@ -331,11 +336,14 @@ type MuxOptions struct {
 	// SiteDir is the live site's directory, served at /.
 	SiteDir string
 	Log     *slog.Logger
+	// Pprof serves net/http/pprof's profiles at /debug/pprof/ (serve
+	// --pprof).
+	Pprof bool
 }
 
 // Mux is serve's HTTP side: POST /hooks/git (sync.Webhook, counted by
 // forge and outcome), GET /healthz, GET /readyz, GET /metrics, the site's
-// actions when set, and the site.
+// actions when set, /debug/pprof/ with Pprof, and the site.
 func (o *Monitor) Mux(m MuxOptions) *http.ServeMux {
 	mux := http.NewServeMux()
 	if m.WebhookSecret == "" {
@@ -357,6 +365,13 @@ func (o *Monitor) Mux(m MuxOptions) *http.ServeMux {
 	mux.Handle("GET /metrics", o.Handler())
 	if m.Actions != nil {
 		m.Actions.Register(mux)
+	}
+	if m.Pprof {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	}
 	mux.Handle("GET /", site.Handler(m.SiteDir))
 	return mux

@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -105,4 +106,20 @@ func gathered(t *testing.T, o *Monitor) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// With Pprof the mux serves Go's profiles at /debug/pprof/; without it
+// that path is the site's (here an empty directory: 404).
+func TestMuxPprof(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		mux := NewMonitor("").Mux(MuxOptions{Health: func() (int, string) { return 200, "ok" }, SiteDir: t.TempDir(),
+			Pprof: on, Log: slog.New(slog.DiscardHandler)})
+		for _, path := range []string{"/debug/pprof/", "/debug/pprof/goroutine?debug=1"} {
+			rec := httptest.NewRecorder()
+			mux.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+			if got := rec.Code == http.StatusOK && strings.Contains(rec.Body.String(), "goroutine"); got != on {
+				t.Errorf("Pprof %v: GET %s = %d %.80q, want profiles served: %v", on, path, rec.Code, rec.Body.String(), on)
+			}
+		}
+	}
 }
