@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/convergehq/converge"
@@ -45,6 +46,13 @@ func (s *Scheduler) cascade(roots []*node, reason string) []*node {
 		}
 		s.markDeleting(n, reason)
 	}
+	// Teardowns start in key order (children are a map, so q is not):
+	// each kind's are then dispatched, answered and their rows deleted
+	// roughly in key order, so a batch of deletions touches neighbouring
+	// keys, a few owner-index chunks and pages, not most of a big
+	// owner's index (the 1M cascade rewrote most of the root's chunks
+	// in every batch).
+	slices.SortFunc(q, func(a, b *node) int { return strings.Compare(string(a.id), string(b.id)) })
 	for _, n := range q {
 		s.lease.enqueue(n)
 	}

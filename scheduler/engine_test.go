@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -468,6 +469,35 @@ func TestCascadeDeleteRootOrder(t *testing.T) {
 	}
 	if err := h.s.Delete(context.Background(), "classicbom/org"); !errors.Is(err, converge.ErrNotFound) {
 		t.Errorf("second delete: %v, want ErrNotFound", err)
+	}
+}
+
+// A cascade starts its teardowns in key order: the routes (nothing
+// consumes them, so they go first) are dispatched sorted, and the rows
+// deleted in each batch are neighbours, not keys spread over the whole
+// owner index.
+func TestCascadeDeleteInKeyOrder(t *testing.T) {
+	store := newMemStore()
+	disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1"})
+	h := start(t, store, disp, testConfig())
+	h.apply(classicDesired(makeBOM(5, 40), "c1"), classicValidator)
+	h.waitSettled(scheduler.Converged, 5*time.Second)
+	disp.resetLog()
+	if err := h.s.Delete(context.Background(), "classicbom/org"); err != nil {
+		t.Fatal(err)
+	}
+	h.waitSettled(scheduler.Converged, 5*time.Second)
+	var routes []string
+	for _, tk := range disp.tasks() {
+		if tk.Reaction == converge.ReactionTeardown && tk.Kind == "route" {
+			routes = append(routes, tk.Name)
+		}
+	}
+	if len(routes) != 200 {
+		t.Fatalf("%d route teardowns, want 200", len(routes))
+	}
+	if !slices.IsSorted(routes) {
+		t.Errorf("route teardowns dispatched out of key order: %v", routes[:20])
 	}
 }
 

@@ -113,22 +113,25 @@ type Options struct {
 	WorkerEnv []string
 }
 
-// defaultMemoryLimit is the control plane's soft memory limit when
-// GOMEMLIMIT is not set: the garbage collector works harder as the heap
-// nears it instead of letting it grow to twice the live heap. A
-// million-resource converge holds ~1 GB live; at 1300 MiB it peaks at
-// ~2 GiB RSS and takes ~155 s on two cores, at 1.6 GiB ~2.2 GiB and
-// ~105 s, at 3 GiB ~4 GiB (docs/BENCHMARKS.md). It is not a cap: a
-// bigger graph only makes the collector run more (Go bounds its share of
-// the CPU). GOMEMLIMIT (Go's own variable, e.g. "3GiB" or "off")
-// overrides it: raise it on a machine with memory to spare.
+// defaultMemoryLimit is the floor of the control plane's soft memory
+// limit when GOMEMLIMIT is not set: the garbage collector works harder
+// as the heap nears it instead of letting it grow to twice the live
+// heap. Above the floor the limit follows the live heap (memoryLimitFor):
+// a fixed 1300 MiB under a live heap of 1.4 GB (a million resources on
+// etcd, the store behind) made the collector run back to back, 80% of the
+// leader's CPU, taken from the etcd members on the same machine. GOMEMLIMIT
+// (Go's own variable, e.g. "3GiB" or "off") overrides both: raise it on
+// a machine with memory to spare.
 const defaultMemoryLimit = 1300 << 20
 
 // Start opens the store and starts everything; Close undoes it. An error
 // opening the state says "open state: …" once (OpenError).
 func Start(ctx context.Context, o Options) (*Engine, error) {
 	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
-		debug.SetMemoryLimit(defaultMemoryLimit)
+		tuneMemoryLimit.Do(func() {
+			debug.SetMemoryLimit(defaultMemoryLimit)
+			go followLiveHeap(defaultMemoryLimit)
+		})
 	}
 	if err := os.MkdirAll(o.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create state directory: %w", err)

@@ -1,0 +1,39 @@
+package controlplane
+
+import (
+	"runtime/debug"
+	"runtime/metrics"
+	"sync"
+	"time"
+)
+
+// tuneMemoryLimit starts followLiveHeap once a process: the limit is the
+// process's, whatever number of engines it starts.
+var tuneMemoryLimit sync.Once
+
+// memoryLimitFor is the soft memory limit for a live heap of live bytes:
+// floor, or a quarter above the live heap plus 64 MiB for what else the
+// runtime holds (stacks, buffers) when that is more. The collector then
+// runs once a quarter of the live heap was allocated again, not back to
+// back as it does under a limit below the live heap, and the heap stays
+// well under the twice-live that GOGC alone would let it reach.
+func memoryLimitFor(live, floor int64) int64 {
+	return max(floor, live+live/4+64<<20)
+}
+
+// followLiveHeap sets the soft memory limit from the live heap after
+// every second, for the life of the process.
+func followLiveHeap(floor int64) {
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	last := floor
+	for range time.Tick(time.Second) {
+		metrics.Read(sample)
+		if sample[0].Value.Kind() != metrics.KindUint64 {
+			return // a runtime without the metric: the floor stays
+		}
+		if l := memoryLimitFor(int64(sample[0].Value.Uint64()), floor); l != last {
+			debug.SetMemoryLimit(l)
+			last = l
+		}
+	}
+}
