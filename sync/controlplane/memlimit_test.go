@@ -2,7 +2,7 @@ package controlplane
 
 import "testing"
 
-// The limit is the floor until the live heap needs more, then a quarter
+// The limit is the floor until the live heap needs more, then half
 // above it (plus the runtime's own): never below the live heap, where
 // the collector would run back to back.
 func TestMemoryLimitFor(t *testing.T) {
@@ -10,10 +10,10 @@ func TestMemoryLimitFor(t *testing.T) {
 	for _, tt := range []struct{ live, want int64 }{
 		{0, defaultMemoryLimit},
 		{500 * mib, defaultMemoryLimit},
-		{985 * mib, defaultMemoryLimit}, // 985 + 246 + 64 = 1295
-		{1000 * mib, 1314 * mib},
-		{1400 * mib, 1814 * mib},
-		{4000 * mib, 5064 * mib},
+		{820 * mib, defaultMemoryLimit}, // 820 + 410 + 64 = 1294
+		{1000 * mib, 1564 * mib},
+		{1400 * mib, 2164 * mib},
+		{4000 * mib, 6064 * mib},
 	} {
 		if got := memoryLimitFor(tt.live, defaultMemoryLimit); got != tt.want {
 			t.Errorf("live %d MiB: limit %d MiB, want %d MiB", tt.live/mib, got/mib, tt.want/mib)
