@@ -91,7 +91,7 @@ func TestReplicasEtcdScale(t *testing.T) {
 			"--repo", repo, "--state", url, "--listen", "127.0.0.1:0", "--poll", "1h", "--pprof")
 	}
 	var first etcdstate.Advert
-	waitUntil(t, 60*time.Second, "a leader", func() bool { first = leaderOf(o); return first.Name != "" && first.PID != 0 })
+	waitUntil(t, 60*time.Second, "a leader", func() bool { first = leaderOf(o); return first.Name != "" && first.PID != 0 && !first.Since.IsZero() })
 
 	// The leader's lease: how low its time to live gets says how late
 	// its renewals came.
