@@ -39,6 +39,9 @@ func (s *Syncer) Advance(ctx context.Context) ([]*Pass, error) {
 			return nil, fmt.Errorf("read the applied revision: %w", err)
 		}
 		if applied != nil && !applied.Dirty {
+			if err := s.finishBehind(ctx, *applied); err != nil {
+				return nil, err
+			}
 			s.last = applied.Hash
 		}
 	}
@@ -118,9 +121,25 @@ func (s *Syncer) Advance(ctx context.Context) ([]*Pass, error) {
 		}
 	}
 	// Apply first: whether it was held decides what the older valid
-	// revisions are told.
+	// revisions are told. Before it, each older one is recorded pending:
+	// a term that ends between Apply and their verdicts leaves them
+	// pending behind the applied revision, where the next term's first
+	// Advance finds them (finishBehind), not absent.
 	held := ""
 	if apply >= 0 {
+		for _, p := range passes[:apply] {
+			if !p.Valid() || breaking(p.Record) {
+				continue // their verdict is final already, or below
+			}
+			if _, ok := p.Record.Status(converge.ContextSync); ok {
+				continue
+			}
+			p.Record.SetStatus(converge.CommitStatus{Context: converge.ContextSync, State: converge.StatePending,
+				Description: fmt.Sprintf("checked; the newer %.7s is being applied", passes[apply].Revision.Hash), Time: s.now()})
+			if err := s.Records.PutRevision(ctx, p.Record); err != nil {
+				return passes, err
+			}
+		}
 		if err := s.Apply(ctx, passes[apply]); err != nil {
 			return passes, err
 		}
@@ -192,4 +211,39 @@ func (s *Syncer) lintParent(pass *Pass, parent []*converge.Kind, parentTree fs.F
 func breaking(rec *converge.RevisionRecord) bool {
 	st, ok := rec.Status(converge.ContextLint)
 	return ok && st.State == converge.StateFailure
+}
+
+// finishBehind gives their verdict to the first parents of applied that
+// are recorded pending: an Advance whose term (or process) ended after
+// Apply recorded the newest revision of its batch, before the older
+// ones were told they were superseded, left them so (Advance records
+// them pending first), and no later Advance looks behind the applied
+// revision. The walk stops at the first commit that is absent or has a
+// final verdict, or after maxBacklog.
+func (s *Syncer) finishBehind(ctx context.Context, applied converge.Revision) error {
+	rev := applied
+	for range maxBacklog {
+		p, ok, err := s.Source.FirstParent(rev)
+		if err != nil || !ok {
+			return nil // a root commit, or history this clone lacks: nothing behind
+		}
+		rec, err := s.Records.Revision(ctx, p.Hash)
+		if errors.Is(err, converge.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read the verdict of %.7s: %w", p.Hash, err)
+		}
+		if st, ok := rec.Status(converge.ContextSync); !ok || st.State != converge.StatePending {
+			return nil
+		}
+		rec.SetStatus(converge.CommitStatus{Context: converge.ContextSync, State: converge.StateSuccess,
+			Description: fmt.Sprintf("superseded by %.7s before it was applied", applied.Hash), Time: s.now()})
+		rec.Held = "superseded"
+		if err := s.Records.PutRevision(ctx, rec); err != nil {
+			return err
+		}
+		rev = p
+	}
+	return nil
 }

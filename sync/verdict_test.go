@@ -186,3 +186,55 @@ func TestAdvanceKeepsAppliedOnReadError(t *testing.T) {
 		t.Errorf("the final verdict became %+v (final %v)", got, final)
 	}
 }
+
+// supersedeRefused refuses the write of a superseded verdict: the term
+// ended between Apply and the older revisions' verdicts.
+type supersedeRefused struct{ *state.Store }
+
+func (r supersedeRefused) PutRevision(ctx context.Context, rec *converge.RevisionRecord) error {
+	if rec.Held == "superseded" {
+		return errors.New("the leader's term ended")
+	}
+	return r.Store.PutRevision(ctx, rec)
+}
+
+// TestSupersededAcrossATermChange: two commits in one Advance, the newer
+// applied and the term ended before the older was told it was
+// superseded. The next term's first Advance finds it pending behind the
+// applied revision and gives it its final verdict.
+func TestSupersededAcrossATermChange(t *testing.T) {
+	dir := gittest.Repo(t, map[string]string{"kinds/tgw.cue": tgwKind, "resources/a.cue": tgwResource("a")})
+	src, err := OpenLocal(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := statetest.Open(t)
+	eng, err := scheduler.New(context.Background(), st, nil, scheduler.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Syncer{Source: src, Records: supersedeRefused{st}, Engine: eng}
+	if _, err := s.Advance(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	older := gittest.Commit(t, dir, map[string]string{"resources/b.cue": tgwResource("b")}, "b")
+	newer := gittest.Commit(t, dir, map[string]string{"resources/c.cue": tgwResource("c")}, "c")
+	if _, err := s.Advance(context.Background()); err == nil {
+		t.Fatal("Advance with the superseded verdict refused: no error")
+	}
+	if a, err := st.Applied(context.Background()); err != nil || a == nil || a.Hash != newer {
+		t.Fatalf("applied %v, %v; want %.7s", a, err, newer)
+	}
+	if _, _, final := syncVerdict(t, st, older); final {
+		t.Fatal("the older revision has a final verdict although its write was refused")
+	}
+
+	next := &Syncer{Source: src, Records: st, Engine: eng}
+	if _, err := next.Advance(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got, rec, final := syncVerdict(t, st, older)
+	if !final || got.State != converge.StateSuccess || !strings.Contains(got.Description, "superseded by") || rec.Held != "superseded" {
+		t.Errorf("the older revision after the next term's Advance: converge/sync %+v (final %v), want success, superseded", got, final)
+	}
+}
