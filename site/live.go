@@ -117,9 +117,12 @@ func (s *Live) Rebuild() {
 // the row changed: at a million resources on etcd the two followers'
 // sites took a third of the machine's two cores, and the reads loaded
 // etcd further. So after an update that took d the next waits busyFactor
-// × d (at least the interval, at most maxPace): the site takes at most
-// about a fifth of a core, and a row changed several times meanwhile is
-// read once. A quiet store's site still follows within the interval.
+// × d (at least the interval, at most maxPace): updating takes at most
+// about a fifth of the site's time, and a row changed several times
+// meanwhile is read once. (Rows read once anyway, as in a converge from
+// empty, cost the same either way: the followers' sites still took about
+// a fifth of a core each at 1M.) A quiet store's site still follows
+// within the interval.
 const (
 	busyFactor = 4
 	maxPace    = 30 * time.Second

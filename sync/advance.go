@@ -237,9 +237,14 @@ func (s *Syncer) finishBehind(ctx context.Context, applied converge.Revision) er
 		if st, ok := rec.Status(converge.ContextSync); !ok || st.State != converge.StatePending {
 			return nil
 		}
-		rec.SetStatus(converge.CommitStatus{Context: converge.ContextSync, State: converge.StateSuccess,
-			Description: fmt.Sprintf("superseded by %.7s before it was applied", applied.Hash), Time: s.now()})
-		rec.Held = "superseded"
+		// One applied before (its term lost too) was replaced before it
+		// converged, as the follow loop would have told it.
+		desc := fmt.Sprintf("superseded by %.7s before it converged", applied.Hash)
+		if !rec.Applied {
+			desc = fmt.Sprintf("superseded by %.7s before it was applied", applied.Hash)
+			rec.Held = "superseded"
+		}
+		rec.SetStatus(converge.CommitStatus{Context: converge.ContextSync, State: converge.StateSuccess, Description: desc, Time: s.now()})
 		if err := s.Records.PutRevision(ctx, rec); err != nil {
 			return err
 		}
