@@ -196,12 +196,12 @@ func (s *Scheduler) apply(d *converge.Desired, v Validator) *Plan {
 
 	plan := diff(func(id converge.ID) *converge.Resource {
 		if n := s.graph.nodes[id]; n != nil {
-			return n.r
+			return n.res()
 		}
 		return nil
 	}, func(f func(*converge.Resource)) {
 		for _, n := range s.graph.gitRoots {
-			f(n.r)
+			f(n.res())
 		}
 	}, d)
 	plan.Definitions = defs
@@ -231,10 +231,10 @@ func (s *Scheduler) apply(d *converge.Desired, v Validator) *Plan {
 			CreatedAt:         s.now,
 		}
 		if e := s.graph.nodes[it.ID]; e != nil {
-			if e.recreate == nil {
-				s.graph.recreating++
+			if s.graph.recreate == nil {
+				s.graph.recreate = make(map[*node]*converge.Resource)
 			}
-			e.recreate = nr
+			s.graph.recreate[e] = nr
 			continue
 		}
 		s.addNode(nr, nr.ID(), nil, "created from "+sourceOr(r.Source))
@@ -249,7 +249,7 @@ func (s *Scheduler) apply(d *converge.Desired, v Validator) *Plan {
 				it.Reason = "flip to " + r.Ref().String() + " refused: " + err.Error()
 				plan.Refused = append(plan.Refused, it)
 				s.event(it.ID, "FlipRefused", it.Reason)
-				if n.r.Phase == converge.PhaseReady {
+				if n.res().Phase == converge.PhaseReady {
 					s.setReason(n, it.Reason)
 				}
 				continue
@@ -271,14 +271,14 @@ func (s *Scheduler) apply(d *converge.Desired, v Validator) *Plan {
 	}
 	s.applyGitEdges(d)
 	for id, r := range desired {
-		if n := s.graph.nodes[id]; n != nil && n.r.Origin == converge.OriginGit && n.r.Source != r.Source {
-			n.r.Source = r.Source
+		if n := s.graph.nodes[id]; n != nil && n.res().Origin == converge.OriginGit && n.res().Source != r.Source {
+			n.res().Source = r.Source
 			s.markDirty(n)
 		}
-		if n := s.graph.nodes[id]; n != nil && n.r.Origin == converge.OriginGit && n.r.DriftPolicy != r.DriftPolicy {
+		if n := s.graph.nodes[id]; n != nil && n.res().Origin == converge.OriginGit && n.res().DriftPolicy != r.DriftPolicy {
 			s.setDriftPolicy(n, r.DriftPolicy)
 		}
-		if n := s.graph.nodes[id]; n != nil && n.r.Origin == converge.OriginGit && !reflect.DeepEqual(n.r.Rollout, r.Rollout) {
+		if n := s.graph.nodes[id]; n != nil && n.res().Origin == converge.OriginGit && !reflect.DeepEqual(n.res().Rollout, r.Rollout) {
 			s.setRollout(n, r.Rollout)
 		}
 	}
@@ -294,7 +294,7 @@ func (s *Scheduler) apply(d *converge.Desired, v Validator) *Plan {
 	// row to forget: a million rows are not walked for nothing.
 	configsChanged := len(s.batch.meta.Configs) != nConfigs || len(s.batch.meta.DeletedConfigs) != nDeleted ||
 		!sameDefaults(oldDefaults, s.defaults)
-	if resyncDefault && len(changedKinds) == 0 && !configsChanged && s.graph.recreating == 0 {
+	if resyncDefault && len(changedKinds) == 0 && !configsChanged && len(s.graph.recreate) == 0 {
 		// Only the default resync interval changed (or became known:
 		// the first apply of a process): the resyncs are re-armed in
 		// chunks beside other work (rearmChunk), not in one walk that
@@ -305,17 +305,18 @@ func (s *Scheduler) apply(d *converge.Desired, v Validator) *Plan {
 		}
 		resyncDefault = false
 	}
-	if !resyncDefault && len(changedKinds) == 0 && !configsChanged && s.graph.recreating == 0 {
+	if !resyncDefault && len(changedKinds) == 0 && !configsChanged && len(s.graph.recreate) == 0 {
 		s.setApplied(d)
 		return plan
 	}
 	for _, n := range s.graph.nodes {
-		r := n.r
-		if n.recreate != nil && desired[n.id] == nil {
+		// Read, not decoded to keep: a million packed rows stay
+		// packed (a change below decodes its row through res).
+		r := n.peek()
+		if _, ok := s.graph.recreate[n]; ok && desired[n.id] == nil {
 			// Declared again while it was torn down, and no longer
 			// declared now: it stays gone.
-			n.recreate = nil
-			s.graph.recreating--
+			delete(s.graph.recreate, n)
 		}
 		if (resyncDefault || changedKinds[r.Ref()]) && r.Phase == converge.PhaseReady && !r.Deleting {
 			s.scheduleResync(n)

@@ -84,7 +84,7 @@ func TestBatcherPickRows(t *testing.T) {
 		t.Fatalf("picked %d updates and %d new rows, want 6 and 2, oldest first", len(upd), len(fresh))
 	}
 	big := b.updated[3]
-	big.r.Spec = make([]byte, bigRow)
+	big.res().Spec = make([]byte, bigRow)
 	upd, fresh = b.pickRows(8)
 	// A big row goes first, in a batch a quarter the size.
 	if upd[0] != big || len(upd)+len(fresh) > 2 {

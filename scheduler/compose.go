@@ -19,7 +19,7 @@ import (
 // parent's children and replaces their edges. A bad child fails the
 // parent permanently and nothing of the composition is applied.
 func (s *Scheduler) composeResult(n *node, rec *taskRec, res *converge.Result) {
-	if rec.gen != n.r.Generation {
+	if rec.gen != n.res().Generation {
 		// A newer spec is pending; this composition is stale.
 		s.succeeded(n, rec) // re-enqueues
 		return
@@ -42,7 +42,7 @@ func (s *Scheduler) composeResult(n *node, rec *taskRec, res *converge.Result) {
 	partial = partial || len(held) > 0
 	var prune []*node
 	for id, ch := range n.children {
-		if _, ok := emitted[id]; !ok && !ch.r.Deleting && !held[id] {
+		if _, ok := emitted[id]; !ok && !ch.deleting() && !held[id] {
 			prune = append(prune, ch)
 		}
 	}
@@ -52,7 +52,7 @@ func (s *Scheduler) composeResult(n *node, rec *taskRec, res *converge.Result) {
 	}
 	s.setComposeStatus(n, res)
 	n.tree().composedN, n.tree().composedNKnown = len(res.Children), true
-	if created+updated+pruned > 0 || n.r.ObservedGeneration != rec.gen || len(held) > 0 {
+	if created+updated+pruned > 0 || n.res().ObservedGeneration != rec.gen || len(held) > 0 {
 		msg := fmt.Sprintf("composed %d children (%d created, %d updated, %d kept, %d pruned)",
 			len(res.Children), created, updated, kept, pruned)
 		if len(held) > 0 {
@@ -101,7 +101,7 @@ func (s *Scheduler) applyComposition(n *node, res *converge.Result, ids []conver
 	// teardown order needs them.
 	oldEdges := make(map[edgeKey]*converge.Edge)
 	for id := range emitted {
-		if ex := s.graph.nodes[id]; ex != nil && ex.r.Deleting || held[id] {
+		if ex := s.graph.nodes[id]; ex != nil && ex.deleting() || held[id] {
 			continue
 		}
 		for _, e := range s.graph.producers[id] {
@@ -120,7 +120,7 @@ func (s *Scheduler) applyComposition(n *node, res *converge.Result, ids []conver
 				continue
 			}
 			p := s.graph.nodes[e.Producer]
-			if gone := p != nil && p.r.Deleting && p.owner == n; gone || later[e.Producer] {
+			if gone := p != nil && p.deleting() && p.owner == n; gone || later[e.Producer] {
 				if gone {
 					p.set(mRecomposeOwner)
 				}
@@ -130,7 +130,7 @@ func (s *Scheduler) applyComposition(n *node, res *converge.Result, ids []conver
 	}
 	for i := range res.Edges {
 		e := res.Edges[i]
-		if ex := s.graph.nodes[e.Consumer]; ex != nil && ex.r.Deleting || later[e.Consumer] || held[e.Consumer] {
+		if ex := s.graph.nodes[e.Consumer]; ex != nil && ex.deleting() || later[e.Consumer] || held[e.Consumer] {
 			continue // its edges go with its row, or come with it
 		}
 		k := edgeKey{e.Consumer, e.Producer}
@@ -178,7 +178,7 @@ func (s *Scheduler) applyComposition(n *node, res *converge.Result, ids []conver
 		case ex == nil:
 			s.createChild(n, c, id, createdBy)
 			created++
-		case ex.r.Deleting:
+		case ex.deleting():
 			// Being torn down: the owner composes again once it is gone.
 			ex.set(mRecomposeOwner)
 			partial = true
@@ -204,13 +204,13 @@ func (s *Scheduler) finishCompose(n *node, rec *taskRec, res *converge.Result, p
 	}
 	s.succeeded(n, rec)
 	s.hold(n, true)
-	wasReady := n.r.Phase == converge.PhaseReady
-	if n.r.Phase == converge.PhaseRunning || n.r.Phase == converge.PhaseFailed {
+	wasReady := n.res().Phase == converge.PhaseReady
+	if n.res().Phase == converge.PhaseRunning || n.res().Phase == converge.PhaseFailed {
 		s.setReason(n, "")
 		s.setPhase(n, converge.PhasePending)
 	}
 	s.evalComposer(n)
-	if wasReady && n.r.Phase == converge.PhaseReady {
+	if wasReady && n.res().Phase == converge.PhaseReady {
 		s.scheduleResync(n)
 	}
 }
@@ -220,7 +220,7 @@ func (s *Scheduler) finishCompose(n *node, rec *taskRec, res *converge.Result, p
 func (s *Scheduler) checkComposition(n *node, res *converge.Result) ([]converge.ID, map[converge.ID]int, error) {
 	return checkComposition(n.id, res, func(id converge.ID) *converge.Resource {
 		if ex := s.graph.nodes[id]; ex != nil {
-			return ex.r
+			return ex.res()
 		}
 		return nil
 	}, n.rs.kind, s.validator)
@@ -530,7 +530,7 @@ func (s *Scheduler) addNode(r *converge.Resource, id converge.ID, parent *node, 
 // updateDeclared changes n's version, declared spec and config ref; it
 // reports whether anything changed (and then bumps the generation).
 func (s *Scheduler) updateDeclared(n *node, version int, declared json.RawMessage, configRef string) bool {
-	r := n.r
+	r := n.res()
 	sameSpec := jsonEqual(r.Declared, declared)
 	if r.KindVersion == version && sameSpec && r.ProviderConfigRef == configRef {
 		return false
@@ -571,7 +571,7 @@ func (s *Scheduler) updateDeclared(n *node, version int, declared json.RawMessag
 // evalComposer sets a composer's phase from its rollup once its compose
 // succeeded for the current generation.
 func (s *Scheduler) evalComposer(n *node) {
-	r := n.r
+	r := n.res()
 	if r.Deleting || r.Phase == converge.PhaseRunning || r.Phase == converge.PhaseFailed ||
 		r.ObservedGeneration < r.Generation || n.is(stateParked) {
 		return
@@ -603,11 +603,11 @@ func (s *Scheduler) writeRollup(n *node) {
 		return
 	}
 	st := s.rollupStatus(n)
-	if !bytes.Equal(st, n.r.Status) {
-		n.r.Status = st
+	if !bytes.Equal(st, n.res().Status) {
+		n.res().Status = st
 		s.markDirtySoon(n)
 	}
-	r := n.r
+	r := n.res()
 	if !r.Deleting && r.Phase == converge.PhasePending && r.ObservedGeneration == r.Generation && r.Lease == nil {
 		if why := rolloutReason(n); why != "" {
 			s.setReasonSoon(n, why)
@@ -636,7 +636,7 @@ func (s *Scheduler) rollupStatus(n *node) json.RawMessage {
 	}
 	b, err := json.Marshal(m)
 	if err != nil {
-		return n.r.Status
+		return n.res().Status
 	}
 	return b
 }

@@ -31,12 +31,12 @@ func composeContext(kindVersion int, config []byte) string {
 // composeBase returns the base spec and revision to send with n's
 // compose in the context config (composeContext), or nils.
 func (s *Scheduler) composeBase(n *node, config string) ([]byte, string) {
-	if n.sub == nil || n.sub.composedSpec == nil || n.r.Rollout != nil {
+	if n.sub == nil || n.sub.composedSpec == nil || n.res().Rollout != nil {
 		// A composer with a rollout composes in full: while a wave
 		// holds children back they are not its composition.
 		return nil, ""
 	}
-	rev, cfg, ok := strings.Cut(n.r.ComposedBy, " ")
+	rev, cfg, ok := strings.Cut(n.res().ComposedBy, " ")
 	if !ok || rev == "" || cfg != config {
 		return nil, ""
 	}
@@ -51,8 +51,8 @@ func (s *Scheduler) forgetComposition(o *node) {
 		o.sub.composedSpec = nil
 		o.sub.composedNKnown = false
 	}
-	if o.r.ComposedBy != "" {
-		o.r.ComposedBy = ""
+	if o.res().ComposedBy != "" {
+		o.res().ComposedBy = ""
 		s.markDirty(o)
 	}
 }
@@ -65,9 +65,9 @@ func (s *Scheduler) recordComposition(n *node, rev, config string) {
 		s.forgetComposition(n)
 		return
 	}
-	n.tree().composedSpec = n.r.Spec
-	if by := rev + " " + config; n.r.ComposedBy != by {
-		n.r.ComposedBy = by
+	n.tree().composedSpec = n.res().Spec
+	if by := rev + " " + config; n.res().ComposedBy != by {
+		n.res().ComposedBy = by
 		s.markDirty(n)
 	}
 }
@@ -173,7 +173,7 @@ func (s *Scheduler) composeDeltaResult(n *node, rec *taskRec, res *converge.Resu
 		s.failTransient(n, "worker answered a compose without a base spec with a delta")
 		return
 	}
-	if n.r.Rollout != nil {
+	if n.res().Rollout != nil {
 		// Declared since the compose was sent: a rollout applies a
 		// composition in full. Ask again.
 		s.forgetComposition(n)
@@ -189,14 +189,14 @@ func (s *Scheduler) composeDeltaResult(n *node, rec *taskRec, res *converge.Resu
 	}
 	get := func(id converge.ID) *converge.Resource {
 		if ex := s.graph.nodes[id]; ex != nil {
-			return ex.r
+			return ex.res()
 		}
 		return nil
 	}
 	live := func() int {
 		c := 0
 		for _, ch := range n.children {
-			if !ch.r.Deleting {
+			if !ch.deleting() {
 				c++
 			}
 		}
@@ -214,7 +214,7 @@ func (s *Scheduler) composeDeltaResult(n *node, rec *taskRec, res *converge.Resu
 	created, updated, _, partial := s.applyComposition(n, res, ids, emitted, nil)
 	var prune []*node
 	for _, id := range res.Removed {
-		if ch := n.children[id]; ch != nil && !ch.r.Deleting {
+		if ch := n.children[id]; ch != nil && !ch.deleting() {
 			prune = append(prune, ch)
 		}
 	}
@@ -228,7 +228,7 @@ func (s *Scheduler) composeDeltaResult(n *node, rec *taskRec, res *converge.Resu
 	} else {
 		t.composedN, t.composedNKnown = live(), true // after the prune above
 	}
-	if created+updated+pruned > 0 || n.r.ObservedGeneration != rec.gen {
+	if created+updated+pruned > 0 || n.res().ObservedGeneration != rec.gen {
 		total := n.sub.composedN
 		s.event(n.id, "Composed", fmt.Sprintf("composed %d children as a delta (%d created, %d updated, %d kept, %d pruned)",
 			total, created, updated, total-created-updated, pruned))

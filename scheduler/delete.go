@@ -41,7 +41,7 @@ func (s *Scheduler) cascade(roots []*node, reason string) []*node {
 		}
 	}
 	for _, n := range q {
-		if n.r.Deleting {
+		if n.deleting() {
 			continue
 		}
 		s.markDeleting(n, reason)
@@ -61,7 +61,7 @@ func (s *Scheduler) cascade(roots []*node, reason string) []*node {
 
 // markDeleting puts n in Deleting; any in-flight task of n is forgotten.
 func (s *Scheduler) markDeleting(n *node, reason string) {
-	r := n.r
+	r := n.res()
 	if r.Lease != nil {
 		s.dropTask(r.Lease.TaskID)
 		r.Lease = nil
@@ -84,7 +84,7 @@ func (s *Scheduler) markDeleting(n *node, reason string) {
 // considerTeardown tears n down once nothing marked consumes it and none
 // of its children remain.
 func (s *Scheduler) considerTeardown(n *node) {
-	r := n.r
+	r := n.res()
 	if r.Lease != nil || n.is(stateBackoff) || n.has(mStuck) {
 		return
 	}
@@ -95,7 +95,7 @@ func (s *Scheduler) considerTeardown(n *node) {
 	k := n.rs.kind
 	if k != nil && k.Finalizer && k.Has(converge.ReactionTeardown) {
 		s.dispatchNode(n, converge.ReactionTeardown, taskTeardown)
-		if n.r.Lease != nil {
+		if n.res().Lease != nil {
 			reason := "tearing down"
 			if r.Attempts > 0 {
 				reason += " (attempt " + strconv.Itoa(r.Attempts+1) + ", last error: " + r.LastError + ")"
@@ -126,11 +126,11 @@ func (s *Scheduler) teardownResult(n *node, res *converge.Result) {
 // blockersChanged refreshes the waiting reasons of those whose teardown
 // waits for n.
 func (s *Scheduler) blockersChanged(n *node) {
-	if n.owner != nil && n.owner.r.Deleting {
+	if n.owner != nil && n.owner.deleting() {
 		s.batch.markReason(n.owner, s.now)
 	}
 	for _, e := range s.graph.producers[n.id] {
-		if p := s.graph.nodes[e.Producer]; p != nil && p.r.Deleting {
+		if p := s.graph.nodes[e.Producer]; p != nil && p.deleting() {
 			s.batch.markReason(p, s.now)
 		}
 	}
@@ -139,7 +139,7 @@ func (s *Scheduler) blockersChanged(n *node) {
 // remove deletes n's row and edges, emits the deleted transition and
 // wakes what waited for it.
 func (s *Scheduler) remove(n *node) {
-	r := n.r
+	r := n.res()
 	if r.Lease != nil {
 		s.dropTask(r.Lease.TaskID)
 		r.Lease = nil
@@ -189,17 +189,16 @@ func (s *Scheduler) remove(n *node) {
 	for _, c := range wakeC {
 		s.lease.enqueue(c) // to say what it waits for now
 	}
-	if o := n.owner; o != nil && !o.is(stateRemoved) && !o.r.Deleting {
+	if o := n.owner; o != nil && !o.is(stateRemoved) && !o.deleting() {
 		if n.has(mRecomposeOwner) {
 			o.set(mRecomposeOwed)
 			s.forgetComposition(o)
 		}
 		s.recomposeIfOwed(o)
 	}
-	if n.recreate != nil {
-		s.graph.recreating--
+	if nr := s.graph.recreate[n]; nr != nil {
+		delete(s.graph.recreate, n)
 		if s.graph.nodes[n.id] == nil {
-			nr := n.recreate
 			s.setGitEdges(s.addNode(nr, nr.ID(), nil, "created from "+nr.Source))
 		}
 	}
@@ -265,6 +264,9 @@ func (s *Scheduler) problems() []Problem {
 // problemOf says what keeps n from Ready and how severe it is (0 most),
 // or ok false when n is Ready.
 func (s *Scheduler) problemOf(n *node) (p Problem, rank int, ok bool) {
+	if n.r == nil {
+		return p, 0, false // packed: Ready
+	}
 	r := n.r
 	if r.Phase == converge.PhaseReady {
 		return p, 0, false

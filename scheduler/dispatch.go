@@ -68,7 +68,7 @@ func (s *Scheduler) rearmChunk() {
 	const chunk = 16384
 	k := min(chunk, len(s.rearmQueue))
 	for _, n := range s.rearmQueue[:k] {
-		if r := n.r; !n.is(stateRemoved) && r.Phase == converge.PhaseReady && !r.Deleting {
+		if r := n.res(); !n.is(stateRemoved) && r.Phase == converge.PhaseReady && !r.Deleting {
 			s.scheduleResync(n)
 		}
 	}
@@ -111,7 +111,7 @@ func permanent(r *converge.Resource) bool {
 
 // needsRun reports whether n's main reaction must run.
 func (s *Scheduler) needsRun(n *node) bool {
-	r := n.r
+	r := n.res()
 	if n.has(mResync) || r.ObservedGeneration < r.Generation || r.Phase == converge.PhaseFailed {
 		return true
 	}
@@ -124,7 +124,7 @@ func (s *Scheduler) consider(n *node) {
 	if n.is(stateRemoved) || n.is(stateParked) || n.is(stateBlocked) {
 		return
 	}
-	r := n.r
+	r := n.res()
 	if r.Deleting {
 		s.considerTeardown(n)
 		return
@@ -144,7 +144,7 @@ func (s *Scheduler) consider(n *node) {
 		waiting := 0
 		for _, e := range prods {
 			p := s.graph.nodes[e.Producer]
-			if p == nil || p.r.Deleting || p.r.Phase != converge.PhaseReady || p.r.ObservedGeneration != p.r.Generation {
+			if p == nil || p.deleting() || !p.readyAtGeneration() {
 				if waiting == 0 {
 					first = e.Producer
 				}
@@ -198,11 +198,11 @@ func (s *Scheduler) consider(n *node) {
 // generation, so it runs again. It reports whether the spec changed.
 func (s *Scheduler) applyFlows(n *node) bool {
 	spec := s.computeSpec(n)
-	if bytes.Equal(spec, n.r.Spec) {
+	if bytes.Equal(spec, n.res().Spec) {
 		return false
 	}
-	n.r.Spec = spec
-	if n.r.ObservedGeneration > 0 || n.r.Attempts > 0 {
+	n.res().Spec = spec
+	if n.res().ObservedGeneration > 0 || n.res().Attempts > 0 {
 		s.bumpGeneration(n)
 	}
 	s.markDirty(n)
@@ -211,11 +211,11 @@ func (s *Scheduler) applyFlows(n *node) bool {
 
 // bumpGeneration starts a new generation of n: attempts reset, Pending.
 func (s *Scheduler) bumpGeneration(n *node) {
-	n.r.Generation++
-	n.r.Attempts = 0
-	n.r.NextAttempt = timeZero
+	n.res().Generation++
+	n.res().Attempts = 0
+	n.res().NextAttempt = timeZero
 	s.lease.endBackoff(n)
-	if n.r.Lease == nil && !n.r.Deleting {
+	if n.res().Lease == nil && !n.deleting() {
 		s.setReason(n, "")
 		s.setPhase(n, converge.PhasePending)
 	}
@@ -234,7 +234,7 @@ func (s *Scheduler) computeSpec(n *node) []byte {
 		}
 	}
 	if !hasFlows {
-		return n.r.Declared
+		return n.res().Declared
 	}
 	var sets []flowSet
 	for _, e := range prods {
@@ -242,22 +242,26 @@ func (s *Scheduler) computeSpec(n *node) []byte {
 			continue
 		}
 		p := s.graph.nodes[e.Producer]
-		if p == nil || len(p.r.Status) == 0 {
+		if p == nil {
+			continue
+		}
+		st := p.status()
+		if len(st) == 0 {
 			continue
 		}
 		for _, f := range e.Flows {
-			if v, ok := getField(p.r.Status, f.From); ok {
+			if v, ok := getField(st, f.From); ok {
 				sets = append(sets, flowSet{f.To, v})
 			}
 		}
 	}
 	if len(sets) == 0 {
-		return n.r.Declared
+		return n.res().Declared
 	}
-	out, err := setFields(n.r.Declared, sets)
+	out, err := setFields(n.res().Declared, sets)
 	if err != nil {
 		s.log.Warn("apply value flows", "resource", n.id, "err", err)
-		return n.r.Declared
+		return n.res().Declared
 	}
 	return out
 }
@@ -266,7 +270,7 @@ func (s *Scheduler) mainReaction(n *node) string {
 	if s.isComposer(n) {
 		return converge.ReactionCompose
 	}
-	if r := n.r; n.has(mResync) && r.Phase == converge.PhaseReady && r.ObservedGeneration == r.Generation && s.observes(n) {
+	if r := n.res(); n.has(mResync) && r.Phase == converge.PhaseReady && r.ObservedGeneration == r.Generation && s.observes(n) {
 		return converge.ReactionObserve
 	}
 	return converge.ReactionReconcile
@@ -275,11 +279,11 @@ func (s *Scheduler) mainReaction(n *node) string {
 // park records that no worker serves n's KindRef and reaction.
 func (s *Scheduler) park(n *node) {
 	s.lease.parkNode(n)
-	if n.r.Phase == converge.PhaseReady && !n.r.Deleting {
+	if n.res().Phase == converge.PhaseReady && !n.deleting() {
 		return // a resync waits quietly
 	}
-	s.setReason(n, "no worker serves "+n.r.Ref().String())
-	if !n.r.Deleting {
+	s.setReason(n, "no worker serves "+n.res().Ref().String())
+	if !n.deleting() {
 		s.setPhase(n, converge.PhasePending)
 	}
 }
@@ -287,7 +291,7 @@ func (s *Scheduler) park(n *node) {
 // block queues n until its KindRef has room.
 func (s *Scheduler) block(n *node, rs *refState) {
 	s.lease.blockNode(n, rs)
-	if n.r.Phase == converge.PhasePending {
+	if n.res().Phase == converge.PhasePending {
 		if rs.queuedReason == "" {
 			rs.queuedReason = "queued for a " + rs.ref.String() + " worker"
 		}
@@ -301,7 +305,7 @@ func (s *Scheduler) dispatchMain(n *node) {
 
 // dispatchNode hands n's reaction to a worker, leasing it.
 func (s *Scheduler) dispatchNode(n *node, reaction string, kind taskKind) {
-	r := n.r
+	r := n.res()
 	ref := r.Ref()
 	if !s.servesRef(ref, reaction) {
 		s.park(n)
@@ -378,7 +382,7 @@ func (s *Scheduler) dropTask(taskID string) {
 // failTransient schedules a retry of n's current task with backoff.
 func (s *Scheduler) failTransient(n *node, msg string) {
 	msg = s.scrubMessage(n.id, "", msg)
-	r := n.r
+	r := n.res()
 	r.Attempts++
 	r.LastError = msg
 	d := s.backoff(r.Attempts)
@@ -401,7 +405,7 @@ func (s *Scheduler) failTransient(n *node, msg string) {
 // failPermanent stops n until its spec changes.
 func (s *Scheduler) failPermanent(n *node, msg string) {
 	msg = s.scrubMessage(n.id, "", msg)
-	r := n.r
+	r := n.res()
 	r.Attempts++
 	r.LastError = msg
 	r.NextAttempt = timeZero
@@ -445,15 +449,15 @@ func (s *Scheduler) onResult(res *converge.Result) {
 		return
 	}
 	n := s.graph.nodes[rec.id]
-	if n == nil || n.r.Lease == nil || n.r.Lease.TaskID != res.TaskID {
+	if n == nil || n.res().Lease == nil || n.res().Lease.TaskID != res.TaskID {
 		return
 	}
-	n.r.Lease = nil
+	n.res().Lease = nil
 	if rec.kind == taskTeardown {
 		s.teardownResult(n, res)
 		return
 	}
-	if n.r.Deleting {
+	if n.deleting() {
 		return
 	}
 	switch res.Outcome {
@@ -468,7 +472,7 @@ func (s *Scheduler) onResult(res *converge.Result) {
 		}
 		s.reconcileOK(n, rec, res)
 	case converge.OutcomePermanent:
-		if rec.gen != n.r.Generation {
+		if rec.gen != n.res().Generation {
 			s.lease.enqueue(n)
 			return
 		}
@@ -487,7 +491,7 @@ func (s *Scheduler) onResult(res *converge.Result) {
 // schema fails the task permanently: the worker broke its contract, and
 // nothing of the result is kept.
 func (s *Scheduler) reconcileOK(n *node, rec *taskRec, res *converge.Result) {
-	r := n.r
+	r := n.res()
 	if err := s.resultStatusErr(rec.ref, res); err != nil {
 		s.failPermanent(n, "worker result refused: "+err.Error())
 		return
@@ -508,7 +512,7 @@ func (s *Scheduler) reconcileOK(n *node, rec *taskRec, res *converge.Result) {
 // succeeded resets failure state after an OK result and moves a leaf to
 // Ready (or to its next generation).
 func (s *Scheduler) succeeded(n *node, rec *taskRec) {
-	r := n.r
+	r := n.res()
 	n.tries = int32(r.Attempts + 1)
 	if r.ObservedGeneration != rec.gen || r.Attempts != 0 || r.LastError != "" || !r.NextAttempt.IsZero() {
 		r.ObservedGeneration = rec.gen
@@ -579,10 +583,10 @@ func (s *Scheduler) leaseExpired(taskID string) {
 	}
 	s.dropTask(taskID)
 	n := s.graph.nodes[rec.id]
-	if n == nil || n.r.Lease == nil || n.r.Lease.TaskID != taskID {
+	if n == nil || n.res().Lease == nil || n.res().Lease.TaskID != taskID {
 		return
 	}
-	n.r.Lease = nil
+	n.res().Lease = nil
 	s.failTransient(n, "lease expired")
 }
 

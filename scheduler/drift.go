@@ -30,7 +30,7 @@ import (
 // driftPolicy returns n's drift policy: its own, else its kind's, else
 // heal.
 func (s *Scheduler) driftPolicy(n *node) string {
-	if p := n.r.DriftPolicy; p != "" {
+	if p := n.res().DriftPolicy; p != "" {
 		return p
 	}
 	if k := n.rs.kind; k != nil && k.DriftPolicy != "" {
@@ -50,10 +50,10 @@ func (s *Scheduler) observes(n *node) bool {
 	if k == nil || !k.Has(converge.ReactionObserve) {
 		return false
 	}
-	if d := n.r.Drift; d != nil && s.driftPolicy(n) == converge.DriftPolicyHeal {
+	if d := n.res().Drift; d != nil && s.driftPolicy(n) == converge.DriftPolicyHeal {
 		return false // heal it: reconcile
 	}
-	return s.servesRef(n.r.Ref(), converge.ReactionObserve)
+	return s.servesRef(n.res().Ref(), converge.ReactionObserve)
 }
 
 // driftOf is what o says differs from spec, or nil.
@@ -70,7 +70,7 @@ func driftOf(spec []byte, o *converge.Observation) *converge.DriftReport {
 
 // observeResult handles a successful observe of n.
 func (s *Scheduler) observeResult(n *node, rec *taskRec, res *converge.Result) {
-	r := n.r
+	r := n.res()
 	if rec.gen != r.Generation || r.Phase != converge.PhaseReady {
 		s.lease.enqueue(n) // it changed meanwhile: its own work decides
 		return
@@ -124,7 +124,7 @@ func (s *Scheduler) observeResult(n *node, rec *taskRec, res *converge.Result) {
 // reconciled clears n's drift after a successful reconcile of rec: the
 // object is as declared again.
 func (s *Scheduler) reconciled(n *node, rec *taskRec) {
-	d := n.r.Drift
+	d := n.res().Drift
 	if d == nil {
 		return
 	}
@@ -137,9 +137,9 @@ func (s *Scheduler) reconciled(n *node, rec *taskRec) {
 }
 
 func (s *Scheduler) clearDrift(n *node) {
-	n.r.Drift = nil
+	n.res().Drift = nil
 	delete(s.graph.drifted, n.id)
-	if n.r.Phase == converge.PhaseReady {
+	if n.res().Phase == converge.PhaseReady {
 		s.setReason(n, "")
 	}
 	s.markDirty(n)
@@ -149,9 +149,9 @@ func (s *Scheduler) clearDrift(n *node) {
 // generation: the spec is the same). A drift kept under report that is
 // now to be healed is resynced at once.
 func (s *Scheduler) setDriftPolicy(n *node, p string) {
-	n.r.DriftPolicy = p
+	n.res().DriftPolicy = p
 	s.markDirty(n)
-	if d := n.r.Drift; d != nil && d.Policy != s.driftPolicy(n) && n.r.Phase == converge.PhaseReady && !n.r.Deleting {
+	if d := n.res().Drift; d != nil && d.Policy != s.driftPolicy(n) && n.res().Phase == converge.PhaseReady && !n.deleting() {
 		s.lease.addResync(n, s.now)
 	}
 }

@@ -22,9 +22,9 @@ func (s *Scheduler) checkInvariants() error {
 	var total converge.Counts
 	byRef := map[converge.KindRef]converge.Counts{}
 	for _, n := range s.graph.nodes {
-		c := byRef[n.r.Ref()]
-		c.Add(n.r.Phase)
-		byRef[n.r.Ref()] = c
+		c := byRef[n.res().Ref()]
+		c.Add(n.res().Phase)
+		byRef[n.res().Ref()] = c
 	}
 	for ref, rs := range s.lease.refs {
 		if rs.stats.phases != byRef[ref] {
@@ -32,21 +32,21 @@ func (s *Scheduler) checkInvariants() error {
 		}
 	}
 	for id, n := range s.graph.nodes {
-		if n.id != id || n.r.ID() != id || n.is(stateRemoved) {
+		if n.id != id || n.res().ID() != id || n.is(stateRemoved) {
 			return fmt.Errorf("%s: bad node identity", id)
 		}
-		total.Add(n.r.Phase)
-		if n.r.Deleting != (n.r.Phase == converge.PhaseDeleting) {
-			return fmt.Errorf("%s: deleting %v in phase %s", id, n.r.Deleting, n.r.Phase)
+		total.Add(n.res().Phase)
+		if n.deleting() != (n.res().Phase == converge.PhaseDeleting) {
+			return fmt.Errorf("%s: deleting %v in phase %s", id, n.deleting(), n.res().Phase)
 		}
-		if n.rs != s.lease.refs[n.r.Ref()] {
+		if n.rs != s.lease.refs[n.res().Ref()] {
 			return fmt.Errorf("%s: stale refState", id)
 		}
 		var sub converge.Counts
 		var walk func(c *node)
 		walk = func(c *node) {
 			for _, g := range c.children {
-				sub.Add(g.r.Phase)
+				sub.Add(g.res().Phase)
 				walk(g)
 			}
 		}
@@ -59,7 +59,7 @@ func (s *Scheduler) checkInvariants() error {
 			return fmt.Errorf("%s: subtree counts %+v, tallied %+v", id, have, sub)
 		}
 		for cid, c := range n.children {
-			if s.graph.nodes[cid] != c || c.owner != n || c.r.Owner != id {
+			if s.graph.nodes[cid] != c || c.owner != n || c.res().Owner != id {
 				return fmt.Errorf("%s: child %s inconsistent", id, cid)
 			}
 		}
@@ -85,16 +85,16 @@ func (s *Scheduler) checkInvariants() error {
 		if n.sub != nil && n.sub.held && pending == 0 {
 			return fmt.Errorf("%s: held with no child pending", id)
 		}
-		if n.r.Owner != "" && n.owner == nil {
-			return fmt.Errorf("%s: orphan of %s", id, n.r.Owner)
+		if n.res().Owner != "" && n.owner == nil {
+			return fmt.Errorf("%s: orphan of %s", id, n.res().Owner)
 		}
-		if l := n.r.Lease; l != nil {
+		if l := n.res().Lease; l != nil {
 			rec := s.lease.tasks[l.TaskID]
 			if rec == nil || rec.id != id {
 				return fmt.Errorf("%s: lease %s without its task", id, l.TaskID)
 			}
 		}
-		if n.r.Owner != "" && n.owner != nil && n.owner.r.Deleting && !n.r.Deleting {
+		if n.res().Owner != "" && n.owner != nil && n.owner.deleting() && !n.deleting() {
 			return fmt.Errorf("%s: alive under deleting owner %s", id, n.owner.id)
 		}
 	}
@@ -176,10 +176,10 @@ func (s *Scheduler) checkInvariants() error {
 	// live subject at its generation.
 	uids := make(map[string]*node, len(s.graph.nodes))
 	for _, n := range s.graph.nodes {
-		uids[n.r.UID] = n
+		uids[n.res().UID] = n
 	}
 	for fk, g := range s.react.fired {
-		if n := uids[fk.uid]; n == nil || g > n.r.Generation {
+		if n := uids[fk.uid]; n == nil || g > n.res().Generation {
 			return fmt.Errorf("fired %v at generation %d: subject gone or older", fk, g)
 		}
 	}

@@ -16,7 +16,7 @@ func (s *Scheduler) checkFlowed(n *node) error {
 	if s.validator == nil {
 		return nil
 	}
-	err := s.validator.ValidateSpec(n.r.Ref(), n.r.Spec)
+	err := s.validator.ValidateSpec(n.res().Ref(), n.res().Spec)
 	if err == nil {
 		return nil
 	}

@@ -107,6 +107,7 @@ func (s *Scheduler) batchDropped() {
 	for _, n := range ns {
 		n.unset(mInBatch)
 		s.recount(n)
+		n.pack()
 	}
 	clear(ns)
 	if s.batch.batchNodes == nil {
@@ -213,7 +214,7 @@ func (s *Scheduler) refuse(b *converge.Batch, err error) bool {
 		msg := "store refused the resource: " + rerr.Error()
 		s.log.Error("commit state: resource refused", "resource", id, "err", rerr)
 		s.event(id, "StoreRefused", msg)
-		r := n.r
+		r := n.res()
 		for _, m := range []*json.RawMessage{&r.Declared, &r.Spec, &r.Status} {
 			if *m != nil && !json.Valid(*m) {
 				*m = nil
@@ -266,7 +267,7 @@ const bigRow = 1 << 20
 // spec and spec over bigRow together), or -1.
 func bigIndex(ns []*node) int {
 	for i, n := range ns {
-		if len(n.r.Declared)+len(n.r.Spec) >= bigRow {
+		if len(n.res().Declared)+len(n.res().Spec) >= bigRow {
 			return i
 		}
 	}
@@ -281,7 +282,7 @@ const bigRowEvery = 5 * time.Second
 // writes it), so the store's copy of its rollup and reason may lag by
 // that much; phase, generation and lease changes are written at once.
 func (s *Scheduler) markDirtySoon(n *node) {
-	if n.has(mDirty) || n.is(stateRemoved) || len(n.r.Declared)+len(n.r.Spec) < bigRow {
+	if n.has(mDirty) || n.is(stateRemoved) || len(n.res().Declared)+len(n.res().Spec) < bigRow {
 		s.markDirty(n)
 		return
 	}
@@ -302,7 +303,7 @@ func (s *Scheduler) buildBatch(all bool) *converge.Batch {
 	s.batch.rollupDirty = s.batch.rollupDirty[:0]
 	for _, n := range s.batch.reasonDirty {
 		n.unset(mReasonDirty)
-		if !n.is(stateRemoved) && n.r.Deleting && n.r.Lease == nil && !n.has(mStuck) && !n.is(stateBackoff) &&
+		if !n.is(stateRemoved) && n.deleting() && n.res().Lease == nil && !n.has(mStuck) && !n.is(stateBackoff) &&
 			(len(n.children) > 0 || s.graph.hasLiveConsumer(n)) {
 			s.setReasonSoon(n, s.graph.teardownReason(n, s.now))
 		}
@@ -346,7 +347,7 @@ func (s *Scheduler) buildBatch(all bool) *converge.Batch {
 				first := !n.has(mStored)
 				n.set(mStored)
 				if !n.is(stateRemoved) && !n.has(mUnstorable) {
-					rows = append(rows, *n.r)
+					rows = append(rows, *n.res())
 					ptrs = append(ptrs, &rows[len(rows)-1])
 					// Counted in its owner's pending until committed
 					// (committed, batchDropped): its owner's count

@@ -28,7 +28,7 @@ func (s *Scheduler) applyGitEdges(d *converge.Desired) {
 func (s *Scheduler) setGitEdges(n *node) {
 	id := n.id
 	w, have := s.graph.gitEdges[id], s.graph.producers[id]
-	if n.r.Deleting || len(w) == 0 && len(have) == 0 {
+	if n.deleting() || len(w) == 0 && len(have) == 0 {
 		return
 	}
 	changed := false

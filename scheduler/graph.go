@@ -33,25 +33,28 @@ type resourceGraph struct {
 	gitEdges map[converge.ID][]converge.Edge
 	// counts tallies every resource by phase.
 	counts converge.Counts
-	// recreating counts the rows torn down with a re-declared row waiting
-	// (node.recreate).
-	recreating int
+	// recreate holds the git resources re-declared while their rows were
+	// being torn down, by the node torn down: each is created again once
+	// its row is gone.
+	// (graph.recreate).
+	recreate map[*node]*converge.Resource
 }
 
 // node is one resource in memory with its derived, non-durable state.
 // A million of them are held at scale, so what only an owner needs lives
 // in sub, and its state and flags are packed (nodestate.go).
 type node struct {
-	r        *converge.Resource
+	// r is the row, nil while it is packed (pack.go): read it through
+	// res (or peek, to leave it packed).
+	r *converge.Resource
+	// packed is the row packed, while r is nil.
+	packed   string
 	id       converge.ID
 	rs       *refState // of r.Ref(), kept current across flips
 	owner    *node
 	children map[converge.ID]*node
 	// sub is what only an owner (a composer) keeps; nil for leaves.
 	sub *subtree
-	// recreate is a git resource re-declared while this row was being
-	// torn down: it is created again once the row is gone.
-	recreate *converge.Resource
 	// resyncAt is the resync bucket (resyncTick units since the epoch)
 	// this node waits in, or 0.
 	resyncAt int64
@@ -106,10 +109,16 @@ type subtree struct {
 // as stored. consider would do nothing for it, and a converged million
 // then costs a start (and a sync waiting for it) nothing.
 func settled(n *node) bool {
-	r := n.r
-	return r.Phase == converge.PhaseReady && r.ObservedGeneration == r.Generation && !r.Deleting &&
-		r.Lease == nil && !n.is(stateBackoff) && !n.has(mFlowsDirty) && !n.has(mResync) && !n.has(mUnstorable)
+	// A packed row (pack.go) is Ready at its generation with no lease.
+	if r := n.r; r != nil && (r.Phase != converge.PhaseReady || r.ObservedGeneration != r.Generation || r.Deleting || r.Lease != nil) {
+		return false
+	}
+	return !n.is(stateBackoff) && !n.has(mFlowsDirty) && !n.has(mResync) && !n.has(mUnstorable)
 }
+
+// deleting reports whether n is in a teardown tree, without decoding a
+// packed row (never one).
+func (n *node) deleting() bool { return n.r != nil && n.r.Deleting }
 
 // markFlows says n's flows changed: its spec is recomputed when it is
 // next considered.
@@ -238,7 +247,7 @@ func (g *resourceGraph) removeEdge(e *converge.Edge) {
 
 // noteGitRoot records n in gitRoots if git declares it.
 func (g *resourceGraph) noteGitRoot(n *node) {
-	if n.r.Origin == converge.OriginGit && n.r.Owner == "" {
+	if n.res().Origin == converge.OriginGit && n.res().Owner == "" {
 		g.gitRoots[n.id] = n
 	}
 }
@@ -251,7 +260,7 @@ func (g *resourceGraph) noteGitRoot(n *node) {
 // and the owner's recompose re-creates n for that consumer.
 func (g *resourceGraph) hasLiveConsumer(n *node) bool {
 	for _, e := range g.consumers[n.id] {
-		if c := g.nodes[e.Consumer]; c != nil && c.r.Deleting {
+		if c := g.nodes[e.Consumer]; c != nil && c.deleting() {
 			return true
 		}
 	}
@@ -272,11 +281,11 @@ func (g *resourceGraph) flowsApplied(n *node) bool {
 		}
 		var status []byte
 		if p := g.nodes[e.Producer]; p != nil {
-			status = p.r.Status
+			status = p.status()
 		}
 		for _, f := range e.Flows {
 			pv, pok := getField(status, f.From)
-			cv, cok := getField(n.r.Spec, f.To)
+			cv, cok := getField(n.res().Spec, f.To)
 			if pok != cok || !bytes.Equal(pv, cv) {
 				return false
 			}
@@ -324,17 +333,17 @@ func (g *resourceGraph) checkLoadedFlows() {
 // counted counts a new node (in phase r.Phase) in the totals, its
 // ref's and every ancestor's.
 func (g *resourceGraph) counted(n *node) {
-	g.counts.Add(n.r.Phase)
-	n.rs.stats.phases.Add(n.r.Phase)
+	g.counts.Add(n.phase())
+	n.rs.stats.phases.Add(n.phase())
 	for a := n.owner; a != nil; a = a.owner {
-		a.tree().counts.Add(n.r.Phase)
+		a.tree().counts.Add(n.phase())
 	}
 }
 
 // recounted moves n, just changed from phase old, in the totals, its
 // ref's and every ancestor's.
 func (g *resourceGraph) recounted(n *node, old converge.Phase) {
-	p := n.r.Phase
+	p := n.phase()
 	subPhase(&g.counts, old)
 	addPhase(&g.counts, p)
 	subPhase(&n.rs.stats.phases, old)
@@ -348,12 +357,12 @@ func (g *resourceGraph) recounted(n *node, old converge.Phase) {
 // subCounted removes a node from the totals and its ancestors.
 func (g *resourceGraph) subCounted(n *node) {
 	g.counts.Total--
-	subPhase(&g.counts, n.r.Phase)
+	subPhase(&g.counts, n.phase())
 	n.rs.stats.phases.Total--
-	subPhase(&n.rs.stats.phases, n.r.Phase)
+	subPhase(&n.rs.stats.phases, n.phase())
 	for a := n.owner; a != nil; a = a.owner {
 		a.tree().counts.Total--
-		subPhase(&a.tree().counts, n.r.Phase)
+		subPhase(&a.tree().counts, n.phase())
 	}
 }
 
@@ -361,7 +370,7 @@ func (g *resourceGraph) subCounted(n *node) {
 // gone (deleted, or re-created with another uid).
 func (g *resourceGraph) subject(d *converge.Delivery) *node {
 	n := g.nodes[d.Subject.Resource]
-	if n == nil || n.is(stateRemoved) || n.r.UID != d.Subject.UID {
+	if n == nil || n.is(stateRemoved) || n.res().UID != d.Subject.UID {
 		return nil
 	}
 	return n
@@ -375,23 +384,23 @@ func (g *resourceGraph) teardownReason(n *node, now time.Time) string {
 		blockers = append(blockers, c)
 	}
 	for _, e := range g.consumers[n.id] {
-		if c := g.nodes[e.Consumer]; c != nil && c.r.Deleting {
+		if c := g.nodes[e.Consumer]; c != nil && c.deleting() {
 			blockers = append(blockers, c)
 		}
 	}
 	if len(blockers) == 0 {
-		return n.r.Reason
+		return n.res().Reason
 	}
 	best := blockers[0]
 	for _, b := range blockers[1:] {
-		bf, cf := b.r.Attempts > 0 || b.has(mStuck), best.r.Attempts > 0 || best.has(mStuck)
+		bf, cf := b.res().Attempts > 0 || b.has(mStuck), best.res().Attempts > 0 || best.has(mStuck)
 		if bf && !cf || bf == cf && b.id < best.id {
 			best = b
 		}
 	}
 	reason := "waiting for teardown of " + string(best.id)
-	if best.r.Attempts > 0 || best.has(mStuck) {
-		since := best.r.DeletedAt
+	if best.res().Attempts > 0 || best.has(mStuck) {
+		since := best.res().DeletedAt
 		if since.IsZero() {
 			since = now
 		}
@@ -408,14 +417,14 @@ func (g *resourceGraph) teardownReason(n *node, now time.Time) string {
 func (g *resourceGraph) driftedByRef() map[converge.KindRef]int {
 	var out map[converge.KindRef]int
 	for id, n := range g.drifted {
-		if n.is(stateRemoved) || n.r.Drift == nil || g.nodes[id] != n {
+		if n.is(stateRemoved) || n.res().Drift == nil || g.nodes[id] != n {
 			delete(g.drifted, id)
 			continue
 		}
 		if out == nil {
 			out = make(map[converge.KindRef]int)
 		}
-		out[n.r.Ref()]++
+		out[n.res().Ref()]++
 	}
 	return out
 }

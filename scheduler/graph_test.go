@@ -78,7 +78,7 @@ func TestGraphCountsFollowPhases(t *testing.T) {
 	root := g.testNode("vpc/root", converge.PhasePending, nil)
 	mid := g.testNode("vpc/mid", converge.PhaseReady, root)
 	leaf := g.testNode("vpc/leaf", converge.PhasePending, mid)
-	leaf.r.Phase = converge.PhaseFailed
+	leaf.res().Phase = converge.PhaseFailed
 	g.recounted(leaf, converge.PhasePending)
 	want := converge.Counts{Total: 3, Pending: 1, Ready: 1, Failed: 1}
 	if g.counts != want {
@@ -110,7 +110,7 @@ func TestGraphHasLiveConsumer(t *testing.T) {
 	if g.hasLiveConsumer(p) {
 		t.Fatal("a consumer not being torn down holds up its producer's teardown")
 	}
-	c.r.Deleting = true
+	c.res().Deleting = true
 	if !g.hasLiveConsumer(p) {
 		t.Fatal("a consumer being torn down does not hold up its producer's teardown")
 	}
@@ -121,12 +121,12 @@ func TestGraphFlowsApplied(t *testing.T) {
 	p := g.testNode("vpc/p", converge.PhaseReady, nil)
 	c := g.testNode("vpc/c", converge.PhaseReady, nil)
 	g.addEdge(&converge.Edge{Consumer: c.id, Producer: p.id, Flows: []converge.ValueFlow{{From: "id", To: "vpc_id"}}})
-	p.r.Status = []byte(`{"id":"v-1"}`)
-	c.r.Spec = []byte(`{"cidr":"10.0.0.0/16","vpc_id":"v-1"}`)
+	p.res().Status = []byte(`{"id":"v-1"}`)
+	c.res().Spec = []byte(`{"cidr":"10.0.0.0/16","vpc_id":"v-1"}`)
 	if !g.flowsApplied(c) {
 		t.Fatal("a spec holding its producer's value counts as not applied")
 	}
-	p.r.Status = []byte(`{"id":"v-2"}`)
+	p.res().Status = []byte(`{"id":"v-2"}`)
 	if g.flowsApplied(c) {
 		t.Fatal("a spec holding an old value counts as applied")
 	}

@@ -104,7 +104,7 @@ func (v nodeView) Len() int { return len(v.s.graph.nodes) }
 
 func (v nodeView) Get(id converge.ID) *converge.Resource {
 	if n := v.s.graph.nodes[id]; n != nil {
-		return n.r
+		return n.peek()
 	}
 	return nil
 }
@@ -112,7 +112,7 @@ func (v nodeView) Get(id converge.ID) *converge.Resource {
 func (v nodeView) Children(id converge.ID, f func(*converge.Resource)) {
 	if n := v.s.graph.nodes[id]; n != nil {
 		for _, c := range n.children {
-			f(c.r)
+			f(c.peek())
 		}
 	}
 }
@@ -137,7 +137,7 @@ func (s *Scheduler) Diff(ctx context.Context, d *converge.Desired) (*Plan, error
 	err := s.exec(ctx, func(s *Scheduler) {
 		p = diff(nodeView{s}.Get, func(f func(*converge.Resource)) {
 			for _, n := range s.graph.gitRoots {
-				f(n.r)
+				f(n.res())
 			}
 		}, d)
 		p.Definitions = s.definitionsNow(d)

@@ -122,7 +122,7 @@ func TestLeasesResyncBuckets(t *testing.T) {
 	l.addResync(moved, t0)
 	l.addResync(moved, t0.Add(time.Hour)) // rescheduled: its first entry is stale
 	l.addResync(left, t0)
-	left.r.Phase = converge.PhasePending // no longer Ready: no resync
+	left.res().Phase = converge.PhasePending // no longer Ready: no resync
 	if got, want := l.nextResync(), t0; !got.Equal(want) {
 		t.Fatalf("nextResync = %v, want %v", got, want)
 	}

@@ -86,7 +86,7 @@ func (s *Scheduler) fireTimers() {
 		switch e.kind {
 		case timerRetry:
 			n := s.graph.nodes[e.id]
-			if n == nil || !n.is(stateBackoff) || n.r.NextAttempt.After(s.now) {
+			if n == nil || !n.is(stateBackoff) || n.res().NextAttempt.After(s.now) {
 				continue
 			}
 			s.lease.endBackoff(n)
@@ -189,7 +189,7 @@ func (l *leases) fireResyncs(now time.Time) {
 	for len(b.keys) > 0 && b.keys[0] <= tick {
 		k := heap.Pop(&b.keys).(int64)
 		for _, n := range b.due[k] {
-			if n.resyncAt != k || n.is(stateRemoved) || n.r.Deleting || n.r.Phase != converge.PhaseReady {
+			if n.resyncAt != k || n.is(stateRemoved) || n.deleting() || n.phase() != converge.PhaseReady {
 				continue
 			}
 			n.resyncAt = 0

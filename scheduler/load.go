@@ -44,9 +44,9 @@ func (s *Scheduler) load(snap *converge.Snapshot) {
 		n.rs.count++
 	}
 	for _, n := range s.graph.nodes {
-		if n.r.Owner != "" {
-			if o := s.graph.nodes[n.r.Owner]; o != nil {
-				n.r.Owner = o.id
+		if n.res().Owner != "" {
+			if o := s.graph.nodes[n.res().Owner]; o != nil {
+				n.res().Owner = o.id
 				n.owner = o
 				if o.children == nil {
 					o.children = make(map[converge.ID]*node)
@@ -56,7 +56,7 @@ func (s *Scheduler) load(snap *converge.Snapshot) {
 				// deleted by an operator: which, the store does not
 				// say, so the owner recomposes after the teardown (for
 				// a pruned child, one compose more than needed).
-				n.setTo(mRecomposeOwner, n.r.Deleting && !o.r.Deleting)
+				n.setTo(mRecomposeOwner, n.deleting() && !o.deleting())
 			}
 		}
 	}
@@ -72,7 +72,7 @@ func (s *Scheduler) load(snap *converge.Snapshot) {
 		s.graph.addEdge(e)
 	}
 	for _, n := range s.graph.nodes {
-		r := n.r
+		r := n.res()
 		if r.Lease != nil {
 			// The previous process's lease: treat as expired.
 			r.Lease = nil
@@ -140,7 +140,7 @@ func (s *Scheduler) load(snap *converge.Snapshot) {
 	// would answer that nothing changed), which re-creates them.
 	for _, n := range s.graph.nodes {
 		if s.isComposer(n) {
-			if r := n.r; !r.Deleting && r.ObservedGeneration == r.Generation {
+			if r := n.res(); !r.Deleting && r.ObservedGeneration == r.Generation {
 				if want, have := rollupTotal(r.Status), n.tree().counts.Total; want > have {
 					s.event(n.id, "Recompose", "recomposing in full: "+strconv.Itoa(want-have)+" of its "+strconv.Itoa(want)+
 						" descendants are missing from the store")
@@ -165,6 +165,7 @@ func (s *Scheduler) load(snap *converge.Snapshot) {
 		if n.has(mDirty) {
 			s.batch.updated = append(s.batch.updated, n)
 		}
+		n.pack()
 	}
 }
 

@@ -15,7 +15,7 @@ import "github.com/convergehq/converge"
 // safety" in docs/ARCHITECTURE.md.
 
 func (s *Scheduler) markDirty(n *node) {
-	n.r.UpdatedAt = s.now
+	n.res().UpdatedAt = s.now
 	if n.has(mDirty) || n.is(stateRemoved) {
 		return
 	}
@@ -95,8 +95,8 @@ func maskHeld(r *converge.Resource, composed bool) {
 
 // setReason sets the reason, marking the row dirty when it changes.
 func (s *Scheduler) setReason(n *node, reason string) {
-	if n.r.Reason != reason {
-		n.r.Reason = reason
+	if n.res().Reason != reason {
+		n.res().Reason = reason
 		s.markDirty(n)
 	}
 }
@@ -105,8 +105,8 @@ func (s *Scheduler) setReason(n *node, reason string) {
 // "waiting for teardown of …"): a big row writes it within bigRowEvery
 // (markDirtySoon).
 func (s *Scheduler) setReasonSoon(n *node, reason string) {
-	if n.r.Reason != reason {
-		n.r.Reason = reason
+	if n.res().Reason != reason {
+		n.res().Reason = reason
 		s.markDirtySoon(n)
 	}
 }
@@ -114,28 +114,28 @@ func (s *Scheduler) setReasonSoon(n *node, reason string) {
 // setPhase moves n to phase p, keeping the global and every ancestor's
 // counts exact and re-evaluating ancestors' rollups.
 func (s *Scheduler) setPhase(n *node, p converge.Phase) {
-	old := n.r.Phase
+	old := n.res().Phase
 	if old == p {
 		return
 	}
-	n.r.Phase = p
+	n.res().Phase = p
 	s.markDirty(n)
 	s.graph.recounted(n, old)
 	switch p {
 	case converge.PhaseReady:
-		msg := "ready at generation " + itoa(n.r.Generation)
+		msg := "ready at generation " + itoa(n.res().Generation)
 		if n.tries > 1 {
 			msg += " after " + itoa(int64(n.tries)) + " attempts"
 		}
 		n.tries = 0
 		s.event(n.id, "Ready", msg)
 	case converge.PhaseFailed:
-		s.event(n.id, "Failed", n.r.Reason)
+		s.event(n.id, "Failed", n.res().Reason)
 	case converge.PhaseDeleting:
-		s.event(n.id, "Deleting", n.r.Reason)
+		s.event(n.id, "Deleting", n.res().Reason)
 	case converge.PhasePending:
 		if old == converge.PhaseReady || old == converge.PhaseFailed {
-			s.event(n.id, "Pending", "pending at generation "+itoa(n.r.Generation))
+			s.event(n.id, "Pending", "pending at generation "+itoa(n.res().Generation))
 		}
 	}
 	if n.owner != nil {
@@ -148,10 +148,10 @@ func (s *Scheduler) setPhase(n *node, p converge.Phase) {
 func (s *Scheduler) ownerChanged(a *node) {
 	for ; a != nil; a = a.owner {
 		s.batch.markRollup(a, s.now)
-		if s.isComposer(a) && !a.r.Deleting {
-			before := a.r.Phase
+		if s.isComposer(a) && !a.deleting() {
+			before := a.res().Phase
 			s.evalComposer(a)
-			if a.r.Phase != before {
+			if a.res().Phase != before {
 				return // setPhase walked the rest of the chain
 			}
 		}

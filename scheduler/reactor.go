@@ -71,30 +71,30 @@ func deliveryKey(binding, uid string, gen int64, transition string) string {
 // is not created again: that is the dedup that makes reactors fire once
 // per transition.
 func (s *Scheduler) fire(n *node, transition string) {
-	bs := s.react.byKind[n.r.Kind]
+	bs := s.react.byKind[n.res().Kind]
 	if len(bs) == 0 {
 		return
 	}
-	gen := n.r.Generation
+	gen := n.res().Generation
 	for _, b := range bs {
 		if b.Transition != transition {
 			continue
 		}
-		key := deliveryKey(b.Name, n.r.UID, gen, transition)
+		key := deliveryKey(b.Name, n.res().UID, gen, transition)
 		if _, ok := s.react.deliveries[key]; ok {
 			continue
 		}
-		fk := firedKey{b.Name, n.r.UID, transition}
+		fk := firedKey{b.Name, n.res().UID, transition}
 		if g, ok := s.react.fired[fk]; ok {
 			if g == gen {
 				continue
 			}
 			// A newer generation fired: the older one can never
 			// fire again.
-			s.batch.dropDelivery(deliveryKey(b.Name, n.r.UID, g, transition), n, s.now)
+			s.batch.dropDelivery(deliveryKey(b.Name, n.res().UID, g, transition), n, s.now)
 			delete(s.react.fired, fk)
 		}
-		status := n.r.Status
+		status := n.res().Status
 		if s.isComposer(n) {
 			status = s.rollupStatus(n)
 		}
@@ -108,7 +108,7 @@ func (s *Scheduler) fire(n *node, transition string) {
 			Reactor: converge.KindRef{Kind: b.Reactor, Version: v},
 			Subject: converge.Subject{
 				Resource:   n.id,
-				UID:        n.r.UID,
+				UID:        n.res().UID,
 				Generation: gen,
 				Transition: transition,
 				Status:     converge.CloneJSON(status),
@@ -128,11 +128,11 @@ func (s *Scheduler) fire(n *node, transition string) {
 // forgetFired drops the done deliveries kept for n, which is being
 // removed: its uid never fires again.
 func (s *Scheduler) forgetFired(n *node) {
-	for _, b := range s.react.byKind[n.r.Kind] {
+	for _, b := range s.react.byKind[n.res().Kind] {
 		for _, tr := range []string{converge.TransitionSynced, converge.TransitionFailed, converge.TransitionDeleted} {
-			fk := firedKey{b.Name, n.r.UID, tr}
+			fk := firedKey{b.Name, n.res().UID, tr}
 			if g, ok := s.react.fired[fk]; ok {
-				s.batch.dropDelivery(deliveryKey(b.Name, n.r.UID, g, tr), n, s.now)
+				s.batch.dropDelivery(deliveryKey(b.Name, n.res().UID, g, tr), n, s.now)
 				delete(s.react.fired, fk)
 			}
 		}
@@ -145,17 +145,17 @@ func (s *Scheduler) delivered(d *converge.Delivery) {
 	n := s.graph.subject(d)
 	gen := d.Subject.Generation
 	switch {
-	case n == nil || gen < n.r.Generation:
+	case n == nil || gen < n.res().Generation:
 		delete(s.react.deliveries, d.Key)
 		s.batch.dropDelivery(d.Key, n, s.now)
-	case gen > n.r.Generation:
+	case gen > n.res().Generation:
 		// Written before a crash that lost its subject's newer
 		// generation: kept whole until a restart finds it older.
 	default:
 		delete(s.react.deliveries, d.Key)
-		fk := firedKey{d.Binding, n.r.UID, d.Subject.Transition}
+		fk := firedKey{d.Binding, n.res().UID, d.Subject.Transition}
 		if g, ok := s.react.fired[fk]; ok && g != gen {
-			s.batch.dropDelivery(deliveryKey(d.Binding, n.r.UID, g, d.Subject.Transition), n, s.now)
+			s.batch.dropDelivery(deliveryKey(d.Binding, n.res().UID, g, d.Subject.Transition), n, s.now)
 		}
 		s.react.fired[fk] = gen
 	}
@@ -283,7 +283,7 @@ func (s *Scheduler) startVerb(id converge.ID, verb string, args map[string]strin
 	if n == nil {
 		return nil, fmt.Errorf("do %s %s: %w", id, verb, converge.ErrNotFound)
 	}
-	r := n.r
+	r := n.res()
 	ref := r.Ref()
 	k := n.rs.kind
 	if k == nil || !converge.IsVerb(verb) || !k.Has(verb) {
@@ -340,8 +340,8 @@ func (s *Scheduler) verbResult(rec *taskRec, res *converge.Result) {
 		rec.verb <- verbOutcome{res: res, err: fmt.Errorf("verb %s: worker result refused: %w", rec.reaction, refused)}
 		return
 	}
-	if n := s.graph.nodes[rec.id]; n != nil && res.Outcome == converge.OutcomeOK && res.Status != nil && !s.isComposer(n) && !n.r.Deleting {
-		n.r.Status = res.Status
+	if n := s.graph.nodes[rec.id]; n != nil && res.Outcome == converge.OutcomeOK && res.Status != nil && !s.isComposer(n) && !n.deleting() {
+		n.res().Status = res.Status
 		s.markDirty(n)
 		s.consumersChanged(n)
 	}

@@ -149,11 +149,11 @@ func (s *Scheduler) startObserve(id converge.ID) (chan verbOutcome, error) {
 	if n == nil || n.is(stateRemoved) {
 		return nil, fmt.Errorf("observe %s: %w", id, converge.ErrNotFound)
 	}
-	ref := n.r.Ref()
+	ref := n.res().Ref()
 	if !s.disp.Serves(ref, converge.ReactionObserve) {
 		return nil, fmt.Errorf("observe %s: %w serves %s observe", id, converge.ErrNoWorker, ref)
 	}
-	t := s.newTask(n.r, converge.ReactionObserve, n.r.UID+"/"+itoa(n.r.Generation)+"/observe", s.leaseTTL(ref))
+	t := s.newTask(n.res(), converge.ReactionObserve, n.res().UID+"/"+itoa(n.res().Generation)+"/observe", s.leaseTTL(ref))
 	t.DryRun = true
 	if err := s.disp.Dispatch(s.ctx, t); err != nil {
 		return nil, fmt.Errorf("observe %s: %w", id, err)

@@ -22,7 +22,7 @@ func (s *Scheduler) Resync(ctx context.Context, id converge.ID) (string, error) 
 			err = fmt.Errorf("resync %s: %w", id, converge.ErrNotFound)
 			return
 		}
-		r := n.r
+		r := n.res()
 		switch {
 		case r.Deleting:
 			msg = fmt.Sprintf("%s is being deleted: nothing to resync", id)

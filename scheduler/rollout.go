@@ -59,7 +59,7 @@ func rolloutOf(n *node) *rollout {
 	if n.sub == nil || n.sub.rollout == nil {
 		return nil
 	}
-	if ro := n.sub.rollout; ro.active() && ro.st.Generation == n.r.Generation {
+	if ro := n.sub.rollout; ro.active() && ro.st.Generation == n.res().Generation {
 		return ro
 	}
 	return nil
@@ -70,23 +70,23 @@ func rolloutOf(n *node) *rollout {
 // the rollout of n's generation if it is the first compose of one. It
 // returns the held children (nil: none, and no rollout applies).
 func (s *Scheduler) rolloutHold(n *node, res *converge.Result, ids []converge.ID, emitted map[converge.ID]int) map[converge.ID]bool {
-	pol := n.r.Rollout
+	pol := n.res().Rollout
 	if pol == nil {
 		return nil
 	}
 	t := n.tree()
 	ro := t.rollout
-	if ro == nil || ro.st.Generation != n.r.Generation {
+	if ro == nil || ro.st.Generation != n.res().Generation {
 		live := 0
 		for _, ch := range n.children {
-			if !ch.r.Deleting {
+			if !ch.deleting() {
 				live++
 			}
 		}
 		if live == 0 {
 			return nil // the first composition: nothing to protect yet
 		}
-		ro = &rollout{st: converge.RolloutStatus{Generation: n.r.Generation, Waves: pol.Count(), Phase: converge.RolloutProgressing,
+		ro = &rollout{st: converge.RolloutStatus{Generation: n.res().Generation, Waves: pol.Count(), Phase: converge.RolloutProgressing,
 			Started: s.now}}
 		t.rollout = ro
 		s.rollouts[n.id] = n
@@ -95,8 +95,8 @@ func (s *Scheduler) rolloutHold(n *node, res *converge.Result, ids []converge.ID
 	}
 	ro.composeOwed = false
 	ro.st.Waves = pol.Count()
-	if ro.rows == nil || ro.rowsGen != n.r.Generation {
-		ro.rows, ro.rowsGen = NewRowIndex(SpecRows(n.r.Declared)), n.r.Generation
+	if ro.rows == nil || ro.rowsGen != n.res().Generation {
+		ro.rows, ro.rowsGen = NewRowIndex(SpecRows(n.res().Declared)), n.res().Generation
 	}
 	waveOf := func(id converge.ID) int {
 		row, _ := ro.rows.Of(id.Name())
@@ -108,7 +108,7 @@ func (s *Scheduler) rolloutHold(n *node, res *converge.Result, ids []converge.ID
 		c := &res.Children[i]
 		id := ids[i]
 		ex := s.graph.nodes[id]
-		if ex == nil || ex.r.KindVersion != c.KindVersion || ex.r.ProviderConfigRef != c.ProviderConfigRef || !jsonEqual(ex.r.Declared, c.Spec) {
+		if ex == nil || ex.res().KindVersion != c.KindVersion || ex.res().ProviderConfigRef != c.ProviderConfigRef || !jsonEqual(ex.res().Declared, c.Spec) {
 			wave[id] = waveOf(id)
 		}
 	}
@@ -126,7 +126,7 @@ func (s *Scheduler) rolloutHold(n *node, res *converge.Result, ids []converge.ID
 		}
 	}
 	for id, ch := range n.children {
-		if _, ok := emitted[id]; !ok && !ch.r.Deleting {
+		if _, ok := emitted[id]; !ok && !ch.deleting() {
 			wave[id] = waveOf(id) // pruned
 		}
 	}
@@ -160,11 +160,11 @@ func (s *Scheduler) rolloutHold(n *node, res *converge.Result, ids []converge.ID
 	}
 	if first > ro.st.Wave {
 		s.event(n.id, "RolloutWave", fmt.Sprintf("rollout of generation %d: waves %d–%d change nothing; wave %d/%d (%s) starts",
-			n.r.Generation, ro.st.Wave+1, first, first+1, ro.st.Waves, pol.Name(first)))
+			n.res().Generation, ro.st.Wave+1, first, first+1, ro.st.Waves, pol.Name(first)))
 		ro.st.Wave, ro.st.Started = first, s.now
 		s.armRolloutTimeout(n, ro)
 	} else if ro.st.Wave == 0 && ro.st.Held == 0 && ro.timer == 0 {
-		s.event(n.id, "RolloutWave", fmt.Sprintf("rollout of generation %d: wave 1/%d (%s) starts", n.r.Generation, ro.st.Waves, pol.Name(0)))
+		s.event(n.id, "RolloutWave", fmt.Sprintf("rollout of generation %d: wave 1/%d (%s) starts", n.res().Generation, ro.st.Waves, pol.Name(0)))
 		s.armRolloutTimeout(n, ro)
 	}
 	ro.st.Name = pol.Name(ro.st.Wave)
@@ -206,11 +206,11 @@ func sameEdges(have []*converge.Edge, sent []*converge.Edge) bool {
 func (s *Scheduler) completeRollout(n *node, ro *rollout) {
 	ro.st.Phase, ro.st.Held, ro.st.Reason = converge.RolloutComplete, 0, ""
 	ro.st.Wave = ro.st.Waves - 1
-	ro.st.Name = n.r.Rollout.Name(ro.st.Wave)
+	ro.st.Name = n.res().Rollout.Name(ro.st.Wave)
 	ro.st.ReadySince, ro.st.SoakUntil = time.Time{}, time.Time{}
 	ro.timer = 0
 	delete(s.rollouts, n.id)
-	s.event(n.id, "RolloutComplete", fmt.Sprintf("rollout of generation %d: every wave has its change", n.r.Generation))
+	s.event(n.id, "RolloutComplete", fmt.Sprintf("rollout of generation %d: every wave has its change", n.res().Generation))
 	s.batch.markRollup(n, s.now)
 }
 
@@ -228,7 +228,7 @@ func (s *Scheduler) dropRollout(n *node) {
 // declared any more, its composer composes again and every held child
 // gets its change.
 func (s *Scheduler) setRollout(n *node, pol *converge.Rollout) {
-	n.r.Rollout = pol
+	n.res().Rollout = pol
 	s.markDirty(n)
 	ro := rolloutOf(n)
 	if ro == nil {
@@ -256,7 +256,7 @@ func (s *Scheduler) rolloutGate(n *node, ready bool) bool {
 	switch {
 	case ro.composeOwed:
 	case ready && ro.st.Phase == converge.RolloutProgressing:
-		soak := n.r.Rollout.SoakOf(ro.st.Wave)
+		soak := n.res().Rollout.SoakOf(ro.st.Wave)
 		ro.st.Phase, ro.st.ReadySince, ro.st.SoakUntil = converge.RolloutSoaking, s.now, s.now.Add(soak)
 		ro.timer = s.lease.addTimer(ro.st.SoakUntil, timerRollout, n.id, "")
 		if ro.soakSaid != ro.st.Wave+1 {
@@ -278,7 +278,7 @@ func (s *Scheduler) rolloutGate(n *node, ready bool) bool {
 // armRolloutTimeout arms the timeout of ro's current wave, if it has one.
 func (s *Scheduler) armRolloutTimeout(n *node, ro *rollout) {
 	ro.timer = 0
-	if to := n.r.Rollout.Timeout; to > 0 {
+	if to := n.res().Rollout.Timeout; to > 0 {
 		ro.timer = s.lease.addTimer(ro.st.Started.Add(to), timerRollout, n.id, "")
 	}
 }
@@ -300,7 +300,7 @@ func (s *Scheduler) rolloutTimer(id converge.ID, seq uint64) {
 		if s.now.Before(ro.st.SoakUntil) {
 			return
 		}
-		pol := n.r.Rollout
+		pol := n.res().Rollout
 		ro.st.Wave++
 		ro.st.Name, ro.st.Phase, ro.st.Started = pol.Name(ro.st.Wave), converge.RolloutProgressing, s.now
 		ro.st.ReadySince, ro.st.SoakUntil = time.Time{}, time.Time{}
@@ -317,7 +317,7 @@ func (s *Scheduler) rolloutTimer(id converge.ID, seq uint64) {
 			return
 		}
 		c := n.tree().counts
-		s.haltRollout(n, ro, fmt.Sprintf("not Ready within %s: %d/%d Ready", n.r.Rollout.Timeout, c.Ready, c.Total))
+		s.haltRollout(n, ro, fmt.Sprintf("not Ready within %s: %d/%d Ready", n.res().Rollout.Timeout, c.Ready, c.Total))
 	}
 }
 
@@ -330,7 +330,7 @@ func (s *Scheduler) rolloutFailed(n *node, msg string) {
 			continue
 		}
 		row, _ := ro.rows.Of(child.id.Name())
-		if a.r.Rollout.WaveOf(row.Label(), string(child.id)) > ro.st.Wave {
+		if a.res().Rollout.WaveOf(row.Label(), string(child.id)) > ro.st.Wave {
 			continue // a held child: its failure is not this rollout's
 		}
 		s.haltRollout(a, ro, string(n.id)+" failed: "+msg)
@@ -367,16 +367,16 @@ func rolloutReason(n *node) string {
 
 // loadRollout restores n's rollout from its stored status.
 func (s *Scheduler) loadRollout(n *node) {
-	if n.r.Rollout == nil || len(n.r.Status) == 0 {
+	if n.res().Rollout == nil || len(n.res().Status) == 0 {
 		return
 	}
-	st := converge.RolloutOf(n.r.Status)
+	st := converge.RolloutOf(n.res().Status)
 	if st == nil {
 		return
 	}
 	ro := &rollout{st: *st}
 	n.tree().rollout = ro
-	if ro.st.Generation != n.r.Generation || ro.st.Phase == converge.RolloutComplete {
+	if ro.st.Generation != n.res().Generation || ro.st.Phase == converge.RolloutComplete {
 		return
 	}
 	s.rollouts[n.id] = n
@@ -422,7 +422,7 @@ func (s *Scheduler) rolloutViews() []RolloutView {
 			continue
 		}
 		ro := n.sub.rollout
-		if ro.st.Generation != n.r.Generation {
+		if ro.st.Generation != n.res().Generation {
 			continue
 		}
 		out = append(out, RolloutView{ID: id, Status: ro.st})

@@ -595,7 +595,7 @@ func (s *Scheduler) Delete(ctx context.Context, id converge.ID) error {
 			return
 		}
 		for _, m := range s.cascade([]*node{n}, "deleted by operator") {
-			if o := m.owner; o != nil && !o.r.Deleting {
+			if o := m.owner; o != nil && !o.deleting() {
 				m.set(mRecomposeOwner)
 				s.forgetComposition(o)
 			}

@@ -67,8 +67,8 @@ func (s *Scheduler) scrubMessage(id converge.ID, key, msg string) string {
 		if n == nil {
 			return
 		}
-		if k := s.kinds[n.r.Ref()]; k != nil && len(k.Secret) > 0 {
-			vals = append(vals, converge.ResourceSecrets(k, n.r, s.resolveConfig(n.r))...)
+		if k := s.kinds[n.res().Ref()]; k != nil && len(k.Secret) > 0 {
+			vals = append(vals, converge.ResourceSecrets(k, n.res(), s.resolveConfig(n.res()))...)
 		}
 	}
 	add(id)

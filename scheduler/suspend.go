@@ -46,7 +46,7 @@ func (sp *suspension) set(ids []converge.ID) {
 // one of its owners is a suspended root. A resource being deleted is
 // never held.
 func (sp *suspension) holds(n *node) bool {
-	if n.r.Deleting {
+	if n.deleting() {
 		return false
 	}
 	if sp.all {

@@ -1,0 +1,311 @@
+package scheduler
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"time"
+	"unsafe"
+
+	"github.com/convergehq/converge"
+)
+
+// Packed rows. A settled node (Ready at its generation, durable, with
+// nothing pending) needs none of its row's fields to be scheduled, so
+// its decoded Resource is dropped and the row kept as one byte slice
+// (pack): at a million rows that is about half the heap, and the
+// collector scans one pointer-free object instead of a struct of twenty
+// pointers and the strings and JSON behind them. The first access
+// through node.res decodes it again (unpack); node.peek reads it without
+// keeping the decoded copy. Kind, name and owner are not in the bytes:
+// the node holds them already.
+
+// packable reports whether n's row may be packed: decoded, settled,
+// durable, with no job pending and nothing that only a decoded row
+// keeps (a lease, a drift report, a rollout, a subtree).
+func packable(n *node) bool {
+	const busy = mQueued | mDirty | mRollupDirty | mReasonDirty | mFlowsDirty | mResync | mStuck | mUnstorable | mDeferred |
+		mInBatch | mPending | mRecomposeOwner | mRecomposeOwed
+	r := n.r
+	return r != nil && n.marks&busy == 0 && n.has(mStored) && n.is(stateFree) && n.sub == nil && !n.rs.composer &&
+		settled(n) && r.Drift == nil && r.Rollout == nil &&
+		(r.Owner == "" || (n.owner != nil && r.Owner == n.owner.id))
+}
+
+// pack packs n's row if packable.
+func (n *node) pack() {
+	if packable(n) {
+		b := packResource(n.r, nil)
+		// A string is 8 bytes less in each of a million nodes; the
+		// bytes are never written after this.
+		n.packed = unsafe.String(unsafe.SliceData(b), len(b))
+		n.r = nil
+	}
+}
+
+// res returns n's row, decoding a packed one (which stays decoded until
+// it is packed again).
+func (n *node) res() *converge.Resource {
+	if n.r == nil {
+		n.r = unpackResource(n, n.packed)
+		n.packed = ""
+	}
+	return n.r
+}
+
+// peek returns n's row to read, decoding a packed one into a copy that
+// n does not keep: a walk over a million packed rows (a view, a site)
+// leaves them packed.
+func (n *node) peek() *converge.Resource {
+	if n.r != nil {
+		return n.r
+	}
+	return unpackResource(n, n.packed)
+}
+
+// phase returns n's phase without decoding a packed row (Ready).
+func (n *node) phase() converge.Phase {
+	if n.r == nil {
+		return converge.PhaseReady
+	}
+	return n.r.Phase
+}
+
+// readyAtGeneration reports whether n is Ready at its generation, without
+// decoding a packed row (always).
+func (n *node) readyAtGeneration() bool {
+	r := n.r
+	return r == nil || (r.Phase == converge.PhaseReady && r.ObservedGeneration == r.Generation)
+}
+
+// status returns n's status (to read) without decoding a packed row: a
+// producer's status flows to its consumers, and a million producers stay
+// packed.
+func (n *node) status() json.RawMessage {
+	if n.r != nil {
+		return n.r.Status
+	}
+	return packedStatus(n.packed)
+}
+
+// packVersion is the first byte of a packed row.
+const packVersion = 1
+
+// Flag bits of a packed row.
+const (
+	packSpecIsDeclared = 1 << iota // Spec holds Declared's bytes (no flows)
+	packOwned                      // the owner is the node's owner
+)
+
+// packResource appends r's fields but kind, name and owner to buf.
+func packResource(r *converge.Resource, buf []byte) []byte {
+	var flags byte
+	spec := r.Spec
+	if len(spec) == len(r.Declared) && string(spec) == string(r.Declared) && (spec == nil) == (r.Declared == nil) {
+		flags |= packSpecIsDeclared
+		spec = nil
+	}
+	if r.Owner != "" {
+		flags |= packOwned
+	}
+	n := 2 + len(r.UID) + len(r.Declared) + len(spec) + len(r.Status) + len(r.Phase) + len(r.Reason) + len(r.Origin) +
+		len(r.ProviderConfigRef) + len(r.LastError) + len(r.Source) + len(r.ComposedBy) + len(r.DriftPolicy) + 16*5 + 4*16
+	if cap(buf) < n {
+		buf = make([]byte, 0, n)
+	}
+	buf = append(buf, packVersion, flags)
+	str := func(s string) { buf = binary.AppendUvarint(buf, uint64(len(s))); buf = append(buf, s...) }
+	raw := func(b json.RawMessage) {
+		if b == nil {
+			buf = append(buf, 0)
+			return
+		}
+		buf = binary.AppendUvarint(buf, uint64(len(b))+1)
+		buf = append(buf, b...)
+	}
+	tm := func(t time.Time) {
+		if t.IsZero() {
+			buf = append(buf, 0)
+			return
+		}
+		b, err := t.MarshalBinary()
+		if err != nil { // a year outside what Time encodes: keep the instant in UTC
+			b, _ = t.UTC().MarshalBinary()
+		}
+		buf = append(buf, byte(len(b)))
+		buf = append(buf, b...)
+	}
+	str(r.UID)
+	buf = binary.AppendVarint(buf, int64(r.KindVersion))
+	raw(r.Declared)
+	if flags&packSpecIsDeclared == 0 {
+		raw(spec)
+	}
+	raw(r.Status)
+	str(string(r.Phase))
+	str(r.Reason)
+	buf = binary.AppendVarint(buf, r.Generation)
+	buf = binary.AppendVarint(buf, r.ObservedGeneration)
+	str(string(r.Origin))
+	str(r.ProviderConfigRef)
+	buf = binary.AppendVarint(buf, int64(r.Attempts))
+	str(r.LastError)
+	tm(r.NextAttempt)
+	tm(r.DeletedAt)
+	str(r.Source)
+	tm(r.CreatedAt)
+	tm(r.UpdatedAt)
+	str(r.ComposedBy)
+	str(r.DriftPolicy)
+	return buf
+}
+
+// unpackResource decodes a row packResource packed for n. Its JSON
+// fields share b's bytes (never changed in place); its strings are
+// copies. A row that does not decode is a bug: it panics.
+func unpackResource(n *node, packed string) *converge.Resource {
+	b := unsafe.Slice(unsafe.StringData(packed), len(packed))
+	if len(b) < 2 || b[0] != packVersion {
+		panic("scheduler: node " + string(n.id) + ": not a packed row")
+	}
+	flags := b[1]
+	i := 2
+	bad := func() { panic("scheduler: node " + string(n.id) + ": packed row damaged") }
+	uv := func() uint64 {
+		v, k := binary.Uvarint(b[i:])
+		if k <= 0 {
+			bad()
+		}
+		i += k
+		return v
+	}
+	iv := func() int64 {
+		v, k := binary.Varint(b[i:])
+		if k <= 0 {
+			bad()
+		}
+		i += k
+		return v
+	}
+	str := func() []byte {
+		l := int(uv())
+		if l > len(b)-i {
+			bad()
+		}
+		s := b[i : i+l]
+		i += l
+		return s
+	}
+	raw := func() json.RawMessage {
+		l := int(uv())
+		if l == 0 {
+			return nil
+		}
+		l--
+		if l > len(b)-i {
+			bad()
+		}
+		v := b[i : i+l : i+l]
+		i += l
+		return v
+	}
+	tm := func() time.Time {
+		if i >= len(b) {
+			bad()
+		}
+		l := int(b[i])
+		i++
+		if l == 0 {
+			return time.Time{}
+		}
+		if l > len(b)-i {
+			bad()
+		}
+		var t time.Time
+		if t.UnmarshalBinary(b[i:i+l]) != nil {
+			bad()
+		}
+		i += l
+		return t
+	}
+	r := &converge.Resource{Kind: n.rs.ref.Kind, Name: string(n.id)[len(n.rs.ref.Kind)+1:]}
+	r.UID = string(str())
+	r.KindVersion = int(iv())
+	r.Declared = raw()
+	if flags&packSpecIsDeclared != 0 {
+		r.Spec = r.Declared
+	} else {
+		r.Spec = raw()
+	}
+	r.Status = raw()
+	r.Phase = known(str(), converge.PhaseReady, converge.PhasePending, converge.PhaseFailed, converge.PhaseRunning, converge.PhaseDeleting)
+	r.Reason = string(str())
+	r.Generation = iv()
+	r.ObservedGeneration = iv()
+	r.Origin = known(str(), converge.OriginComposed, converge.OriginGit)
+	r.ProviderConfigRef = string(str())
+	r.Attempts = int(iv())
+	r.LastError = string(str())
+	r.NextAttempt = tm()
+	r.DeletedAt = tm()
+	r.Source = string(str())
+	r.CreatedAt = tm()
+	r.UpdatedAt = tm()
+	r.ComposedBy = string(str())
+	r.DriftPolicy = string(str())
+	if flags&packOwned != 0 {
+		r.Owner = n.owner.id
+	}
+	if i != len(b) {
+		bad()
+	}
+	return r
+}
+
+// known returns the constant of known that b spells, without a copy, or
+// b as a new string.
+func known[S ~string](b []byte, known ...S) S {
+	for _, k := range known {
+		if string(b) == string(k) {
+			return k
+		}
+	}
+	return S(b)
+}
+
+// packedStatus returns the status of a packed row, sharing its bytes:
+// the fields before it are skipped, not decoded.
+func packedStatus(packed string) json.RawMessage {
+	b := unsafe.Slice(unsafe.StringData(packed), len(packed))
+	if len(b) < 2 || b[0] != packVersion {
+		panic("scheduler: not a packed row")
+	}
+	i := 2
+	skip := func(raw bool) {
+		l, k := binary.Uvarint(b[i:])
+		if k <= 0 {
+			panic("scheduler: packed row damaged")
+		}
+		i += k
+		if raw && l > 0 {
+			l--
+		}
+		i += int(l)
+	}
+	skip(false) // UID
+	if _, k := binary.Varint(b[i:]); k > 0 {
+		i += k
+	}
+	skip(true) // Declared
+	if b[1]&packSpecIsDeclared == 0 {
+		skip(true) // Spec
+	}
+	l, k := binary.Uvarint(b[i:])
+	if k <= 0 || int(l) > len(b)-i-k+1 {
+		panic("scheduler: packed row damaged")
+	}
+	if l == 0 {
+		return nil
+	}
+	i += k
+	return b[i : i+int(l)-1 : i+int(l)-1]
+}

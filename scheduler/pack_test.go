@@ -1,0 +1,109 @@
+package scheduler
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/convergehq/converge"
+)
+
+// TestPackRoundTrip packs rows with every field a packed row keeps set
+// (and with each left empty) and checks the decoded row equals the
+// original, field by field, times as instants with their offsets.
+func TestPackRoundTrip(t *testing.T) {
+	owner := &node{id: "bom/root"}
+	at := time.Date(2026, 12, 2, 17, 0, 0, 123456789, time.UTC)
+	full := &converge.Resource{
+		UID: "4b3c", Kind: "vpc", KindVersion: 2, Name: "fd-00-team-001-vpc",
+		Declared: json.RawMessage(`{"cidr":"10.0.0.0/24"}`), Spec: json.RawMessage(`{"cidr":"10.0.0.0/24","account":"a-1"}`),
+		Status: json.RawMessage(`{"id":"vpc-1"}`), Phase: converge.PhaseReady, Reason: "why",
+		Generation: 7, ObservedGeneration: 7, Owner: owner.id, Origin: converge.OriginComposed,
+		ProviderConfigRef: "eu", Attempts: 3, LastError: "boom", NextAttempt: at.Add(time.Second),
+		DeletedAt: at.Add(2 * time.Second), Source: "resources/bom.cue:12",
+		CreatedAt: at.In(time.FixedZone("", 3600)), UpdatedAt: at.Local(), ComposedBy: "rev cfg", DriftPolicy: converge.DriftPolicyReport,
+	}
+	same := *full
+	same.Spec = same.Declared
+	empty := &converge.Resource{Kind: "vpc", Name: "x", Phase: converge.PhaseReady, Origin: converge.OriginGit}
+	neg := &converge.Resource{Kind: "vpc", Name: "y", KindVersion: -1, Generation: -3, Attempts: -2, Spec: json.RawMessage{}}
+	for _, r := range []*converge.Resource{full, &same, empty, neg} {
+		n := &node{id: r.ID(), rs: &refState{ref: r.Ref()}}
+		if r.Owner != "" {
+			n.owner = owner
+		}
+		b := packResource(r, nil)
+		got := unpackResource(n, string(b))
+		if st := packedStatus(string(b)); string(st) != string(r.Status) || (st == nil) != (r.Status == nil) {
+			t.Errorf("%s: packed status %q, want %q", r.ID(), st, r.Status)
+		}
+		for _, f := range []struct {
+			name string
+			a, b time.Time
+		}{{"NextAttempt", r.NextAttempt, got.NextAttempt}, {"DeletedAt", r.DeletedAt, got.DeletedAt},
+			{"CreatedAt", r.CreatedAt, got.CreatedAt}, {"UpdatedAt", r.UpdatedAt, got.UpdatedAt}} {
+			_, oa := f.a.Zone()
+			_, ob := f.b.Zone()
+			if !f.a.Equal(f.b) || oa != ob || f.a.IsZero() != f.b.IsZero() {
+				t.Errorf("%s: %s: %v, want %v", r.ID(), f.name, f.b, f.a)
+			}
+		}
+		want := *r
+		want.NextAttempt, want.DeletedAt, want.CreatedAt, want.UpdatedAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+		got.NextAttempt, got.DeletedAt, got.CreatedAt, got.UpdatedAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+		if !reflect.DeepEqual(*got, want) {
+			t.Errorf("%s: round trip\n got %+v\nwant %+v", r.ID(), *got, want)
+		}
+		if (got.Spec == nil) != (r.Spec == nil) || (got.Declared == nil) != (r.Declared == nil) {
+			t.Errorf("%s: nil JSON fields changed: spec %v declared %v", r.ID(), got.Spec == nil, got.Declared == nil)
+		}
+	}
+}
+
+// TestPackOnlySettled checks which rows are packed: a Ready, durable row
+// with nothing pending is, and a row with a lease, a drift report, a
+// pending write or a teardown is not; res decodes it back, once.
+func TestPackOnlySettled(t *testing.T) {
+	mk := func(change func(n *node)) *node {
+		r := &converge.Resource{Kind: "vpc", Name: "a", UID: "u", Phase: converge.PhaseReady, Generation: 1, ObservedGeneration: 1,
+			Spec: json.RawMessage(`{}`), Origin: converge.OriginGit}
+		n := &node{r: r, id: r.ID(), rs: &refState{ref: r.Ref()}}
+		n.set(mStored)
+		if change != nil {
+			change(n)
+		}
+		return n
+	}
+	n := mk(nil)
+	n.pack()
+	if n.r != nil || n.packed == "" {
+		t.Fatal("a settled, durable row was not packed")
+	}
+	if p := n.peek(); p.Phase != converge.PhaseReady || n.r != nil {
+		t.Fatalf("peek: phase %q, decoded kept %v", p.Phase, n.r != nil)
+	}
+	r := n.res()
+	if r == nil || n.packed != "" || n.res() != r || r.UID != "u" || string(r.Spec) != "{}" {
+		t.Fatalf("res did not decode the row once: %+v", r)
+	}
+	for name, change := range map[string]func(n *node){
+		"not stored": func(n *node) { n.unset(mStored) },
+		"dirty":      func(n *node) { n.set(mDirty) },
+		"in a batch": func(n *node) { n.set(mInBatch) },
+		"queued":     func(n *node) { n.set(mQueued) },
+		"leased":     func(n *node) { n.r.Lease = &converge.Lease{TaskID: "t"} },
+		"drifted":    func(n *node) { n.r.Drift = &converge.DriftReport{} },
+		"deleting":   func(n *node) { n.r.Deleting = true },
+		"failed":     func(n *node) { n.r.Phase = converge.PhaseFailed },
+		"new spec":   func(n *node) { n.r.Generation = 2 },
+		"owner":      func(n *node) { n.sub = &subtree{} },
+		"backoff":    func(n *node) { n.state = stateBackoff },
+	} {
+		n := mk(change)
+		n.pack()
+		if n.r == nil {
+			t.Errorf("%s: packed", name)
+		}
+	}
+}
