@@ -132,6 +132,9 @@ type Run struct {
 	ControlAnonMiB float64 `json:"control_plane_peak_anon_rss_mib"`
 	WorkerRSSMiB   float64 `json:"worker_peak_rss_mib"`
 	RatioToRawGRPC float64 `json:"ratio_to_raw_grpc"`
+	// RatioToRawGRPC32 is the rate over raw unary gRPC at 32 in flight
+	// (the issue's yardstick for the classic example: ≥ 0.5×).
+	RatioToRawGRPC32 float64 `json:"ratio_to_raw_grpc_32_inflight"`
 	// Depth and ValidationsPerSec are the converged graph's (Floor),
 	// measured after the last run on bbolt only.
 	Depth             int     `json:"depth,omitempty"`
@@ -140,16 +143,19 @@ type Run struct {
 
 // Report is what Measure measured.
 type Report struct {
-	RawGRPC1       float64     `json:"raw_grpc_rt_per_second_1_inflight"`
-	RawGRPC256     float64     `json:"raw_grpc_rt_per_second_256_inflight"`
-	Dispatch256    float64     `json:"protocol_rt_per_second_256_inflight"`
-	BboltPuts      float64     `json:"bbolt_batched_puts_per_second"`
-	BboltTxns      float64     `json:"bbolt_fsynced_txns_per_second"`
-	Runs           []Run       `json:"runs"`
-	MedianSeconds  float64     `json:"median_seconds"`
-	MedianPerSec   float64     `json:"median_resources_per_second"`
-	MedianRatioRaw float64     `json:"median_ratio_to_raw_grpc"`
-	Lifecycle      []Lifecycle `json:"lifecycle,omitempty"`
+	RawGRPC1       float64 `json:"raw_grpc_rt_per_second_1_inflight"`
+	RawGRPC32      float64 `json:"raw_grpc_rt_per_second_32_inflight"`
+	RawGRPC256     float64 `json:"raw_grpc_rt_per_second_256_inflight"`
+	Dispatch256    float64 `json:"protocol_rt_per_second_256_inflight"`
+	BboltPuts      float64 `json:"bbolt_batched_puts_per_second"`
+	BboltTxns      float64 `json:"bbolt_fsynced_txns_per_second"`
+	Runs           []Run   `json:"runs"`
+	MedianSeconds  float64 `json:"median_seconds"`
+	MedianPerSec   float64 `json:"median_resources_per_second"`
+	MedianRatioRaw float64 `json:"median_ratio_to_raw_grpc"`
+	// MedianRatioRaw32 is the median run's rate over RawGRPC32.
+	MedianRatioRaw32 float64     `json:"median_ratio_to_raw_grpc_32_inflight"`
+	Lifecycle        []Lifecycle `json:"lifecycle,omitempty"`
 	// EtcdRuns are the same runs on the etcd store of --state etcd://…;
 	// EtcdRatioToBbolt is their median rate over the bbolt runs'.
 	EtcdRuns          []Run   `json:"etcd_runs,omitempty"`
@@ -187,6 +193,11 @@ func Measure(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	some, err := providers.MeasureTransport(ctx, 32, o.Transport)
+	if err != nil {
+		return nil, err
+	}
+	rep.RawGRPC32 = some.RawUnary
 	rep.RawGRPC1, rep.RawGRPC256, rep.Dispatch256 = one.RawUnary, many.RawUnary, many.Dispatch
 	tmp, err := os.MkdirTemp("", "converge-bench-")
 	if err != nil {
@@ -211,6 +222,7 @@ func Measure(ctx context.Context, o Options) (*Report, error) {
 			return nil, err
 		}
 		r.RatioToRawGRPC = r.PerSecond / rep.RawGRPC1
+		r.RatioToRawGRPC32 = r.PerSecond / rep.RawGRPC32
 		rep.Runs = append(rep.Runs, r)
 		if o.Etcd == nil {
 			continue
@@ -244,6 +256,7 @@ func Measure(ctx context.Context, o Options) (*Report, error) {
 	if len(rep.Runs) > 0 {
 		med := median(rep.Runs)
 		rep.MedianSeconds, rep.MedianPerSec, rep.MedianRatioRaw = med.Seconds, med.PerSecond, med.RatioToRawGRPC
+		rep.MedianRatioRaw32 = med.RatioToRawGRPC32
 		if len(rep.EtcdRuns) > 0 {
 			em := median(rep.EtcdRuns)
 			rep.EtcdMedianSeconds, rep.EtcdMedianPerSec = em.Seconds, em.PerSecond
