@@ -43,6 +43,11 @@ func (s *Scheduler) load(snap *converge.Snapshot) {
 		s.graph.noteGitRoot(n)
 		n.rs.count++
 	}
+	// The nodes hold the rows now: the snapshot (New's own) lets go of
+	// them, so a row packed below is garbage at once and a million
+	// loaded rows are not held twice, decoded and packed, at the end.
+	clear(snap.Resources)
+	snap.Resources = nil
 	for _, n := range s.graph.nodes {
 		if n.res().Owner != "" {
 			if o := s.graph.nodes[n.res().Owner]; o != nil {
