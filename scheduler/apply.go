@@ -194,14 +194,10 @@ func (s *Scheduler) apply(d *converge.Desired, v Validator) *Plan {
 	oldConfigs, oldDefaults := s.applyConfigs(d.Configs)
 	s.applyBindings(d.Bindings)
 
-	plan := diff(func(id converge.ID) *converge.Resource {
-		if n := s.graph.nodes[id]; n != nil {
-			return n.res()
-		}
-		return nil
-	}, func(f func(*converge.Resource)) {
+	// The diff only reads: a row it looks at stays packed.
+	plan := diff(nodeView{s}.Get, func(f func(*converge.Resource)) {
 		for _, n := range s.graph.gitRoots {
-			f(n.res())
+			f(n.peek())
 		}
 	}, d)
 	plan.Definitions = defs
@@ -271,14 +267,22 @@ func (s *Scheduler) apply(d *converge.Desired, v Validator) *Plan {
 	}
 	s.applyGitEdges(d)
 	for id, r := range desired {
-		if n := s.graph.nodes[id]; n != nil && n.res().Origin == converge.OriginGit && n.res().Source != r.Source {
+		n := s.graph.nodes[id]
+		if n == nil {
+			continue
+		}
+		p := n.peek() // compared, then decoded only to change
+		if p.Origin != converge.OriginGit {
+			continue
+		}
+		if p.Source != r.Source {
 			n.res().Source = r.Source
 			s.markDirty(n)
 		}
-		if n := s.graph.nodes[id]; n != nil && n.res().Origin == converge.OriginGit && n.res().DriftPolicy != r.DriftPolicy {
+		if p.DriftPolicy != r.DriftPolicy {
 			s.setDriftPolicy(n, r.DriftPolicy)
 		}
-		if n := s.graph.nodes[id]; n != nil && n.res().Origin == converge.OriginGit && !reflect.DeepEqual(n.res().Rollout, r.Rollout) {
+		if !reflect.DeepEqual(p.Rollout, r.Rollout) {
 			s.setRollout(n, r.Rollout)
 		}
 	}

@@ -220,7 +220,7 @@ func (s *Scheduler) finishCompose(n *node, rec *taskRec, res *converge.Result, p
 func (s *Scheduler) checkComposition(n *node, res *converge.Result) ([]converge.ID, map[converge.ID]int, error) {
 	return checkComposition(n.id, res, func(id converge.ID) *converge.Resource {
 		if ex := s.graph.nodes[id]; ex != nil {
-			return ex.res()
+			return ex.peek() // read only: unchanged children stay packed
 		}
 		return nil
 	}, n.rs.kind, s.validator)
@@ -530,11 +530,12 @@ func (s *Scheduler) addNode(r *converge.Resource, id converge.ID, parent *node, 
 // updateDeclared changes n's version, declared spec and config ref; it
 // reports whether anything changed (and then bumps the generation).
 func (s *Scheduler) updateDeclared(n *node, version int, declared json.RawMessage, configRef string) bool {
-	r := n.res()
-	sameSpec := jsonEqual(r.Declared, declared)
-	if r.KindVersion == version && sameSpec && r.ProviderConfigRef == configRef {
+	p := n.peek() // an unchanged child stays packed
+	sameSpec := jsonEqual(p.Declared, declared)
+	if p.KindVersion == version && sameSpec && p.ProviderConfigRef == configRef {
 		return false
 	}
+	r := n.res()
 	if r.KindVersion != version {
 		from := r.Ref()
 		n.rs.count--

@@ -68,7 +68,7 @@ func (s *Scheduler) rearmChunk() {
 	const chunk = 16384
 	k := min(chunk, len(s.rearmQueue))
 	for _, n := range s.rearmQueue[:k] {
-		if r := n.res(); !n.is(stateRemoved) && r.Phase == converge.PhaseReady && !r.Deleting {
+		if !n.is(stateRemoved) && n.phase() == converge.PhaseReady && !n.deleting() {
 			s.scheduleResync(n)
 		}
 	}

@@ -22,9 +22,9 @@ func (s *Scheduler) checkInvariants() error {
 	var total converge.Counts
 	byRef := map[converge.KindRef]converge.Counts{}
 	for _, n := range s.graph.nodes {
-		c := byRef[n.res().Ref()]
-		c.Add(n.res().Phase)
-		byRef[n.res().Ref()] = c
+		c := byRef[n.peek().Ref()]
+		c.Add(n.peek().Phase)
+		byRef[n.peek().Ref()] = c
 	}
 	for ref, rs := range s.lease.refs {
 		if rs.stats.phases != byRef[ref] {
@@ -32,21 +32,21 @@ func (s *Scheduler) checkInvariants() error {
 		}
 	}
 	for id, n := range s.graph.nodes {
-		if n.id != id || n.res().ID() != id || n.is(stateRemoved) {
+		if n.id != id || n.peek().ID() != id || n.is(stateRemoved) {
 			return fmt.Errorf("%s: bad node identity", id)
 		}
-		total.Add(n.res().Phase)
-		if n.deleting() != (n.res().Phase == converge.PhaseDeleting) {
-			return fmt.Errorf("%s: deleting %v in phase %s", id, n.deleting(), n.res().Phase)
+		total.Add(n.peek().Phase)
+		if n.deleting() != (n.peek().Phase == converge.PhaseDeleting) {
+			return fmt.Errorf("%s: deleting %v in phase %s", id, n.deleting(), n.peek().Phase)
 		}
-		if n.rs != s.lease.refs[n.res().Ref()] {
+		if n.rs != s.lease.refs[n.peek().Ref()] {
 			return fmt.Errorf("%s: stale refState", id)
 		}
 		var sub converge.Counts
 		var walk func(c *node)
 		walk = func(c *node) {
 			for _, g := range c.children {
-				sub.Add(g.res().Phase)
+				sub.Add(g.peek().Phase)
 				walk(g)
 			}
 		}
@@ -59,7 +59,7 @@ func (s *Scheduler) checkInvariants() error {
 			return fmt.Errorf("%s: subtree counts %+v, tallied %+v", id, have, sub)
 		}
 		for cid, c := range n.children {
-			if s.graph.nodes[cid] != c || c.owner != n || c.res().Owner != id {
+			if s.graph.nodes[cid] != c || c.owner != n || c.peek().Owner != id {
 				return fmt.Errorf("%s: child %s inconsistent", id, cid)
 			}
 		}
@@ -85,16 +85,16 @@ func (s *Scheduler) checkInvariants() error {
 		if n.sub != nil && n.sub.held && pending == 0 {
 			return fmt.Errorf("%s: held with no child pending", id)
 		}
-		if n.res().Owner != "" && n.owner == nil {
-			return fmt.Errorf("%s: orphan of %s", id, n.res().Owner)
+		if n.peek().Owner != "" && n.owner == nil {
+			return fmt.Errorf("%s: orphan of %s", id, n.peek().Owner)
 		}
-		if l := n.res().Lease; l != nil {
+		if l := n.peek().Lease; l != nil {
 			rec := s.lease.tasks[l.TaskID]
 			if rec == nil || rec.id != id {
 				return fmt.Errorf("%s: lease %s without its task", id, l.TaskID)
 			}
 		}
-		if n.res().Owner != "" && n.owner != nil && n.owner.deleting() && !n.deleting() {
+		if n.peek().Owner != "" && n.owner != nil && n.owner.deleting() && !n.deleting() {
 			return fmt.Errorf("%s: alive under deleting owner %s", id, n.owner.id)
 		}
 	}
@@ -176,10 +176,10 @@ func (s *Scheduler) checkInvariants() error {
 	// live subject at its generation.
 	uids := make(map[string]*node, len(s.graph.nodes))
 	for _, n := range s.graph.nodes {
-		uids[n.res().UID] = n
+		uids[n.peek().UID] = n
 	}
 	for fk, g := range s.react.fired {
-		if n := uids[fk.uid]; n == nil || g > n.res().Generation {
+		if n := uids[fk.uid]; n == nil || g > n.peek().Generation {
 			return fmt.Errorf("fired %v at generation %d: subject gone or older", fk, g)
 		}
 	}
@@ -203,6 +203,19 @@ func hasEdge(l []*converge.Edge, e *converge.Edge) bool {
 }
 
 // TimerLen is the number of entries in the timer heap.
+// PackedRows counts the nodes whose rows are packed (pack.go), and all.
+func PackedRows(s *Scheduler) (packed, all int) {
+	_ = s.exec(context.Background(), func(s *Scheduler) {
+		for _, n := range s.graph.nodes {
+			all++
+			if n.r == nil {
+				packed++
+			}
+		}
+	})
+	return packed, all
+}
+
 func TimerLen(s *Scheduler) int {
 	var n int
 	_ = s.exec(context.Background(), func(s *Scheduler) { n = len(s.lease.timers) })

@@ -370,7 +370,7 @@ func (g *resourceGraph) subCounted(n *node) {
 // gone (deleted, or re-created with another uid).
 func (g *resourceGraph) subject(d *converge.Delivery) *node {
 	n := g.nodes[d.Subject.Resource]
-	if n == nil || n.is(stateRemoved) || n.res().UID != d.Subject.UID {
+	if n == nil || n.is(stateRemoved) || n.uid() != d.Subject.UID {
 		return nil
 	}
 	return n
@@ -435,7 +435,7 @@ const maxReasonScan = 4096
 func (g *resourceGraph) driftedByRef() map[converge.KindRef]int {
 	var out map[converge.KindRef]int
 	for id, n := range g.drifted {
-		if n.is(stateRemoved) || n.res().Drift == nil || g.nodes[id] != n {
+		if n.is(stateRemoved) || n.r == nil || n.r.Drift == nil || g.nodes[id] != n { // packed: no drift
 			delete(g.drifted, id)
 			continue
 		}

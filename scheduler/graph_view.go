@@ -137,7 +137,7 @@ func (s *Scheduler) Diff(ctx context.Context, d *converge.Desired) (*Plan, error
 	err := s.exec(ctx, func(s *Scheduler) {
 		p = diff(nodeView{s}.Get, func(f func(*converge.Resource)) {
 			for _, n := range s.graph.gitRoots {
-				f(n.res())
+				f(n.peek())
 			}
 		}, d)
 		p.Definitions = s.definitionsNow(d)

@@ -35,6 +35,9 @@ func packable(n *node) bool {
 func (n *node) pack() {
 	if packable(n) {
 		b := packResource(n.r, nil)
+		if cap(b)-len(b) > 16 {
+			b = append(make([]byte, 0, len(b)), b...) // not the estimate's slack, in each of a million rows
+		}
 		// A string is 8 bytes less in each of a million nodes; the
 		// bytes are never written after this.
 		n.packed = unsafe.String(unsafe.SliceData(b), len(b))
@@ -75,6 +78,22 @@ func (n *node) phase() converge.Phase {
 func (n *node) readyAtGeneration() bool {
 	r := n.r
 	return r == nil || (r.Phase == converge.PhaseReady && r.ObservedGeneration == r.Generation)
+}
+
+// uid returns n's uid without decoding a packed row (its first field).
+func (n *node) uid() string {
+	if n.r != nil {
+		return n.r.UID
+	}
+	b := n.packed
+	if len(b) < 3 {
+		panic("scheduler: node " + string(n.id) + ": not a packed row")
+	}
+	l, k := binary.Uvarint([]byte(b[2:min(len(b), 2+binary.MaxVarintLen64)]))
+	if k <= 0 || int(l) > len(b)-2-k {
+		panic("scheduler: node " + string(n.id) + ": packed row damaged")
+	}
+	return b[2+k : 2+k+int(l)]
 }
 
 // status returns n's status (to read) without decoding a packed row: a

@@ -108,7 +108,11 @@ func (s *Scheduler) rolloutHold(n *node, res *converge.Result, ids []converge.ID
 		c := &res.Children[i]
 		id := ids[i]
 		ex := s.graph.nodes[id]
-		if ex == nil || ex.res().KindVersion != c.KindVersion || ex.res().ProviderConfigRef != c.ProviderConfigRef || !jsonEqual(ex.res().Declared, c.Spec) {
+		if ex == nil {
+			wave[id] = waveOf(id)
+			continue
+		}
+		if r := ex.peek(); r.KindVersion != c.KindVersion || r.ProviderConfigRef != c.ProviderConfigRef || !jsonEqual(r.Declared, c.Spec) {
 			wave[id] = waveOf(id)
 		}
 	}

@@ -67,8 +67,9 @@ func (s *Scheduler) scrubMessage(id converge.ID, key, msg string) string {
 		if n == nil {
 			return
 		}
-		if k := s.kinds[n.res().Ref()]; k != nil && len(k.Secret) > 0 {
-			vals = append(vals, converge.ResourceSecrets(k, n.res(), s.resolveConfig(n.res()))...)
+		if k := s.kinds[n.rs.ref]; k != nil && len(k.Secret) > 0 {
+			r := n.peek()
+			vals = append(vals, converge.ResourceSecrets(k, r, s.resolveConfig(r))...)
 		}
 	}
 	add(id)

@@ -1,0 +1,68 @@
+package scheduler_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/scheduler"
+)
+
+// convergedRestart converges d, stops, and starts again on the same
+// store: the loaded rows are packed.
+func convergedRestart(t *testing.T, d *converge.Desired) *harness {
+	t.Helper()
+	st := newMemStore()
+	h := start(t, st, newFakeDisp(classicHandler, &fakeWorker{name: "w1"}), testConfig())
+	h.apply(d, classicValidator)
+	h.waitSettled(scheduler.Converged, 10*time.Second)
+	h.flush()
+	h.stop()
+	h = start(t, st, newFakeDisp(classicHandler, &fakeWorker{name: "w1"}), testConfig())
+	h.waitSettled(scheduler.Converged, 10*time.Second)
+	return h
+}
+
+// TestPackedRowsStayPacked checks that what only reads rows leaves them
+// packed: re-arming every resync for a new interval, a full recompose
+// that adds one team (its unchanged children are compared, not
+// changed), a Diff and an unchanged Apply.
+func TestPackedRowsStayPacked(t *testing.T) {
+	h := convergedRestart(t, classicDesired(makeBOM(2, 20), "c1"))
+	packed, all := scheduler.PackedRows(h.s)
+	if packed < all*9/10 {
+		t.Fatalf("after a restart %d of %d rows are packed", packed, all)
+	}
+	check := func(what string, before int) {
+		t.Helper()
+		if p, _ := scheduler.PackedRows(h.s); p < before {
+			t.Errorf("%s left %d packed rows decoded (%d packed before, %d after)", what, before-p, before, p)
+		}
+	}
+
+	d := classicDesired(makeBOM(2, 20), "c1")
+	d.Settings.ResyncInterval = time.Hour
+	h.apply(d, classicValidator)
+	time.Sleep(100 * time.Millisecond) // the re-arm runs in chunks beside other work
+	h.flush()
+	check("re-arming the resyncs", packed)
+
+	packed, _ = scheduler.PackedRows(h.s)
+	if _, err := h.s.Diff(t.Context(), d); err != nil {
+		t.Fatal(err)
+	}
+	check("a Diff", packed)
+	h.apply(d, classicValidator)
+	h.flush()
+	check("an unchanged Apply", packed)
+
+	packed, _ = scheduler.PackedRows(h.s)
+	d = classicDesired(makeBOM(2, 21), "c2")
+	d.Settings.ResyncInterval = time.Hour
+	h.apply(d, classicValidator)
+	h.waitSettled(scheduler.Converged, 10*time.Second)
+	h.flush()
+	// The root and the new team's rows change and are packed again once
+	// durable; the unchanged ones must not be decoded.
+	check("a recompose adding a team", packed)
+}
