@@ -26,6 +26,10 @@ type GraphView interface {
 	Get(id converge.ID) *converge.Resource
 	// Children calls f with each resource id owns.
 	Children(id converge.ID, f func(*converge.Resource))
+	// ChildIDs calls f with the ID of each resource id owns: a walk
+	// that needs no more than the IDs reads no row (a settled row is
+	// packed in the scheduler's graph, and Children decodes a copy).
+	ChildIDs(id converge.ID, f func(converge.ID))
 	// Consumers calls f with each resource that consumes id.
 	Consumers(id converge.ID, f func(converge.ID))
 	// Producers calls f with each resource id consumes.
@@ -74,6 +78,12 @@ func (g *snapGraph) Children(id converge.ID, f func(*converge.Resource)) {
 	}
 }
 
+func (g *snapGraph) ChildIDs(id converge.ID, f func(converge.ID)) {
+	for _, r := range g.children[id] {
+		f(r.ID())
+	}
+}
+
 func (g *snapGraph) Consumers(id converge.ID, f func(converge.ID)) {
 	for _, c := range g.consumers[id] {
 		f(c)
@@ -113,6 +123,14 @@ func (v nodeView) Children(id converge.ID, f func(*converge.Resource)) {
 	if n := v.s.graph.nodes[id]; n != nil {
 		for _, c := range n.children {
 			f(c.peek())
+		}
+	}
+}
+
+func (v nodeView) ChildIDs(id converge.ID, f func(converge.ID)) {
+	if n := v.s.graph.nodes[id]; n != nil {
+		for cid := range n.children {
+			f(cid)
 		}
 	}
 }
@@ -191,7 +209,7 @@ func teardown(v GraphView, roots []PlanItem) int {
 		if v.Get(id) != nil {
 			n++
 		}
-		v.Children(id, func(c *converge.Resource) { stack = append(stack, c.ID()) })
+		v.ChildIDs(id, func(c converge.ID) { stack = append(stack, c) })
 		v.Consumers(id, func(c converge.ID) { stack = append(stack, c) })
 	}
 	return n

@@ -416,7 +416,7 @@ func NewReview(ctx context.Context, in ReviewInput) (*Review, error) {
 // graph: its next composition is rolled out in waves.
 func composedBefore(v scheduler.GraphView, id converge.ID) bool {
 	found := false
-	v.Children(id, func(*converge.Resource) { found = true })
+	v.ChildIDs(id, func(converge.ID) { found = true })
 	return found
 }
 
@@ -498,7 +498,7 @@ func countTree(v scheduler.GraphView, id converge.ID, kinds map[string]int) {
 			continue
 		}
 		kinds[id.Kind()]++
-		v.Children(id, func(c *converge.Resource) { stack = append(stack, c.ID()) })
+		v.ChildIDs(id, func(c converge.ID) { stack = append(stack, c) })
 	}
 }
 

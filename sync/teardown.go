@@ -58,7 +58,7 @@ func TeardownOrder(v scheduler.GraphView, roots []scheduler.PlanItem, kinds map[
 	}
 	for i := 0; i < len(order); i++ {
 		id := order[i]
-		v.Children(id, func(c *converge.Resource) { mark(c.ID(), "owned by "+string(id)) })
+		v.ChildIDs(id, func(c converge.ID) { mark(c, "owned by "+string(id)) })
 		v.Consumers(id, func(c converge.ID) { mark(c, "consumes "+string(id)) })
 	}
 	// waits[id] counts the marked resources id's teardown waits for: its
@@ -76,7 +76,7 @@ func TeardownOrder(v scheduler.GraphView, roots []scheduler.PlanItem, kinds map[
 				after[id] = append(after[id], b)
 			}
 		}
-		v.Children(id, func(c *converge.Resource) { wait(c.ID()) })
+		v.ChildIDs(id, wait)
 		v.Consumers(id, wait)
 	}
 	var out []TeardownStep
