@@ -129,7 +129,9 @@ func TestDriftHealed(t *testing.T) {
 
 	// No drift: an observe, nothing written, no reconcile.
 	resync(t, h, id)
-	waitFor(t, 5*time.Second, "the observe", func() bool { return len(reactions(h.disp, "a")) == 1 })
+	// Until the observe has run, not only been dispatched: run later (a
+	// loaded machine), it would see the change made below.
+	waitFor(t, 5*time.Second, "the observe", func() bool { return len(reactions(h.disp, "a")) == 1 && h.disp.idle() })
 	h.flush()
 	if got := reactions(h.disp, "a"); got[0] != "observe" {
 		t.Fatalf("resync of a kind with observe ran %v, want observe", got)

@@ -477,6 +477,18 @@ func (d *fakeDisp) setHook(h func(t *converge.Task) (*converge.Result, bool)) {
 	d.mu.Unlock()
 }
 
+// idle reports whether no dispatched task's handler is still to run.
+func (d *fakeDisp) idle() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, n := range d.inflight {
+		if n > 0 {
+			return false
+		}
+	}
+	return true
+}
+
 func (d *fakeDisp) tasks() []converge.Task {
 	d.mu.Lock()
 	defer d.mu.Unlock()
