@@ -216,6 +216,12 @@ func PackedRows(s *Scheduler) (packed, all int) {
 	return packed, all
 }
 
+// RearmPending counts the nodes whose resyncs wait to be re-armed.
+func RearmPending(s *Scheduler) (n int) {
+	_ = s.exec(context.Background(), func(s *Scheduler) { n = len(s.rearmQueue) })
+	return n
+}
+
 func TimerLen(s *Scheduler) int {
 	var n int
 	_ = s.exec(context.Background(), func(s *Scheduler) { n = len(s.lease.timers) })

@@ -43,7 +43,8 @@ func TestPackedRowsStayPacked(t *testing.T) {
 	d := classicDesired(makeBOM(2, 20), "c1")
 	d.Settings.ResyncInterval = time.Hour
 	h.apply(d, classicValidator)
-	time.Sleep(100 * time.Millisecond) // the re-arm runs in chunks beside other work
+	// The re-arm runs in chunks beside other work: wait until it is done.
+	waitFor(t, 5*time.Second, "the re-arm", func() bool { return scheduler.RearmPending(h.s) == 0 })
 	h.flush()
 	check("re-arming the resyncs", packed)
 
