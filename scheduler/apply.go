@@ -329,7 +329,7 @@ func (s *Scheduler) apply(d *converge.Desired, v Validator) *Plan {
 			// A changed kind (a schema, max_children) may be what
 			// the permanent failure was about: try again.
 			s.event(n.id, "Retrying", "its kind "+r.Ref().String()+" changed")
-			r.Attempts = 0
+			n.res().Attempts = 0
 			s.setReason(n, "")
 			s.setPhase(n, converge.PhasePending)
 			s.markDirty(n)
