@@ -331,27 +331,44 @@ func (s *Store) EdgesOf(ctx context.Context, id converge.ID) (consumes, produced
 }
 
 // Events returns the newest limit events of resource (all resources if
-// resource is ""), oldest first. limit 0 returns every event kept. For
-// one resource it decodes only the chunks that hold one of its events
-// (a byte search finds them), so reading a resource's few events among
-// MaxEvents costs a scan of the bytes, not a decode of every event.
+// resource is ""), oldest first, among the newest MaxEvents stored (the
+// store keeps whole chunks, so up to one chunk more). limit 0 returns
+// every event kept. For one resource it decodes only the chunks that hold
+// one of its events (a byte search finds them), so reading a resource's
+// few events among MaxEvents costs a scan of the bytes, not a decode of
+// every event.
 func (s *Store) Events(ctx context.Context, resource converge.ID, limit int) ([]converge.Event, error) {
 	var needle []byte
 	if resource != "" {
 		needle = codec.ResourceNeedle(resource)
 	}
+	keep := s.o.MaxEvents    // the window: the newest keep events
 	var rev []converge.Event // newest first
 	err := s.view(ctx, func(r Reader) error {
 		rev = nil
+		seen := 0 // events in the chunks scanned so far
 		return r.Scan(Events, Range{Desc: true}, func(k, v []byte) error {
+			n, err := codec.ChunkLen(v)
+			if err != nil {
+				return fmt.Errorf("chunk %d: %w", codec.ChunkSeq(k), err)
+			}
+			older := 0 // this chunk's oldest events outside the window
+			if keep > 0 && seen+n > keep {
+				older = seen + n - keep
+			}
+			seen += n
+			last := keep > 0 && seen >= keep
 			if needle != nil && !bytes.Contains(v, needle) {
+				if last {
+					return ErrStop
+				}
 				return nil // no event of resource: skip decoding
 			}
 			evs, err := codec.DecodeChunk(v)
 			if err != nil {
 				return fmt.Errorf("chunk %d: %w", codec.ChunkSeq(k), err)
 			}
-			for i := len(evs) - 1; i >= 0; i-- {
+			for i := len(evs) - 1; i >= older; i-- {
 				if resource != "" && evs[i].Resource != resource {
 					continue
 				}
@@ -359,6 +376,9 @@ func (s *Store) Events(ctx context.Context, resource converge.ID, limit int) ([]
 				if limit > 0 && len(rev) >= limit {
 					return ErrStop
 				}
+			}
+			if last {
+				return ErrStop
 			}
 			return nil
 		})
