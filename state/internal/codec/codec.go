@@ -46,16 +46,24 @@ type StoredEdge struct {
 // empty (non-nil) Declared, Spec or Status is stored as absent; invalid
 // JSON in one is an error naming the field.
 func EncodeResource(r *converge.Resource, edges []byte) ([]byte, error) {
-	var buf bytes.Buffer
+	return AppendResource(nil, r, edges)
+}
+
+// AppendResource is EncodeResource appending the row to dst's spare
+// capacity: a commit encodes its rows into a few large buffers instead of
+// one allocation (with room to spare) each. The row returned is in dst's
+// memory when it fits, else in a new allocation.
+func AppendResource(dst []byte, r *converge.Resource, edges []byte) ([]byte, error) {
+	buf := bytes.NewBuffer(dst[len(dst):len(dst)])
 	buf.Grow(2 + 2*binary.MaxVarintLen64 + len(r.Owner) + len(edges) + 512 + len(r.Declared) + len(r.Spec) + len(r.Status))
-	writeRowHead(&buf, r.Owner, edges)
+	writeRowHead(buf, r.Owner, edges)
 	head := buf.Len()
 	if len(r.Declared) > 0 && bytes.Equal(r.Spec, r.Declared) {
 		c := *r
 		c.Spec = nil // read back as the declared spec (DecodeResource)
 		r = &c
 	}
-	if appendResourceJSON(&buf, r) {
+	if appendResourceJSON(buf, r) {
 		return buf.Bytes(), nil
 	}
 	// The slow path: encoding/json, which also names what is wrong.
