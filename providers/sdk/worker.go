@@ -36,7 +36,7 @@ const (
 	EnvAddr        = "CONVERGE_ADDR"        // "unix:///abs/path.sock", "host:port", or "host:port,host:port,…" (replicas)
 	EnvToken       = "CONVERGE_TOKEN"       // the control plane's bearer token
 	EnvWorkerName  = "CONVERGE_WORKER_NAME" // default: hostname-pid
-	EnvConcurrency = "CONVERGE_CONCURRENCY" // default 64
+	EnvConcurrency = "CONVERGE_CONCURRENCY" // default 256
 	// TLS to a control plane on TCP (ignored for unix sockets): the CA
 	// that signed the server's certificate, and for mutual TLS the
 	// worker's certificate and key, all PEM files.
@@ -51,8 +51,14 @@ const (
 // addresses goes there next if it is one of them, else to the next.
 const LeaderTrailer = "converge-leader"
 
-// DefaultConcurrency is how many tasks a worker runs at once by default.
-const DefaultConcurrency = 64
+// DefaultConcurrency is how many tasks a worker runs at once by default:
+// the control plane's default max_inflight of one kind version, so one
+// worker can take a whole kind's window. At 64, two workers held a
+// converge of cheap tasks to 128 in flight, and a million resources took
+// 40% longer, their results coming back in smaller batches (docs/
+// BENCHMARKS.md). A provider whose tasks share a scarce resource bounds
+// it itself (a connection pool), or sets Concurrency.
+const DefaultConcurrency = 256
 
 const (
 	maxBatch     = 512     // results per ResultBatch message
@@ -81,7 +87,7 @@ type Options struct {
 	Token string
 	// Name identifies the worker in logs and results (default hostname-pid).
 	Name string
-	// Concurrency bounds the tasks run at once (default 64).
+	// Concurrency bounds the tasks run at once (default 256).
 	Concurrency int
 	// Logger receives connection events (default slog.Default()).
 	Logger *slog.Logger
