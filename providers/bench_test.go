@@ -2,7 +2,9 @@ package providers_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"sync"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/convergehq/converge"
 	"github.com/convergehq/converge/providers"
+	"github.com/convergehq/converge/providers/classic"
 )
 
 // BenchmarkRoundTrip measures the transport over loopback TCP:
@@ -145,4 +148,38 @@ func benchDispatch(b *testing.B, network string, inflight int) float64 {
 		}
 	}
 	return report(b, start)
+}
+
+// BenchmarkComposeStream measures a streamed compose end to end over a
+// unix socket: the classic example's BOM (58 domains, 1,176 teams,
+// 3,644 children and their edges) composed by the classic provider in an
+// sdk worker, sent in parts, and assembled by Server.Results.
+func BenchmarkComposeStream(b *testing.B) {
+	var spec classic.BOMSpec
+	for i := range 58 {
+		fd := classic.FunctionalDomain{Name: fmt.Sprintf("fd-%02d", i), Networking: true}
+		for j := range 1176/58 + min(1, max(0, 1176%58-i)) {
+			fd.ServiceTeams = append(fd.ServiceTeams, classic.ServiceTeam{Name: fmt.Sprintf("team-%03d", j)})
+		}
+		spec.FunctionalDomains = append(spec.FunctionalDomains, fd)
+	}
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, addr := startServer(b, "unix", providers.ServerOptions{})
+	startWorker(b, s, addr, "bench", 256, classic.Providers(classic.Options{})...)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		t := task("classicbom", 1, converge.ReactionCompose)
+		t.Spec = raw
+		if err := s.Dispatch(ctx, t); err != nil {
+			b.Fatal(err)
+		}
+		r := <-s.Results()
+		if r.Outcome != converge.OutcomeOK || len(r.Children) != 3644 {
+			b.Fatalf("result: %s %s, %d children", r.Outcome, r.Message, len(r.Children))
+		}
+	}
 }

@@ -4,6 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -137,7 +141,36 @@ func TestComposeStreamFallsBackToFull(t *testing.T) {
 	if out.delta || len(out.all.Children) != 2 {
 		t.Errorf("delta=%v, %d children; want the full composition of 2", out.delta, len(out.all.Children))
 	}
-	if revision() == "" || !strings.HasPrefix(revision(), "exe-") {
-		t.Errorf("revision() = %q, want a digest of the test binary", revision())
+	if revision() == "" || !strings.HasPrefix(revision(), "go-") && !strings.HasPrefix(revision(), "exe-") {
+		t.Errorf("revision() = %q, want the test binary's build ID or digest", revision())
+	}
+}
+
+// TestGoBuildID reads the test binary's build ID as the go command
+// prints it, and reads none from a file that is not an executable.
+func TestGoBuildID(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the build ID is read from ELF executables; elsewhere the executable is digested")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("go", "tool", "buildid", exe).Output()
+	if err != nil {
+		t.Fatalf("go tool buildid: %v", err)
+	}
+	if got, want := goBuildID(exe), strings.TrimSpace(string(out)); got != want {
+		t.Errorf("goBuildID = %q, want %q", got, want)
+	}
+	if got, want := revision(), "go-"+strings.TrimSpace(string(out)); got != want {
+		t.Errorf("revision() = %q, want %q", got, want)
+	}
+	other := filepath.Join(t.TempDir(), "x")
+	if err := os.WriteFile(other, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := goBuildID(other); got != "" {
+		t.Errorf("goBuildID(a script) = %q, want none", got)
 	}
 }
