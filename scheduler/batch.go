@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"slices"
 	"time"
 
 	"github.com/convergehq/converge"
@@ -26,9 +25,18 @@ type batcher struct {
 	delivDirty  map[string]*converge.Delivery
 	delivGone   []goneDelivery // done deliveries to delete (reactor.go)
 	meta        converge.Batch // kinds, configs, bindings, applied
-	events      []converge.Event
-	eventSeq    uint64
-	flushAt     time.Time
+	// events are the events not yet in a batch, oldest first, from
+	// evHead on: taking a batch's worth from the front moves nothing (a
+	// million events waited behind a composition, and each batch moved
+	// the rest). At most maxEvents wait (0: no bound): the store keeps
+	// only its newest MaxEvents, so older ones would be trimmed as they
+	// arrive; evDropped counts those dropped unwritten.
+	events    []converge.Event
+	evHead    int
+	maxEvents int
+	evDropped uint64
+	eventSeq  uint64
+	flushAt   time.Time
 	// committing: a batch is with the committer goroutine (Run only);
 	// failed is that batch, or one whose commit failed, until durable.
 	committing bool
@@ -98,7 +106,7 @@ func (b *batcher) retryLater(now time.Time) {
 // hasPending reports whether anything waits to be written.
 func (b *batcher) hasPending() bool {
 	return len(b.dirty) > 0 || len(b.updated) > 0 || len(b.rollupDirty) > 0 || len(b.reasonDirty) > 0 || len(b.delRes) > 0 ||
-		len(b.edgePut) > 0 || len(b.edgeDel) > 0 || len(b.delivDirty) > 0 || len(b.delivGone) > 0 || len(b.events) > 0 ||
+		len(b.edgePut) > 0 || len(b.edgeDel) > 0 || len(b.delivDirty) > 0 || len(b.delivGone) > 0 || len(b.events) > b.evHead ||
 		!b.meta.Empty()
 }
 
@@ -139,6 +147,12 @@ func (b *batcher) deferRow(n *node, now time.Time) {
 func (b *batcher) addEvent(now time.Time, id converge.ID, typ, msg string) {
 	b.eventSeq++
 	b.events = append(b.events, converge.Event{Seq: b.eventSeq, Time: now, Resource: id, Type: typ, Message: msg})
+	if b.maxEvents > 0 && len(b.events)-b.evHead > b.maxEvents {
+		b.events[b.evHead] = converge.Event{}
+		b.evHead++
+		b.evDropped++
+		b.compactEvents()
+	}
 	b.armFlush(now)
 }
 
@@ -204,19 +218,34 @@ func (b *batcher) pickRows(limit int) (upd, fresh []*node) {
 // takeEvents takes the oldest events, at most limit, into buf's events
 // (they are numbered already); a burst's buffer is not kept at its size.
 func (b *batcher) takeEvents(limit int, buf *batchBufs) []converge.Event {
-	take := min(len(b.events), limit)
-	out := append(buf.events[:0], b.events[:take]...)
+	take := min(len(b.events)-b.evHead, limit)
+	out := append(buf.events[:0], b.events[b.evHead:b.evHead+take]...)
 	buf.events = out
-	rest := copy(b.events, b.events[take:])
-	clear(b.events[rest:])
-	b.events = b.events[:rest]
-	if cap(b.events) > 4*limit && rest < cap(b.events)/4 {
-		b.events = slices.Clone(b.events)
+	clear(b.events[b.evHead : b.evHead+take])
+	b.evHead += take
+	if b.evHead == len(b.events) {
+		b.events, b.evHead = b.events[:0], 0
+		if cap(b.events) > 4*limit {
+			b.events = nil // a burst's buffer is not kept at its size
+		}
+	} else {
+		b.compactEvents()
 	}
 	if cap(buf.events) > 2*limit {
 		buf.events = nil
 	}
 	return out
+}
+
+// compactEvents moves the waiting events to the front once the taken or
+// dropped ones are half the slice: each event is moved about once.
+func (b *batcher) compactEvents() {
+	if b.evHead < 1024 || b.evHead < len(b.events)/2 {
+		return
+	}
+	n := copy(b.events, b.events[b.evHead:])
+	clear(b.events[n:])
+	b.events, b.evHead = b.events[:n], 0
 }
 
 // batchBufs are reusable backing arrays of one Batch.

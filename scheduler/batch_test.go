@@ -101,8 +101,44 @@ func TestBatcherEvents(t *testing.T) {
 	}
 	var buf batchBufs
 	got := b.takeEvents(2, &buf)
-	if len(got) != 2 || got[0].Seq != 42 || got[1].Seq != 43 || len(b.events) != 1 || b.events[0].Seq != 44 {
-		t.Fatalf("took %v, left %v: want 42 and 43 taken, 44 left", got, b.events)
+	if left := b.events[b.evHead:]; len(got) != 2 || got[0].Seq != 42 || got[1].Seq != 43 || len(left) != 1 || left[0].Seq != 44 {
+		t.Fatalf("took %v, left %v: want 42 and 43 taken, 44 left", got, left)
+	}
+	if got := b.takeEvents(2, &buf); len(got) != 1 || got[0].Seq != 44 || b.hasPending() {
+		t.Fatalf("took %v, pending %v: want 44, then nothing", got, b.hasPending())
+	}
+}
+
+// TestBatcherEventsBounded: past maxEvents waiting, the oldest are
+// dropped unwritten (the store keeps only its newest MaxEvents); taking
+// a batch's worth from the front keeps the rest in order, and each event
+// is moved about once however many batches take them.
+func TestBatcherEventsBounded(t *testing.T) {
+	b := newTestBatcher()
+	b.maxEvents = 3000
+	now := time.Unix(100, 0)
+	for range 10000 {
+		b.addEvent(now, "vpc/a", "Created", "created")
+	}
+	if b.evDropped != 7000 || len(b.events)-b.evHead != 3000 {
+		t.Fatalf("dropped %d, waiting %d: want 7000 dropped, 3000 waiting", b.evDropped, len(b.events)-b.evHead)
+	}
+	if len(b.events) > 2*3000 {
+		t.Errorf("%d events held for 3000 waiting: the dropped ones are not let go", len(b.events))
+	}
+	var buf batchBufs
+	want := uint64(7001)
+	for b.hasPending() {
+		got := b.takeEvents(512, &buf)
+		for _, e := range got {
+			if e.Seq != want {
+				t.Fatalf("took seq %d, want %d", e.Seq, want)
+			}
+			want++
+		}
+	}
+	if want != 10001 {
+		t.Errorf("took up to seq %d, want 10000", want-1)
 	}
 }
 

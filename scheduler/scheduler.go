@@ -54,6 +54,12 @@ type Config struct {
 	// DefaultMaxInflight caps tasks per (kind, version) when the kind sets
 	// no max_inflight (default 256).
 	DefaultMaxInflight int
+	// MaxEvents is how many events the store keeps (its retention): at
+	// most this many wait to be written, the oldest dropped unwritten
+	// past it, since the store would trim them as they arrived (a
+	// million-child composition makes a million "Created" events). Zero
+	// keeps every event until it is written.
+	MaxEvents int
 	// Rand is the jitter source (default: randomly seeded).
 	Rand *mrand.Rand
 	// Logger receives operational logs (default: discarded).
@@ -325,6 +331,7 @@ func New(ctx context.Context, store Store, disp Dispatcher, cfg Config) (*Schedu
 			delivDirty: make(map[string]*converge.Delivery),
 			eventSeq:   snap.LastEventSeq,
 			interval:   cfg.FlushInterval,
+			maxEvents:  cfg.MaxEvents,
 		},
 		react: reactors{
 			bindings:   make(map[string]*converge.Binding),

@@ -66,9 +66,12 @@ type Options struct {
 	noLock bool
 }
 
+// DefaultMaxEvents is how many events a store keeps by default, on
+// every backend (Options.MaxEvents).
+const DefaultMaxEvents = 200000
+
 const (
 	defaultLockTimeout = time.Second
-	defaultMaxEvents   = 200000
 	defaultMaxRevs     = 1000
 )
 
@@ -201,7 +204,7 @@ func openFile(path string, opts Options) (*Store, error) {
 		opts.LockTimeout = defaultLockTimeout
 	}
 	if opts.MaxEvents <= 0 {
-		opts.MaxEvents = defaultMaxEvents
+		opts.MaxEvents = DefaultMaxEvents
 	}
 	if opts.MaxRevisions <= 0 {
 		opts.MaxRevisions = defaultMaxRevs

@@ -114,7 +114,6 @@ type Options struct {
 const (
 	defaultLockTimeout = time.Second
 	defaultLockTTL     = 10 * time.Second
-	defaultMaxEvents   = 200000
 	defaultMaxRevs     = 1000
 	defaultMaxTxnOps   = 128
 	defaultMaxTxnBytes = 1 << 20
@@ -253,7 +252,7 @@ func fill(o *Options) error {
 		o.LockTTL = defaultLockTTL
 	}
 	if o.MaxEvents <= 0 {
-		o.MaxEvents = defaultMaxEvents
+		o.MaxEvents = state.DefaultMaxEvents
 	}
 	if o.MaxRevisions <= 0 {
 		o.MaxRevisions = defaultMaxRevs

@@ -202,6 +202,7 @@ func Start(ctx context.Context, o Options) (*Engine, error) {
 	}
 	cfg := o.Scheduler
 	cfg.Logger = o.Log
+	cfg.MaxEvents = state.DefaultMaxEvents // both backends keep that many
 	if src, err := e.store.Source(ctx); err == nil && src != nil && cfg.ResyncInterval == 0 {
 		// Resyncs are armed with the applied revision's default at
 		// once, not re-armed a million at a time by the first Apply.
