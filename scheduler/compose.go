@@ -176,7 +176,9 @@ func (s *Scheduler) applyComposition(n *node, res *converge.Result, ids []conver
 		case ex == nil && later[id]:
 			partial = true
 		case ex == nil:
-			s.createChild(n, c, id, createdBy)
+			// Packed at once: a million children of one compose wait
+			// packed, not decoded, for their first consider.
+			s.createChild(n, c, id, createdBy).pack()
 			created++
 		case ex.deleting():
 			// Being torn down: the owner composes again once it is gone.

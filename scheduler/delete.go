@@ -264,10 +264,10 @@ func (s *Scheduler) problems() []Problem {
 // problemOf says what keeps n from Ready and how severe it is (0 most),
 // or ok false when n is Ready.
 func (s *Scheduler) problemOf(n *node) (p Problem, rank int, ok bool) {
-	if n.r == nil {
+	if n.readyAtGeneration() && n.r == nil {
 		return p, 0, false // packed: Ready
 	}
-	r := n.r
+	r := n.peek()
 	if r.Phase == converge.PhaseReady {
 		return p, 0, false
 	}

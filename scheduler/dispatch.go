@@ -23,6 +23,7 @@ func (s *Scheduler) pump() {
 		}
 		for n := s.lease.dequeue(); n != nil; n = s.lease.dequeue() {
 			s.consider(n)
+			n.pack() // one left waiting (gated, blocked) waits packed
 		}
 		if len(s.lease.roomy) == 0 {
 			s.startChunk()
@@ -33,6 +34,7 @@ func (s *Scheduler) pump() {
 				if w.n != nil {
 					w.n.leave(stateBlocked)
 					s.consider(w.n)
+					w.n.pack()
 				} else {
 					s.considerDelivery(w.d)
 				}
@@ -54,6 +56,7 @@ func (s *Scheduler) startChunk() {
 	for _, n := range s.startQueue[:k] {
 		if !n.is(stateRemoved) && !n.has(mQueued) {
 			s.consider(n)
+			n.pack()
 		}
 	}
 	clear(s.startQueue[:k])

@@ -267,7 +267,7 @@ const bigRow = 1 << 20
 // spec and spec over bigRow together), or -1.
 func bigIndex(ns []*node) int {
 	for i, n := range ns {
-		if len(n.res().Declared)+len(n.res().Spec) >= bigRow {
+		if n.specSize() >= bigRow {
 			return i
 		}
 	}
@@ -282,7 +282,7 @@ const bigRowEvery = 5 * time.Second
 // writes it), so the store's copy of its rollup and reason may lag by
 // that much; phase, generation and lease changes are written at once.
 func (s *Scheduler) markDirtySoon(n *node) {
-	if n.has(mDirty) || n.is(stateRemoved) || len(n.res().Declared)+len(n.res().Spec) < bigRow {
+	if n.has(mDirty) || n.is(stateRemoved) || n.specSize() < bigRow {
 		s.markDirty(n)
 		return
 	}
@@ -347,7 +347,8 @@ func (s *Scheduler) buildBatch(all bool) *converge.Batch {
 				first := !n.has(mStored)
 				n.set(mStored)
 				if !n.is(stateRemoved) && !n.has(mUnstorable) {
-					rows = append(rows, *n.res())
+					rows = append(rows, converge.Resource{})
+					n.readInto(&rows[len(rows)-1]) // a packed row stays packed
 					ptrs = append(ptrs, &rows[len(rows)-1])
 					// Counted in its owner's pending until committed
 					// (committed, batchDropped): its owner's count

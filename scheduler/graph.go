@@ -67,6 +67,9 @@ type node struct {
 	// state is where n is in its lifecycle (nodestate.go): free to be
 	// considered, parked, blocked, backing off, or removed.
 	state nodeState
+	// pkPending: the packed row is Pending (else Ready at its
+	// generation); meaningless while r is decoded.
+	pkPending bool
 	// marks are n's independent flags (nodestate.go): queued, dirty, ….
 	marks nodeMarks
 }
@@ -109,7 +112,11 @@ type subtree struct {
 // as stored. consider would do nothing for it, and a converged million
 // then costs a start (and a sync waiting for it) nothing.
 func settled(n *node) bool {
-	// A packed row (pack.go) is Ready at its generation with no lease.
+	// A packed row (pack.go) has no lease, and is Ready at its
+	// generation unless it is Pending.
+	if n.r == nil && n.pkPending {
+		return false
+	}
 	if r := n.r; r != nil && (r.Phase != converge.PhaseReady || r.ObservedGeneration != r.Generation || r.Deleting || r.Lease != nil) {
 		return false
 	}

@@ -9,26 +9,44 @@ import (
 	"github.com/convergehq/converge"
 )
 
-// Packed rows. A settled node (Ready at its generation, durable, with
-// nothing pending) needs none of its row's fields to be scheduled, so
-// its decoded Resource is dropped and the row kept as one byte slice
-// (pack): at a million rows that is about half the heap, and the
-// collector scans one pointer-free object instead of a struct of twenty
-// pointers and the strings and JSON behind them. The first access
-// through node.res decodes it again (unpack); node.peek reads it without
-// keeping the decoded copy. Kind, name and owner are not in the bytes:
-// the node holds them already.
+// Packed rows. A node at rest needs none of its row's fields to be
+// scheduled, so its decoded Resource is dropped and the row kept as one
+// byte slice (pack): at a million rows that is about half the heap, and
+// the collector scans one pointer-free object instead of a struct of
+// twenty pointers and the strings and JSON behind them. At rest is Ready
+// at its generation (settled), or Pending with no task out: a child a
+// composition just made, one waiting for its producers or queued for a
+// worker slot. A million children of one compose wait so for most of a
+// converge, and decoded they were the heap's peak. The first access
+// through node.res decodes the row again (unpack); node.peek reads it
+// without keeping the decoded copy; phase, readiness and status are read
+// without decoding. Kind, name and owner are not in the bytes: the node
+// holds them already.
+//
+// A row is packed at a few points where no caller holds its decoded
+// Resource: once a batch holding it is durable (batchDropped), after the
+// loop considered it (pump), when a composition made it (createChild) and
+// at load. A dirty or queued row may be packed: the batch reads it with
+// peek, and consider decodes it.
 
-// packable reports whether n's row may be packed: decoded, settled,
-// durable, with no job pending and nothing that only a decoded row
-// keeps (a lease, a drift report, a rollout, a subtree).
+// packable reports whether n's row may be packed: decoded, at rest
+// (Ready at its generation or Pending), with no task out and nothing that
+// only a decoded row keeps (a lease, a drift report, a rollout, a
+// subtree, a teardown).
 func packable(n *node) bool {
-	const busy = mQueued | mDirty | mRollupDirty | mReasonDirty | mFlowsDirty | mResync | mStuck | mUnstorable | mDeferred |
-		mInBatch | mPending | mRecomposeOwner | mRecomposeOwed
+	const busy = mRollupDirty | mReasonDirty | mResync | mStuck | mUnstorable | mDeferred | mRecomposeOwner | mRecomposeOwed
 	r := n.r
-	return r != nil && n.marks&busy == 0 && n.has(mStored) && n.is(stateFree) && n.sub == nil && !n.rs.composer &&
-		settled(n) && r.Drift == nil && r.Rollout == nil &&
-		(r.Owner == "" || (n.owner != nil && r.Owner == n.owner.id))
+	if r == nil || n.marks&busy != 0 || n.sub != nil || n.rs.composer || r.Deleting || r.Lease != nil ||
+		r.Drift != nil || r.Rollout != nil || (r.Owner != "" && (n.owner == nil || r.Owner != n.owner.id)) {
+		return false
+	}
+	switch {
+	case r.Phase == converge.PhasePending:
+		return n.is(stateFree) || n.is(stateBlocked) || n.is(stateParked)
+	case r.Phase == converge.PhaseReady && r.ObservedGeneration == r.Generation:
+		return n.is(stateFree) && !n.has(mFlowsDirty)
+	}
+	return false
 }
 
 // pack packs n's row if packable.
@@ -41,6 +59,7 @@ func (n *node) pack() {
 		// A string is 8 bytes less in each of a million nodes; the
 		// bytes are never written after this.
 		n.packed = unsafe.String(unsafe.SliceData(b), len(b))
+		n.pkPending = n.r.Phase == converge.PhasePending
 		n.r = nil
 	}
 }
@@ -65,19 +84,46 @@ func (n *node) peek() *converge.Resource {
 	return unpackResource(n, n.packed)
 }
 
-// phase returns n's phase without decoding a packed row (Ready).
+// phase returns n's phase without decoding a packed row (Ready or
+// Pending).
 func (n *node) phase() converge.Phase {
 	if n.r == nil {
+		if n.pkPending {
+			return converge.PhasePending
+		}
 		return converge.PhaseReady
 	}
 	return n.r.Phase
 }
 
 // readyAtGeneration reports whether n is Ready at its generation, without
-// decoding a packed row (always).
+// decoding a packed row.
 func (n *node) readyAtGeneration() bool {
 	r := n.r
-	return r == nil || (r.Phase == converge.PhaseReady && r.ObservedGeneration == r.Generation)
+	if r == nil {
+		return !n.pkPending
+	}
+	return r.Phase == converge.PhaseReady && r.ObservedGeneration == r.Generation
+}
+
+// readInto copies n's row into r, decoding a packed row into it without
+// keeping the decoded copy: a batch's snapshot of a row at rest.
+func (n *node) readInto(r *converge.Resource) {
+	if n.r != nil {
+		*r = *n.r
+		return
+	}
+	unpackInto(n, n.packed, r)
+}
+
+// specSize is the size of n's declared spec and spec together, or, for a
+// packed row, of the whole packed row (which holds them): what decides a
+// big row (bigRow) without decoding.
+func (n *node) specSize() int {
+	if n.r == nil {
+		return len(n.packed)
+	}
+	return len(n.r.Declared) + len(n.r.Spec)
 }
 
 // uid returns n's uid without decoding a packed row (its first field).
@@ -182,6 +228,14 @@ func packResource(r *converge.Resource, buf []byte) []byte {
 // fields share b's bytes (never changed in place); its strings are
 // copies. A row that does not decode is a bug: it panics.
 func unpackResource(n *node, packed string) *converge.Resource {
+	r := new(converge.Resource)
+	unpackInto(n, packed, r)
+	return r
+}
+
+// unpackInto decodes a row packResource packed for n into r, replacing
+// all of r.
+func unpackInto(n *node, packed string, r *converge.Resource) {
 	b := unsafe.Slice(unsafe.StringData(packed), len(packed))
 	if len(b) < 2 || b[0] != packVersion {
 		panic("scheduler: node " + string(n.id) + ": not a packed row")
@@ -246,7 +300,7 @@ func unpackResource(n *node, packed string) *converge.Resource {
 		i += l
 		return t
 	}
-	r := &converge.Resource{Kind: n.rs.ref.Kind, Name: string(n.id)[len(n.rs.ref.Kind)+1:]}
+	*r = converge.Resource{Kind: n.rs.ref.Kind, Name: string(n.id)[len(n.rs.ref.Kind)+1:]}
 	r.UID = string(str())
 	r.KindVersion = int(iv())
 	r.Declared = raw()
@@ -277,7 +331,6 @@ func unpackResource(n *node, packed string) *converge.Resource {
 	if i != len(b) {
 		bad()
 	}
-	return r
 }
 
 // known returns the constant of known that b spells, without a copy, or

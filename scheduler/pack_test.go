@@ -61,10 +61,13 @@ func TestPackRoundTrip(t *testing.T) {
 	}
 }
 
-// TestPackOnlySettled checks which rows are packed: a Ready, durable row
-// with nothing pending is, and a row with a lease, a drift report, a
-// pending write or a teardown is not; res decodes it back, once.
-func TestPackOnlySettled(t *testing.T) {
+// TestPackAtRest checks which rows are packed: a Ready row at its
+// generation or a Pending one with no task out is, whether durable,
+// dirty, in a batch or queued, and a row with a lease, a drift report, a
+// teardown, a failure, a new spec not yet run or a subtree is not; res
+// decodes it back, once, and a packed row's phase is read without
+// decoding it.
+func TestPackAtRest(t *testing.T) {
 	mk := func(change func(n *node)) *node {
 		r := &converge.Resource{Kind: "vpc", Name: "a", UID: "u", Phase: converge.PhaseReady, Generation: 1, ObservedGeneration: 1,
 			Spec: json.RawMessage(`{}`), Origin: converge.OriginGit}
@@ -83,22 +86,64 @@ func TestPackOnlySettled(t *testing.T) {
 	if p := n.peek(); p.Phase != converge.PhaseReady || n.r != nil {
 		t.Fatalf("peek: phase %q, decoded kept %v", p.Phase, n.r != nil)
 	}
+	if n.phase() != converge.PhaseReady || !n.readyAtGeneration() || !settled(n) {
+		t.Fatalf("packed Ready row: phase %q, ready at generation %v, settled %v", n.phase(), n.readyAtGeneration(), settled(n))
+	}
 	r := n.res()
 	if r == nil || n.packed != "" || n.res() != r || r.UID != "u" || string(r.Spec) != "{}" {
 		t.Fatalf("res did not decode the row once: %+v", r)
+	}
+	pending := func(n *node) {
+		n.r.Phase, n.r.Generation, n.r.ObservedGeneration, n.r.Reason = converge.PhasePending, 2, 1, "waiting"
 	}
 	for name, change := range map[string]func(n *node){
 		"not stored": func(n *node) { n.unset(mStored) },
 		"dirty":      func(n *node) { n.set(mDirty) },
 		"in a batch": func(n *node) { n.set(mInBatch) },
 		"queued":     func(n *node) { n.set(mQueued) },
-		"leased":     func(n *node) { n.r.Lease = &converge.Lease{TaskID: "t"} },
-		"drifted":    func(n *node) { n.r.Drift = &converge.DriftReport{} },
-		"deleting":   func(n *node) { n.r.Deleting = true },
-		"failed":     func(n *node) { n.r.Phase = converge.PhaseFailed },
-		"new spec":   func(n *node) { n.r.Generation = 2 },
-		"owner":      func(n *node) { n.sub = &subtree{} },
-		"backoff":    func(n *node) { n.state = stateBackoff },
+		"pending":    pending,
+		"pending, blocked": func(n *node) {
+			pending(n)
+			n.state = stateBlocked
+		},
+		"pending, new": func(n *node) {
+			pending(n)
+			n.unset(mStored)
+			n.set(mDirty | mQueued | mFlowsDirty)
+		},
+	} {
+		n := mk(change)
+		want := *n.r
+		n.pack()
+		if n.r != nil {
+			t.Errorf("%s: not packed", name)
+			continue
+		}
+		pend := want.Phase == converge.PhasePending
+		if got := n.phase(); got != want.Phase || n.readyAtGeneration() == pend || settled(n) == pend {
+			t.Errorf("%s: packed: phase %q, ready at generation %v, settled %v", name, got, n.readyAtGeneration(), settled(n))
+		}
+		var into converge.Resource
+		n.readInto(&into)
+		if got := n.res(); got.Phase != want.Phase || got.Reason != want.Reason || got.Generation != want.Generation ||
+			into.Reason != want.Reason || into.Generation != want.Generation {
+			t.Errorf("%s: decoded %+v and read %+v, want %+v", name, got, into, want)
+		}
+	}
+	for name, change := range map[string]func(n *node){
+		"leased":   func(n *node) { n.r.Lease = &converge.Lease{TaskID: "t"} },
+		"drifted":  func(n *node) { n.r.Drift = &converge.DriftReport{} },
+		"deleting": func(n *node) { n.r.Deleting = true },
+		"failed":   func(n *node) { n.r.Phase = converge.PhaseFailed },
+		"running":  func(n *node) { n.r.Phase = converge.PhaseRunning },
+		"new spec": func(n *node) { n.r.Generation = 2 },
+		"owner":    func(n *node) { n.sub = &subtree{} },
+		"backoff":  func(n *node) { n.state = stateBackoff },
+		"pending, backoff": func(n *node) {
+			pending(n)
+			n.state = stateBackoff
+		},
+		"ready, flows changed": func(n *node) { n.set(mFlowsDirty) },
 	} {
 		n := mk(change)
 		n.pack()
