@@ -83,6 +83,7 @@ func (s *Scheduler) applyComposition(n *node, res *converge.Result, ids []conver
 		// Room for what a big composition adds, instead of regrowing.
 		s.batch.dirty = slices.Grow(s.batch.dirty, k)
 		s.lease.queue = slices.Grow(s.lease.queue, k)
+		s.graph.reserve(n, k)
 	}
 	// canon returns the one copy of id the graph keeps: a child's from
 	// ids, another resource's from its node. A million edges then share
