@@ -31,6 +31,8 @@
 //	events      first seq (8 bytes big-endian) -> one chunk: every event of one Batch
 //	revisions   hash -> JSON revision record
 //	meta        format, applied, events (last seq and count)
+//	specs       ID -> a declared spec of rules.ApartSize (256 KiB) or more, kept apart from its
+//	            row, which holds its digest: a BOM root's row rewritten for its rollup is bytes
 //
 // The scheduler group-commits: it coalesces many changes into one Batch
 // every few milliseconds. The store keeps a big batch cheap: a put whose

@@ -28,6 +28,7 @@
 //	v/HASH                     JSON revision records
 //	e/SEQ                      one chunk of events per batch (first Seq, 8 bytes big-endian)
 //	m/format, m/applied, m/source, m/events   meta
+//	s/ID                       a big declared spec kept apart from its row (rules.ApartSize)
 //	j/p/N, j/commit            the batch journal (below)
 //	x/KEY\x00ID                a part of a value too big for one request (below)
 //	lock                       the writer's lock, under its lease

@@ -45,6 +45,7 @@ var bucketPrefix = [rules.NumBuckets]string{
 	rules.Events:     kEvents,
 	rules.Revisions:  kRevisions,
 	rules.Meta:       kMeta,
+	rules.Specs:      kSpecs,
 }
 
 // pageSize is the keys of the first page of a scan (scan grows the next).

@@ -174,6 +174,7 @@ const (
 	kEvents     = "e/"
 	kRevisions  = "v/"
 	kMeta       = "m/"
+	kSpecs      = "s/"
 	kJournal    = "j/"
 	kLock       = "lock"
 	// kVerifyProbe is never written: Verify deletes it to make its

@@ -1134,6 +1134,18 @@ func testBigRow(t *testing.T, open Opener) {
 	again.Declared, again.Spec, again.Generation = bigSpec(4<<20, "c"), bigSpec(4<<20, "c"), 4
 	step("big again", &converge.Batch{Resources: []*converge.Resource{&again}}, &again)
 
+	// A spec that is not the declared spec (a value flowed in) is kept
+	// beside it, however big either is.
+	flowed := again
+	flowed.Spec, flowed.Generation = bigSpec(1<<20, "d"), 5
+	step("a big spec beside a big declared spec", &converge.Batch{Resources: []*converge.Resource{&flowed}}, &flowed)
+	if got, err := s.Resource(ctx, "bom/huge"); err != nil || !reflect.DeepEqual(got, &flowed) {
+		t.Fatalf("Resource(bom/huge) is not the row committed: %v", err)
+	}
+	if got, err := s.Resources(ctx, state.Filter{Kind: "bom"}); err != nil || len(got) != 1 || !reflect.DeepEqual(got[0], &flowed) {
+		t.Fatalf("Resources(kind bom) does not hold the row committed: %v", err)
+	}
+
 	step("deleted", &converge.Batch{DeletedResources: []converge.ID{"vpc/c", "bom/huge"}}, nil)
 }
 

@@ -3,6 +3,7 @@ package codec
 import (
 	"bytes"
 	"cmp"
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -16,11 +17,14 @@ import (
 // resourceFormat is the first byte of every resources value written.
 // Format 4 stores a spec equal to the declared spec as null (the spec of
 // a resource without flows, a 15 MB BOM's among them, is not written
-// twice); format 3, still read, always wrote it. An older binary refuses
-// a format 4 row instead of reading a null spec.
+// twice); format 3, still read, always wrote it. Format 5 is format 4
+// whose declared spec is stored apart (Row.Apart): its head holds the
+// spec's digest and its JSON no declared spec. An older binary refuses
+// a row of a newer format instead of misreading it.
 const (
-	resourceFormat   = 4
-	resourceFormatV3 = 3
+	resourceFormat      = 4
+	resourceFormatApart = 5
+	resourceFormatV3    = 3
 )
 
 // A resources value (a "row") is: a format byte; the owner ID as a
@@ -33,6 +37,10 @@ const (
 type Row struct {
 	Owner converge.ID
 	Edges []byte // JSON []StoredEdge, or empty
+	// Apart is the SHA-256 digest of the declared spec when it is stored
+	// apart from the row (format 5), else nil; the JSON then has no
+	// declared spec.
+	Apart []byte
 	JSON  []byte
 }
 
@@ -54,9 +62,25 @@ func EncodeResource(r *converge.Resource, edges []byte) ([]byte, error) {
 // one allocation (with room to spare) each. The row returned is in dst's
 // memory when it fits, else in a new allocation.
 func AppendResource(dst []byte, r *converge.Resource, edges []byte) ([]byte, error) {
+	return appendResource(dst, r, edges, nil)
+}
+
+// AppendResourceApart is AppendResource for a row whose declared spec is
+// stored apart: the row keeps apart, the spec's digest, in its head and
+// leaves the declared spec out of its JSON (a spec equal to it too).
+func AppendResourceApart(dst []byte, r *converge.Resource, edges, apart []byte) ([]byte, error) {
+	c := *r
+	if bytes.Equal(c.Spec, c.Declared) {
+		c.Spec = nil // read back as the declared spec, once attached
+	}
+	c.Declared = nil
+	return appendResource(dst, &c, edges, apart)
+}
+
+func appendResource(dst []byte, r *converge.Resource, edges, apart []byte) ([]byte, error) {
 	buf := bytes.NewBuffer(dst[len(dst):len(dst)])
 	buf.Grow(2 + 2*binary.MaxVarintLen64 + len(r.Owner) + len(edges) + 512 + len(r.Declared) + len(r.Spec) + len(r.Status))
-	writeRowHead(buf, r.Owner, edges)
+	writeRowHead(buf, r.Owner, edges, apart)
 	head := buf.Len()
 	if len(r.Declared) > 0 && bytes.Equal(r.Spec, r.Declared) {
 		c := *r
@@ -93,20 +117,28 @@ func AppendResource(dst []byte, r *converge.Resource, edges []byte) ([]byte, err
 	return buf.Bytes(), nil
 }
 
-func writeRowHead(buf *bytes.Buffer, owner converge.ID, edges []byte) {
+func writeRowHead(buf *bytes.Buffer, owner converge.ID, edges, apart []byte) {
 	var n [binary.MaxVarintLen64]byte
-	buf.WriteByte(resourceFormat)
+	if apart != nil {
+		buf.WriteByte(resourceFormatApart)
+	} else {
+		buf.WriteByte(resourceFormat)
+	}
 	buf.Write(binary.AppendUvarint(n[:0], uint64(len(owner))))
 	buf.WriteString(string(owner))
 	buf.Write(binary.AppendUvarint(n[:0], uint64(len(edges))))
 	buf.Write(edges)
+	if apart != nil {
+		buf.Write(binary.AppendUvarint(n[:0], uint64(len(apart))))
+		buf.Write(apart)
+	}
 }
 
 // WithEdges returns row with its edges section replaced.
 func (r Row) WithEdges(edges []byte) []byte {
 	var buf bytes.Buffer
-	buf.Grow(2 + 2*binary.MaxVarintLen64 + len(r.Owner) + len(edges) + len(r.JSON))
-	writeRowHead(&buf, r.Owner, edges)
+	buf.Grow(2 + 3*binary.MaxVarintLen64 + len(r.Owner) + len(edges) + len(r.Apart) + len(r.JSON))
+	writeRowHead(&buf, r.Owner, edges, r.Apart)
 	buf.Write(r.JSON)
 	return buf.Bytes()
 }
@@ -117,7 +149,7 @@ var ErrMalformedRow = errors.New("malformed resource value")
 // SplitRow splits a resources value into its parts (sharing v's memory).
 func SplitRow(v []byte) (Row, error) {
 	bad := ErrMalformedRow
-	if len(v) < 3 || v[0] != resourceFormat && v[0] != resourceFormatV3 {
+	if len(v) < 3 || v[0] != resourceFormat && v[0] != resourceFormatApart && v[0] != resourceFormatV3 {
 		return Row{}, bad
 	}
 	rest := v[1:]
@@ -135,14 +167,45 @@ func SplitRow(v []byte) (Row, error) {
 	if !ok1 || !ok2 {
 		return Row{}, bad
 	}
-	return Row{Owner: converge.ID(owner), Edges: edges, JSON: rest}, nil
+	var apart []byte
+	if v[0] == resourceFormatApart {
+		var ok bool
+		if apart, ok = part(); !ok || len(apart) == 0 {
+			return Row{}, bad
+		}
+	}
+	return Row{Owner: converge.ID(owner), Edges: edges, Apart: apart, JSON: rest}, nil
 }
 
-// DecodeResource decodes a resources value.
+// ErrApart is returned by DecodeResource for a row whose declared spec is
+// stored apart: DecodeResourceWith decodes it, given that spec.
+var ErrApart = errors.New("declared spec stored apart from the row")
+
+// DecodeResource decodes a resources value (ErrApart for a row whose
+// declared spec is stored apart).
 func DecodeResource(v []byte) (*converge.Resource, error) {
+	return DecodeResourceWith(v, nil)
+}
+
+// SpecDigest is the digest a row keeps of its declared spec stored apart.
+func SpecDigest(declared []byte) []byte {
+	d := sha256.Sum256(declared)
+	return d[:]
+}
+
+// DecodeResourceWith decodes a resources value; declared is its declared
+// spec when the row keeps it apart (the caller's own copy, checked
+// against the row's digest), else ignored.
+func DecodeResourceWith(v, declared []byte) (*converge.Resource, error) {
 	rw, err := SplitRow(v)
 	if err != nil {
 		return nil, err
+	}
+	if rw.Apart != nil && declared == nil {
+		return nil, ErrApart
+	}
+	if rw.Apart != nil && !bytes.Equal(SpecDigest(declared), rw.Apart) {
+		return nil, errors.New("declared spec stored apart: digest differs from the row's")
 	}
 	r, ok := decodeResourceJSON(rw.JSON, false)
 	if !ok {
@@ -150,6 +213,9 @@ func DecodeResource(v []byte) (*converge.Resource, error) {
 		if err := json.Unmarshal(rw.JSON, r); err != nil {
 			return nil, fmt.Errorf("decode resource: %w", err)
 		}
+	}
+	if rw.Apart != nil {
+		r.Declared = declared
 	}
 	if r.Declared != nil && (r.Spec == nil || string(r.Spec) == "null") {
 		r.Spec = r.Declared // stored once (format 4)

@@ -144,7 +144,7 @@ func TestDecodeResourceRowFallsBack(t *testing.T) {
 
 func rowHead(owner converge.ID) []byte {
 	var buf bytes.Buffer
-	writeRowHead(&buf, owner, nil)
+	writeRowHead(&buf, owner, nil, nil)
 	return buf.Bytes()
 }
 

@@ -63,7 +63,9 @@ func (s *Store) CheckResult(p Problems, err error) error {
 //   - kinds, configs, bindings, deliveries and revision records are
 //     keyed by their content, and the applied revision decodes;
 //   - event chunks are keyed by their first Seq, Seqs increase across all
-//     chunks, and the events meta agrees with them.
+//     chunks, and the events meta agrees with them;
+//   - a row that keeps its declared spec apart has it in Specs, with the
+//     digest the row holds, and Specs holds nothing else.
 func (s *Store) CheckIn(r Reader, report func(format string, args ...any)) error {
 	owners, edges, err := checkRows(r, report)
 	if err != nil {
@@ -78,7 +80,29 @@ func (s *Store) CheckIn(r Reader, report func(format string, args ...any)) error
 	if err := checkKeyed(r, report); err != nil {
 		return err
 	}
+	if err := checkSpecs(r, report); err != nil {
+		return err
+	}
 	return checkEvents(r, report)
+}
+
+// checkSpecs checks the declared specs kept apart against their rows (a
+// row that keeps one apart is checked for it by checkRows).
+func checkSpecs(r Reader, report reportFunc) error {
+	return r.Scan(Specs, Range{KeysOnly: true}, func(k, _ []byte) error {
+		v, err := r.Get(Resources, k)
+		if err != nil {
+			return err
+		}
+		if v == nil {
+			report("spec apart of %s: no such resource", k)
+			return nil
+		}
+		if rw, err := codec.SplitRow(v); err == nil && rw.Apart == nil {
+			report("spec apart of %s: its row keeps its declared spec", k)
+		}
+		return nil
+	})
 }
 
 // checkRows checks every resource row and returns each resource's owner
@@ -92,7 +116,7 @@ func checkRows(r Reader, report reportFunc) (owners map[converge.ID]converge.ID,
 			report("resource %s: %v", id, err)
 			return nil
 		}
-		res, err := codec.DecodeResource(v)
+		res, err := decodeFull(r, k, v) // a spec apart is there, with its digest
 		if err != nil {
 			report("resource %s: %v", id, err)
 			return nil

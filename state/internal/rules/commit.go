@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -74,15 +75,27 @@ type tx struct {
 	arena []byte
 }
 
+// ApartSize is the size of a declared spec from which it is stored apart
+// from its row (in Specs, under the row's ID), the row keeping its
+// digest.
+const ApartSize = 256 << 10
+
 // arenaSize is the size of a commit's row buffers: a few hundred rows.
 const arenaSize = 256 << 10
 
-// encodeRow encodes r's row with edges into t's arena.
-func (t *tx) encodeRow(r *converge.Resource, edges []byte) ([]byte, error) {
+// encodeRow encodes r's row with edges into t's arena; apart is the
+// digest of its declared spec when that is stored apart, else nil.
+func (t *tx) encodeRow(r *converge.Resource, edges, apart []byte) ([]byte, error) {
 	if cap(t.arena)-len(t.arena) < arenaSize/16 {
 		t.arena = make([]byte, 0, arenaSize)
 	}
-	v, err := codec.AppendResource(t.arena, r, edges)
+	var v []byte
+	var err error
+	if apart != nil {
+		v, err = codec.AppendResourceApart(t.arena, r, edges, apart)
+	} else {
+		v, err = codec.AppendResource(t.arena, r, edges)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -218,13 +231,34 @@ func (t *tx) putResource(r *converge.Resource, id converge.ID, ops map[converge.
 			return err
 		}
 	}
-	v, err := t.encodeRow(r, edges)
+	// A big declared spec (a BOM root's megabytes) is stored apart and
+	// written only when it changes: a row rewritten for its rollup or
+	// phase is then bytes, not megabytes.
+	var apart []byte
+	if len(r.Declared) >= ApartSize {
+		apart = codec.SpecDigest(r.Declared)
+		if !bytes.Equal(apart, oldRow.Apart) && !json.Valid(r.Declared) {
+			t.rejected = append(t.rejected, converge.RowError{ID: id, Err: errors.New("encode: declared: invalid JSON")})
+			return nil
+		}
+	}
+	v, err := t.encodeRow(r, edges, apart)
 	if err != nil {
 		t.rejected = append(t.rejected, converge.RowError{ID: id, Err: fmt.Errorf("encode: %w", err)})
 		return nil
 	}
 	if old == nil || string(old) != string(v) {
 		if err := t.w.Put(Resources, key, v); err != nil {
+			return err
+		}
+	}
+	switch {
+	case apart != nil && !bytes.Equal(apart, oldRow.Apart):
+		if err := t.w.Put(Specs, key, r.Declared); err != nil {
+			return err
+		}
+	case apart == nil && oldRow.Apart != nil:
+		if err := t.w.Delete(Specs, key); err != nil {
 			return err
 		}
 	}
@@ -532,6 +566,11 @@ func (t *tx) deleteResource(id converge.ID) error {
 	}
 	if err := t.w.Delete(Resources, key); err != nil {
 		return err
+	}
+	if rw.Apart != nil {
+		if err := t.w.Delete(Specs, key); err != nil {
+			return err
+		}
 	}
 	return t.idx.remove(rw.Owner, id)
 }

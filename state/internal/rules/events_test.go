@@ -1,8 +1,10 @@
 package rules_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"testing"
@@ -59,5 +61,43 @@ func TestEventsTrimWholeChunks(t *testing.T) {
 	}
 	if got, want := fmt.Sprint(seqs), "[7 10 13]"; got != want {
 		t.Errorf("Events(vpc/0) seqs %s, want %s", got, want)
+	}
+}
+
+// TestSpecApart checks where a big declared spec is stored: apart from
+// its row (the row stays small), written once while it is unchanged (a
+// row rewritten for its phase leaves the stored spec as it was), and
+// deleted with the row.
+func TestSpecApart(t *testing.T) {
+	s := memOpener(rules.Chunked, 0)(t, state.Options{}).(memStore)
+	ctx := context.Background()
+	spec := append(append([]byte(`{"teams":["`), bytes.Repeat([]byte("t"), rules.ApartSize)...), `"]}`...)
+	r := &converge.Resource{UID: "u1", Kind: "bom", KindVersion: 1, Name: "big", Declared: spec, Spec: spec,
+		Phase: converge.PhasePending, Generation: 1, Origin: converge.OriginGit}
+	if err := s.Commit(ctx, &converge.Batch{Resources: []*converge.Resource{r}}); err != nil {
+		t.Fatal(err)
+	}
+	row := s.kv.data[rules.Resources]["bom/big"]
+	stored := s.kv.data[rules.Specs]["bom/big"]
+	if len(row) > 1024 || !bytes.Equal(stored, spec) {
+		t.Fatalf("row of %d bytes, spec apart of %d bytes: want a small row and the spec apart", len(row), len(stored))
+	}
+	ready := *r
+	ready.Phase, ready.ObservedGeneration, ready.Status = converge.PhaseReady, 1, json.RawMessage(`{"rollup":{"total":1}}`)
+	if err := s.Commit(ctx, &converge.Batch{Resources: []*converge.Resource{&ready}}); err != nil {
+		t.Fatal(err)
+	}
+	if again := s.kv.data[rules.Specs]["bom/big"]; len(again) == 0 || &again[0] != &stored[0] {
+		t.Errorf("a commit of the same spec wrote it again")
+	}
+	got, err := s.Resource(ctx, "bom/big")
+	if err != nil || !bytes.Equal(got.Declared, spec) || !bytes.Equal(got.Spec, spec) || got.Phase != converge.PhaseReady {
+		t.Fatalf("Resource(bom/big): %v, declared %d bytes, spec %d bytes, phase %s", err, len(got.Declared), len(got.Spec), got.Phase)
+	}
+	if err := s.Commit(ctx, &converge.Batch{DeletedResources: []converge.ID{"bom/big"}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(s.kv.data[rules.Specs]); n != 0 {
+		t.Errorf("%d specs apart left after the delete", n)
 	}
 }

@@ -22,13 +22,14 @@ const (
 	Events                   // first Seq (8 bytes big-endian) → one chunk of events
 	Revisions                // hash → JSON revision record
 	Meta                     // format, applied, source, control, events
+	Specs                    // ID → the declared spec of a row that keeps it apart (ApartSize)
 
 	// NumBuckets is how many buckets there are.
-	NumBuckets = int(Meta) + 1
+	NumBuckets = int(Specs) + 1
 )
 
 var bucketNames = [NumBuckets]string{"resources", "owners", "producers", "kinds", "configs",
-	"bindings", "deliveries", "events", "revisions", "meta"}
+	"bindings", "deliveries", "events", "revisions", "meta", "specs"}
 
 // String returns the bucket's name, as bbolt names it.
 func (b Bucket) String() string { return bucketNames[b] }

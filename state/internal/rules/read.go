@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -24,7 +25,7 @@ func (s *Store) Load(ctx context.Context) (*converge.Snapshot, error) {
 	err := s.view(ctx, func(r Reader) error {
 		*snap = converge.Snapshot{}
 		err := r.Scan(Resources, Range{}, func(k, v []byte) error {
-			res, err := codec.DecodeResource(v)
+			res, err := decodeFull(r, k, v)
 			if err != nil {
 				return fmt.Errorf("resource %s: %w", k, err)
 			}
@@ -70,7 +71,7 @@ func (s *Store) Resource(ctx context.Context, id converge.ID) (*converge.Resourc
 		if v == nil {
 			return converge.ErrNotFound
 		}
-		res, err = codec.DecodeResource(v)
+		res, err = decodeFull(r, []byte(id), v)
 		return err
 	})
 	if err != nil {
@@ -85,7 +86,7 @@ func (s *Store) ResourcesByID(ctx context.Context, ids []converge.ID) ([]*conver
 	out := make([]*converge.Resource, len(ids))
 	err := s.view(ctx, func(r Reader) error {
 		clear(out)
-		return byID(r, ids, codec.DecodeResource, func(i int, res *converge.Resource) error {
+		return byID(r, ids, decodeFull, func(i int, res *converge.Resource) error {
 			out[i] = res
 			return nil
 		})
@@ -96,14 +97,43 @@ func (s *Store) ResourcesByID(ctx context.Context, ids []converge.ID) ([]*conver
 	return out, nil
 }
 
+// decoder decodes the row v of key k read through r.
+type decoder func(r Reader, k, v []byte) (*converge.Resource, error)
+
+// decodeFull decodes a whole row, its declared spec read from Specs (and
+// copied) when the row keeps it apart.
+func decodeFull(r Reader, k, v []byte) (*converge.Resource, error) {
+	rw, err := codec.SplitRow(v)
+	if err != nil {
+		return nil, err
+	}
+	var declared []byte
+	if rw.Apart != nil {
+		b, err := r.Get(Specs, k)
+		if err != nil {
+			return nil, err
+		}
+		if b == nil {
+			return nil, errors.New("declared spec stored apart: missing")
+		}
+		declared = bytes.Clone(b)
+	}
+	return codec.DecodeResourceWith(v, declared)
+}
+
+// decodeHead decodes a row without its declared spec, spec and status.
+func decodeHead(_ Reader, _, v []byte) (*converge.Resource, error) {
+	return codec.DecodeResourceHead(v)
+}
+
 // byID reads the rows of ids a page at a time and calls fn with each
 // one decoded (nil for an absent id) until fn returns an error.
-func byID(r Reader, ids []converge.ID, decode func([]byte) (*converge.Resource, error), fn func(i int, res *converge.Resource) error) error {
+func byID(r Reader, ids []converge.ID, decode decoder, fn func(i int, res *converge.Resource) error) error {
 	return rowsByID(r, ids, func(i int, v []byte) error {
 		var res *converge.Resource
 		if v != nil {
 			var err error
-			if res, err = decode(v); err != nil {
+			if res, err = decode(r, []byte(ids[i]), v); err != nil {
 				return fmt.Errorf("resource %s: %w", ids[i], err)
 			}
 		}
@@ -141,9 +171,9 @@ func (s *Store) Resources(ctx context.Context, f Filter) ([]*converge.Resource, 
 			(!f.RootsOnly || r.Owner == "") &&
 			(f.Owner == "" || r.Owner == f.Owner)
 	}
-	decode := codec.DecodeResource
+	decode := decoder(decodeFull)
 	if f.Head {
-		decode = codec.DecodeResourceHead
+		decode = decodeHead
 	}
 	var out []*converge.Resource
 	err := s.view(ctx, func(r Reader) error {
@@ -179,7 +209,7 @@ func (s *Store) Resources(ctx context.Context, f Filter) ([]*converge.Resource, 
 			prefix = []byte(f.Kind + "/")
 		}
 		return r.Scan(Resources, Range{Prefix: prefix}, func(k, v []byte) error {
-			res, err := decode(v)
+			res, err := decode(r, k, v)
 			if err != nil {
 				return fmt.Errorf("resource %s: %w", k, err)
 			}
@@ -200,17 +230,17 @@ func (s *Store) Resources(ctx context.Context, f Filter) ([]*converge.Resource, 
 // reads, so a scan that runs while the store is written may see some
 // resources before and others after a commit.
 func (s *Store) ResourcesAfter(ctx context.Context, kind string, after converge.ID, limit int) ([]ResourceRow, error) {
-	return s.resourcesAfter(ctx, kind, after, limit, codec.DecodeResource)
+	return s.resourcesAfter(ctx, kind, after, limit, decodeFull)
 }
 
 // ResourceHeadsAfter is ResourcesAfter without each resource's declared
 // spec, spec and status (nil; see Filter.Head): a scan that needs none of
 // them copies none of them.
 func (s *Store) ResourceHeadsAfter(ctx context.Context, kind string, after converge.ID, limit int) ([]ResourceRow, error) {
-	return s.resourcesAfter(ctx, kind, after, limit, codec.DecodeResourceHead)
+	return s.resourcesAfter(ctx, kind, after, limit, decodeHead)
 }
 
-func (s *Store) resourcesAfter(ctx context.Context, kind string, after converge.ID, limit int, decode func([]byte) (*converge.Resource, error)) ([]ResourceRow, error) {
+func (s *Store) resourcesAfter(ctx context.Context, kind string, after converge.ID, limit int, decode decoder) ([]ResourceRow, error) {
 	var prefix, from []byte
 	if kind != "" {
 		prefix = []byte(kind + "/")
@@ -222,7 +252,7 @@ func (s *Store) resourcesAfter(ctx context.Context, kind string, after converge.
 	err := s.view(ctx, func(r Reader) error {
 		out = nil
 		return r.Scan(Resources, Range{Prefix: prefix, From: from}, func(k, v []byte) error {
-			res, err := decode(v)
+			res, err := decode(r, k, v)
 			if err != nil {
 				return fmt.Errorf("resource %s: %w", k, err)
 			}
