@@ -142,17 +142,20 @@ func (n *node) tree() *subtree {
 	return n.sub
 }
 
-// reserve makes room for k more nodes, owned by owner, when that is more
-// than the graph holds now: a first compose of a million children grew
-// the node maps (nodes, the owner's children, the edge lists) one
-// doubling at a time, a fifth of its time on the loop. Rebuilding a map
-// smaller than k costs less than the doublings it saves.
+// reserve makes room for the k children of owner's first composition
+// (it owns none yet), when that is more than the graph holds now: a first
+// compose of a million children grew the node maps (nodes, the owner's
+// children, the edge lists) one doubling at a time, a fifth of its time
+// on the loop. Rebuilding a map smaller than k costs less than the
+// doublings it saves; a recompose, whose children mostly exist, reserves
+// nothing.
 func (g *resourceGraph) reserve(owner *node, k int) {
+	if len(owner.children) > 0 {
+		return
+	}
+	owner.children = make(map[converge.ID]*node, k)
 	if len(g.nodes) < k {
 		g.nodes = growMap(g.nodes, k)
-	}
-	if len(owner.children) < k {
-		owner.children = growMap(owner.children, k)
 	}
 	if len(g.producers) < k {
 		g.producers = growMap(g.producers, k)
