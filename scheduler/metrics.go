@@ -124,6 +124,10 @@ type Metrics struct {
 	Commits       uint64
 	CommitLatency Histogram
 	CommitRows    Histogram
+	// EventsDropped counts events dropped before they were written, the
+	// oldest past Config.MaxEvents waiting (the store would have trimmed
+	// them on arrival).
+	EventsDropped uint64
 	// Rollouts are the rollouts in progress or halted (Rollouts).
 	Rollouts []RolloutView
 }
@@ -301,6 +305,7 @@ func (s *Scheduler) Metrics(ctx context.Context) (Metrics, error) {
 		m.Backoff = s.lease.backoffN
 		m.Inflight = s.lease.inflight
 		m.Commits = s.ops.commits
+		m.EventsDropped = s.batch.evDropped
 		m.CommitLatency = s.ops.commitLatency.clone()
 		m.CommitRows = s.ops.commitRows.clone()
 		m.Rollouts = s.rolloutViews()

@@ -207,6 +207,8 @@ var (
 	descLatency = prometheus.NewDesc("converge_task_duration_seconds",
 		"Time from a task's dispatch to its result.", []string{"kind", "kind_version", "reaction"}, nil)
 	descCommits       = prometheus.NewDesc("converge_commits_total", "Successful commits of state.", nil, nil)
+	descEventsDropped = prometheus.NewDesc("converge_events_dropped_total",
+		"Events dropped before they were written: the oldest beyond the store's retention while more waited (the store would have trimmed them).", nil, nil)
 	descCommitLatency = prometheus.NewDesc("converge_commit_duration_seconds",
 		"How long a commit of state took.", nil, nil)
 	descBatchRows = prometheus.NewDesc("converge_commit_batch_resources",
@@ -238,7 +240,7 @@ var (
 // Describe implements prometheus.Collector.
 func (engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descResources, descDrifted, descDispatched, descResyncs, descResults, descRetries, descFailures, descLatency,
-		descCommits, descCommitLatency, descBatchRows, descCommitFailing, descQueue, descInflight, descDeliveries, descWorkers, descLeading,
+		descCommits, descEventsDropped, descCommitLatency, descBatchRows, descCommitFailing, descQueue, descInflight, descDeliveries, descWorkers, descLeading,
 		descSuspended, descHeld, descRolloutWave, descRolloutWaves, descRolloutHeld, descRolloutHalted} {
 		ch <- d
 	}
@@ -306,6 +308,7 @@ func (c engineCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	counter(descCommits, m.Commits)
+	counter(descEventsDropped, m.EventsDropped)
 	ch <- prometheus.MustNewConstHistogram(descCommitLatency, m.CommitLatency.Count, m.CommitLatency.Sum, m.CommitLatency.Cumulative())
 	ch <- prometheus.MustNewConstHistogram(descBatchRows, m.CommitRows.Count, m.CommitRows.Sum, m.CommitRows.Cumulative())
 	gauge(descQueue, float64(m.Ready), "ready")
