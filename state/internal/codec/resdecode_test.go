@@ -3,6 +3,7 @@ package codec
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"reflect"
 	"testing"
 	"time"
@@ -285,5 +286,44 @@ func TestSpecStoredOnce(t *testing.T) {
 	row[0] = 2
 	if _, err := DecodeResource(row); err == nil {
 		t.Fatal("a format 2 row decoded")
+	}
+}
+
+// TestRowApart round-trips a row whose declared spec is stored apart
+// (format 5): the row holds the spec's digest and neither spec, decodes
+// only given the spec (ErrApart without it, an error with another), and
+// keeps its digest when its edges are rewritten.
+func TestRowApart(t *testing.T) {
+	spec := json.RawMessage(`{"teams":["a","b"]}`)
+	r := &converge.Resource{UID: "u", Kind: "bom", KindVersion: 1, Name: "big", Declared: spec, Spec: spec,
+		Status: json.RawMessage(`{"rollup":{"total":2}}`), Phase: converge.PhaseReady, Generation: 1, ObservedGeneration: 1}
+	v, err := AppendResourceApart(nil, r, nil, SpecDigest(spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rw, err := SplitRow(v)
+	if err != nil || !bytes.Equal(rw.Apart, SpecDigest(spec)) || bytes.Contains(rw.JSON, []byte("teams")) {
+		t.Fatalf("row: %v, apart %x, JSON %s", err, rw.Apart, rw.JSON)
+	}
+	if _, err := DecodeResource(v); !errors.Is(err, ErrApart) {
+		t.Errorf("DecodeResource of a row with its spec apart: %v, want ErrApart", err)
+	}
+	if _, err := DecodeResourceWith(v, []byte(`{"teams":[]}`)); err == nil {
+		t.Errorf("DecodeResourceWith another spec: no error")
+	}
+	got, err := DecodeResourceWith(v, bytes.Clone(spec))
+	if err != nil || string(got.Declared) != string(spec) || string(got.Spec) != string(spec) || string(got.Status) != string(r.Status) {
+		t.Fatalf("DecodeResourceWith: %v, %+v", err, got)
+	}
+	edges, err := EncodeEdges([]StoredEdge{{Producer: "vpc/a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rw2, err := SplitRow(rw.WithEdges(edges)); err != nil || !bytes.Equal(rw2.Apart, rw.Apart) || string(rw2.Edges) != string(edges) {
+		t.Errorf("WithEdges: %v, apart %x, edges %s", err, rw2.Apart, rw2.Edges)
+	}
+	bad := append([]byte{resourceFormatApart}, v[1:3]...) // owner and edges lengths 0, no digest
+	if _, err := SplitRow(append(bad, 0)); err == nil {
+		t.Errorf("SplitRow of a format 5 row with an empty digest: no error")
 	}
 }
