@@ -78,7 +78,7 @@ func AppendResourceApart(dst []byte, r *converge.Resource, edges, apart []byte) 
 }
 
 func appendResource(dst []byte, r *converge.Resource, edges, apart []byte) ([]byte, error) {
-	buf := bytes.NewBuffer(dst[len(dst):len(dst)])
+	buf := bytes.NewBuffer(dst[len(dst):])
 	buf.Grow(2 + 2*binary.MaxVarintLen64 + len(r.Owner) + len(edges) + 512 + len(r.Declared) + len(r.Spec) + len(r.Status))
 	writeRowHead(buf, r.Owner, edges, apart)
 	head := buf.Len()
