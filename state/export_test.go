@@ -17,6 +17,11 @@ func (s *Store) RawDelete(bucket, key []byte) error {
 	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Delete(key) })
 }
 
+// RawDropBucket deletes bucket name and everything in it.
+func (s *Store) RawDropBucket(name string) error {
+	return s.db.Update(func(tx *bolt.Tx) error { return tx.DeleteBucket([]byte(name)) })
+}
+
 // Bucket names and key encodings for tests.
 var (
 	BucketResources = bResources

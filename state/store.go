@@ -23,8 +23,12 @@ import (
 // one (ErrNewerFormat) or an older one it cannot migrate (ErrOldFormat).
 // Formats 1 (edges in their own bucket) and 2 (one owner-index key per
 // child) existed only before the first release and are not migrated;
-// format 3 (roots not in the owner index) is migrated at Open.
-const FormatVersion = 4
+// format 3 (roots not in the owner index) is migrated at Open, and so is
+// format 4 (no specs bucket: its rows keep their declared specs, which
+// format 5 still reads) by creating the bucket. A format 5 store may hold
+// rows whose big declared spec is kept apart (rules.ApartSize), which an
+// older binary would take for malformed rows: it refuses the store.
+const FormatVersion = 5
 
 // FileName is the name of the database file inside the store directory.
 const FileName = "state.db"
@@ -333,10 +337,13 @@ func initBuckets(tx *bolt.Tx) error {
 		switch f := binary.BigEndian.Uint64(v); {
 		case f > FormatVersion:
 			return fmt.Errorf("format %d: %w (%d)", f, ErrNewerFormat, FormatVersion)
-		case f == 3:
-			if err := indexRoots(tx); err != nil {
-				return fmt.Errorf("migrate format 3 to %d: %w", FormatVersion, err)
+		case f == 3 || f == 4:
+			if f == 3 {
+				if err := indexRoots(tx); err != nil {
+					return fmt.Errorf("migrate format 3 to %d: %w", FormatVersion, err)
+				}
 			}
+			// The specs bucket is created below.
 			if err := m.Put(mFormat, u64(FormatVersion)); err != nil {
 				return err
 			}

@@ -264,6 +264,37 @@ func TestMigrateFormat3(t *testing.T) {
 	}
 }
 
+// TestMigrateFormat4: a format-4 store (no specs bucket) opens as format
+// 5, its rows read as they were, and a big declared spec can then be kept
+// apart.
+func TestMigrateFormat4(t *testing.T) {
+	dir := t.TempDir()
+	s, err := state.Open(dir, state.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit(t, s, &converge.Batch{Resources: []*converge.Resource{res("bom", "a", "")}})
+	if err := s.RawDropBucket("specs"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RawPut(state.BucketMeta, state.MetaFormat, state.U64(4)); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = statetest.OpenDir(t, dir, state.Options{NoSync: true})
+	if v, err := s.RawGet(state.BucketMeta, state.MetaFormat); err != nil || string(v) != string(state.U64(state.FormatVersion)) {
+		t.Fatalf("format after the migration = %x, %v; want %d", v, err, state.FormatVersion)
+	}
+	big := res("bom", "a", "")
+	big.Declared = json.RawMessage(`{"teams":"` + strings.Repeat("t", 300<<10) + `"}`)
+	big.Spec = big.Declared
+	commit(t, s, &converge.Batch{Resources: []*converge.Resource{big}})
+	got, err := s.Resource(context.Background(), "bom/a")
+	if err != nil || string(got.Declared) != string(big.Declared) {
+		t.Fatalf("Resource(bom/a) after the migration: %v", err)
+	}
+}
+
 func ids(rs []*converge.Resource) []converge.ID {
 	out := make([]converge.ID, len(rs))
 	for i, r := range rs {

@@ -20,8 +20,10 @@ import (
 )
 
 // FormatVersion is the version of the key layout this build writes
-// (meta key "m/format"). Open refuses a prefix written by a newer one.
-const FormatVersion = 1
+// (meta key "m/format"). Open refuses a prefix written by a newer one,
+// and a writer raises an older one's: layout 2 adds s/ID, a big declared
+// spec kept apart from its row, which layout 1 binaries cannot read.
+const FormatVersion = 2
 
 // ErrFenced is returned by a write when the store no longer holds its
 // writer's lock (its lease expired, or another writer took the prefix
@@ -346,11 +348,14 @@ func (s *Store) checkFormat(ctx context.Context) error {
 	return nil
 }
 
-// writeFormat records the layout version in a fresh prefix.
+// writeFormat records the layout version in a fresh prefix, or raises an
+// older one's (versions are 8 bytes big-endian, so they compare as bytes).
 func (s *Store) writeFormat(ctx context.Context) error {
-	k := s.p + mFormat
+	k, v := s.p+mFormat, string(u64(FormatVersion))
 	_, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
-		Then(clientv3.OpPut(k, string(u64(FormatVersion)))).Commit()
+		Then(clientv3.OpPut(k, v)).
+		Else(clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(k), "<", v)}, []clientv3.Op{clientv3.OpPut(k, v)}, nil)).
+		Commit()
 	if err != nil {
 		return fmt.Errorf("write format: %w", err)
 	}

@@ -2,6 +2,7 @@ package etcdstate_test
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -410,5 +411,28 @@ func TestReadOutlastsOneRequestsBound(t *testing.T) {
 	defer etcdstate.SetOpTimeout(200 * time.Millisecond)()
 	if err := s.ReadApart(t.Context(), 600*time.Millisecond); err != nil {
 		t.Fatalf("a read of two requests 600ms apart, each bounded by 200ms: %v", err)
+	}
+}
+
+// TestFormatRaised: a writer raises a prefix of the older layout (1) to
+// its own, and Open refuses a prefix of a newer one.
+func TestFormatRaised(t *testing.T) {
+	cli := one.Client(t)
+	u64 := func(v uint64) string { return string(binary.BigEndian.AppendUint64(nil, v)) }
+	prefix := newPrefix()
+	if _, err := cli.Put(t.Context(), prefix+"/m/format", u64(1)); err != nil {
+		t.Fatal(err)
+	}
+	open(t, one, prefix, etcdstate.Options{})
+	resp, err := cli.Get(t.Context(), prefix+"/m/format")
+	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != u64(etcdstate.FormatVersion) {
+		t.Fatalf("format after a writer opened a layout 1 prefix: %v, %v; want %d", resp, err, etcdstate.FormatVersion)
+	}
+	newer := newPrefix()
+	if _, err := cli.Put(t.Context(), newer+"/m/format", u64(etcdstate.FormatVersion+1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := etcdstate.Open(etcdstate.Options{Endpoints: one.Endpoints, Prefix: newer}); !errors.Is(err, state.ErrNewerFormat) {
+		t.Fatalf("Open of a newer layout: %v, want ErrNewerFormat", err)
 	}
 }
