@@ -69,7 +69,7 @@ func TestReplicasFailoverMidComposition(t *testing.T) {
 	for i := range 2 {
 		startProc(t, fmt.Sprintf("worker-%d", i), []string{"CONVERGE_ADDR=" + strings.Join(addrs, ","),
 			"CONVERGE_TOKEN=failover-token", fmt.Sprintf("CONVERGE_WORKER_NAME=external-%d", i),
-			"CONVERGE_STATE_DIR=" + sink, "FAKE_WORK_DELAY=50ms"}, "worker", "classic")
+			"CONVERGE_STATE_DIR=" + sink, "CONVERGE_CONCURRENCY=64", "FAKE_WORK_DELAY=50ms"}, "worker", "classic")
 	}
 	st, err := controlplane.OpenEtcd(o, true, 0)
 	if err != nil {

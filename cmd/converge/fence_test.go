@@ -163,7 +163,7 @@ func testDeposedLeader(t *testing.T, cut bool) {
 	for i := range 2 {
 		workers = append(workers, startProc(t, fmt.Sprintf("worker-%d", i), []string{"CONVERGE_ADDR=" + strings.Join(addrs, ","),
 			"CONVERGE_TOKEN=depose-token", fmt.Sprintf("CONVERGE_WORKER_NAME=external-%d", i),
-			"CONVERGE_STATE_DIR=" + t.TempDir(), "FAKE_WORK_DELAY=20ms"}, "worker", "classic"))
+			"CONVERGE_STATE_DIR=" + t.TempDir(), "CONVERGE_CONCURRENCY=64", "FAKE_WORK_DELAY=20ms"}, "worker", "classic"))
 	}
 	st, err := controlplane.OpenEtcd(o, true, 0)
 	if err != nil {
@@ -449,7 +449,7 @@ func TestReplicasPausedLeaderStaysFenced(t *testing.T) {
 	for i := range 2 {
 		workers = append(workers, startProc(t, fmt.Sprintf("worker-%d", i), []string{"CONVERGE_ADDR=" + strings.Join(addrs, ","),
 			"CONVERGE_TOKEN=paused-token", fmt.Sprintf("CONVERGE_WORKER_NAME=external-%d", i),
-			"CONVERGE_STATE_DIR=" + t.TempDir(), "FAKE_WORK_DELAY=50ms"}, "worker", "classic"))
+			"CONVERGE_STATE_DIR=" + t.TempDir(), "CONVERGE_CONCURRENCY=64", "FAKE_WORK_DELAY=50ms"}, "worker", "classic"))
 	}
 	waitUntil(t, 3*time.Minute, "a tenth of the root's children Ready", func() bool {
 		_, c := rootRollup(o)

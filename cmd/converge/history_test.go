@@ -157,7 +157,7 @@ func TestReplicasHistory(t *testing.T) {
 	startWorker := func(i int) {
 		p := startProc(t, fmt.Sprintf("worker-%d", i), []string{"CONVERGE_ADDR=" + strings.Join(addrs, ","),
 			"CONVERGE_TOKEN=history-token", fmt.Sprintf("CONVERGE_WORKER_NAME=external-%d", i),
-			"CONVERGE_STATE_DIR=" + sink, "FAKE_WORK_DELAY=50ms",
+			"CONVERGE_STATE_DIR=" + sink, "CONVERGE_CONCURRENCY=64", "FAKE_WORK_DELAY=50ms",
 			envHistoryEffects + "=" + filepath.Join(out, fmt.Sprintf("effects-%d.jsonl", i))}, "worker", "classic")
 		mu.Lock()
 		workers[i] = p

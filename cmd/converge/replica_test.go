@@ -349,7 +349,7 @@ func TestReplicasFailover(t *testing.T) {
 	for i := range 2 {
 		startProc(t, fmt.Sprintf("worker-%d", i), []string{"CONVERGE_ADDR=" + strings.Join(addrs, ","),
 			"CONVERGE_TOKEN=failover-token", fmt.Sprintf("CONVERGE_WORKER_NAME=external-%d", i),
-			"CONVERGE_STATE_DIR=" + sink, "FAKE_WORK_DELAY=200ms"}, "worker", "classic")
+			"CONVERGE_STATE_DIR=" + sink, "CONVERGE_CONCURRENCY=64", "FAKE_WORK_DELAY=200ms"}, "worker", "classic")
 	}
 	start := time.Now()
 	var first etcdstate.Advert

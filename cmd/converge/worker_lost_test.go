@@ -27,7 +27,7 @@ func TestExternalWorkerKilledTasksMoveAtOnce(t *testing.T) {
 	addr := readAddr(t, filepath.Join(stateDir, "workers.addr"))
 	worker := func(name, delay string) *proc {
 		return startProc(t, name, []string{"CONVERGE_ADDR=" + addr, "CONVERGE_TOKEN=" + token,
-			"CONVERGE_WORKER_NAME=" + name, "CONVERGE_STATE_DIR=" + t.TempDir(), "FAKE_WORK_DELAY=" + delay}, "worker", "classic")
+			"CONVERGE_WORKER_NAME=" + name, "CONVERGE_STATE_DIR=" + t.TempDir(), "CONVERGE_CONCURRENCY=64", "FAKE_WORK_DELAY=" + delay}, "worker", "classic")
 	}
 	slow := worker("slow", "1h")
 	// Every leaf the composition made is Running on the slow worker.
