@@ -41,8 +41,8 @@ func (s *Scheduler) composeResult(n *node, rec *taskRec, res *converge.Result) {
 	created, updated, kept, partial := s.applyComposition(n, res, ids, emitted, held)
 	partial = partial || len(held) > 0
 	var prune []*node
-	for id, ch := range n.children {
-		if _, ok := emitted[id]; !ok && !ch.deleting() && !held[id] {
+	for _, ch := range n.kids() {
+		if _, ok := emitted[ch.id]; !ok && !ch.deleting() && !held[ch.id] {
 			prune = append(prune, ch)
 		}
 	}
@@ -105,7 +105,7 @@ func (s *Scheduler) applyComposition(n *node, res *converge.Result, ids []conver
 		if ex := s.graph.nodes[id]; ex != nil && ex.deleting() || held[id] {
 			continue
 		}
-		for _, e := range s.graph.producers[id] {
+		for _, e := range s.graph.producersOf(id) {
 			oldEdges[edgeKey{e.Consumer, e.Producer}] = e
 		}
 	}
@@ -510,17 +510,14 @@ func (s *Scheduler) createChild(parent *node, c *converge.Child, id converge.ID,
 func (s *Scheduler) addNode(r *converge.Resource, id converge.ID, parent *node, msg string) *node {
 	n := &node{r: r, id: id, owner: parent, rs: s.refState(r.Ref())}
 	if parent != nil {
-		if parent.children == nil {
-			parent.children = make(map[converge.ID]*node)
-		}
-		parent.children[n.id] = n
+		parent.adopt(n)
 	}
-	s.graph.nodes[n.id] = n
+	s.graph.insert(n)
 	s.graph.noteGitRoot(n)
 	delete(s.batch.delRes, n.id)
 	n.rs.count++
 	r.Spec = s.computeSpec(n)
-	if len(s.graph.producers[n.id]) > 0 {
+	if len(n.adj.prod) > 0 {
 		n.markFlows()
 	}
 	s.markDirty(n)

@@ -182,7 +182,7 @@ func (s *Scheduler) composeDeltaResult(n *node, rec *taskRec, res *converge.Resu
 	}
 	producersOf := func(id converge.ID) []converge.ID {
 		var out []converge.ID
-		for _, e := range s.graph.producers[id] {
+		for _, e := range s.graph.producersOf(id) {
 			out = append(out, e.Producer)
 		}
 		return out
@@ -195,7 +195,7 @@ func (s *Scheduler) composeDeltaResult(n *node, rec *taskRec, res *converge.Resu
 	}
 	live := func() int {
 		c := 0
-		for _, ch := range n.children {
+		for _, ch := range n.kids() {
 			if !ch.deleting() {
 				c++
 			}
@@ -214,7 +214,7 @@ func (s *Scheduler) composeDeltaResult(n *node, rec *taskRec, res *converge.Resu
 	created, updated, _, partial := s.applyComposition(n, res, ids, emitted, nil)
 	var prune []*node
 	for _, id := range res.Removed {
-		if ch := n.children[id]; ch != nil && !ch.deleting() {
+		if ch := s.graph.nodes[id]; ch != nil && ch.owner == n && !ch.deleting() {
 			prune = append(prune, ch)
 		}
 	}

@@ -27,13 +27,13 @@ func (s *Scheduler) cascade(roots []*node, reason string) []*node {
 	}
 	for i := 0; i < len(q); i++ {
 		n := q[i]
-		for _, c := range n.children {
+		for _, c := range n.kids() {
 			if !marked[c] {
 				marked[c] = true
 				q = append(q, c)
 			}
 		}
-		for _, e := range s.graph.consumers[n.id] {
+		for _, e := range n.adj.cons {
 			if c := s.graph.nodes[e.Consumer]; c != nil && !marked[c] {
 				marked[c] = true
 				q = append(q, c)
@@ -88,7 +88,7 @@ func (s *Scheduler) considerTeardown(n *node) {
 	if r.Lease != nil || n.is(stateBackoff) || n.has(mStuck) {
 		return
 	}
-	if len(n.children) > 0 || s.graph.hasLiveConsumer(n) {
+	if len(n.kids()) > 0 || s.graph.hasLiveConsumer(n) {
 		s.batch.markReason(n, s.now)
 		return
 	}
@@ -129,7 +129,7 @@ func (s *Scheduler) blockersChanged(n *node) {
 	if n.owner != nil && n.owner.deleting() {
 		s.batch.markReason(n.owner, s.now)
 	}
-	for _, e := range s.graph.producers[n.id] {
+	for _, e := range n.adj.prod {
 		if p := s.graph.nodes[e.Producer]; p != nil && p.deleting() {
 			s.batch.markReason(p, s.now)
 		}
@@ -152,7 +152,7 @@ func (s *Scheduler) remove(n *node) {
 	if n.refusals > 0 {
 		s.batch.refused--
 	}
-	delete(s.graph.nodes, n.id)
+	s.graph.drop(n)
 	if s.graph.gitRoots[n.id] == n {
 		delete(s.graph.gitRoots, n.id)
 	}
@@ -161,7 +161,7 @@ func (s *Scheduler) remove(n *node) {
 	n.rs.count--
 	s.retireCheck(r.Ref())
 	var wake, wakeC []*node
-	for _, e := range append([]*converge.Edge(nil), s.graph.producers[n.id]...) {
+	for _, e := range append([]*converge.Edge(nil), s.graph.producersOf(n.id)...) {
 		s.graph.removeEdge(e)
 		s.batch.delEdge(e, s.now)
 		if p := s.graph.nodes[e.Producer]; p != nil {
@@ -172,13 +172,13 @@ func (s *Scheduler) remove(n *node) {
 	// with n is gone already (reverse dependency order), so these are
 	// live consumers that want n again; they stay gated on it until the
 	// owner's recompose re-creates it.
-	for _, e := range s.graph.consumers[n.id] {
+	for _, e := range s.graph.consumersOf(n.id) {
 		if c := s.graph.nodes[e.Consumer]; c != nil {
 			wakeC = append(wakeC, c)
 		}
 	}
 	if o := n.owner; o != nil {
-		delete(o.children, n.id)
+		o.disown(n)
 		wake = append(wake, o)
 		s.ownerChanged(o)
 	}
@@ -286,7 +286,7 @@ func (s *Scheduler) problemOf(n *node) (p Problem, rank int, ok bool) {
 		rank = 2
 	case r.Deleting:
 		rank = 3
-		if len(n.children) > 0 || s.graph.hasLiveConsumer(n) {
+		if len(n.kids()) > 0 || s.graph.hasLiveConsumer(n) {
 			p.Reason = s.graph.teardownReason(n, s.now)
 		}
 	case r.Phase == converge.PhaseRunning:

@@ -45,7 +45,7 @@ func (s *Scheduler) checkInvariants() error {
 		var sub converge.Counts
 		var walk func(c *node)
 		walk = func(c *node) {
-			for _, g := range c.children {
+			for _, g := range c.kids() {
 				sub.Add(g.peek().Phase)
 				walk(g)
 			}
@@ -58,16 +58,16 @@ func (s *Scheduler) checkInvariants() error {
 		if sub != have {
 			return fmt.Errorf("%s: subtree counts %+v, tallied %+v", id, have, sub)
 		}
-		for cid, c := range n.children {
-			if s.graph.nodes[cid] != c || c.owner != n || c.peek().Owner != id {
-				return fmt.Errorf("%s: child %s inconsistent", id, cid)
+		for i, c := range n.kids() {
+			if s.graph.nodes[c.id] != c || c.owner != n || c.peek().Owner != id || int(c.ci) != i {
+				return fmt.Errorf("%s: child %s inconsistent", id, c.id)
 			}
 		}
-		if n.owner != nil && (s.graph.nodes[n.owner.id] != n.owner || n.owner.children[id] != n) {
+		if n.owner != nil && (s.graph.nodes[n.owner.id] != n.owner || int(n.ci) >= len(n.owner.kids()) || n.owner.kids()[n.ci] != n) {
 			return fmt.Errorf("%s: owner %s inconsistent", id, n.owner.id)
 		}
 		pending := int32(0)
-		for _, c := range n.children {
+		for _, c := range n.kids() {
 			want := c.has(mDirty) || c.has(mInBatch) || c.has(mUnstorable) || c.sub != nil && c.sub.held
 			if c.has(mPending) != want {
 				return fmt.Errorf("%s: counted pending %v, is %v", c.id, c.has(mPending), want)
@@ -102,7 +102,21 @@ func (s *Scheduler) checkInvariants() error {
 		return fmt.Errorf("counts %+v, tallied %+v", s.graph.counts, total)
 	}
 	np, nc := 0, 0
-	for c, l := range s.graph.producers {
+	adjs := map[converge.ID]*adjacency{}
+	for id, n := range s.graph.nodes {
+		adjs[id] = &n.adj
+	}
+	for id, a := range s.graph.loose {
+		if s.graph.nodes[id] != nil {
+			return fmt.Errorf("%s: loose edges beside its node", id)
+		}
+		if len(a.prod) == 0 && len(a.cons) == 0 {
+			return fmt.Errorf("%s: an empty loose entry", id)
+		}
+		adjs[id] = a
+	}
+	for c, a := range adjs {
+		l := a.prod
 		seen := map[converge.ID]bool{}
 		for _, e := range l {
 			if e.Consumer != c {
@@ -112,7 +126,7 @@ func (s *Scheduler) checkInvariants() error {
 				return fmt.Errorf("edge %s -> %s twice", c, e.Producer)
 			}
 			seen[e.Producer] = true
-			if !hasEdge(s.graph.consumers[e.Producer], e) {
+			if !hasEdge(s.graph.consumersOf(e.Producer), e) {
 				return fmt.Errorf("edge %s -> %s missing from the consumer index", e.Consumer, e.Producer)
 			}
 			if s.graph.nodes[e.Consumer] == nil {
@@ -121,8 +135,13 @@ func (s *Scheduler) checkInvariants() error {
 		}
 		np += len(l)
 	}
-	for _, l := range s.graph.consumers {
-		nc += len(l)
+	for p, a := range adjs {
+		for _, e := range a.cons {
+			if e.Producer != p {
+				return fmt.Errorf("consumers of %s hold %v", p, e)
+			}
+		}
+		nc += len(a.cons)
 	}
 	if np != nc {
 		return fmt.Errorf("%d producer index entries, %d consumer index entries", np, nc)

@@ -304,7 +304,7 @@ func (s *Scheduler) buildBatch(all bool) *converge.Batch {
 	for _, n := range s.batch.reasonDirty {
 		n.unset(mReasonDirty)
 		if !n.is(stateRemoved) && n.deleting() && n.res().Lease == nil && !n.has(mStuck) && !n.is(stateBackoff) &&
-			(len(n.children) > 0 || s.graph.hasLiveConsumer(n)) {
+			(len(n.kids()) > 0 || s.graph.hasLiveConsumer(n)) {
 			s.setReasonSoon(n, s.graph.teardownReason(n, s.now))
 		}
 	}
@@ -366,7 +366,7 @@ func (s *Scheduler) buildBatch(all bool) *converge.Batch {
 						// edges (composeResult keeps them out of
 						// edgePut): the store gets a consumer and its
 						// edges in one commit.
-						for _, e := range s.graph.producers[n.id] {
+						for _, e := range n.adj.prod {
 							b.Edges = append(b.Edges, *e)
 							if len(s.batch.edgePut) > 0 {
 								delete(s.batch.edgePut, edgeKey{e.Consumer, e.Producer})

@@ -27,7 +27,7 @@ func (s *Scheduler) applyGitEdges(d *converge.Desired) {
 // (s.gitEdges); a re-created row gets them when it is created again.
 func (s *Scheduler) setGitEdges(n *node) {
 	id := n.id
-	w, have := s.graph.gitEdges[id], s.graph.producers[id]
+	w, have := s.graph.gitEdges[id], s.graph.producersOf(id)
 	if n.deleting() || len(w) == 0 && len(have) == 0 {
 		return
 	}

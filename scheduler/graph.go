@@ -17,9 +17,11 @@ import (
 type resourceGraph struct {
 	nodes map[converge.ID]*node
 	// drifted holds the nodes with a drift recorded (drift.go), lazily.
-	drifted   map[converge.ID]*node
-	producers map[converge.ID][]*converge.Edge // by consumer
-	consumers map[converge.ID][]*converge.Edge // by producer
+	drifted map[converge.ID]*node
+	// loose holds the edges of IDs with no node (a producer not created
+	// yet, a consumer whose row is gone): every other ID's edges are on
+	// its node (node.adj), so a million edges cost no map entries.
+	loose map[converge.ID]*adjacency
 	// flowLists are the shared flow lists of edges (internFlows), by a
 	// key flowKey builds.
 	flowLists map[string][]converge.ValueFlow
@@ -48,11 +50,12 @@ type node struct {
 	// res (or peek, to leave it packed).
 	r *converge.Resource
 	// packed is the row packed, while r is nil.
-	packed   string
-	id       converge.ID
-	rs       *refState // of r.Ref(), kept current across flips
-	owner    *node
-	children map[converge.ID]*node
+	packed string
+	id     converge.ID
+	rs     *refState // of r.Ref(), kept current across flips
+	owner  *node
+	// adj is n's edges: the producers n consumes and the consumers of n.
+	adj adjacency
 	// sub is what only an owner (a composer) keeps; nil for leaves.
 	sub *subtree
 	// resyncAt is the resync bucket (resyncTick units since the epoch)
@@ -63,6 +66,8 @@ type node struct {
 	tries int32
 	// refusals counts the store's refusals of this row.
 	refusals int32
+	// ci is n's index in its owner's children (subtree.children).
+	ci int32
 
 	// state is where n is in its lifecycle (nodestate.go): free to be
 	// considered, parked, blocked, backing off, or removed.
@@ -74,8 +79,17 @@ type node struct {
 	marks nodeMarks
 }
 
+// adjacency is one resource's edges, each edge held by both ends.
+type adjacency struct {
+	prod []*converge.Edge // the edges it consumes, by producer
+	cons []*converge.Edge // the edges that consume it
+}
+
 // subtree is an owner's view of what it owns.
 type subtree struct {
+	// children are the resources it owns, in no order (a child knows
+	// its index, node.ci).
+	children []*node
 	// counts tallies every descendant by phase.
 	counts converge.Counts
 	// composeStatus is the status the composer returned, before the
@@ -134,6 +148,34 @@ func (n *node) markFlows() {
 	n.unset(mFlowsLoaded)
 }
 
+// kids returns the children n owns (not to be changed).
+func (n *node) kids() []*node {
+	if n.sub == nil {
+		return nil
+	}
+	return n.sub.children
+}
+
+// adopt makes c a child of n.
+func (n *node) adopt(c *node) {
+	t := n.tree()
+	c.ci = int32(len(t.children))
+	t.children = append(t.children, c)
+}
+
+// disown removes c from n's children.
+func (n *node) disown(c *node) {
+	l := n.kids()
+	i := int(c.ci)
+	if i >= len(l) || l[i] != c {
+		return
+	}
+	last := l[len(l)-1]
+	l[i], last.ci = last, int32(i)
+	l[len(l)-1] = nil
+	n.sub.children = l[:len(l)-1]
+}
+
 // tree returns n's subtree state, creating it.
 func (n *node) tree() *subtree {
 	if n.sub == nil {
@@ -150,18 +192,12 @@ func (n *node) tree() *subtree {
 // doublings it saves; a recompose, whose children mostly exist, reserves
 // nothing.
 func (g *resourceGraph) reserve(owner *node, k int) {
-	if len(owner.children) > 0 {
+	if len(owner.kids()) > 0 {
 		return
 	}
-	owner.children = make(map[converge.ID]*node, k)
+	owner.tree().children = make([]*node, 0, k)
 	if len(g.nodes) < k {
 		g.nodes = growMap(g.nodes, k)
-	}
-	if len(g.producers) < k {
-		g.producers = growMap(g.producers, k)
-	}
-	if len(g.consumers) < k {
-		g.consumers = growMap(g.consumers, k)
 	}
 }
 
@@ -235,8 +271,67 @@ func (g *resourceGraph) addEdge(e *converge.Edge) {
 	if old := g.edgeOf(e.Consumer, e.Producer); old != nil {
 		g.removeEdge(old)
 	}
-	g.producers[e.Consumer] = append(g.producers[e.Consumer], e)
-	g.consumers[e.Producer] = append(g.consumers[e.Producer], e)
+	c := g.adjFor(e.Consumer)
+	c.prod = append(c.prod, e)
+	p := g.adjFor(e.Producer)
+	p.cons = append(p.cons, e)
+}
+
+// adjOf returns id's edges to read: its node's, else loose ones, else
+// nil.
+func (g *resourceGraph) adjOf(id converge.ID) *adjacency {
+	if n := g.nodes[id]; n != nil {
+		return &n.adj
+	}
+	return g.loose[id]
+}
+
+// adjFor returns id's edges to change, making a loose entry for an ID
+// with neither node nor edges.
+func (g *resourceGraph) adjFor(id converge.ID) *adjacency {
+	if a := g.adjOf(id); a != nil {
+		return a
+	}
+	a := &adjacency{}
+	g.loose[id] = a
+	return a
+}
+
+// producersOf returns the edges id consumes (not to be changed).
+func (g *resourceGraph) producersOf(id converge.ID) []*converge.Edge {
+	if a := g.adjOf(id); a != nil {
+		return a.prod
+	}
+	return nil
+}
+
+// consumersOf returns the edges that consume id (not to be changed).
+func (g *resourceGraph) consumersOf(id converge.ID) []*converge.Edge {
+	if a := g.adjOf(id); a != nil {
+		return a.cons
+	}
+	return nil
+}
+
+// insert puts n in the graph under its ID, taking the loose edges the ID
+// had.
+func (g *resourceGraph) insert(n *node) {
+	g.nodes[n.id] = n
+	if a := g.loose[n.id]; a != nil {
+		n.adj = *a
+		delete(g.loose, n.id)
+	}
+}
+
+// drop takes n out of the graph; the edges it still has stay, loose,
+// under its ID.
+func (g *resourceGraph) drop(n *node) {
+	delete(g.nodes, n.id)
+	if len(n.adj.prod) > 0 || len(n.adj.cons) > 0 {
+		a := n.adj
+		g.loose[n.id] = &a
+	}
+	n.adj = adjacency{}
 }
 
 // internFlows returns the graph's shared copy of a flow list equal to f
@@ -262,7 +357,7 @@ func (g *resourceGraph) internFlows(f []converge.ValueFlow) []converge.ValueFlow
 
 // edgeOf returns the edge consumer→producer in the graph, or nil.
 func (g *resourceGraph) edgeOf(consumer, producer converge.ID) *converge.Edge {
-	for _, e := range g.producers[consumer] {
+	for _, e := range g.producersOf(consumer) {
 		if e.Producer == producer {
 			return e
 		}
@@ -274,13 +369,30 @@ func (g *resourceGraph) removeEdge(e *converge.Edge) {
 	if g.edgeOf(e.Consumer, e.Producer) != e {
 		return
 	}
-	g.producers[e.Consumer] = dropEdge(g.producers[e.Consumer], e)
-	if len(g.producers[e.Consumer]) == 0 {
-		delete(g.producers, e.Consumer)
+	g.dropFrom(e.Consumer, e, true)
+	g.dropFrom(e.Producer, e, false)
+}
+
+// dropFrom removes e from id's producer (prod) or consumer edges; a loose
+// entry left with none goes.
+func (g *resourceGraph) dropFrom(id converge.ID, e *converge.Edge, prod bool) {
+	a := g.adjOf(id)
+	if a == nil {
+		return
 	}
-	g.consumers[e.Producer] = dropEdge(g.consumers[e.Producer], e)
-	if len(g.consumers[e.Producer]) == 0 {
-		delete(g.consumers, e.Producer)
+	if prod {
+		a.prod = dropEdge(a.prod, e)
+		if len(a.prod) == 0 {
+			a.prod = nil
+		}
+	} else {
+		a.cons = dropEdge(a.cons, e)
+		if len(a.cons) == 0 {
+			a.cons = nil
+		}
+	}
+	if a.prod == nil && a.cons == nil && g.loose[id] == a {
+		delete(g.loose, id)
 	}
 }
 
@@ -298,7 +410,7 @@ func (g *resourceGraph) noteGitRoot(n *node) {
 // gated, so n's teardown must not wait for it. n finishes, its row goes,
 // and the owner's recompose re-creates n for that consumer.
 func (g *resourceGraph) hasLiveConsumer(n *node) bool {
-	for _, e := range g.consumers[n.id] {
+	for _, e := range n.adj.cons {
 		if c := g.nodes[e.Consumer]; c != nil && c.deleting() {
 			return true
 		}
@@ -314,7 +426,7 @@ func (g *resourceGraph) hasLiveConsumer(n *node) bool {
 // crash between their commits). A start then checks a million consumers
 // without rebuilding their specs.
 func (g *resourceGraph) flowsApplied(n *node) bool {
-	for _, e := range g.producers[n.id] {
+	for _, e := range n.adj.prod {
 		if len(e.Flows) == 0 {
 			continue
 		}
@@ -431,18 +543,18 @@ func (g *resourceGraph) teardownReason(n *node, now time.Time) string {
 			best = b
 		}
 	}
-	for _, c := range n.children {
+	for _, c := range n.kids() {
 		// A big owner's children are sampled: the reason is refreshed
 		// with every batch of its teardown, and a walk of a million
 		// children each time took a quarter of a 1M cascade's CPU.
 		if scanned == maxReasonScan {
-			blockers = len(n.children)
+			blockers = len(n.kids())
 			break
 		}
 		scanned++
 		consider(c)
 	}
-	for _, e := range g.consumers[n.id] {
+	for _, e := range n.adj.cons {
 		if c := g.nodes[e.Consumer]; c != nil && c.deleting() {
 			consider(c)
 		}

@@ -11,8 +11,7 @@ import (
 func newTestGraph() *resourceGraph {
 	return &resourceGraph{
 		nodes:     map[converge.ID]*node{},
-		producers: map[converge.ID][]*converge.Edge{},
-		consumers: map[converge.ID][]*converge.Edge{},
+		loose:     map[converge.ID]*adjacency{},
 		flowLists: map[string][]converge.ValueFlow{},
 		gitRoots:  map[converge.ID]*node{},
 	}
@@ -22,12 +21,9 @@ func (g *resourceGraph) testNode(id converge.ID, phase converge.Phase, owner *no
 	r := &converge.Resource{Kind: "vpc", KindVersion: 1, Name: string(id)[len("vpc/"):], Phase: phase}
 	n := &node{r: r, id: id, rs: &refState{ref: r.Ref()}, owner: owner}
 	if owner != nil {
-		if owner.children == nil {
-			owner.children = map[converge.ID]*node{}
-		}
-		owner.children[id] = n
+		owner.adopt(n)
 	}
-	g.nodes[id] = n
+	g.insert(n)
 	g.counted(n)
 	return n
 }
@@ -41,16 +37,16 @@ func TestGraphEdgeIndexes(t *testing.T) {
 	if got := g.edgeOf("subnet/a", "vpc/a"); got != e2 {
 		t.Fatalf("edgeOf = %v, want the second edge", got)
 	}
-	if len(g.producers["subnet/a"]) != 1 || len(g.consumers["vpc/a"]) != 1 {
-		t.Fatalf("producers %v consumers %v, want one edge each", g.producers, g.consumers)
+	if len(g.producersOf("subnet/a")) != 1 || len(g.consumersOf("vpc/a")) != 1 {
+		t.Fatalf("producers %v consumers %v, want one edge each", g.producersOf("subnet/a"), g.consumersOf("vpc/a"))
 	}
 	g.removeEdge(e1) // no longer in the graph: nothing happens
 	if g.edgeOf("subnet/a", "vpc/a") != e2 {
 		t.Fatal("removing a replaced edge removed its replacement")
 	}
 	g.removeEdge(e2)
-	if len(g.producers) != 0 || len(g.consumers) != 0 {
-		t.Fatalf("after removal producers %v consumers %v, want both empty (no empty lists kept)", g.producers, g.consumers)
+	if len(g.loose) != 0 {
+		t.Fatalf("after removal loose edges %v, want none (no empty lists kept)", g.loose)
 	}
 }
 
@@ -129,5 +125,52 @@ func TestGraphFlowsApplied(t *testing.T) {
 	p.res().Status = []byte(`{"id":"v-2"}`)
 	if g.flowsApplied(c) {
 		t.Fatal("a spec holding an old value counts as applied")
+	}
+}
+
+// An ID's edges live on its node while it has one, loose before it is
+// created and after it is gone, and move with it both ways.
+func TestGraphEdgesFollowTheNode(t *testing.T) {
+	g := newTestGraph()
+	e := &converge.Edge{Consumer: "vpc/c", Producer: "vpc/p"}
+	g.addEdge(e) // neither end exists yet
+	if len(g.loose) != 2 {
+		t.Fatalf("loose %v, want both ends", g.loose)
+	}
+	p := g.testNode("vpc/p", converge.PhasePending, nil)
+	if len(p.adj.cons) != 1 || p.adj.cons[0] != e || g.loose["vpc/p"] != nil {
+		t.Fatalf("the producer's edges did not move onto its node: node %v, loose %v", p.adj, g.loose)
+	}
+	c := g.testNode("vpc/c", converge.PhasePending, nil)
+	if len(c.adj.prod) != 1 || len(g.loose) != 0 {
+		t.Fatalf("the consumer's edges did not move onto its node: node %v, loose %v", c.adj, g.loose)
+	}
+	g.drop(p)
+	if got := g.consumersOf("vpc/p"); len(got) != 1 || got[0] != e || len(p.adj.cons) != 0 {
+		t.Fatalf("a dropped producer's consumers %v (node keeps %v), want the edge, loose", got, p.adj)
+	}
+	g.removeEdge(e)
+	if len(g.loose) != 0 || len(c.adj.prod) != 0 {
+		t.Fatalf("after removal loose %v, consumer %v", g.loose, c.adj)
+	}
+}
+
+func TestGraphChildrenKeepTheirIndex(t *testing.T) {
+	g := newTestGraph()
+	root := g.testNode("vpc/root", converge.PhasePending, nil)
+	var kids []*node
+	for _, id := range []converge.ID{"vpc/a", "vpc/b", "vpc/c", "vpc/d"} {
+		kids = append(kids, g.testNode(id, converge.PhasePending, root))
+	}
+	for _, gone := range []*node{kids[1], kids[3], kids[0], kids[0]} { // twice: no-op
+		root.disown(gone)
+		for i, c := range root.kids() {
+			if int(c.ci) != i {
+				t.Fatalf("after disowning %s: %s at %d says %d", gone.id, c.id, i, c.ci)
+			}
+		}
+	}
+	if l := root.kids(); len(l) != 1 || l[0] != kids[2] {
+		t.Fatalf("children %v, want only vpc/c", l)
 	}
 }

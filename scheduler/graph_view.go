@@ -121,7 +121,7 @@ func (v nodeView) Get(id converge.ID) *converge.Resource {
 
 func (v nodeView) Children(id converge.ID, f func(*converge.Resource)) {
 	if n := v.s.graph.nodes[id]; n != nil {
-		for _, c := range n.children {
+		for _, c := range n.kids() {
 			f(c.peek())
 		}
 	}
@@ -129,20 +129,20 @@ func (v nodeView) Children(id converge.ID, f func(*converge.Resource)) {
 
 func (v nodeView) ChildIDs(id converge.ID, f func(converge.ID)) {
 	if n := v.s.graph.nodes[id]; n != nil {
-		for cid := range n.children {
-			f(cid)
+		for _, c := range n.kids() {
+			f(c.id)
 		}
 	}
 }
 
 func (v nodeView) Consumers(id converge.ID, f func(converge.ID)) {
-	for _, e := range v.s.graph.consumers[id] {
+	for _, e := range v.s.graph.consumersOf(id) {
 		f(e.Consumer)
 	}
 }
 
 func (v nodeView) Producers(id converge.ID, f func(converge.ID)) {
-	for _, e := range v.s.graph.producers[id] {
+	for _, e := range v.s.graph.producersOf(id) {
 		f(e.Producer)
 	}
 }

@@ -39,7 +39,7 @@ func (s *Scheduler) load(snap *converge.Snapshot) {
 		// do not each keep decoded copies.
 		r.Kind = n.rs.ref.Kind
 		r.Name = string(n.id)[len(r.Kind)+1:]
-		s.graph.nodes[n.id] = n
+		s.graph.insert(n)
 		s.graph.noteGitRoot(n)
 		n.rs.count++
 	}
@@ -53,10 +53,7 @@ func (s *Scheduler) load(snap *converge.Snapshot) {
 			if o := s.graph.nodes[n.res().Owner]; o != nil {
 				n.res().Owner = o.id
 				n.owner = o
-				if o.children == nil {
-					o.children = make(map[converge.ID]*node)
-				}
-				o.children[n.id] = n
+				o.adopt(n)
 				// A child torn down under a live owner may have been
 				// deleted by an operator: which, the store does not
 				// say, so the owner recomposes after the teardown (for
@@ -99,7 +96,7 @@ func (s *Scheduler) load(snap *converge.Snapshot) {
 			}
 		}
 		s.graph.counted(n)
-		n.setTo(mFlowsDirty, len(s.graph.producers[n.id]) > 0)
+		n.setTo(mFlowsDirty, len(n.adj.prod) > 0)
 		n.setTo(mFlowsLoaded, n.has(mFlowsDirty))
 		if r.Phase == converge.PhaseFailed && !r.NextAttempt.IsZero() {
 			s.lease.backOff(n, r.NextAttempt)

@@ -78,7 +78,7 @@ func (s *Scheduler) rolloutHold(n *node, res *converge.Result, ids []converge.ID
 	ro := t.rollout
 	if ro == nil || ro.st.Generation != n.res().Generation {
 		live := 0
-		for _, ch := range n.children {
+		for _, ch := range n.kids() {
 			if !ch.deleting() {
 				live++
 			}
@@ -125,13 +125,13 @@ func (s *Scheduler) rolloutHold(n *node, res *converge.Result, ids []converge.ID
 		if _, ok := wave[id]; ok {
 			continue
 		}
-		if !sameEdges(s.graph.producers[id], sent[id]) {
+		if !sameEdges(s.graph.producersOf(id), sent[id]) {
 			wave[id] = waveOf(id)
 		}
 	}
-	for id, ch := range n.children {
-		if _, ok := emitted[id]; !ok && !ch.deleting() {
-			wave[id] = waveOf(id) // pruned
+	for _, ch := range n.kids() {
+		if _, ok := emitted[ch.id]; !ok && !ch.deleting() {
+			wave[ch.id] = waveOf(ch.id) // pruned
 		}
 	}
 	// A consumer's change waits for its changed producer's.

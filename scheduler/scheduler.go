@@ -314,8 +314,7 @@ func New(ctx context.Context, store Store, disp Dispatcher, cfg Config) (*Schedu
 		graph: resourceGraph{
 			nodes:     make(map[converge.ID]*node, len(snap.Resources)),
 			gitRoots:  make(map[converge.ID]*node),
-			producers: make(map[converge.ID][]*converge.Edge),
-			consumers: make(map[converge.ID][]*converge.Edge),
+			loose:     make(map[converge.ID]*adjacency),
 			flowLists: make(map[string][]converge.ValueFlow),
 		},
 		lease: leases{
