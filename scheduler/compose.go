@@ -129,8 +129,14 @@ func (s *Scheduler) applyComposition(n *node, res *converge.Result, ids []conver
 			}
 		}
 	}
+	// Each edge and child of the result is dropped once applied (its
+	// strings, flows and spec): the graph holds what it keeps (packed
+	// rows, shared flows), so a million children's decoded result goes
+	// to the collector while the apply runs instead of after it. Nothing
+	// reads res's children or edges after this (their counts only).
 	for i := range res.Edges {
 		e := res.Edges[i]
+		res.Edges[i] = converge.Edge{}
 		if ex := s.graph.nodes[e.Consumer]; ex != nil && ex.deleting() || later[e.Consumer] || held[e.Consumer] {
 			continue // its edges go with its row, or come with it
 		}
@@ -168,7 +174,8 @@ func (s *Scheduler) applyComposition(n *node, res *converge.Result, ids []conver
 	}
 	createdBy := "created by " + string(n.id)
 	for i := range res.Children {
-		c := &res.Children[i]
+		c := res.Children[i]
+		res.Children[i] = converge.Child{}
 		id := ids[i]
 		ex := s.graph.nodes[id]
 		switch {
@@ -179,7 +186,7 @@ func (s *Scheduler) applyComposition(n *node, res *converge.Result, ids []conver
 		case ex == nil:
 			// Packed at once: a million children of one compose wait
 			// packed, not decoded, for their first consider.
-			s.createChild(n, c, id, createdBy).pack()
+			s.createChild(n, &c, id, createdBy).pack()
 			created++
 		case ex.deleting():
 			// Being torn down: the owner composes again once it is gone.
