@@ -45,6 +45,7 @@ func (s *Scheduler) cascade(roots []*node, reason string) []*node {
 			continue
 		}
 		s.markDeleting(n, reason)
+		n.pack() // a million teardowns wait packed, not decoded
 	}
 	// Teardowns start in key order (children are a map, so q is not):
 	// each kind's are then dispatched, answered and their rows deleted
@@ -71,6 +72,7 @@ func (s *Scheduler) markDeleting(n *node, reason string) {
 		n.to(stateFree) // stays in s.lease.parked until the next Changed: harmless
 	}
 	n.unset(mResync)
+	s.lease.dropResync(n)
 	r.Deleting = true
 	r.DeletedAt = s.now
 	r.Attempts = 0
@@ -145,6 +147,7 @@ func (s *Scheduler) remove(n *node) {
 		r.Lease = nil
 	}
 	s.lease.endBackoff(n)
+	s.lease.dropResync(n)
 	s.fire(n, converge.TransitionDeleted)
 	s.graph.subCounted(n)
 	n.to(stateRemoved)
@@ -201,6 +204,12 @@ func (s *Scheduler) remove(n *node) {
 		if s.graph.nodes[n.id] == nil {
 			s.setGitEdges(s.addNode(nr, nr.ID(), nil, "created from "+nr.Source))
 		}
+	}
+	// A removed node stays referenced a while (a list of pending writes
+	// drains MaxCommit rows a commit; a cascade of a million marked them
+	// all): it keeps its row packed, not decoded.
+	if r := n.r; r != nil && n.sub == nil && (r.Owner == "" || n.owner != nil && n.owner.id == r.Owner) {
+		n.packNow()
 	}
 }
 

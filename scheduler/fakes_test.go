@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -60,6 +61,9 @@ type memStore struct {
 	uidsEver               map[string]converge.ID
 	// deliveriesDeleted counts the delivery keys deleted.
 	deliveriesDeleted int
+	// streamed counts LoadStream's calls; restartLoads (LoadStream)
+	// makes that many reads start again half-way.
+	streamed, restartLoads int
 }
 
 func newMemStore() *memStore {
@@ -121,6 +125,46 @@ func (m *memStore) Load(ctx context.Context) (*converge.Snapshot, error) {
 		s.Applied = &a
 	}
 	return s, nil
+}
+
+// LoadStream hands Load's resources over one at a time in ID order, as
+// the real stores do (scheduler.StreamLoader). With restartLoads set, a
+// read starts again half-way through that many times (etcd's, when its
+// revision is compacted under it): begin is called again, and an error
+// of begin's ends the read.
+func (m *memStore) LoadStream(ctx context.Context, begin func(*converge.Snapshot, int) error, each func(*converge.Resource) error) (*converge.Snapshot, error) {
+	m.mu.Lock()
+	m.streamed++
+	m.mu.Unlock()
+	for {
+		snap, err := m.Load(ctx)
+		if err != nil {
+			return nil, err
+		}
+		rows := snap.Resources
+		snap.Resources = nil
+		slices.SortFunc(rows, func(a, b *converge.Resource) int { return strings.Compare(string(a.ID()), string(b.ID())) })
+		if err := begin(snap, len(rows)); err != nil {
+			return nil, fmt.Errorf("load state: %w", err)
+		}
+		m.mu.Lock()
+		again := m.restartLoads > 0
+		if again {
+			m.restartLoads--
+		}
+		m.mu.Unlock()
+		for i, r := range rows {
+			if again && i == len(rows)/2 {
+				break
+			}
+			if err := each(r); err != nil {
+				return nil, fmt.Errorf("load state: %w", err)
+			}
+		}
+		if !again {
+			return snap, nil
+		}
+	}
 }
 
 func (m *memStore) Commit(ctx context.Context, b *converge.Batch) error {

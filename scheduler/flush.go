@@ -116,6 +116,30 @@ func (s *Scheduler) batchDropped() {
 }
 
 // dropHead removes q's first n entries in place.
+// liveHead drops the removed nodes from q until limit live ones lead it
+// (or q ends): a removed row is never written, and a cascade's million
+// rows rewritten as Deleting are mostly removed before their turn. Held
+// in q they neither counted in a batch's rows nor let their decoded rows
+// go (a million of them at the end of a 1M cascade).
+func liveHead(q []*node, limit int) []*node {
+	w, r := 0, 0
+	for ; r < len(q) && w < limit; r++ {
+		n := q[r]
+		if n.is(stateRemoved) {
+			n.unset(mDirty)
+			continue
+		}
+		q[w] = n
+		w++
+	}
+	if w == r {
+		return q
+	}
+	rest := w + copy(q[w:], q[r:])
+	clear(q[rest:])
+	return q[:rest]
+}
+
 func dropHead(q []*node, n int) []*node {
 	if n == 0 {
 		return q
@@ -307,6 +331,10 @@ func (s *Scheduler) buildBatch(all bool) *converge.Batch {
 			(len(n.kids()) > 0 || s.graph.hasLiveConsumer(n)) {
 			s.setReasonSoon(n, s.graph.teardownReason(n, s.now))
 		}
+		// A teardown waiting for its consumers and children waits
+		// packed (its reason, if new, is read from the packed row):
+		// in a cascade of a million, most wait so.
+		n.pack()
 	}
 	s.batch.reasonDirty = s.batch.reasonDirty[:0]
 	if len(s.batch.deferred) > 0 && (all || !s.now.Before(s.batch.deferDue)) {
@@ -335,6 +363,8 @@ func (s *Scheduler) buildBatch(all bool) *converge.Batch {
 		// at least a quarter of the batch, oldest first (a row is made
 		// after its owner's, so an owner is never left behind its
 		// children). What does not fit waits for the next batch.
+		s.batch.updated = liveHead(s.batch.updated, s.cfg.MaxCommit)
+		s.batch.dirty = liveHead(s.batch.dirty, s.cfg.MaxCommit)
 		upd, fresh := s.batch.pickRows(s.cfg.MaxCommit)
 		rows := buf.rows[:0]
 		if n := len(upd) + len(fresh); cap(rows) < n {

@@ -72,9 +72,9 @@ type node struct {
 	// state is where n is in its lifecycle (nodestate.go): free to be
 	// considered, parked, blocked, backing off, or removed.
 	state nodeState
-	// pkPending: the packed row is Pending (else Ready at its
-	// generation); meaningless while r is decoded.
-	pkPending bool
+	// pk is the packed row's phase (pack.go); meaningless while r is
+	// decoded.
+	pk packedPhase
 	// marks are n's independent flags (nodestate.go): queued, dirty, ….
 	marks nodeMarks
 }
@@ -127,8 +127,8 @@ type subtree struct {
 // then costs a start (and a sync waiting for it) nothing.
 func settled(n *node) bool {
 	// A packed row (pack.go) has no lease, and is Ready at its
-	// generation unless it is Pending.
-	if n.r == nil && n.pkPending {
+	// generation unless it is Pending or being torn down.
+	if n.r == nil && n.pk != pkReady {
 		return false
 	}
 	if r := n.r; r != nil && (r.Phase != converge.PhaseReady || r.ObservedGeneration != r.Generation || r.Deleting || r.Lease != nil) {
@@ -138,8 +138,13 @@ func settled(n *node) bool {
 }
 
 // deleting reports whether n is in a teardown tree, without decoding a
-// packed row (never one).
-func (n *node) deleting() bool { return n.r != nil && n.r.Deleting }
+// packed row.
+func (n *node) deleting() bool {
+	if n.r == nil {
+		return n.pk == pkDeleting
+	}
+	return n.r.Deleting
+}
 
 // markFlows says n's flows changed: its spec is recomputed when it is
 // next considered.
@@ -436,7 +441,7 @@ func (g *resourceGraph) flowsApplied(n *node) bool {
 		}
 		for _, f := range e.Flows {
 			pv, pok := getField(status, f.From)
-			cv, cok := getField(n.res().Spec, f.To)
+			cv, cok := getField(n.spec(), f.To)
 			if pok != cok || !bytes.Equal(pv, cv) {
 				return false
 			}

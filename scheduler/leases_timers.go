@@ -172,6 +172,34 @@ func (l *leases) addResync(n *node, at time.Time) {
 	b.due[k] = append(due, n)
 }
 
+// maxResyncScan bounds the bucket dropResync scans for its node.
+const maxResyncScan = 512
+
+// dropResync takes n out of the resync bucket it waits in, if that bucket
+// is small enough to scan: a node torn down would otherwise stay
+// referenced, its decoded row with it, until the bucket comes due (ten
+// minutes after a converge, for a cascade of a million). An entry left
+// is only stale, as fireResyncs expects.
+func (l *leases) dropResync(n *node) {
+	k := n.resyncAt
+	if k == 0 {
+		return
+	}
+	n.resyncAt = 0
+	due := l.resyncs.due[k]
+	if len(due) > maxResyncScan {
+		return
+	}
+	for i, x := range due {
+		if x == n {
+			due[i] = due[len(due)-1]
+			due[len(due)-1] = nil
+			l.resyncs.due[k] = due[:len(due)-1]
+			return
+		}
+	}
+}
+
 // nextResync returns when the earliest resync bucket is due, or zero.
 func (l *leases) nextResync() time.Time {
 	if len(l.resyncs.keys) == 0 {

@@ -10,11 +10,30 @@ import (
 // Loading the graph from the store's snapshot at New, and what every
 // part reads of the kinds and configs.
 
-// load builds the in-memory graph from a snapshot.
-func (s *Scheduler) load(snap *converge.Snapshot) {
-	// Kinds and configs are loaded: secretInfo computes again.
-	defer func() { s.secrets = nil }()
-	var overdue []*node // Ready rows whose resync came due while no process ran
+// Loading runs in three steps, so a store that hands its rows over one
+// at a time (StreamLoader) is never held decoded whole: loadBegin takes
+// the kinds, configs and bindings every row's load reads; loadRow adds
+// one row's node, packing a row at rest at once (its owner is linked
+// later, by loadEnd: the packed row says it is owned, and the owner's ID
+// waits in loadOwners); loadEnd links owners, adds the edges and derives
+// the rest.
+
+// loadOwner is a loaded row whose owner is linked once every row is in.
+type loadOwner struct {
+	n     *node
+	owner converge.ID
+}
+
+// loading is what a load keeps between its steps.
+type loading struct {
+	owners []loadOwner
+	// overdue are the Ready rows whose resync came due while no process
+	// ran.
+	overdue []*node
+}
+
+// loadBegin takes snap's kinds, configs and bindings.
+func (s *Scheduler) loadBegin(snap *converge.Snapshot) {
 	for _, k := range snap.Kinds {
 		s.kinds[k.Ref()] = k
 	}
@@ -26,42 +45,91 @@ func (s *Scheduler) load(snap *converge.Snapshot) {
 		s.react.bindings[b.Name] = b
 	}
 	s.react.rebuildByKind()
-	for _, r := range snap.Resources {
-		n := &node{r: r, id: r.ID(), rs: s.refState(r.Ref())}
-		if r.Drift != nil {
-			if s.graph.drifted == nil {
-				s.graph.drifted = make(map[converge.ID]*node)
-			}
-			s.graph.drifted[n.id] = n
+}
+
+// loadRow adds the node of one loaded row, which is the scheduler's from
+// now on.
+func (s *Scheduler) loadRow(r *converge.Resource) {
+	n := &node{r: r, id: r.ID(), rs: s.refState(r.Ref())}
+	if r.Drift != nil {
+		if s.graph.drifted == nil {
+			s.graph.drifted = make(map[converge.ID]*node)
 		}
-		// One string per row for ID and name, the refState's for the
-		// kind, the owner's ID for the owner (below): a million rows
-		// do not each keep decoded copies.
-		r.Kind = n.rs.ref.Kind
-		r.Name = string(n.id)[len(r.Kind)+1:]
-		s.graph.insert(n)
-		s.graph.noteGitRoot(n)
-		n.rs.count++
+		s.graph.drifted[n.id] = n
 	}
-	// The nodes hold the rows now: the snapshot (New's own) lets go of
-	// them, so a row packed below is garbage at once and a million
-	// loaded rows are not held twice, decoded and packed, at the end.
-	clear(snap.Resources)
-	snap.Resources = nil
-	for _, n := range s.graph.nodes {
-		if n.res().Owner != "" {
-			if o := s.graph.nodes[n.res().Owner]; o != nil {
-				n.res().Owner = o.id
-				n.owner = o
-				o.adopt(n)
-				// A child torn down under a live owner may have been
-				// deleted by an operator: which, the store does not
-				// say, so the owner recomposes after the teardown (for
-				// a pruned child, one compose more than needed).
-				n.setTo(mRecomposeOwner, n.deleting() && !o.deleting())
-			}
+	// One string per row for ID and name, the refState's for the kind,
+	// the owner's ID for the owner (loadEnd): a million rows do not each
+	// keep decoded copies.
+	r.Kind = n.rs.ref.Kind
+	r.Name = string(n.id)[len(r.Kind)+1:]
+	s.graph.insert(n)
+	s.graph.noteGitRoot(n)
+	n.rs.count++
+	if r.Owner != "" {
+		s.loading.owners = append(s.loading.owners, loadOwner{n, r.Owner})
+	}
+	if loadPackable(n) {
+		s.loadResync(n, r)
+		n.packNow()
+	}
+}
+
+// loadPackable reports whether a row just loaded is at rest (packable,
+// before any mark or owner link is set): Pending, or Ready at its
+// generation, with nothing only a decoded row keeps.
+func loadPackable(n *node) bool {
+	r := n.r
+	if n.rs.composer || r.Deleting || r.Lease != nil || r.Drift != nil || r.Rollout != nil {
+		return false
+	}
+	return r.Phase == converge.PhasePending || r.Phase == converge.PhaseReady && r.ObservedGeneration == r.Generation
+}
+
+// loadResync schedules the resync of a loaded row Ready at its
+// generation: one interval after the row last changed (a restart does
+// not postpone it); one that came due while no process ran is overdue.
+func (s *Scheduler) loadResync(n *node, r *converge.Resource) {
+	if r.Phase != converge.PhaseReady || r.ObservedGeneration != r.Generation {
+		return
+	}
+	if iv := s.resyncInterval(n); iv > 0 && !r.UpdatedAt.IsZero() && !r.UpdatedAt.Add(iv).After(s.now) {
+		if s.cfg.PostponeLoadedResyncs {
+			s.scheduleResync(n)
+		} else {
+			s.loading.overdue = append(s.loading.overdue, n)
 		}
+	} else {
+		s.scheduleResyncFrom(n, r.UpdatedAt)
 	}
+}
+
+// loadEnd links every loaded row to its owner, adds snap's edges and
+// derives the rest: counts, flows, backoffs, resyncs, composer phases,
+// deliveries and what the loop looks at first.
+func (s *Scheduler) loadEnd(snap *converge.Snapshot) {
+	// Kinds and configs are loaded: secretInfo computes again.
+	defer func() { s.secrets = nil }()
+	for _, l := range s.loading.owners {
+		n := l.n
+		o := s.graph.nodes[l.owner]
+		if o == nil {
+			if n.r == nil {
+				n.unpackOrphan(l.owner) // rare: its owner's row is gone
+			}
+			continue
+		}
+		if n.r != nil {
+			n.r.Owner = o.id
+		}
+		n.owner = o
+		o.adopt(n)
+		// A child torn down under a live owner may have been deleted by
+		// an operator: which, the store does not say, so the owner
+		// recomposes after the teardown (for a pruned child, one
+		// compose more than needed).
+		n.setTo(mRecomposeOwner, n.deleting() && !o.deleting())
+	}
+	s.loading.owners = nil
 	for i := range snap.Edges {
 		e := &snap.Edges[i]
 		if c := s.graph.nodes[e.Consumer]; c != nil {
@@ -74,54 +142,50 @@ func (s *Scheduler) load(snap *converge.Snapshot) {
 		s.graph.addEdge(e)
 	}
 	for _, n := range s.graph.nodes {
-		r := n.res()
-		if r.Lease != nil {
-			// The previous process's lease: treat as expired.
-			r.Lease = nil
-			if r.Phase == converge.PhaseRunning {
-				r.Phase = converge.PhasePending
+		// A row packed by loadRow is at rest: none of the first and
+		// last steps apply to it, and its resync is scheduled.
+		r := n.r
+		if r != nil {
+			if r.Lease != nil {
+				// The previous process's lease: treat as expired.
+				r.Lease = nil
+				if r.Phase == converge.PhaseRunning {
+					r.Phase = converge.PhasePending
+				}
+				s.markDirty(n)
 			}
-			s.markDirty(n)
-		}
-		if r.Deleting {
-			r.Phase = converge.PhaseDeleting
-		}
-		if s.isComposer(n) {
-			if n.tree().composeStatus == nil && r.Status != nil {
-				n.tree().composeStatus = stripRollup(r.Status)
+			if r.Deleting {
+				r.Phase = converge.PhaseDeleting
 			}
-			s.loadRollout(n)
-			if r.ComposedBy != "" && r.ObservedGeneration == r.Generation && !r.Deleting {
-				n.tree().composedSpec = r.Spec
+			if s.isComposer(n) {
+				if n.tree().composeStatus == nil && r.Status != nil {
+					n.tree().composeStatus = stripRollup(r.Status)
+				}
+				s.loadRollout(n)
+				if r.ComposedBy != "" && r.ObservedGeneration == r.Generation && !r.Deleting {
+					n.tree().composedSpec = r.Spec
+				}
 			}
 		}
 		s.graph.counted(n)
 		n.setTo(mFlowsDirty, len(n.adj.prod) > 0)
 		n.setTo(mFlowsLoaded, n.has(mFlowsDirty))
-		if r.Phase == converge.PhaseFailed && !r.NextAttempt.IsZero() {
-			s.lease.backOff(n, r.NextAttempt)
-		}
-		if r.Phase == converge.PhaseDeleting && !r.NextAttempt.IsZero() {
-			s.lease.backOff(n, r.NextAttempt)
-		}
-		if r.Phase == converge.PhaseReady && r.ObservedGeneration == r.Generation {
-			// A restart does not postpone a resync: it is due one
-			// interval after the row last changed.
-			if iv := s.resyncInterval(n); iv > 0 && !r.UpdatedAt.IsZero() && !r.UpdatedAt.Add(iv).After(s.now) {
-				if s.cfg.PostponeLoadedResyncs {
-					s.scheduleResync(n)
-				} else {
-					overdue = append(overdue, n)
-				}
-			} else {
-				s.scheduleResyncFrom(n, r.UpdatedAt)
+		if r != nil {
+			if r.Phase == converge.PhaseFailed && !r.NextAttempt.IsZero() {
+				s.lease.backOff(n, r.NextAttempt)
 			}
+			if r.Phase == converge.PhaseDeleting && !r.NextAttempt.IsZero() {
+				s.lease.backOff(n, r.NextAttempt)
+			}
+			s.loadResync(n, r)
 		}
 	}
 	s.graph.checkLoadedFlows()
 	// Overdue resyncs run soon, spread over a millisecond per row (at
 	// most one interval): a million rows due at once would take every
 	// worker slot for minutes, ahead of the work the restart came for.
+	overdue := s.loading.overdue
+	s.loading.overdue = nil
 	window := time.Duration(len(overdue)) * time.Millisecond
 	for _, n := range overdue {
 		w := min(window, s.resyncInterval(n))

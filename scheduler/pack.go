@@ -17,7 +17,9 @@ import (
 // at its generation (settled), or Pending with no task out: a child a
 // composition just made, one waiting for its producers or queued for a
 // worker slot. A million children of one compose wait so for most of a
-// converge, and decoded they were the heap's peak. The first access
+// converge, and decoded they were the heap's peak. A teardown waiting for
+// its consumers and children (or for a worker slot) is at rest too: a
+// cascade of a million marks them all at once. The first access
 // through node.res decodes the row again (unpack); node.peek reads it
 // without keeping the decoded copy; phase, readiness and status are read
 // without decoding. Kind, name and owner are not in the bytes: the node
@@ -25,22 +27,29 @@ import (
 //
 // A row is packed at a few points where no caller holds its decoded
 // Resource: once a batch holding it is durable (batchDropped), after the
-// loop considered it (pump), when a composition made it (createChild) and
-// at load. A dirty or queued row may be packed: the batch reads it with
-// peek, and consider decodes it.
+// loop considered it (pump), when a composition made it (createChild),
+// when a cascade marked it (cascade) and at load. A dirty or queued row
+// may be packed: the batch reads it with peek, and consider decodes it.
 
 // packable reports whether n's row may be packed: decoded, at rest
-// (Ready at its generation or Pending), with no task out and nothing that
-// only a decoded row keeps (a lease, a drift report, a rollout, a
-// subtree, a teardown).
+// (Ready at its generation, Pending, or waiting in a teardown), with no
+// task out and nothing that only a decoded row keeps (a lease, a drift
+// report, a rollout, a subtree, a failed attempt).
 func packable(n *node) bool {
 	const busy = mRollupDirty | mReasonDirty | mResync | mStuck | mUnstorable | mDeferred | mRecomposeOwner | mRecomposeOwed
 	r := n.r
-	if r == nil || n.marks&busy != 0 || n.sub != nil || n.rs.composer || r.Deleting || r.Lease != nil ||
+	if r == nil || n.marks&busy != 0 || n.sub != nil || n.rs.composer || r.Lease != nil ||
 		r.Drift != nil || r.Rollout != nil || (r.Owner != "" && (n.owner == nil || r.Owner != n.owner.id)) {
 		return false
 	}
 	switch {
+	case r.Deleting:
+		// A teardown waiting for its consumers and children, or for a
+		// worker slot: a million of them wait so in a cascade. One
+		// whose attempts failed stays decoded (teardownReason prefers
+		// it, and reads its attempts).
+		return r.Phase == converge.PhaseDeleting && r.Attempts == 0 &&
+			(n.is(stateFree) || n.is(stateBlocked) || n.is(stateParked))
 	case r.Phase == converge.PhasePending:
 		return n.is(stateFree) || n.is(stateBlocked) || n.is(stateParked)
 	case r.Phase == converge.PhaseReady && r.ObservedGeneration == r.Generation:
@@ -52,6 +61,13 @@ func packable(n *node) bool {
 // pack packs n's row if packable.
 func (n *node) pack() {
 	if packable(n) {
+		n.packNow()
+	}
+}
+
+// packNow packs n's decoded row.
+func (n *node) packNow() {
+	{
 		b := packResource(n.r, nil)
 		if cap(b)-len(b) > 16 {
 			b = append(make([]byte, 0, len(b)), b...) // not the estimate's slack, in each of a million rows
@@ -59,9 +75,25 @@ func (n *node) pack() {
 		// A string is 8 bytes less in each of a million nodes; the
 		// bytes are never written after this.
 		n.packed = unsafe.String(unsafe.SliceData(b), len(b))
-		n.pkPending = n.r.Phase == converge.PhasePending
+		switch {
+		case n.r.Deleting:
+			n.pk = pkDeleting
+		case n.r.Phase == converge.PhasePending:
+			n.pk = pkPending
+		default:
+			n.pk = pkReady
+		}
 		n.r = nil
 	}
+}
+
+// unpackOrphan decodes the packed row of n, packed as owned by owner
+// (loadRow), once it turns out owner is not in the graph: the row keeps
+// the owner's ID, and stays decoded.
+func (n *node) unpackOrphan(owner converge.ID) {
+	n.owner = &node{id: owner} // for unpackInto's owner only
+	n.res()
+	n.owner = nil
 }
 
 // res returns n's row, decoding a packed one (which stays decoded until
@@ -88,8 +120,11 @@ func (n *node) peek() *converge.Resource {
 // Pending).
 func (n *node) phase() converge.Phase {
 	if n.r == nil {
-		if n.pkPending {
+		switch n.pk {
+		case pkPending:
 			return converge.PhasePending
+		case pkDeleting:
+			return converge.PhaseDeleting
 		}
 		return converge.PhaseReady
 	}
@@ -101,7 +136,7 @@ func (n *node) phase() converge.Phase {
 func (n *node) readyAtGeneration() bool {
 	r := n.r
 	if r == nil {
-		return !n.pkPending
+		return n.pk == pkReady
 	}
 	return r.Phase == converge.PhaseReady && r.ObservedGeneration == r.Generation
 }
@@ -152,6 +187,24 @@ func (n *node) status() json.RawMessage {
 	return packedStatus(n.packed)
 }
 
+// spec returns n's spec (to read) without decoding a packed row: a
+// loaded consumer's spec is checked against its producers' statuses.
+func (n *node) spec() json.RawMessage {
+	if n.r != nil {
+		return n.r.Spec
+	}
+	return packedSpec(n.packed)
+}
+
+// packedPhase is what a node keeps of its packed row's phase.
+type packedPhase uint8
+
+const (
+	pkReady    packedPhase = iota // Ready at its generation
+	pkPending                     // Pending
+	pkDeleting                    // Deleting: waiting in a teardown
+)
+
 // packVersion is the first byte of a packed row.
 const packVersion = 1
 
@@ -159,6 +212,7 @@ const packVersion = 1
 const (
 	packSpecIsDeclared = 1 << iota // Spec holds Declared's bytes (no flows)
 	packOwned                      // the owner is the node's owner
+	packDeleting                   // Deleting: the row is in a teardown
 )
 
 // packResource appends r's fields but kind, name and owner to buf.
@@ -171,6 +225,9 @@ func packResource(r *converge.Resource, buf []byte) []byte {
 	}
 	if r.Owner != "" {
 		flags |= packOwned
+	}
+	if r.Deleting {
+		flags |= packDeleting
 	}
 	n := 2 + len(r.UID) + len(r.Declared) + len(spec) + len(r.Status) + len(r.Phase) + len(r.Reason) + len(r.Origin) +
 		len(r.ProviderConfigRef) + len(r.LastError) + len(r.Source) + len(r.ComposedBy) + len(r.DriftPolicy) + 16*5 + 4*16
@@ -328,6 +385,7 @@ func unpackInto(n *node, packed string, r *converge.Resource) {
 	if flags&packOwned != 0 {
 		r.Owner = n.owner.id
 	}
+	r.Deleting = flags&packDeleting != 0
 	if i != len(b) {
 		bad()
 	}
@@ -342,6 +400,42 @@ func known[S ~string](b []byte, known ...S) S {
 		}
 	}
 	return S(b)
+}
+
+// packedSpec returns the spec of a packed row, sharing its bytes: the
+// fields before it are skipped, not decoded.
+func packedSpec(packed string) json.RawMessage {
+	b := unsafe.Slice(unsafe.StringData(packed), len(packed))
+	if len(b) < 2 || b[0] != packVersion {
+		panic("scheduler: not a packed row")
+	}
+	i := 2
+	next := func(raw bool) []byte {
+		l, k := binary.Uvarint(b[i:])
+		if k <= 0 || int(l) > len(b)-i-k+1 {
+			panic("scheduler: packed row damaged")
+		}
+		i += k
+		if !raw {
+			i += int(l)
+			return nil
+		}
+		if l == 0 {
+			return nil
+		}
+		v := b[i : i+int(l)-1 : i+int(l)-1]
+		i += int(l) - 1
+		return v
+	}
+	next(false) // UID
+	if _, k := binary.Varint(b[i:]); k > 0 {
+		i += k
+	}
+	declared := next(true)
+	if b[1]&packSpecIsDeclared != 0 {
+		return declared
+	}
+	return next(true)
 }
 
 // packedStatus returns the status of a packed row, sharing its bytes:

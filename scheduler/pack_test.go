@@ -28,7 +28,9 @@ func TestPackRoundTrip(t *testing.T) {
 	same.Spec = same.Declared
 	empty := &converge.Resource{Kind: "vpc", Name: "x", Phase: converge.PhaseReady, Origin: converge.OriginGit}
 	neg := &converge.Resource{Kind: "vpc", Name: "y", KindVersion: -1, Generation: -3, Attempts: -2, Spec: json.RawMessage{}}
-	for _, r := range []*converge.Resource{full, &same, empty, neg} {
+	del := *full
+	del.Deleting, del.Phase = true, converge.PhaseDeleting
+	for _, r := range []*converge.Resource{full, &same, empty, neg, &del} {
 		n := &node{id: r.ID(), rs: &refState{ref: r.Ref()}}
 		if r.Owner != "" {
 			n.owner = owner
@@ -62,9 +64,10 @@ func TestPackRoundTrip(t *testing.T) {
 }
 
 // TestPackAtRest checks which rows are packed: a Ready row at its
-// generation or a Pending one with no task out is, whether durable,
-// dirty, in a batch or queued, and a row with a lease, a drift report, a
-// teardown, a failure, a new spec not yet run or a subtree is not; res
+// generation, a Pending one or one waiting in a teardown with no task
+// out is, whether durable, dirty, in a batch or queued, and a row with a
+// lease, a drift report, a failed teardown attempt, a failure, a new
+// spec not yet run or a subtree is not; res
 // decodes it back, once, and a packed row's phase is read without
 // decoding it.
 func TestPackAtRest(t *testing.T) {
@@ -111,6 +114,14 @@ func TestPackAtRest(t *testing.T) {
 			n.unset(mStored)
 			n.set(mDirty | mQueued | mFlowsDirty)
 		},
+		"tearing down": func(n *node) {
+			n.r.Deleting, n.r.Phase, n.r.Reason = true, converge.PhaseDeleting, "deleting: by request"
+			n.set(mDirty)
+		},
+		"tearing down, blocked": func(n *node) {
+			n.r.Deleting, n.r.Phase = true, converge.PhaseDeleting
+			n.state = stateBlocked
+		},
 	} {
 		n := mk(change)
 		want := *n.r
@@ -119,14 +130,14 @@ func TestPackAtRest(t *testing.T) {
 			t.Errorf("%s: not packed", name)
 			continue
 		}
-		pend := want.Phase == converge.PhasePending
-		if got := n.phase(); got != want.Phase || n.readyAtGeneration() == pend || settled(n) == pend {
-			t.Errorf("%s: packed: phase %q, ready at generation %v, settled %v", name, got, n.readyAtGeneration(), settled(n))
+		pend := want.Phase != converge.PhaseReady
+		if got := n.phase(); got != want.Phase || n.readyAtGeneration() == pend || settled(n) == pend || n.deleting() != want.Deleting {
+			t.Errorf("%s: packed: phase %q, ready at generation %v, settled %v, deleting %v", name, got, n.readyAtGeneration(), settled(n), n.deleting())
 		}
 		var into converge.Resource
 		n.readInto(&into)
 		if got := n.res(); got.Phase != want.Phase || got.Reason != want.Reason || got.Generation != want.Generation ||
-			into.Reason != want.Reason || into.Generation != want.Generation {
+			got.Deleting != want.Deleting || into.Reason != want.Reason || into.Generation != want.Generation || into.Deleting != want.Deleting {
 			t.Errorf("%s: decoded %+v and read %+v, want %+v", name, got, into, want)
 		}
 	}
@@ -134,6 +145,12 @@ func TestPackAtRest(t *testing.T) {
 		"leased":   func(n *node) { n.r.Lease = &converge.Lease{TaskID: "t"} },
 		"drifted":  func(n *node) { n.r.Drift = &converge.DriftReport{} },
 		"deleting": func(n *node) { n.r.Deleting = true },
+		"tearing down, failed attempt": func(n *node) {
+			n.r.Deleting, n.r.Phase, n.r.Attempts = true, converge.PhaseDeleting, 1
+		},
+		"tearing down, leased": func(n *node) {
+			n.r.Deleting, n.r.Phase, n.r.Lease = true, converge.PhaseDeleting, &converge.Lease{TaskID: "t"}
+		},
 		"failed":   func(n *node) { n.r.Phase = converge.PhaseFailed },
 		"running":  func(n *node) { n.r.Phase = converge.PhaseRunning },
 		"new spec": func(n *node) { n.r.Generation = 2 },

@@ -17,6 +17,13 @@ type Store interface {
 	Commit(ctx context.Context, b *converge.Batch) error
 }
 
+// StreamLoader is a Store that can hand its resources over one at a time
+// (state.Backend.LoadStream). New prefers it: each row is packed as it
+// arrives, so a start never holds a million decoded rows at once.
+type StreamLoader interface {
+	LoadStream(ctx context.Context, begin func(*converge.Snapshot, int) error, each func(*converge.Resource) error) (*converge.Snapshot, error)
+}
+
 // Dispatcher delivers tasks to workers and their results back. The
 // providers package implements it over gRPC; tests may fake it.
 type Dispatcher interface {

@@ -260,6 +260,8 @@ type Scheduler struct {
 	// in chunks after the queue, so the loop answers Apply and results
 	// meanwhile.
 	startQueue []*node
+	// loading is what a load keeps between its steps (load.go).
+	loading loading
 	// rearmQueue holds the nodes whose resync a new default interval
 	// re-arms, taken in chunks like startQueue.
 	rearmQueue []*node
@@ -295,10 +297,61 @@ type rateSample struct {
 // after Run's context is done, must not be cut short.
 func New(ctx context.Context, store Store, disp Dispatcher, cfg Config) (*Scheduler, error) {
 	cfg.defaults()
+	if sl, ok := store.(StreamLoader); ok {
+		for try := 0; ; try++ {
+			s, err := newStreamed(ctx, store, sl, disp, cfg)
+			if errors.Is(err, errLoadRestarted) && try < 3 {
+				continue
+			}
+			return s, err
+		}
+	}
 	snap, err := store.Load(ctx)
 	if err != nil {
 		return nil, err // the store says "load state: …"
 	}
+	s := newScheduler(ctx, store, disp, cfg, snap, len(snap.Resources))
+	rows := snap.Resources
+	snap.Resources = nil
+	for i, r := range rows {
+		rows[i] = nil // the node's now: packed, it is garbage here
+		s.loadRow(r)
+	}
+	s.loadEnd(snap)
+	s.publish()
+	return s, nil
+}
+
+// errLoadRestarted: a streamed load's read started again (loadStream).
+var errLoadRestarted = errors.New("the store's read started again")
+
+// newStreamed is New over a store that streams its rows: each is packed
+// as it arrives. A read the store starts again ends this one
+// (errLoadRestarted), for New to start afresh.
+func newStreamed(ctx context.Context, store Store, sl StreamLoader, disp Dispatcher, cfg Config) (*Scheduler, error) {
+	var s *Scheduler
+	snap, err := sl.LoadStream(ctx, func(snap *converge.Snapshot, rows int) error {
+		if s != nil {
+			return errLoadRestarted
+		}
+		s = newScheduler(ctx, store, disp, cfg, snap, rows)
+		return nil
+	}, func(r *converge.Resource) error {
+		s.loadRow(r)
+		return nil
+	})
+	if err != nil {
+		return nil, err // the store says "load state: …"
+	}
+	s.loadEnd(snap)
+	s.publish()
+	return s, nil
+}
+
+// newScheduler returns a scheduler holding snap's kinds, configs and
+// bindings, with room for rows resources, ready to load them (loadRow,
+// then loadEnd).
+func newScheduler(ctx context.Context, store Store, disp Dispatcher, cfg Config, snap *converge.Snapshot, rows int) *Scheduler {
 	var pref [6]byte
 	_, _ = rand.Read(pref[:])
 	s := &Scheduler{
@@ -312,7 +365,7 @@ func New(ctx context.Context, store Store, disp Dispatcher, cfg Config) (*Schedu
 		commitCtx: context.WithoutCancel(ctx),
 		validator: cfg.Validator,
 		graph: resourceGraph{
-			nodes:     make(map[converge.ID]*node, len(snap.Resources)),
+			nodes:     make(map[converge.ID]*node, rows),
 			gitRoots:  make(map[converge.ID]*node),
 			loose:     make(map[converge.ID]*adjacency),
 			flowLists: make(map[string][]converge.ValueFlow),
@@ -354,9 +407,8 @@ func New(ctx context.Context, store Store, disp Dispatcher, cfg Config) (*Schedu
 	if s.local == nil && cfg.LocalFor != nil {
 		s.local = cfg.LocalFor(snap.Kinds)
 	}
-	s.load(snap)
-	s.publish()
-	return s, nil
+	s.loadBegin(snap)
+	return s
 }
 
 // command is a closure run by the loop (or inline while Run is stopped).

@@ -17,6 +17,11 @@ import (
 type Backend interface {
 	// Load returns everything stored, as one consistent snapshot.
 	Load(ctx context.Context) (*converge.Snapshot, error)
+	// LoadStream is Load handing the resources to each one at a time,
+	// in ID order, after begin is given the rest (but the edges) and
+	// their number; the snapshot returned has the edges too. A read
+	// retried from its start calls begin again.
+	LoadStream(ctx context.Context, begin func(*converge.Snapshot, int) error, each func(*converge.Resource) error) (*converge.Snapshot, error)
 	// Commit applies b atomically and durably, or refuses it whole
 	// (package documentation, "Rules a Batch must follow").
 	Commit(ctx context.Context, b *converge.Batch) error

@@ -27,3 +27,11 @@ func (s *Store) Load(ctx context.Context) (*converge.Snapshot, error) {
 	releaseMapped(s.db, 0) // a whole-store scan touched every page
 	return snap, nil
 }
+
+// LoadStream is Load handing the resources over one at a time
+// (scheduler.StreamLoader; rules.Store.LoadStream says how).
+func (s *Store) LoadStream(ctx context.Context, begin func(*converge.Snapshot, int) error, each func(*converge.Resource) error) (*converge.Snapshot, error) {
+	snap, err := s.rulesStore.LoadStream(ctx, begin, each)
+	releaseMapped(s.db, 0)
+	return snap, err
+}

@@ -21,21 +21,37 @@ const pageSize = 1000
 // configs, bindings, deliveries, the applied revision and the last event
 // Seq. It implements the scheduler's Store port.
 func (s *Store) Load(ctx context.Context) (*converge.Snapshot, error) {
+	var rows []*converge.Resource
+	snap, err := s.LoadStream(ctx, func(_ *converge.Snapshot, n int) error {
+		rows = nil
+		if n > 0 {
+			rows = make([]*converge.Resource, 0, n)
+		}
+		return nil
+	}, func(r *converge.Resource) error {
+		rows = append(rows, r)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	snap.Resources = rows
+	return snap, nil
+}
+
+// LoadStream is Load handing the resources to each one at a time, in ID
+// order, instead of in the snapshot: a reader that keeps them in its own
+// form (the scheduler packs them) never holds a million decoded rows at
+// once. begin is called first, with the snapshot holding all but the
+// resources and edges and with how many resources follow; the snapshot
+// returned holds the edges too. begin and each run inside the read, and
+// an error of theirs ends it. A read retried from the start (etcd's, when
+// its revision is compacted under it) calls begin again.
+func (s *Store) LoadStream(ctx context.Context, begin func(*converge.Snapshot, int) error, each func(*converge.Resource) error) (*converge.Snapshot, error) {
 	snap := new(converge.Snapshot)
 	err := s.view(ctx, func(r Reader) error {
 		*snap = converge.Snapshot{}
-		err := r.Scan(Resources, Range{}, func(k, v []byte) error {
-			res, err := decodeFull(r, k, v)
-			if err != nil {
-				return fmt.Errorf("resource %s: %w", k, err)
-			}
-			snap.Resources = append(snap.Resources, res)
-			snap.Edges, err = appendRowEdges(snap.Edges, converge.ID(k), v)
-			return err
-		})
-		if err != nil {
-			return err
-		}
+		var err error
 		if snap.Kinds, err = scanJSON[converge.Kind](r, Kinds); err != nil {
 			return err
 		}
@@ -51,8 +67,26 @@ func (s *Store) Load(ctx context.Context) (*converge.Snapshot, error) {
 		if snap.Applied, err = applied(r); err != nil {
 			return err
 		}
-		snap.LastEventSeq, _, err = eventsMeta(r)
-		return err
+		if snap.LastEventSeq, _, err = eventsMeta(r); err != nil {
+			return err
+		}
+		n, err := r.Count(Resources, nil)
+		if err != nil {
+			return err
+		}
+		if err := begin(snap, n); err != nil {
+			return err
+		}
+		return r.Scan(Resources, Range{}, func(k, v []byte) error {
+			res, err := decodeFull(r, k, v)
+			if err != nil {
+				return fmt.Errorf("resource %s: %w", k, err)
+			}
+			if snap.Edges, err = appendRowEdges(snap.Edges, converge.ID(k), v); err != nil {
+				return err
+			}
+			return each(res)
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("load state: %w", err)
