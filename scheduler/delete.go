@@ -147,7 +147,6 @@ func (s *Scheduler) remove(n *node) {
 		r.Lease = nil
 	}
 	s.lease.endBackoff(n)
-	s.lease.dropResync(n)
 	s.fire(n, converge.TransitionDeleted)
 	s.graph.subCounted(n)
 	n.to(stateRemoved)
@@ -208,7 +207,7 @@ func (s *Scheduler) remove(n *node) {
 	// A removed node stays referenced a while (a list of pending writes
 	// drains MaxCommit rows a commit; a cascade of a million marked them
 	// all): it keeps its row packed, not decoded.
-	if r := n.r; r != nil && n.sub == nil && (r.Owner == "" || n.owner != nil && n.owner.id == r.Owner) {
+	if n.r != nil && n.sub == nil && ownerLinked(n) {
 		n.packNow()
 	}
 }

@@ -74,16 +74,10 @@ func (s *Scheduler) loadRow(r *converge.Resource) {
 	}
 }
 
-// loadPackable reports whether a row just loaded is at rest (packable,
-// before any mark or owner link is set): Pending, or Ready at its
-// generation, with nothing only a decoded row keeps.
-func loadPackable(n *node) bool {
-	r := n.r
-	if n.rs.composer || r.Deleting || r.Lease != nil || r.Drift != nil || r.Rollout != nil {
-		return false
-	}
-	return r.Phase == converge.PhasePending || r.Phase == converge.PhaseReady && r.ObservedGeneration == r.Generation
-}
+// loadPackable reports whether a row just loaded is packed at once: at
+// rest (no mark is set, no owner linked yet) and not in a teardown (a
+// teardown's marks are set by loadEnd, which packs it after them).
+func loadPackable(n *node) bool { return !n.r.Deleting && atRest(n) }
 
 // loadResync schedules the resync of a loaded row Ready at its
 // generation: one interval after the row last changed (a restart does

@@ -38,8 +38,22 @@ import (
 func packable(n *node) bool {
 	const busy = mRollupDirty | mReasonDirty | mResync | mStuck | mUnstorable | mDeferred | mRecomposeOwner | mRecomposeOwed
 	r := n.r
-	if r == nil || n.marks&busy != 0 || n.sub != nil || n.rs.composer || r.Lease != nil ||
-		r.Drift != nil || r.Rollout != nil || (r.Owner != "" && (n.owner == nil || r.Owner != n.owner.id)) {
+	return r != nil && n.marks&busy == 0 && ownerLinked(n) && atRest(n)
+}
+
+// ownerLinked reports whether n's decoded row names as its owner the
+// node n is linked to (or none): a packed row keeps no owner, it is
+// n.owner's on decoding.
+func ownerLinked(n *node) bool {
+	o := n.r.Owner
+	return o == "" || n.owner != nil && o == n.owner.id
+}
+
+// atRest reports whether n's decoded row and lifecycle state are at rest:
+// packable, but for the busy marks and the owner's link.
+func atRest(n *node) bool {
+	r := n.r
+	if n.sub != nil || n.rs.composer || r.Lease != nil || r.Drift != nil || r.Rollout != nil {
 		return false
 	}
 	switch {
@@ -67,24 +81,22 @@ func (n *node) pack() {
 
 // packNow packs n's decoded row.
 func (n *node) packNow() {
-	{
-		b := packResource(n.r, nil)
-		if cap(b)-len(b) > 16 {
-			b = append(make([]byte, 0, len(b)), b...) // not the estimate's slack, in each of a million rows
-		}
-		// A string is 8 bytes less in each of a million nodes; the
-		// bytes are never written after this.
-		n.packed = unsafe.String(unsafe.SliceData(b), len(b))
-		switch {
-		case n.r.Deleting:
-			n.pk = pkDeleting
-		case n.r.Phase == converge.PhasePending:
-			n.pk = pkPending
-		default:
-			n.pk = pkReady
-		}
-		n.r = nil
+	b := packResource(n.r, nil)
+	if cap(b)-len(b) > 16 {
+		b = append(make([]byte, 0, len(b)), b...) // not the estimate's slack, in each of a million rows
 	}
+	// A string is 8 bytes less in each of a million nodes; the bytes
+	// are never written after this.
+	n.packed = unsafe.String(unsafe.SliceData(b), len(b))
+	switch {
+	case n.r.Deleting:
+		n.pk = pkDeleting
+	case n.r.Phase == converge.PhasePending:
+		n.pk = pkPending
+	default:
+		n.pk = pkReady
+	}
+	n.r = nil
 }
 
 // unpackOrphan decodes the packed row of n, packed as owned by owner
@@ -184,7 +196,8 @@ func (n *node) status() json.RawMessage {
 	if n.r != nil {
 		return n.r.Status
 	}
-	return packedStatus(n.packed)
+	_, st := packedJSON(n.packed)
+	return st
 }
 
 // spec returns n's spec (to read) without decoding a packed row: a
@@ -193,7 +206,8 @@ func (n *node) spec() json.RawMessage {
 	if n.r != nil {
 		return n.r.Spec
 	}
-	return packedSpec(n.packed)
+	sp, _ := packedJSON(n.packed)
+	return sp
 }
 
 // packedPhase is what a node keeps of its packed row's phase.
@@ -402,76 +416,45 @@ func known[S ~string](b []byte, known ...S) S {
 	return S(b)
 }
 
-// packedSpec returns the spec of a packed row, sharing its bytes: the
-// fields before it are skipped, not decoded.
-func packedSpec(packed string) json.RawMessage {
+// packedJSON returns the spec and status of a packed row, sharing its
+// bytes: the fields before them are skipped, not decoded.
+func packedJSON(packed string) (spec, status json.RawMessage) {
 	b := unsafe.Slice(unsafe.StringData(packed), len(packed))
 	if len(b) < 2 || b[0] != packVersion {
 		panic("scheduler: not a packed row")
 	}
 	i := 2
+	damaged := func() { panic("scheduler: packed row damaged") }
+	// next returns the next length-prefixed field; a raw one (JSON) is
+	// nil for a length of 0, else its bytes are one fewer.
 	next := func(raw bool) []byte {
 		l, k := binary.Uvarint(b[i:])
-		if k <= 0 || int(l) > len(b)-i-k+1 {
-			panic("scheduler: packed row damaged")
-		}
-		i += k
-		if !raw {
-			i += int(l)
-			return nil
-		}
-		if l == 0 {
-			return nil
-		}
-		v := b[i : i+int(l)-1 : i+int(l)-1]
-		i += int(l) - 1
-		return v
-	}
-	next(false) // UID
-	if _, k := binary.Varint(b[i:]); k > 0 {
-		i += k
-	}
-	declared := next(true)
-	if b[1]&packSpecIsDeclared != 0 {
-		return declared
-	}
-	return next(true)
-}
-
-// packedStatus returns the status of a packed row, sharing its bytes:
-// the fields before it are skipped, not decoded.
-func packedStatus(packed string) json.RawMessage {
-	b := unsafe.Slice(unsafe.StringData(packed), len(packed))
-	if len(b) < 2 || b[0] != packVersion {
-		panic("scheduler: not a packed row")
-	}
-	i := 2
-	skip := func(raw bool) {
-		l, k := binary.Uvarint(b[i:])
 		if k <= 0 {
-			panic("scheduler: packed row damaged")
+			damaged()
 		}
 		i += k
-		if raw && l > 0 {
+		if raw {
+			if l == 0 {
+				return nil
+			}
 			l--
 		}
+		if l > uint64(len(b)-i) {
+			damaged()
+		}
+		v := b[i : i+int(l) : i+int(l)]
 		i += int(l)
+		return v
 	}
-	skip(false) // UID
-	if _, k := binary.Varint(b[i:]); k > 0 {
-		i += k
-	}
-	skip(true) // Declared
-	if b[1]&packSpecIsDeclared == 0 {
-		skip(true) // Spec
-	}
-	l, k := binary.Uvarint(b[i:])
-	if k <= 0 || int(l) > len(b)-i-k+1 {
-		panic("scheduler: packed row damaged")
-	}
-	if l == 0 {
-		return nil
+	next(false)                  // UID
+	_, k := binary.Varint(b[i:]) // KindVersion
+	if k <= 0 {
+		damaged()
 	}
 	i += k
-	return b[i : i+int(l)-1 : i+int(l)-1]
+	spec = next(true) // Declared, which is the spec too when the flag says so
+	if b[1]&packSpecIsDeclared == 0 {
+		spec = next(true)
+	}
+	return spec, next(true)
 }

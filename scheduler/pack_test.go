@@ -37,8 +37,12 @@ func TestPackRoundTrip(t *testing.T) {
 		}
 		b := packResource(r, nil)
 		got := unpackResource(n, string(b))
-		if st := packedStatus(string(b)); string(st) != string(r.Status) || (st == nil) != (r.Status == nil) {
+		sp, st := packedJSON(string(b))
+		if string(st) != string(r.Status) || (st == nil) != (r.Status == nil) {
 			t.Errorf("%s: packed status %q, want %q", r.ID(), st, r.Status)
+		}
+		if string(sp) != string(r.Spec) || (sp == nil) != (r.Spec == nil) {
+			t.Errorf("%s: packed spec %q, want %q", r.ID(), sp, r.Spec)
 		}
 		for _, f := range []struct {
 			name string

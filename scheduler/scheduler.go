@@ -297,32 +297,43 @@ type rateSample struct {
 // after Run's context is done, must not be cut short.
 func New(ctx context.Context, store Store, disp Dispatcher, cfg Config) (*Scheduler, error) {
 	cfg.defaults()
-	if sl, ok := store.(StreamLoader); ok {
-		for try := 0; ; try++ {
-			s, err := newStreamed(ctx, store, sl, disp, cfg)
-			if errors.Is(err, errLoadRestarted) && try < 3 {
-				continue
-			}
-			return s, err
+	sl, ok := store.(StreamLoader)
+	if !ok {
+		sl = wholeLoad{store}
+	}
+	for try := 0; ; try++ {
+		s, err := newStreamed(ctx, store, sl, disp, cfg)
+		if errors.Is(err, errLoadRestarted) && try < 3 {
+			continue
 		}
+		return s, err
 	}
-	snap, err := store.Load(ctx)
-	if err != nil {
-		return nil, err // the store says "load state: …"
-	}
-	s := newScheduler(ctx, store, disp, cfg, snap, len(snap.Resources))
-	rows := snap.Resources
-	snap.Resources = nil
-	for i, r := range rows {
-		rows[i] = nil // the node's now: packed, it is garbage here
-		s.loadRow(r)
-	}
-	s.loadEnd(snap)
-	s.publish()
-	return s, nil
 }
 
-// errLoadRestarted: a streamed load's read started again (loadStream).
+// wholeLoad streams a store that loads only whole (Load; a test's
+// wrapper): the rows are handed over, and let go, one at a time.
+type wholeLoad struct{ Store }
+
+func (w wholeLoad) LoadStream(ctx context.Context, begin func(*converge.Snapshot, int) error, each func(*converge.Resource) error) (*converge.Snapshot, error) {
+	snap, err := w.Load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows := snap.Resources
+	snap.Resources = nil
+	if err := begin(snap, len(rows)); err != nil {
+		return nil, err
+	}
+	for i, r := range rows {
+		rows[i] = nil // the scheduler's now: packed, it is garbage here
+		if err := each(r); err != nil {
+			return nil, err
+		}
+	}
+	return snap, nil
+}
+
+// errLoadRestarted: a streamed load's read started again (newStreamed).
 var errLoadRestarted = errors.New("the store's read started again")
 
 // newStreamed is New over a store that streams its rows: each is packed
