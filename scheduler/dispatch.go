@@ -327,9 +327,15 @@ func (s *Scheduler) dispatchNode(n *node, reaction string, kind taskKind) {
 		config = composeContext(r.KindVersion, t.Config)
 		t.BaseSpec, t.BaseRevision = s.composeBase(n, config)
 	}
+	// The kind version is known to the result stage before the task
+	// leaves: a fast worker's result can arrive before Dispatch returns.
+	if reaction != converge.ReactionTeardown {
+		s.lease.taskRefs.Store(t.ID, ref)
+	}
 	if s.localServes(ref, reaction) {
 		s.dispatchLocal(t)
 	} else if err := s.disp.Dispatch(s.ctx, t); err != nil {
+		s.lease.taskRefs.Delete(t.ID)
 		if errors.Is(err, converge.ErrNoWorker) {
 			rs.noWorker = true
 			s.block(n, rs)
@@ -345,9 +351,6 @@ func (s *Scheduler) dispatchNode(n *node, reaction string, kind taskKind) {
 	rs.inflight++
 	s.lease.inflight++
 	n.unset(mResync)
-	if reaction != converge.ReactionTeardown {
-		s.lease.taskRefs.Store(t.ID, ref)
-	}
 	s.track(t.ID, &taskRec{kind: kind, id: n.id, gen: r.Generation, ref: ref, reaction: reaction, resync: resync, counted: true,
 		config: config, base: t.BaseSpec != nil})
 	r.Lease = &converge.Lease{TaskID: t.ID, Reaction: reaction, Expires: t.Deadline}

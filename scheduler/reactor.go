@@ -309,11 +309,12 @@ func (s *Scheduler) startVerb(id converge.ID, verb string, args map[string]strin
 	}
 	t := s.newTask(r, verb, r.UID+"/"+itoa(r.Generation)+"/"+verb+"/"+itoa(int64(s.lease.taskSeq)), s.leaseTTL(ref))
 	t.Args = args
+	s.lease.taskRefs.Store(t.ID, ref) // before it leaves: see dispatch
 	if err := s.disp.Dispatch(s.ctx, t); err != nil {
+		s.lease.taskRefs.Delete(t.ID)
 		return nil, fmt.Errorf("do %s %s: %w", id, verb, err)
 	}
 	s.lease.dispatched++
-	s.lease.taskRefs.Store(t.ID, ref)
 	ch := make(chan verbOutcome, 1)
 	s.track(t.ID, &taskRec{kind: taskVerb, id: id, ref: ref, reaction: verb, verb: ch})
 	s.lease.addTimer(t.Deadline, timerLease, id, t.ID)
