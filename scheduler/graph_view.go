@@ -24,6 +24,10 @@ type GraphView interface {
 	Len() int
 	// Get returns the resource id, or nil if there is none.
 	Get(id converge.ID) *converge.Resource
+	// Has reports whether the graph holds id: Get without the row (a
+	// settled row is packed in the scheduler's graph, and Get decodes a
+	// copy).
+	Has(id converge.ID) bool
 	// Children calls f with each resource id owns.
 	Children(id converge.ID, f func(*converge.Resource))
 	// ChildIDs calls f with the ID of each resource id owns: a walk
@@ -78,6 +82,8 @@ func (g *snapGraph) Children(id converge.ID, f func(*converge.Resource)) {
 	}
 }
 
+func (g *snapGraph) Has(id converge.ID) bool { return g.byID[id] != nil }
+
 func (g *snapGraph) ChildIDs(id converge.ID, f func(converge.ID)) {
 	for _, r := range g.children[id] {
 		f(r.ID())
@@ -111,6 +117,8 @@ func (g schedGraph) Read(ctx context.Context, f func(GraphView)) error {
 type nodeView struct{ s *Scheduler }
 
 func (v nodeView) Len() int { return len(v.s.graph.nodes) }
+
+func (v nodeView) Has(id converge.ID) bool { return v.s.graph.nodes[id] != nil }
 
 func (v nodeView) Get(id converge.ID) *converge.Resource {
 	if n := v.s.graph.nodes[id]; n != nil {

@@ -153,10 +153,47 @@ type writer struct {
 	puts  uint64
 	dels  uint64
 	bytes uint64
+	// walks counts key lookups since the mapped pages were last
+	// released (see releaseWalks).
+	walks int
+}
+
+// releaseWalks is how many key lookups a write transaction makes between
+// two releases of the pages they mapped. A lookup in a big store maps
+// its leaf page and the kernel maps up to 15 pages around it (fault
+// around, 64 KiB), so a commit of 8,192 rows all over the key space
+// would otherwise add half a gigabyte of file pages to the resident set
+// before the releaser's next turn. 512 lookups map at most ~32 MiB.
+const releaseWalks = 512
+
+// walked counts one key lookup and releases the mapped pages every
+// releaseWalks. The release is safe in the middle of a transaction: the
+// map is read-only and stays put until the commit (which alone grows
+// it), and a released page is only faulted in again from the page cache.
+func (w *writer) walked() {
+	if w.walks++; w.walks >= releaseWalks {
+		w.walks = 0
+		releaseTx(w.tx, releaseMin)
+	}
+}
+
+// Get is reader.Get, counted for the release of mapped pages.
+func (w *writer) Get(b rules.Bucket, key []byte) ([]byte, error) {
+	w.walked()
+	return w.reader.Get(b, key)
+}
+
+// GetMany is reader.GetMany, counted for the release of mapped pages.
+func (w *writer) GetMany(b rules.Bucket, keys [][]byte) ([][]byte, error) {
+	for range keys {
+		w.walked()
+	}
+	return w.reader.GetMany(b, keys)
 }
 
 // Put stores key=value in bucket; it is the only way the store writes.
 func (w *writer) Put(b rules.Bucket, key, value []byte) error {
+	w.walked()
 	if err := w.bucket(b).Put(key, value); err != nil {
 		return fmt.Errorf("put %s/%q: %w", b, key, err)
 	}
@@ -167,6 +204,7 @@ func (w *writer) Put(b rules.Bucket, key, value []byte) error {
 
 // Delete removes key from bucket if present.
 func (w *writer) Delete(b rules.Bucket, key []byte) error {
+	w.walked()
 	bk := w.bucket(b)
 	if k, _ := bk.Cursor().Seek(key); k == nil || string(k) != string(key) {
 		return nil

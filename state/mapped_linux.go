@@ -20,13 +20,19 @@ const releaseSupported = true
 // Files smaller than least are left alone.
 func releaseMapped(db *bolt.DB, least int64) {
 	_ = db.View(func(tx *bolt.Tx) error {
-		base, size := db.Info().Data, uintptr(tx.Size())
-		if base == 0 || size == 0 || tx.Size() < least {
-			return nil
-		}
-		// An error here (EINVAL on an odd kernel) only means the
-		// pages stay resident.
-		_, _, _ = unix.Syscall(unix.SYS_MADVISE, base, size, unix.MADV_DONTNEED)
+		releaseTx(tx, least)
 		return nil
 	})
+}
+
+// releaseTx is releaseMapped inside a transaction that is open (read or
+// write: the map cannot move until a write transaction commits).
+func releaseTx(tx *bolt.Tx, least int64) {
+	base, size := tx.DB().Info().Data, uintptr(tx.Size())
+	if base == 0 || size == 0 || tx.Size() < least {
+		return
+	}
+	// An error here (EINVAL on an odd kernel) only means the pages
+	// stay resident.
+	_, _, _ = unix.Syscall(unix.SYS_MADVISE, base, size, unix.MADV_DONTNEED)
 }

@@ -9,3 +9,6 @@ const releaseSupported = false
 
 // releaseMapped is a no-op where madvise is not used.
 func releaseMapped(*bolt.DB, int64) {}
+
+// releaseTx is a no-op where madvise is not used.
+func releaseTx(*bolt.Tx, int64) {}

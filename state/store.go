@@ -102,8 +102,11 @@ type Store struct {
 	// (releaser); closeOnce guards it and the database's Close.
 	stopRelease chan struct{}
 	releaseDone chan struct{}
-	closeOnce   sync.Once
-	closeErr    error
+	// committing is set while a write transaction runs: the releaser
+	// then runs every releaseCommitting.
+	committing atomic.Bool
+	closeOnce  sync.Once
+	closeErr   error
 
 	// broken is the error of a write transaction that panicked on a
 	// damaged page: bbolt then keeps its writer's lock, so Close must
@@ -127,8 +130,17 @@ func (s *Store) Verify(context.Context) error {
 // releaseEvery is how often the pages of state.db that bbolt's mmap
 // touched are released from the resident set (releaseMapped). One commit
 // of a million-row store can touch hundreds of megabytes of pages, so a
-// release after each commit is not enough: the releaser runs alongside.
-const releaseEvery = 250 * time.Millisecond
+// release after each commit is not enough: the releaser runs alongside,
+// every releaseCommitting while a commit runs. Each page a lookup maps
+// brings up to 15 around it (the kernel's fault-around, 64 KiB), and a
+// commit maps each leaf it changes twice: when its puts find the leaf
+// (released every releaseWalks lookups) and when bbolt writes the new
+// pages from the old ones at the commit, which no lookup counts. 8,192
+// rows all over the key space so mapped 300-400 MB at a million rows.
+const (
+	releaseEvery      = 250 * time.Millisecond
+	releaseCommitting = 20 * time.Millisecond
+)
 
 // releaseMin is the file size below which pages are not released: a
 // small store's pages cost less than the faults to bring them back.
@@ -138,13 +150,18 @@ const releaseMin = 32 << 20
 // stopRelease is closed.
 func (s *Store) releaser() {
 	defer close(s.releaseDone)
-	t := time.NewTicker(releaseEvery)
+	t := time.NewTicker(releaseCommitting)
 	defer t.Stop()
+	var idle time.Duration
 	for {
 		select {
 		case <-s.stopRelease:
 			return
 		case <-t.C:
+			if idle += releaseCommitting; idle < releaseEvery && !s.committing.Load() {
+				continue
+			}
+			idle = 0
 			releaseMapped(s.db, releaseMin)
 		}
 	}
@@ -435,6 +452,8 @@ func (s *Store) update(fn func(w *writer) error) (err error) {
 	}
 	var w writer
 	start := time.Now()
+	s.committing.Store(true)
+	defer s.committing.Store(false)
 	err = s.db.Update(func(tx *bolt.Tx) error {
 		// Keys mostly arrive in order within a kind (and updates do not
 		// split pages), so pack pages fuller than bbolt's default half:

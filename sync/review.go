@@ -494,7 +494,7 @@ func countTree(v scheduler.GraphView, id converge.ID, kinds map[string]int) {
 	for len(stack) > 0 {
 		id := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		if v.Get(id) == nil {
+		if !v.Has(id) {
 			continue
 		}
 		kinds[id.Kind()]++
