@@ -524,7 +524,7 @@ func (s *Scheduler) addNode(r *converge.Resource, id converge.ID, parent *node, 
 	delete(s.batch.delRes, n.id)
 	n.rs.count++
 	r.Spec = s.computeSpec(n)
-	if len(n.adj.prod) > 0 {
+	if len(n.adj.prod()) > 0 {
 		n.markFlows()
 	}
 	s.markDirty(n)

@@ -33,7 +33,7 @@ func (s *Scheduler) cascade(roots []*node, reason string) []*node {
 				q = append(q, c)
 			}
 		}
-		for _, e := range n.adj.cons {
+		for _, e := range n.adj.cons() {
 			if c := s.graph.nodes[e.Consumer]; c != nil && !marked[c] {
 				marked[c] = true
 				q = append(q, c)
@@ -131,7 +131,7 @@ func (s *Scheduler) blockersChanged(n *node) {
 	if n.owner != nil && n.owner.deleting() {
 		s.batch.markReason(n.owner, s.now)
 	}
-	for _, e := range n.adj.prod {
+	for _, e := range n.adj.prod() {
 		if p := s.graph.nodes[e.Producer]; p != nil && p.deleting() {
 			s.batch.markReason(p, s.now)
 		}

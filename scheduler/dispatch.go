@@ -142,7 +142,7 @@ func (s *Scheduler) consider(n *node) {
 	}
 	// A permanent failure waits for a new generation, which a changed
 	// flowed value also brings: flows are recomputed first.
-	if prods := n.adj.prod; len(prods) > 0 {
+	if prods := n.adj.prod(); len(prods) > 0 {
 		var first converge.ID
 		waiting := 0
 		for _, e := range prods {
@@ -177,7 +177,7 @@ func (s *Scheduler) consider(n *node) {
 			// A flowed value is checked when it is written, or
 			// before the first run of a spec composed with it.
 			var err error
-			if changed || r.ObservedGeneration == 0 && r.Attempts == 0 && len(n.adj.prod) > 0 {
+			if changed || r.ObservedGeneration == 0 && r.Attempts == 0 && len(n.adj.prod()) > 0 {
 				err = s.checkFlowed(n)
 			}
 			if err != nil {
@@ -228,7 +228,7 @@ func (s *Scheduler) bumpGeneration(n *node) {
 
 // computeSpec is Declared with every value flow of n's edges applied.
 func (s *Scheduler) computeSpec(n *node) []byte {
-	prods := n.adj.prod
+	prods := n.adj.prod()
 	hasFlows := false
 	for _, e := range prods {
 		if len(e.Flows) > 0 {
@@ -554,7 +554,7 @@ func (s *Scheduler) becameReady(n *node) {
 
 // consumersChanged re-evaluates n's consumers' flows and gates.
 func (s *Scheduler) consumersChanged(n *node) {
-	for _, e := range n.adj.cons {
+	for _, e := range n.adj.cons() {
 		if c := s.graph.nodes[e.Consumer]; c != nil {
 			if len(e.Flows) > 0 {
 				c.markFlows()

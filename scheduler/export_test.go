@@ -110,13 +110,13 @@ func (s *Scheduler) checkInvariants() error {
 		if s.graph.nodes[id] != nil {
 			return fmt.Errorf("%s: loose edges beside its node", id)
 		}
-		if len(a.prod) == 0 && len(a.cons) == 0 {
+		if len(a.prod()) == 0 && len(a.cons()) == 0 {
 			return fmt.Errorf("%s: an empty loose entry", id)
 		}
 		adjs[id] = a
 	}
 	for c, a := range adjs {
-		l := a.prod
+		l := a.prod()
 		seen := map[converge.ID]bool{}
 		for _, e := range l {
 			if e.Consumer != c {
@@ -136,12 +136,12 @@ func (s *Scheduler) checkInvariants() error {
 		np += len(l)
 	}
 	for p, a := range adjs {
-		for _, e := range a.cons {
+		for _, e := range a.cons() {
 			if e.Producer != p {
 				return fmt.Errorf("consumers of %s hold %v", p, e)
 			}
 		}
-		nc += len(a.cons)
+		nc += len(a.cons())
 	}
 	if np != nc {
 		return fmt.Errorf("%d producer index entries, %d consumer index entries", np, nc)

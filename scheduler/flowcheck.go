@@ -20,7 +20,7 @@ func (s *Scheduler) checkFlowed(n *node) error {
 	if err == nil {
 		return nil
 	}
-	return flowError(err, n.adj.prod)
+	return flowError(err, n.adj.prod())
 }
 
 // flowError words a spec validation error after flows: each violation at

@@ -396,7 +396,7 @@ func (s *Scheduler) buildBatch(all bool) *converge.Batch {
 						// edges (composeResult keeps them out of
 						// edgePut): the store gets a consumer and its
 						// edges in one commit.
-						for _, e := range n.adj.prod {
+						for _, e := range n.adj.prod() {
 							b.Edges = append(b.Edges, *e)
 							if len(s.batch.edgePut) > 0 {
 								delete(s.batch.edgePut, edgeKey{e.Consumer, e.Producer})

@@ -79,10 +79,62 @@ type node struct {
 	marks nodeMarks
 }
 
-// adjacency is one resource's edges, each edge held by both ends.
+// adjacency is one resource's edges, each edge held by both ends: one
+// slice, the edges it consumes (by producer) first, then the edges that
+// consume it, in no order within each part (16 bytes less in each of a
+// million nodes than a slice for each part).
 type adjacency struct {
-	prod []*converge.Edge // the edges it consumes, by producer
-	cons []*converge.Edge // the edges that consume it
+	e  []*converge.Edge
+	np int32 // how many of e it consumes
+}
+
+// prod returns the edges it consumes (not to be changed or appended to).
+func (a *adjacency) prod() []*converge.Edge { return a.e[:a.np:a.np] }
+
+// cons returns the edges that consume it (not to be changed).
+func (a *adjacency) cons() []*converge.Edge { return a.e[a.np:] }
+
+// addProd adds an edge it consumes: the first consuming edge moves to
+// the end to make room.
+func (a *adjacency) addProd(e *converge.Edge) {
+	a.e = append(a.e, e)
+	if last := len(a.e) - 1; last > int(a.np) {
+		a.e[last], a.e[a.np] = a.e[a.np], e
+	}
+	a.np++
+}
+
+// addCons adds an edge that consumes it.
+func (a *adjacency) addCons(e *converge.Edge) { a.e = append(a.e, e) }
+
+// drop removes e from the edges it consumes (prod) or from those that
+// consume it.
+func (a *adjacency) drop(e *converge.Edge, prod bool) {
+	from, to := int(a.np), len(a.e)
+	if prod {
+		from, to = 0, int(a.np)
+	}
+	for i := from; i < to; i++ {
+		if a.e[i] != e {
+			continue
+		}
+		last := len(a.e) - 1
+		if prod {
+			// The part's last edge fills the hole, and the slice's
+			// last fills the part's.
+			a.np--
+			a.e[i] = a.e[a.np]
+			a.e[a.np] = a.e[last]
+		} else {
+			a.e[i] = a.e[last]
+		}
+		a.e[last] = nil
+		a.e = a.e[:last]
+		if last == 0 {
+			a.e = nil
+		}
+		return
+	}
 }
 
 // subtree is an owner's view of what it owns.
@@ -221,16 +273,6 @@ func growMap[V any](m map[converge.ID]V, k int) map[converge.ID]V {
 const maxInternedFlows = 4096
 
 // dropEdge removes e from l, not keeping l's order.
-func dropEdge(l []*converge.Edge, e *converge.Edge) []*converge.Edge {
-	for i, x := range l {
-		if x == e {
-			l[i] = l[len(l)-1]
-			l[len(l)-1] = nil
-			return l[:len(l)-1]
-		}
-	}
-	return l
-}
 
 // addPhase counts phase p in c (not its total).
 func addPhase(c *converge.Counts, p converge.Phase) {
@@ -276,10 +318,8 @@ func (g *resourceGraph) addEdge(e *converge.Edge) {
 	if old := g.edgeOf(e.Consumer, e.Producer); old != nil {
 		g.removeEdge(old)
 	}
-	c := g.adjFor(e.Consumer)
-	c.prod = append(c.prod, e)
-	p := g.adjFor(e.Producer)
-	p.cons = append(p.cons, e)
+	g.adjFor(e.Consumer).addProd(e)
+	g.adjFor(e.Producer).addCons(e)
 }
 
 // adjOf returns id's edges to read: its node's, else loose ones, else
@@ -305,7 +345,7 @@ func (g *resourceGraph) adjFor(id converge.ID) *adjacency {
 // producersOf returns the edges id consumes (not to be changed).
 func (g *resourceGraph) producersOf(id converge.ID) []*converge.Edge {
 	if a := g.adjOf(id); a != nil {
-		return a.prod
+		return a.prod()
 	}
 	return nil
 }
@@ -313,7 +353,7 @@ func (g *resourceGraph) producersOf(id converge.ID) []*converge.Edge {
 // consumersOf returns the edges that consume id (not to be changed).
 func (g *resourceGraph) consumersOf(id converge.ID) []*converge.Edge {
 	if a := g.adjOf(id); a != nil {
-		return a.cons
+		return a.cons()
 	}
 	return nil
 }
@@ -332,7 +372,7 @@ func (g *resourceGraph) insert(n *node) {
 // under its ID.
 func (g *resourceGraph) drop(n *node) {
 	delete(g.nodes, n.id)
-	if len(n.adj.prod) > 0 || len(n.adj.cons) > 0 {
+	if len(n.adj.e) > 0 {
 		a := n.adj
 		g.loose[n.id] = &a
 	}
@@ -385,18 +425,8 @@ func (g *resourceGraph) dropFrom(id converge.ID, e *converge.Edge, prod bool) {
 	if a == nil {
 		return
 	}
-	if prod {
-		a.prod = dropEdge(a.prod, e)
-		if len(a.prod) == 0 {
-			a.prod = nil
-		}
-	} else {
-		a.cons = dropEdge(a.cons, e)
-		if len(a.cons) == 0 {
-			a.cons = nil
-		}
-	}
-	if a.prod == nil && a.cons == nil && g.loose[id] == a {
+	a.drop(e, prod)
+	if len(a.e) == 0 && g.loose[id] == a {
 		delete(g.loose, id)
 	}
 }
@@ -415,7 +445,7 @@ func (g *resourceGraph) noteGitRoot(n *node) {
 // gated, so n's teardown must not wait for it. n finishes, its row goes,
 // and the owner's recompose re-creates n for that consumer.
 func (g *resourceGraph) hasLiveConsumer(n *node) bool {
-	for _, e := range n.adj.cons {
+	for _, e := range n.adj.cons() {
 		if c := g.nodes[e.Consumer]; c != nil && c.deleting() {
 			return true
 		}
@@ -431,7 +461,7 @@ func (g *resourceGraph) hasLiveConsumer(n *node) bool {
 // crash between their commits). A start then checks a million consumers
 // without rebuilding their specs.
 func (g *resourceGraph) flowsApplied(n *node) bool {
-	for _, e := range n.adj.prod {
+	for _, e := range n.adj.prod() {
 		if len(e.Flows) == 0 {
 			continue
 		}
@@ -559,7 +589,7 @@ func (g *resourceGraph) teardownReason(n *node, now time.Time) string {
 		scanned++
 		consider(c)
 	}
-	for _, e := range n.adj.cons {
+	for _, e := range n.adj.cons() {
 		if c := g.nodes[e.Consumer]; c != nil && c.deleting() {
 			consider(c)
 		}

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"math/rand/v2"
 	"testing"
 
 	"github.com/convergehq/converge"
@@ -138,19 +139,19 @@ func TestGraphEdgesFollowTheNode(t *testing.T) {
 		t.Fatalf("loose %v, want both ends", g.loose)
 	}
 	p := g.testNode("vpc/p", converge.PhasePending, nil)
-	if len(p.adj.cons) != 1 || p.adj.cons[0] != e || g.loose["vpc/p"] != nil {
+	if len(p.adj.cons()) != 1 || p.adj.cons()[0] != e || g.loose["vpc/p"] != nil {
 		t.Fatalf("the producer's edges did not move onto its node: node %v, loose %v", p.adj, g.loose)
 	}
 	c := g.testNode("vpc/c", converge.PhasePending, nil)
-	if len(c.adj.prod) != 1 || len(g.loose) != 0 {
+	if len(c.adj.prod()) != 1 || len(g.loose) != 0 {
 		t.Fatalf("the consumer's edges did not move onto its node: node %v, loose %v", c.adj, g.loose)
 	}
 	g.drop(p)
-	if got := g.consumersOf("vpc/p"); len(got) != 1 || got[0] != e || len(p.adj.cons) != 0 {
+	if got := g.consumersOf("vpc/p"); len(got) != 1 || got[0] != e || len(p.adj.cons()) != 0 {
 		t.Fatalf("a dropped producer's consumers %v (node keeps %v), want the edge, loose", got, p.adj)
 	}
 	g.removeEdge(e)
-	if len(g.loose) != 0 || len(c.adj.prod) != 0 {
+	if len(g.loose) != 0 || len(c.adj.prod()) != 0 {
 		t.Fatalf("after removal loose %v, consumer %v", g.loose, c.adj)
 	}
 }
@@ -172,5 +173,49 @@ func TestGraphChildrenKeepTheirIndex(t *testing.T) {
 	}
 	if l := root.kids(); len(l) != 1 || l[0] != kids[2] {
 		t.Fatalf("children %v, want only vpc/c", l)
+	}
+}
+
+// TestAdjacencyParts: edges added to and dropped from either part of an
+// adjacency in any order leave each part holding exactly its edges.
+func TestAdjacencyParts(t *testing.T) {
+	rng := rand.New(rand.NewPCG(29, 1))
+	var a adjacency
+	want := map[bool]map[*converge.Edge]bool{true: {}, false: {}}
+	var all []*converge.Edge
+	for step := 0; step < 5000; step++ {
+		prod := rng.IntN(2) == 0
+		if rng.IntN(3) > 0 || len(all) == 0 {
+			e := &converge.Edge{Consumer: converge.ID("vpc/" + itoa(int64(step)))}
+			if prod {
+				a.addProd(e)
+			} else {
+				a.addCons(e)
+			}
+			want[prod][e] = true
+			all = append(all, e)
+		} else {
+			e := all[rng.IntN(len(all))]
+			for _, part := range []bool{true, false} {
+				if want[part][e] {
+					a.drop(e, part)
+					delete(want[part], e)
+				}
+			}
+		}
+		for _, part := range []bool{true, false} {
+			got := a.cons()
+			if part {
+				got = a.prod()
+			}
+			if len(got) != len(want[part]) {
+				t.Fatalf("step %d: part prod=%v holds %d edges, want %d", step, part, len(got), len(want[part]))
+			}
+			for _, e := range got {
+				if !want[part][e] {
+					t.Fatalf("step %d: part prod=%v holds an edge it should not", step, part)
+				}
+			}
+		}
 	}
 }

@@ -162,7 +162,7 @@ func (s *Scheduler) loadEnd(snap *converge.Snapshot) {
 			}
 		}
 		s.graph.counted(n)
-		n.setTo(mFlowsDirty, len(n.adj.prod) > 0)
+		n.setTo(mFlowsDirty, len(n.adj.prod()) > 0)
 		n.setTo(mFlowsLoaded, n.has(mFlowsDirty))
 		if r != nil {
 			if r.Phase == converge.PhaseFailed && !r.NextAttempt.IsZero() {

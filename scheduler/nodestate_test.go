@@ -61,7 +61,7 @@ func TestNodeMarksAreIndependent(t *testing.T) {
 // held before, at ~90 bytes a resource in map slots; it was 96 bytes
 // without them (104, class 112, with a bool per flag).
 func TestNodeSize(t *testing.T) {
-	if sz := unsafe.Sizeof(node{}); sz > 144 {
-		t.Errorf("node is %d bytes, over its 144-byte size class", sz)
+	if sz := unsafe.Sizeof(node{}); sz > 128 {
+		t.Errorf("node is %d bytes, over its 128-byte size class", sz)
 	}
 }

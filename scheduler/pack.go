@@ -2,7 +2,9 @@ package scheduler
 
 import (
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -79,12 +81,18 @@ func (n *node) pack() {
 	}
 }
 
+// packScratch holds the buffers rows are packed into before their bytes
+// are copied out, at their exact size: a row packed straight into a new
+// buffer would first take its size estimate (the slack, and a second
+// allocation, at every pack of a million rows).
+var packScratch = sync.Pool{New: func() any { return new([]byte) }}
+
 // packNow packs n's decoded row.
 func (n *node) packNow() {
-	b := packResource(n.r, nil)
-	if cap(b)-len(b) > 16 {
-		b = append(make([]byte, 0, len(b)), b...) // not the estimate's slack, in each of a million rows
-	}
+	scratch := packScratch.Get().(*[]byte)
+	*scratch = packResource(n.r, (*scratch)[:0])
+	b := append(make([]byte, 0, len(*scratch)), *scratch...) // exactly its size, in each of a million rows
+	packScratch.Put(scratch)
 	// A string is 8 bytes less in each of a million nodes; the bytes
 	// are never written after this.
 	n.packed = unsafe.String(unsafe.SliceData(b), len(b))
@@ -186,7 +194,11 @@ func (n *node) uid() string {
 	if k <= 0 || int(l) > len(b)-2-k {
 		panic("scheduler: node " + string(n.id) + ": packed row damaged")
 	}
-	return b[2+k : 2+k+int(l)]
+	u := b[2+k : 2+k+int(l)]
+	if b[1]&packUIDHex != 0 {
+		return hex.EncodeToString([]byte(u))
+	}
+	return u
 }
 
 // status returns n's status (to read) without decoding a packed row: a
@@ -227,7 +239,25 @@ const (
 	packSpecIsDeclared = 1 << iota // Spec holds Declared's bytes (no flows)
 	packOwned                      // the owner is the node's owner
 	packDeleting                   // Deleting: the row is in a teardown
+	packUIDHex                     // the UID is 32 lowercase hex digits, kept as 16 bytes
 )
+
+// The known values of a packed row's phase and origin: one byte each
+// (packEnum).
+var (
+	packPhases  = []converge.Phase{converge.PhaseReady, converge.PhasePending, converge.PhaseFailed, converge.PhaseRunning, converge.PhaseDeleting}
+	packOrigins = []converge.Origin{converge.OriginComposed, converge.OriginGit}
+)
+
+// Tags of a packed time (the byte before it): 0 is the zero time, 1 to
+// 127 the length of its MarshalBinary form (an instant outside UTC or
+// the years packNanos covers), packNanos an instant in UTC as varint
+// nanoseconds after the field's base (the creation time for the update
+// time, else the Unix epoch).
+const packNanos = 0x80
+
+// packNanosYears are the years whose instants UnixNano holds.
+const packNanosFirst, packNanosLast = 1700, 2200
 
 // packResource appends r's fields but kind, name and owner to buf.
 func packResource(r *converge.Resource, buf []byte) []byte {
@@ -242,6 +272,10 @@ func packResource(r *converge.Resource, buf []byte) []byte {
 	}
 	if r.Deleting {
 		flags |= packDeleting
+	}
+	uid := r.UID
+	if isHexUID(uid) {
+		flags |= packUIDHex
 	}
 	n := 2 + len(r.UID) + len(r.Declared) + len(spec) + len(r.Status) + len(r.Phase) + len(r.Reason) + len(r.Origin) +
 		len(r.ProviderConfigRef) + len(r.LastError) + len(r.Source) + len(r.ComposedBy) + len(r.DriftPolicy) + 16*5 + 4*16
@@ -258,9 +292,18 @@ func packResource(r *converge.Resource, buf []byte) []byte {
 		buf = binary.AppendUvarint(buf, uint64(len(b))+1)
 		buf = append(buf, b...)
 	}
-	tm := func(t time.Time) {
+	tm := func(t, base time.Time) {
 		if t.IsZero() {
 			buf = append(buf, 0)
+			return
+		}
+		if _, off := t.Zone(); off == 0 && packNanosFirst <= t.Year() && t.Year() <= packNanosLast {
+			var b0 int64
+			if !base.IsZero() {
+				b0 = base.UnixNano()
+			}
+			buf = append(buf, packNanos)
+			buf = binary.AppendVarint(buf, t.UnixNano()-b0)
 			return
 		}
 		b, err := t.MarshalBinary()
@@ -270,29 +313,60 @@ func packResource(r *converge.Resource, buf []byte) []byte {
 		buf = append(buf, byte(len(b)))
 		buf = append(buf, b...)
 	}
-	str(r.UID)
+	if flags&packUIDHex != 0 {
+		buf = append(buf, 16)
+		buf, _ = hex.AppendDecode(buf, []byte(uid)) // isHexUID: it decodes
+	} else {
+		str(uid)
+	}
 	buf = binary.AppendVarint(buf, int64(r.KindVersion))
 	raw(r.Declared)
 	if flags&packSpecIsDeclared == 0 {
 		raw(spec)
 	}
 	raw(r.Status)
-	str(string(r.Phase))
+	buf = packEnum(buf, r.Phase, packPhases)
 	str(r.Reason)
 	buf = binary.AppendVarint(buf, r.Generation)
 	buf = binary.AppendVarint(buf, r.ObservedGeneration)
-	str(string(r.Origin))
+	buf = packEnum(buf, r.Origin, packOrigins)
 	str(r.ProviderConfigRef)
 	buf = binary.AppendVarint(buf, int64(r.Attempts))
 	str(r.LastError)
-	tm(r.NextAttempt)
-	tm(r.DeletedAt)
+	tm(r.NextAttempt, time.Time{})
+	tm(r.DeletedAt, time.Time{})
 	str(r.Source)
-	tm(r.CreatedAt)
-	tm(r.UpdatedAt)
+	tm(r.CreatedAt, time.Time{})
+	tm(r.UpdatedAt, r.CreatedAt)
 	str(r.ComposedBy)
 	str(r.DriftPolicy)
 	return buf
+}
+
+// packEnum appends s as one of known (its index) or as itself (its
+// length after the known values', then its bytes).
+func packEnum[S ~string](buf []byte, s S, known []S) []byte {
+	for i, k := range known {
+		if s == k {
+			return append(buf, byte(i))
+		}
+	}
+	buf = binary.AppendUvarint(buf, uint64(len(known)+len(s)))
+	return append(buf, s...)
+}
+
+// isHexUID reports whether uid is 32 lowercase hex digits (what
+// converge.NewUID makes), which pack as their 16 bytes.
+func isHexUID(uid string) bool {
+	if len(uid) != 32 {
+		return false
+	}
+	for i := 0; i < len(uid); i++ {
+		if c := uid[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // unpackResource decodes a row packResource packed for n. Its JSON
@@ -352,7 +426,7 @@ func unpackInto(n *node, packed string, r *converge.Resource) {
 		i += l
 		return v
 	}
-	tm := func() time.Time {
+	tm := func(base time.Time) time.Time {
 		if i >= len(b) {
 			bad()
 		}
@@ -360,6 +434,13 @@ func unpackInto(n *node, packed string, r *converge.Resource) {
 		i++
 		if l == 0 {
 			return time.Time{}
+		}
+		if l == packNanos {
+			var b0 int64
+			if !base.IsZero() {
+				b0 = base.UnixNano()
+			}
+			return time.Unix(0, b0+iv()).UTC()
 		}
 		if l > len(b)-i {
 			bad()
@@ -372,7 +453,11 @@ func unpackInto(n *node, packed string, r *converge.Resource) {
 		return t
 	}
 	*r = converge.Resource{Kind: n.rs.ref.Kind, Name: string(n.id)[len(n.rs.ref.Kind)+1:]}
-	r.UID = string(str())
+	if u := str(); flags&packUIDHex != 0 {
+		r.UID = hex.EncodeToString(u)
+	} else {
+		r.UID = string(u)
+	}
 	r.KindVersion = int(iv())
 	r.Declared = raw()
 	if flags&packSpecIsDeclared != 0 {
@@ -381,19 +466,19 @@ func unpackInto(n *node, packed string, r *converge.Resource) {
 		r.Spec = raw()
 	}
 	r.Status = raw()
-	r.Phase = known(str(), converge.PhaseReady, converge.PhasePending, converge.PhaseFailed, converge.PhaseRunning, converge.PhaseDeleting)
+	r.Phase = unpackEnum(b, &i, packPhases, bad)
 	r.Reason = string(str())
 	r.Generation = iv()
 	r.ObservedGeneration = iv()
-	r.Origin = known(str(), converge.OriginComposed, converge.OriginGit)
+	r.Origin = unpackEnum(b, &i, packOrigins, bad)
 	r.ProviderConfigRef = string(str())
 	r.Attempts = int(iv())
 	r.LastError = string(str())
-	r.NextAttempt = tm()
-	r.DeletedAt = tm()
+	r.NextAttempt = tm(time.Time{})
+	r.DeletedAt = tm(time.Time{})
 	r.Source = string(str())
-	r.CreatedAt = tm()
-	r.UpdatedAt = tm()
+	r.CreatedAt = tm(time.Time{})
+	r.UpdatedAt = tm(r.CreatedAt)
 	r.ComposedBy = string(str())
 	r.DriftPolicy = string(str())
 	if flags&packOwned != 0 {
@@ -405,15 +490,24 @@ func unpackInto(n *node, packed string, r *converge.Resource) {
 	}
 }
 
-// known returns the constant of known that b spells, without a copy, or
-// b as a new string.
-func known[S ~string](b []byte, known ...S) S {
-	for _, k := range known {
-		if string(b) == string(k) {
-			return k
-		}
+// unpackEnum reads what packEnum appended at b[*i:], moving *i past it;
+// a known value's string is the constant's, not a copy.
+func unpackEnum[S ~string](b []byte, i *int, known []S, bad func()) S {
+	v, k := binary.Uvarint(b[*i:])
+	if k <= 0 {
+		bad()
 	}
-	return S(b)
+	*i += k
+	if v < uint64(len(known)) {
+		return known[v]
+	}
+	l := v - uint64(len(known))
+	if l > uint64(len(b)-*i) {
+		bad()
+	}
+	s := S(b[*i : *i+int(l)])
+	*i += int(l)
+	return s
 }
 
 // packedJSON returns the spec and status of a packed row, sharing its

@@ -30,7 +30,24 @@ func TestPackRoundTrip(t *testing.T) {
 	neg := &converge.Resource{Kind: "vpc", Name: "y", KindVersion: -1, Generation: -3, Attempts: -2, Spec: json.RawMessage{}}
 	del := *full
 	del.Deleting, del.Phase = true, converge.PhaseDeleting
-	for _, r := range []*converge.Resource{full, &same, empty, neg, &del} {
+	// What converge makes: a hex UID (16 bytes packed), times in UTC
+	// (nanoseconds, the update's after the creation's), a known phase
+	// and origin (a byte each); and what it does not: an uppercase or
+	// short UID, an instant before the creation, one beyond 2262, a
+	// phase and an origin spelled out.
+	usual := &converge.Resource{UID: "7eab53535805d8e8f7747860b9f57077", Kind: "route", Name: "r", KindVersion: 1,
+		Declared: json.RawMessage(`{}`), Spec: json.RawMessage(`{"vpc_id":"vpc-1"}`), Status: json.RawMessage(`{"route_id":"rtb-1"}`),
+		Phase: converge.PhaseReady, Generation: 1, ObservedGeneration: 1, Owner: owner.id, Origin: converge.OriginComposed,
+		CreatedAt: at, UpdatedAt: at.Add(8 * time.Second)}
+	odd := *usual
+	odd.Name, odd.UID, odd.Phase, odd.Origin = "odd", "7EAB53535805D8E8F7747860B9F57077", "Weird", "elsewhere"
+	odd.UpdatedAt, odd.NextAttempt, odd.DeletedAt = at.Add(-time.Hour), time.Date(2300, 1, 1, 0, 0, 0, 5, time.UTC), time.Date(1601, 1, 1, 0, 0, 0, 0, time.UTC)
+	short := *usual
+	short.Name, short.UID = "short", "7eab5353"
+	if b := packResource(usual, nil); len(b) > 100 {
+		t.Errorf("a usual composed row packs into %d bytes, want at most 100", len(b))
+	}
+	for _, r := range []*converge.Resource{full, &same, empty, neg, &del, usual, &odd, &short} {
 		n := &node{id: r.ID(), rs: &refState{ref: r.Ref()}}
 		if r.Owner != "" {
 			n.owner = owner

@@ -41,8 +41,11 @@ func (r reader) Get(b rules.Bucket, key []byte) ([]byte, error) {
 	return get(r.bucket(b), key), nil
 }
 
-func get(bk *bolt.Bucket, key []byte) []byte {
-	k, v := bk.Cursor().Seek(key)
+func get(bk *bolt.Bucket, key []byte) []byte { return seek(bk.Cursor(), key) }
+
+// seek returns key's value through c (repositioned), as get.
+func seek(c *bolt.Cursor, key []byte) []byte {
+	k, v := c.Seek(key)
 	if k == nil || string(k) != string(key) {
 		return nil
 	}
@@ -80,7 +83,16 @@ func (r reader) Scan(b rules.Bucket, rg rules.Range, fn func(k, v []byte) error)
 	default:
 		k, v = seekLast(c, rg.Prefix)
 	}
+	read := 0
 	for ; k != nil && hasPrefix(k, rg.Prefix); k, v = step(c, rg.Desc) {
+		if read += len(k) + len(v); read >= releaseScanned {
+			// A scan of a million rows would map the whole file;
+			// what it passed is not needed again (fn's slices into
+			// the map stay valid: a released page comes back from
+			// the page cache).
+			read = 0
+			releaseTx(r.tx, releaseMin)
+		}
 		if rg.KeysOnly {
 			v = nil
 		}
@@ -156,6 +168,19 @@ type writer struct {
 	// walks counts key lookups since the mapped pages were last
 	// released (see releaseWalks).
 	walks int
+	// cursors are the transaction's cursors of each bucket, made once:
+	// a Seek repositions one after any change, and a new cursor for
+	// each lookup was a gigabyte of cursor stacks in a million-row
+	// converge.
+	cursors [rules.NumBuckets]*bolt.Cursor
+}
+
+// cursor returns the transaction's cursor of bucket b.
+func (w *writer) cursor(b rules.Bucket) *bolt.Cursor {
+	if w.cursors[b] == nil {
+		w.cursors[b] = w.bucket(b).Cursor()
+	}
+	return w.cursors[b]
 }
 
 // releaseWalks is how many key lookups a write transaction makes between
@@ -165,6 +190,10 @@ type writer struct {
 // would otherwise add half a gigabyte of file pages to the resident set
 // before the releaser's next turn. 512 lookups map at most ~32 MiB.
 const releaseWalks = 512
+
+// releaseScanned is how many bytes of keys and values a scan reads
+// between two releases of the pages it mapped.
+const releaseScanned = 16 << 20
 
 // walked counts one key lookup and releases the mapped pages every
 // releaseWalks. The release is safe in the middle of a transaction: the
@@ -180,15 +209,17 @@ func (w *writer) walked() {
 // Get is reader.Get, counted for the release of mapped pages.
 func (w *writer) Get(b rules.Bucket, key []byte) ([]byte, error) {
 	w.walked()
-	return w.reader.Get(b, key)
+	return seek(w.cursor(b), key), nil
 }
 
 // GetMany is reader.GetMany, counted for the release of mapped pages.
 func (w *writer) GetMany(b rules.Bucket, keys [][]byte) ([][]byte, error) {
-	for range keys {
+	out := make([][]byte, len(keys))
+	for i, key := range keys {
 		w.walked()
+		out[i] = seek(w.cursor(b), key)
 	}
-	return w.reader.GetMany(b, keys)
+	return out, nil
 }
 
 // Put stores key=value in bucket; it is the only way the store writes.
@@ -205,11 +236,10 @@ func (w *writer) Put(b rules.Bucket, key, value []byte) error {
 // Delete removes key from bucket if present.
 func (w *writer) Delete(b rules.Bucket, key []byte) error {
 	w.walked()
-	bk := w.bucket(b)
-	if k, _ := bk.Cursor().Seek(key); k == nil || string(k) != string(key) {
+	if k, _ := w.cursor(b).Seek(key); k == nil || string(k) != string(key) {
 		return nil
 	}
-	if err := bk.Delete(key); err != nil {
+	if err := w.bucket(b).Delete(key); err != nil {
 		return fmt.Errorf("delete %s/%q: %w", b, key, err)
 	}
 	w.dels++

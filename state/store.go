@@ -139,7 +139,7 @@ func (s *Store) Verify(context.Context) error {
 // rows all over the key space so mapped 300-400 MB at a million rows.
 const (
 	releaseEvery      = 250 * time.Millisecond
-	releaseCommitting = 20 * time.Millisecond
+	releaseCommitting = 5 * time.Millisecond
 )
 
 // releaseMin is the file size below which pages are not released: a

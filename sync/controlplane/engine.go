@@ -121,8 +121,10 @@ type Options struct {
 // etcd, the store behind) made the collector run back to back, 80% of the
 // leader's CPU, taken from the etcd members on the same machine. GOMEMLIMIT
 // (Go's own variable, e.g. "3GiB" or "off") overrides both: raise it on
-// a machine with memory to spare.
-const defaultMemoryLimit = 1300 << 20
+// a machine with memory to spare. The floor was 1300 MiB until a 1M
+// converge's live heap fell to ~700 MB: the floor then held ~300 MB of
+// garbage the limit rule (memoryLimitFor) did not need.
+const defaultMemoryLimit = 900 << 20
 
 // Start opens the store and starts everything; Close undoes it. An error
 // opening the state says "open state: …" once (OpenError).

@@ -12,15 +12,17 @@ import (
 var tuneMemoryLimit sync.Once
 
 // memoryLimitFor is the soft memory limit for a live heap of live bytes:
-// floor, or half above the live heap plus 64 MiB for what else the
+// floor, or two fifths above the live heap plus 64 MiB for what else the
 // runtime holds (stacks, buffers) when that is more. The collector then
-// runs once about half the live heap was allocated again, not back to
+// runs once about 40% of the live heap was allocated again, not back to
 // back as it does under a limit below the live heap, and the heap stays
 // under the twice-live that GOGC alone would let it reach. (A quarter
-// above still left the collector 65% of a 1M etcd leader's CPU: each
-// cycle marks a 1.5 GB heap of pointers.)
+// above left the collector 65% of a 1M etcd leader's CPU: each cycle
+// marks a 1.5 GB heap of pointers. Half above kept a 1M bbolt converge
+// at 1.3 GiB of heap; two fifths cost it 2-5 s of its ~55 s, in
+// docs/BENCHMARKS.md.)
 func memoryLimitFor(live, floor int64) int64 {
-	return max(floor, live+live/2+64<<20)
+	return max(floor, live+live*2/5+64<<20)
 }
 
 // followLiveHeap sets the soft memory limit from the live heap after

@@ -2,18 +2,18 @@ package controlplane
 
 import "testing"
 
-// The limit is the floor until the live heap needs more, then half
-// above it (plus the runtime's own): never below the live heap, where
+// The limit is the floor until the live heap needs more, then two
+// fifths above it (plus the runtime's own): never below the live heap, where
 // the collector would run back to back.
 func TestMemoryLimitFor(t *testing.T) {
 	const mib = 1 << 20
 	for _, tt := range []struct{ live, want int64 }{
 		{0, defaultMemoryLimit},
 		{500 * mib, defaultMemoryLimit},
-		{820 * mib, defaultMemoryLimit}, // 820 + 410 + 64 = 1294
-		{1000 * mib, 1564 * mib},
-		{1400 * mib, 2164 * mib},
-		{4000 * mib, 6064 * mib},
+		{590 * mib, defaultMemoryLimit}, // 590 + 236 + 64 = 890
+		{700 * mib, 1044 * mib},
+		{1400 * mib, 2024 * mib},
+		{4000 * mib, 5664 * mib},
 	} {
 		if got := memoryLimitFor(tt.live, defaultMemoryLimit); got != tt.want {
 			t.Errorf("live %d MiB: limit %d MiB, want %d MiB", tt.live/mib, got/mib, tt.want/mib)

@@ -43,23 +43,36 @@ func StartCPU(f string) (func(), error) {
 // at exit (after a delete, say) would not show.
 const EnvHeap = "CONVERGE_HEAPPROFILE"
 
+// EnvHeapEvery, a duration (e.g. "10s"), adds to EnvHeap's profile one
+// every that long into FILE.SECONDS (seconds since the start): the heap
+// in the middle of a run, which the peak's profile does not show.
+const EnvHeapEvery = "CONVERGE_HEAPPROFILE_EVERY"
+
 // WatchHeap checks the live heap every second until the returned
 // function runs, and writes a heap profile into the file f at each new
-// high.
+// high (and every $CONVERGE_HEAPPROFILE_EVERY into f.SECONDS).
 func WatchHeap(f string) func() {
 	done := make(chan struct{})
 	stopped := make(chan struct{})
+	every, _ := time.ParseDuration(os.Getenv(EnvHeapEvery))
 	go func() {
 		defer close(stopped)
 		sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 		var peak uint64
 		tick := time.NewTicker(time.Second)
 		defer tick.Stop()
+		start, next := time.Now(), time.Now().Add(every)
 		for {
 			select {
 			case <-done:
 				return
-			case <-tick.C:
+			case now := <-tick.C:
+				if every > 0 && now.After(next) {
+					next = next.Add(every)
+					if err := writeHeapProfile(fmt.Sprintf("%s.%d", f, int(now.Sub(start).Seconds()))); err != nil {
+						fmt.Fprintf(os.Stderr, "converge: $%s: %v\n", EnvHeapEvery, err)
+					}
+				}
 			}
 			metrics.Read(sample)
 			if sample[0].Value.Kind() != metrics.KindUint64 {
