@@ -22,6 +22,10 @@ type resourceGraph struct {
 	// yet, a consumer whose row is gone): every other ID's edges are on
 	// its node (node.adj), so a million edges cost no map entries.
 	loose map[converge.ID]*adjacency
+	// looseHigh is the most entries loose held since it was made: a
+	// compose adds a million children's edges before their nodes, and a
+	// map keeps its table when emptied (53 MB at 1M, all of it empty).
+	looseHigh int
 	// flowLists are the shared flow lists of edges (internFlows), by a
 	// key flowKey builds.
 	flowLists map[string][]converge.ValueFlow
@@ -339,8 +343,26 @@ func (g *resourceGraph) adjFor(id converge.ID) *adjacency {
 	}
 	a := &adjacency{}
 	g.loose[id] = a
+	g.looseHigh = max(g.looseHigh, len(g.loose))
 	return a
 }
+
+// looseGone follows an entry's delete from loose: once it holds a
+// sixteenth of its high, it is made again at its size (a copy of what is
+// left, so a cost of one copy per entry deleted at most).
+func (g *resourceGraph) looseGone() {
+	if g.looseHigh < looseShrinkMin || len(g.loose) > g.looseHigh/16 {
+		return
+	}
+	m := make(map[converge.ID]*adjacency, len(g.loose))
+	for id, a := range g.loose {
+		m[id] = a
+	}
+	g.loose, g.looseHigh = m, len(m)
+}
+
+// looseShrinkMin is the high below which loose is never made again.
+const looseShrinkMin = 4096
 
 // producersOf returns the edges id consumes (not to be changed).
 func (g *resourceGraph) producersOf(id converge.ID) []*converge.Edge {
@@ -365,6 +387,7 @@ func (g *resourceGraph) insert(n *node) {
 	if a := g.loose[n.id]; a != nil {
 		n.adj = *a
 		delete(g.loose, n.id)
+		g.looseGone()
 	}
 }
 
@@ -375,6 +398,7 @@ func (g *resourceGraph) drop(n *node) {
 	if len(n.adj.e) > 0 {
 		a := n.adj
 		g.loose[n.id] = &a
+		g.looseHigh = max(g.looseHigh, len(g.loose))
 	}
 	n.adj = adjacency{}
 }
@@ -428,6 +452,7 @@ func (g *resourceGraph) dropFrom(id converge.ID, e *converge.Edge, prod bool) {
 	a.drop(e, prod)
 	if len(a.e) == 0 && g.loose[id] == a {
 		delete(g.loose, id)
+		g.looseGone()
 	}
 }
 

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"math/rand/v2"
+	"reflect"
 	"testing"
 
 	"github.com/convergehq/converge"
@@ -217,5 +218,30 @@ func TestAdjacencyParts(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestGraphLooseShrinks: the map of loose edges, which a compose fills
+// with a million children's edges before their nodes, is made again once
+// they have moved onto their nodes (a map keeps its table when emptied),
+// and what is still loose stays.
+func TestGraphLooseShrinks(t *testing.T) {
+	g := newTestGraph()
+	const n = 3 * looseShrinkMin
+	for i := range n {
+		g.addEdge(&converge.Edge{Consumer: converge.ID("vpc/c" + itoa(int64(i))), Producer: "account/a"})
+	}
+	if g.looseHigh < n {
+		t.Fatalf("looseHigh %d after %d loose consumers", g.looseHigh, n)
+	}
+	before := g.loose
+	for i := range n {
+		g.testNode(converge.ID("vpc/c"+itoa(int64(i))), converge.PhasePending, nil)
+	}
+	if len(g.loose) != 1 || g.loose["account/a"] == nil || len(g.loose["account/a"].cons()) != n {
+		t.Fatalf("loose holds %d entries, want the producer's with its %d edges", len(g.loose), n)
+	}
+	if reflect.ValueOf(g.loose).UnsafePointer() == reflect.ValueOf(before).UnsafePointer() || g.looseHigh > n/16 {
+		t.Errorf("loose was not made again at a sixteenth of its high or less (high %d of %d)", g.looseHigh, n)
 	}
 }
