@@ -42,7 +42,7 @@ func (s *Scheduler) composeResult(n *node, rec *taskRec, res *converge.Result) {
 	partial = partial || len(held) > 0
 	var prune []*node
 	for _, ch := range n.kids() {
-		if _, ok := emitted[ch.id]; !ok && !ch.deleting() && !held[ch.id] {
+		if !emitted.has(ch.id) && !ch.deleting() && !held[ch.id] {
 			prune = append(prune, ch)
 		}
 	}
@@ -78,7 +78,7 @@ func (s *Scheduler) setComposeStatus(n *node, res *converge.Result) {
 // the children sent are created or updated; a held child (a later wave
 // of a rollout, rolloutHold) keeps its spec and edges. It prunes
 // nothing. partial reports a child left to the compose after a teardown.
-func (s *Scheduler) applyComposition(n *node, res *converge.Result, ids []converge.ID, emitted map[converge.ID]int, held map[converge.ID]bool) (created, updated, kept int, partial bool) {
+func (s *Scheduler) applyComposition(n *node, res *converge.Result, ids []converge.ID, emitted *childIndex, held map[converge.ID]bool) (created, updated, kept int, partial bool) {
 	if k := len(res.Children); k > 64 {
 		// Room for what a big composition adds, instead of regrowing.
 		s.batch.dirty = slices.Grow(s.batch.dirty, k)
@@ -89,7 +89,7 @@ func (s *Scheduler) applyComposition(n *node, res *converge.Result, ids []conver
 	// ids, another resource's from its node. A million edges then share
 	// their nodes' strings instead of each keeping two decoded ones.
 	canon := func(id converge.ID) converge.ID {
-		if i, ok := emitted[id]; ok {
+		if i, ok := emitted.find(id); ok {
 			return ids[i]
 		}
 		if x := s.graph.nodes[id]; x != nil {
@@ -101,7 +101,7 @@ func (s *Scheduler) applyComposition(n *node, res *converge.Result, ids []conver
 	// Edges of pruned children stay until their rows are removed: the
 	// teardown order needs them.
 	oldEdges := make(map[edgeKey]*converge.Edge)
-	for id := range emitted {
+	for _, id := range ids {
 		if ex := s.graph.nodes[id]; ex != nil && ex.deleting() || held[id] {
 			continue
 		}
@@ -227,7 +227,7 @@ func (s *Scheduler) finishCompose(n *node, rec *taskRec, res *converge.Result, p
 
 // checkComposition validates a compose result without changing anything;
 // it returns the children's IDs.
-func (s *Scheduler) checkComposition(n *node, res *converge.Result) ([]converge.ID, map[converge.ID]int, error) {
+func (s *Scheduler) checkComposition(n *node, res *converge.Result) ([]converge.ID, *childIndex, error) {
 	return checkComposition(n.id, res, func(id converge.ID) *converge.Resource {
 		if ex := s.graph.nodes[id]; ex != nil {
 			return ex.peek() // read only: unchanged children stay packed
@@ -241,12 +241,12 @@ func (s *Scheduler) checkComposition(n *node, res *converge.Result) ([]converge.
 // (nil accepts every spec); it returns the children's IDs and each ID's
 // index in them. Fanout (a dry run) and composeResult decide with it
 // alike.
-func checkComposition(owner converge.ID, res *converge.Result, get func(converge.ID) *converge.Resource, k *converge.Kind, v Validator) ([]converge.ID, map[converge.ID]int, error) {
+func checkComposition(owner converge.ID, res *converge.Result, get func(converge.ID) *converge.Resource, k *converge.Kind, v Validator) ([]converge.ID, *childIndex, error) {
 	if k != nil && k.MaxChildren > 0 && len(res.Children) > k.MaxChildren {
 		return nil, nil, fmt.Errorf("%d children: more than max_children %d of %s", len(res.Children), k.MaxChildren, k.Ref())
 	}
 	ids := make([]converge.ID, len(res.Children))
-	seen := make(map[converge.ID]int, len(res.Children))
+	seen := newChildIndex(ids)
 	var check []int // children whose spec is validated
 	for i := range res.Children {
 		c := &res.Children[i]
@@ -258,10 +258,9 @@ func checkComposition(owner converge.ID, res *converge.Result, get func(converge
 		if c.KindVersion < 1 {
 			return nil, nil, fmt.Errorf("%s: kind_version %d: want >= 1", id, c.KindVersion)
 		}
-		if _, dup := seen[id]; dup {
+		if !seen.add(i) {
 			return nil, nil, fmt.Errorf("%s: emitted twice", id)
 		}
-		seen[id] = i
 		if id == owner {
 			return nil, nil, fmt.Errorf("%s: a composer cannot emit itself", id)
 		}
@@ -287,7 +286,7 @@ func checkComposition(owner converge.ID, res *converge.Result, get func(converge
 		return nil, nil, err
 	}
 	for _, e := range res.Edges {
-		if _, ok := seen[e.Consumer]; !ok {
+		if !seen.has(e.Consumer) {
 			return nil, nil, fmt.Errorf("edge %s -> %s: consumer is not a child of %s", e.Consumer, e.Producer, owner)
 		}
 		if e.Consumer == e.Producer {
@@ -305,7 +304,7 @@ func checkComposition(owner converge.ID, res *converge.Result, get func(converge
 // "known after apply", so a composed child may leave them out. Nil when
 // v cannot validate a spec with pending fields or no checked child has a
 // flow.
-func flowedFields(edges []converge.Edge, seen map[converge.ID]int, check []int, v Validator) [][]string {
+func flowedFields(edges []converge.Edge, seen *childIndex, check []int, v Validator) [][]string {
 	if _, ok := v.(PendingValidator); !ok || len(check) == 0 {
 		return nil
 	}
@@ -316,13 +315,13 @@ func flowedFields(edges []converge.Edge, seen map[converge.ID]int, check []int, 
 		if len(e.Flows) == 0 {
 			continue
 		}
-		c, ok := seen[e.Consumer]
+		c, ok := seen.find(e.Consumer)
 		if !ok {
 			continue // refused below
 		}
 		if out == nil {
-			out = make([][]string, len(seen))
-			checked = make([]bool, len(seen))
+			out = make([][]string, seen.len())
+			checked = make([]bool, seen.len())
 			for _, j := range check {
 				checked[j] = true
 			}

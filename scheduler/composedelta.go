@@ -81,7 +81,7 @@ func (s *Scheduler) recordComposition(n *node, rev, config string) {
 // lists what a child of owner left out of the delta consumes. It returns
 // the sent children's IDs and each ID's index in them.
 func checkDelta(owner converge.ID, res *converge.Result, get func(converge.ID) *converge.Resource, children func() int,
-	producersOf func(converge.ID) []converge.ID, k *converge.Kind, v Validator) ([]converge.ID, map[converge.ID]int, error) {
+	producersOf func(converge.ID) []converge.ID, k *converge.Kind, v Validator) ([]converge.ID, *childIndex, error) {
 	removed := make(map[converge.ID]bool, len(res.Removed))
 	gone := 0
 	for _, id := range res.Removed {

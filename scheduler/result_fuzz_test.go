@@ -51,7 +51,7 @@ func FuzzCheckResult(f *testing.F) {
 		if ids, seen, err := checkDelta(owner, &res, get, func() int { return 1 }, producers, k, nil); err == nil {
 			sound(t, &res, ids, seen)
 			for _, id := range res.Removed {
-				if _, ok := seen[id]; ok {
+				if seen.has(id) {
 					t.Fatalf("%s both sent and removed", id)
 				}
 			}
@@ -60,18 +60,21 @@ func FuzzCheckResult(f *testing.F) {
 }
 
 // sound checks what an accepted compose result must be.
-func sound(t *testing.T, res *converge.Result, ids []converge.ID, seen map[converge.ID]int) {
+func sound(t *testing.T, res *converge.Result, ids []converge.ID, seen *childIndex) {
 	t.Helper()
-	if len(ids) != len(res.Children) || len(seen) != len(ids) {
-		t.Fatalf("%d children, %d ids, %d distinct", len(res.Children), len(ids), len(seen))
+	if len(ids) != len(res.Children) || seen.len() != len(ids) {
+		t.Fatalf("%d children, %d ids, %d distinct", len(res.Children), len(ids), seen.len())
 	}
 	for i, id := range ids {
-		if _, err := converge.ParseID(string(id)); err != nil || seen[id] != i {
-			t.Fatalf("child %d: id %q (%v), index %d", i, id, err, seen[id])
+		if _, err := converge.ParseID(string(id)); err != nil {
+			t.Fatalf("child %d: id %q: %v", i, id, err)
+		}
+		if at, ok := seen.find(id); !ok || at != i {
+			t.Fatalf("child %d: id %q indexed at %d (%v)", i, id, at, ok)
 		}
 	}
 	for _, e := range res.Edges {
-		if _, ok := seen[e.Consumer]; !ok || e.Consumer == e.Producer {
+		if !seen.has(e.Consumer) || e.Consumer == e.Producer {
 			t.Fatalf("edge %s -> %s accepted", e.Consumer, e.Producer)
 		}
 	}

@@ -69,7 +69,7 @@ func rolloutOf(n *node) *rollout {
 // (ids, emitted from checkComposition) wait for a later wave, starting
 // the rollout of n's generation if it is the first compose of one. It
 // returns the held children (nil: none, and no rollout applies).
-func (s *Scheduler) rolloutHold(n *node, res *converge.Result, ids []converge.ID, emitted map[converge.ID]int) map[converge.ID]bool {
+func (s *Scheduler) rolloutHold(n *node, res *converge.Result, ids []converge.ID, emitted *childIndex) map[converge.ID]bool {
 	pol := n.res().Rollout
 	if pol == nil {
 		return nil
@@ -121,7 +121,7 @@ func (s *Scheduler) rolloutHold(n *node, res *converge.Result, ids []converge.ID
 		e := &res.Edges[i]
 		sent[e.Consumer] = append(sent[e.Consumer], e)
 	}
-	for id := range emitted {
+	for _, id := range ids {
 		if _, ok := wave[id]; ok {
 			continue
 		}
@@ -130,7 +130,7 @@ func (s *Scheduler) rolloutHold(n *node, res *converge.Result, ids []converge.ID
 		}
 	}
 	for _, ch := range n.kids() {
-		if _, ok := emitted[ch.id]; !ok && !ch.deleting() {
+		if !emitted.has(ch.id) && !ch.deleting() {
 			wave[ch.id] = waveOf(ch.id) // pruned
 		}
 	}
