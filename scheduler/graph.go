@@ -342,9 +342,14 @@ func (g *resourceGraph) adjFor(id converge.ID) *adjacency {
 		return a
 	}
 	a := &adjacency{}
+	g.putLoose(id, a)
+	return a
+}
+
+// putLoose makes a id's loose edges.
+func (g *resourceGraph) putLoose(id converge.ID, a *adjacency) {
 	g.loose[id] = a
 	g.looseHigh = max(g.looseHigh, len(g.loose))
-	return a
 }
 
 // looseGone follows an entry's delete from loose: once it holds a
@@ -397,8 +402,7 @@ func (g *resourceGraph) drop(n *node) {
 	delete(g.nodes, n.id)
 	if len(n.adj.e) > 0 {
 		a := n.adj
-		g.loose[n.id] = &a
-		g.looseHigh = max(g.looseHigh, len(g.loose))
+		g.putLoose(n.id, &a)
 	}
 	n.adj = adjacency{}
 }

@@ -18,14 +18,9 @@ type loadOnly struct{ scheduler.Store }
 // is compacted under it): every invariant holds, the rows at rest are
 // packed, and applying the same revision again runs nothing.
 func TestLoadStreamed(t *testing.T) {
-	store := newMemStore()
-	disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1"})
-	h := start(t, store, disp, testConfig())
 	bom := makeBOM(3, 10)
-	h.apply(classicDesired(bom, "c1"), classicValidator)
-	h.waitSettled(scheduler.Converged, 10*time.Second)
-	h.flush()
-	h.stop()
+	store := convergedStore(t, classicDesired(bom, "c1"))
+	disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1"})
 	total := bomSize(3, 10) + 1
 	for _, tc := range []struct {
 		name     string
@@ -72,13 +67,7 @@ func TestLoadStreamed(t *testing.T) {
 // TestLoadStreamedOrphan: a row packed as it loads whose owner's row is
 // not in the store keeps its owner's ID.
 func TestLoadStreamedOrphan(t *testing.T) {
-	store := newMemStore()
-	disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1"})
-	h := start(t, store, disp, testConfig())
-	h.apply(classicDesired(makeBOM(1, 1), "c1"), classicValidator)
-	h.waitSettled(scheduler.Converged, 10*time.Second)
-	h.flush()
-	h.stop()
+	store := convergedStore(t, classicDesired(makeBOM(1, 1), "c1"))
 	var leaf *converge.Resource
 	for _, r := range store.all() {
 		if r.Owner != "" && leaf == nil {
@@ -93,7 +82,7 @@ func TestLoadStreamedOrphan(t *testing.T) {
 	store.mu.Lock()
 	store.resources[orphan.ID()] = &orphan
 	store.mu.Unlock()
-	h = start(t, store, disp, testConfig())
+	h := start(t, store, newFakeDisp(classicHandler, &fakeWorker{name: "w1"}), testConfig())
 	var owner converge.ID
 	if err := h.s.Graph().Read(context.Background(), func(v scheduler.GraphView) {
 		if r := v.Get(orphan.ID()); r != nil {

@@ -256,8 +256,19 @@ var (
 // time, else the Unix epoch).
 const packNanos = 0x80
 
-// packNanosYears are the years whose instants UnixNano holds.
+// packNanosFirst and packNanosLast bound the years packed as packNanos
+// (well inside those UnixNano holds).
 const packNanosFirst, packNanosLast = 1700, 2200
+
+// nanosBase is what a packNanos time counts from, in Unix nanoseconds:
+// base when it is set and in the years packNanos covers, else the epoch.
+// Packing and unpacking read the same base (a field decoded before).
+func nanosBase(base time.Time) int64 {
+	if base.IsZero() || base.Year() < packNanosFirst || base.Year() > packNanosLast {
+		return 0
+	}
+	return base.UnixNano()
+}
 
 // packResource appends r's fields but kind, name and owner to buf.
 func packResource(r *converge.Resource, buf []byte) []byte {
@@ -298,12 +309,8 @@ func packResource(r *converge.Resource, buf []byte) []byte {
 			return
 		}
 		if _, off := t.Zone(); off == 0 && packNanosFirst <= t.Year() && t.Year() <= packNanosLast {
-			var b0 int64
-			if !base.IsZero() {
-				b0 = base.UnixNano()
-			}
 			buf = append(buf, packNanos)
-			buf = binary.AppendVarint(buf, t.UnixNano()-b0)
+			buf = binary.AppendVarint(buf, t.UnixNano()-nanosBase(base))
 			return
 		}
 		b, err := t.MarshalBinary()
@@ -436,11 +443,7 @@ func unpackInto(n *node, packed string, r *converge.Resource) {
 			return time.Time{}
 		}
 		if l == packNanos {
-			var b0 int64
-			if !base.IsZero() {
-				b0 = base.UnixNano()
-			}
-			return time.Unix(0, b0+iv()).UTC()
+			return time.Unix(0, nanosBase(base)+iv()).UTC()
 		}
 		if l > len(b)-i {
 			bad()

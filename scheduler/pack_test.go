@@ -44,10 +44,12 @@ func TestPackRoundTrip(t *testing.T) {
 	odd.UpdatedAt, odd.NextAttempt, odd.DeletedAt = at.Add(-time.Hour), time.Date(2300, 1, 1, 0, 0, 0, 5, time.UTC), time.Date(1601, 1, 1, 0, 0, 0, 0, time.UTC)
 	short := *usual
 	short.Name, short.UID = "short", "7eab5353"
+	old := *usual // created before the years packed as nanoseconds: updated from the epoch
+	old.Name, old.CreatedAt = "old", time.Date(1650, 1, 1, 0, 0, 0, 7, time.UTC)
 	if b := packResource(usual, nil); len(b) > 100 {
 		t.Errorf("a usual composed row packs into %d bytes, want at most 100", len(b))
 	}
-	for _, r := range []*converge.Resource{full, &same, empty, neg, &del, usual, &odd, &short} {
+	for _, r := range []*converge.Resource{full, &same, empty, neg, &del, usual, &odd, &short, &old} {
 		n := &node{id: r.ID(), rs: &refState{ref: r.Ref()}}
 		if r.Owner != "" {
 			n.owner = owner

@@ -8,9 +8,9 @@ import (
 	"github.com/convergehq/converge/scheduler"
 )
 
-// convergedRestart converges d, stops, and starts again on the same
-// store: the loaded rows are packed.
-func convergedRestart(t *testing.T, d *converge.Desired) *harness {
+// convergedStore returns a store that holds d converged, written
+// through and with no scheduler running on it.
+func convergedStore(t *testing.T, d *converge.Desired) *memStore {
 	t.Helper()
 	st := newMemStore()
 	h := start(t, st, newFakeDisp(classicHandler, &fakeWorker{name: "w1"}), testConfig())
@@ -18,7 +18,15 @@ func convergedRestart(t *testing.T, d *converge.Desired) *harness {
 	h.waitSettled(scheduler.Converged, 10*time.Second)
 	h.flush()
 	h.stop()
-	h = start(t, st, newFakeDisp(classicHandler, &fakeWorker{name: "w1"}), testConfig())
+	return st
+}
+
+// convergedRestart converges d, stops, and starts again on the same
+// store: the loaded rows are packed.
+func convergedRestart(t *testing.T, d *converge.Desired) *harness {
+	t.Helper()
+	st := convergedStore(t, d)
+	h := start(t, st, newFakeDisp(classicHandler, &fakeWorker{name: "w1"}), testConfig())
 	h.waitSettled(scheduler.Converged, 10*time.Second)
 	return h
 }

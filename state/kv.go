@@ -216,8 +216,11 @@ func (w *writer) Get(b rules.Bucket, key []byte) ([]byte, error) {
 func (w *writer) GetMany(b rules.Bucket, keys [][]byte) ([][]byte, error) {
 	out := make([][]byte, len(keys))
 	for i, key := range keys {
-		w.walked()
-		out[i] = seek(w.cursor(b), key)
+		v, err := w.Get(b, key)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = v
 	}
 	return out, nil
 }
