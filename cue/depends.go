@@ -256,6 +256,9 @@ func (l *loader) validatePending(d *document, data cuelang.Value, key schemaKey,
 	if len(pending) == 0 {
 		return l.validate(d, data, key, "spec", "SPEC_INVALID")
 	}
+	if b := l.fastValid(d, data, key, pending); b != nil {
+		return b, true
+	}
 	sch, err := l.schemas.schema(l.ev, key)
 	if err != nil {
 		l.addf(d.file, d.pos, "spec", "SCHEMA_INVALID", "%v", err)

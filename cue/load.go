@@ -52,6 +52,9 @@ type Options struct {
 	// compareComposeTotal children were, no further resource is. validate
 	// sets it.
 	CompareCompose bool
+	// noFastDocuments checks every document through CUE alone, skipping
+	// the fast check (fastValid): the tests' reference.
+	noFastDocuments bool
 }
 
 // Result is everything Load read from one directory.
@@ -161,6 +164,10 @@ type document struct {
 	file string // relative to the loaded dir, slash-separated
 	v    cuelang.Value
 	pos  token.Pos // where the document starts
+	// json says the document's value is its JSON: no value in it is
+	// bytes, which JSON turns into a base64 string (jsonFaithful). Only
+	// such a document is judged on its JSON by the fast check.
+	json bool
 }
 
 // rel returns p relative to the loaded dir.
@@ -284,7 +291,7 @@ func (l *loader) file(p, rel string, e fs.DirEntry, ext string) {
 			l.settings(rel, v)
 			return
 		}
-		l.doc(rel, v, token.NoPos)
+		l.doc(rel, v, token.NoPos, jsonFaithful(f))
 	case ".json":
 		expr, err := cuejson.Extract(rel, b)
 		if err != nil {
@@ -363,11 +370,11 @@ func (l *loader) expr(rel string, expr ast.Expr) {
 	if v.IncompleteKind() == cuelang.TopKind {
 		return // an empty YAML file
 	}
-	l.doc(rel, v, expr.Pos())
+	l.doc(rel, v, expr.Pos(), jsonFaithful(expr))
 }
 
 // doc records one document.
-func (l *loader) doc(rel string, v cuelang.Value, pos token.Pos) {
+func (l *loader) doc(rel string, v cuelang.Value, pos token.Pos, json bool) {
 	if !pos.IsValid() {
 		pos = v.Pos()
 	}
@@ -381,7 +388,7 @@ func (l *loader) doc(rel string, v cuelang.Value, pos token.Pos) {
 		l.addf(rel, pos, "", "DOCUMENT_INVALID", "a document must be a struct (object), not %v", v.IncompleteKind())
 		return
 	}
-	l.docs = append(l.docs, &document{file: rel, v: v, pos: pos})
+	l.docs = append(l.docs, &document{file: rel, v: v, pos: pos, json: json})
 }
 
 // cueErr turns a CUE parse or build error into findings.
@@ -639,4 +646,34 @@ func emptyFile(f *ast.File) bool {
 		}
 	}
 	return true
+}
+
+// jsonImports are the standard packages whose builtins return no bytes.
+var jsonImports = map[string]bool{"list": true, "strings": true, "strconv": true, "math": true,
+	"math/bits": true, "struct": true, "regexp": true, "net": true, "path": true, "time": true}
+
+// jsonFaithful reports whether every value the syntax n can evaluate to
+// exports to JSON as itself: no bytes literal (or bytes interpolation), no
+// import but of jsonImports, no attribute that embeds a file. A bytes
+// value exports as a base64 string, which a string schema would take.
+func jsonFaithful(n ast.Node) bool {
+	ok := true
+	ast.Walk(n, func(n ast.Node) bool {
+		switch x := n.(type) {
+		case *ast.BasicLit:
+			if x.Kind == token.STRING && strings.HasPrefix(strings.TrimLeft(x.Value, "#"), "'") {
+				ok = false
+			}
+		case *ast.ImportSpec:
+			if p, err := strconv.Unquote(x.Path.Value); err != nil || !jsonImports[p] {
+				ok = false
+			}
+		case *ast.Attribute:
+			if k, _ := x.Split(); k == "embed" || k == "extern" {
+				ok = false
+			}
+		}
+		return ok
+	}, nil)
+	return ok
 }
