@@ -119,7 +119,7 @@ type worker struct {
 	inflight map[string]int // task ids sent or queued, not answered: their max children (0: no limit)
 	// partial holds the parts received so far of streamed results, by
 	// task id (the receiver goroutine only).
-	partial  map[string]*converge.Result
+	partial  map[string]*parts
 	protocol int32
 	queue    []*convergev1.Task // tasks not yet sent
 	spare    []*convergev1.Task // the sender's previous batch, for reuse
@@ -530,13 +530,8 @@ func (s *Server) receive(stream convergev1.Control_ConnectServer, w *worker) err
 					continue // unknown or already answered: at most once
 				}
 				res := resultFromProto(r, w.name)
-				if p := w.partial[id]; p != nil {
-					p.Children = append(p.Children, res.Children...)
-					p.Edges = append(p.Edges, res.Edges...)
-					p.Removed = append(p.Removed, res.Removed...)
-					res.Children, res.Edges, res.Removed = p.Children, p.Edges, p.Removed
-				}
-				if limit > 0 && len(res.Children) > limit {
+				p := w.partial[id]
+				if n := len(res.Children) + p.children(); limit > 0 && n > limit {
 					// Stop holding parts of a composition that is over
 					// its kind's limit already; the scheduler says so.
 					delete(w.partial, id)
@@ -546,9 +541,15 @@ func (s *Server) receive(stream convergev1.Control_ConnectServer, w *worker) err
 					continue
 				}
 				if r.GetMore() {
-					res.Outcome, res.Message, res.Status = converge.OutcomeOK, "", nil
-					w.partial[id] = res
+					if p == nil {
+						p = &parts{}
+						w.partial[id] = p
+					}
+					p.add(res)
 					continue
+				}
+				if p != nil {
+					p.join(res)
 				}
 				delete(w.partial, id)
 				delete(w.inflight, id)
@@ -590,7 +591,7 @@ func (s *Server) newWorker(reg *convergev1.Register) (*worker, error) {
 		since:    time.Now(),
 		wake:     make(chan struct{}, 1),
 		inflight: make(map[string]int),
-		partial:  make(map[string]*converge.Result),
+		partial:  make(map[string]*parts),
 		protocol: reg.GetProtocol(),
 	}
 	if w.name == "" {
@@ -699,6 +700,59 @@ func taskToProto(t *converge.Task) *convergev1.Task {
 		}
 	}
 	return p
+}
+
+// parts are the parts of a streamed result received so far, kept as
+// they came: one result of a million children is then one allocation of
+// its final size (join), not a slice doubled twenty times.
+type parts struct {
+	kids     [][]converge.Child
+	edges    [][]converge.Edge
+	removed  [][]converge.ID
+	n        int // children so far
+}
+
+// add keeps the children, edges and removals of part r.
+func (p *parts) add(r *converge.Result) {
+	p.kids = append(p.kids, r.Children)
+	p.edges = append(p.edges, r.Edges)
+	p.removed = append(p.removed, r.Removed)
+	p.n += len(r.Children)
+}
+
+// children counts the children received so far (0 for a nil p).
+func (p *parts) children() int {
+	if p == nil {
+		return 0
+	}
+	return p.n
+}
+
+// join makes last, the final part, the whole result: every part's
+// children, edges and removals in order, with last's own after them.
+// Parts are dropped as they are copied.
+func (p *parts) join(last *converge.Result) {
+	last.Children = joinParts(p.kids, last.Children)
+	last.Edges = joinParts(p.edges, last.Edges)
+	last.Removed = joinParts(p.removed, last.Removed)
+}
+
+// joinParts concatenates ps and then tail into one slice of exactly their
+// length, clearing ps as it goes.
+func joinParts[T any](ps [][]T, tail []T) []T {
+	n := len(tail)
+	for _, x := range ps {
+		n += len(x)
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]T, 0, n)
+	for i := range ps {
+		out = append(out, ps[i]...)
+		ps[i] = nil
+	}
+	return append(out, tail...)
 }
 
 func resultFromProto(p *convergev1.Result, worker string) *converge.Result {

@@ -99,7 +99,10 @@ func (s *Scheduler) applyComposition(n *node, res *converge.Result, ids []conver
 	}
 	// Edges first (so new children see their producers), then children.
 	// Edges of pruned children stay until their rows are removed: the
-	// teardown order needs them.
+	// teardown order needs them. The edges of children not created yet
+	// wait in one slice by position (comingEdges), not a map.
+	s.graph.beginComing(emitted)
+	defer s.graph.endComing()
 	oldEdges := make(map[edgeKey]*converge.Edge)
 	for _, id := range ids {
 		if ex := s.graph.nodes[id]; ex != nil && ex.deleting() || held[id] {
@@ -285,15 +288,25 @@ func checkComposition(owner converge.ID, res *converge.Result, get func(converge
 	if err := validateSpecs(res.Children, ids, check, flowedFields(res.Edges, seen, check, v), v); err != nil {
 		return nil, nil, err
 	}
+	// Only children consume, so a cycle runs through children alone: the
+	// edges between two children, by position, are all it needs.
+	var from, to []int32
 	for _, e := range res.Edges {
-		if !seen.has(e.Consumer) {
+		c, ok := seen.find(e.Consumer)
+		if !ok {
 			return nil, nil, fmt.Errorf("edge %s -> %s: consumer is not a child of %s", e.Consumer, e.Producer, owner)
 		}
 		if e.Consumer == e.Producer {
 			return nil, nil, fmt.Errorf("edge %s -> %s: a resource cannot consume itself", e.Consumer, e.Producer)
 		}
+		if p, ok := seen.find(e.Producer); ok {
+			if from == nil {
+				from, to = make([]int32, 0, len(res.Edges)), make([]int32, 0, len(res.Edges))
+			}
+			from, to = append(from, int32(p)), append(to, int32(c))
+		}
 	}
-	if cyc := findCycle(res.Edges); cyc != "" {
+	if cyc := cycleOf(from, to, len(ids), func(i int32) converge.ID { return ids[i] }); cyc != "" {
 		return nil, nil, fmt.Errorf("edges form a cycle through %s", cyc)
 	}
 	return ids, seen, nil
@@ -431,19 +444,28 @@ func findCycle(edges []converge.Edge) converge.ID {
 	for i, e := range edges {
 		from[i], to[i] = idx(e.Producer), idx(e.Consumer)
 	}
-	n := len(names)
+	return cycleOf(from, to, len(names), func(i int32) converge.ID { return names[i] })
+}
+
+// cycleOf is findCycle on n nodes numbered 0..n-1 and the edges
+// from[i] -> to[i] (producer to consumer); name names a node. Of the nodes
+// on or behind a cycle, it returns the least name, or "".
+func cycleOf(from, to []int32, n int, name func(int32) converge.ID) converge.ID {
+	if len(from) == 0 {
+		return ""
+	}
 	indeg := make([]int32, n)
 	start := make([]int32, n+1)
-	for i := range edges {
+	for i := range from {
 		indeg[to[i]]++
 		start[from[i]+1]++
 	}
 	for i := 1; i <= n; i++ {
 		start[i] += start[i-1]
 	}
-	adj := make([]int32, len(edges))
+	adj := make([]int32, len(from))
 	fill := append([]int32(nil), start[:n]...)
-	for i := range edges {
+	for i := range from {
 		adj[fill[from[i]]] = to[i]
 		fill[from[i]]++
 	}
@@ -470,8 +492,8 @@ func findCycle(edges []converge.Edge) converge.ID {
 	}
 	var best converge.ID
 	for i, d := range indeg {
-		if d > 0 && (best == "" || names[i] < best) {
-			best = names[i]
+		if d > 0 && (best == "" || name(int32(i)) < best) {
+			best = name(int32(i))
 		}
 	}
 	return best

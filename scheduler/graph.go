@@ -26,6 +26,10 @@ type resourceGraph struct {
 	// compose adds a million children's edges before their nodes, and a
 	// map keeps its table when emptied (53 MB at 1M, all of it empty).
 	looseHigh int
+	// coming holds, while a compose is applied, the edges of the children
+	// it creates, by position, until each one's node takes them (insert):
+	// one slice instead of a loose entry a child (comingEdges).
+	coming *comingEdges
 	// flowLists are the shared flow lists of edges (internFlows), by a
 	// key flowKey builds.
 	flowLists map[string][]converge.ValueFlow
@@ -332,18 +336,78 @@ func (g *resourceGraph) adjOf(id converge.ID) *adjacency {
 	if n := g.nodes[id]; n != nil {
 		return &n.adj
 	}
-	return g.loose[id]
+	if a := g.loose[id]; a != nil {
+		return a
+	}
+	return g.coming.of(id, false)
 }
 
 // adjFor returns id's edges to change, making a loose entry for an ID
-// with neither node nor edges.
+// with neither node nor edges (unless a compose being applied creates it:
+// then its slot in coming).
 func (g *resourceGraph) adjFor(id converge.ID) *adjacency {
 	if a := g.adjOf(id); a != nil {
+		return a
+	}
+	if a := g.coming.of(id, true); a != nil {
 		return a
 	}
 	a := &adjacency{}
 	g.putLoose(id, a)
 	return a
+}
+
+// comingEdges are the edges of the children of a compose being applied,
+// by their position in the compose's IDs (at), before their nodes exist.
+type comingEdges struct {
+	at  *childIndex
+	adj []adjacency // made on the first edge
+}
+
+// of returns the slot of id's edges if id is a child coming, else nil; it
+// makes the slots when create is set and they are not made yet (else it
+// reads none).
+func (c *comingEdges) of(id converge.ID, create bool) *adjacency {
+	if c == nil {
+		return nil
+	}
+	i, ok := c.at.find(id)
+	if !ok {
+		return nil
+	}
+	if c.adj == nil {
+		if !create {
+			return nil
+		}
+		c.adj = make([]adjacency, len(c.at.ids))
+	}
+	return &c.adj[i]
+}
+
+// beginComing starts holding the edges of the children at indexes (a
+// compose's) apart, taking over the loose edges any of them had.
+func (g *resourceGraph) beginComing(at *childIndex) {
+	g.coming = &comingEdges{at: at}
+	for id, a := range g.loose {
+		if c := g.coming.of(id, true); c != nil {
+			*c = *a
+			delete(g.loose, id)
+		}
+	}
+}
+
+// endComing stops holding children's edges apart: the edges of a child
+// with no node (one left to a later compose) become loose ones.
+func (g *resourceGraph) endComing() {
+	c := g.coming
+	g.coming = nil
+	for i := range c.adj {
+		if a := &c.adj[i]; len(a.e) > 0 && g.nodes[c.at.ids[i]] == nil {
+			cp := *a
+			g.putLoose(c.at.ids[i], &cp)
+		}
+	}
+	g.looseGone()
 }
 
 // putLoose makes a id's loose edges.
@@ -393,6 +457,8 @@ func (g *resourceGraph) insert(n *node) {
 		n.adj = *a
 		delete(g.loose, n.id)
 		g.looseGone()
+	} else if a := g.coming.of(n.id, false); a != nil {
+		n.adj, *a = *a, adjacency{}
 	}
 }
 

@@ -245,3 +245,46 @@ func TestGraphLooseShrinks(t *testing.T) {
 		t.Errorf("loose was not made again at a sixteenth of its high or less (high %d of %d)", g.looseHigh, n)
 	}
 }
+
+// TestGraphComingEdges: while a compose is applied, the edges of the
+// children it creates wait by position, not in loose; a child's node takes
+// its edges on insert, a loose entry one of them had is taken over, and a
+// child left without a node ends with its edges loose.
+func TestGraphComingEdges(t *testing.T) {
+	g := newTestGraph()
+	g.addEdge(&converge.Edge{Consumer: "vpc/old", Producer: "vpc/b"}) // vpc/b's edge from before
+	ids := []converge.ID{"vpc/a", "vpc/b", "vpc/c"}
+	at := newChildIndex(ids)
+	for i := range ids {
+		at.add(i)
+	}
+	g.beginComing(at)
+	if g.loose["vpc/b"] != nil {
+		t.Fatal("vpc/b's loose edges were not taken over")
+	}
+	g.addEdge(&converge.Edge{Consumer: "vpc/a", Producer: "vpc/b"})
+	g.addEdge(&converge.Edge{Consumer: "vpc/c", Producer: "account/x"})
+	for _, id := range []converge.ID{"vpc/a", "vpc/b", "vpc/c"} {
+		if g.loose[id] != nil {
+			t.Errorf("%s: edges went loose while coming", id)
+		}
+	}
+	if got := len(g.consumersOf("vpc/b")); got != 2 {
+		t.Errorf("vpc/b has %d consumers while coming, want 2", got)
+	}
+	g.testNode("vpc/a", converge.PhasePending, nil)
+	g.testNode("vpc/b", converge.PhasePending, nil)
+	g.endComing()
+	if got := len(g.nodes["vpc/a"].adj.prod()); got != 1 {
+		t.Errorf("vpc/a's node has %d producers, want 1", got)
+	}
+	if got := len(g.nodes["vpc/b"].adj.cons()); got != 2 {
+		t.Errorf("vpc/b's node has %d consumers, want 2", got)
+	}
+	if a := g.loose["vpc/c"]; a == nil || len(a.prod()) != 1 {
+		t.Errorf("vpc/c (no node) ends with loose edges %v, want its 1 producer", a)
+	}
+	if g.coming != nil {
+		t.Error("coming kept after endComing")
+	}
+}
