@@ -706,10 +706,10 @@ func taskToProto(t *converge.Task) *convergev1.Task {
 // they came: one result of a million children is then one allocation of
 // its final size (join), not a slice doubled twenty times.
 type parts struct {
-	kids     [][]converge.Child
-	edges    [][]converge.Edge
-	removed  [][]converge.ID
-	n        int // children so far
+	kids    [][]converge.Child
+	edges   [][]converge.Edge
+	removed [][]converge.ID
+	n       int // children so far
 }
 
 // add keeps the children, edges and removals of part r.
