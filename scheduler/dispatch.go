@@ -513,6 +513,10 @@ func (s *Scheduler) reconcileOK(n *node, rec *taskRec, res *converge.Result) {
 	if statusChanged {
 		s.consumersChanged(n)
 	}
+	// A Ready row waits for its commit packed: at 1M, ~130,000 rows
+	// waited decoded for theirs (60 MB, and ten pointers each for the
+	// collector to mark).
+	n.pack()
 }
 
 // succeeded resets failure state after an OK result and moves a leaf to

@@ -75,3 +75,25 @@ func TestPackedRowsStayPacked(t *testing.T) {
 	// durable; the unchanged ones must not be decoded.
 	check("a recompose adding a team", packed)
 }
+
+// TestReadyRowsWaitPacked: a leaf that turns Ready waits for its commit
+// packed. On a slow disk every leaf is Ready long before its row is
+// durable; at 1M ~130,000 rows used to wait decoded for their commit.
+func TestReadyRowsWaitPacked(t *testing.T) {
+	st := newMemStore()
+	st.commitDelay = 2 * time.Second
+	h := start(t, st, newFakeDisp(classicHandler, &fakeWorker{name: "w1"}), testConfig())
+	h.apply(classicDesired(makeBOM(2, 20), "c1"), classicValidator)
+	waitFor(t, 20*time.Second, "every resource Ready in memory", func() bool {
+		c := h.s.Progress().Counts
+		return c.Total > 100 && c.Ready == c.Total
+	})
+	packed, all := scheduler.PackedRows(h.s)
+	if packed < all*9/10 {
+		t.Errorf("%d of %d Ready rows packed while their commits are slow, want 90%%", packed, all)
+	}
+	st.mu.Lock()
+	st.commitDelay = 0
+	st.mu.Unlock()
+	h.stop()
+}
