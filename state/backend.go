@@ -27,6 +27,9 @@ type Backend interface {
 	Commit(ctx context.Context, b *converge.Batch) error
 
 	Resource(ctx context.Context, id converge.ID) (*converge.Resource, error)
+	// ResourceHead is Resource without the declared spec, spec and
+	// status.
+	ResourceHead(ctx context.Context, id converge.ID) (*converge.Resource, error)
 	Resources(ctx context.Context, f Filter) ([]*converge.Resource, error)
 	ResourcesAfter(ctx context.Context, kind string, after converge.ID, limit int) ([]ResourceRow, error)
 	// ResourceHeadsAfter is ResourcesAfter without each resource's

@@ -1021,6 +1021,13 @@ func testResourceHeadsAfter(t *testing.T, open Opener) {
 		if !reflect.DeepEqual(heads[i].Resource, &want) || !reflect.DeepEqual(heads[i].Consumes, row.Consumes) {
 			t.Errorf("head %d = %+v consuming %v, want %+v consuming %v", i, heads[i].Resource, heads[i].Consumes, &want, row.Consumes)
 		}
+		one, err := s.ResourceHead(context.Background(), want.ID())
+		if err != nil || !reflect.DeepEqual(one, &want) {
+			t.Errorf("ResourceHead(%s) = %+v, %v; want %+v", want.ID(), one, err, &want)
+		}
+	}
+	if _, err := s.ResourceHead(context.Background(), "vpc/nope"); !errors.Is(err, converge.ErrNotFound) {
+		t.Errorf("ResourceHead of an absent resource: %v, want ErrNotFound", err)
 	}
 }
 

@@ -114,6 +114,28 @@ func (s *Store) Resource(ctx context.Context, id converge.ID) (*converge.Resourc
 	return res, nil
 }
 
+// ResourceHead is Resource without the declared spec, spec and status
+// (nil; see Filter.Head): what a poll for a resource's existence, phase
+// or UID needs, without copying a root's megabytes of spec.
+func (s *Store) ResourceHead(ctx context.Context, id converge.ID) (*converge.Resource, error) {
+	var res *converge.Resource
+	err := s.view(ctx, func(r Reader) error {
+		v, err := r.Get(Resources, []byte(id))
+		if err != nil {
+			return err
+		}
+		if v == nil {
+			return converge.ErrNotFound
+		}
+		res, err = decodeHead(r, []byte(id), v)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get resource %s: %w", id, err)
+	}
+	return res, nil
+}
+
 // ResourcesByID returns the resources ids name, in ids' order, read from
 // one snapshot: nil for an id the store does not hold.
 func (s *Store) ResourcesByID(ctx context.Context, ids []converge.ID) ([]*converge.Resource, error) {
