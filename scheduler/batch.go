@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"slices"
 	"time"
 
 	"github.com/convergehq/converge"
@@ -19,6 +20,13 @@ type batcher struct {
 	deferDue    time.Time // when the deferred rows are written
 	reasonDirty []*node
 	delRes      map[converge.ID]bool
+	// delOrder holds delRes's IDs in the order their rows went (an ID
+	// no longer in delRes is skipped): a batch deletes the oldest
+	// MaxCommit, so an owner's row never goes before its children's, nor
+	// a producer's before its consumers', and a cascade's commits stay
+	// bounded however fast its teardowns end.
+	delOrder []converge.ID
+	delPeak  int // the most entries delRes held since it was made
 	edgePut     map[edgeKey]*converge.Edge
 	edgePutPeak int // the most entries edgePut held since it was made
 	edgeDel     map[edgeKey]bool
@@ -174,7 +182,9 @@ func (b *batcher) goneDeliveries() []string {
 	var out []string
 	keep := b.delivGone[:0]
 	for _, g := range b.delivGone {
-		if g.n != nil && !g.n.is(stateRemoved) && g.n.has(mDirty) {
+		// Kept while its subject's row is not written yet, or its
+		// deletion waits for a later batch (takeDeleted).
+		if g.n != nil && (!g.n.is(stateRemoved) && g.n.has(mDirty) || g.n.is(stateRemoved) && b.delRes[g.n.id]) {
 			keep = append(keep, g)
 			continue
 		}
@@ -257,3 +267,38 @@ type batchBufs struct {
 }
 
 type edgeKey struct{ consumer, producer converge.ID }
+
+// takeDeleted takes the oldest rows deleted, at most limit, in key order
+// (the store's B-tree is rewritten once per page, not once per row). A
+// batch of a whole cascade's deletions at once took 30-70 s in bbolt's
+// rebalance on a loaded machine, and the longer it took the more the next
+// one held.
+func (b *batcher) takeDeleted(limit int) []converge.ID {
+	b.delPeak = max(b.delPeak, len(b.delRes))
+	ids := make([]converge.ID, 0, min(limit, len(b.delRes)))
+	i := 0
+	for ; i < len(b.delOrder) && len(ids) < limit; i++ {
+		if id := b.delOrder[i]; b.delRes[id] {
+			ids = append(ids, id)
+			delete(b.delRes, id)
+		}
+	}
+	clear(b.delOrder[:i])
+	b.delOrder = b.delOrder[i:]
+	if len(b.delOrder) == 0 {
+		for id := range b.delRes { // none should be left: the order lost none
+			ids = append(ids, id)
+		}
+		clear(b.delRes)
+	}
+	if len(b.delRes) == 0 {
+		b.delOrder = nil
+		// A Go map keeps its buckets when emptied: one that held a
+		// cascade's million is made again.
+		if b.delPeak > bigMap {
+			b.delRes, b.delPeak = make(map[converge.ID]bool), 0
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}

@@ -159,6 +159,7 @@ func (s *Scheduler) remove(n *node) {
 		delete(s.graph.gitRoots, n.id)
 	}
 	s.batch.delRes[n.id] = true
+	s.batch.delOrder = append(s.batch.delOrder, n.id)
 	s.batch.armFlush(s.now)
 	n.rs.count--
 	s.retireCheck(r.Ref())

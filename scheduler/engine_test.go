@@ -501,6 +501,48 @@ func TestCascadeDeleteInKeyOrder(t *testing.T) {
 	}
 }
 
+// TestCascadeDeleteCommitsBounded: a cascade's row deletions go at most
+// MaxCommit a commit, oldest first, so no commit leaves a row whose owner
+// is gone or an edge whose producer is gone, and every row goes in the
+// end.
+func TestCascadeDeleteCommitsBounded(t *testing.T) {
+	store := newMemStore()
+	store.check = func(m *memStore) string {
+		for id, r := range m.resources {
+			if r.Owner != "" && m.resources[r.Owner] == nil {
+				return fmt.Sprintf("%s stored, its owner %s deleted", id, r.Owner)
+			}
+		}
+		for k := range m.edges {
+			if m.resources[k[0]] != nil && m.resources[k[1]] == nil {
+				return fmt.Sprintf("edge %s -> %s stored, its producer deleted", k[0], k[1])
+			}
+		}
+		return ""
+	}
+	cfg := testConfig()
+	cfg.MaxCommit = 8
+	h := start(t, store, newFakeDisp(classicHandler, &fakeWorker{name: "w1"}), cfg)
+	h.apply(classicDesired(makeBOM(3, 20), "c1"), classicValidator)
+	h.waitSettled(scheduler.Converged, 10*time.Second)
+	if err := h.s.Delete(context.Background(), "classicbom/org"); err != nil {
+		t.Fatal(err)
+	}
+	h.waitSettled(scheduler.Converged, 10*time.Second)
+	h.flush()
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	if store.maxDeleted > cfg.MaxCommit || store.maxDeleted == 0 {
+		t.Errorf("a commit deleted %d rows, want 1 to MaxCommit %d", store.maxDeleted, cfg.MaxCommit)
+	}
+	if len(store.violations) > 0 {
+		t.Errorf("%d commits broke the order, first: %s", len(store.violations), store.violations[0])
+	}
+	if len(store.resources) != 0 {
+		t.Errorf("%d rows left after the cascade", len(store.resources))
+	}
+}
+
 // A composed child deleted by an operator while its owner still emits it
 // comes back at once: the owner recomposes after the teardown, without
 // waiting for a resync (none is configured here).

@@ -52,6 +52,8 @@ type memStore struct {
 
 	commits int
 	maxRows int // the most resource rows one commit held
+	// maxDeleted is the most rows one commit deleted.
+	maxDeleted int
 	// maxRowsBig is the most rows a commit held along with a row over
 	// 1 MiB (its declared spec and spec), bigCommits how many did.
 	maxRowsBig, bigCommits int
@@ -208,6 +210,7 @@ func (m *memStore) Commit(ctx context.Context, b *converge.Batch) error {
 		m.crashed = true
 	}
 	m.maxRows = max(m.maxRows, len(b.Resources))
+	m.maxDeleted = max(m.maxDeleted, len(b.DeletedResources))
 	for _, r := range b.Resources {
 		if len(r.Declared)+len(r.Spec) >= 1<<20 {
 			m.maxRowsBig = max(m.maxRowsBig, len(b.Resources))

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/convergehq/converge"
@@ -412,16 +411,7 @@ func (s *Scheduler) buildBatch(all bool) *converge.Batch {
 		s.batch.dirty = dropHead(s.batch.dirty, len(fresh))
 	}
 	if len(s.batch.delRes) > 0 {
-		b.DeletedResources = make([]converge.ID, 0, len(s.batch.delRes))
-		for id := range s.batch.delRes {
-			b.DeletedResources = append(b.DeletedResources, id)
-		}
-		sort.Slice(b.DeletedResources, func(i, j int) bool { return b.DeletedResources[i] < b.DeletedResources[j] })
-		if len(s.batch.delRes) > bigMap {
-			s.batch.delRes = make(map[converge.ID]bool)
-		} else {
-			clear(s.batch.delRes)
-		}
+		b.DeletedResources = s.batch.takeDeleted(s.cfg.MaxCommit)
 	}
 	bigDel := len(s.batch.edgeDel) > bigMap
 	s.batch.edgePutPeak = max(s.batch.edgePutPeak, len(s.batch.edgePut))
