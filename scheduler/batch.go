@@ -25,8 +25,8 @@ type batcher struct {
 	// MaxCommit, so an owner's row never goes before its children's, nor
 	// a producer's before its consumers', and a cascade's commits stay
 	// bounded however fast its teardowns end.
-	delOrder []converge.ID
-	delPeak  int // the most entries delRes held since it was made
+	delOrder    []converge.ID
+	delPeak     int // the most entries delRes held since it was made
 	edgePut     map[edgeKey]*converge.Edge
 	edgePutPeak int // the most entries edgePut held since it was made
 	edgeDel     map[edgeKey]bool
