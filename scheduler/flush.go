@@ -428,6 +428,10 @@ func (s *Scheduler) buildBatch(all bool) *converge.Batch {
 		delete(s.batch.edgePut, k)
 	}
 	for k := range s.batch.edgeDel {
+		if s.batch.delRes[k.consumer] {
+			continue // its row goes in a later batch, and the edge with it
+		}
+		delete(s.batch.edgeDel, k)
 		if _, gone := slices.BinarySearch(b.DeletedResources, k.consumer); gone {
 			// The store deletes a row's edges with it: rewriting the row
 			// without the edge first would be a write for nothing.
@@ -435,14 +439,13 @@ func (s *Scheduler) buildBatch(all bool) *converge.Batch {
 		}
 		b.DeletedEdges = append(b.DeletedEdges, converge.Edge{Consumer: k.consumer, Producer: k.producer})
 	}
-	clear(s.batch.edgeDel)
 	// A Go map keeps its buckets when emptied: one that held a whole
 	// composition's edges is replaced, not kept at that size for ever.
 	if s.batch.edgePutPeak > bigMap && len(s.batch.edgePut) == 0 {
 		s.batch.edgePut = make(map[edgeKey]*converge.Edge)
 		s.batch.edgePutPeak = 0
 	}
-	if bigDel {
+	if bigDel && len(s.batch.edgeDel) == 0 {
 		s.batch.edgeDel = make(map[edgeKey]bool)
 	}
 	// Events too: at most MaxCommit a batch, oldest first (they are
