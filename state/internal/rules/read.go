@@ -96,28 +96,18 @@ func (s *Store) LoadStream(ctx context.Context, begin func(*converge.Snapshot, i
 
 // Resource returns the resource id, or converge.ErrNotFound (wrapped).
 func (s *Store) Resource(ctx context.Context, id converge.ID) (*converge.Resource, error) {
-	var res *converge.Resource
-	err := s.view(ctx, func(r Reader) error {
-		v, err := r.Get(Resources, []byte(id))
-		if err != nil {
-			return err
-		}
-		if v == nil {
-			return converge.ErrNotFound
-		}
-		res, err = decodeFull(r, []byte(id), v)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("get resource %s: %w", id, err)
-	}
-	return res, nil
+	return s.resource(ctx, id, decodeFull)
 }
 
 // ResourceHead is Resource without the declared spec, spec and status
 // (nil; see Filter.Head): what a poll for a resource's existence, phase
 // or UID needs, without copying a root's megabytes of spec.
 func (s *Store) ResourceHead(ctx context.Context, id converge.ID) (*converge.Resource, error) {
+	return s.resource(ctx, id, decodeHead)
+}
+
+// resource reads the row of id and decodes it with decode.
+func (s *Store) resource(ctx context.Context, id converge.ID, decode decoder) (*converge.Resource, error) {
 	var res *converge.Resource
 	err := s.view(ctx, func(r Reader) error {
 		v, err := r.Get(Resources, []byte(id))
@@ -127,7 +117,7 @@ func (s *Store) ResourceHead(ctx context.Context, id converge.ID) (*converge.Res
 		if v == nil {
 			return converge.ErrNotFound
 		}
-		res, err = decodeHead(r, []byte(id), v)
+		res, err = decode(r, []byte(id), v)
 		return err
 	})
 	if err != nil {
