@@ -215,11 +215,7 @@ func (b *Builder) build(ctx context.Context) (*Stats, error) {
 
 	w := &writer{dir: b.dir}
 	keep := make(map[string]bool)
-	shardKeys := make([]shardKey, 0, len(m.shards))
-	for k := range m.shards {
-		shardKeys = append(shardKeys, k)
-	}
-	if _, err := b.writeShards(ctx, w, shardKeys, nil, keep); err != nil {
+	if err := b.streamShards(ctx, w, keep); err != nil {
 		b.m = nil
 		return nil, err
 	}

@@ -69,12 +69,16 @@
 //
 // Build reads the store twice: a paged scan (Reader.ResourcesAfter) for
 // its in-memory picture of every resource (phase, owner, edges, a short
-// reason, secret values, the newest events), then each resource page's
-// resources by ID while it renders pages on every core; it never holds
-// every resource's spec in memory. It writes files in place (one open,
-// write and close each: on a slow disk file creation dominates) and a
-// reader may see a page half-written while it runs; Update writes each
-// file to a temporary name and renames it. Page headers show the counts of when the page was written; the
+// reason, secret values, the newest events), then a paged scan of each
+// kind in ID order whose sections are rendered on every core and
+// appended to their resource pages, which go to their files 32 KiB at a
+// time (a page's resources are spread over its kind's IDs, so reading
+// them page by page would cost a lookup each); it never holds every
+// resource's spec in memory. It writes files in place (on a slow disk
+// file creation dominates), leaving alone bytes a file already holds, and
+// a reader may see a page half-written while it runs; Update reads the
+// resources of the pages it rewrites by ID, and writes each file to a
+// temporary name and renames it. Page headers show the counts of when the page was written; the
 // script replaces them with summary.json's.
 //
 // Update trusts its caller to name every resource that changed, including

@@ -136,24 +136,15 @@ type writer struct {
 }
 
 func (w *writer) write(rel string, data []byte) error {
-	if int64(len(data)) > w.largest {
-		w.largest, w.largestName = int64(len(data)), rel
-	}
 	full := filepath.Join(w.dir, filepath.FromSlash(rel))
-	if d := filepath.Dir(full); !w.dirs[d] {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return fmt.Errorf("write %s: %w", rel, err)
-		}
-		if w.dirs == nil {
-			w.dirs = make(map[string]bool)
-		}
-		w.dirs[d] = true
+	if err := w.mkdirFor(full); err != nil {
+		return fmt.Errorf("write %s: %w", rel, err)
 	}
 	if !w.atomic {
 		// Reading is much cheaper than rewriting (which truncates, and
 		// makes ext4 flush on close), and a rebuild changes few pages.
 		if old, err := os.ReadFile(full); err == nil && bytes.Equal(old, data) {
-			w.same++
+			w.count(rel, int64(len(data)), false)
 			return nil
 		}
 		if err := os.WriteFile(full, data, 0o644); err != nil {
@@ -169,9 +160,38 @@ func (w *writer) write(rel string, data []byte) error {
 			return fmt.Errorf("write %s: %w", rel, err)
 		}
 	}
-	w.files++
-	w.bytes += int64(len(data))
+	w.count(rel, int64(len(data)), true)
 	return nil
+}
+
+// mkdirFor creates the directory of the file full unless w knows it.
+func (w *writer) mkdirFor(full string) error {
+	d := filepath.Dir(full)
+	if w.dirs[d] {
+		return nil
+	}
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		return err
+	}
+	if w.dirs == nil {
+		w.dirs = make(map[string]bool)
+	}
+	w.dirs[d] = true
+	return nil
+}
+
+// count records the file rel of size bytes as written, or as left alone
+// because it already held them.
+func (w *writer) count(rel string, size int64, written bool) {
+	if size > w.largest {
+		w.largest, w.largestName = size, rel
+	}
+	if written {
+		w.files++
+		w.bytes += size
+	} else {
+		w.same++
+	}
 }
 
 // sameBody reports whether the page rel under dir holds data but for

@@ -46,31 +46,46 @@ const sectionsMark = "<!--sections-->"
 // renderShardTo renders the page into buf (reset first; a worker reuses
 // one buffer for all its pages).
 func (b *Builder) renderShardTo(buf *bytes.Buffer, k shardKey, rs []*converge.Resource) error {
+	ids := make([]converge.ID, len(rs))
+	for i, r := range rs {
+		ids[i] = r.ID()
+	}
+	buf.Reset()
+	tail, err := b.shardHead(buf, k, ids)
+	if err != nil {
+		return err
+	}
+	for _, r := range rs {
+		b.renderSection(sw{buf}, r)
+	}
+	buf.Write(tail)
+	return nil
+}
+
+// shardHead writes the start of shard k's page holding ids (sorted, at
+// least one): the layout up to the sections and the table of contents.
+// It returns the rest of the layout, to write after the sections.
+func (b *Builder) shardHead(buf *bytes.Buffer, k shardKey, ids []converge.ID) ([]byte, error) {
 	rel := k.path()
-	title := string(rs[0].ID())
-	if len(rs) > 1 {
+	title := string(ids[0])
+	if len(ids) > 1 {
 		title = fmt.Sprintf("%s resources %03x", k.kind, k.n)
 	}
 	frame, err := render("resource", resourcePage{Base: b.base(rel, title), Sections: sectionsMark})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	head, tail, _ := bytes.Cut(frame, []byte(sectionsMark))
-	buf.Reset()
 	buf.Write(head)
 	w := sw{buf}
-	if len(rs) > 1 {
-		w.s(`<nav class="toc"><p>`, strconv.Itoa(len(rs)), " ", e(k.kind), ` resources on this page; each link shows one:</p>`, "\n", `<ul class="children">`)
-		for _, r := range rs {
-			w.s(`<li><a href="#`, e(anchor(r.ID())), `">`, e(string(r.ID())), "</a></li>")
+	if len(ids) > 1 {
+		w.s(`<nav class="toc"><p>`, strconv.Itoa(len(ids)), " ", e(k.kind), ` resources on this page; each link shows one:</p>`, "\n", `<ul class="children">`)
+		for _, id := range ids {
+			w.s(`<li><a href="#`, e(anchor(id)), `">`, e(string(id)), "</a></li>")
 		}
 		w.s("</ul></nav>\n")
 	}
-	for _, r := range rs {
-		b.renderSection(w, r)
-	}
-	buf.Write(tail)
-	return nil
+	return tail, nil
 }
 
 // sw writes strings to a buffer.
