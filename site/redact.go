@@ -130,6 +130,18 @@ func redact(raw json.RawMessage, paths [][]string) (string, []string) {
 	return buf.String(), found
 }
 
+// redactTo appends redact(raw, paths)'s text to dst: with no paths, raw
+// indented straight into dst.
+func redactTo(dst []byte, raw json.RawMessage, paths [][]string) []byte {
+	if len(paths) == 0 && len(bytes.TrimSpace(raw)) > 0 {
+		if out, ok := indentJSON(dst, raw); ok {
+			return out
+		}
+	}
+	s, _ := redact(raw, paths)
+	return append(dst, s...)
+}
+
 // newScrubber returns a replacer of every value of at least minScrub
 // bytes (and its JSON-escaped form) by "(secret)", longest first so a
 // secret containing another is replaced whole; nil if there is none.

@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/convergehq/converge"
@@ -416,21 +417,30 @@ func (b *Builder) row(ent *entry) template.HTML {
 	if ent.row != "" {
 		return ent.row
 	}
-	const rel = "kinds/x.html"
-	var sb strings.Builder
-	sb.Grow(256)
-	w := sb.WriteString
-	w(`<tr><td><a href="` + e(upTo(rel)+ResourcePath(ent.id)) + `">` + e(string(ent.id)) + "</a></td><td>" + phaseSpan(ent.phase) +
-		`</td><td class="reason">` + e(ent.reason) + "</td><td>")
-	if href := b.href(rel, ent.owner); href != "" {
-		w(`<a href="` + e(href) + `">` + e(string(ent.owner)) + "</a>")
+	const up = "../" // upTo("kinds/x.html")
+	buf := rowBufs.Get().(*bytes.Buffer)
+	buf.Reset()
+	w := sw{buf}
+	w.s(`<tr><td>`)
+	b.link(w, up, ent.id)
+	w.s("</td><td>", phaseSpan(ent.phase), `</td><td class="reason">`)
+	w.t(ent.reason)
+	w.s("</td><td>")
+	if b.known(ent.owner) {
+		b.link(w, up, ent.owner)
 	} else {
-		w(e(string(ent.owner)))
+		w.t(string(ent.owner))
 	}
-	w("</td><td>" + stamp(ent.updated) + "</td></tr>\n")
-	ent.row = template.HTML(sb.String())
+	w.s("</td><td>")
+	stampTo(w, ent.updated)
+	w.s("</td></tr>\n")
+	ent.row = template.HTML(buf.String())
+	rowBufs.Put(buf)
 	return ent.row
 }
+
+// rowBufs are the buffers rows are rendered in.
+var rowBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // ---- search ----
 

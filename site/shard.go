@@ -97,67 +97,159 @@ func (w sw) s(ss ...string) {
 	}
 }
 
+// t writes s escaped as e(s), without building the escaped string.
+func (w sw) t(s string) {
+	last := 0
+	for i := 0; i < len(s); i++ {
+		if r := escapes[s[i]]; r != "" {
+			w.b.WriteString(s[last:i])
+			w.b.WriteString(r)
+			last = i + 1
+		}
+	}
+	w.b.WriteString(s[last:])
+}
+
+// Write writes p escaped as e(string(p)): sw is the io.Writer a
+// strings.Replacer scrubs into.
+func (w sw) Write(p []byte) (int, error) {
+	last := 0
+	for i := 0; i < len(p); i++ {
+		if r := escapes[p[i]]; r != "" {
+			w.b.Write(p[last:i])
+			w.b.WriteString(r)
+			last = i + 1
+		}
+	}
+	w.b.Write(p[last:])
+	return len(p), nil
+}
+
+// WriteString is t, for a strings.Replacer.
+func (w sw) WriteString(s string) (int, error) {
+	w.t(s)
+	return len(s), nil
+}
+
+// escapes are e's replacements by byte.
+var escapes = [256]string{'&': "&amp;", '\'': "&#39;", '<': "&lt;", '>': "&gt;", '"': "&#34;"}
+
 // e escapes s for HTML text and quoted attribute values.
 var e = html.EscapeString
+
+// text writes s scrubbed of secret values and escaped: e(m.clean(s)).
+func (m *model) text(w sw, s string) {
+	if m.scrub == nil {
+		w.t(s)
+		return
+	}
+	m.scrub.WriteString(w, s)
+}
+
+// scratch holds the indented spec or status of a section being rendered.
+var scratch = sync.Pool{New: func() any { return new([]byte) }}
 
 // renderSection writes r's section: spec and status with secret paths
 // redacted, every text scrubbed of known secret values and escaped. It is
 // written by hand rather than with html/template, which cost ~80 µs per
-// resource (80 s of CPU for a million); every value goes through e.
-func (b *Builder) renderSection(sb sw, r *converge.Resource) {
+// resource (80 s of CPU for a million), and writes escaped values
+// straight into the page (w.t, m.text) rather than building them.
+func (b *Builder) renderSection(w sw, r *converge.Resource) {
 	m := b.m
 	id := r.ID()
 	rel := shardOf(id).path()
 	up := upTo(rel)
-	w := sb.s
-	fact := func(dt, dd string) { w("<dt>", dt, "</dt><dd>", dd, "</dd>\n") }
+	ent := m.res[id]
+	kids := m.children[id]
 
 	// data-uid lets an open page tell a resource deleted and created
 	// anew (same id, new uid) from the one it shows.
-	w(`<section class="res" id="`, e(anchor(id)), `" data-id="`, e(string(id)), `" data-uid="`, e(r.UID), `">`, "\n")
-	w(`<h1><a href="`, e(up), e(listKey{Kind: r.Kind}.path(1)), `">`, e(r.Kind), `</a>/`, e(r.Name), " ", phaseSpan(r.Phase))
+	w.s(`<section class="res" id="`)
+	w.t(anchor(id))
+	w.s(`" data-id="`)
+	w.t(string(id))
+	w.s(`" data-uid="`)
+	w.t(r.UID)
+	w.s(`">`, "\n", `<h1><a href="`)
+	w.t(up)
+	w.t(listKey{Kind: r.Kind}.path(1))
+	w.s(`">`)
+	w.t(r.Kind)
+	w.s(`</a>/`)
+	w.t(r.Name)
+	w.s(" ")
+	phaseSpanTo(w, r.Phase)
 	if r.Drift != nil {
-		w(` <span class="drifted">drifted</span>`)
+		w.s(` <span class="drifted">drifted</span>`)
 	}
-	w("</h1>\n")
+	w.s("</h1>\n")
 	if r.Reason != "" {
-		w(`<p class="reason">`, e(m.clean(r.Reason)), "</p>\n")
+		w.s(`<p class="reason">`)
+		m.text(w, r.Reason)
+		w.s("</p>\n")
 	}
-	w(`<dl class="facts">`, "\n")
-	fact("kind version", "v"+strconv.Itoa(r.KindVersion))
-	w("<dt>generation</dt><dd>", strconv.FormatInt(r.Generation, 10), " (observed ", strconv.FormatInt(r.ObservedGeneration, 10), ")</dd>\n")
-	origin := e(string(r.Origin))
+	w.s(`<dl class="facts">`, "\n", "<dt>kind version</dt><dd>v")
+	w.b.Write(strconv.AppendInt(w.b.AvailableBuffer(), int64(r.KindVersion), 10))
+	w.s("</dd>\n<dt>generation</dt><dd>")
+	w.b.Write(strconv.AppendInt(w.b.AvailableBuffer(), r.Generation, 10))
+	w.s(" (observed ")
+	w.b.Write(strconv.AppendInt(w.b.AvailableBuffer(), r.ObservedGeneration, 10))
+	w.s(")</dd>\n<dt>origin</dt><dd>")
+	w.t(string(r.Origin))
 	if r.Source != "" {
-		origin += " · <code>" + e(r.Source) + "</code>"
+		w.s(" · <code>")
+		w.t(r.Source)
+		w.s("</code>")
 	}
-	fact("origin", origin)
+	w.s("</dd>\n")
 	switch {
 	case b.known(r.Owner):
-		w("<dt>owner</dt><dd>")
-		b.link(sb, up, r.Owner)
-		w("</dd>\n")
+		w.s("<dt>owner</dt><dd>")
+		b.link(w, up, r.Owner)
+		w.s("</dd>\n")
 	case r.Owner != "":
-		fact("owner", e(string(r.Owner))+" (gone)")
+		w.s("<dt>owner</dt><dd>")
+		w.t(string(r.Owner))
+		w.s(" (gone)</dd>\n")
 	default:
-		fact("owner", "none: a root")
+		w.s("<dt>owner</dt><dd>none: a root</dd>\n")
 	}
-	if c := m.rollup[id]; c != nil && len(m.children[id]) > 0 {
-		span := func(field string, n int) string {
-			return `<span data-rollup="` + e(string(id)) + `" data-field="` + field + `">` + strconv.Itoa(n) + `</span>`
+	if c := m.rollup[id]; c != nil && len(kids) > 0 {
+		span := func(field string, n int) {
+			w.s(`<span data-rollup="`)
+			w.t(string(id))
+			w.s(`" data-field="`, field, `">`)
+			w.b.Write(strconv.AppendInt(w.b.AvailableBuffer(), int64(n), 10))
+			w.s(`</span>`)
 		}
-		fact("subtree", span("ready", c.Ready)+"/"+span("total", c.Total)+" ready, "+span("failed", c.Failed)+" failed, "+
-			span("pending", c.Pending)+" pending, "+span("running", c.Running)+" running")
+		w.s("<dt>subtree</dt><dd>")
+		span("ready", c.Ready)
+		w.s("/")
+		span("total", c.Total)
+		w.s(" ready, ")
+		span("failed", c.Failed)
+		w.s(" failed, ")
+		span("pending", c.Pending)
+		w.s(" pending, ")
+		span("running", c.Running)
+		w.s(" running</dd>\n")
 	}
 	if r.ProviderConfigRef != "" {
-		fact("provider config", e(r.ProviderConfigRef))
+		w.s("<dt>provider config</dt><dd>")
+		w.t(r.ProviderConfigRef)
+		w.s("</dd>\n")
 	}
-	attempts := strconv.Itoa(r.Attempts)
-	if s := stamp(r.NextAttempt); s != "" {
-		attempts += " · next " + s
+	w.s("<dt>attempts</dt><dd>")
+	w.b.Write(strconv.AppendInt(w.b.AvailableBuffer(), int64(r.Attempts), 10))
+	if !r.NextAttempt.IsZero() {
+		w.s(" · next ")
+		stampTo(w, r.NextAttempt)
 	}
-	fact("attempts", attempts)
+	w.s("</dd>\n")
 	if r.LastError != "" {
-		w(`<dt>last error</dt><dd class="error">`, e(m.clean(r.LastError)), "</dd>\n")
+		w.s(`<dt>last error</dt><dd class="error">`)
+		m.text(w, r.LastError)
+		w.s("</dd>\n")
 	}
 	if d := r.Drift; d != nil {
 		// Field names only, never values: nothing secret to redact.
@@ -165,165 +257,240 @@ func (b *Builder) renderSection(sb sw, r *converge.Resource) {
 		if d.Policy == converge.DriftPolicyReport {
 			what = "not healed (drift_policy report)"
 		}
-		since := ""
-		if s := stamp(d.Since); s != "" {
-			since = " · since " + s
+		w.s(`<dt>drift</dt><dd class="drift">`)
+		m.text(w, d.Summary())
+		w.s(" · ", what)
+		if !d.Since.IsZero() {
+			w.s(" · since ")
+			stampTo(w, d.Since)
 		}
-		w(`<dt>drift</dt><dd class="drift">`, e(m.clean(d.Summary())), " · ", what, since, "</dd>\n")
+		w.s("</dd>\n")
 	} else if r.DriftPolicy != "" {
-		fact("drift policy", e(r.DriftPolicy))
+		w.s("<dt>drift policy</dt><dd>")
+		w.t(r.DriftPolicy)
+		w.s("</dd>\n")
 	}
 	if r.Rollout != nil {
-		fact("waves", e(r.Rollout.String()))
+		w.s("<dt>waves</dt><dd>")
+		w.t(r.Rollout.String())
+		w.s("</dd>\n")
 	}
 	if st := converge.RolloutOf(r.Status); st != nil {
 		cls := "rollout"
 		if st.Phase == converge.RolloutHalted {
 			cls = "rollout error"
 		}
-		of := ""
+		w.s(`<dt>rollout</dt><dd class="`, cls, `">`)
+		m.text(w, st.String())
 		if st.Generation != r.Generation {
-			of = " (of generation " + strconv.FormatInt(st.Generation, 10) + ")"
+			w.s(" (of generation ")
+			w.b.Write(strconv.AppendInt(w.b.AvailableBuffer(), st.Generation, 10))
+			w.s(")")
 		}
-		w(`<dt>rollout</dt><dd class="`, cls, `">`, e(m.clean(st.String())), of, "</dd>\n")
+		w.s("</dd>\n")
 	}
 	if r.Lease != nil {
-		fact("lease", e(leaseText(r.Lease)))
+		w.s("<dt>lease</dt><dd>")
+		w.t(leaseText(r.Lease))
+		w.s("</dd>\n")
 	}
 	if r.Deleting {
-		d := stamp(r.DeletedAt)
-		if d == "" {
-			d = "now"
+		w.s("<dt>deleting</dt><dd>since ")
+		if r.DeletedAt.IsZero() {
+			w.s("now")
+		} else {
+			stampTo(w, r.DeletedAt)
 		}
-		fact("deleting", "since "+d)
+		w.s("</dd>\n")
 	}
-	w("<dt>created</dt><dd>")
-	stampTo(sb, r.CreatedAt)
-	w("</dd>\n<dt>updated</dt><dd>")
-	stampTo(sb, r.UpdatedAt)
-	w("</dd>\n")
-	w("</dl>\n")
+	w.s("<dt>created</dt><dd>")
+	stampTo(w, r.CreatedAt)
+	w.s("</dd>\n<dt>updated</dt><dd>")
+	stampTo(w, r.UpdatedAt)
+	w.s("</dd>\n")
+	w.s("</dl>\n")
 
-	if r.Owner == "" && m.isGraphRoot(id) {
-		g := e(up + GraphPath(id))
-		w("<h2>Composition</h2>\n")
-		w(`<object class="graph" type="image/svg+xml" data="`, g, `">composition graph of `, e(string(id)), "</object>\n")
-		w(`<p><a href="`, g, `">open the graph</a>`)
+	if r.Owner == "" && ent != nil && ent.owner == "" && len(kids) > 0 { // m.isGraphRoot(id)
+		g := up + GraphPath(id)
+		w.s("<h2>Composition</h2>\n", `<object class="graph" type="image/svg+xml" data="`)
+		w.t(g)
+		w.s(`">composition graph of `)
+		w.t(string(id))
+		w.s("</object>\n", `<p><a href="`)
+		w.t(g)
+		w.s(`">open the graph</a>`)
 		if m.hasGroups(id, b.opts.GraphNodes) {
-			w(` · <a href="`, e(up+GroupsPath(id, 1)), `">its groups by dependency</a>`)
+			w.s(` · <a href="`)
+			w.t(up + GroupsPath(id, 1))
+			w.s(`">its groups by dependency</a>`)
 		}
-		w("</p>\n")
+		w.s("</p>\n")
 	}
-	if kids := m.children[id]; len(kids) > 0 {
-		w("<h2>Children (", strconv.Itoa(len(kids)), ")</h2>\n", `<ul class="children">`)
+	if len(kids) > 0 {
+		w.s("<h2>Children (")
+		w.b.Write(strconv.AppendInt(w.b.AvailableBuffer(), int64(len(kids)), 10))
+		w.s(")</h2>\n", `<ul class="children">`)
 		for i, c := range kids {
 			if i >= b.opts.Children {
 				break
 			}
-			w(`<li><a href="`, e(b.href(rel, c)), `">`, e(string(c)), "</a></li>")
+			w.s(`<li><a href="`)
+			if b.known(c) {
+				w.t(up)
+				b.resourcePath(w, c)
+			}
+			w.s(`">`)
+			w.t(string(c))
+			w.s("</a></li>")
 		}
-		w("</ul>\n")
+		w.s("</ul>\n")
 		if more := len(kids) - b.opts.Children; more > 0 {
-			w(`<p class="note">and `, strconv.Itoa(more), " more; see the composition graph and the kind lists.</p>\n")
+			w.s(`<p class="note">and `)
+			w.b.Write(strconv.AppendInt(w.b.AvailableBuffer(), int64(more), 10))
+			w.s(" more; see the composition graph and the kind lists.</p>\n")
 		}
 	}
 
-	w("<h2>Depends on</h2>\n")
-	if cs := m.consumes[id]; len(cs) > 0 {
-		w(`<table class="edges">`, "\n<thead><tr><th>Producer</th><th>Value flows</th></tr></thead>\n<tbody>")
+	w.s("<h2>Depends on</h2>\n")
+	cs := m.consumes[id]
+	if len(cs) > 0 {
+		w.s(`<table class="edges">`, "\n<thead><tr><th>Producer</th><th>Value flows</th></tr></thead>\n<tbody>")
 		for i, ed := range cs {
 			if i >= b.opts.Children {
 				break
 			}
-			w("<tr><td>")
+			w.s("<tr><td>")
 			if b.known(ed.Producer) {
-				b.link(sb, up, ed.Producer)
+				b.link(w, up, ed.Producer)
 			} else {
-				w(e(string(ed.Producer)), ` <span class="muted">(not declared)</span>`)
+				w.t(string(ed.Producer))
+				w.s(` <span class="muted">(not declared)</span>`)
 			}
-			w("</td>\n<td>")
+			w.s("</td>\n<td>")
 			for _, f := range ed.Flows {
-				w(`<div class="flow"><code>`, e(string(ed.Producer)), ".status.", e(f.From), "</code> → <code>spec.", e(f.To), "</code></div>")
+				w.s(`<div class="flow"><code>`)
+				w.t(string(ed.Producer))
+				w.s(".status.")
+				w.t(f.From)
+				w.s("</code> → <code>spec.")
+				w.t(f.To)
+				w.s("</code></div>")
 			}
 			if len(ed.Flows) == 0 {
-				w(`<span class="muted">ordering only</span>`)
+				w.s(`<span class="muted">ordering only</span>`)
 			}
-			w("</td></tr>\n")
+			w.s("</td></tr>\n")
 		}
-		w("</tbody></table>\n")
-		more(sb, len(cs)-b.opts.Children)
+		w.s("</tbody></table>\n")
+		more(w, len(cs)-b.opts.Children)
 	} else {
-		w(`<p class="note">Nothing.</p>`, "\n")
+		w.s(`<p class="note">Nothing.</p>`, "\n")
 	}
 
-	w("<h2>Depended on by</h2>\n")
+	w.s("<h2>Depended on by</h2>\n")
 	if pf := m.producedFor[id]; len(pf) > 0 {
-		w(`<table class="edges">`, "\n<thead><tr><th>Consumer</th><th>Value flows</th></tr></thead>\n<tbody>")
+		w.s(`<table class="edges">`, "\n<thead><tr><th>Consumer</th><th>Value flows</th></tr></thead>\n<tbody>")
 		for i, c := range pf {
 			if i >= b.opts.Children {
 				break
 			}
-			w("<tr><td>")
+			w.s("<tr><td>")
 			if b.known(c) {
-				b.link(sb, up, c)
+				b.link(w, up, c)
 			} else {
-				w(e(string(c)))
+				w.t(string(c))
 			}
-			w("</td>\n<td>")
+			w.s("</td>\n<td>")
 			flows := 0
 			for _, ed := range m.consumes[c] {
 				if ed.Producer != id {
 					continue
 				}
 				for _, f := range ed.Flows {
-					w(`<div class="flow"><code>status.`, e(f.From), "</code> → <code>", e(string(c)), ".spec.", e(f.To), "</code></div>")
+					w.s(`<div class="flow"><code>status.`)
+					w.t(f.From)
+					w.s("</code> → <code>")
+					w.t(string(c))
+					w.s(".spec.")
+					w.t(f.To)
+					w.s("</code></div>")
 					flows++
 				}
 			}
 			if flows == 0 {
-				w(`<span class="muted">ordering only</span>`)
+				w.s(`<span class="muted">ordering only</span>`)
 			}
-			w("</td></tr>\n")
+			w.s("</td></tr>\n")
 		}
-		w("</tbody></table>\n")
-		more(sb, len(pf)-b.opts.Children)
+		w.s("</tbody></table>\n")
+		more(w, len(pf)-b.opts.Children)
 	} else {
-		w(`<p class="note">Nothing.</p>`, "\n")
+		w.s(`<p class="note">Nothing.</p>`, "\n")
 	}
 
-	spec, _ := redact(r.Spec, m.specPaths(id))
-	status, _ := redact(r.Status, m.statusPaths(id))
-	w("<h2>Spec</h2>\n")
-	if spec != "" {
-		w(`<pre class="json">`, e(m.clean(shown(spec))), "</pre>\n")
+	tmp := scratch.Get().(*[]byte)
+	w.s("<h2>Spec</h2>\n")
+	if *tmp = redactTo((*tmp)[:0], r.Spec, m.specPaths(id)); len(*tmp) > 0 {
+		w.s(`<pre class="json">`)
+		m.shownText(w, *tmp)
+		w.s("</pre>\n")
 	} else {
-		w(`<p class="note">Empty.</p>`, "\n")
+		w.s(`<p class="note">Empty.</p>`, "\n")
 	}
-	w("<h2>Status</h2>\n")
-	if status != "" {
-		w(`<pre class="json">`, e(m.clean(shown(status))), "</pre>\n")
+	w.s("<h2>Status</h2>\n")
+	if *tmp = redactTo((*tmp)[:0], r.Status, m.statusPaths(id)); len(*tmp) > 0 {
+		w.s(`<pre class="json">`)
+		m.shownText(w, *tmp)
+		w.s("</pre>\n")
 	} else {
-		w(`<p class="note">None yet.</p>`, "\n")
+		w.s(`<p class="note">None yet.</p>`, "\n")
+	}
+	if cap(*tmp) <= 4*maxShown {
+		scratch.Put(tmp)
 	}
 
-	w("<h2>Events</h2>\n")
+	w.s("<h2>Events</h2>\n")
 	evs := m.events[id]
 	if len(evs) > b.opts.Events {
 		evs = evs[len(evs)-b.opts.Events:]
 	}
 	if len(evs) > 0 {
-		w(`<table class="events">`, "\n<thead><tr><th>Time</th><th>Type</th><th>Message</th></tr></thead>\n<tbody>")
+		w.s(`<table class="events">`, "\n<thead><tr><th>Time</th><th>Type</th><th>Message</th></tr></thead>\n<tbody>")
 		for i := len(evs) - 1; i >= 0; i-- { // newest first
 			ev := evs[i]
-			w("<tr><td>")
-			stampTo(sb, ev.when())
-			w("</td><td>", e(ev.typ), `</td><td class="msg">`, e(m.clean(ev.msg)), "</td></tr>\n")
+			w.s("<tr><td>")
+			stampTo(w, ev.when())
+			w.s("</td><td>")
+			w.t(ev.typ)
+			w.s(`</td><td class="msg">`)
+			m.text(w, ev.msg)
+			w.s("</td></tr>\n")
 		}
-		w("</tbody></table>\n")
+		w.s("</tbody></table>\n")
 	} else {
-		w(`<p class="note">No events kept.</p>`, "\n")
+		w.s(`<p class="note">No events kept.</p>`, "\n")
 	}
-	w("</section>\n")
+	w.s("</section>\n")
+}
+
+// shownText writes m.text of shown(string(s)): s cut to maxShown bytes
+// (at a rune start), saying how much it left out.
+func (m *model) shownText(w sw, s []byte) {
+	cut := len(s)
+	if cut > maxShown {
+		cut = maxShown
+		for cut > 0 && !utf8Start(s[cut]) {
+			cut--
+		}
+	}
+	if m.scrub != nil {
+		m.text(w, shown(string(s)))
+		return
+	}
+	w.Write(s[:cut])
+	if cut < len(s) {
+		w.t(fmt.Sprintf("\n… (%d more bytes not shown)", len(s)-cut))
+	}
 }
 
 // known reports whether id is a resource of the site (so has a page).
@@ -332,11 +499,24 @@ func (b *Builder) known(id converge.ID) bool { return id != "" && b.m.res[id] !=
 // link writes an anchor to id's section from a page up from the root
 // (see upTo): b.href's link, written without building its string.
 func (b *Builder) link(sb sw, up string, id converge.ID) {
+	sb.s(`<a href="`)
+	sb.t(up)
+	b.resourcePath(sb, id)
+	sb.s(`">`)
+	sb.t(string(id))
+	sb.s("</a>")
+}
+
+// resourcePath writes e(ResourcePath(id)).
+func (b *Builder) resourcePath(sb sw, id converge.ID) {
 	k := shardOf(id)
 	const hex = "0123456789abcdef"
-	sb.s(`<a href="`, e(up), "r/", e(seg(k.kind)), "/")
+	sb.s("r/")
+	sb.t(seg(k.kind))
+	sb.s("/")
 	sb.b.Write([]byte{hex[k.n>>8&0xf], hex[k.n>>4&0xf], hex[k.n&0xf]})
-	sb.s(".html#", e(anchor(id)), `">`, e(string(id)), "</a>")
+	sb.s(".html#")
+	sb.t(anchor(id))
 }
 
 // stampTo writes stamp(t).
@@ -347,8 +527,23 @@ func stampTo(sb sw, t time.Time) {
 }
 
 func phaseSpan(p converge.Phase) string {
+	if s, ok := phaseSpans[p]; ok {
+		return s
+	}
 	return `<span class="phase ph-` + e(strings.ToLower(string(p))) + `">` + e(string(p)) + "</span>"
 }
+
+// phaseSpans is phaseSpan of each phase, rendered once.
+var phaseSpans = func() map[converge.Phase]string {
+	out := make(map[converge.Phase]string)
+	for _, p := range converge.Phases {
+		out[p] = `<span class="phase ph-` + e(strings.ToLower(string(p))) + `">` + e(string(p)) + "</span>"
+	}
+	return out
+}()
+
+// phaseSpanTo writes phaseSpan(p).
+func phaseSpanTo(sb sw, p converge.Phase) { sb.s(phaseSpan(p)) }
 
 func more(sb sw, n int) {
 	if n > 0 {

@@ -158,3 +158,26 @@ func TestShardPath(t *testing.T) {
 		}
 	}
 }
+
+// TestEscapeWriters: sw.t and sw.Write (what a section's text goes
+// through) write exactly e's escaping, and model.text also scrubs.
+func TestEscapeWriters(t *testing.T) {
+	for _, s := range []string{"", "plain", `<a href="x">&'</a>`, "ünï<cödé>\x00\xff", `{"k": "v & w"}`, "&&&", "<"} {
+		var buf bytes.Buffer
+		sw{&buf}.t(s)
+		if got := buf.String(); got != e(s) {
+			t.Errorf("t(%q) = %q, want %q", s, got, e(s))
+		}
+		buf.Reset()
+		sw{&buf}.Write([]byte(s))
+		if got := buf.String(); got != e(s) {
+			t.Errorf("Write(%q) = %q, want %q", s, got, e(s))
+		}
+		m := &model{scrub: newScrubber(map[string]int{"v & w": 1, "<cödé>": 1})}
+		buf.Reset()
+		m.text(sw{&buf}, s)
+		if got, want := buf.String(), e(m.clean(s)); got != want {
+			t.Errorf("text(%q) = %q, want %q", s, got, want)
+		}
+	}
+}
