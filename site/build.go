@@ -102,6 +102,9 @@ type Builder struct {
 	m       *model                   // nil until the first Build
 	now     time.Time                // the stamp of the call in progress
 	headers map[string]template.HTML // page header by depth, for the call in progress
+	// oneShot is set by the package-level Build, after which no Update
+	// can follow: the model keeps no list rows and no groupings for one.
+	oneShot bool
 }
 
 // NewBuilder returns a Builder that reads r and writes into dir.
@@ -112,9 +115,12 @@ func NewBuilder(r Reader, dir string, opts Options) *Builder {
 // Build writes the whole site of r into dir and returns what it did. dir
 // must be absent, empty, or a site an earlier Build wrote (ErrNotSite
 // otherwise); files of an earlier build that are no longer part of the
-// site are removed.
+// site are removed. Unlike Builder.Build it keeps nothing for an Update:
+// list rows and groupings are dropped once written.
 func Build(ctx context.Context, r Reader, dir string, opts Options) (*Stats, error) {
-	return NewBuilder(r, dir, opts).Build(ctx)
+	b := NewBuilder(r, dir, opts)
+	b.oneShot = true
+	return b.Build(ctx)
 }
 
 // Build writes the whole site, as the package-level Build does, and keeps
@@ -219,42 +225,39 @@ func (b *Builder) build(ctx context.Context) (*Stats, error) {
 		b.m = nil
 		return nil, err
 	}
-	var keys []listKey
-	for _, k := range m.kindNames {
-		keys = append(keys, listKey{Kind: k})
-		for _, ph := range converge.Phases {
-			keys = append(keys, listKey{Kind: k, Phase: ph})
-		}
-	}
-	for _, ph := range converge.Phases {
-		keys = append(keys, listKey{Phase: ph})
-	}
-	for _, k := range keys {
-		if k.Kind != "" && k.Phase != "" {
+	for _, kind := range m.kindNames {
+		for _, k := range phaseKeys(kind) {
 			m.segs[k] = b.segStarts(k)
 		}
 	}
-	// Rows first, each once and on every core; then the pages, which
-	// only read them.
+	// A kind's rows first, each once and on every core; then its pages,
+	// which only read them. A one-shot Build drops the rows once they
+	// are on their pages.
+	for _, kind := range m.kindNames {
+		var pages []listPageRef
+		for _, k := range append([]listKey{{Kind: kind}}, phaseKeys(kind)...) {
+			for p := 1; p <= b.pageCount(k, len(m.lists[k])); p++ {
+				pages = append(pages, listPageRef{k, p})
+				keep[k.path(p)] = true
+			}
+		}
+		if err := b.writeListsOf(w, m.lists[listKey{Kind: kind}], pages); err != nil {
+			b.m = nil
+			return nil, err
+		}
+	}
+	var pages []listPageRef
 	var ids []converge.ID
-	for _, k := range m.kindNames {
-		ids = append(ids, m.lists[listKey{Kind: k}]...)
-	}
-	const chunk = 4096
-	_ = parallel((len(ids)+chunk-1)/chunk, func(i int) error {
-		for _, id := range ids[i*chunk : min((i+1)*chunk, len(ids))] {
-			b.row(m.res[id])
-		}
-		return nil
-	})
-	var lists []listPageRef
-	for _, k := range keys {
+	for _, ph := range converge.Phases {
+		k := listKey{Phase: ph}
 		for p := 1; p <= b.pageCount(k, len(m.lists[k])); p++ {
-			lists = append(lists, listPageRef{k, p})
+			pages = append(pages, listPageRef{k, p})
 			keep[k.path(p)] = true
+			lo, hi := b.pageRows(k, p)
+			ids = append(ids, m.lists[k][lo:hi]...)
 		}
 	}
-	if err := b.writeLists(w, lists); err != nil {
+	if err := b.writeListsOf(w, ids, pages); err != nil {
 		b.m = nil
 		return nil, err
 	}
@@ -271,6 +274,9 @@ func (b *Builder) build(ctx context.Context) (*Stats, error) {
 		if _, err := b.writeGroups(w, id, nil, keep); err != nil {
 			b.m = nil
 			return nil, err
+		}
+		if b.oneShot {
+			delete(m.groupings, id)
 		}
 	}
 	if err := b.writeTop(w, true); err != nil {
@@ -360,6 +366,28 @@ func phaseKeys(kind string) []listKey {
 type listPageRef struct {
 	k    listKey
 	page int
+}
+
+// writeListsOf renders the rows of ids (each once) and writes pages,
+// which show no other rows, on every core; a one-shot Build then drops
+// the rows.
+func (b *Builder) writeListsOf(w *writer, ids []converge.ID, pages []listPageRef) error {
+	const chunk = 4096
+	_ = parallel((len(ids)+chunk-1)/chunk, func(i int) error {
+		for _, id := range ids[i*chunk : min((i+1)*chunk, len(ids))] {
+			b.row(b.m.res[id])
+		}
+		return nil
+	})
+	if err := b.writeLists(w, pages); err != nil {
+		return err
+	}
+	if b.oneShot {
+		for _, id := range ids {
+			b.m.res[id].row = ""
+		}
+	}
+	return nil
 }
 
 // writeLists writes pages on every core; their rows must be rendered.

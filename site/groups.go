@@ -182,6 +182,11 @@ type groupsPage struct {
 // hrefs are made of file-name-safe segments.
 func groupRows(rows []groupRow, showCounts bool) template.HTML {
 	var sb strings.Builder
+	n := 0
+	for _, r := range rows {
+		n += len(r.Members) + 2*len(r.Label) + 2*len(r.Href) + 128
+	}
+	sb.Grow(n)
 	w := func(ss ...string) {
 		for _, s := range ss {
 			sb.WriteString(s)
@@ -358,15 +363,22 @@ func (b *Builder) renderGroup(out map[string][]byte, root converge.ID, gr *group
 			gp.Pager.NextHref = up + groupPath(root, gr.hub, p+1)
 		}
 		var rows []groupRow
+		var sb bytes.Buffer
+		w := sw{&sb}
 		for _, sub := range gr.subs[(p-1)*size : min(p*size, len(gr.subs))] {
-			var sb bytes.Buffer
-			w := sw{&sb}
+			sb.Reset()
 			for i, id := range sub {
 				if i >= 20 {
 					w.s(` and `, strconv.Itoa(len(sub)-i), ` more`)
 					break
 				}
-				w.s(`<a href="`, e(b.href(rel, id)), `">`, e(string(id)), `</a> `, phaseSpan(m.res[id].phase), " ")
+				// b.link, but for the phase: every member is known.
+				w.s(`<a href="`)
+				w.t(up)
+				b.resourcePath(w, id)
+				w.s(`">`)
+				w.t(string(id))
+				w.s(`</a> `, phaseSpan(m.res[id].phase), " ")
 			}
 			rows = append(rows, groupRow{Label: fmt.Sprintf("%s (%d)", sub[0], len(sub)), Counts: m.countsOf(sub),
 				Members: template.HTML(sb.String())})

@@ -176,6 +176,9 @@ func removeSorted(s []converge.ID, id converge.ID) []converge.ID {
 // specPaths returns the secret paths of id's spec: its kind's, plus every
 // flow target fed from a secret status path of a producer.
 func (m *model) specPaths(id converge.ID) [][]string {
+	if len(m.secrets) == 0 {
+		return nil
+	}
 	var paths [][]string
 	if sp := m.secrets[id.Kind()]; sp != nil {
 		paths = append(paths, sp.spec...)

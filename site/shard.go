@@ -214,7 +214,11 @@ func (b *Builder) renderSection(w sw, r *converge.Resource) {
 	default:
 		w.s("<dt>owner</dt><dd>none: a root</dd>\n")
 	}
-	if c := m.rollup[id]; c != nil && len(kids) > 0 {
+	var c *converge.Counts
+	if len(kids) > 0 {
+		c = m.rollup[id]
+	}
+	if c != nil {
 		span := func(field string, n int) {
 			w.s(`<span data-rollup="`)
 			w.t(string(id))

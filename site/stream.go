@@ -197,7 +197,8 @@ func (s *streamWriter) add(p *pageStream, r *converge.Resource) error {
 		if n := len(s.pool); n > 0 {
 			p.buf, s.pool = s.pool[n-1], s.pool[:n-1]
 		} else {
-			p.buf = new(bytes.Buffer)
+			// Room for flushAt and a section: most never grow.
+			p.buf = bytes.NewBuffer(make([]byte, 0, flushAt+8<<10))
 		}
 		tail, err := s.b.shardHead(p.buf, p.k, p.ids)
 		if err != nil {

@@ -171,3 +171,35 @@ func TestStreamMissesDeleted(t *testing.T) {
 		}
 	}
 }
+
+// TestOneShotKeepsNoCaches: the package-level Build, which no Update can
+// follow, drops the list rows and groupings a Builder keeps for Update,
+// and writes the same site.
+func TestOneShotKeepsNoCaches(t *testing.T) {
+	s := statetest.Open(t)
+	fill(t, s, 2, 30)
+	opts := Options{Now: fixedNow, GraphNodes: 20, PageSize: 10}
+	var sites []map[string][]byte
+	for _, oneShot := range []bool{false, true} {
+		dir := filepath.Join(t.TempDir(), "site")
+		b := NewBuilder(s, dir, opts)
+		b.oneShot = oneShot
+		if _, err := b.Build(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		rows := 0
+		for _, e := range b.m.res {
+			if e.row != "" {
+				rows++
+			}
+		}
+		if oneShot && (rows > 0 || len(b.m.groupings) > 0) {
+			t.Errorf("one-shot Build kept %d rows and %d groupings", rows, len(b.m.groupings))
+		}
+		if !oneShot && (rows != len(b.m.res) || len(b.m.groupings) == 0) {
+			t.Errorf("Builder kept %d rows of %d and %d groupings, want all and some", rows, len(b.m.res), len(b.m.groupings))
+		}
+		sites = append(sites, readSite(t, dir))
+	}
+	sameSite(t, sites[1], sites[0])
+}
