@@ -443,8 +443,9 @@ func parallelN(workers int, fn func(worker int) error) error {
 }
 
 func (b *Builder) writeList(w *writer, k listKey, page int) error {
-	out, err := b.renderList(k, page)
+	out, err := b.renderList(w.buf[:0], k, page)
 	if err == nil {
+		w.buf = out // the next page reuses it
 		err = w.write(k.path(page), out)
 	}
 	if err != nil {

@@ -133,6 +133,8 @@ type writer struct {
 	// (written or left alone).
 	largest     int64
 	largestName string
+	// buf is a page buffer its user may reuse between writes.
+	buf []byte
 }
 
 func (w *writer) write(rel string, data []byte) error {

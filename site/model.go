@@ -338,6 +338,15 @@ func (m *model) isGraphRoot(id converge.ID) bool {
 	return e != nil && e.owner == "" && len(m.children[id]) > 0
 }
 
+// idOf returns the model's copy of id when it holds the resource, else
+// id.
+func (m *model) idOf(id converge.ID) converge.ID {
+	if e := m.res[id]; e != nil {
+		return e.id
+	}
+	return id
+}
+
 // addEvents merges evs (oldest first) into the per-resource windows (at
 // most 2×keep events; pages show the newest keep) and returns the resources that got new ones.
 func (m *model) addEvents(evs []converge.Event, keep int) map[converge.ID]bool {
@@ -350,11 +359,18 @@ func (m *model) addEvents(evs []converge.Event, keep int) map[converge.ID]bool {
 		if !ev.Time.IsZero() {
 			at = ev.Time.UnixNano()
 		}
-		w := append(m.events[ev.Resource], event{at: at, typ: intern(ev.Type), msg: intern(ev.Message)})
+		w, ok := m.events[ev.Resource]
+		w = append(w, event{at: at, typ: intern(ev.Type), msg: intern(ev.Message)})
 		if len(w) > 2*keep {
 			w = append(w[:0:0], w[len(w)-keep:]...)
 		}
-		m.events[ev.Resource] = w
+		if ok {
+			m.events[ev.Resource] = w
+		} else {
+			// A new key shares the model's copy of the ID instead of
+			// keeping the one decoded with the event.
+			m.events[m.idOf(ev.Resource)] = w
+		}
 		touched[ev.Resource] = true
 	}
 	for _, ev := range evs {

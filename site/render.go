@@ -351,7 +351,8 @@ func pageOfSeg(starts []int, seg int) int {
 // rowsMark stands for a list page's rows in its rendered layout.
 const rowsMark = "<!--rows-->"
 
-func (b *Builder) renderList(k listKey, page int) ([]byte, error) {
+// renderList appends list k's page to dst.
+func (b *Builder) renderList(dst []byte, k listKey, page int) ([]byte, error) {
 	m := b.m
 	rel := k.path(page)
 	ids := m.lists[k]
@@ -401,7 +402,7 @@ func (b *Builder) renderList(k listKey, page int) ([]byte, error) {
 	for _, id := range ids[lo:hi] {
 		n += len(b.row(m.res[id]))
 	}
-	out := make([]byte, 0, n)
+	out := slices.Grow(dst, n)
 	out = append(out, head...)
 	for _, id := range ids[lo:hi] {
 		out = append(out, b.row(m.res[id])...)
