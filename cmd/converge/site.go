@@ -39,14 +39,16 @@ func newSiteCommand(g *globals) *cobra.Command {
 			if !ok {
 				return fmt.Errorf("site build: a running converge holds the state; its serve publishes the site")
 			}
-			// A one-shot build holds its picture of the store (2–3 GB
-			// at a million resources) while it allocates ~15 GB of
-			// short-lived pages and decoded rows: collecting at 5× the
-			// live heap instead of 2× saves ~30% of its CPU for ~60%
-			// more peak memory (docs/BENCHMARKS.md, Site). GOGC, when
-			// set, wins.
+			// A one-shot build holds its picture of the store (~0.9 GB
+			// live at a million resources) while it allocates ~6 GB of
+			// short-lived decoded rows and pages: collecting at 3× the
+			// live heap instead of 2× saves ~15% of its CPU for ~40%
+			// more peak memory, and 5× (what this was before the site
+			// stopped reading by ID) ~7% more CPU for another ~40%
+			// (docs/BENCHMARKS.md, "Site build at 1M"). GOGC, when set,
+			// wins.
 			if os.Getenv("GOGC") == "" {
-				defer debug.SetGCPercent(debug.SetGCPercent(400))
+				defer debug.SetGCPercent(debug.SetGCPercent(200))
 			}
 			st, err := site.Build(ctx, sr, out, site.Options{Title: title, BaseURL: baseURL})
 			if err != nil {
