@@ -43,10 +43,10 @@ func newSiteCommand(g *globals) *cobra.Command {
 			// live at a million resources) while it allocates ~6 GB of
 			// short-lived decoded rows and pages: collecting at 3× the
 			// live heap instead of 2× saves ~15% of its CPU for ~40%
-			// more peak memory, and 5× (what this was before the site
-			// stopped reading by ID) ~7% more CPU for another ~40%
-			// (docs/BENCHMARKS.md, "Site build at 1M"). GOGC, when set,
-			// wins.
+			// more peak memory; 5× (what this was before the site
+			// stopped reading by ID) saved another ~7% for another
+			// ~40% (docs/BENCHMARKS.md, "Site build at 1M"). GOGC,
+			// when set, wins.
 			if os.Getenv("GOGC") == "" {
 				defer debug.SetGCPercent(debug.SetGCPercent(200))
 			}
