@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html"
 	"net/http"
@@ -42,6 +43,27 @@ func chromium(t *testing.T) string {
 // or --screenshot=…) and returns its standard output.
 func headless(t *testing.T, bin, pageURL string, extra ...string) string {
 	t.Helper()
+	// Chromium itself crashes now and then on a loaded machine (a
+	// segmentation fault in the browser, seen in CI at load 8). A run
+	// killed by a signal says nothing about the page, so it is run again,
+	// at most twice; an exit status or a timeout fails at once.
+	for attempt := 1; ; attempt++ {
+		out, stderr, err := runHeadless(t, bin, pageURL, extra)
+		if err == nil {
+			return out
+		}
+		var exit *exec.ExitError
+		crashed := errors.As(err, &exit) && exit.ProcessState != nil && !exit.Exited() && !errors.Is(err, context.DeadlineExceeded)
+		if !crashed || attempt == 3 {
+			t.Fatalf("chromium %s (run %d): %v\nstderr:\n%s", pageURL, attempt, err, stderr)
+		}
+		t.Logf("chromium %s (run %d) crashed, running it again: %v", pageURL, attempt, err)
+	}
+}
+
+// runHeadless runs Chromium once and returns its standard output and
+// standard error.
+func runHeadless(t *testing.T, bin, pageURL string, extra []string) (stdout, stderr string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	args := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -49,12 +71,13 @@ func headless(t *testing.T, bin, pageURL string, extra ...string) string {
 		"--disable-dev-shm-usage", "--user-data-dir=" + t.TempDir(), "--virtual-time-budget=3000"}
 	args = append(append(args, extra...), pageURL)
 	cmd := exec.CommandContext(ctx, bin, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("chromium %s: %v\nstderr:\n%s", pageURL, err, stderr.String())
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	if ctx.Err() != nil {
+		err = fmt.Errorf("%w: %v", ctx.Err(), err)
 	}
-	return stdout.String()
+	return out.String(), errOut.String(), err
 }
 
 // domInt returns the number inside the first element matching attrs

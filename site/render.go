@@ -43,7 +43,11 @@ type base struct {
 	Suspended []string
 	Counts    converge.Counts
 	Generated string
-	Canonical string
+	// Generation is when this build or update ran, to the nanosecond: an
+	// open page compares it with summary.json's to know it is stale (two
+	// updates within one second share their Generated stamp).
+	Generation string
+	Canonical  string
 	// Header is the rendered page header, the same for every page at one
 	// depth: rendered once per Build or Update (see prepareHeaders).
 	Header template.HTML
@@ -56,6 +60,9 @@ func stamp(t time.Time) string {
 	}
 	return t.UTC().Format("2006-01-02 15:04:05Z")
 }
+
+// generation formats t as a page's and summary.json's generation.
+func generation(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 func render(name string, data any) ([]byte, error) {
 	buf := bytes.NewBuffer(make([]byte, 0, 8<<10))
@@ -71,7 +78,7 @@ func upTo(rel string) string { return strings.Repeat("../", strings.Count(rel, "
 func (b *Builder) base(rel, title string) base {
 	m := b.m
 	bs := base{Title: title, Site: b.opts.Title, Root: upTo(rel), Counts: m.counts, Generated: stamp(b.now),
-		Header: b.headers[upTo(rel)]}
+		Generation: generation(b.now), Header: b.headers[upTo(rel)]}
 	if m.applied != nil {
 		bs.Revision = m.applied.String()
 	}
@@ -213,6 +220,9 @@ type Summary struct {
 	Counts    converge.Counts `json:"counts"`
 	Roots     []SummaryRoot   `json:"roots"`
 	Generated time.Time       `json:"generated"`
+	// Generation names the build or update that wrote this file, as the
+	// data-generation of the pages it wrote.
+	Generation string `json:"generation"`
 }
 
 // SummaryRoot is one root of summary.json: its phase and the counts of
@@ -225,7 +235,8 @@ type SummaryRoot struct {
 
 func (b *Builder) renderSummary() ([]byte, error) {
 	m := b.m
-	s := Summary{Counts: m.counts, Roots: []SummaryRoot{}, Generated: b.now.UTC().Truncate(time.Second)}
+	s := Summary{Counts: m.counts, Roots: []SummaryRoot{}, Generated: b.now.UTC().Truncate(time.Second),
+		Generation: generation(b.now)}
 	if m.applied != nil {
 		s.Revision = m.applied.String()
 	}

@@ -193,6 +193,9 @@ func TestSummaryMatchesStore(t *testing.T) {
 	if !sum.Generated.Equal(fixedNow()) {
 		t.Errorf("generated = %v, want %v", sum.Generated, fixedNow())
 	}
+	if got, want := sum.Generation, fixedNow().UTC().Format(time.RFC3339Nano); got != want {
+		t.Errorf("generation = %q, want %q", got, want)
+	}
 }
 
 func TestSecretsNeverWritten(t *testing.T) {

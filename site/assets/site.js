@@ -10,9 +10,10 @@
   var live = document.getElementById("live");
   var last = null; // the summary last applied
   // shown is the generation of the page's content: a page is refetched
-  // when summary.json names a newer one.
+  // when summary.json names another one. The generation is to the
+  // nanosecond; the shown stamp, to the second, is the fallback.
   var genEl = document.querySelector("[data-generated]");
-  var shown = genEl ? genEl.textContent : "";
+  var shown = genEl ? genEl.getAttribute("data-generation") || genEl.textContent : "";
   var refreshing = false;
 
   function say(text) {
@@ -138,7 +139,7 @@
         if (shownCounts !== fields.map(function (f) { return String(c[f] || 0); }).join()) {
           say("Updated: " + countsText(c) + ".");
         }
-        var gen = stampOf(s);
+        var gen = s.generation || stampOf(s);
         if (gen !== shown) { refresh(gen); }
       })
       .catch(function () { /* file:// or server gone: keep the rendered counts */ });
