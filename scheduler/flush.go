@@ -326,7 +326,7 @@ func (s *Scheduler) buildBatch(all bool) *converge.Batch {
 	s.batch.rollupDirty = s.batch.rollupDirty[:0]
 	for _, n := range s.batch.reasonDirty {
 		n.unset(mReasonDirty)
-		if !n.is(stateRemoved) && n.deleting() && n.res().Lease == nil && !n.has(mStuck) && !n.is(stateBackoff) &&
+		if !n.is(stateRemoved) && n.deleting() && (n.r == nil || n.r.Lease == nil) && !n.has(mStuck) && !n.is(stateBackoff) &&
 			(len(n.kids()) > 0 || s.graph.hasLiveConsumer(n)) {
 			s.setReasonSoon(n, s.graph.teardownReason(n, s.now))
 		}
