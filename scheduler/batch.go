@@ -13,8 +13,12 @@ import (
 type batcher struct {
 	// pending writes: rows never handed to the store (dirty, in the
 	// order made) and changes of stored rows (updated)
-	dirty       []*node
-	updated     []*node
+	dirty   []*node
+	updated []*node
+	// goneQueued counts the removed nodes still in dirty or updated
+	// (dropRemoved): a cascade's rows, queued as Deleting, mostly go
+	// before their turn to be written.
+	goneQueued  int
 	rollupDirty []*node
 	deferred    []*node   // big rows whose rollup or reason waits (markDirtySoon)
 	deferDue    time.Time // when the deferred rows are written

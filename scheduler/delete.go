@@ -155,6 +155,9 @@ func (s *Scheduler) remove(n *node) {
 		s.batch.refused--
 	}
 	s.graph.drop(n)
+	if n.has(mDirty) {
+		s.batch.goneQueued++
+	}
 	if s.graph.gitRoots[n.id] == n {
 		delete(s.graph.gitRoots, n.id)
 	}
