@@ -792,15 +792,49 @@ func resultFromProto(p *convergev1.Result, worker string) *converge.Result {
 	}
 	if es := p.GetEdges(); len(es) > 0 {
 		r.Edges = make([]converge.Edge, len(es))
+		var flows flowLists
 		for i, e := range es {
 			r.Edges[i] = converge.Edge{Consumer: converge.ID(e.GetConsumer()), Producer: converge.ID(e.GetProducer())}
 			if fs := e.GetFlows(); len(fs) > 0 {
-				r.Edges[i].Flows = make([]converge.ValueFlow, len(fs))
-				for j, f := range fs {
-					r.Edges[i].Flows[j] = converge.ValueFlow{From: f.GetFrom(), To: f.GetTo()}
-				}
+				r.Edges[i].Flows = flows.of(fs)
 			}
 		}
 	}
 	return r
+}
+
+// flowLists shares the flow lists of one result's edges: a composition's
+// million edges carry a handful of distinct lists, and a list each was
+// two million small allocations at 1M (flow lists are never changed in
+// place; the scheduler's graph shares them the same way).
+type flowLists struct {
+	byKey map[string][]converge.ValueFlow
+	key   []byte
+}
+
+// maxFlowLists bounds the distinct lists one result shares.
+const maxFlowLists = 256
+
+// of returns the flow list fs converts to, shared with an equal one
+// converted before.
+func (l *flowLists) of(fs []*convergev1.ValueFlow) []converge.ValueFlow {
+	k := l.key[:0]
+	for _, f := range fs {
+		k = append(append(append(append(k, f.GetFrom()...), 0), f.GetTo()...), 0)
+	}
+	l.key = k
+	if x, ok := l.byKey[string(k)]; ok {
+		return x
+	}
+	out := make([]converge.ValueFlow, len(fs))
+	for j, f := range fs {
+		out[j] = converge.ValueFlow{From: f.GetFrom(), To: f.GetTo()}
+	}
+	if l.byKey == nil {
+		l.byKey = make(map[string][]converge.ValueFlow)
+	}
+	if len(l.byKey) < maxFlowLists {
+		l.byKey[string(k)] = out
+	}
+	return out
 }

@@ -231,11 +231,11 @@ func (s *Scheduler) finishCompose(n *node, rec *taskRec, res *converge.Result, p
 // checkComposition validates a compose result without changing anything;
 // it returns the children's IDs.
 func (s *Scheduler) checkComposition(n *node, res *converge.Result) ([]converge.ID, *childIndex, error) {
-	return checkComposition(n.id, res, func(id converge.ID) *converge.Resource {
+	return checkComposition(n.id, res, func(id converge.ID) (ChildHead, bool) {
 		if ex := s.graph.nodes[id]; ex != nil {
-			return ex.peek() // read only: unchanged children stay packed
+			return ex.head(), true // read only: unchanged children stay packed
 		}
-		return nil
+		return ChildHead{}, false
 	}, n.rs.kind, s.validator)
 }
 
@@ -244,7 +244,7 @@ func (s *Scheduler) checkComposition(n *node, res *converge.Result) ([]converge.
 // (nil accepts every spec); it returns the children's IDs and each ID's
 // index in them. Fanout (a dry run) and composeResult decide with it
 // alike.
-func checkComposition(owner converge.ID, res *converge.Result, get func(converge.ID) *converge.Resource, k *converge.Kind, v Validator) ([]converge.ID, *childIndex, error) {
+func checkComposition(owner converge.ID, res *converge.Result, get func(converge.ID) (ChildHead, bool), k *converge.Kind, v Validator) ([]converge.ID, *childIndex, error) {
 	if k != nil && k.MaxChildren > 0 && len(res.Children) > k.MaxChildren {
 		return nil, nil, fmt.Errorf("%d children: more than max_children %d of %s", len(res.Children), k.MaxChildren, k.Ref())
 	}
@@ -267,8 +267,8 @@ func checkComposition(owner converge.ID, res *converge.Result, get func(converge
 		if id == owner {
 			return nil, nil, fmt.Errorf("%s: a composer cannot emit itself", id)
 		}
-		ex := get(id)
-		if ex != nil && ex.Owner != owner {
+		ex, exists := get(id)
+		if exists && ex.Owner != owner {
 			by := string(ex.Owner)
 			if by == "" {
 				by = "git"
@@ -280,7 +280,7 @@ func checkComposition(owner converge.ID, res *converge.Result, get func(converge
 		// schema can only have changed compatibly since (lint refuses
 		// the rest), so it is valid still. A recompose of a million
 		// children validates the few that changed.
-		if ex != nil && ex.KindVersion == c.KindVersion && bytes.Equal(ex.Declared, c.Spec) {
+		if exists && ex.Ref.Version == c.KindVersion && bytes.Equal(ex.Declared, c.Spec) {
 			continue
 		}
 		check = append(check, i)

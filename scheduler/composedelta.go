@@ -80,7 +80,7 @@ func (s *Scheduler) recordComposition(n *node, rev, config string) {
 // down (called only near the limit: it may walk them all); producersOf
 // lists what a child of owner left out of the delta consumes. It returns
 // the sent children's IDs and each ID's index in them.
-func checkDelta(owner converge.ID, res *converge.Result, get func(converge.ID) *converge.Resource, children func() int,
+func checkDelta(owner converge.ID, res *converge.Result, get func(converge.ID) (ChildHead, bool), children func() int,
 	producersOf func(converge.ID) []converge.ID, k *converge.Kind, v Validator) ([]converge.ID, *childIndex, error) {
 	removed := make(map[converge.ID]bool, len(res.Removed))
 	gone := 0
@@ -89,7 +89,7 @@ func checkDelta(owner converge.ID, res *converge.Result, get func(converge.ID) *
 			return nil, nil, fmt.Errorf("%s: removed twice", id)
 		}
 		removed[id] = true
-		if ex := get(id); ex != nil && ex.Owner == owner && !ex.Deleting {
+		if ex, ok := get(id); ok && ex.Owner == owner && !ex.Deleting {
 			gone++
 		}
 	}
@@ -100,11 +100,11 @@ func checkDelta(owner converge.ID, res *converge.Result, get func(converge.ID) *
 		if removed[id] {
 			return nil, nil, fmt.Errorf("%s: both sent and removed", id)
 		}
-		ex := get(id)
-		if c.Added && ex != nil && ex.Owner == owner && !ex.Deleting {
+		ex, ok := get(id)
+		if c.Added && ok && ex.Owner == owner && !ex.Deleting {
 			return nil, nil, fmt.Errorf("%s: emitted twice (the composition has it already)", id)
 		}
-		if ex == nil || ex.Deleting {
+		if !ok || ex.Deleting {
 			added++
 		}
 	}
@@ -142,7 +142,7 @@ func checkDelta(owner converge.ID, res *converge.Result, get func(converge.ID) *
 		state[id] = open
 		ps, ok := sent[id]
 		if !ok {
-			if ex := get(id); ex != nil && ex.Owner == owner && !removed[id] {
+			if ex, ok := get(id); ok && ex.Owner == owner && !removed[id] {
 				ps = producersOf(id)
 			}
 		}
@@ -187,11 +187,11 @@ func (s *Scheduler) composeDeltaResult(n *node, rec *taskRec, res *converge.Resu
 		}
 		return out
 	}
-	get := func(id converge.ID) *converge.Resource {
+	get := func(id converge.ID) (ChildHead, bool) {
 		if ex := s.graph.nodes[id]; ex != nil {
-			return ex.res()
+			return ex.head(), true
 		}
-		return nil
+		return ChildHead{}, false
 	}
 	live := func() int {
 		c := 0

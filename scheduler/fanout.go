@@ -265,6 +265,7 @@ func Fanout(ctx context.Context, g Graph, d *converge.Desired, p *Plan, v Valida
 		var next []*converge.Resource // changed children that compose
 		if err := g.Read(ctx, func(gv GraphView) {
 			var ids []converge.ID
+			var seen *childIndex // the emitted children, for a full compose
 			var err error
 			if res.Delta {
 				live := func() int {
@@ -276,51 +277,71 @@ func Fanout(ctx context.Context, g Graph, d *converge.Desired, p *Plan, v Valida
 					})
 					return c
 				}
-				ids, _, err = checkDelta(id, res, gv.Get, live, func(c converge.ID) []converge.ID {
+				ids, _, err = checkDelta(id, res, gv.Head, live, func(c converge.ID) []converge.ID {
 					var out []converge.ID
 					gv.Producers(c, func(p converge.ID) { out = append(out, p) })
 					return out
 				}, kinds[r.Ref()], v)
 			} else {
-				ids, _, err = checkComposition(id, res, gv.Get, kinds[r.Ref()], v)
+				ids, seen, err = checkComposition(id, res, gv.Head, kinds[r.Ref()], v)
 			}
 			if err != nil {
 				p.Refused = append(p.Refused, PlanItem{ID: id, To: r.Ref(), Reason: "compose refused, nothing of it is applied: " + err.Error()})
 				return
 			}
 			by := "composed by " + string(id)
-			emitted := make(map[converge.ID]bool, len(ids))
-			consumes := make(map[converge.ID][]converge.Edge)
-			for _, e := range res.Edges {
-				if len(e.Flows) > 0 {
-					consumes[e.Consumer] = append(consumes[e.Consumer], e)
-				}
-			}
+			// What the flows fill ("known after apply") is worked out
+			// once the children to create are known: a recompose of a
+			// million creates a handful, and a map of every consumer's
+			// edges had been 130 MB of a 1M recompose's dry run.
+			type created struct{ item, child int }
+			var creates []created
 			for i, cid := range ids {
-				emitted[cid] = true
 				c := &res.Children[i]
-				known := KnownAfterApply(c.Spec, consumes[cid])
-				cr := &converge.Resource{Kind: c.Kind, KindVersion: c.KindVersion, Name: c.Name, Declared: c.Spec,
-					ProviderConfigRef: c.ProviderConfigRef, Owner: id, Origin: converge.OriginComposed}
-				var old *converge.Resource
+				// The planned row, made only for a child that changes
+				// (most of a recompose's million do not).
+				ref := converge.KindRef{Kind: c.Kind, Version: c.KindVersion}
+				row := func() *converge.Resource {
+					return &converge.Resource{Kind: c.Kind, KindVersion: c.KindVersion, Name: c.Name, Declared: c.Spec,
+						ProviderConfigRef: c.ProviderConfigRef, Owner: id, Origin: converge.OriginComposed}
+				}
+				var old ChildHead
+				var exists bool
 				if live {
-					old = gv.Get(cid) // a new composer owns nothing yet
+					old, exists = gv.Head(cid) // a new composer owns nothing yet
 				}
 				changed := true
 				switch {
-				case old == nil:
-					p.Create = append(p.Create, PlanItem{ID: cid, To: cr.Ref(), Reason: by, KnownAfter: known})
+				case !exists:
+					creates = append(creates, created{len(p.Create), i})
+					p.Create = append(p.Create, PlanItem{ID: cid, To: ref, Reason: by})
 				case old.Deleting:
-					p.Create = append(p.Create, PlanItem{ID: cid, To: cr.Ref(), Reason: by + ", once its teardown finishes", KnownAfter: known})
-				case old.KindVersion != cr.KindVersion:
-					p.Flip = append(p.Flip, PlanItem{ID: cid, From: old.Ref(), To: cr.Ref(), Fields: changedFields(old, cr), Reason: by})
-				case !jsonEqual(old.Declared, cr.Declared) || old.ProviderConfigRef != cr.ProviderConfigRef:
-					p.Update = append(p.Update, PlanItem{ID: cid, From: old.Ref(), To: cr.Ref(), Fields: changedFields(old, cr), Reason: by})
+					creates = append(creates, created{len(p.Create), i})
+					p.Create = append(p.Create, PlanItem{ID: cid, To: ref, Reason: by + ", once its teardown finishes"})
+				case old.Ref.Version != c.KindVersion:
+					p.Flip = append(p.Flip, PlanItem{ID: cid, From: old.Ref, To: ref, Fields: changedFields(gv.Get(cid), row()), Reason: by})
+				case !jsonEqual(old.Declared, c.Spec) || old.ProviderConfigRef != c.ProviderConfigRef:
+					p.Update = append(p.Update, PlanItem{ID: cid, From: old.Ref, To: ref, Fields: changedFields(gv.Get(cid), row()), Reason: by})
 				default:
 					changed = false
 				}
-				if changed && composes(cr.Ref()) && j.depth+1 < maxFanoutDepth {
-					next = append(next, cr)
+				if changed && composes(ref) && j.depth+1 < maxFanoutDepth {
+					next = append(next, row())
+				}
+			}
+			if len(creates) > 0 {
+				want := make(map[converge.ID]bool, len(creates))
+				for _, x := range creates {
+					want[ids[x.child]] = true
+				}
+				consumes := make(map[converge.ID][]converge.Edge)
+				for _, e := range res.Edges {
+					if len(e.Flows) > 0 && want[e.Consumer] {
+						consumes[e.Consumer] = append(consumes[e.Consumer], e)
+					}
+				}
+				for _, x := range creates {
+					p.Create[x.item].KnownAfter = KnownAfterApply(res.Children[x.child].Spec, consumes[ids[x.child]])
 				}
 			}
 			if !live {
@@ -337,7 +358,7 @@ func Fanout(ctx context.Context, g Graph, d *converge.Desired, p *Plan, v Valida
 				return
 			}
 			gv.Children(id, func(c *converge.Resource) {
-				if !emitted[c.ID()] && !c.Deleting {
+				if _, emitted := seen.find(c.ID()); !emitted && !c.Deleting {
 					p.Prune = append(p.Prune, PlanItem{ID: c.ID(), From: c.Ref(), Reason: "pruned by " + string(id)})
 				}
 			})

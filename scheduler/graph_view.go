@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/convergehq/converge"
 )
@@ -18,12 +19,34 @@ type Graph interface {
 	Read(ctx context.Context, f func(GraphView)) error
 }
 
+// ChildHead is what a composition is checked and planned against of a
+// resource that exists: its owner, kind, declared spec, provider config
+// and whether it is being torn down. Declared shares the graph's bytes:
+// read it only within Graph.Read.
+type ChildHead struct {
+	Owner             converge.ID
+	Ref               converge.KindRef
+	Declared          json.RawMessage
+	ProviderConfigRef string
+	Deleting          bool
+}
+
+// headOf is r's ChildHead.
+func headOf(r *converge.Resource) ChildHead {
+	return ChildHead{Owner: r.Owner, Ref: r.Ref(), Declared: r.Declared, ProviderConfigRef: r.ProviderConfigRef, Deleting: r.Deleting}
+}
+
 // GraphView reads a Graph within Graph.Read.
 type GraphView interface {
 	// Len returns how many resources the graph holds.
 	Len() int
 	// Get returns the resource id, or nil if there is none.
 	Get(id converge.ID) *converge.Resource
+	// Head returns what a composition is checked and planned against of
+	// id, and whether id exists: Get without the rest of the row (a
+	// settled row is packed in the scheduler's graph, and Get decodes a
+	// copy).
+	Head(id converge.ID) (ChildHead, bool)
 	// Has reports whether the graph holds id: Get without the row (a
 	// settled row is packed in the scheduler's graph, and Get decodes a
 	// copy).
@@ -76,6 +99,13 @@ func (g *snapGraph) Read(_ context.Context, f func(GraphView)) error {
 func (g *snapGraph) Len() int                              { return len(g.byID) }
 func (g *snapGraph) Get(id converge.ID) *converge.Resource { return g.byID[id] }
 
+func (g *snapGraph) Head(id converge.ID) (ChildHead, bool) {
+	if r := g.byID[id]; r != nil {
+		return headOf(r), true
+	}
+	return ChildHead{}, false
+}
+
 func (g *snapGraph) Children(id converge.ID, f func(*converge.Resource)) {
 	for _, r := range g.children[id] {
 		f(r)
@@ -125,6 +155,13 @@ func (v nodeView) Get(id converge.ID) *converge.Resource {
 		return n.peek()
 	}
 	return nil
+}
+
+func (v nodeView) Head(id converge.ID) (ChildHead, bool) {
+	if n := v.s.graph.nodes[id]; n != nil {
+		return n.head(), true
+	}
+	return ChildHead{}, false
 }
 
 func (v nodeView) Children(id converge.ID, f func(*converge.Resource)) {

@@ -24,7 +24,12 @@ func FuzzCheckResult(f *testing.F) {
 		"tgw/git":  {Kind: "tgw", KindVersion: 1, Name: "git"},
 		"vpc/gone": {Kind: "vpc", KindVersion: 1, Name: "gone", Owner: owner, Deleting: true},
 	}
-	get := func(id converge.ID) *converge.Resource { return standing[id] }
+	get := func(id converge.ID) (ChildHead, bool) {
+		if r := standing[id]; r != nil {
+			return headOf(r), true
+		}
+		return ChildHead{}, false
+	}
 	producers := func(id converge.ID) []converge.ID {
 		if id == "vpc/kept" {
 			return []converge.ID{"tgw/git"}
