@@ -558,9 +558,9 @@ func (s *Scheduler) addNode(r *converge.Resource, id converge.ID, parent *node, 
 // updateDeclared changes n's version, declared spec and config ref; it
 // reports whether anything changed (and then bumps the generation).
 func (s *Scheduler) updateDeclared(n *node, version int, declared json.RawMessage, configRef string) bool {
-	p := n.peek() // an unchanged child stays packed
-	sameSpec := jsonEqual(p.Declared, declared)
-	if p.KindVersion == version && sameSpec && p.ProviderConfigRef == configRef {
+	h := n.head() // an unchanged child stays packed, and is not decoded to tell
+	sameSpec := jsonEqual(h.Declared, declared)
+	if h.Ref.Version == version && sameSpec && h.ProviderConfigRef == configRef {
 		return false
 	}
 	r := n.res()

@@ -112,7 +112,7 @@ func (s *Scheduler) rolloutHold(n *node, res *converge.Result, ids []converge.ID
 			wave[id] = waveOf(id)
 			continue
 		}
-		if r := ex.peek(); r.KindVersion != c.KindVersion || r.ProviderConfigRef != c.ProviderConfigRef || !jsonEqual(r.Declared, c.Spec) {
+		if h := ex.head(); h.Ref.Version != c.KindVersion || h.ProviderConfigRef != c.ProviderConfigRef || !jsonEqual(h.Declared, c.Spec) {
 			wave[id] = waveOf(id)
 		}
 	}
