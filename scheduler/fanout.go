@@ -270,8 +270,8 @@ func Fanout(ctx context.Context, g Graph, d *converge.Desired, p *Plan, v Valida
 			if res.Delta {
 				live := func() int {
 					c := 0
-					gv.Children(id, func(r *converge.Resource) {
-						if !r.Deleting {
+					gv.ChildIDs(id, func(cid converge.ID) {
+						if h, ok := gv.Head(cid); ok && !h.Deleting {
 							c++
 						}
 					})
@@ -351,15 +351,18 @@ func Fanout(ctx context.Context, g Graph, d *converge.Desired, p *Plan, v Valida
 				// Only what the delta removes goes; the children it
 				// leaves out stay.
 				for _, cid := range res.Removed {
-					if c := gv.Get(cid); c != nil && c.Owner == id && !c.Deleting {
-						p.Prune = append(p.Prune, PlanItem{ID: cid, From: c.Ref(), Reason: "pruned by " + string(id)})
+					if c, ok := gv.Head(cid); ok && c.Owner == id && !c.Deleting {
+						p.Prune = append(p.Prune, PlanItem{ID: cid, From: c.Ref, Reason: "pruned by " + string(id)})
 					}
 				}
 				return
 			}
-			gv.Children(id, func(c *converge.Resource) {
-				if _, emitted := seen.find(c.ID()); !emitted && !c.Deleting {
-					p.Prune = append(p.Prune, PlanItem{ID: c.ID(), From: c.Ref(), Reason: "pruned by " + string(id)})
+			gv.ChildIDs(id, func(cid converge.ID) {
+				if _, emitted := seen.find(cid); emitted {
+					return
+				}
+				if c, ok := gv.Head(cid); ok && !c.Deleting {
+					p.Prune = append(p.Prune, PlanItem{ID: cid, From: c.Ref, Reason: "pruned by " + string(id)})
 				}
 			})
 		}); err != nil {
