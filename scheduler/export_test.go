@@ -249,16 +249,3 @@ func TimerLen(s *Scheduler) int {
 
 // The package's tests check every node state transition (nodestate.go).
 func init() { checkTransitions = true }
-
-// Packed counts the nodes whose row is packed (pack.go).
-func Packed(s *Scheduler) int {
-	n := 0
-	_ = s.exec(context.Background(), func(s *Scheduler) {
-		for _, x := range s.graph.nodes {
-			if x.r == nil {
-				n++
-			}
-		}
-	})
-	return n
-}

@@ -45,7 +45,7 @@ func TestLoadStreamed(t *testing.T) {
 				t.Fatalf("loaded %+v, want %d Ready", got, total)
 			}
 			// Every leaf is at rest; the root (a composer) is not packed.
-			if got := scheduler.Packed(h.s); got != total-1 {
+			if got, _ := scheduler.PackedRows(h.s); got != total-1 {
 				t.Errorf("%d rows packed after the load, want %d", got, total-1)
 			}
 			if store.streamed != tc.streamed {
