@@ -191,19 +191,12 @@ func (n *node) uid() string {
 	if n.r != nil {
 		return n.r.UID
 	}
-	b := n.packed
-	if len(b) < 3 {
-		panic("scheduler: node " + string(n.id) + ": not a packed row")
+	f := readPacked(n.packed)
+	u := f.field(false)
+	if f.flags()&packUIDHex != 0 {
+		return hex.EncodeToString(u)
 	}
-	l, k := binary.Uvarint([]byte(b[2:min(len(b), 2+binary.MaxVarintLen64)]))
-	if k <= 0 || int(l) > len(b)-2-k {
-		panic("scheduler: node " + string(n.id) + ": packed row damaged")
-	}
-	u := b[2+k : 2+k+int(l)]
-	if b[1]&packUIDHex != 0 {
-		return hex.EncodeToString([]byte(u))
-	}
-	return u
+	return unsafe.String(unsafe.SliceData(u), len(u)) // the row's bytes, never written
 }
 
 // status returns n's status (to read) without decoding a packed row: a
@@ -518,47 +511,95 @@ func unpackEnum[S ~string](b []byte, i *int, known []S, bad func()) S {
 	return s
 }
 
-// packedJSON returns the spec and status of a packed row, sharing its
-// bytes: the fields before them are skipped, not decoded.
-func packedJSON(packed string) (spec, status json.RawMessage) {
+// packedFields walks a packed row's fields in packResource's order
+// without decoding them: each read moves past one field, and a field's
+// bytes are the row's own. A row that does not parse is a bug: it
+// panics.
+type packedFields struct {
+	b []byte
+	i int
+}
+
+// readPacked starts a walk over packed's fields, after its version and
+// flags (flags returns them).
+func readPacked(packed string) packedFields {
 	b := unsafe.Slice(unsafe.StringData(packed), len(packed))
 	if len(b) < 2 || b[0] != packVersion {
 		panic("scheduler: not a packed row")
 	}
-	i := 2
-	damaged := func() { panic("scheduler: packed row damaged") }
-	// next returns the next length-prefixed field; a raw one (JSON) is
-	// nil for a length of 0, else its bytes are one fewer.
-	next := func(raw bool) []byte {
-		l, k := binary.Uvarint(b[i:])
-		if k <= 0 {
-			damaged()
-		}
-		i += k
-		if raw {
-			if l == 0 {
-				return nil
-			}
-			l--
-		}
-		if l > uint64(len(b)-i) {
-			damaged()
-		}
-		v := b[i : i+int(l) : i+int(l)]
-		i += int(l)
-		return v
-	}
-	next(false)                  // UID
-	_, k := binary.Varint(b[i:]) // KindVersion
+	return packedFields{b: b, i: 2}
+}
+
+func (f *packedFields) flags() byte { return f.b[1] }
+
+func (f *packedFields) damaged() { panic("scheduler: packed row damaged") }
+
+// uvarint reads an unsigned varint.
+func (f *packedFields) uvarint() uint64 {
+	v, k := binary.Uvarint(f.b[f.i:])
 	if k <= 0 {
-		damaged()
+		f.damaged()
 	}
-	i += k
-	spec = next(true) // Declared, which is the spec too when the flag says so
-	if b[1]&packSpecIsDeclared == 0 {
-		spec = next(true)
+	f.i += k
+	return v
+}
+
+// skipVarint moves past a signed varint.
+func (f *packedFields) skipVarint() {
+	_, k := binary.Varint(f.b[f.i:])
+	if k <= 0 {
+		f.damaged()
 	}
-	return spec, next(true)
+	f.i += k
+}
+
+// field reads the next length-prefixed field; a raw one (JSON) is nil
+// for a length of 0, else its bytes are one fewer.
+func (f *packedFields) field(raw bool) []byte {
+	l := f.uvarint()
+	if raw {
+		if l == 0 {
+			return nil
+		}
+		l--
+	}
+	if l > uint64(len(f.b)-f.i) {
+		f.damaged()
+	}
+	v := f.b[f.i : f.i+int(l) : f.i+int(l)]
+	f.i += int(l)
+	return v
+}
+
+// skipEnum moves past what packEnum appended for one of known values.
+func (f *packedFields) skipEnum(known int) {
+	if v := f.uvarint(); v >= uint64(known) {
+		l := v - uint64(known)
+		if l > uint64(len(f.b)-f.i) {
+			f.damaged()
+		}
+		f.i += int(l)
+	}
+}
+
+// specs reads the UID and kind version, then the declared spec and the
+// spec (the declared one again when the flag says so).
+func (f *packedFields) specs() (declared, spec json.RawMessage) {
+	f.field(false) // UID
+	f.skipVarint() // KindVersion
+	declared, spec = f.field(true), nil
+	if f.flags()&packSpecIsDeclared != 0 {
+		return declared, declared
+	}
+	return declared, f.field(true)
+}
+
+// packedJSON returns the spec and status of a packed row, sharing its
+// bytes: the fields before them are skipped, not decoded.
+func packedJSON(packed string) (spec, status json.RawMessage) {
+	f := readPacked(packed)
+	_, spec = f.specs()
+	return spec, f.field(true)
 }
 
 // head returns what a composition is checked and planned against of n
@@ -581,68 +622,15 @@ func (n *node) head() ChildHead {
 // row, sharing its bytes: the fields before them are skipped, not
 // decoded.
 func packedHead(packed string) (declared json.RawMessage, providerConfigRef string) {
-	b := unsafe.Slice(unsafe.StringData(packed), len(packed))
-	if len(b) < 2 || b[0] != packVersion {
-		panic("scheduler: not a packed row")
-	}
-	i := 2
-	damaged := func() { panic("scheduler: packed row damaged") }
-	uv := func() uint64 {
-		v, k := binary.Uvarint(b[i:])
-		if k <= 0 {
-			damaged()
-		}
-		i += k
-		return v
-	}
-	iv := func() {
-		if _, k := binary.Varint(b[i:]); k <= 0 {
-			damaged()
-		} else {
-			i += k
-		}
-	}
-	// field returns the next length-prefixed field; a raw one (JSON) is
-	// nil for a length of 0, else its bytes are one fewer.
-	field := func(raw bool) []byte {
-		l := uv()
-		if raw {
-			if l == 0 {
-				return nil
-			}
-			l--
-		}
-		if l > uint64(len(b)-i) {
-			damaged()
-		}
-		v := b[i : i+int(l) : i+int(l)]
-		i += int(l)
-		return v
-	}
-	// enum skips what packEnum appended.
-	enum := func(known int) {
-		if v := uv(); v >= uint64(known) {
-			if l := v - uint64(known); l > uint64(len(b)-i) {
-				damaged()
-			} else {
-				i += int(l)
-			}
-		}
-	}
-	field(false) // UID
-	iv()         // KindVersion
-	declared = field(true)
-	if b[1]&packSpecIsDeclared == 0 {
-		field(true) // Spec
-	}
-	field(true) // Status
-	enum(len(packPhases))
-	field(false) // Reason
-	iv()         // Generation
-	iv()         // ObservedGeneration
-	enum(len(packOrigins))
-	pcr := field(false)
-	if len(pcr) > 0 {
+	f := readPacked(packed)
+	declared, _ = f.specs()
+	f.field(true) // Status
+	f.skipEnum(len(packPhases))
+	f.field(false) // Reason
+	f.skipVarint() // Generation
+	f.skipVarint() // ObservedGeneration
+	f.skipEnum(len(packOrigins))
+	if pcr := f.field(false); len(pcr) > 0 {
 		providerConfigRef = unsafe.String(unsafe.SliceData(pcr), len(pcr))
 	}
 	return declared, providerConfigRef
