@@ -229,6 +229,26 @@ func (b *batcher) pickRows(limit int) (upd, fresh []*node) {
 	return upd, fresh
 }
 
+// takeEdgeDeletions empties the pending edge deletions into out, but
+// those whose consumer's row is deleted (in deleted, this batch's
+// sorted deletions, or pending for a later batch): the store deletes a
+// row's edges with it, so writing them would be a write for nothing.
+// Each pending deletion is looked at once: one kept for its consumer's
+// later batch made every batch of a 1M cascade walk a million of them.
+func (b *batcher) takeEdgeDeletions(deleted []converge.ID, out []converge.Edge) []converge.Edge {
+	for k := range b.edgeDel {
+		delete(b.edgeDel, k)
+		if b.delRes[k.consumer] {
+			continue
+		}
+		if _, gone := slices.BinarySearch(deleted, k.consumer); gone {
+			continue
+		}
+		out = append(out, converge.Edge{Consumer: k.consumer, Producer: k.producer})
+	}
+	return out
+}
+
 // takeEvents takes the oldest events, at most limit, into buf's events
 // (they are numbered already); a burst's buffer is not kept at its size.
 func (b *batcher) takeEvents(limit int, buf *batchBufs) []converge.Event {

@@ -177,3 +177,50 @@ func TestBatcherDefersBigRows(t *testing.T) {
 		t.Fatalf("flushAt %v moved", b.flushAt)
 	}
 }
+
+// TestBatcherEdgeDeletions: a pending edge deletion is written once,
+// unless its consumer's row is deleted (in this batch or pending for a
+// later one): the store deletes a row's edges with it. Either way it
+// leaves the pending set at once, so no later batch walks it again.
+func TestBatcherEdgeDeletions(t *testing.T) {
+	b := newTestBatcher()
+	t0 := time.Unix(100, 0)
+	for _, e := range []converge.Edge{
+		{Consumer: "route/a", Producer: "vpc/a"}, // its consumer stays: written
+		{Consumer: "route/b", Producer: "vpc/b"}, // deleted in this batch
+		{Consumer: "route/c", Producer: "vpc/c"}, // deleted in a later batch
+	} {
+		b.delEdge(&e, t0)
+	}
+	b.delRes["route/c"] = true
+	got := b.takeEdgeDeletions([]converge.ID{"route/b"}, nil)
+	if want := []converge.Edge{{Consumer: "route/a", Producer: "vpc/a"}}; len(got) != 1 || got[0].Consumer != want[0].Consumer || got[0].Producer != want[0].Producer {
+		t.Fatalf("edge deletions written %v, want %v", got, want)
+	}
+	if len(b.edgeDel) != 0 {
+		t.Fatalf("pending edge deletions left after the batch: %v (a later batch would walk them again)", b.edgeDel)
+	}
+}
+
+// TestDropHead: the entries dropped are cleared (a queue of a million
+// nodes holds none it wrote) and the rest keep their order.
+func TestDropHead(t *testing.T) {
+	nodes := []*node{{id: "a/1"}, {id: "a/2"}, {id: "a/3"}, {id: "a/4"}}
+	q := append([]*node(nil), nodes...)
+	backing := q
+	q = dropHead(q, 3)
+	if len(q) != 1 || q[0] != nodes[3] {
+		t.Fatalf("dropHead(4 nodes, 3) = %v, want the 4th", q)
+	}
+	for i, n := range backing[:3] {
+		if n != nil {
+			t.Fatalf("dropped entry %d still holds %s", i, n.id)
+		}
+	}
+	if q = dropHead(q, 1); len(q) != 0 || backing[3] != nil {
+		t.Fatalf("dropHead of the whole queue left %v (array: %v)", q, backing[3])
+	}
+	if q = dropHead(append(q, nodes[0]), 0); len(q) != 1 || q[0] != nodes[0] {
+		t.Fatalf("dropHead(q, 0) = %v, want q", q)
+	}
+}

@@ -158,14 +158,17 @@ func (b *batcher) dropRemoved() {
 	}
 }
 
-// dropHead removes q's first n entries in place.
+// dropHead removes q's first n entries: it clears them and returns the
+// rest, whose array the next appends reuse or replace. (Copying the
+// rest to the front cost a whole queue's length a batch: a cascade of a
+// million queues a million rows.)
 func dropHead(q []*node, n int) []*node {
-	if n == 0 {
-		return q
+	if n == len(q) {
+		clear(q)
+		return q[:0]
 	}
-	rest := copy(q, q[n:])
-	clear(q[rest:])
-	return q[:rest]
+	clear(q[:n])
+	return q[n:]
 }
 
 // bigMap is the size past which a pending-write map is replaced rather
@@ -372,6 +375,7 @@ func (s *Scheduler) buildBatch(all bool) *converge.Batch {
 	// longer referenced by the store.
 	s.batch.spare = 1 - s.batch.spare
 	buf := &s.batch.bufs[s.batch.spare]
+	limit := s.cfg.MaxCommit
 	if len(s.batch.dirty)+len(s.batch.updated) > 0 {
 		// At most MaxCommit rows: a commit stays short (bounded work lost
 		// to a crash, a bounded bbolt transaction) however much a
@@ -383,9 +387,9 @@ func (s *Scheduler) buildBatch(all bool) *converge.Batch {
 		// after its owner's, so an owner is never left behind its
 		// children). What does not fit waits for the next batch.
 		s.batch.dropRemoved()
-		s.batch.updated = liveHead(s.batch.updated, s.cfg.MaxCommit)
-		s.batch.dirty = liveHead(s.batch.dirty, s.cfg.MaxCommit)
-		upd, fresh := s.batch.pickRows(s.cfg.MaxCommit)
+		s.batch.updated = liveHead(s.batch.updated, limit)
+		s.batch.dirty = liveHead(s.batch.dirty, limit)
+		upd, fresh := s.batch.pickRows(limit)
 		rows := buf.rows[:0]
 		if n := len(upd) + len(fresh); cap(rows) < n {
 			rows = make([]converge.Resource, 0, n+n/2)
@@ -432,7 +436,7 @@ func (s *Scheduler) buildBatch(all bool) *converge.Batch {
 		s.batch.dirty = dropHead(s.batch.dirty, len(fresh))
 	}
 	if len(s.batch.delRes) > 0 {
-		b.DeletedResources = s.batch.takeDeleted(s.cfg.MaxCommit)
+		b.DeletedResources = s.batch.takeDeleted(limit)
 	}
 	bigDel := len(s.batch.edgeDel) > bigMap
 	s.batch.edgePutPeak = max(s.batch.edgePutPeak, len(s.batch.edgePut))
@@ -448,18 +452,7 @@ func (s *Scheduler) buildBatch(all bool) *converge.Batch {
 		b.Edges = append(b.Edges, *e)
 		delete(s.batch.edgePut, k)
 	}
-	for k := range s.batch.edgeDel {
-		if s.batch.delRes[k.consumer] {
-			continue // its row goes in a later batch, and the edge with it
-		}
-		delete(s.batch.edgeDel, k)
-		if _, gone := slices.BinarySearch(b.DeletedResources, k.consumer); gone {
-			// The store deletes a row's edges with it: rewriting the row
-			// without the edge first would be a write for nothing.
-			continue
-		}
-		b.DeletedEdges = append(b.DeletedEdges, converge.Edge{Consumer: k.consumer, Producer: k.producer})
-	}
+	b.DeletedEdges = s.batch.takeEdgeDeletions(b.DeletedResources, b.DeletedEdges)
 	// A Go map keeps its buckets when emptied: one that held a whole
 	// composition's edges is replaced, not kept at that size for ever.
 	if s.batch.edgePutPeak > bigMap && len(s.batch.edgePut) == 0 {
