@@ -501,6 +501,39 @@ func TestCascadeDeleteInKeyOrder(t *testing.T) {
 	}
 }
 
+// sizedStore is a memStore that asks for at most rows rows a commit
+// (scheduler.CommitSizer), as the bbolt store does once it is big.
+type sizedStore struct {
+	*memStore
+	rows int
+}
+
+func (s sizedStore) CommitRows() int { return s.rows }
+
+// TestCommitsSizedByStore: a store's bound on a commit's rows
+// (CommitSizer) holds below Config.MaxCommit, for rows put and rows
+// deleted, and the graph converges and is torn down all the same.
+func TestCommitsSizedByStore(t *testing.T) {
+	mem := newMemStore()
+	cfg := testConfig() // MaxCommit as by default, far above the store's 5
+	h := start(t, sizedStore{mem, 5}, newFakeDisp(classicHandler, &fakeWorker{name: "w1"}), cfg)
+	h.apply(classicDesired(makeBOM(3, 20), "c1"), classicValidator)
+	h.waitSettled(scheduler.Converged, 10*time.Second)
+	if err := h.s.Delete(context.Background(), "classicbom/org"); err != nil {
+		t.Fatal(err)
+	}
+	h.waitSettled(scheduler.Converged, 10*time.Second)
+	h.flush()
+	mem.mu.Lock()
+	defer mem.mu.Unlock()
+	if mem.maxRows > 5 || mem.maxDeleted > 5 || mem.maxDeleted == 0 {
+		t.Errorf("a commit held %d rows and one deleted %d, want 1 to the store's 5", mem.maxRows, mem.maxDeleted)
+	}
+	if len(mem.resources) != 0 {
+		t.Errorf("%d rows left after the cascade", len(mem.resources))
+	}
+}
+
 // TestCascadeDeleteCommitsBounded: a cascade's row deletions go at most
 // MaxCommit a commit, oldest first, so no commit leaves a row whose owner
 // is gone or an edge whose producer is gone, and every row goes in the

@@ -114,6 +114,18 @@ func (s *Scheduler) batchDropped() {
 	}
 }
 
+// commitRows is the most rows, and the most deletions, the next batch
+// takes: Config.MaxCommit, or what the store asks when that is fewer
+// (CommitSizer).
+func (s *Scheduler) commitRows() int {
+	if cs, ok := s.store.(CommitSizer); ok {
+		if n := cs.CommitRows(); n > 0 && n < s.cfg.MaxCommit {
+			return n
+		}
+	}
+	return s.cfg.MaxCommit
+}
+
 // liveHead drops the removed nodes from q until limit live ones lead it
 // (or q ends): a removed row is never written, and a cascade's million
 // rows rewritten as Deleting are mostly removed before their turn. Held
@@ -375,10 +387,11 @@ func (s *Scheduler) buildBatch(all bool) *converge.Batch {
 	// longer referenced by the store.
 	s.batch.spare = 1 - s.batch.spare
 	buf := &s.batch.bufs[s.batch.spare]
-	limit := s.cfg.MaxCommit
+	limit := s.commitRows()
 	if len(s.batch.dirty)+len(s.batch.updated) > 0 {
-		// At most MaxCommit rows: a commit stays short (bounded work lost
-		// to a crash, a bounded bbolt transaction) however much a
+		// At most MaxCommit rows (fewer if the store asks): a commit
+		// stays short (bounded work lost to a crash, a bounded bbolt
+		// transaction, bounded pages mapped) however much a
 		// composition just created. Changes of rows already in the
 		// store go first, so progress (a resource turning Ready) is
 		// durable within a batch or two instead of waiting behind a

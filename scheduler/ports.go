@@ -17,6 +17,15 @@ type Store interface {
 	Commit(ctx context.Context, b *converge.Batch) error
 }
 
+// CommitSizer is a Store that bounds the rows of the next Commit
+// (state.Store does once its file is big: each row a commit changes
+// maps a page of the file into memory): the scheduler writes at most
+// the smaller of it and Config.MaxCommit rows, and as many deletions, a
+// batch. CommitRows returns 0 for no bound.
+type CommitSizer interface {
+	CommitRows() int
+}
+
 // StreamLoader is a Store that can hand its resources over one at a time
 // (state.Backend.LoadStream). New prefers it: each row is packed as it
 // arrives, so a start never holds a million decoded rows at once.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/convergehq/converge"
+	"github.com/convergehq/converge/state"
 	"github.com/convergehq/converge/state/statetest"
 )
 
@@ -41,7 +42,15 @@ func rssFile(t *testing.T) int64 {
 // otherwise count its whole file in the control plane's RSS. Commits
 // are released by the store's releaser, within a few releaseEvery.
 func TestMappedPagesReleased(t *testing.T) {
-	s := statetest.Open(t)
+	dir := t.TempDir()
+	s, err := state.Open(dir, state.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() }) // closed below; Close again does nothing
+	if n := s.CommitRows(); n != 0 {
+		t.Fatalf("an empty store asks for at most %d rows a commit, want no bound (0)", n)
+	}
 	base := rssFile(t)
 	pad := bytes.Repeat([]byte("x"), 1000)
 	const rows, per = 40000, 4000
@@ -67,6 +76,11 @@ func TestMappedPagesReleased(t *testing.T) {
 	if grew := rssFile(t) - base; grew > 16<<20 {
 		t.Errorf("resident file memory is %d MiB above its start after the commits settled; want the mapped pages released", grew>>20)
 	}
+	// Once the file is big, a commit of rows all over the key space
+	// maps a page a row: the store asks for 1,024 rows a commit.
+	if n := s.CommitRows(); n != 1024 {
+		t.Errorf("a %d MiB store asks for at most %d rows a commit, want 1024", fileSize(t, s.Path())>>20, n)
+	}
 	before := rssFile(t)
 	snap, err := s.Load(context.Background())
 	if err != nil {
@@ -81,5 +95,13 @@ func TestMappedPagesReleased(t *testing.T) {
 	if grew > 16<<20 {
 		t.Errorf("resident file memory grew by %d MiB over a Load of an %d MiB store; want the mapped pages released",
 			grew>>20, fileSize(t, s.Path())>>20)
+	}
+	// Reopened, the store knows its size before its first commit.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r := statetest.OpenDir(t, dir, state.Options{NoSync: true})
+	if n := r.CommitRows(); n != 1024 {
+		t.Errorf("the reopened %d MiB store asks for at most %d rows a commit, want 1024", fileSize(t, r.Path())>>20, n)
 	}
 }

@@ -98,6 +98,9 @@ type Store struct {
 
 	// pageAlloc0 is bbolt's allocated-page byte count after Open.
 	pageAlloc0 int64
+	// big: the file was at least releaseMin at Open or at the last
+	// write, so its mapped pages are released (CommitRows).
+	big atomic.Bool
 	// stopRelease ends the goroutine that releases mapped pages
 	// (releaser); closeOnce guards it and the database's Close.
 	stopRelease chan struct{}
@@ -324,6 +327,10 @@ func openLocked(path string, opts Options, deadline time.Time, aside string) (*S
 		stopRelease: make(chan struct{}), releaseDone: make(chan struct{})}
 	s.rulesStore = rules.New(boltKV{s}, rules.Options{Name: path, Owners: rules.Chunked,
 		MaxEvents: opts.MaxEvents, MaxRevisions: opts.MaxRevisions})
+	_ = db.View(func(tx *bolt.Tx) error {
+		s.big.Store(tx.Size() >= releaseMin)
+		return nil
+	})
 	if releaseSupported {
 		go s.releaser()
 	} else {
@@ -468,6 +475,7 @@ func (s *Store) update(fn func(w *writer) error) (err error) {
 		if w.puts == 0 && w.dels == 0 {
 			return errNoChange // roll back: no commit, no fsync
 		}
+		s.big.Store(tx.Size() >= releaseMin)
 		return nil
 	})
 	if err == errNoChange {

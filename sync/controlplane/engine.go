@@ -523,6 +523,15 @@ type observedStore struct {
 	changed func(ids []converge.ID)
 }
 
+// CommitRows passes the backend's bound on the next commit's rows on
+// (scheduler.CommitSizer), or 0 when it has none.
+func (o observedStore) CommitRows() int {
+	if cs, ok := o.Backend.(scheduler.CommitSizer); ok {
+		return cs.CommitRows()
+	}
+	return 0
+}
+
 // Commit commits b, then reports the resources it touched: those put or
 // deleted and the consumers of edges put or deleted.
 func (o observedStore) Commit(ctx context.Context, b *converge.Batch) error {
