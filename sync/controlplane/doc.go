@@ -29,7 +29,7 @@
 //
 // An Engine holds the store's writer lock (bbolt's file lock, or etcd's
 // writer key) from Start to Close: a second engine on the same state is
-// refused. Start sets a soft memory limit of at least 900 MiB, two
+// refused. Start sets a soft memory limit of at least 832 MiB, two
 // fifths above the live heap when that is more, unless GOMEMLIMIT is
 // set (see the comment of defaultMemoryLimit).
 package controlplane

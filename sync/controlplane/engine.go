@@ -123,8 +123,12 @@ type Options struct {
 // (Go's own variable, e.g. "3GiB" or "off") overrides both: raise it on
 // a machine with memory to spare. The floor was 1300 MiB until a 1M
 // converge's live heap fell to ~700 MB: the floor then held ~300 MB of
-// garbage the limit rule (memoryLimitFor) did not need.
-const defaultMemoryLimit = 900 << 20
+// garbage the limit rule (memoryLimitFor) did not need. It was 900 MiB
+// until the file pages a commit maps were bounded (state's commitRows):
+// what is left of a 1 GiB budget beside the heap is those pages (up to
+// ~90 MB in a commit, ~30 MB between) and a margin, and at 900 MiB the
+// 1M cascade delete peaked at 1,016-1,042 MiB (970-991 at 832).
+const defaultMemoryLimit = 832 << 20
 
 // Start opens the store and starts everything; Close undoes it. An error
 // opening the state says "open state: …" once (OpenError).

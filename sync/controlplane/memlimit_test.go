@@ -10,7 +10,8 @@ func TestMemoryLimitFor(t *testing.T) {
 	for _, tt := range []struct{ live, want int64 }{
 		{0, defaultMemoryLimit},
 		{500 * mib, defaultMemoryLimit},
-		{590 * mib, defaultMemoryLimit}, // 590 + 236 + 64 = 890
+		{540 * mib, defaultMemoryLimit}, // 540 + 216 + 64 = 820
+		{590 * mib, 890 * mib},
 		{700 * mib, 1044 * mib},
 		{1400 * mib, 2024 * mib},
 		{4000 * mib, 5664 * mib},
