@@ -232,7 +232,9 @@ func TestUIActions(t *testing.T) {
 		watch := `window.__gone = 0; setInterval(function () { if (!window.__gone && document.getElementById("gone")) { window.__gone = Date.now(); } }, 10); true`
 		for _, id := range []converge.ID{route, vpc, account} {
 			tab := b.open(t, pageOf(base, id))
-			b.until(t, tab, "the page of "+string(id), `document.readyState === "complete"`)
+			// A new tab is about:blank, "complete", until its page
+			// replaces it: a watch set there is lost with it.
+			b.until(t, tab, "the page of "+string(id), `location.protocol === "http:" && document.readyState === "complete"`)
 			if err := b.eval(tab, watch, nil); err != nil {
 				t.Fatal(err)
 			}
