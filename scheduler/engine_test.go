@@ -501,6 +501,54 @@ func TestCascadeDeleteInKeyOrder(t *testing.T) {
 	}
 }
 
+// TestCascadeResumedAfterCrash: a cascade cut by a crash goes on from
+// the store, its waiting teardowns loaded packed (TestLoadPacksTeardowns):
+// the rest of the tree is deleted, no owner before its children.
+func TestCascadeResumedAfterCrash(t *testing.T) {
+	store := newMemStore()
+	store.check = func(m *memStore) string {
+		for id, r := range m.resources {
+			if r.Owner != "" && m.resources[r.Owner] == nil {
+				return fmt.Sprintf("%s stored, its owner %s deleted", id, r.Owner)
+			}
+		}
+		return ""
+	}
+	disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1", delay: time.Millisecond})
+	cfg := testConfig()
+	cfg.MaxCommit = 8
+	h := start(t, store, disp, cfg)
+	h.apply(classicDesired(makeBOM(3, 20), "c1"), classicValidator)
+	h.waitSettled(scheduler.Converged, 10*time.Second)
+	h.flush()
+	if err := h.s.Delete(context.Background(), "classicbom/org"); err != nil {
+		t.Fatal(err)
+	}
+	store.mu.Lock()
+	store.crashAt = store.commits + 3 // the first deletions go, the rest are cut off
+	store.mu.Unlock()
+	waitFor(t, 5*time.Second, "the crash", func() bool { store.mu.Lock(); defer store.mu.Unlock(); return store.crashed })
+	h.stop()
+	store.mu.Lock()
+	store.crashAt = 0
+	store.mu.Unlock()
+	store.restart()
+	if n := len(store.all()); n < 10 {
+		t.Fatalf("only %d rows left at the crash: the cascade was not cut mid-way", n)
+	}
+	h2 := start(t, store, disp, cfg)
+	h2.waitSettled(scheduler.Converged, 10*time.Second)
+	h2.flush()
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	if len(store.resources) != 0 {
+		t.Errorf("%d rows left after the resumed cascade", len(store.resources))
+	}
+	if len(store.violations) > 0 {
+		t.Errorf("%d commits broke the order, first: %s", len(store.violations), store.violations[0])
+	}
+}
+
 // sizedStore is a memStore that asks for at most rows rows a commit
 // (scheduler.CommitSizer), as the bbolt store does once it is big.
 type sizedStore struct {

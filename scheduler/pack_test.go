@@ -244,3 +244,34 @@ func TestHeadReadsPackedRows(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadPacksTeardowns: a row loaded at rest is packed as it arrives,
+// a waiting teardown too (a cascade resumed after a kill loads up to a
+// million of them, and decoded until the load ended they put a 1M
+// restart's heap at 923 MB); a teardown backing off stays decoded for
+// loadEnd to read its next attempt, and so does one not at rest.
+func TestLoadPacksTeardowns(t *testing.T) {
+	mk := func(change func(r *converge.Resource)) *node {
+		r := &converge.Resource{Kind: "vpc", Name: "a", UID: "u", Phase: converge.PhaseDeleting, Deleting: true,
+			Generation: 1, ObservedGeneration: 1, Spec: json.RawMessage(`{}`), Origin: converge.OriginComposed}
+		if change != nil {
+			change(r)
+		}
+		return &node{r: r, id: r.ID(), rs: &refState{ref: r.Ref()}}
+	}
+	if n := mk(nil); !loadPackable(n) {
+		t.Error("a waiting teardown is not packed as it loads")
+	}
+	if n := mk(func(r *converge.Resource) { r.Phase, r.Deleting = converge.PhaseReady, false }); !loadPackable(n) {
+		t.Error("a settled row is not packed as it loads")
+	}
+	for name, change := range map[string]func(r *converge.Resource){
+		"backing off": func(r *converge.Resource) { r.NextAttempt = time.Unix(100, 0) },
+		"failed once": func(r *converge.Resource) { r.Attempts = 1 },
+		"leased":      func(r *converge.Resource) { r.Lease = &converge.Lease{TaskID: "t1", Worker: "w1"} },
+	} {
+		if loadPackable(mk(change)) {
+			t.Errorf("a teardown %s is packed as it loads", name)
+		}
+	}
+}

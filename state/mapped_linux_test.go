@@ -96,6 +96,23 @@ func TestMappedPagesReleased(t *testing.T) {
 		t.Errorf("resident file memory grew by %d MiB over a Load of an %d MiB store; want the mapped pages released",
 			grew>>20, fileSize(t, s.Path())>>20)
 	}
+	// A streamed load counts the rows before it hands them over: the
+	// count walks every leaf, and releases them as it goes.
+	before = rssFile(t)
+	var atBegin int64
+	if _, err := s.LoadStream(context.Background(), func(_ *converge.Snapshot, n int) error {
+		atBegin = rssFile(t) - before
+		if n != rows {
+			t.Errorf("LoadStream counted %d rows, want %d", n, rows)
+		}
+		return nil
+	}, func(*converge.Resource) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if atBegin > 16<<20 {
+		t.Errorf("resident file memory grew by %d MiB counting the rows of an %d MiB store; want the mapped pages released",
+			atBegin>>20, fileSize(t, s.Path())>>20)
+	}
 	// Reopened, the store knows its size before its first commit.
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
