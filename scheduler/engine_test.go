@@ -503,17 +503,10 @@ func TestCascadeDeleteInKeyOrder(t *testing.T) {
 
 // TestCascadeResumedAfterCrash: a cascade cut by a crash goes on from
 // the store, its waiting teardowns loaded packed (TestLoadPacksTeardowns):
-// the rest of the tree is deleted, no owner before its children.
+// the rest of the tree is deleted in order (cascadeOrder).
 func TestCascadeResumedAfterCrash(t *testing.T) {
 	store := newMemStore()
-	store.check = func(m *memStore) string {
-		for id, r := range m.resources {
-			if r.Owner != "" && m.resources[r.Owner] == nil {
-				return fmt.Sprintf("%s stored, its owner %s deleted", id, r.Owner)
-			}
-		}
-		return ""
-	}
+	store.check = cascadeOrder
 	disp := newFakeDisp(classicHandler, &fakeWorker{name: "w1", delay: time.Millisecond})
 	cfg := testConfig()
 	cfg.MaxCommit = 8
@@ -527,12 +520,7 @@ func TestCascadeResumedAfterCrash(t *testing.T) {
 	store.mu.Lock()
 	store.crashAt = store.commits + 3 // the first deletions go, the rest are cut off
 	store.mu.Unlock()
-	waitFor(t, 5*time.Second, "the crash", func() bool { store.mu.Lock(); defer store.mu.Unlock(); return store.crashed })
-	h.stop()
-	store.mu.Lock()
-	store.crashAt = 0
-	store.mu.Unlock()
-	store.restart()
+	crashThenRestart(t, store, h)
 	if n := len(store.all()); n < 10 {
 		t.Fatalf("only %d rows left at the crash: the cascade was not cut mid-way", n)
 	}
@@ -547,6 +535,35 @@ func TestCascadeResumedAfterCrash(t *testing.T) {
 	if len(store.violations) > 0 {
 		t.Errorf("%d commits broke the order, first: %s", len(store.violations), store.violations[0])
 	}
+}
+
+// cascadeOrder is a memStore check for cascades: no row is stored whose
+// owner is deleted, no edge whose producer is.
+func cascadeOrder(m *memStore) string {
+	for id, r := range m.resources {
+		if r.Owner != "" && m.resources[r.Owner] == nil {
+			return fmt.Sprintf("%s stored, its owner %s deleted", id, r.Owner)
+		}
+	}
+	for k := range m.edges {
+		if m.resources[k[0]] != nil && m.resources[k[1]] == nil {
+			return fmt.Sprintf("edge %s -> %s stored, its producer deleted", k[0], k[1])
+		}
+	}
+	return ""
+}
+
+// convergeThenDelete converges the classic BOM of 3 domains and 20 teams
+// on h, deletes its root and waits for the cascade to be durable.
+func convergeThenDelete(t *testing.T, h *harness) {
+	t.Helper()
+	h.apply(classicDesired(makeBOM(3, 20), "c1"), classicValidator)
+	h.waitSettled(scheduler.Converged, 10*time.Second)
+	if err := h.s.Delete(context.Background(), "classicbom/org"); err != nil {
+		t.Fatal(err)
+	}
+	h.waitSettled(scheduler.Converged, 10*time.Second)
+	h.flush()
 }
 
 // sizedStore is a memStore that asks for at most rows rows a commit
@@ -564,14 +581,7 @@ func (s sizedStore) CommitRows() int { return s.rows }
 func TestCommitsSizedByStore(t *testing.T) {
 	mem := newMemStore()
 	cfg := testConfig() // MaxCommit as by default, far above the store's 5
-	h := start(t, sizedStore{mem, 5}, newFakeDisp(classicHandler, &fakeWorker{name: "w1"}), cfg)
-	h.apply(classicDesired(makeBOM(3, 20), "c1"), classicValidator)
-	h.waitSettled(scheduler.Converged, 10*time.Second)
-	if err := h.s.Delete(context.Background(), "classicbom/org"); err != nil {
-		t.Fatal(err)
-	}
-	h.waitSettled(scheduler.Converged, 10*time.Second)
-	h.flush()
+	convergeThenDelete(t, start(t, sizedStore{mem, 5}, newFakeDisp(classicHandler, &fakeWorker{name: "w1"}), cfg))
 	mem.mu.Lock()
 	defer mem.mu.Unlock()
 	if mem.maxRows > 5 || mem.maxDeleted > 5 || mem.maxDeleted == 0 {
@@ -588,29 +598,10 @@ func TestCommitsSizedByStore(t *testing.T) {
 // end.
 func TestCascadeDeleteCommitsBounded(t *testing.T) {
 	store := newMemStore()
-	store.check = func(m *memStore) string {
-		for id, r := range m.resources {
-			if r.Owner != "" && m.resources[r.Owner] == nil {
-				return fmt.Sprintf("%s stored, its owner %s deleted", id, r.Owner)
-			}
-		}
-		for k := range m.edges {
-			if m.resources[k[0]] != nil && m.resources[k[1]] == nil {
-				return fmt.Sprintf("edge %s -> %s stored, its producer deleted", k[0], k[1])
-			}
-		}
-		return ""
-	}
+	store.check = cascadeOrder
 	cfg := testConfig()
 	cfg.MaxCommit = 8
-	h := start(t, store, newFakeDisp(classicHandler, &fakeWorker{name: "w1"}), cfg)
-	h.apply(classicDesired(makeBOM(3, 20), "c1"), classicValidator)
-	h.waitSettled(scheduler.Converged, 10*time.Second)
-	if err := h.s.Delete(context.Background(), "classicbom/org"); err != nil {
-		t.Fatal(err)
-	}
-	h.waitSettled(scheduler.Converged, 10*time.Second)
-	h.flush()
+	convergeThenDelete(t, start(t, store, newFakeDisp(classicHandler, &fakeWorker{name: "w1"}), cfg))
 	store.mu.Lock()
 	defer store.mu.Unlock()
 	if store.maxDeleted > cfg.MaxCommit || store.maxDeleted == 0 {

@@ -100,6 +100,18 @@ var errCrashed = errors.New("store crashed")
 func (m *memStore) crash()   { m.mu.Lock(); m.crashed = true; m.mu.Unlock() }
 func (m *memStore) restart() { m.mu.Lock(); m.crashed = false; m.mu.Unlock() }
 
+// crashThenRestart waits for the crash store.crashAt arms, stops h (the
+// process "dies"), and makes the store usable again for the next start.
+func crashThenRestart(t *testing.T, store *memStore, h *harness) {
+	t.Helper()
+	waitFor(t, 5*time.Second, "the crash", func() bool { store.mu.Lock(); defer store.mu.Unlock(); return store.crashed })
+	h.stop()
+	store.mu.Lock()
+	store.crashAt = 0
+	store.mu.Unlock()
+	store.restart()
+}
+
 func (m *memStore) Load(ctx context.Context) (*converge.Snapshot, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

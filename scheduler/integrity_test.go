@@ -369,12 +369,7 @@ func TestRestartMidDrainDoesNotRerunReady(t *testing.T) {
 	close(gate)
 	gate = nil
 	mu.Unlock()
-	waitFor(t, 5*time.Second, "the crash", func() bool { store.mu.Lock(); defer store.mu.Unlock(); return store.crashed })
-	h.stop()
-	store.mu.Lock()
-	store.crashAt = 0
-	store.mu.Unlock()
-	store.restart()
+	crashThenRestart(t, store, h)
 	ready := map[converge.ID]bool{}
 	for _, r := range store.all() {
 		if r.Phase == converge.PhaseReady && r.ObservedGeneration == r.Generation {
