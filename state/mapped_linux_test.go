@@ -109,7 +109,11 @@ func TestMappedPagesReleased(t *testing.T) {
 	}, func(*converge.Resource) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if atBegin > 16<<20 {
+	// A release comes every 16 MiB of keys and values walked (each key
+	// charged 4 KiB more); half-full pages and fault-around map up to
+	// about twice that between two. Without the releases the count maps
+	// the whole file, and by bytes alone it mapped 69 MiB.
+	if atBegin > 32<<20 {
 		t.Errorf("resident file memory grew by %d MiB counting the rows of an %d MiB store; want the mapped pages released",
 			atBegin>>20, fileSize(t, s.Path())>>20)
 	}
