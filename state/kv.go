@@ -154,7 +154,7 @@ func (r reader) Count(b rules.Bucket, prefix []byte) (int, error) {
 type scanRelease struct{ read int }
 
 // keyCharge is what passing a key costs a walk beside its bytes: a
-// release every 4,096 keys at most.
+// release at the latest every 4,096 keys.
 const keyCharge = releaseScanned / 4096
 
 // passed counts k and v walked in tx, releasing the mapped pages when
